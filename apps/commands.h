@@ -1,0 +1,13 @@
+// Each subcommand of the `frugal` command line lives in its own cmd_*.cpp and registers itself here.
+#pragma once
+
+namespace CLI { class App; }
+
+namespace frugal::cli {
+
+void add_train_command(CLI::App& app);
+void add_data_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
+void add_keygen_command(CLI::App& app);
+
+}  // namespace frugal::cli

@@ -1,0 +1,18 @@
+// The `frugal` command: one binary, one subcommand per task (train, data, launch, keygen).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "apps/commands.h"
+#include "core/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"frugal: sparse, model-parallel neural network training on cheap CPU clusters"};
+  app.require_subcommand(1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return 0;
+}
