@@ -9,10 +9,15 @@
 int main(int argc, char** argv) {
   CLI::App app{"frugal: sparse, model-parallel neural network training on cheap CPU clusters"};
   app.require_subcommand(1);
+  frugal::cli::add_train_command(app);
+  frugal::cli::add_data_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "frugal: error: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -1,0 +1,46 @@
+// `frugal data ...`: data set tools. synth-xmc writes a seeded, learnable XMC data set.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "core/synth_xmc.h"
+#include "core/xmc_file.h"
+
+namespace frugal::cli {
+
+void add_data_command(CLI::App& app) {
+  CLI::App* data = app.add_subcommand("data", "data set tools");
+  data->require_subcommand(1);
+  auto o = std::make_shared<data::SynthXmcOptions>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* synth = data->add_subcommand("synth-xmc", "generate a learnable synthetic XMC data set (train.txt, test.txt)");
+  synth->add_option("--features", o->features, "number of features F")->capture_default_str();
+  synth->add_option("--labels", o->labels, "number of labels L")->capture_default_str();
+  synth->add_option("--train", o->train, "training points")->capture_default_str();
+  synth->add_option("--test", o->test, "test points")->capture_default_str();
+  synth->add_option("--nnz", o->nnz, "features per point (before merging duplicates)")->capture_default_str();
+  synth->add_option("--labels-per-point", o->labels_per_point, "labels per point")->capture_default_str();
+  synth->add_option("--prototype-size", o->prototype_size, "features in each label's hidden prototype")->capture_default_str();
+  synth->add_option("--noise", o->noise, "fraction of noise features")->capture_default_str();
+  synth->add_option("--zipf", o->zipf, "label popularity exponent")->capture_default_str();
+  synth->add_option("--seed", o->seed, "seed")->capture_default_str();
+  synth->add_option("--out", *out, "output directory")->required();
+  synth->callback([o, out] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const data::SynthXmc d = data::generate_synth_xmc(*o);
+    std::filesystem::create_directories(*out);
+    data::XmcFile::write(d.train, *out + "/train.txt");
+    data::XmcFile::write(d.test, *out + "/test.txt");
+    fmt::print("wrote {}/train.txt ({} points) and {}/test.txt ({} points): {} features, {} labels, "
+               "{:.1f} nnz and {:.1f} labels per point, in {:.1f} s\n",
+               *out, d.train.size(), *out, d.test.size(), o->features, o->labels, d.train.average_nonzeros(),
+               d.train.average_labels(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  });
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,159 @@
+// `frugal train`: trains the XMC network (sparse input -> hidden ReLU -> softmax over the labels)
+// on XMC files, evaluating P@1/P@3/P@5 after every epoch, with metrics and checkpoints.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "core/checkpoint.h"
+#include "core/metrics_log.h"
+#include "core/rng.h"
+#include "core/trainer.h"
+#include "core/xmc_file.h"
+#include "kernels/matmul.h"
+#include "layers/xmc_network.h"
+
+namespace frugal::cli {
+namespace {
+
+struct TrainArgs {
+  std::string train, test, metrics, checkpoint, resume;
+  size_t hidden = 128, batch = 128, epochs = 3, tables = 50, bucket = 128, min_active = 0, max_active = 0;
+  size_t eval_batch = 512;
+  int k = 0, bin_size = 8, threads = 0;
+  float lr = 1e-3f;
+  uint64_t seed = 1, rebuild_first = 50, rebuild_max = 2000;
+  double rebuild_growth = 1.5;
+  std::string sampler = "lsh", hash = "dwta";
+  bool quiet = false;
+};
+
+lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
+  lsh::LshOptions o;
+  if (a.hash == "dwta")
+    o.family = lsh::Dwta{.k = a.k, .bin_size = a.bin_size};
+  else
+    o.family = lsh::SimHash{.k = a.k};
+  if (a.k <= 0) {
+    const int k = lsh::default_k(o.family, a.tables, labels);
+    std::visit([k](auto& f) { f.k = k; }, o.family);
+  }
+  o.tables = a.tables;
+  o.bucket_capacity = a.bucket;
+  o.min_active = a.min_active;
+  o.max_active = a.max_active;
+  o.rebuild_first = a.rebuild_first;
+  o.rebuild_growth = a.rebuild_growth;
+  o.rebuild_max = a.rebuild_max;
+  return o;
+}
+
+// The settings a checkpoint must agree with to be resumed.
+nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
+  return {{"features", train.num_features}, {"labels", train.num_labels}, {"hidden", a.hidden},
+          {"sampler", a.sampler},           {"hash", a.hash},             {"k", a.k},
+          {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
+          {"lr", a.lr}};
+}
+
+int run_train(const TrainArgs& a) {
+  kernels::set_num_threads(a.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  const data::Dataset train = data::XmcFile::open(a.train);
+  const data::Dataset test = data::XmcFile::open(a.test);
+  FRUGAL_CHECK(test.num_features == train.num_features && test.num_labels == train.num_labels,
+               fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
+                           test.num_labels, a.train, train.num_features, train.num_labels));
+  const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.quiet)
+    fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
+               train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
+               parse_seconds);
+
+  Model model;
+  layers::build_xmc_network(model, {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden,
+                                    .sampler = a.sampler == "lsh" ? layers::Sampler::lsh : layers::Sampler::exact,
+                                    .lsh = lsh_options(a, train.num_labels), .seed = a.seed});
+  Trainer trainer(model, {.optimizer = {.lr = a.lr}});
+  const nlohmann::json config = run_config(a, train);
+  if (!a.resume.empty()) {
+    const CheckpointInfo info = load_checkpoint(a.resume, model, trainer, config);
+    if (!a.quiet) fmt::print("resumed from {} at epoch {}, step {}\n", a.resume, info.epoch, info.step);
+  }
+  if (!a.quiet)
+    fmt::print("model: {} ({} parameters), {} threads\n", model.describe(), model.num_parameters(),
+               kernels::num_threads());
+  MetricsLog log = a.metrics.empty() ? MetricsLog() : MetricsLog(a.metrics, !a.resume.empty());
+  log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
+             {"threads", kernels::num_threads()}, {"parse_seconds", parse_seconds},
+             {"parameters", model.num_parameters()}, {"epoch", trainer.epoch()}});
+
+  const Rng seeds(a.seed);
+  while (trainer.epoch() < a.epochs) {
+    const uint64_t epoch = trainer.epoch() + 1;
+    const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
+                                                    .progress = !a.quiet});
+    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
+    fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
+               "P@5 {:.4f} (eval {:.1f} s)\n",
+               epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
+    std::fflush(stdout);
+    log.write({{"event", "epoch"},
+               {"epoch", epoch},
+               {"loss", fit.loss},
+               {"train_samples_per_s", fit.samples_per_s},
+               {"train_seconds", fit.seconds},
+               {"p@1", ev.p(1)},
+               {"p@3", ev.p(3)},
+               {"p@5", ev.p(5)},
+               {"eval_seconds", ev.seconds},
+               {"active_per_sample", fit.logits_per_sample},
+               {"steps", trainer.step()},
+               {"peak_rss_bytes", peak_rss_bytes()}});
+    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, config);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "train the XMC network: sparse input -> hidden (ReLU) -> softmax");
+  cmd->add_option("--train", a->train, "training file (XMC format)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--test", a->test, "test file (XMC format)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
+  cmd->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--sampler", a->sampler, "output neurons computed in training")
+      ->capture_default_str()->check(CLI::IsMember({"lsh", "exact"}));
+  cmd->add_option("--hash", a->hash, "LSH family")->capture_default_str()->check(CLI::IsMember({"dwta", "simhash"}));
+  cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count");
+  cmd->add_option("--bin-size", a->bin_size, "DWTA coordinates per bin (power of two)")->capture_default_str();
+  cmd->add_option("--tables", a->tables, "LSH tables")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--bucket-capacity", a->bucket, "LSH bucket capacity (random eviction)")->capture_default_str();
+  cmd->add_option("--min-active", a->min_active, "top active sets up to this size with random labels")->capture_default_str();
+  cmd->add_option("--max-active", a->max_active, "cap active sets at this size (0: no cap)")->capture_default_str();
+  cmd->add_option("--rebuild-first", a->rebuild_first, "steps before the first LSH table rebuild")->capture_default_str();
+  cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str();
+  cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of every random choice")->capture_default_str();
+  cmd->add_option("--eval-batch", a->eval_batch, "points per evaluation batch")->capture_default_str();
+  cmd->add_option("--metrics", a->metrics, "append-free JSON-lines metrics log (FILE.jsonl)");
+  cmd->add_option("--checkpoint", a->checkpoint, "save a checkpoint here after every epoch");
+  cmd->add_option("--resume", a->resume, "continue from the checkpoint in this directory");
+  cmd->add_flag("--quiet", a->quiet, "no progress output");
+  cmd->callback([a] {
+    const int rc = run_train(*a);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,86 @@
+#include "core/adam.h"
+
+#include <cmath>
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/vector.hpp>
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/check.h"
+#include "core/tensor_io.h"
+
+namespace frugal::optim {
+
+void Adam::validate() const {
+  FRUGAL_CHECK(lr > 0 && std::isfinite(lr), fmt::format("Adam: lr must be > 0, got {}", lr));
+  FRUGAL_CHECK(beta1 >= 0 && beta1 < 1, fmt::format("Adam: beta1 must be in [0, 1), got {}", beta1));
+  FRUGAL_CHECK(beta2 >= 0 && beta2 < 1, fmt::format("Adam: beta2 must be in [0, 1), got {}", beta2));
+  FRUGAL_CHECK(eps > 0, fmt::format("Adam: eps must be > 0, got {}", eps));
+}
+
+AdamOptimizer::AdamOptimizer(const Adam& options, std::vector<Parameter*> params)
+    : options_(options), params_(std::move(params)), state_(params_.size()) {
+  options_.validate();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& w = params_[i]->value;
+    state_[i].m = Tensor(w.rows(), w.cols());
+    state_[i].v = Tensor(w.rows(), w.cols());
+    state_[i].row_steps.assign(w.rows(), 0);
+  }
+}
+
+void AdamOptimizer::step() {
+  const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps, lr = options_.lr;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i];
+    State& s = state_[i];
+    const size_t cols = p.value.cols();
+    const auto& rows = p.grad.rows;
+    FRUGAL_CHECK(p.grad.values.rows() == rows.size() && (rows.empty() || p.grad.values.cols() == cols),
+                 fmt::format("parameter {}: gradient shape does not match its row list", p.name));
+    // Rows are independent, so the result does not depend on how TBB splits the range.
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
+      for (size_t j = range.begin(); j < range.end(); ++j) {
+        const uint32_t r = rows[j];
+        const uint32_t t = ++s.row_steps[r];
+        const float c1 = 1.0f / (1.0f - std::pow(b1, static_cast<float>(t)));
+        const float c2 = 1.0f / (1.0f - std::pow(b2, static_cast<float>(t)));
+        const float* g = p.grad.values.row(j);
+        float* w = p.value.row(r);
+        float* m = s.m.row(r);
+        float* v = s.v.row(r);
+        for (size_t c = 0; c < cols; ++c) {
+          m[c] = b1 * m[c] + (1.0f - b1) * g[c];
+          v[c] = b2 * v[c] + (1.0f - b2) * g[c] * g[c];
+          w[c] -= lr * (m[c] * c1) / (std::sqrt(v[c] * c2) + eps);
+        }
+      }
+    });
+  }
+}
+
+void AdamOptimizer::save_state(cereal::BinaryOutputArchive& ar) const {
+  ar(static_cast<uint64_t>(state_.size()));
+  for (const State& s : state_) {
+    save_tensor(ar, s.m);
+    save_tensor(ar, s.v);
+    ar(s.row_steps);
+  }
+}
+
+void AdamOptimizer::load_state(cereal::BinaryInputArchive& ar) {
+  uint64_t n = 0;
+  ar(n);
+  FRUGAL_CHECK(n == state_.size(), fmt::format("checkpoint has optimizer state for {} parameters, the model has {}", n, state_.size()));
+  for (size_t i = 0; i < state_.size(); ++i) {
+    State& s = state_[i];
+    load_tensor(ar, s.m, params_[i]->value.rows(), params_[i]->value.cols(), params_[i]->name + " (Adam m)");
+    load_tensor(ar, s.v, params_[i]->value.rows(), params_[i]->value.cols(), params_[i]->name + " (Adam v)");
+    ar(s.row_steps);
+    FRUGAL_CHECK(s.row_steps.size() == params_[i]->value.rows(), "checkpoint: Adam step counts do not match " + params_[i]->name);
+  }
+}
+
+}  // namespace frugal::optim

@@ -1,0 +1,45 @@
+// Adam with lazy updates: a step touches only the rows that have a gradient (RowGrad::rows), and
+// each row keeps its own step count so its bias correction is that of the updates it actually got
+// (as in SLIDE's sparse Adam). Dense layers list all rows and get ordinary Adam.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/parameter.h"
+
+namespace cereal {
+class BinaryOutputArchive;
+class BinaryInputArchive;
+}  // namespace cereal
+
+namespace frugal::optim {
+
+struct Adam {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  void validate() const;
+};
+
+class AdamOptimizer {
+ public:
+  AdamOptimizer(const Adam& options, std::vector<Parameter*> params);
+  // Applies every parameter's row gradient, then leaves the gradients as they were.
+  void step();
+  const Adam& options() const { return options_; }
+  void save_state(cereal::BinaryOutputArchive& ar) const;
+  void load_state(cereal::BinaryInputArchive& ar);
+
+ private:
+  struct State {
+    Tensor m, v;
+    std::vector<uint32_t> row_steps;
+  };
+  Adam options_;
+  std::vector<Parameter*> params_;
+  std::vector<State> state_;
+};
+
+}  // namespace frugal::optim

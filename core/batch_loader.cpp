@@ -1,0 +1,71 @@
+#include "core/batch_loader.h"
+
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+#include <tbb/task_group.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::data {
+
+struct BatchLoader::Impl {
+  const Dataset& data;
+  BatchOptions options;
+  std::vector<uint32_t> order;
+  size_t position = 0;
+  SparseBatch prefetched;
+  bool has_prefetched = false;
+  tbb::task_group tasks;
+
+  Impl(const Dataset& d, const BatchOptions& o) : data(d), options(o) {}
+
+  void build(SparseBatch& out) {
+    out.clear();
+    const size_t n = std::min(options.batch, order.size() - position);
+    data.gather(std::span<const uint32_t>(order.data() + position, n), out);
+    position += n;
+  }
+  void prefetch() {
+    if (position >= order.size()) return;
+    has_prefetched = true;
+    tasks.run([this] { build(prefetched); });
+  }
+};
+
+BatchLoader::BatchLoader(const Dataset& data, const BatchOptions& options)
+    : impl_(std::make_unique<Impl>(data, options)) {
+  FRUGAL_CHECK(options.batch > 0, "batch size must be > 0");
+  FRUGAL_CHECK(options.num_shards > 0 && options.shard < options.num_shards,
+               fmt::format("bad shard {} of {}", options.shard, options.num_shards));
+  std::vector<uint32_t> all(data.size());
+  std::iota(all.begin(), all.end(), 0u);
+  if (options.shuffle) {
+    Rng rng = Rng(options.seed).split(0xb1);
+    for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[rng.below(i)]);
+  }
+  for (size_t i = options.shard; i < all.size(); i += options.num_shards) impl_->order.push_back(all[i]);
+  impl_->prefetch();
+}
+
+BatchLoader::~BatchLoader() { impl_->tasks.wait(); }
+
+bool BatchLoader::next(SparseBatch& out) {
+  if (!impl_->has_prefetched) return false;
+  impl_->tasks.wait();
+  std::swap(out, impl_->prefetched);
+  impl_->has_prefetched = false;
+  impl_->prefetch();
+  return true;
+}
+
+size_t BatchLoader::num_points() const { return impl_->order.size(); }
+
+size_t BatchLoader::num_batches() const {
+  return (impl_->order.size() + impl_->options.batch - 1) / impl_->options.batch;
+}
+
+}  // namespace frugal::data

@@ -1,0 +1,26 @@
+// Dataset: a whole data set held in memory as one CSR batch plus its dimensions. Readers
+// (XMC text files; IDX image files later) produce it; the batch loader draws batches from it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/sparse_batch.h"
+
+namespace frugal::data {
+
+struct Dataset {
+  SparseBatch points;
+  uint32_t num_features = 0;
+  uint32_t num_labels = 0;
+  std::string source;  // file name, for messages
+
+  size_t size() const { return points.size(); }
+  // Appends the points named by `indices`, in that order, to `out`.
+  void gather(std::span<const uint32_t> indices, SparseBatch& out) const;
+  double average_nonzeros() const;
+  double average_labels() const;
+};
+
+}  // namespace frugal::data

@@ -1,0 +1,67 @@
+// The layer interfaces. A model is an input layer (sparse features -> dense activations), any number
+// of hidden layers (dense -> dense) and an output layer that owns the loss. Each layer keeps what
+// its backward needs from its forward, so a step is forward() then backward() on the same batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/parameter.h"
+#include "core/sparse_batch.h"
+#include "core/tensor.h"
+
+namespace cereal {
+class BinaryOutputArchive;
+class BinaryInputArchive;
+}  // namespace cereal
+
+namespace frugal {
+
+enum class Act { none, relu };
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string kind() const = 0;
+  virtual size_t in_features() const = 0;
+  virtual size_t out_features() const = 0;
+  virtual std::vector<Parameter*> parameters() = 0;
+  // State beyond parameters (LSH tables, schedules) for bit-identical resume.
+  virtual void save_state(cereal::BinaryOutputArchive&) const {}
+  virtual void load_state(cereal::BinaryInputArchive&) {}
+  // Called after the optimizer changed the parameters (e.g. to rebuild hash tables on schedule).
+  virtual void after_update(uint64_t /*step*/) {}
+  // A one-line description for logs.
+  virtual std::string describe() const;
+};
+
+class InputLayer : public Layer {
+ public:
+  virtual const Tensor& forward(const SparseBatch& x) = 0;
+  // grad_out: dLoss/dOutput (B x out). Fills the parameters' row gradients.
+  virtual void backward(const SparseBatch& x, const Tensor& grad_out) = 0;
+};
+
+class HiddenLayer : public Layer {
+ public:
+  virtual const Tensor& forward(const Tensor& in) = 0;
+  // Returns dLoss/dIn and fills the parameters' gradients.
+  virtual const Tensor& backward(const Tensor& in, const Tensor& grad_out) = 0;
+};
+
+class OutputLayer : public Layer {
+ public:
+  // Computes the loss of the batch (summed over points) and, when grad_in is given, fills
+  // dLoss/dIn and the parameters' gradients. `step` seeds any sampling, so runs reproduce.
+  virtual double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step,
+                                  Tensor* grad_in) = 0;
+  // The k highest-scoring labels of each point over all labels, best first (B x k, row-major).
+  virtual void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
+                     std::vector<float>& scores) = 0;
+  // Logits computed in training so far (all labels per point for a full softmax, the active set
+  // for a sampled one): the trainer reports the mean per point.
+  virtual uint64_t logits_computed() const = 0;
+};
+
+}  // namespace frugal

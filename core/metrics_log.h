@@ -1,0 +1,30 @@
+// MetricsLog: the machine-readable record of a run, one JSON object per line (JSON Lines), flushed
+// after every record so a crash loses nothing already logged.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace frugal {
+
+class MetricsLog {
+ public:
+  MetricsLog() = default;  // disabled: write() does nothing
+  explicit MetricsLog(const std::string& path, bool append = false);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  void write(const nlohmann::json& record);
+  bool enabled() const { return file_ != nullptr; }
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+// Peak resident set size of this process in bytes (getrusage).
+size_t peak_rss_bytes();
+
+}  // namespace frugal

@@ -1,0 +1,30 @@
+// Parameter: a weight matrix with a row-sparse gradient. Layers fill `grad` with only the rows the
+// step touched (input features present in the batch, labels that were active), so the optimizer and
+// the communicator work on those rows alone. parameters() lists these: the contract between model,
+// optimizer and communication.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace frugal {
+
+struct RowGrad {
+  std::vector<uint32_t> rows;  // sorted, unique row ids of `value` that have a gradient
+  Tensor values;               // rows.size() x cols: the gradient of each listed row
+  void clear() {
+    rows.clear();
+    values.resize(0, values.cols());
+  }
+};
+
+struct Parameter {
+  std::string name;
+  Tensor value;
+  RowGrad grad;
+};
+
+}  // namespace frugal

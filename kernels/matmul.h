@@ -1,0 +1,18 @@
+// Dense matrix multiplication through oneDNN. C (M x N) = op(A) * op(B) (+ C when accumulate),
+// row-major; op(A) is A (M x K) or, with trans_a, the transpose of A stored as K x M; likewise B
+// (K x N, or N x K with trans_b). Primitives are created once per shape and reused.
+// oneDNN runs on its own OpenMP threads: never call this from inside a TBB parallel loop.
+#pragma once
+
+#include <cstdint>
+
+namespace frugal::kernels {
+
+void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
+            int64_t n, int64_t k, bool accumulate = false);
+
+// Sets the threads used by oneDNN (OpenMP) and oneTBB for the rest of the process; 0 = all cores.
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace frugal::kernels

@@ -1,0 +1,116 @@
+#include "kernels/sparse_ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/check.h"
+#include "kernels/vector_ops.h"
+
+namespace frugal::kernels {
+namespace {
+template <class F>
+void for_samples(size_t n, F&& body) {
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 4), [&](const auto& r) {
+    for (size_t i = r.begin(); i < r.end(); ++i) body(i);
+  });
+}
+}  // namespace
+
+void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out) {
+  const size_t h = w.cols();
+  FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
+  out.resize(x.size(), h);
+  for_samples(x.size(), [&](size_t i) {
+    float* o = out.row(i);
+    std::memcpy(o, bias.data(), h * sizeof(float));
+    const auto ids = x.features_of(i);
+    const auto vals = x.values_of(i);
+    for (size_t j = 0; j < ids.size(); ++j) axpy(vals[j], w.row(ids[j]), o, h);
+    if (relu)
+      for (size_t c = 0; c < h; ++c) o[c] = o[c] > 0.0f ? o[c] : 0.0f;
+  });
+}
+
+void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                   std::vector<float>& logits) {
+  logits.resize(active.total());
+  const size_t d = h.cols();
+  for_samples(active.num_samples(), [&](size_t i) {
+    const float* hi = h.row(i);
+    for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e) {
+      const uint32_t r = active.ids[e];
+      logits[e] = dot(hi, w.row(r), d) + bias.data()[r];
+    }
+  });
+}
+
+void active_backward_input(const ActiveSets& active, const std::vector<float>& dlogits,
+                           const Tensor& w, Tensor& grad_h) {
+  const size_t d = w.cols();
+  grad_h.resize(active.num_samples(), d);
+  for_samples(active.num_samples(), [&](size_t i) {
+    float* g = grad_h.row(i);
+    std::memset(g, 0, d * sizeof(float));
+    for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e)
+      if (dlogits[e] != 0.0f) axpy(dlogits[e], w.row(active.ids[e]), g, d);
+  });
+}
+
+void RowAccumulator::accumulate(const std::vector<uint64_t>& offsets, const uint32_t* ids,
+                                const float* coefs, const Tensor& vecs, RowGrad& grad,
+                                RowGrad* bias_grad) {
+  const size_t samples = offsets.size() - 1;
+  const uint64_t entries = offsets.back();
+  // 1. The distinct rows, sorted.
+  grad.rows.clear();
+  for (uint64_t e = 0; e < entries; ++e) {
+    const uint32_t r = ids[e];
+    FRUGAL_CHECK(r < slot_.size(), fmt::format("row id {} out of range (layer has {} rows)", r, slot_.size()));
+    if (slot_[r] < 0) {
+      slot_[r] = 0;
+      grad.rows.push_back(r);
+    }
+  }
+  std::sort(grad.rows.begin(), grad.rows.end());
+  const size_t nrows = grad.rows.size();
+  for (size_t j = 0; j < nrows; ++j) slot_[grad.rows[j]] = static_cast<int32_t>(j);
+  // 2. Counting sort of the entries by row, keeping sample order within a row.
+  row_start_.assign(nrows + 1, 0);
+  for (uint64_t e = 0; e < entries; ++e) ++row_start_[slot_[ids[e]] + 1];
+  for (size_t j = 0; j < nrows; ++j) row_start_[j + 1] += row_start_[j];
+  entry_sample_.resize(entries);
+  entry_coef_.resize(entries);
+  std::vector<uint64_t> fill(row_start_.begin(), row_start_.end() - 1);
+  for (size_t i = 0; i < samples; ++i)
+    for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+      const uint64_t pos = fill[slot_[ids[e]]]++;
+      entry_sample_[pos] = static_cast<uint32_t>(i);
+      entry_coef_[pos] = coefs[e];
+    }
+  // 3. One thread per row range: each gradient row is a sum in sample order.
+  const size_t d = vecs.cols();
+  grad.values.resize(nrows, d);
+  if (bias_grad != nullptr) {
+    bias_grad->rows = grad.rows;
+    bias_grad->values.resize(nrows, 1);
+  }
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, nrows, 16), [&](const auto& range) {
+    for (size_t j = range.begin(); j < range.end(); ++j) {
+      float* g = grad.values.row(j);
+      std::memset(g, 0, d * sizeof(float));
+      float bias_sum = 0.0f;
+      for (uint64_t p = row_start_[j]; p < row_start_[j + 1]; ++p) {
+        axpy(entry_coef_[p], vecs.row(entry_sample_[p]), g, d);
+        bias_sum += entry_coef_[p];
+      }
+      if (bias_grad != nullptr) bias_grad->values.data()[j] = bias_sum;
+    }
+  });
+  for (const uint32_t r : grad.rows) slot_[r] = -1;
+}
+
+}  // namespace frugal::kernels

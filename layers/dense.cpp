@@ -1,0 +1,62 @@
+#include "layers/dense.h"
+
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+#include "layers/init.h"
+
+namespace frugal::layers {
+
+void DenseOptions::validate() const {
+  FRUGAL_CHECK(in > 0, fmt::format("Dense: in must be > 0, got {}", in));
+  FRUGAL_CHECK(out > 0, fmt::format("Dense: out must be > 0, got {}", out));
+}
+
+Dense::Dense(const Options& options) : options_(options) {
+  options_.validate();
+  weight_ = {"dense.weight", Tensor(options_.out, options_.in), {}};
+  bias_ = {"dense.bias", Tensor(options_.out, 1), {}};
+  init_uniform(weight_.value, bias_.value, options_.in, Rng(options_.seed).split(0xde));
+  // Every row of a dense layer gets a gradient every step.
+  weight_.grad.rows.resize(options_.out);
+  std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
+  bias_.grad.rows = weight_.grad.rows;
+}
+
+const Tensor& Dense::forward(const Tensor& in) {
+  FRUGAL_CHECK(in.cols() == options_.in, fmt::format("Dense: input has {} columns, expected {}", in.cols(), options_.in));
+  const size_t b = in.rows(), n = options_.out;
+  out_.resize(b, n);
+  kernels::matmul(in.data(), false, weight_.value.data(), true, out_.data(), b, n, options_.in);
+  for (size_t i = 0; i < b; ++i) {
+    float* o = out_.row(i);
+    for (size_t c = 0; c < n; ++c) {
+      const float v = o[c] + bias_.value.data()[c];
+      o[c] = (options_.act == Act::relu && v < 0.0f) ? 0.0f : v;
+    }
+  }
+  return out_;
+}
+
+const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
+  const size_t b = in.rows(), n = options_.out, k = options_.in;
+  FRUGAL_CHECK(grad_out.rows() == b && grad_out.cols() == n, "Dense::backward: gradient shape does not match");
+  grad_pre_ = grad_out;
+  if (options_.act == Act::relu)
+    for (size_t i = 0; i < grad_pre_.size(); ++i)
+      if (out_.data()[i] <= 0.0f) grad_pre_.data()[i] = 0.0f;
+  weight_.grad.values.resize(n, k);
+  kernels::matmul(grad_pre_.data(), true, in.data(), false, weight_.grad.values.data(), n, k, b);
+  bias_.grad.values.resize(n, 1);
+  bias_.grad.values.zero();
+  for (size_t i = 0; i < b; ++i)
+    for (size_t c = 0; c < n; ++c) bias_.grad.values.data()[c] += grad_pre_.at(i, c);
+  grad_in_.resize(b, k);
+  kernels::matmul(grad_pre_.data(), false, weight_.value.data(), false, grad_in_.data(), b, k, n);
+  return grad_in_;
+}
+
+}  // namespace frugal::layers

@@ -1,0 +1,140 @@
+#include "layers/lsh/lsh_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <cereal/archives/binary.hpp>
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::lsh {
+
+void LshOptions::validate() const {
+  FRUGAL_CHECK(tables >= 1, "LSH: tables must be >= 1");
+  FRUGAL_CHECK(bucket_capacity >= 1, "LSH: bucket capacity must be >= 1");
+  FRUGAL_CHECK(max_active == 0 || max_active >= min_active,
+               fmt::format("LSH: max_active ({}) must be >= min_active ({})", max_active, min_active));
+  FRUGAL_CHECK(rebuild_first >= 1, "LSH: rebuild_first must be >= 1 step");
+  FRUGAL_CHECK(rebuild_growth >= 1.0 && std::isfinite(rebuild_growth), "LSH: rebuild_growth must be >= 1");
+  FRUGAL_CHECK(rebuild_max >= rebuild_first, "LSH: rebuild_max must be >= rebuild_first");
+}
+
+LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, uint64_t seed)
+    : options_(options),
+      neurons_(neurons),
+      seed_(seed),
+      tables_(HashFamily::create(options.family, dim, options.tables, seed), options.bucket_capacity) {
+  options_.validate();
+  interval_ = options_.rebuild_first;
+}
+
+bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
+  if (built_ && step < next_rebuild_) return false;
+  rebuild(weights, step);
+  return true;
+}
+
+void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
+  FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
+  tables_.build(weights, Rng(seed_).split(step).next_u64());
+  if (built_)
+    interval_ = std::min<uint64_t>(options_.rebuild_max,
+                                   static_cast<uint64_t>(std::ceil(interval_ * options_.rebuild_growth)));
+  built_ = true;
+  next_rebuild_ = step + interval_;
+  ++rebuilds_;
+}
+
+namespace {
+struct Scratch {
+  std::vector<uint16_t> hits;   // per neuron: tables that returned it for the current sample
+  std::vector<uint32_t> found;  // neurons with hits > 0
+  std::vector<uint32_t> codes;
+};
+}  // namespace
+
+void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base,
+                        uint64_t step, kernels::ActiveSets& out) const {
+  FRUGAL_CHECK(built_, "LSH: sample() before the tables were built");
+  const size_t b = h.rows(), nt = tables_.num_tables();
+  std::vector<std::vector<uint32_t>> per_sample(b);
+  tbb::enumerable_thread_specific<Scratch> scratch([&] {
+    Scratch s;
+    s.hits.assign(neurons_, 0);
+    s.codes.resize(nt);
+    return s;
+  });
+  const Rng step_rng = Rng(seed_).split(0x5a3).split(step);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
+    Scratch& s = scratch.local();
+    for (size_t i = range.begin(); i < range.end(); ++i) {
+      std::vector<uint32_t>& active = per_sample[i];
+      active.clear();
+      // True labels first; they are marked so the union does not repeat them.
+      constexpr uint16_t kLabel = 0xffff;
+      if (labels != nullptr)
+        for (const uint32_t l : labels->labels_of(i))
+          if (l >= label_base && l - label_base < neurons_ && s.hits[l - label_base] != kLabel) {
+            s.hits[l - label_base] = kLabel;
+            active.push_back(l - label_base);
+          }
+      tables_.family().hash(h.row(i), s.codes.data());
+      s.found.clear();
+      for (size_t t = 0; t < nt; ++t)
+        for (const uint32_t n : tables_.bucket(t, s.codes[t])) {
+          if (s.hits[n] == kLabel) continue;
+          if (s.hits[n]++ == 0) s.found.push_back(n);
+        }
+      const size_t labels_n = active.size();
+      const size_t cap = options_.max_active == 0 ? SIZE_MAX : options_.max_active;
+      if (labels_n + s.found.size() > cap) {
+        const size_t keep = cap > labels_n ? cap - labels_n : 0;
+        std::partial_sort(s.found.begin(), s.found.begin() + keep, s.found.end(), [&](uint32_t a, uint32_t c) {
+          return s.hits[a] != s.hits[c] ? s.hits[a] > s.hits[c] : a < c;
+        });
+        for (size_t j = keep; j < s.found.size(); ++j) s.hits[s.found[j]] = 0;
+        s.found.resize(keep);
+      }
+      std::sort(s.found.begin(), s.found.end());
+      active.insert(active.end(), s.found.begin(), s.found.end());
+      if (active.size() < options_.min_active) {
+        Rng rng = step_rng.split(i);
+        const size_t target = std::min(options_.min_active, neurons_);
+        for (size_t tries = 0; active.size() < target && tries < 8 * target; ++tries) {
+          const auto n = static_cast<uint32_t>(rng.below(neurons_));
+          if (s.hits[n] == 0) {
+            s.hits[n] = 1;
+            s.found.push_back(n);
+            active.push_back(n);
+          }
+        }
+      }
+      for (const uint32_t n : active) s.hits[n] = 0;
+    }
+  });
+  out.clear();
+  size_t total = 0;
+  for (const auto& a : per_sample) total += a.size();
+  out.ids.reserve(total);
+  for (const auto& a : per_sample) {
+    out.ids.insert(out.ids.end(), a.begin(), a.end());
+    out.offsets.push_back(out.ids.size());
+  }
+}
+
+void LshSampler::save(cereal::BinaryOutputArchive& ar) const {
+  ar(next_rebuild_, interval_, rebuilds_, built_);
+  if (built_) tables_.save(ar);
+}
+
+void LshSampler::load(cereal::BinaryInputArchive& ar) {
+  ar(next_rebuild_, interval_, rebuilds_, built_);
+  if (built_) tables_.load(ar);
+}
+
+}  // namespace frugal::lsh

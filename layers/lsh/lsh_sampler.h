@@ -1,0 +1,56 @@
+// LshSampler: picks each sample's active output neurons. The active set is the union of the
+// sample's buckets over all tables, plus (in training) the sample's true labels, bounded:
+//  - at most max_active: neurons found in the most tables are kept (ties: lower id);
+//  - at least min_active: topped up with uniformly random neurons (seeded by step and sample).
+// Tables are rebuilt on a schedule that starts frequent and decays: after rebuild_first steps, then
+// each interval rebuild_growth times the last, capped at rebuild_max.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/sparse_batch.h"
+#include "core/tensor.h"
+#include "kernels/sparse_ops.h"
+#include "layers/lsh/hash_family.h"
+#include "layers/lsh/lsh_tables.h"
+
+namespace frugal::lsh {
+
+struct LshOptions {
+  Family family = Dwta{};
+  size_t tables = 50;
+  size_t bucket_capacity = 128;
+  size_t min_active = 0;      // 0: no minimum
+  size_t max_active = 0;      // 0: no cap
+  uint64_t rebuild_first = 50;
+  double rebuild_growth = 1.5;
+  uint64_t rebuild_max = 2000;
+  void validate() const;
+};
+
+class LshSampler {
+ public:
+  LshSampler(const LshOptions& options, size_t dim, size_t neurons, uint64_t seed);
+  // Rebuilds the tables when the schedule says so (and always the first time). True if rebuilt.
+  bool maybe_rebuild(const Tensor& weights, uint64_t step);
+  void rebuild(const Tensor& weights, uint64_t step);
+  // Active sets for every row of h; true labels (offset by -label_base, those in range) come first.
+  void sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base, uint64_t step,
+              kernels::ActiveSets& out) const;
+  const LshTables& tables() const { return tables_; }
+  const LshOptions& options() const { return options_; }
+  uint64_t rebuilds() const { return rebuilds_; }
+  void save(cereal::BinaryOutputArchive& ar) const;
+  void load(cereal::BinaryInputArchive& ar);
+
+ private:
+  LshOptions options_;
+  size_t neurons_;
+  uint64_t seed_;
+  LshTables tables_;
+  uint64_t next_rebuild_ = 0, interval_ = 0, rebuilds_ = 0;
+  bool built_ = false;
+};
+
+}  // namespace frugal::lsh

@@ -1,0 +1,71 @@
+#include "layers/lsh/lsh_tables.h"
+
+#include <algorithm>
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/vector.hpp>
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::lsh {
+
+LshTables::LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_capacity)
+    : family_(std::move(family)), capacity_(bucket_capacity), tables_(family_->tables()) {
+  FRUGAL_CHECK(capacity_ >= 1, "LSH: bucket capacity must be >= 1");
+}
+
+void LshTables::build(const Tensor& weights, uint64_t seed) {
+  const size_t n = weights.rows(), nt = tables_.size();
+  const uint32_t nb = family_->buckets_per_table();
+  num_neurons_ = n;
+  std::vector<uint32_t> codes(n * nt);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 256), [&](const auto& r) {
+    for (size_t i = r.begin(); i < r.end(); ++i) family_->hash(weights.row(i), &codes[i * nt]);
+  });
+  tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
+    Table& table = tables_[t];
+    table.offsets.assign(nb + 1, 0);
+    for (size_t i = 0; i < n; ++i) ++table.offsets[codes[i * nt + t] + 1];
+    for (uint32_t b = 0; b < nb; ++b) table.offsets[b + 1] += table.offsets[b];
+    std::vector<uint32_t> all(n);
+    std::vector<uint32_t> fill(table.offsets.begin(), table.offsets.end() - 1);
+    for (size_t i = 0; i < n; ++i) all[fill[codes[i * nt + t]]++] = static_cast<uint32_t>(i);
+    // Keep at most capacity_ per bucket: a seeded shuffle of an overfull bucket, then its prefix.
+    table.ids.clear();
+    std::vector<uint32_t> kept(nb + 1, 0);
+    Rng rng = Rng(seed).split(t);
+    for (uint32_t b = 0; b < nb; ++b) {
+      uint32_t* first = all.data() + table.offsets[b];
+      const size_t count = table.offsets[b + 1] - table.offsets[b];
+      if (count > capacity_)
+        for (size_t j = 0; j < capacity_; ++j) std::swap(first[j], first[j + rng.below(count - j)]);
+      const size_t keep = std::min(count, capacity_);
+      table.ids.insert(table.ids.end(), first, first + keep);
+      kept[b + 1] = kept[b] + static_cast<uint32_t>(keep);
+    }
+    table.offsets = std::move(kept);
+  });
+}
+
+void LshTables::save(cereal::BinaryOutputArchive& ar) const {
+  ar(static_cast<uint64_t>(num_neurons_), static_cast<uint64_t>(tables_.size()));
+  for (const Table& t : tables_) ar(t.offsets, t.ids);
+}
+
+void LshTables::load(cereal::BinaryInputArchive& ar) {
+  uint64_t n = 0, nt = 0;
+  ar(n, nt);
+  FRUGAL_CHECK(nt == tables_.size(), fmt::format("checkpoint has {} LSH tables, the layer {}", nt, tables_.size()));
+  num_neurons_ = n;
+  for (Table& t : tables_) {
+    ar(t.offsets, t.ids);
+    FRUGAL_CHECK(t.offsets.size() == family_->buckets_per_table() + 1, "checkpoint: LSH table has the wrong bucket count");
+    for (const uint32_t id : t.ids) FRUGAL_CHECK(id < n, "checkpoint: LSH table holds an out-of-range neuron id");
+  }
+}
+
+}  // namespace frugal::lsh

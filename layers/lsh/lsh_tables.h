@@ -1,0 +1,48 @@
+// LshTables: L hash tables over the rows of a weight matrix (one row = one neuron). Built in one go
+// from the weights (rebuild), stored per table as buckets in CSR form. A bucket holds at most
+// `bucket_capacity` neurons; when more hash there, a uniformly random subset of that size is kept
+// (random eviction, seeded: every neuron of an overfull bucket has the same chance to stay).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+#include "layers/lsh/hash_family.h"
+
+namespace cereal {
+class BinaryOutputArchive;
+class BinaryInputArchive;
+}  // namespace cereal
+
+namespace frugal::lsh {
+
+class LshTables {
+ public:
+  LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_capacity);
+  void build(const Tensor& weights, uint64_t seed);
+  std::span<const uint32_t> bucket(size_t table, uint32_t code) const {
+    const auto& t = tables_[table];
+    return {t.ids.data() + t.offsets[code], t.offsets[code + 1] - t.offsets[code]};
+  }
+  const HashFamily& family() const { return *family_; }
+  size_t num_tables() const { return tables_.size(); }
+  size_t num_neurons() const { return num_neurons_; }
+  size_t bucket_capacity() const { return capacity_; }
+  void save(cereal::BinaryOutputArchive& ar) const;
+  void load(cereal::BinaryInputArchive& ar);
+
+ private:
+  struct Table {
+    std::vector<uint32_t> offsets;  // buckets + 1
+    std::vector<uint32_t> ids;
+  };
+  std::shared_ptr<const HashFamily> family_;
+  size_t capacity_;
+  size_t num_neurons_ = 0;
+  std::vector<Table> tables_;
+};
+
+}  // namespace frugal::lsh

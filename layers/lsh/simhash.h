@@ -1,0 +1,23 @@
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "layers/lsh/hash_family.h"
+
+namespace frugal::lsh {
+
+class SimHashFamily : public HashFamily {
+ public:
+  SimHashFamily(const SimHash& options, size_t dim, size_t tables, uint64_t seed);
+  size_t tables() const override { return tables_; }
+  uint32_t buckets_per_table() const override { return 1u << k_; }
+  void hash(const float* v, uint32_t* codes) const override;
+
+ private:
+  int k_;
+  size_t dim_, tables_;
+  Tensor planes_;  // (tables * k) x dim
+};
+
+}  // namespace frugal::lsh

@@ -1,0 +1,66 @@
+// SoftmaxOutput: the output layer of an extreme classifier and its loss. Logits z = h W^T + b over
+// `out` labels (W label-major, out x in); loss = softmax cross-entropy against the point's labels,
+// each weighted 1/|labels|. The sampler decides which labels are computed in training:
+//  - exact: all of them (full softmax: the reference and the dense baseline, through oneDNN);
+//  - lsh:   each point's LSH active set plus its true labels (SLIDE); only those logits, their
+//           gradients and their rows of W are computed and updated.
+// Evaluation (top_k) always scores every label, so P@k is exact whichever sampler trained.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/layer.h"
+#include "kernels/sparse_ops.h"
+#include "layers/lsh/lsh_sampler.h"
+
+namespace frugal::layers {
+
+enum class Sampler { exact, lsh };
+
+struct SoftmaxOutputOptions {
+  size_t in = 0;
+  size_t out = 0;  // labels
+  Sampler sampler = Sampler::lsh;
+  lsh::LshOptions lsh{};
+  uint64_t seed = 1;
+  void validate() const;
+};
+
+class SoftmaxOutput : public OutputLayer {
+ public:
+  using Options = SoftmaxOutputOptions;
+  explicit SoftmaxOutput(const Options& options);
+  std::string kind() const override;
+  size_t in_features() const override { return options_.in; }
+  size_t out_features() const override { return options_.out; }
+  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) override;
+  void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
+  uint64_t logits_computed() const override { return logits_computed_; }
+  void save_state(cereal::BinaryOutputArchive& ar) const override;
+  void load_state(cereal::BinaryInputArchive& ar) override;
+  std::string describe() const override;
+
+  // For tests: train on these active sets instead of sampling (finite-difference checks need the
+  // set to stay fixed while the input is perturbed). nullptr returns to sampling.
+  void override_active_sets(const kernels::ActiveSets* active) { override_ = active; }
+  const kernels::ActiveSets& last_active_sets() const { return active_; }
+  const lsh::LshSampler* sampler() const { return sampler_.get(); }
+
+ private:
+  double exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in);
+  double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in);
+
+  Options options_;
+  Parameter weight_, bias_;
+  std::unique_ptr<lsh::LshSampler> sampler_;
+  const kernels::ActiveSets* override_ = nullptr;
+  kernels::ActiveSets active_;
+  kernels::RowAccumulator accumulator_;
+  std::vector<float> logits_;
+  Tensor full_logits_;
+  uint64_t logits_computed_ = 0;
+};
+
+}  // namespace frugal::layers

@@ -1,0 +1,49 @@
+#include "layers/sparse_dense.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "layers/init.h"
+
+namespace frugal::layers {
+
+void SparseDenseOptions::validate() const {
+  FRUGAL_CHECK(in > 0 && in <= UINT32_MAX, fmt::format("SparseDense: in must be in 1..2^32-1, got {}", in));
+  FRUGAL_CHECK(out > 0, fmt::format("SparseDense: out must be > 0, got {}", out));
+}
+
+SparseDense::SparseDense(const Options& options) : options_(options), accumulator_(options.in) {
+  options_.validate();
+  weight_ = {"sparse_dense.weight", Tensor(options_.in, options_.out), {}};
+  bias_ = {"sparse_dense.bias", Tensor(1, options_.out), {}};
+  init_uniform(weight_.value, bias_.value, options_.in, Rng(options_.seed).split(0x5d));
+}
+
+const Tensor& SparseDense::forward(const SparseBatch& x) {
+  for (const uint32_t f : x.feature_ids)
+    FRUGAL_CHECK(f < options_.in, fmt::format("SparseDense: feature id {} >= in = {}", f, options_.in));
+  kernels::sparse_input_forward(x, weight_.value, bias_.value, options_.act == Act::relu, out_);
+  return out_;
+}
+
+void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
+  FRUGAL_CHECK(grad_out.rows() == x.size() && grad_out.cols() == options_.out,
+               "SparseDense::backward: gradient shape does not match the batch");
+  // dL/d(pre-activation): the ReLU passes the gradient where the output is positive.
+  grad_pre_ = grad_out;
+  if (options_.act == Act::relu)
+    for (size_t i = 0; i < grad_pre_.size(); ++i)
+      if (out_.data()[i] <= 0.0f) grad_pre_.data()[i] = 0.0f;
+  accumulator_.accumulate(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre_,
+                          weight_.grad, nullptr);
+  bias_.grad.rows.assign(1, 0);
+  bias_.grad.values.resize(1, options_.out);
+  bias_.grad.values.zero();
+  for (size_t i = 0; i < grad_pre_.rows(); ++i)
+    for (size_t c = 0; c < options_.out; ++c) bias_.grad.values.data()[c] += grad_pre_.at(i, c);
+}
+
+}  // namespace frugal::layers

@@ -1,0 +1,39 @@
+// SparseDense: the input layer of a sparse network. h = act(x W + b) with x a sparse batch
+// (features x values), W stored feature-major (F x out) so a point touches only its features' rows;
+// the backward pass produces gradients for exactly those rows.
+#pragma once
+
+#include <cstdint>
+
+#include "core/layer.h"
+#include "kernels/sparse_ops.h"
+
+namespace frugal::layers {
+
+struct SparseDenseOptions {
+  size_t in = 0;   // number of input features
+  size_t out = 0;  // number of neurons
+  Act act = Act::relu;
+  uint64_t seed = 1;
+  void validate() const;
+};
+
+class SparseDense : public InputLayer {
+ public:
+  using Options = SparseDenseOptions;
+  explicit SparseDense(const Options& options);
+  std::string kind() const override { return "SparseDense"; }
+  size_t in_features() const override { return options_.in; }
+  size_t out_features() const override { return options_.out; }
+  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  const Tensor& forward(const SparseBatch& x) override;
+  void backward(const SparseBatch& x, const Tensor& grad_out) override;
+
+ private:
+  Options options_;
+  Parameter weight_, bias_;
+  Tensor out_, grad_pre_;
+  kernels::RowAccumulator accumulator_;
+};
+
+}  // namespace frugal::layers

@@ -1,0 +1,31 @@
+// The standard extreme-classification network: sparse input -> hidden (ReLU) -> softmax over the
+// labels, trained with LSH-sampled or exact softmax. What `frugal train` builds, and a shortcut for
+// programs and tests that want the same network.
+#pragma once
+
+#include <cstdint>
+
+#include "core/model.h"
+#include "layers/softmax_output.h"
+#include "layers/sparse_dense.h"
+
+namespace frugal::layers {
+
+struct XmcNetworkOptions {
+  size_t features = 0;
+  size_t labels = 0;
+  size_t hidden = 128;
+  Sampler sampler = Sampler::lsh;
+  lsh::LshOptions lsh{};
+  uint64_t seed = 1;
+};
+
+inline void build_xmc_network(Model& model, const XmcNetworkOptions& o) {
+  const Rng seeds(o.seed);
+  model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden, .act = Act::relu,
+                                              .seed = seeds.split(1).next_u64()});
+  model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden, .out = o.labels, .sampler = o.sampler,
+                                                  .lsh = o.lsh, .seed = seeds.split(2).next_u64()});
+}
+
+}  // namespace frugal::layers
