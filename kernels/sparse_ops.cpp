@@ -101,9 +101,11 @@ void RowAccumulator::accumulate(const std::vector<uint64_t>& offsets, const uint
   tbb::parallel_for(tbb::blocked_range<size_t>(0, nrows, 16), [&](const auto& range) {
     for (size_t j = range.begin(); j < range.end(); ++j) {
       float* g = grad.values.row(j);
-      std::memset(g, 0, d * sizeof(float));
-      float bias_sum = 0.0f;
-      for (uint64_t p = row_start_[j]; p < row_start_[j + 1]; ++p) {
+      // Every listed row has at least one entry: the first initializes the row (no memset pass).
+      const uint64_t first = row_start_[j];
+      scale_into(entry_coef_[first], vecs.row(entry_sample_[first]), g, d);
+      float bias_sum = entry_coef_[first];
+      for (uint64_t p = first + 1; p < row_start_[j + 1]; ++p) {
         axpy(entry_coef_[p], vecs.row(entry_sample_[p]), g, d);
         bias_sum += entry_coef_[p];
       }

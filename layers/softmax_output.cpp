@@ -158,13 +158,27 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
     parallel_rows(rows, [&](size_t i) {
       float* z = full_logits_.row(i);
       for (size_t j = 0; j < n; ++j) z[j] += bias_.value.data()[j];
-      std::vector<uint32_t> idx(n);
-      std::iota(idx.begin(), idx.end(), 0u);
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                        [&](uint32_t a, uint32_t c) { return z[a] != z[c] ? z[a] > z[c] : a < c; });
+      // A k-entry min-heap of (score, label): one pass, no label-sized scratch.
+      auto better = [](const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
+        return a.first != c.first ? a.first > c.first : a.second < c.second;
+      };
+      std::vector<std::pair<float, uint32_t>> heap;
+      heap.reserve(k + 1);
+      for (size_t j = 0; j < n; ++j) {
+        const std::pair<float, uint32_t> e{z[j], static_cast<uint32_t>(j)};
+        if (heap.size() < k) {
+          heap.push_back(e);
+          std::push_heap(heap.begin(), heap.end(), better);
+        } else if (better(e, heap.front())) {
+          std::pop_heap(heap.begin(), heap.end(), better);
+          heap.back() = e;
+          std::push_heap(heap.begin(), heap.end(), better);
+        }
+      }
+      std::sort_heap(heap.begin(), heap.end(), better);
       for (size_t j = 0; j < k; ++j) {
-        labels[(r0 + i) * k + j] = idx[j];
-        scores[(r0 + i) * k + j] = z[idx[j]];
+        labels[(r0 + i) * k + j] = heap[j].second;
+        scores[(r0 + i) * k + j] = heap[j].first;
       }
     });
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/model.h"
+#include "core/rng.h"
 #include "layers/softmax_output.h"
 #include "layers/sparse_dense.h"
 

@@ -14,6 +14,13 @@
 
 namespace frugal::lsh {
 
+struct LshSampler::Scratch {
+  std::vector<uint16_t> hits;   // per neuron: tables that returned it for the current sample; all 0 between samples
+  std::vector<uint32_t> found;  // neurons with hits > 0
+  std::vector<uint32_t> codes;
+};
+using ScratchPerThread = tbb::enumerable_thread_specific<LshSampler::Scratch>;
+
 void LshOptions::validate() const {
   FRUGAL_CHECK(tables >= 1, "LSH: tables must be >= 1");
   FRUGAL_CHECK(bucket_capacity >= 1, "LSH: bucket capacity must be >= 1");
@@ -31,6 +38,13 @@ LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, ui
       tables_(HashFamily::create(options.family, dim, options.tables, seed), options.bucket_capacity) {
   options_.validate();
   interval_ = options_.rebuild_first;
+  const size_t n = neurons_, nt = options_.tables;
+  scratch_ = std::make_shared<ScratchPerThread>([n, nt] {
+    Scratch s;
+    s.hits.assign(n, 0);
+    s.codes.resize(nt);
+    return s;
+  });
 }
 
 bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
@@ -50,25 +64,14 @@ void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
   ++rebuilds_;
 }
 
-namespace {
-struct Scratch {
-  std::vector<uint16_t> hits;   // per neuron: tables that returned it for the current sample
-  std::vector<uint32_t> found;  // neurons with hits > 0
-  std::vector<uint32_t> codes;
-};
-}  // namespace
 
 void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base,
                         uint64_t step, kernels::ActiveSets& out) const {
   FRUGAL_CHECK(built_, "LSH: sample() before the tables were built");
   const size_t b = h.rows(), nt = tables_.num_tables();
-  std::vector<std::vector<uint32_t>> per_sample(b);
-  tbb::enumerable_thread_specific<Scratch> scratch([&] {
-    Scratch s;
-    s.hits.assign(neurons_, 0);
-    s.codes.resize(nt);
-    return s;
-  });
+  auto& per_sample = per_sample_;
+  per_sample.resize(b);
+  auto& scratch = *static_cast<ScratchPerThread*>(scratch_.get());
   const Rng step_rng = Rng(seed_).split(0x5a3).split(step);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
     Scratch& s = scratch.local();
@@ -115,6 +118,7 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
         }
       }
       for (const uint32_t n : active) s.hits[n] = 0;
+      for (const uint32_t n : s.found) s.hits[n] = 0;
     }
   });
   out.clear();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
@@ -31,6 +32,7 @@ struct LshOptions {
 
 class LshSampler {
  public:
+  struct Scratch;
   LshSampler(const LshOptions& options, size_t dim, size_t neurons, uint64_t seed);
   // Rebuilds the tables when the schedule says so (and always the first time). True if rebuilt.
   bool maybe_rebuild(const Tensor& weights, uint64_t step);
@@ -51,6 +53,9 @@ class LshSampler {
   LshTables tables_;
   uint64_t next_rebuild_ = 0, interval_ = 0, rebuilds_ = 0;
   bool built_ = false;
+  // Per-thread scratch reused across calls (a neuron-sized array is too big to clear per sample).
+  std::shared_ptr<void> scratch_;
+  mutable std::vector<std::vector<uint32_t>> per_sample_;
 };
 
 }  // namespace frugal::lsh
