@@ -13,8 +13,9 @@ namespace frugal {
 
 class Model {
  public:
-  template <class L, class Options>
-  L& add(const Options& options) {
+  // model.add<layers::SparseDense>({.in = ..., .out = ...}): each layer type names its Options.
+  template <class L>
+  L& add(const typename L::Options& options) {
     auto layer = std::make_unique<L>(options);
     L& ref = *layer;
     push(std::move(layer));

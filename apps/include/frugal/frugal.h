@@ -1,0 +1,21 @@
+// The one header a frugal user includes: the public C++ API.
+#pragma once
+
+#include "core/adam.h"
+#include "core/batch_loader.h"
+#include "core/check.h"
+#include "core/checkpoint.h"
+#include "core/dataset.h"
+#include "core/metrics.h"
+#include "core/metrics_log.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "core/synth_xmc.h"
+#include "core/trainer.h"
+#include "core/xmc_file.h"
+#include "kernels/matmul.h"
+#include "layers/dense.h"
+#include "layers/lsh/hash_family.h"
+#include "layers/softmax_output.h"
+#include "layers/sparse_dense.h"
+#include "layers/xmc_network.h"

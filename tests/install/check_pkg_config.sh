@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs frugal into a scratch directory and builds the API example the way a user would:
+# with nothing but `pkg-config --cflags --libs frugal`. Then runs it on a tiny generated data set.
+set -euo pipefail
+BUILD=$1
+SRC=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+meson install -C "$BUILD" --no-rebuild --destdir "$TMP/root" --quiet >/dev/null
+PREFIX=$(meson introspect "$BUILD" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
+PC_DIR=$(dirname "$(find "$TMP/root" -name frugal.pc | head -1)")
+export PKG_CONFIG_PATH="$PC_DIR"
+FLAGS=$(pkg-config --define-variable=prefix="$TMP/root$PREFIX" --cflags --libs frugal)
+echo "pkg-config --cflags --libs frugal -> $FLAGS"
+g++ -std=c++20 -O1 "$SRC/apps/examples/train_xmc.cpp" -o "$TMP/train_xmc" $FLAGS
+LIBDIR=$(dirname "$(find "$TMP/root" -name 'libfrugal.so' | head -1)")
+"$BUILD/apps/frugal" data synth-xmc --features 500 --labels 50 --train 400 --test 100 --nnz 10 \
+  --labels-per-point 2 --seed 3 --out "$TMP/data" >/dev/null
+(cd "$TMP" && LD_LIBRARY_PATH="$LIBDIR" ./train_xmc data/train.txt data/test.txt)
+test -f "$TMP/train_xmc.ckpt/manifest.json"
+echo "OK: a program built from the installed headers and pkg-config trains and checkpoints"
