@@ -10,12 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/train_inputs.h"
 #include "core/checkpoint.h"
 #include "core/metrics_log.h"
 #include "core/rng.h"
 #include "core/trainer.h"
 #include "core/xmc_file.h"
 #include "kernels/matmul.h"
+#include "layers/mlp_network.h"
 #include "layers/xmc_network.h"
 
 namespace frugal::cli {
@@ -31,6 +33,7 @@ struct TrainArgs {
   double rebuild_growth = 1.5;
   std::string sampler = "lsh", hash = "dwta";
   bool quiet = false;
+  std::string format = "xmc", layers;  // --format, --layers (hidden widths; empty: one layer of --hidden)
 };
 
 lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
@@ -61,11 +64,25 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
           {"lr", a.lr}};
 }
 
+// --layers or --format idx: the multi-layer network of layers/mlp_network.h.
+void build_network(Model& model, const TrainArgs& a, const data::Dataset& train) {
+  const auto sampler = a.sampler == "lsh" ? layers::Sampler::lsh : layers::Sampler::exact;
+  if (a.layers.empty() && a.format == "xmc") {
+    layers::build_xmc_network(model, {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden,
+                                      .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed});
+    return;
+  }
+  layers::build_mlp_network(
+      model, {.features = train.num_features, .labels = train.num_labels,
+              .hidden = a.layers.empty() ? std::vector<size_t>{a.hidden} : parse_layer_widths(a.layers),
+              .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed});
+}
+
 int run_train(const TrainArgs& a) {
   kernels::set_num_threads(a.threads);
   const auto t0 = std::chrono::steady_clock::now();
-  const data::Dataset train = data::XmcFile::open(a.train);
-  const data::Dataset test = data::XmcFile::open(a.test);
+  const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
+  const data::Dataset &train = inputs.train, &test = inputs.test;
   FRUGAL_CHECK(test.num_features == train.num_features && test.num_labels == train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, train.num_features, train.num_labels));
@@ -76,11 +93,11 @@ int run_train(const TrainArgs& a) {
                parse_seconds);
 
   Model model;
-  layers::build_xmc_network(model, {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden,
-                                    .sampler = a.sampler == "lsh" ? layers::Sampler::lsh : layers::Sampler::exact,
-                                    .lsh = lsh_options(a, train.num_labels), .seed = a.seed});
+  build_network(model, a, train);
   Trainer trainer(model, {.optimizer = {.lr = a.lr}});
-  const nlohmann::json config = run_config(a, train);
+  nlohmann::json config = run_config(a, train);
+  if (!a.layers.empty()) config["layers"] = a.layers;
+  if (a.format != "xmc") config["format"] = a.format;
   if (!a.resume.empty()) {
     const CheckpointInfo info = load_checkpoint(a.resume, model, trainer, config);
     if (!a.quiet) fmt::print("resumed from {} at epoch {}, step {}\n", a.resume, info.epoch, info.step);
@@ -125,8 +142,12 @@ int run_train(const TrainArgs& a) {
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train the XMC network: sparse input -> hidden (ReLU) -> softmax");
-  cmd->add_option("--train", a->train, "training file (XMC format)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--test", a->test, "test file (XMC format)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--train", a->train, "training file (XMC format), or IDX prefix such as .../fashion-mnist/train")
+      ->required();
+  cmd->add_option("--test", a->test, "test file (XMC format), or IDX prefix such as .../fashion-mnist/t10k")->required();
+  cmd->add_option("--format", a->format, "xmc: text files; idx: PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]")
+      ->capture_default_str()->check(CLI::IsMember({"xmc", "idx"}));
+  cmd->add_option("--layers", a->layers, "hidden layer widths, input side first, e.g. 1024,1024 (replaces --hidden)");
   cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
@@ -151,7 +172,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", a->resume, "continue from the checkpoint in this directory");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->callback([a] {
-    const int rc = run_train(*a);
+    TrainArgs args = *a;
+    if (args.format == "idx") args.sampler = "exact";  // 10 labels: sampling would only lose accuracy
+    const int rc = run_train(args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

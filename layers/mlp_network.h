@@ -1,0 +1,43 @@
+// A multi-layer perceptron over sparse (or sparsely stored dense) input: SparseDense(features ->
+// hidden[0], ReLU) -> Dense(hidden[i-1] -> hidden[i], ReLU) ... -> SoftmaxOutput(labels). What
+// `frugal train --layers W1,W2,...` builds; with one hidden width it is the XMC network of
+// xmc_network.h, initialized identically for the same seed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "layers/dense.h"
+#include "layers/softmax_output.h"
+#include "layers/sparse_dense.h"
+
+namespace frugal::layers {
+
+struct MlpNetworkOptions {
+  size_t features = 0;
+  size_t labels = 0;
+  std::vector<size_t> hidden{128};  // widths of the hidden layers, input side first
+  Sampler sampler = Sampler::exact;
+  lsh::LshOptions lsh{};
+  uint64_t seed = 1;
+};
+
+inline void build_mlp_network(Model& model, const MlpNetworkOptions& o) {
+  FRUGAL_CHECK(!o.hidden.empty(), "an MLP needs at least one hidden layer");
+  const Rng seeds(o.seed);
+  model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden[0], .act = Act::relu,
+                                              .seed = seeds.split(1).next_u64()});
+  for (size_t i = 1; i < o.hidden.size(); ++i)
+    model.add<Dense>(Dense::Options{.in = o.hidden[i - 1], .out = o.hidden[i], .act = Act::relu,
+                                    .seed = seeds.split(100 + i).next_u64()});
+  // split(2) for the output keeps a one-hidden-layer MLP identical to build_xmc_network.
+  model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden.back(), .out = o.labels, .sampler = o.sampler,
+                                                  .lsh = o.lsh, .seed = seeds.split(2).next_u64()});
+}
+
+}  // namespace frugal::layers
