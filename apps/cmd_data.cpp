@@ -15,6 +15,7 @@ namespace frugal::cli {
 void add_data_command(CLI::App& app) {
   CLI::App* data = app.add_subcommand("data", "data set tools");
   data->require_subcommand(1);
+  add_data_tools(*data);
   auto o = std::make_shared<data::SynthXmcOptions>();
   auto out = std::make_shared<std::string>();
   CLI::App* synth = data->add_subcommand("synth-xmc", "generate a learnable synthetic XMC data set (train.txt, test.txt)");

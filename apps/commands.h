@@ -7,6 +7,8 @@ namespace frugal::cli {
 
 void add_train_command(CLI::App& app);
 void add_data_command(CLI::App& app);
+// stats, shuffle, split, fashion-mnist, gcide: registered under `frugal data` (cmd_data_tools.cpp).
+void add_data_tools(CLI::App& data);
 void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 

@@ -1,0 +1,130 @@
+// Shuffle, split and statistics of XMC data sets: the split is seeded, keeps every point exactly
+// once, reaches the wanted size when labels allow, and never puts a label in test that training
+// lacks; the histogram counts labels by frequency.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "core/dataset_split.h"
+#include "core/dataset_stats.h"
+#include "core/rng.h"
+
+using namespace frugal;
+
+namespace {
+
+// Points i = 0..n-1 with feature i (so each point can be recognized) and Zipf-like labels, many
+// of which occur only once or twice.
+data::Dataset zipf_points(size_t n, uint32_t labels, uint64_t seed) {
+  data::Dataset d;
+  d.num_features = static_cast<uint32_t>(n);
+  d.num_labels = labels;
+  Rng rng(seed);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t id = static_cast<uint32_t>(i);
+    const float value = 1.0f;
+    std::vector<uint32_t> ls;
+    const size_t count = rng.below(4);  // 0..3 labels, some points without any
+    for (size_t j = 0; j < count; ++j) {
+      const auto l = static_cast<uint32_t>(static_cast<double>(labels) * std::pow(rng.uniform(), 3.0));
+      if (std::find(ls.begin(), ls.end(), l) == ls.end()) ls.push_back(l);
+    }
+    d.points.add_point({&id, 1}, {&value, 1}, ls);
+  }
+  return d;
+}
+
+std::vector<uint32_t> ids_of(const data::Dataset& d) {
+  return {d.points.feature_ids.begin(), d.points.feature_ids.end()};
+}
+
+}  // namespace
+
+TEST_CASE("split: no test label is missing from training, every point lands once, seeded") {
+  const auto d = zipf_points(5000, 3000, 7);
+  const auto s = data::split(d, {.test_fraction = 0.2, .seed = 11});
+  CHECK(s.wanted_test == 1000);
+  CHECK(s.test.size() == 1000);  // enough frequent labels to fill it
+  CHECK(s.train.size() + s.test.size() == d.size());
+  std::set<uint32_t> train_labels(s.train.points.label_ids.begin(), s.train.points.label_ids.end());
+  for (const uint32_t l : s.test.points.label_ids) REQUIRE(train_labels.count(l) == 1);
+  auto all = ids_of(s.train);
+  const auto test_ids = ids_of(s.test);
+  all.insert(all.end(), test_ids.begin(), test_ids.end());
+  std::sort(all.begin(), all.end());
+  for (uint32_t i = 0; i < all.size(); ++i) REQUIRE(all[i] == i);
+  // Each point keeps its own labels.
+  for (size_t i = 0; i < s.test.size(); ++i) {
+    const uint32_t original = s.test.points.features_of(i)[0];
+    const auto a = s.test.points.labels_of(i), b = d.points.labels_of(original);
+    REQUIRE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  }
+  CHECK(ids_of(data::split(d, {.test_fraction = 0.2, .seed = 11}).test) == test_ids);
+  CHECK(ids_of(data::split(d, {.test_fraction = 0.2, .seed = 12}).test) != test_ids);
+}
+
+TEST_CASE("split: labels too rare to leave training keep their points there") {
+  data::Dataset d;
+  d.num_features = 1;
+  d.num_labels = 3;
+  const uint32_t f = 0;
+  const float v = 1.0f;
+  // Label 0 on three points, label 1 on one, label 2 repeated on one point (it has nowhere to go).
+  const std::vector<std::vector<uint32_t>> labels = {{0}, {0}, {0, 1}, {2, 2}, {}};
+  for (const auto& l : labels) d.points.add_point({&f, 1}, {&v, 1}, l);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const auto s = data::split(d, {.test_fraction = 0.99, .seed = seed});
+    std::multiset<uint32_t> test(s.test.points.label_ids.begin(), s.test.points.label_ids.end());
+    CHECK(test.count(1) == 0);
+    CHECK(test.count(2) == 0);
+    CHECK(test.count(0) <= 2);  // label 0 keeps at least one of its three training points
+    CHECK(s.test.size() == test.count(0) + 1);  // the unlabelled point may always go
+    CHECK(s.test.size() < s.wanted_test);
+  }
+  CHECK_THROWS_WITH(data::split(d, {.test_fraction = 1.0}), Catch::Contains("expected a value in [0, 1)"));
+}
+
+TEST_CASE("shuffle: a seeded permutation of the points") {
+  const auto d = zipf_points(1000, 100, 3);
+  const auto a = data::shuffle(d, 5), b = data::shuffle(d, 5), c = data::shuffle(d, 6);
+  CHECK(ids_of(a) == ids_of(b));
+  CHECK(ids_of(a) != ids_of(c));
+  CHECK(ids_of(a) != ids_of(d));
+  auto sorted = ids_of(a);
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == ids_of(d));
+  CHECK(a.points.label_ids.size() == d.points.label_ids.size());
+}
+
+TEST_CASE("stats: counts, averages and the label-frequency histogram") {
+  data::Dataset d;
+  d.num_features = 10;
+  d.num_labels = 8;
+  const std::vector<uint32_t> f = {1, 2};
+  const std::vector<float> v = {1.0f, 1.0f};
+  // Label 0 on 5 points, label 1 on 2, label 2 on 1; labels 3..7 never occur.
+  const std::vector<std::vector<uint32_t>> labels = {{0}, {0, 1}, {0, 1}, {0}, {0, 2}, {}};
+  for (const auto& l : labels) d.points.add_point(f, v, l);
+  const auto s = data::compute_stats(d);
+  CHECK(s.points == 6);
+  CHECK(s.features_used == 2);
+  CHECK(s.labels_used == 3);
+  CHECK(s.average_nonzeros == 2.0);
+  CHECK(s.average_labels == Approx(8.0 / 6.0));
+  CHECK(s.points_without_labels == 1);
+  CHECK(s.max_label_frequency == 5);
+  std::map<std::pair<uint64_t, uint64_t>, size_t> hist;
+  for (const auto& b : s.label_histogram) hist[{b.lo, b.hi}] = b.labels;
+  CHECK(hist[{0, 0}] == 5);
+  CHECK(hist[{1, 1}] == 1);
+  CHECK(hist[{2, 2}] == 1);
+  CHECK(hist[{3, 4}] == 0);
+  CHECK(hist[{5, 8}] == 1);
+  CHECK(s.label_histogram.back().hi == 8);
+  CHECK(s.adjacent_same_label == Approx(4.0 / 5.0));  // the unlabelled last point shares nothing
+  CHECK(s.looks_sorted());
+}
