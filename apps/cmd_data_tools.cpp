@@ -121,6 +121,7 @@ void add_data_tools(CLI::App& data) {
   add_shuffle(data);
   add_split(data);
   add_fashion_mnist(data);
+  add_data_gcide(data);
 }
 
 }  // namespace frugal::cli

@@ -9,6 +9,7 @@ void add_train_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 // stats, shuffle, split, fashion-mnist, gcide: registered under `frugal data` (cmd_data_tools.cpp).
 void add_data_tools(CLI::App& data);
+void add_data_gcide(CLI::App& data);  // cmd_data_gcide.cpp
 void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 
