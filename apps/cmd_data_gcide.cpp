@@ -54,6 +54,9 @@ void add_data_gcide(CLI::App& data) {
       ->capture_default_str();
   cmd->add_option("--max-df", a->options.max_df, "largest share of definitions a feature may appear in")
       ->capture_default_str();
+  cmd->add_option("--min-label-points", a->options.min_label_points,
+                  "keep only headwords with at least this many definitions (1: all)")
+      ->capture_default_str();
   cmd->add_option("--test-fraction", a->options.test_fraction, "share of the definitions wanted in test")
       ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "seed of the split")->capture_default_str();
@@ -79,9 +82,9 @@ void add_data_gcide(CLI::App& data) {
     write_lines(a->out + "/features.txt", set.feature_names);
     write_lines(a->out + "/labels.txt", set.label_names);
     fmt::print("{}: {} index entries, {} articles ({} without a recognizable headword), {} definitions ({} left "
-               "without features)\n",
+               "without features, {} of headwords with fewer than {} definitions)\n",
                a->dict, dict.entries().size(), set.articles, set.articles_without_headword, set.definitions,
-               set.definitions_without_features);
+               set.definitions_without_features, set.definitions_of_rare_labels, a->options.min_label_points);
     fmt::print("wrote {0}/train.txt ({1} points), {0}/test.txt ({2} points), {0}/features.txt, {0}/labels.txt in "
                "{3:.1f} s\n",
                a->out, set.train.size(), set.test.size(),

@@ -113,7 +113,7 @@ GcideSet build_gcide(const DictdFile& dict, const GcideOptions& options) {
   // Points: tf-idf over the vocabulary, L2 normalized; a definition left without a feature is no
   // point (nothing to predict from), and a label left without points is no label.
   std::vector<std::vector<std::pair<uint32_t, float>>> features(defs.size());
-  std::vector<bool> label_used(labels.names().size(), false);
+  std::vector<uint32_t> label_points(labels.names().size(), 0);
   for (size_t i = 0; i < defs.size(); ++i) {
     auto& f = features[i];
     for (const uint32_t w : defs[i].words)
@@ -130,8 +130,10 @@ GcideSet build_gcide(const DictdFile& dict, const GcideOptions& options) {
       ++out.definitions_without_features;
       continue;
     }
-    for (const uint32_t l : defs[i].labels) label_used[l] = true;
+    for (const uint32_t l : defs[i].labels) ++label_points[l];
   }
+  std::vector<bool> label_used(labels.names().size());
+  for (size_t l = 0; l < label_used.size(); ++l) label_used[l] = label_points[l] >= std::max(options.min_label_points, 1u);
   const auto label_of = alphabetical_ids(labels.names(), label_used, out.label_names);
 
   out.all.num_features = static_cast<uint32_t>(out.feature_names.size());
@@ -151,7 +153,12 @@ GcideSet build_gcide(const DictdFile& dict, const GcideOptions& options) {
       values.push_back(v * scale);
     }
     point_labels.clear();
-    for (const uint32_t l : defs[i].labels) point_labels.push_back(label_of[l]);
+    for (const uint32_t l : defs[i].labels)
+      if (label_of[l] != UINT32_MAX) point_labels.push_back(label_of[l]);
+    if (point_labels.empty()) {
+      ++out.definitions_of_rare_labels;
+      continue;
+    }
     std::sort(point_labels.begin(), point_labels.end());
     out.all.points.add_point(ids, values, point_labels);
   }

@@ -18,7 +18,11 @@ namespace frugal::data {
 
 struct GcideOptions {
   uint32_t min_count = 3;     // definitions a word must appear in to become a feature
-  double max_df = 0.2;        // ... and at most this share of them (drops "the", "of", "or": see DATA.md)
+  double max_df = 0.2;        // ... and at most this share of them (drops "the", "of", "or", ...)
+  // Keep only headwords defined by at least this many definitions (1: all). Most headwords have a
+  // single definition, which can only ever be in training; raising this trades label count for
+  // points per label.
+  uint32_t min_label_points = 1;
   double test_fraction = 0.2;
   uint64_t seed = 1;
   void validate() const;
@@ -30,6 +34,7 @@ struct GcideSet {
   std::vector<std::string> feature_names, label_names;  // id -> word, id -> headword (lower case)
   size_t articles = 0, articles_without_headword = 0;
   size_t definitions = 0, definitions_without_features = 0;  // the latter are left out
+  size_t definitions_of_rare_labels = 0;  // left out: all their labels have < min_label_points points
 };
 
 GcideSet build_gcide(const DictdFile& dict, const GcideOptions& options);
