@@ -9,6 +9,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"frugal: sparse, model-parallel neural network training on cheap CPU clusters"};
   app.require_subcommand(1);
+  frugal::cli::add_launch_command(app);
+  frugal::cli::add_keygen_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

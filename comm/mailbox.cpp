@@ -44,6 +44,13 @@ void Mailbox::check_head_locked(int src) {
   const FrameHeader& h = q.front().header;
   if ((h.seq == current_.seq && h.sig != current_.sig) || h.seq < current_.seq) {
     failure_ = mismatch(current_, h);
+    if (!q.front().payload_checked) {  // a damaged frame is reported as that, not as a mismatch
+      try {
+        check_payload(h, q.front().payload.bytes());
+      } catch (const FrameError& e) {
+        failure_ = e.what();
+      }
+    }
   }
 }
 
@@ -69,21 +76,10 @@ Message Mailbox::take_collective(int src, const OpInfo& op, uint32_t step, uint3
     cv_.notify_all();
     throw_failure_locked();
   }
-  const FrameHeader& h = q.front().header;
-  if (h.seq != op.seq || h.sig != op.sig) {
-    failure_ = mismatch(op, h);
-  } else if (h.step != step || h.part != part) {
-    failure_ = fmt::format("protocol error: in collective #{} ({}) expected step {} part {} from "
-                           "rank {}, got step {} part {}", op.seq, op.description, step, part, src,
-                           h.step, h.part);
-  }
-  if (!failure_.empty()) {
-    cv_.notify_all();
-    throw_failure_locked();
-  }
   Message m = std::move(q.front());
   q.pop_front();
   lock.unlock();
+  // A damaged frame is reported as such, before asking whether it was the expected one.
   if (!m.payload_checked) {
     try {
       check_payload(m.header, m.payload.bytes());
@@ -91,6 +87,16 @@ Message Mailbox::take_collective(int src, const OpInfo& op, uint32_t step, uint3
       fail(e.what());
       throw;
     }
+  }
+  const FrameHeader& h = m.header;
+  if (h.seq != op.seq || h.sig != op.sig) {
+    fail(mismatch(op, h));
+    throw CommError(failure());
+  }
+  if (h.step != step || h.part != part) {
+    fail(fmt::format("protocol error: in collective #{} ({}) expected step {} part {} from rank {}, "
+                     "got step {} part {}", op.seq, op.description, step, part, src, h.step, h.part));
+    throw CommError(failure());
   }
   return m;
 }

@@ -47,7 +47,7 @@ TEST_CASE("zmq: ranks with different run configurations refuse to start, naming 
       o.run_config = {{"hidden", "128"}, {"lr", o.rank == 2 ? "0.01" : "0.001"}};
     });
     FAIL("no exception");
-  } catch (const CommError& e) {
+  } catch (const frugal::Error& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("setting 'lr' differs: rank 0 has '0.001', "
                                                       "rank 2 has '0.01'"));
   }

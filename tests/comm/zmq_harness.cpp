@@ -28,11 +28,10 @@ int free_port() {
   return port;
 }
 
-void run_zmq(int n, const std::function<void(Communicator&)>& fn,
-             const std::function<void(ZmqOptions&)>& configure) {
+std::vector<std::string> run_zmq_collect(int n, const std::function<void(Communicator&)>& fn,
+                                         const std::function<void(ZmqOptions&)>& configure) {
   const std::string coordinator = fmt::format("127.0.0.1:{}", free_port());
-  std::exception_ptr first;
-  std::mutex mutex;
+  std::vector<std::string> errors(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -47,14 +46,22 @@ void run_zmq(int n, const std::function<void(Communicator&)>& fn,
         if (configure) configure(o);
         auto comm = make_zmq_communicator(o);
         fn(*comm);
-      } catch (...) {
-        std::lock_guard lock(mutex);
-        if (!first) first = std::current_exception();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        if (errors[r].empty()) errors[r] = "(empty error message)";
       }
     });
   }
   for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  return errors;
+}
+
+void run_zmq(int n, const std::function<void(Communicator&)>& fn,
+             const std::function<void(ZmqOptions&)>& configure) {
+  const auto errors = run_zmq_collect(n, fn, configure);
+  for (int r = 0; r < n; ++r) {
+    if (!errors[r].empty()) throw Error(fmt::format("rank {}: {}", r, errors[r]));
+  }
 }
 
 }  // namespace frugal::comm::testing

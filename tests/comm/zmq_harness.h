@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "comm/zmq_communicator.h"
 
@@ -16,5 +17,9 @@ int free_port();
 // exception (construction included) after all threads finished.
 void run_zmq(int n, const std::function<void(Communicator&)>& fn,
              const std::function<void(ZmqOptions&)>& configure = {});
+
+// As run_zmq, but returns each rank's error message ("" for a rank that succeeded).
+std::vector<std::string> run_zmq_collect(int n, const std::function<void(Communicator&)>& fn,
+                                         const std::function<void(ZmqOptions&)>& configure = {});
 
 }  // namespace frugal::comm::testing
