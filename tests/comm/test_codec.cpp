@@ -157,6 +157,15 @@ TEST_CASE("codecs: malformed input is rejected with a clear error") {
   CHECK_THROWS_WITH(decode_into(enc, wrong), Catch::Contains("dimension 10"));
 }
 
+TEST_CASE("codecs: inputs found by the fuzzer") {
+  // fuzz_codec, crash-1489f923: an empty dense vector (the harness, not the codec, mishandled it).
+  const std::vector<std::byte> empty_dense = {std::byte{0}, std::byte{0}};
+  const SparseVector v = decode(empty_dense);
+  CHECK(v.dim == 0);
+  CHECK(v.values.empty());
+  CHECK(decode(encode_sparse(v.dim, v.indices, v.values)).dim == 0);
+}
+
 TEST_CASE("run configuration hash and difference") {
   const RunConfig a = {{"lr", "0.001"}, {"hidden", "128"}};
   RunConfig b = a;
