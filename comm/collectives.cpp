@@ -146,7 +146,7 @@ void TransportCommunicator::ring_all_reduce(const Op& op, std::span<float> data,
       Message m = recv_from(op, left, p - 1 + t, static_cast<uint32_t>(j));
       FRUGAL_CHECK(m.payload.size() == seg.size_bytes(), "all_reduce: segment of unexpected size");
       std::memcpy(seg.data(), m.payload.bytes().data(), seg.size_bytes());
-      if (t < p - 2) send_to(op, right, p + t, static_cast<uint32_t>(j), float_payload(seg));
+      if (t < p - 2) send_to(op, right, p + t, static_cast<uint32_t>(j), m.payload);  // no copy
     }
   }
 }
@@ -206,7 +206,7 @@ void TransportCommunicator::ring_all_gather(const Op& op, std::span<float> all,
       Message m = recv_from(op, left, t, static_cast<uint32_t>(j));
       FRUGAL_CHECK(m.payload.size() == seg.size_bytes(), "all_gather: segment of unexpected size");
       std::memcpy(seg.data(), m.payload.bytes().data(), seg.size_bytes());
-      if (t < p - 2) send_to(op, right, t + 1, static_cast<uint32_t>(j), float_payload(seg));
+      if (t < p - 2) send_to(op, right, t + 1, static_cast<uint32_t>(j), m.payload);  // no copy
     }
   }
 }
@@ -328,14 +328,16 @@ Work TransportCommunicator::broadcast(std::span<float> data, int root) {
                   const int pos = (rank_ - root + p) % p;
                   for (size_t j = 0; j < segments(data.size()); ++j) {
                     const auto seg = segment(data, j);
+                    Payload out;
                     if (pos > 0) {
                       Message m = recv_from(op, (rank_ + p - 1) % p, 0, static_cast<uint32_t>(j));
                       FRUGAL_CHECK(m.payload.size() == seg.size_bytes(), "broadcast: segment of unexpected size");
                       std::memcpy(seg.data(), m.payload.bytes().data(), seg.size_bytes());
+                      out = m.payload;  // forwarded as received, without a copy
+                    } else {
+                      out = float_payload(seg);
                     }
-                    if (pos < p - 1) {
-                      send_to(op, (rank_ + 1) % p, 0, static_cast<uint32_t>(j), float_payload(seg));
-                    }
+                    if (pos < p - 1) send_to(op, (rank_ + 1) % p, 0, static_cast<uint32_t>(j), out);
                   }
                 });
 }

@@ -97,7 +97,10 @@ ZmqTransport::~ZmqTransport() {
   [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
   thread_.join();
   for (void* d : dealers_) {
-    if (d) zmq_close(d);
+    if (!d) continue;
+    // After a failure, frames queued for dead peers must not hold up the exit.
+    if (failed_) set_int(d, ZMQ_LINGER, 0);
+    zmq_close(d);
   }
   zmq_close(router_);
   if (zap_) zmq_close(zap_);
@@ -312,6 +315,7 @@ void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
       fail_all(fmt::format("rank {} unreachable since {} (nothing heard from it for {:.1f} s, "
                            "timeout {:.1f} s; seen from rank {})", p, wall_time(last_heard_wall_[p]),
                            secs(silent).count(), secs(opt_.timeout).count(), world_rank()));
+      left_[p] = true;  // no goodbye to a dead peer, and nothing more to watch
     }
   }
 }
