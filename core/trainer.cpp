@@ -6,7 +6,6 @@
 #include <cstring>
 #include <numeric>
 
-#include <cereal/archives/binary.hpp>
 #include <fmt/format.h>
 
 #include "comm/communicator.h"
@@ -241,16 +240,6 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   result.samples = metric.points();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
-}
-
-void Trainer::save_state(cereal::BinaryOutputArchive& ar) const {
-  ar(step_, epoch_);
-  optimizer_.save_state(ar);
-}
-
-void Trainer::load_state(cereal::BinaryInputArchive& ar) {
-  ar(step_, epoch_);
-  optimizer_.load_state(ar);
 }
 
 }  // namespace frugal

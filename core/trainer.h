@@ -85,8 +85,8 @@ class Trainer {
   Model& model() { return model_; }
   optim::AdamOptimizer& optimizer() { return optimizer_; }
   const optim::AdamOptimizer& optimizer() const { return optimizer_; }
-  void save_state(cereal::BinaryOutputArchive& ar) const;
-  void load_state(cereal::BinaryInputArchive& ar);
+  void set_step(uint64_t step) { step_ = step; }
+  const Parallelism& parallel() const { return options_.parallel; }
 
  private:
   const Tensor& forward_hidden(const SparseBatch& batch);
