@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   frugal::cli::add_train_command(app);
   frugal::cli::add_data_command(app);
+  frugal::cli::add_launch_command(app);
+  frugal::cli::add_keygen_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

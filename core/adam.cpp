@@ -2,14 +2,11 @@
 
 #include <cmath>
 
-#include <cereal/archives/binary.hpp>
-#include <cereal/types/vector.hpp>
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
-#include "core/tensor_io.h"
 
 namespace frugal::optim {
 namespace {
@@ -65,28 +62,6 @@ void AdamOptimizer::step() {
         adam_row(p.value.row(r), s.m.row(r), s.v.row(r), p.grad.values.row(j), cols, b1, b2, lr * c1, c2, eps);
       }
     });
-  }
-}
-
-void AdamOptimizer::save_state(cereal::BinaryOutputArchive& ar) const {
-  ar(static_cast<uint64_t>(state_.size()));
-  for (const State& s : state_) {
-    save_tensor(ar, s.m);
-    save_tensor(ar, s.v);
-    ar(s.row_steps);
-  }
-}
-
-void AdamOptimizer::load_state(cereal::BinaryInputArchive& ar) {
-  uint64_t n = 0;
-  ar(n);
-  FRUGAL_CHECK(n == state_.size(), fmt::format("checkpoint has optimizer state for {} parameters, the model has {}", n, state_.size()));
-  for (size_t i = 0; i < state_.size(); ++i) {
-    State& s = state_[i];
-    load_tensor(ar, s.m, params_[i]->value.rows(), params_[i]->value.cols(), params_[i]->name + " (Adam m)");
-    load_tensor(ar, s.v, params_[i]->value.rows(), params_[i]->value.cols(), params_[i]->name + " (Adam v)");
-    ar(s.row_steps);
-    FRUGAL_CHECK(s.row_steps.size() == params_[i]->value.rows(), "checkpoint: Adam step counts do not match " + params_[i]->name);
   }
 }
 

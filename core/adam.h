@@ -8,10 +8,6 @@
 
 #include "core/parameter.h"
 
-namespace cereal {
-class BinaryOutputArchive;
-class BinaryInputArchive;
-}  // namespace cereal
 
 namespace frugal::optim {
 
@@ -29,14 +25,15 @@ class AdamOptimizer {
   // Applies every parameter's row gradient, then leaves the gradients as they were.
   void step();
   const Adam& options() const { return options_; }
-  void save_state(cereal::BinaryOutputArchive& ar) const;
-  void load_state(cereal::BinaryInputArchive& ar);
-
- private:
+  // Per-parameter state, in the order of the parameter list (checkpoints read and write it).
   struct State {
     Tensor m, v;
     std::vector<uint32_t> row_steps;
   };
+  State& state(size_t i) { return state_.at(i); }
+  const State& state(size_t i) const { return state_.at(i); }
+
+ private:
   Adam options_;
   std::vector<Parameter*> params_;
   std::vector<State> state_;

@@ -16,8 +16,10 @@ struct BatchLoader::Impl {
   const Dataset& data;
   BatchOptions options;
   std::vector<uint32_t> order;
-  size_t position = 0;
+  size_t position = 0;  // start of the next global batch in `order`
   SparseBatch prefetched;
+  size_t prefetched_global = 0;
+  std::vector<uint32_t> picked;
   bool has_prefetched = false;
   tbb::task_group tasks;
 
@@ -26,7 +28,10 @@ struct BatchLoader::Impl {
   void build(SparseBatch& out) {
     out.clear();
     const size_t n = std::min(options.batch, order.size() - position);
-    data.gather(std::span<const uint32_t>(order.data() + position, n), out);
+    picked.clear();
+    for (size_t p = options.shard; p < n; p += options.num_shards) picked.push_back(order[position + p]);
+    data.gather(picked, out);
+    prefetched_global = n;
     position += n;
   }
   void prefetch() {
@@ -47,25 +52,32 @@ BatchLoader::BatchLoader(const Dataset& data, const BatchOptions& options)
     Rng rng = Rng(options.seed).split(0xb1);
     for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[rng.below(i)]);
   }
-  for (size_t i = options.shard; i < all.size(); i += options.num_shards) impl_->order.push_back(all[i]);
+  impl_->order = std::move(all);
   impl_->prefetch();
 }
 
 BatchLoader::~BatchLoader() { impl_->tasks.wait(); }
 
-bool BatchLoader::next(SparseBatch& out) {
+bool BatchLoader::next(SparseBatch& out, size_t* global_size) {
   if (!impl_->has_prefetched) return false;
   impl_->tasks.wait();
   std::swap(out, impl_->prefetched);
+  if (global_size != nullptr) *global_size = impl_->prefetched_global;
   impl_->has_prefetched = false;
   impl_->prefetch();
   return true;
 }
 
-size_t BatchLoader::num_points() const { return impl_->order.size(); }
+size_t BatchLoader::num_points() const {
+  const size_t n = impl_->order.size(), d = impl_->options.num_shards, s = impl_->options.shard;
+  // Points of this shard: per full batch its stride share, plus its share of the last partial one.
+  const size_t b = impl_->options.batch, full = n / b, rest = n % b;
+  auto share = [&](size_t len) { return len > s ? (len - s + d - 1) / d : 0; };
+  return full * share(b) + share(rest);
+}
 
 size_t BatchLoader::num_batches() const {
-  return (impl_->order.size() + impl_->options.batch - 1) / impl_->options.batch;
+  return (impl_->order.size() + impl_->options.batch - 1) / impl_->options.batch;  // global batches
 }
 
 }  // namespace frugal::data

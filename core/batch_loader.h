@@ -10,10 +10,11 @@
 namespace frugal::data {
 
 struct BatchOptions {
-  size_t batch = 128;
+  size_t batch = 128;  // points per global batch (over all shards)
   bool shuffle = true;
   uint64_t seed = 1;
-  // Optional shard: this loader sees points i with i % num_shards == shard (after shuffling).
+  // Data-parallel replicas: shard d of D takes every D-th point of each global batch, starting at
+  // its d-th point, so D replicas together see exactly the batches one process would.
   size_t shard = 0, num_shards = 1;
 };
 
@@ -21,8 +22,10 @@ class BatchLoader {
  public:
   BatchLoader(const Dataset& data, const BatchOptions& options);
   ~BatchLoader();
-  // Fills `out` with the next batch; false when the epoch is over.
-  bool next(SparseBatch& out);
+  // Fills `out` with this shard's part of the next global batch; false when the epoch is over. The
+  // part may be empty (a last global batch smaller than the shard count). `global_size`, when
+  // given, receives the size of the whole global batch.
+  bool next(SparseBatch& out, size_t* global_size = nullptr);
   size_t num_batches() const;
   size_t num_points() const;
 

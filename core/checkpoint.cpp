@@ -3,15 +3,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
 #include <fmt/format.h>
 
+#include "comm/communicator.h"
 #include "core/check.h"
 #include "core/tensor_io.h"
 
@@ -54,29 +56,153 @@ void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, con
   }
 }
 
+comm::Communicator* group_of(comm::Communicator* c) { return c != nullptr && c->size() > 1 ? c : nullptr; }
+
+// One parameter slice as stored in a slice file.
+struct StoredParam {
+  std::string name;
+  int axis = -1;
+  uint64_t offset = 0, full_rows = 0, full_cols = 0;
+  Tensor value, m, v;
+  std::vector<uint32_t> row_steps;
+};
+
+struct SliceFile {
+  std::vector<StoredParam> params;
+  uint64_t step = 0, epoch = 0;
+  std::vector<std::string> layer_states;
+};
+
+std::string encode_slice(const Model& model, const Trainer& trainer) {
+  std::ostringstream buf(std::ios::binary);
+  cereal::BinaryOutputArchive ar(buf);
+  ar(cereal::binary_data(kMagic, sizeof kMagic), kCheckpointVersion);
+  const auto params = model.parameters();
+  ar(static_cast<uint64_t>(params.size()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter& p = *params[i];
+    const auto& s = trainer.optimizer().state(i);
+    ar(p.name, static_cast<int32_t>(p.sliced_axis), static_cast<uint64_t>(p.offset),
+       static_cast<uint64_t>(p.full_rows), static_cast<uint64_t>(p.full_cols));
+    save_tensor(ar, p.value);
+    save_tensor(ar, s.m);
+    save_tensor(ar, s.v);
+    ar(s.row_steps);
+  }
+  ar(trainer.step(), trainer.epoch());
+  std::vector<std::string> states;
+  for (const auto& layer : model.layers()) {
+    std::ostringstream ls(std::ios::binary);
+    {
+      cereal::BinaryOutputArchive lar(ls);
+      layer->save_state(lar);
+    }
+    states.push_back(ls.str());
+  }
+  ar(states);
+  return buf.str();
+}
+
+SliceFile decode_slice(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
+  SliceFile f;
+  try {
+    cereal::BinaryInputArchive ar(in);
+    char magic[8] = {};
+    uint32_t version = 0;
+    ar(cereal::binary_data(magic, sizeof magic), version);
+    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic), path.string() + ": not a frugal checkpoint");
+    FRUGAL_CHECK(version == kCheckpointVersion, fmt::format("{}: unsupported version {}", path.string(), version));
+    uint64_t n = 0;
+    ar(n);
+    FRUGAL_CHECK(n < 4096, fmt::format("{}: implausible parameter count {}", path.string(), n));
+    f.params.resize(n);
+    for (StoredParam& p : f.params) {
+      int32_t axis = 0;
+      ar(p.name, axis, p.offset, p.full_rows, p.full_cols);
+      p.axis = axis;
+      uint64_t r = 0, c = 0;
+      // Shapes are read from the file itself: this is what reslicing needs.
+      for (Tensor* t : {&p.value, &p.m, &p.v}) {
+        ar(r, c);
+        FRUGAL_CHECK(r * c < (uint64_t{1} << 40), path.string() + ": implausible tensor shape");
+        t->resize(r, c);
+        if (!t->empty()) ar(cereal::binary_data(t->data(), t->size() * sizeof(float)));
+      }
+      ar(p.row_steps);
+    }
+    ar(f.step, f.epoch, f.layer_states);
+  } catch (const cereal::Exception& e) {
+    throw Error(fmt::format("{}: truncated or corrupt checkpoint ({})", path.string(), e.what()));
+  }
+  return f;
+}
+
+// Copies the part of `from` (an old slice) that overlaps `to` (this rank's new slice) along the
+// sliced axis, for the value and the Adam moments.
+void copy_overlap(const StoredParam& from, Parameter& to, optim::AdamOptimizer::State& state) {
+  const size_t local = to.sliced_axis == 0 ? to.value.rows() : to.value.cols();
+  const size_t from_len = from.axis == 0 ? from.value.rows() : from.value.cols();
+  const size_t lo = std::max<size_t>(to.offset, from.offset), hi = std::min<size_t>(to.offset + local, from.offset + from_len);
+  for (size_t g = lo; g < hi; ++g) {
+    const size_t a = g - from.offset, b = g - to.offset;
+    if (to.sliced_axis == 0) {
+      std::copy_n(from.value.row(a), to.value.cols(), to.value.row(b));
+      std::copy_n(from.m.row(a), to.value.cols(), state.m.row(b));
+      std::copy_n(from.v.row(a), to.value.cols(), state.v.row(b));
+      state.row_steps[b] = from.row_steps[a];
+    } else {
+      for (size_t r = 0; r < to.value.rows(); ++r) {
+        to.value.at(r, b) = from.value.at(r, a);
+        state.m.at(r, b) = from.m.at(r, a);
+        state.v.at(r, b) = from.v.at(r, a);
+      }
+    }
+  }
+  if (to.sliced_axis == 1) state.row_steps = from.row_steps;  // rows are not sliced: equal everywhere
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config) {
-  fs::create_directories(dir);
-  std::ostringstream buf(std::ios::binary);
-  {
-    cereal::BinaryOutputArchive ar(buf);
-    ar(cereal::binary_data(kMagic, sizeof kMagic), kCheckpointVersion);
-    const auto params = model.parameters();
-    ar(static_cast<uint64_t>(params.size()));
-    for (const Parameter* p : params) {
-      ar(p->name);
-      save_tensor(ar, p->value);
-    }
-    for (const auto& layer : model.layers()) layer->save_state(ar);
-    trainer.save_state(ar);
+  comm::Communicator* mp = group_of(trainer.parallel().model);
+  comm::Communicator* dp = group_of(trainer.parallel().data);
+  const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
+  const bool writer = dp == nullptr || dp->rank() == 0;  // replicas are identical: replica 0 writes
+  const std::string folder = fmt::format("epoch-{}-step-{}", trainer.epoch(), trainer.step());
+  if (writer) {
+    fs::create_directories(fs::path(dir) / folder);
+    write_atomically(fs::path(dir) / folder / fmt::format("slice{}.ckpt", slice), encode_slice(model, trainer));
+    if (mp != nullptr) mp->barrier().wait();  // every slice is on disk before the manifest names them
   }
-  write_atomically(fs::path(dir) / "model.ckpt", buf.str());
-  const nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
-                                   {"epoch", trainer.epoch()},      {"step", trainer.step()},
-                                   {"world_size", 1},               {"files", {"model.ckpt"}},
-                                   {"config", config}};
-  write_atomically(fs::path(dir) / "manifest.json", manifest.dump(2) + "\n");
+  if (writer && slice == 0) {
+    // Every sliced layer of a model shares one group and its slice weights.
+    const auto& weights = slices > 1 ? model.input().placement().weights : std::vector<double>{};
+    nlohmann::json params = nlohmann::json::array();
+    for (const Parameter* p : model.parameters()) {
+      const size_t len = p->sliced_axis == 0 ? p->full_rows : p->sliced_axis == 1 ? p->full_cols : 0;
+      params.push_back({{"name", p->name},
+                        {"sliced_axis", p->sliced_axis},
+                        {"shape", {p->full_rows, p->full_cols}},
+                        {"slice_bounds", p->sliced_axis < 0 ? std::vector<size_t>{} : slice_bounds(len, slices, weights)}});
+    }
+    nlohmann::json files = nlohmann::json::array();
+    for (int s = 0; s < slices; ++s) files.push_back(folder + "/" + fmt::format("slice{}.ckpt", s));
+    const int world = (mp != nullptr ? mp->size() : 1) * (dp != nullptr ? dp->size() : 1);
+    const nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
+                                     {"epoch", trainer.epoch()},      {"step", trainer.step()},
+                                     {"world_size", world},           {"grid", {world / slices, slices}},
+                                     {"model_slices", slices},        {"folder", folder},
+                                     {"files", files},                {"parameters", params},
+                                     {"config", config}};
+    write_atomically(fs::path(dir) / "manifest.json", manifest.dump(2) + "\n");
+    // Older epochs are no longer referenced: remove them (the new one is committed).
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.is_directory() && entry.path().filename() != folder &&
+          entry.path().filename().string().rfind("epoch-", 0) == 0)
+        fs::remove_all(entry.path());
+  }
 }
 
 CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
@@ -89,42 +215,78 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: corrupt manifest: {}", path.string(), e.what()));
   }
-  if (m.value("format", "") != "frugal-checkpoint")
+  if (!m.is_object() || m.value("format", "") != "frugal-checkpoint")
     throw Error(fmt::format("{}: not a frugal checkpoint manifest", path.string()));
   const auto version = m.value("version", 0u);
   if (version != kCheckpointVersion)
     throw Error(fmt::format("{}: checkpoint format version {} is not supported (this build reads {})", path.string(),
                             version, kCheckpointVersion));
-  return {m.value("epoch", uint64_t{0}), m.value("step", uint64_t{0}), m.value("config", nlohmann::json::object())};
+  CheckpointInfo info;
+  info.epoch = m.value("epoch", uint64_t{0});
+  info.step = m.value("step", uint64_t{0});
+  info.world_size = m.value("world_size", 1);
+  info.model_slices = m.value("model_slices", 1);
+  info.config = m.value("config", nlohmann::json::object());
+  FRUGAL_CHECK(info.model_slices >= 1 && m.contains("folder"), path.string() + ": manifest lacks its slices");
+  return info;
 }
 
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer, const nlohmann::json& config) {
   CheckpointInfo info = read_checkpoint_manifest(dir);
   check_config(info.config, config, dir);
-  const fs::path path = fs::path(dir) / "model.ckpt";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
-  try {
-    cereal::BinaryInputArchive ar(in);
-    char magic[8] = {};
-    uint32_t version = 0;
-    ar(cereal::binary_data(magic, sizeof magic), version);
-    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic), path.string() + ": not a frugal checkpoint");
-    FRUGAL_CHECK(version == kCheckpointVersion, fmt::format("{}: unsupported version {}", path.string(), version));
-    uint64_t count = 0;
-    ar(count);
-    const auto params = model.parameters();
-    FRUGAL_CHECK(count == params.size(), fmt::format("{}: has {} parameters, the model {}", path.string(), count, params.size()));
-    for (Parameter* p : params) {
-      std::string name;
-      ar(name);
-      FRUGAL_CHECK(name == p->name, fmt::format("{}: parameter {} found where {} was expected", path.string(), name, p->name));
-      load_tensor(ar, p->value, p->value.rows(), p->value.cols(), name);
+  std::string folder;
+  {
+    std::ifstream in(fs::path(dir) / "manifest.json");
+    folder = nlohmann::json::parse(in).at("folder").get<std::string>();
+  }
+  comm::Communicator* mp = group_of(trainer.parallel().model);
+  const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
+  auto params = model.parameters();
+  const bool same_layout = info.model_slices == slices;
+  // Same slicing: read our own file. Otherwise: every old slice, each contributing its overlap.
+  std::vector<int> sources;
+  if (same_layout) sources.push_back(slice);
+  else for (int s = 0; s < info.model_slices; ++s) sources.push_back(s);
+  for (const int s : sources) {
+    const fs::path path = fs::path(dir) / folder / fmt::format("slice{}.ckpt", s);
+    const SliceFile f = decode_slice(path);
+    FRUGAL_CHECK(f.params.size() == params.size(),
+                 fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(), params.size()));
+    for (size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      const StoredParam& sp = f.params[i];
+      FRUGAL_CHECK(sp.name == p.name, fmt::format("{}: parameter {} found where {} was expected", path.string(), sp.name, p.name));
+      FRUGAL_CHECK(sp.axis == p.sliced_axis && sp.full_rows == (p.sliced_axis < 0 ? p.value.rows() : p.full_rows) &&
+                       sp.full_cols == (p.sliced_axis < 0 ? p.value.cols() : p.full_cols),
+                   fmt::format("{}: parameter {} has another shape or slicing than the model's", path.string(), p.name));
+      auto& st = trainer.optimizer().state(i);
+      if (same_layout || p.sliced_axis < 0) {
+        FRUGAL_CHECK(sp.value.rows() == p.value.rows() && sp.value.cols() == p.value.cols() &&
+                         sp.row_steps.size() == p.value.rows(),
+                     fmt::format("{}: parameter {} is {}x{}, expected {}x{}", path.string(), p.name, sp.value.rows(),
+                                 sp.value.cols(), p.value.rows(), p.value.cols()));
+        p.value = sp.value;
+        st.m = sp.m;
+        st.v = sp.v;
+        st.row_steps = sp.row_steps;
+      } else {
+        copy_overlap(sp, p, st);
+      }
     }
-    for (const auto& layer : model.layers()) layer->load_state(ar);
-    trainer.load_state(ar);
-  } catch (const cereal::Exception& e) {
-    throw Error(fmt::format("{}: truncated or corrupt checkpoint ({})", path.string(), e.what()));
+    trainer.set_step(f.step);
+    trainer.set_epoch(f.epoch);
+    if (same_layout) {
+      FRUGAL_CHECK(f.layer_states.size() == model.layers().size(), path.string() + ": layer count differs");
+      for (size_t l = 0; l < f.layer_states.size(); ++l) {
+        std::istringstream ls(f.layer_states[l], std::ios::binary);
+        try {
+          cereal::BinaryInputArchive lar(ls);
+          model.layers()[l]->load_state(lar);
+        } catch (const cereal::Exception& e) {
+          throw Error(fmt::format("{}: truncated or corrupt layer state ({})", path.string(), e.what()));
+        }
+      }
+    }
   }
   return info;
 }

@@ -1,8 +1,13 @@
-// Checkpoints: DIR/model.ckpt (cereal binary: magic, format version, every parameter, every layer's
-// extra state such as LSH tables, the trainer's step/epoch and the optimizer state) and
-// DIR/manifest.json (format version, epoch, step, the run's configuration). Both are written to a
-// temporary file, fsync'ed and renamed, manifest last, so an interrupted save leaves the previous
-// checkpoint whole. Loading checks the configuration and names the first setting that differs.
+// Checkpoints. A directory holds manifest.json (format version, epoch, step, world size, grid, the
+// slice ranges of every parameter, the files, the run's configuration) and one folder per saved
+// epoch with one file per model slice (cereal binary: every parameter slice with its Adam moments
+// and per-row step counts, each layer's extra state such as LSH tables). Files are written to a
+// temporary name, fsync'ed and renamed; the manifest is replaced last and is the commit point, so a
+// run that dies while saving leaves the previous checkpoint whole.
+//
+// Loading onto the same number of model slices restores everything bit for bit (resume continues
+// exactly). Onto another number, each rank assembles its new slices (weights and optimizer state)
+// from the old files and the LSH tables are rebuilt at the next step.
 #pragma once
 
 #include <cstdint>
@@ -15,19 +20,20 @@
 
 namespace frugal {
 
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 struct CheckpointInfo {
   uint64_t epoch = 0, step = 0;
+  int world_size = 1, model_slices = 1;
   nlohmann::json config;
 };
 
+// Collective over the trainer's model-parallel group (every rank of the run calls it).
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer,
                      const nlohmann::json& config = nlohmann::json::object());
-// Restores model and trainer. Settings present in both `config` and the checkpoint's must agree.
+// Restores model and trainer. Settings present in both `config` and the checkpoint must agree.
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
                                const nlohmann::json& config = nlohmann::json::object());
-// Reads only the manifest.
 CheckpointInfo read_checkpoint_manifest(const std::string& dir);
 
 }  // namespace frugal

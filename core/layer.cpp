@@ -8,4 +8,9 @@ std::string Layer::describe() const {
   return fmt::format("{}({} -> {})", kind(), in_features(), out_features());
 }
 
+const Placement& Layer::placement() const {
+  static const Placement replicated{};
+  return replicated;
+}
+
 }  // namespace frugal

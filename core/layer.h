@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/parameter.h"
+#include "core/placement.h"
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
 
@@ -34,6 +35,8 @@ class Layer {
   virtual void after_update(uint64_t /*step*/) {}
   // A one-line description for logs.
   virtual std::string describe() const;
+  // How the layer's output neurons are spread over a model-parallel group (replicated by default).
+  virtual const Placement& placement() const;
 };
 
 class InputLayer : public Layer {

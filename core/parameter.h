@@ -25,6 +25,11 @@ struct Parameter {
   std::string name;
   Tensor value;
   RowGrad grad;
+  // Where `value` sits in the whole parameter when a layer is sliced over ranks: rows (axis 0) or
+  // columns (axis 1) [offset, offset + local size) of a full_rows x full_cols matrix. Checkpoints
+  // use it to reslice onto another number of ranks. axis -1: not sliced.
+  int sliced_axis = -1;
+  size_t offset = 0, full_rows = 0, full_cols = 0;
 };
 
 }  // namespace frugal

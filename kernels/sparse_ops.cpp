@@ -84,7 +84,8 @@ void RowAccumulator::accumulate(const std::vector<uint64_t>& offsets, const uint
   for (size_t j = 0; j < nrows; ++j) row_start_[j + 1] += row_start_[j];
   entry_sample_.resize(entries);
   entry_coef_.resize(entries);
-  std::vector<uint64_t> fill(row_start_.begin(), row_start_.end() - 1);
+  fill_.assign(row_start_.begin(), row_start_.end() - 1);
+  auto& fill = fill_;
   for (size_t i = 0; i < samples; ++i)
     for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
       const uint64_t pos = fill[slot_[ids[e]]]++;

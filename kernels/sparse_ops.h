@@ -48,7 +48,7 @@ class RowAccumulator {
 
  private:
   std::vector<int32_t> slot_;  // row -> position in the output, -1 when not touched
-  std::vector<uint64_t> row_start_;
+  std::vector<uint64_t> row_start_, fill_;  // kept between calls: no per-step allocation
   std::vector<uint32_t> entry_sample_;
   std::vector<float> entry_coef_;
 };

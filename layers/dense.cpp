@@ -19,7 +19,9 @@ Dense::Dense(const Options& options) : options_(options) {
   options_.validate();
   weight_ = {"dense.weight", Tensor(options_.out, options_.in), {}};
   bias_ = {"dense.bias", Tensor(options_.out, 1), {}};
-  init_uniform(weight_.value, bias_.value, options_.in, Rng(options_.seed).split(0xde));
+  const Rng rng = Rng(options_.seed).split(0xde);
+  init_uniform(weight_.value, options_.in, rng.split(0));
+  init_uniform(bias_.value, options_.in, rng.split(1));
   // Every row of a dense layer gets a gradient every step.
   weight_.grad.rows.resize(options_.out);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include <cereal/archives/binary.hpp>
@@ -9,6 +10,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "comm/communicator.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "kernels/matmul.h"
@@ -16,27 +18,6 @@
 
 namespace frugal::layers {
 namespace {
-
-// Softmax cross-entropy of one point over `n` logits, `labels` of which are targets (positions
-// into the logits), each with weight 1/|labels|. Overwrites the logits with dLoss/dlogit.
-double softmax_xent(float* z, size_t n, const uint32_t* labels, size_t num_labels) {
-  if (num_labels == 0) {
-    std::fill(z, z + n, 0.0f);
-    return 0.0;
-  }
-  float mx = -INFINITY;
-  for (size_t j = 0; j < n; ++j) mx = std::max(mx, z[j]);
-  double sum = 0.0;
-  for (size_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(z[j] - mx));
-  const double log_z = std::log(sum) + mx;
-  const float w = 1.0f / static_cast<float>(num_labels);
-  double loss = 0.0;
-  for (size_t l = 0; l < num_labels; ++l) loss -= w * (z[labels[l]] - log_z);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (size_t j = 0; j < n; ++j) z[j] = std::exp(z[j] - mx) * inv;
-  for (size_t l = 0; l < num_labels; ++l) z[labels[l]] -= w;
-  return loss;
-}
 
 template <class F>
 void parallel_rows(size_t n, F&& body) {
@@ -55,12 +36,18 @@ void SoftmaxOutputOptions::validate() const {
 
 SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options), accumulator_(options.out) {
   options_.validate();
-  weight_ = {"softmax.weight", Tensor(options_.out, options_.in), {}};
-  bias_ = {"softmax.bias", Tensor(options_.out, 1), {}};
-  init_uniform(weight_.value, bias_.value, options_.in, Rng(options_.seed).split(0x50));
+  const auto bounds = options_.placement.bounds(options_.out);
+  begin_ = bounds[options_.placement.rank()];
+  end_ = bounds[options_.placement.rank() + 1];
+  const size_t local = end_ - begin_;
+  weight_ = {"softmax.weight", Tensor(local, options_.in), {}, 0, begin_, options_.out, options_.in};
+  bias_ = {"softmax.bias", Tensor(local, 1), {}, 0, begin_, options_.out, 1};
+  const Rng rng = Rng(options_.seed).split(0x50);
+  init_uniform(weight_.value, options_.in, rng.split(0), begin_);
+  init_uniform(bias_.value, options_.in, rng.split(1), begin_);
   if (options_.sampler == Sampler::lsh)
-    sampler_ = std::make_unique<lsh::LshSampler>(options_.lsh, options_.in, options_.out,
-                                                 Rng(options_.seed).split(0x15).next_u64());
+    sampler_ = std::make_unique<lsh::LshSampler>(options_.lsh, options_.in, local,
+                                                 Rng(options_.seed).split(0x15).split(options_.placement.rank()).next_u64());
 }
 
 std::string SoftmaxOutput::kind() const { return options_.sampler == Sampler::lsh ? "LshSoftmax" : "Softmax"; }
@@ -80,18 +67,60 @@ double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batc
   return sampled_forward_backward(in, batch, step, grad_in);
 }
 
+template <class Logits, class Count, class Positions>
+double SoftmaxOutput::distributed_xent(const SparseBatch& batch, Logits z, Count n, Positions pos) {
+  const size_t b = batch.size();
+  comm::Communicator* group = options_.placement.is_sliced() ? options_.placement.group : nullptr;
+  max_.assign(b, -INFINITY);
+  parallel_rows(b, [&](size_t i) {
+    const float* zi = z(i);
+    for (size_t j = 0, nj = n(i); j < nj; ++j) max_[i] = std::max(max_[i], zi[j]);
+  });
+  if (group != nullptr) group->all_reduce(max_, comm::ReduceOp::max).wait();
+  // Per point: sum of exp(z - max) over local logits, and the sum of the local labels' logits.
+  sums_.assign(2 * b, 0.0f);
+  parallel_rows(b, [&](size_t i) {
+    const float* zi = z(i);
+    double s = 0.0;
+    for (size_t j = 0, nj = n(i); j < nj; ++j) s += std::exp(static_cast<double>(zi[j] - max_[i]));
+    double y = 0.0;
+    for (const uint32_t p : pos(i)) y += zi[p];
+    sums_[i] = static_cast<float>(s);
+    sums_[b + i] = static_cast<float>(y);
+  });
+  if (group != nullptr) group->all_reduce(sums_, comm::ReduceOp::sum).wait();
+  std::vector<double> losses(b, 0.0);
+  parallel_rows(b, [&](size_t i) {
+    float* zi = z(i);
+    const size_t nj = n(i), labels = batch.labels_of(i).size();
+    if (labels == 0) {  // nothing to learn from a point without labels
+      std::fill(zi, zi + nj, 0.0f);
+      return;
+    }
+    const float w = 1.0f / static_cast<float>(labels);
+    losses[i] = std::log(static_cast<double>(sums_[i])) + max_[i] - w * static_cast<double>(sums_[b + i]);
+    const float inv = 1.0f / sums_[i];
+    for (size_t j = 0; j < nj; ++j) zi[j] = std::exp(zi[j] - max_[i]) * inv;
+    for (const uint32_t p : pos(i)) zi[p] -= w;
+  });
+  return std::accumulate(losses.begin(), losses.end(), 0.0);
+}
+
 double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in) {
-  const size_t b = in.rows(), n = options_.out, d = options_.in;
+  const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   full_logits_.resize(b, n);
   kernels::matmul(in.data(), false, weight_.value.data(), true, full_logits_.data(), b, n, d);
-  std::vector<double> losses(b);
+  positions_.resize(b);
   parallel_rows(b, [&](size_t i) {
     float* z = full_logits_.row(i);
     for (size_t j = 0; j < n; ++j) z[j] += bias_.value.data()[j];
-    const auto labels = batch.labels_of(i);
-    losses[i] = softmax_xent(z, n, labels.data(), labels.size());
+    positions_[i].clear();
+    for (const uint32_t l : batch.labels_of(i))
+      if (l >= begin_ && l < end_) positions_[i].push_back(l - static_cast<uint32_t>(begin_));
   });
-  const double loss = std::accumulate(losses.begin(), losses.end(), 0.0);
+  const double loss = distributed_xent(
+      batch, [&](size_t i) { return full_logits_.row(i); }, [&](size_t) { return n; },
+      [&](size_t i) -> const std::vector<uint32_t>& { return positions_[i]; });
   if (grad_in == nullptr) return loss;
   logits_computed_ += b * n;
   // full_logits_ now holds dLoss/dz.
@@ -118,25 +147,28 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
     active_ = *override_;
   } else {
     sampler_->maybe_rebuild(weight_.value, step);
-    sampler_->sample(in, &batch, 0, step, active_);
+    sampler_->sample(in, &batch, static_cast<uint32_t>(begin_), step, active_);
   }
   kernels::active_logits(in, active_, weight_.value, bias_.value, logits_);
-  std::vector<double> losses(b);
+  // Positions of the point's own labels inside its active set (the sampler put them first; an
+  // override may place them anywhere).
+  positions_.resize(b);
   parallel_rows(b, [&](size_t i) {
     const uint64_t start = active_.offsets[i];
+    const uint32_t* ids = active_.ids.data() + start;
     const size_t n = active_.offsets[i + 1] - start;
-    // Positions of the point's labels inside its active set (the sampler put them first; an
-    // override may place them anywhere).
-    std::vector<uint32_t> pos;
+    positions_[i].clear();
     for (const uint32_t l : batch.labels_of(i)) {
-      const uint32_t* ids = active_.ids.data() + start;
-      const auto it = std::find(ids, ids + n, l);
+      if (l < begin_ || l >= end_) continue;
+      const auto it = std::find(ids, ids + n, l - static_cast<uint32_t>(begin_));
       FRUGAL_CHECK(it != ids + n, fmt::format("SoftmaxOutput: label {} of point {} is not in its active set", l, i));
-      pos.push_back(static_cast<uint32_t>(it - ids));
+      positions_[i].push_back(static_cast<uint32_t>(it - ids));
     }
-    losses[i] = softmax_xent(logits_.data() + start, n, pos.data(), pos.size());
   });
-  const double loss = std::accumulate(losses.begin(), losses.end(), 0.0);
+  const double loss = distributed_xent(
+      batch, [&](size_t i) { return logits_.data() + active_.offsets[i]; },
+      [&](size_t i) { return active_.offsets[i + 1] - active_.offsets[i]; },
+      [&](size_t i) -> const std::vector<uint32_t>& { return positions_[i]; });
   if (grad_in == nullptr) return loss;
   logits_computed_ += active_.total();
   kernels::active_backward_input(active_, logits_, weight_.value, *grad_in);
@@ -145,7 +177,52 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
 }
 
 void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
-  const size_t b = in.rows(), n = options_.out, d = options_.in;
+  k = std::min(k, options_.out);
+  if (!options_.placement.is_sliced()) return local_top_k(in, k, labels, scores);
+  // Each rank scores its own labels; the merged candidates hold the global top k exactly.
+  comm::Communicator& group = *options_.placement.group;
+  const size_t b = in.rows();
+  std::vector<uint32_t> my_labels;
+  std::vector<float> my_scores;
+  local_top_k(in, k, my_labels, my_scores);
+  const size_t my_k = b == 0 ? 0 : my_labels.size() / b;
+  std::vector<float> mine(2 * my_labels.size());
+  for (size_t j = 0; j < my_labels.size(); ++j) {
+    mine[2 * j] = my_scores[j];
+    std::memcpy(&mine[2 * j + 1], &my_labels[j], sizeof(float));  // ids travel as raw bits
+  }
+  const auto bounds = options_.placement.bounds(options_.out);
+  std::vector<size_t> counts(group.size()), ks(group.size());
+  for (int r = 0; r < group.size(); ++r) {
+    ks[r] = std::min(k, bounds[r + 1] - bounds[r]);
+    counts[r] = 2 * b * ks[r];
+  }
+  FRUGAL_CHECK(ks[group.rank()] == my_k, "SoftmaxOutput: top-k sizes disagree");
+  std::vector<float> all(std::accumulate(counts.begin(), counts.end(), size_t{0}));
+  group.all_gatherv(mine, all, counts).wait();
+  const auto offsets = comm::displacements(counts);
+  labels.resize(b * k);
+  scores.resize(b * k);
+  std::vector<std::pair<float, uint32_t>> cand;
+  for (size_t i = 0; i < b; ++i) {
+    cand.clear();
+    for (int r = 0; r < group.size(); ++r)
+      for (size_t j = 0; j < ks[r]; ++j) {
+        const float* e = &all[offsets[r] + 2 * (i * ks[r] + j)];
+        uint32_t id = 0;
+        std::memcpy(&id, e + 1, sizeof id);
+        cand.emplace_back(e[0], id);
+      }
+    std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& c) { return a.first != c.first ? a.first > c.first : a.second < c.second; });
+    for (size_t j = 0; j < k; ++j) {
+      labels[i * k + j] = cand[j].second;
+      scores[i * k + j] = cand[j].first;
+    }
+  }
+}
+
+void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
+  const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   k = std::min(k, n);
   labels.resize(b * k);
   scores.resize(b * k);
@@ -177,7 +254,7 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
       }
       std::sort_heap(heap.begin(), heap.end(), better);
       for (size_t j = 0; j < k; ++j) {
-        labels[(r0 + i) * k + j] = heap[j].second;
+        labels[(r0 + i) * k + j] = heap[j].second + static_cast<uint32_t>(begin_);
         scores[(r0 + i) * k + j] = heap[j].first;
       }
     });

@@ -5,12 +5,15 @@
 //  - lsh:   each point's LSH active set plus its true labels (SLIDE); only those logits, their
 //           gradients and their rows of W are computed and updated.
 // Evaluation (top_k) always scores every label, so P@k is exact whichever sampler trained.
+// When sliced over a group, forward_backward returns this rank's part of dLoss/dIn (the sum over
+// its labels): the caller sums the parts over the group (reduce-scatter or all-reduce).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "core/layer.h"
+#include "core/placement.h"
 #include "kernels/sparse_ops.h"
 #include "layers/lsh/lsh_sampler.h"
 
@@ -24,6 +27,9 @@ struct SoftmaxOutputOptions {
   Sampler sampler = Sampler::lsh;
   lsh::LshOptions lsh{};
   uint64_t seed = 1;
+  // Sliced: this rank owns labels [slice_begin(), slice_end()), builds LSH tables over them only,
+  // and the softmax normalizer is combined across the group (2 floats per point and rank).
+  Placement placement{};
   void validate() const;
 };
 
@@ -38,6 +44,9 @@ class SoftmaxOutput : public OutputLayer {
   double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) override;
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
   uint64_t logits_computed() const override { return logits_computed_; }
+  const Placement& placement() const override { return options_.placement; }
+  size_t slice_begin() const { return begin_; }
+  size_t slice_end() const { return end_; }
   void save_state(cereal::BinaryOutputArchive& ar) const override;
   void load_state(cereal::BinaryInputArchive& ar) override;
   std::string describe() const override;
@@ -51,8 +60,14 @@ class SoftmaxOutput : public OutputLayer {
  private:
   double exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in);
   double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in);
+  // Softmax cross-entropy over logits spread across the group: point i's local logits are
+  // z(i)[0 .. n(i)), its labels owned here sit at positions pos(i). Overwrites logits with dLoss/dz.
+  template <class Logits, class Count, class Positions>
+  double distributed_xent(const SparseBatch& batch, Logits z, Count n, Positions pos);
+  void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
 
   Options options_;
+  size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   std::unique_ptr<lsh::LshSampler> sampler_;
   const kernels::ActiveSets* override_ = nullptr;
@@ -60,6 +75,8 @@ class SoftmaxOutput : public OutputLayer {
   kernels::RowAccumulator accumulator_;
   std::vector<float> logits_;
   Tensor full_logits_;
+  std::vector<float> max_, sums_;
+  std::vector<std::vector<uint32_t>> positions_;
   uint64_t logits_computed_ = 0;
 };
 

@@ -17,9 +17,16 @@ void SparseDenseOptions::validate() const {
 
 SparseDense::SparseDense(const Options& options) : options_(options), accumulator_(options.in) {
   options_.validate();
-  weight_ = {"sparse_dense.weight", Tensor(options_.in, options_.out), {}};
-  bias_ = {"sparse_dense.bias", Tensor(1, options_.out), {}};
-  init_uniform(weight_.value, bias_.value, options_.in, Rng(options_.seed).split(0x5d));
+  const auto bounds = options_.placement.bounds(options_.out);
+  begin_ = bounds[options_.placement.rank()];
+  end_ = bounds[options_.placement.rank() + 1];
+  const size_t local = end_ - begin_;
+  // Sliced by columns: each rank holds every feature's row, restricted to its neurons.
+  weight_ = {"sparse_dense.weight", Tensor(options_.in, local), {}, 1, begin_, options_.in, options_.out};
+  bias_ = {"sparse_dense.bias", Tensor(1, local), {}, 1, begin_, 1, options_.out};
+  const Rng rng = Rng(options_.seed).split(0x5d);
+  init_uniform(weight_.value, options_.in, rng.split(0), 0, begin_);
+  init_uniform(bias_.value, options_.in, rng.split(1), 0, begin_);
 }
 
 const Tensor& SparseDense::forward(const SparseBatch& x) {
@@ -30,7 +37,8 @@ const Tensor& SparseDense::forward(const SparseBatch& x) {
 }
 
 void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
-  FRUGAL_CHECK(grad_out.rows() == x.size() && grad_out.cols() == options_.out,
+  const size_t out = local_out();
+  FRUGAL_CHECK(grad_out.rows() == x.size() && grad_out.cols() == out,
                "SparseDense::backward: gradient shape does not match the batch");
   // dL/d(pre-activation): the ReLU passes the gradient where the output is positive.
   grad_pre_ = grad_out;
@@ -40,10 +48,10 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   accumulator_.accumulate(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre_,
                           weight_.grad, nullptr);
   bias_.grad.rows.assign(1, 0);
-  bias_.grad.values.resize(1, options_.out);
+  bias_.grad.values.resize(1, out);
   bias_.grad.values.zero();
   for (size_t i = 0; i < grad_pre_.rows(); ++i)
-    for (size_t c = 0; c < options_.out; ++c) bias_.grad.values.data()[c] += grad_pre_.at(i, c);
+    for (size_t c = 0; c < out; ++c) bias_.grad.values.data()[c] += grad_pre_.at(i, c);
 }
 
 }  // namespace frugal::layers

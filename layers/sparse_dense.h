@@ -6,15 +6,17 @@
 #include <cstdint>
 
 #include "core/layer.h"
+#include "core/placement.h"
 #include "kernels/sparse_ops.h"
 
 namespace frugal::layers {
 
 struct SparseDenseOptions {
   size_t in = 0;   // number of input features
-  size_t out = 0;  // number of neurons
+  size_t out = 0;  // number of neurons (of the whole layer when sliced)
   Act act = Act::relu;
   uint64_t seed = 1;
+  Placement placement{};  // sliced: this rank computes neurons [slice_begin(), slice_end())
   void validate() const;
 };
 
@@ -25,12 +27,17 @@ class SparseDense : public InputLayer {
   std::string kind() const override { return "SparseDense"; }
   size_t in_features() const override { return options_.in; }
   size_t out_features() const override { return options_.out; }
+  size_t slice_begin() const { return begin_; }
+  size_t slice_end() const { return end_; }
+  size_t local_out() const { return end_ - begin_; }
+  const Placement& placement() const override { return options_.placement; }
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   const Tensor& forward(const SparseBatch& x) override;
   void backward(const SparseBatch& x, const Tensor& grad_out) override;
 
  private:
   Options options_;
+  size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   Tensor out_, grad_pre_;
   kernels::RowAccumulator accumulator_;

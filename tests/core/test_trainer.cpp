@@ -108,12 +108,20 @@ TEST_CASE("checkpoint: an interrupted save leaves the previous checkpoint intact
   layers::build_xmc_network(m, net(layers::Sampler::exact));
   Trainer t(m, {});
   save_checkpoint(dir, m, t);
+  const std::string slice = dir + "/epoch-0-step-0/slice0.ckpt";
+  REQUIRE(fs::exists(slice));
   // A leftover temporary file from a crashed save does not affect loading.
-  { std::ofstream(dir + "/model.ckpt.tmp") << "partial"; }
+  { std::ofstream(slice + ".tmp") << "partial"; }
+  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
+  // A save that died before its manifest was written leaves the previous checkpoint in force.
+  fs::create_directories(dir + "/epoch-1-step-9");
+  { std::ofstream(dir + "/epoch-1-step-9/slice0.ckpt") << "half-written"; }
   REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
   // Truncate the real file: the error names it.
-  fs::resize_file(dir + "/model.ckpt", fs::file_size(dir + "/model.ckpt") / 2);
-  REQUIRE_THROWS_WITH(load_checkpoint(dir, m, t), Catch::Contains("model.ckpt") && Catch::Contains("truncated or corrupt"));
+  fs::resize_file(slice, fs::file_size(slice) / 2);
+  REQUIRE_THROWS_WITH(load_checkpoint(dir, m, t), Catch::Contains("slice0.ckpt") && Catch::Contains("truncated or corrupt"));
+  { std::ofstream(dir + "/manifest.json") << "{ not json"; }
+  REQUIRE_THROWS_WITH(load_checkpoint(dir, m, t), Catch::Contains("corrupt manifest"));
   REQUIRE_THROWS_WITH(load_checkpoint("no_such_dir", m, t), Catch::Contains("no checkpoint here"));
   fs::remove_all(dir);
 }

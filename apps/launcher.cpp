@@ -1,0 +1,224 @@
+#include "apps/launcher.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal::cli {
+namespace {
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  FRUGAL_CHECK(fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0,
+               "frugal launch: cannot find a free port on 127.0.0.1");
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One output stream of one child, cut into lines.
+struct Stream {
+  int fd;
+  FILE* out;
+  int label;  // rank, or -1: lines carry Open MPI's "[job,rank]<stdout>:" tag instead
+  std::string partial;
+};
+
+void emit(const Stream& s, const std::string& line) {
+  if (s.label >= 0) {
+    fmt::print(s.out, "[{}] {}\n", s.label, line);
+  } else if (line.size() > 1 && line[0] == '[') {
+    // "[1,3]<stdout>:text" -> "[3] text"
+    const auto comma = line.find(','), close = line.find(']'), colon = line.find(">:");
+    if (comma != std::string::npos && close != std::string::npos && colon != std::string::npos &&
+        comma < close && close < colon) {
+      fmt::print(s.out, "[{}] {}\n", line.substr(comma + 1, close - comma - 1), line.substr(colon + 2));
+    } else {
+      fmt::print(s.out, "{}\n", line);
+    }
+  } else {
+    fmt::print(s.out, "{}\n", line);
+  }
+  std::fflush(s.out);
+}
+
+bool pump(Stream& s) {  // false at end of stream
+  char buf[65536];
+  const ssize_t n = ::read(s.fd, buf, sizeof buf);
+  if (n < 0 && errno == EINTR) return true;
+  if (n <= 0) {
+    if (!s.partial.empty()) emit(s, s.partial);
+    s.partial.clear();
+    ::close(s.fd);
+    return false;
+  }
+  s.partial.append(buf, static_cast<size_t>(n));
+  size_t start = 0, nl;
+  while ((nl = s.partial.find('\n', start)) != std::string::npos) {
+    emit(s, s.partial.substr(start, nl - start));
+    start = nl + 1;
+  }
+  s.partial.erase(0, start);
+  return true;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int rank;
+  bool running = true;
+};
+
+Child spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+            int rank, std::vector<Stream>& streams) {
+  int out[2], err[2];
+  FRUGAL_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, "frugal launch: pipe failed");
+  const pid_t pid = ::fork();
+  FRUGAL_CHECK(pid >= 0, fmt::format("frugal launch: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group, so stopping it reaches its children too
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::close(err[0]);
+    ::close(err[1]);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "frugal launch: cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(out[1]);
+  ::close(err[1]);
+  const int label = rank;
+  streams.push_back({out[0], stdout, label, {}});
+  streams.push_back({err[0], stderr, label, {}});
+  return {pid, rank};
+}
+
+}  // namespace
+
+int launch(const LaunchSpec& spec) {
+  FRUGAL_CHECK(spec.ranks >= 1, fmt::format("frugal launch: -n {} is not a rank count", spec.ranks));
+  FRUGAL_CHECK(!spec.command.empty(), "frugal launch: no command given (frugal launch -n N -- CMD ...)");
+  std::vector<Stream> streams;
+  std::vector<Child> children;
+  if (spec.transport == "zmq") {
+    const std::string coordinator =
+        spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", free_port()) : spec.coordinator;
+    for (int r = 0; r < spec.ranks; ++r) {
+      auto env = spec.env;
+      env["FRUGAL_RANK"] = std::to_string(r);
+      env["FRUGAL_SIZE"] = std::to_string(spec.ranks);
+      env["FRUGAL_COORDINATOR"] = coordinator;
+      env["FRUGAL_TRANSPORT"] = "zmq";
+      children.push_back(spawn(spec.command, env, r, streams));
+    }
+  } else if (spec.transport == "mpi") {
+    std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--tag-output", "-n",
+                                     std::to_string(spec.ranks)};
+    if (::geteuid() == 0) argv.insert(argv.begin() + 1, "--allow-run-as-root");
+    for (const auto& [k, v] : spec.env) {
+      argv.push_back("-x");
+      argv.push_back(k + "=" + v);
+    }
+    argv.insert(argv.end(), spec.command.begin(), spec.command.end());
+    children.push_back(spawn(argv, spec.env, -1, streams));
+  } else {
+    throw Error(fmt::format("frugal launch: --transport {}: expected zmq or mpi", spec.transport));
+  }
+
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::optional<int> status;  // first failure
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  auto stop_others = [&](const char* why) {
+    if (kill_at) return;
+    fmt::print(stderr, "frugal launch: {}; stopping the other ranks\n", why);
+    for (const Child& c : children) {
+      if (c.running) ::kill(-c.pid, SIGTERM);
+    }
+    kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
+  };
+  size_t open_streams = streams.size();
+  std::vector<bool> open(streams.size(), true);
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (open[i]) {
+        fds.push_back({streams[i].fd, POLLIN, 0});
+        which.push_back(i);
+      }
+    }
+    ::poll(fds.data(), fds.size(), 100);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents && !pump(streams[which[k]])) {
+        open[which[k]] = false;
+        --open_streams;
+      }
+    }
+    int wstatus;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &wstatus, WNOHANG)) > 0) {
+      for (Child& c : children) {
+        if (c.pid != pid) continue;
+        c.running = false;
+        const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+        if (code != 0 && !status) {
+          status = code;
+          const std::string who = c.rank >= 0 ? fmt::format("rank {}", c.rank) : "mpirun";
+          stop_others(WIFEXITED(wstatus)
+                          ? fmt::format("{} exited with status {}", who, code).c_str()
+                          : fmt::format("{} was killed by signal {}", who, WTERMSIG(wstatus)).c_str());
+        }
+      }
+    }
+    if (g_signal && !status) {
+      status = 128 + g_signal;
+      stop_others(fmt::format("received signal {}", static_cast<int>(g_signal)).c_str());
+    }
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+      for (const Child& c : children) {
+        if (c.running) ::kill(-c.pid, SIGKILL);
+      }
+    }
+    const bool any_running =
+        std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
+    if (!any_running && open_streams == 0) break;
+    if (!any_running && kill_at) {
+      // Grandchildren may keep a pipe open; do not wait for them beyond the grace period.
+      if (std::chrono::steady_clock::now() >= *kill_at) break;
+    }
+  }
+  return status.value_or(0);
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,25 @@
+// Starts the ranks of a run on this machine and supervises them: every output line is prefixed
+// with its rank, and when one rank fails the others are stopped (SIGTERM, then SIGKILL after a
+// grace period) so that a run never half-hangs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace frugal::cli {
+
+struct LaunchSpec {
+  int ranks = 1;
+  std::string transport = "zmq";  // zmq: one process per rank; mpi: through mpirun
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // extra environment for every rank
+  std::string coordinator;                 // empty: 127.0.0.1 and a free port
+  int grace_seconds = 5;
+};
+
+// Returns the exit status for the launcher: 0 when every rank exited 0, else the status of the
+// first rank that failed (128 + signal number for a rank killed by a signal).
+int launch(const LaunchSpec& spec);
+
+}  // namespace frugal::cli

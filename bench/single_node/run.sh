@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Single-node benchmark (issue 2): frugal with the LSH sampler, frugal with the exact (full) softmax
+# and the dense PyTorch baseline, trained one after the other on the same synthetic XMC data with the
+# same network, batch, learning rate, seed and thread count; then a summary table with the targets.
+#
+#   bash bench/single_node/run.sh            # from the repository root (or anywhere: it cds there)
+#
+# Idempotent: the build is incremental, the data set is generated once, and each system's metrics
+# file is rewritten by its own run. Environment overrides, for quick runs and experiments:
+#   FRUGAL_BENCH_EPOCHS=3  FRUGAL_BENCH_THREADS=2  FRUGAL_BENCH_HIDDEN=128  FRUGAL_BENCH_BATCH=128
+#   FRUGAL_BENCH_LR=1e-3   FRUGAL_BENCH_SEED=1
+#   FRUGAL_BENCH_FEATURES=100000 FRUGAL_BENCH_LABELS=100000 FRUGAL_BENCH_TRAIN=50000 FRUGAL_BENCH_TEST=5000
+#   FRUGAL_BENCH_DATA=DIR            use DIR/train.txt and DIR/test.txt (generated there if absent)
+#   FRUGAL_BENCH_OUT=.bench/single_node   where metrics, logs and the summary go
+#   FRUGAL_BENCH_SYSTEMS="lsh exact torch_cpu"   which runs to do (the summary reads whatever exists)
+#   FRUGAL_BENCH_FRUGAL_FLAGS="..."  extra flags for both frugal runs (e.g. "--hash simhash")
+#   FRUGAL_BENCH_LSH_FLAGS="..."     extra flags for the LSH run only (e.g. "--k 6 --tables 50")
+#   FRUGAL_BENCH_TORCH_FLAGS="..."   extra flags for torch_xmc.py (e.g. "--sparse-adam")
+#   FRUGAL_BENCH_PYTHON=/usr/bin/python3   the interpreter with Debian's python3-torch
+#   FRUGAL_BENCH_GLIBC_TUNABLES=...  malloc tunables given to all three runs (empty: none; see README)
+#   FRUGAL_BENCH_NO_BUILD=1          use build/apps/frugal as it is
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+
+EPOCHS=${FRUGAL_BENCH_EPOCHS:-3}
+THREADS=${FRUGAL_BENCH_THREADS:-2}
+HIDDEN=${FRUGAL_BENCH_HIDDEN:-128}
+BATCH=${FRUGAL_BENCH_BATCH:-128}
+LR=${FRUGAL_BENCH_LR:-1e-3}
+SEED=${FRUGAL_BENCH_SEED:-1}
+FEATURES=${FRUGAL_BENCH_FEATURES:-100000}
+LABELS=${FRUGAL_BENCH_LABELS:-100000}
+NTRAIN=${FRUGAL_BENCH_TRAIN:-50000}
+NTEST=${FRUGAL_BENCH_TEST:-5000}
+SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh exact torch_cpu}
+PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
+OUT=${FRUGAL_BENCH_OUT:-.bench/single_node}
+FRUGAL=build/apps/frugal
+# The issue's data set keeps the issue's directory name; any other size gets its own directory, so a
+# quick run never mistakes a differently sized data set for the real one.
+if [ "$FEATURES $LABELS $NTRAIN $NTEST" = "100000 100000 50000 5000" ]; then
+  DATA=${FRUGAL_BENCH_DATA:-.bench/xmc100k}
+else
+  DATA=${FRUGAL_BENCH_DATA:-.bench/xmc-f$FEATURES-l$LABELS-n$NTRAIN-m$NTEST}
+fi
+# PyTorch re-allocates ~500 MB of temporaries a step; without these glibc tunables each step page-
+# faults all of it in again, which in this VM costs more than the arithmetic. torch_xmc.py sets them
+# itself; exporting them here gives frugal the very same allocator settings, so neither side gains.
+export GLIBC_TUNABLES=${FRUGAL_BENCH_GLIBC_TUNABLES-glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4000000000}
+[ -n "$GLIBC_TUNABLES" ] || unset GLIBC_TUNABLES
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+run() { printf '+ %s\n' "$*"; "$@"; }
+wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+mkdir -p "$OUT"
+needs_frugal=0
+{ wants lsh || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
+
+# 1. Build (ninja only rebuilds what changed).
+if [ "$needs_frugal" = 1 ]; then
+  if [ "${FRUGAL_BENCH_NO_BUILD:-0}" = 1 ]; then
+    [ -x "$FRUGAL" ] || { echo "FRUGAL_BENCH_NO_BUILD=1 but $FRUGAL does not exist" >&2; exit 1; }
+    say "using $FRUGAL as it is (FRUGAL_BENCH_NO_BUILD=1)"
+  else
+    say "building frugal"
+    run bash apps/dev.sh build
+  fi
+fi
+
+# 2. The baseline's packages: Debian's torch and OpenBLAS (without OpenBLAS torch falls back to the
+#    reference BLAS and runs ~10x slower: an unfair baseline).
+if wants torch_cpu; then
+  missing=()
+  for p in python3-torch libopenblas0-pthread; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing missing Debian packages: ${missing[*]}"
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    run $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive run $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# 3. Data, generated once; written to a temporary directory and renamed so that an interrupted run
+#    never leaves a half-written data set that a later run would take as present.
+if [ -f "$DATA/train.txt" ] && [ -f "$DATA/test.txt" ]; then
+  say "data present: $DATA ($(head -n1 "$DATA/train.txt") train header)"
+else
+  say "generating $DATA"
+  tmp="$DATA.tmp.$$"
+  rm -rf "$tmp"
+  run "$FRUGAL" data synth-xmc --features "$FEATURES" --labels "$LABELS" --train "$NTRAIN" --test "$NTEST" \
+    --nnz 75 --labels-per-point 5 --seed "$SEED" --out "$tmp"
+  rm -rf "$DATA"
+  mv "$tmp" "$DATA"
+fi
+
+# 4. The runs. Each rewrites its own metrics file and log; the commands are kept for the report.
+COMMON=(--train "$DATA/train.txt" --test "$DATA/test.txt" --hidden "$HIDDEN" --batch "$BATCH"
+        --epochs "$EPOCHS" --lr "$LR" --threads "$THREADS" --seed "$SEED")
+read -r -a FRUGAL_EXTRA <<< "${FRUGAL_BENCH_FRUGAL_FLAGS:-}"
+read -r -a LSH_EXTRA <<< "${FRUGAL_BENCH_LSH_FLAGS:-}"
+read -r -a TORCH_EXTRA <<< "${FRUGAL_BENCH_TORCH_FLAGS:-}"
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "GLIBC_TUNABLES: ${GLIBC_TUNABLES:-unset}"
+} > "$OUT/env.txt"
+: > "$OUT/commands.txt"
+
+bench() {   # bench NAME CMD...: run CMD, its output to the terminal and to $OUT/NAME.log
+  local name=$1; shift
+  rm -f "$OUT/$name.jsonl"
+  say "training: $name"
+  printf '%s\n' "$*" >> "$OUT/commands.txt"
+  printf '+ %s\n' "$*"
+  local start=$SECONDS
+  # A failed system does not stop the others: the summary then names what is missing.
+  if "$@" 2>&1 | tee "$OUT/$name.log"; then
+    say "$name finished in $((SECONDS - start)) s (metrics: $OUT/$name.jsonl, log: $OUT/$name.log)"
+  else
+    say "$name FAILED after $((SECONDS - start)) s (see $OUT/$name.log)"
+    failed+=("$name")
+  fi
+}
+failed=()
+
+if wants lsh; then
+  bench lsh "$FRUGAL" train "${COMMON[@]}" --sampler lsh "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
+    --metrics "$OUT/lsh.jsonl"
+fi
+if wants exact; then
+  bench exact "$FRUGAL" train "${COMMON[@]}" --sampler exact "${FRUGAL_EXTRA[@]}" --metrics "$OUT/exact.jsonl"
+fi
+if wants torch_cpu; then
+  bench torch_cpu "$PYTHON" bench/baselines/torch_xmc.py "${COMMON[@]}" --device cpu "${TORCH_EXTRA[@]}" \
+    --metrics "$OUT/torch_cpu.jsonl"
+fi
+
+# 5. Summary (also saved as markdown for bench/REPORT.md).
+say "summary"
+"$PYTHON" bench/single_node/summarize.py "$OUT" | tee "$OUT/summary.md"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed runs: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""Summarize a single-node benchmark run (bench/single_node/run.sh) as a markdown table + targets.
+
+  /usr/bin/python3 bench/single_node/summarize.py [DIR] [--strict]
+
+Reads DIR/lsh.jsonl, DIR/exact.jsonl and DIR/torch_cpu.jsonl (DIR defaults to .bench/single_node),
+the lines `{"event":"epoch","epoch":E,"loss":..,"train_samples_per_s":..,"train_seconds":..,
+"p@1":..,"p@5":..,"peak_rss_bytes":..}` that `frugal train --metrics` and torch_xmc.py write; other
+events are ignored. If a file holds several runs (epoch numbers start again), the last run is used.
+Prints PASS/MISS/N/A for each of issue 2's targets with the measured number. --strict: exit 1 unless
+every target passes. Standard library only.
+"""
+import json
+import os
+import sys
+
+SYSTEMS = (('lsh', 'frugal LSH'), ('exact', 'frugal exact'), ('torch_cpu', 'PyTorch CPU (dense)'))
+RSS_LIMIT = 2e9          # "peak RSS <= 2 GB", read as 2*10^9 bytes (the stricter reading of GB)
+TARGET_EPOCH = 3         # "P@1 >= 0.8 after 3 epochs", and the epoch the table reports last
+
+
+def load(path, problems):
+    """The last run's epoch records keyed by epoch, or (None, why); skipped lines go to problems."""
+    if not os.path.exists(path):
+        return None, f'missing: {path}'
+    runs = [{}]
+    prev = 0
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                problems.append(f'warning: {path}:{n}: not JSON, skipped')
+                continue
+            if not isinstance(rec, dict) or rec.get('event') != 'epoch':
+                continue
+            keys = ('epoch', 'train_samples_per_s', 'p@1', 'p@5', 'peak_rss_bytes')
+            if not all(isinstance(rec.get(k), (int, float)) for k in keys):
+                problems.append(f'warning: {path}:{n}: epoch record without all of {", ".join(keys)}, skipped')
+                continue
+            if rec['epoch'] <= prev:      # epoch numbers restart: a new run was appended
+                runs.append({})
+            runs[-1][int(rec['epoch'])] = rec
+            prev = rec['epoch']
+    if not runs[-1]:
+        return None, f'no epoch records in {path}'
+    return runs[-1], None
+
+
+def fmt(x, spec, unit=''):
+    return '—' if x is None else format(x, spec) + unit
+
+
+def main(argv):
+    strict = '--strict' in argv
+    args = [a for a in argv if a != '--strict']
+    if len(args) > 1 or any(a.startswith('-') for a in args):
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = args[0] if args else '.bench/single_node'
+
+    print(f'## Single-node benchmark ({out})\n')
+    env = os.path.join(out, 'env.txt')
+    if os.path.exists(env):
+        with open(env) as f:
+            for line in f:
+                print(f'- {line.strip()}')
+        print()
+    data, errors = {}, []
+    for key, _ in SYSTEMS:
+        data[key], err = load(os.path.join(out, key + '.jsonl'), errors)
+        if err:
+            errors.append(err)
+    for e in errors:
+        print(f'> {e}')
+    if errors:
+        print()
+
+    def mean_sps(k):
+        recs = data[k]
+        return None if not recs else sum(r['train_samples_per_s'] for r in recs.values()) / len(recs)
+
+    def at(k, epoch, field):
+        recs = data[k]
+        return recs[epoch][field] if recs and epoch in recs else None
+
+    def last(k):
+        return max(data[k]) if data[k] else None
+
+    print('| system | epochs | train samples/s (mean over epochs) | P@1 ep1 | P@5 ep1 '
+          f'| P@1 ep{TARGET_EPOCH} | P@5 ep{TARGET_EPOCH} | peak RSS |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|')
+    for key, name in SYSTEMS:
+        if not data[key]:
+            print(f'| {name} | — | — | — | — | — | — | — |')
+            continue
+        rss = max(r['peak_rss_bytes'] for r in data[key].values())
+        print(f'| {name} | {len(data[key])} | {fmt(mean_sps(key), ".1f")} '
+              f'| {fmt(at(key, 1, "p@1"), ".4f")} | {fmt(at(key, 1, "p@5"), ".4f")} '
+              f'| {fmt(at(key, TARGET_EPOCH, "p@1"), ".4f")} | {fmt(at(key, TARGET_EPOCH, "p@5"), ".4f")} '
+              f'| {rss / 2**20:.0f} MiB |')
+    print()
+
+    def ratio(a, b):
+        x, y = mean_sps(a), mean_sps(b)
+        return x / y if x is not None and y else None
+
+    # P@1 gap at the last epoch both frugal runs reached (the issue: "after the same epochs").
+    common = sorted(set(data['lsh'] or ()) & set(data['exact'] or ()))
+    gap_epoch = common[-1] if common else None
+    gap = (at('lsh', gap_epoch, 'p@1') - at('exact', gap_epoch, 'p@1')) * 100 if gap_epoch else None
+    r_exact, r_torch = ratio('lsh', 'exact'), ratio('lsh', 'torch_cpu')
+    print(f'- LSH / exact train samples/s: {fmt(r_exact, ".2f", "x")}')
+    print(f'- LSH / PyTorch CPU train samples/s: {fmt(r_torch, ".2f", "x")}')
+    print(f'- P@1 LSH − exact: {fmt(gap, "+.2f", " points")}' + (f' (epoch {gap_epoch})' if gap_epoch else ''))
+    print()
+
+    def missing(*keys):
+        gone = [k + '.jsonl' for k in keys if not data[k]]
+        return 'N/A (no data: ' + ', '.join(gone) + ')' if gone else None
+
+    results = []
+
+    def target(name, status, measured):
+        results.append(status)
+        print(f'| {name} | {status} | {measured} |')
+
+    print('| target | result | measured |')
+    print('|---|---|---|')
+    target('LSH >= 10x exact samples/s', missing('lsh', 'exact') or ('PASS' if r_exact >= 10 else 'MISS'),
+           f'{fmt(r_exact, ".2f", "x")}')
+    target('LSH >= 20x PyTorch CPU samples/s',
+           missing('lsh', 'torch_cpu') or ('PASS' if r_torch >= 20 else 'MISS'), f'{fmt(r_torch, ".2f", "x")}')
+    # "within 2 points": LSH may be better than exact by any amount, worse by at most 2 points.
+    target('P@1 of LSH within 2 points of exact',
+           missing('lsh', 'exact') or ('N/A (no common epoch)' if gap is None else
+                                       'PASS' if gap >= -2.0 - 1e-9 else 'MISS'),
+           fmt(gap, "+.2f", " points") + (f' at epoch {gap_epoch}' if gap_epoch else ''))
+    p1 = at('lsh', TARGET_EPOCH, 'p@1')
+    target(f'LSH P@1 >= 0.8 after {TARGET_EPOCH} epochs',
+           missing('lsh') or (f'N/A (run has {last("lsh")} epochs)' if p1 is None else
+                              'PASS' if p1 >= 0.8 else 'MISS'), fmt(p1, '.4f'))
+    rss = max(r['peak_rss_bytes'] for r in data['lsh'].values()) if data['lsh'] else None
+    target('LSH peak RSS <= 2 GB', missing('lsh') or ('PASS' if rss <= RSS_LIMIT else 'MISS'),
+           '—' if rss is None else f'{rss / 1e9:.2f} GB ({rss / 2**20:.0f} MiB)')
+
+    cmds = os.path.join(out, 'commands.txt')
+    if os.path.exists(cmds):
+        with open(cmds) as f:
+            lines = [l.rstrip('\n') for l in f if l.strip()]
+        if lines:
+            print('\nCommands:\n```')
+            print('\n'.join(lines))
+            print('```')
+    if strict and any(r != 'PASS' for r in results):
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,246 @@
+#include "comm/codec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "comm/half.h"
+
+namespace frugal::comm {
+namespace {
+
+void put_varint(std::vector<std::byte>& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::byte>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::byte>(v));
+}
+
+size_t varint_bytes(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void put_value(std::vector<std::byte>& out, float v, ValueType type) {
+  std::byte b[4];
+  switch (type) {
+    case ValueType::f32: std::memcpy(b, &v, 4); break;
+    case ValueType::f16: {
+      const uint16_t h = float_to_f16(v);
+      std::memcpy(b, &h, 2);
+      break;
+    }
+    case ValueType::bf16: {
+      const uint16_t h = float_to_bf16(v);
+      std::memcpy(b, &h, 2);
+      break;
+    }
+  }
+  out.insert(out.end(), b, b + value_bytes(type));
+}
+
+float get_value(const std::byte* p, ValueType type) {
+  if (type == ValueType::f32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return type == ValueType::f16 ? f16_to_float(h) : bf16_to_float(h);
+}
+
+// Bounds-checked reader over untrusted bytes.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> b) : b_(b) {}
+  size_t left() const { return b_.size() - at_; }
+  size_t offset() const { return at_; }
+  uint8_t byte() {
+    need(1, "tag");
+    return static_cast<uint8_t>(b_[at_++]);
+  }
+  uint64_t varint(const char* what) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      need(1, what);
+      const auto c = static_cast<uint8_t>(b_[at_++]);
+      if (shift == 63 && (c & 0x7e)) break;  // more than 64 bits
+      v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
+    }
+    throw CodecError(fmt::format("bad encoded vector: {} varint at byte {} is longer than 64 bits",
+                                 what, at_));
+  }
+  const std::byte* take(size_t n, const char* what) {
+    need(n, what);
+    const std::byte* p = b_.data() + at_;
+    at_ += n;
+    return p;
+  }
+
+ private:
+  void need(size_t n, const char* what) const {
+    if (left() < n) {
+      throw CodecError(fmt::format("bad encoded vector: truncated at byte {} reading {} ({} bytes "
+                                   "needed, {} left)", at_, what, n, left()));
+    }
+  }
+  std::span<const std::byte> b_;
+  size_t at_ = 0;
+};
+
+struct Parsed {
+  EncodedInfo info;
+  Reader reader;
+};
+
+Parsed parse_prefix(std::span<const std::byte> bytes) {
+  Reader r(bytes);
+  const uint8_t tag = r.byte();
+  const uint8_t layout = tag >> 4, type = tag & 0x0f;
+  if (layout > 1 || type > 2) {
+    throw CodecError(fmt::format("bad encoded vector: unknown tag byte {:#04x}", tag));
+  }
+  const uint64_t dim = r.varint("dimension");
+  if (dim > std::numeric_limits<uint32_t>::max()) {
+    throw CodecError(fmt::format("bad encoded vector: dimension {} exceeds 2^32-1", dim));
+  }
+  return {{static_cast<Layout>(layout), static_cast<ValueType>(type), dim}, r};
+}
+
+}  // namespace
+
+size_t value_bytes(ValueType type) { return type == ValueType::f32 ? 4 : 2; }
+
+std::vector<std::byte> encode_dense(std::span<const float> values, ValueType type) {
+  std::vector<std::byte> out;
+  out.reserve(1 + 10 + values.size() * value_bytes(type));
+  out.push_back(static_cast<std::byte>(static_cast<uint8_t>(type)));
+  put_varint(out, values.size());
+  if (type == ValueType::f32) {
+    const auto* p = reinterpret_cast<const std::byte*>(values.data());
+    out.insert(out.end(), p, p + values.size_bytes());
+  } else {
+    for (float v : values) put_value(out, v, type);
+  }
+  return out;
+}
+
+size_t sparse_encoded_bytes(uint64_t dim, std::span<const uint32_t> indices, ValueType type) {
+  size_t n = 1 + varint_bytes(dim) + varint_bytes(indices.size());
+  int64_t prev = -1;
+  for (uint32_t i : indices) {
+    n += varint_bytes(static_cast<uint64_t>(static_cast<int64_t>(i) - prev - 1));
+    prev = i;
+  }
+  return n + indices.size() * value_bytes(type);
+}
+
+std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> indices,
+                                     std::span<const float> values, ValueType type) {
+  FRUGAL_CHECK(indices.size() == values.size(),
+               fmt::format("encode_sparse: {} indices but {} values", indices.size(), values.size()));
+  FRUGAL_CHECK(dim <= std::numeric_limits<uint32_t>::max(),
+               fmt::format("encode_sparse: dimension {} exceeds 2^32-1", dim));
+  std::vector<std::byte> out;
+  out.reserve(sparse_encoded_bytes(dim, indices, type));
+  out.push_back(static_cast<std::byte>(0x10 | static_cast<uint8_t>(type)));
+  put_varint(out, dim);
+  put_varint(out, indices.size());
+  int64_t prev = -1;
+  for (uint32_t i : indices) {
+    FRUGAL_CHECK(static_cast<int64_t>(i) > prev && i < dim,
+                 fmt::format("encode_sparse: index {} after {} is not increasing or not < {}", i,
+                             prev, dim));
+    put_varint(out, static_cast<uint64_t>(static_cast<int64_t>(i) - prev - 1));
+    prev = i;
+  }
+  for (float v : values) put_value(out, v, type);
+  return out;
+}
+
+std::vector<std::byte> encode_auto(std::span<const float> values, ValueType type) {
+  std::vector<uint32_t> nz;
+  std::vector<float> nzv;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] != 0.0f) {
+      nz.push_back(static_cast<uint32_t>(i));
+      nzv.push_back(values[i]);
+    }
+  }
+  const size_t dense = 1 + varint_bytes(values.size()) + values.size() * value_bytes(type);
+  if (values.size() <= std::numeric_limits<uint32_t>::max() &&
+      sparse_encoded_bytes(values.size(), nz, type) < dense) {
+    return encode_sparse(values.size(), nz, nzv, type);
+  }
+  return encode_dense(values, type);
+}
+
+EncodedInfo peek(std::span<const std::byte> bytes) { return parse_prefix(bytes).info; }
+
+SparseVector decode(std::span<const std::byte> bytes) {
+  auto [info, r] = parse_prefix(bytes);
+  const size_t w = value_bytes(info.type);
+  SparseVector v;
+  v.dim = info.dim;
+  if (info.layout == Layout::dense) {
+    if (r.left() != info.dim * w) {
+      throw CodecError(fmt::format("bad encoded vector: dense dimension {} needs {} value bytes, "
+                                   "{} present", info.dim, info.dim * w, r.left()));
+    }
+    v.indices.resize(info.dim);
+    v.values.resize(info.dim);
+    const std::byte* p = r.take(info.dim * w, "values");
+    for (size_t i = 0; i < info.dim; ++i) {
+      v.indices[i] = static_cast<uint32_t>(i);
+      v.values[i] = get_value(p + i * w, info.type);
+    }
+    return v;
+  }
+  const uint64_t nnz = r.varint("entry count");
+  // Each entry takes at least one index byte and w value bytes: bound nnz before allocating.
+  if (nnz > info.dim || nnz > r.left() / (1 + w)) {
+    throw CodecError(fmt::format("bad encoded vector: {} entries do not fit dimension {} or the {} "
+                                 "bytes left", nnz, info.dim, r.left()));
+  }
+  v.indices.resize(nnz);
+  v.values.resize(nnz);
+  int64_t prev = -1;
+  for (uint64_t k = 0; k < nnz; ++k) {
+    const uint64_t gap = r.varint("index gap");
+    const uint64_t idx = static_cast<uint64_t>(prev + 1) + gap;
+    if (gap >= info.dim || idx >= info.dim) {
+      throw CodecError(fmt::format("bad encoded vector: entry {} has index {} >= dimension {}", k,
+                                   idx, info.dim));
+    }
+    v.indices[k] = static_cast<uint32_t>(idx);
+    prev = static_cast<int64_t>(idx);
+  }
+  if (r.left() != nnz * w) {
+    throw CodecError(fmt::format("bad encoded vector: {} entries need {} value bytes, {} present",
+                                 nnz, nnz * w, r.left()));
+  }
+  const std::byte* p = r.take(nnz * w, "values");
+  for (uint64_t k = 0; k < nnz; ++k) v.values[k] = get_value(p + k * w, info.type);
+  return v;
+}
+
+void decode_into(std::span<const std::byte> bytes, std::span<float> out) {
+  const EncodedInfo info = peek(bytes);
+  FRUGAL_CHECK(info.dim == out.size(),
+               fmt::format("decode_into: encoded dimension {} but output has {} floats", info.dim,
+                           out.size()));
+  const SparseVector v = decode(bytes);
+  if (info.layout == Layout::sparse) std::fill(out.begin(), out.end(), 0.0f);
+  for (size_t k = 0; k < v.indices.size(); ++k) out[v.indices[k]] = v.values[k];
+}
+
+}  // namespace frugal::comm

@@ -1,0 +1,60 @@
+// Message codecs for float vectors: dense f32 (exact), f16 or bf16 values (half the bytes), and
+// sparse (sorted indices as delta varints plus values). encode_auto picks sparse or dense by the
+// encoded size, so thresholded gradients and top-k activations travel as what they are.
+//
+// Layout: one tag byte (layout << 4 | value type), varint dim, then
+//   dense:  dim values;
+//   sparse: varint nnz, nnz varints (first index, then gaps - 1), nnz values.
+// Values are little-endian f32, f16 or bf16. The decoder checks every length, index and gap and
+// never allocates more than the input could describe, so untrusted bytes cannot crash it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/check.h"
+
+namespace frugal::comm {
+
+enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
+enum class Layout : uint8_t { dense = 0, sparse = 1 };
+
+class CodecError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct SparseVector {
+  uint64_t dim = 0;
+  std::vector<uint32_t> indices;  // strictly increasing, < dim
+  std::vector<float> values;
+};
+
+size_t value_bytes(ValueType type);
+
+std::vector<std::byte> encode_dense(std::span<const float> values, ValueType type = ValueType::f32);
+// indices strictly increasing and < dim (checked).
+std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> indices,
+                                     std::span<const float> values,
+                                     ValueType type = ValueType::f32);
+// Sparse over the non-zero entries or dense, whichever encodes smaller.
+std::vector<std::byte> encode_auto(std::span<const float> values, ValueType type = ValueType::f32);
+
+// Exact size encode_sparse would produce, without encoding.
+size_t sparse_encoded_bytes(uint64_t dim, std::span<const uint32_t> indices, ValueType type);
+
+struct EncodedInfo {
+  Layout layout;
+  ValueType type;
+  uint64_t dim;
+};
+EncodedInfo peek(std::span<const std::byte> bytes);
+
+// Either layout into (indices, values); a dense message yields every index.
+SparseVector decode(std::span<const std::byte> bytes);
+// Either layout into a dense vector of exactly dim floats (absent entries are zero).
+void decode_into(std::span<const std::byte> bytes, std::span<float> out);
+
+}  // namespace frugal::comm

@@ -1,0 +1,67 @@
+// Byte accounting: what one communicator put on and took off the wire, by operation kind and by
+// peer. The trainer snapshots stats() before and after a step and divides the difference by the
+// batch size to log bytes on the wire per sample.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace frugal::comm {
+
+enum class OpKind : uint8_t {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  barrier,
+  point_to_point,
+  split,
+  control,  // heartbeats, aborts, goodbyes: the transport's own traffic (world communicator only)
+};
+inline constexpr int kOpKinds = 8;
+std::string_view to_string(OpKind kind);
+
+struct ByteCount {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  ByteCount& operator+=(const ByteCount& o);
+  ByteCount& operator-=(const ByteCount& o);
+};
+
+// A snapshot. Bytes are header plus payload of every frame (what this library writes; TCP/IP
+// overhead is not included). Snapshots subtract, so "bytes of this step" = after - before.
+struct CommStats {
+  std::array<ByteCount, kOpKinds> by_kind{};
+  std::vector<ByteCount> by_peer;  // indexed by rank in this communicator
+
+  ByteCount total() const;
+  const ByteCount& kind(OpKind k) const { return by_kind[static_cast<size_t>(k)]; }
+  CommStats& operator-=(const CommStats& o);
+};
+CommStats operator-(CommStats a, const CommStats& b);
+
+// Lock-free counters behind CommStats, updated from the communication threads.
+class StatsCounter {
+ public:
+  explicit StatsCounter(int peers);
+  void add_sent(OpKind kind, int peer, uint64_t bytes);
+  void add_received(OpKind kind, int peer, uint64_t bytes);
+  CommStats snapshot() const;
+  void reset();
+
+ private:
+  struct Cell {
+    std::atomic<uint64_t> sent{0}, received{0}, messages_sent{0}, messages_received{0};
+  };
+  std::array<Cell, kOpKinds> by_kind_;
+  std::unique_ptr<Cell[]> by_peer_;
+  int peers_;
+};
+
+}  // namespace frugal::comm

@@ -1,0 +1,30 @@
+// frugal::comm::init: the one call a program makes to join its run. It picks the backend from how
+// the process was started:
+//   - under mpirun (OMPI_COMM_WORLD_SIZE is set):           Open MPI
+//   - under `frugal launch` or with FRUGAL_SIZE / --size:   ZeroMQ (rank, size, coordinator, key
+//                                                           from FRUGAL_* or the flags below)
+//   - otherwise:                                            a 1-rank communicator
+// Recognized flags are removed from argv (like MPI_Init), so the program's own parser never sees
+// them: --coordinator HOST:PORT, --cluster-key FILE, --comm-timeout SECONDS, --rank N, --size N.
+// Environment: FRUGAL_RANK, FRUGAL_SIZE, FRUGAL_COORDINATOR, FRUGAL_CLUSTER_KEY,
+// FRUGAL_COMM_TIMEOUT, FRUGAL_RENDEZVOUS_TIMEOUT, FRUGAL_BIND_HOST, FRUGAL_TRANSPORT (zmq|mpi|local
+// forces a backend). Flags win over the environment.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.h"
+#include "comm/run_config.h"
+
+namespace frugal::comm {
+
+struct InitOptions {
+  // Settings that must agree on every rank (model shape, seed, learning rate, ...); ranks that
+  // differ refuse to start together and the error names the setting.
+  RunConfig run_config;
+};
+
+std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& options = {});
+std::unique_ptr<Communicator> init(const InitOptions& options = {});  // environment only
+
+}  // namespace frugal::comm

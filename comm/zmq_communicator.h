@@ -1,0 +1,37 @@
+// ZmqCommunicator: ranks in separate processes (or machines) joined by ZeroMQ over TCP.
+//
+// Start-up: rank 0 binds the coordinator address; every other rank binds its own port, connects to
+// the coordinator and says hello (rank, size, address, run configuration); rank 0 checks that all
+// agree and answers with the table of addresses, after which every rank talks to every other
+// directly. Afterwards each rank's I/O thread sends heartbeats on quiet links; a peer silent for
+// longer than `timeout` makes every pending and later operation fail with
+// "rank N unreachable since <time>".
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/cluster_key.h"
+#include "comm/communicator.h"
+#include "comm/run_config.h"
+
+namespace frugal::comm {
+
+struct ZmqOptions {
+  int rank = 0;
+  int size = 1;
+  std::string coordinator = "127.0.0.1:0";  // host:port that rank 0 binds and the others dial
+  std::optional<ClusterKey> cluster_key;    // CURVE authentication + encryption when set
+  std::chrono::milliseconds timeout{30000};  // silence after which a peer is declared dead
+  std::chrono::milliseconds rendezvous_timeout{120000};
+  std::string bind_host;  // address this rank binds for its peers; empty: the one facing rank 0
+  RunConfig run_config;   // must be equal on every rank
+  CollectiveTuning tuning;
+};
+
+// Blocks until every rank has joined (or throws CommError saying who is missing or what differs).
+std::unique_ptr<Communicator> make_zmq_communicator(const ZmqOptions& options);
+
+}  // namespace frugal::comm

@@ -1,0 +1,282 @@
+// Start-up of the ZeroMQ transport: rank 0 collects a hello from every rank, checks that they
+// agree (size, protocol, run configuration) and answers with the table of addresses.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <zmq.h>
+
+#include "comm/zmq_transport.h"
+
+namespace frugal::comm::detail {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::pair<std::string, std::string> split_host_port(const std::string& hp) {
+  const auto colon = hp.rfind(':');
+  FRUGAL_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < hp.size(),
+               fmt::format("coordinator address '{}' is not host:port", hp));
+  return {hp.substr(0, colon), hp.substr(colon + 1)};
+}
+
+// The local address the kernel would use to reach `host`: the one peers can reach us at too.
+std::string local_address_toward(const std::string& host) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return "127.0.0.1";
+  std::string out = "127.0.0.1";
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char buf[INET_ADDRSTRLEN];
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf)) {
+      out = buf;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(res);
+  return out;
+}
+
+std::vector<std::string> recv_parts(void* s) {
+  std::vector<std::string> parts;
+  int more = 1;
+  while (more) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, s, 0) < 0) {
+      zmq_msg_close(&m);
+      break;
+    }
+    parts.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+    more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+  }
+  return parts;
+}
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// Sends [identity?] header payload.
+void send_frame(void* s, const std::string* identity, FrameKind kind, int src,
+                const std::string& payload) {
+  FrameHeader h;
+  h.kind = kind;
+  h.op = static_cast<uint8_t>(OpKind::control);
+  h.src = static_cast<uint32_t>(src);
+  const auto header = encode_header(h, as_bytes(payload));
+  if (identity) zmq_send(s, identity->data(), identity->size(), ZMQ_SNDMORE);
+  zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+  zmq_send(s, payload.data(), payload.size(), 0);
+}
+
+// Decodes [header, payload]; nullopt (with a note on stderr) for anything that is not a frame.
+std::optional<std::pair<FrameHeader, std::string>> parse_frame(const std::vector<std::string>& p,
+                                                               size_t at, int rank) {
+  try {
+    FRUGAL_CHECK(p.size() == at + 2, "bad frame: wrong number of parts");
+    FrameHeader h = decode_header(as_bytes(p[at]));
+    check_payload(h, as_bytes(p[at + 1]));
+    return std::make_pair(h, p[at + 1]);
+  } catch (const Error& e) {
+    fmt::print(stderr, "frugal: rank {}: ignored a malformed message during start-up: {}\n", rank,
+               e.what());
+    return std::nullopt;
+  }
+}
+
+std::string config_hash_hex(const RunConfig& c) { return fmt::format("{:016x}", config_hash(c)); }
+
+}  // namespace
+
+void* ZmqTransport::make_dealer(int peer, const std::string& endpoint) {
+  void* d = make_socket(ZMQ_DEALER, false);
+  const std::string id = fmt::format("r{}", world_rank());
+  zmq_setsockopt(d, ZMQ_ROUTING_ID, id.data(), id.size());
+  FRUGAL_CHECK(zmq_connect(d, endpoint.c_str()) == 0,
+               fmt::format("rank {} cannot connect to rank {} at {}: {}", world_rank(), peer,
+                           endpoint, zmq_strerror(zmq_errno())));
+  dealers_[peer] = d;
+  return d;
+}
+
+void ZmqTransport::rendezvous() {
+  if (world_rank() == 0) {
+    rendezvous_as_coordinator();
+  } else {
+    rendezvous_as_member();
+  }
+}
+
+void ZmqTransport::rendezvous_as_coordinator() {
+  router_ = make_socket(ZMQ_ROUTER, true);
+  const std::string ep = "tcp://" + opt_.coordinator;
+  FRUGAL_CHECK(zmq_bind(router_, ep.c_str()) == 0,
+               fmt::format("rank 0 cannot bind the coordinator address {}: {} (in use by another "
+                           "run? wrong host?)", ep, zmq_strerror(zmq_errno())));
+  endpoint_ = ep;
+  if (world_size() == 1) return;
+
+  struct Joined {
+    std::string identity;
+    std::string address;
+  };
+  std::map<int, Joined> joined;
+  std::vector<std::string> identities;  // everyone who said hello, to tell them if we give up
+  std::string problem;
+  const auto deadline = Clock::now() + opt_.rendezvous_timeout;
+  while (static_cast<int>(joined.size()) < world_size() - 1 && problem.empty()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      std::vector<int> missing;
+      for (int r = 1; r < world_size(); ++r) {
+        if (!joined.count(r)) missing.push_back(r);
+      }
+      problem = fmt::format("rendezvous timed out after {} s at {}: rank(s) {} never said hello "
+                            "(not started, wrong --coordinator, or a different cluster key?)",
+                            opt_.rendezvous_timeout.count() / 1000.0, ep, fmt::join(missing, ", "));
+      break;
+    }
+    zmq_pollitem_t items[2] = {{router_, 0, ZMQ_POLLIN, 0}, {zap_, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, zap_ ? 2 : 1, std::min<long>(left.count(), 100));
+    if (zap_ && (items[1].revents & ZMQ_POLLIN)) service_zap();
+    if (!(items[0].revents & ZMQ_POLLIN)) continue;
+    const auto parts = recv_parts(router_);
+    auto frame = parse_frame(parts, 1, 0);
+    if (!frame || frame->first.kind != FrameKind::hello) continue;
+    json hello;
+    try {
+      hello = json::parse(frame->second);
+      const int r = hello.at("rank").get<int>();
+      const int size = hello.at("size").get<int>();
+      identities.push_back(parts[0]);
+      const auto who = fmt::format("rank {} (pid {} on {})", r, hello.at("pid").get<int>(),
+                                   hello.at("host").get<std::string>());
+      if (size != world_size()) {
+        problem = fmt::format("{} was started for {} ranks, rank 0 for {}", who, size, world_size());
+      } else if (r < 1 || r >= world_size()) {
+        problem = fmt::format("{} is not a valid rank of a {}-rank run", who, world_size());
+      } else if (joined.count(r)) {
+        problem = fmt::format("two processes claim rank {} (the second is {})", r, who);
+      } else if (hello.at("config_hash").get<std::string>() != config_hash_hex(opt_.run_config)) {
+        const auto theirs = hello.at("config").get<RunConfig>();
+        problem = fmt::format("ranks 0 and {} were started with different configurations: {}", r,
+                              config_difference(opt_.run_config, 0, theirs, r));
+      } else if (parts[0] != fmt::format("r{}", r)) {
+        problem = fmt::format("{} connected with identity '{}'", who, parts[0]);
+      } else {
+        joined[r] = {parts[0], hello.at("address").get<std::string>()};
+      }
+    } catch (const json::exception& e) {
+      fmt::print(stderr, "frugal: rank 0: ignored a malformed hello: {}\n", e.what());
+    }
+  }
+  if (!problem.empty()) {
+    for (const auto& id : identities) send_frame(router_, &id, FrameKind::reject, 0, problem);
+    throw CommError(fmt::format("rank 0 refuses to start: {}", problem));
+  }
+  std::vector<std::string> addresses(world_size());
+  addresses[0] = ep;
+  for (const auto& [r, j] : joined) addresses[r] = j.address;
+  const std::string welcome = json{{"addresses", addresses}}.dump();
+  for (const auto& [r, j] : joined) send_frame(router_, &j.identity, FrameKind::welcome, 0, welcome);
+  for (int r = 1; r < world_size(); ++r) make_dealer(r, addresses[r]);
+}
+
+void ZmqTransport::rendezvous_as_member() {
+  const auto [host, port] = split_host_port(opt_.coordinator);
+  const std::string coordinator = "tcp://" + opt_.coordinator;
+  const std::string bind_host = opt_.bind_host.empty() ? local_address_toward(host) : opt_.bind_host;
+  router_ = make_socket(ZMQ_ROUTER, true);
+  FRUGAL_CHECK(zmq_bind(router_, ("tcp://" + bind_host + ":*").c_str()) == 0,
+               fmt::format("rank {} cannot bind a port on {}: {}", world_rank(), bind_host,
+                           zmq_strerror(zmq_errno())));
+  char ep[256];
+  size_t ep_len = sizeof ep;
+  zmq_getsockopt(router_, ZMQ_LAST_ENDPOINT, ep, &ep_len);
+  endpoint_ = ep;
+
+  void* coord = make_dealer(0, coordinator);
+  // Watch the handshake so a missing or wrong cluster key is reported at once, not as a timeout.
+  const std::string mon_ep = fmt::format("inproc://frugal-monitor-{}", static_cast<void*>(this));
+  zmq_socket_monitor(coord, mon_ep.c_str(),
+                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  void* mon = zmq_socket(ctx_, ZMQ_PAIR);
+  zmq_connect(mon, mon_ep.c_str());
+  struct MonitorCloser {
+    void* coord;
+    void* mon;
+    ~MonitorCloser() {
+      zmq_socket_monitor(coord, nullptr, 0);
+      int zero = 0;
+      zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
+      zmq_close(mon);
+    }
+  } closer{coord, mon};
+
+  char hostname[256] = "?";
+  gethostname(hostname, sizeof hostname - 1);
+  const json hello = {{"rank", world_rank()}, {"size", world_size()}, {"address", endpoint_},
+                      {"pid", static_cast<int>(getpid())}, {"host", hostname},
+                      {"config", opt_.run_config}, {"config_hash", config_hash_hex(opt_.run_config)}};
+  send_frame(coord, nullptr, FrameKind::hello, world_rank(), hello.dump());
+
+  const auto deadline = Clock::now() + opt_.rendezvous_timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      throw CommError(fmt::format("rank {}: no answer from the coordinator at {} within {} s (is "
+                                  "rank 0 running, with the same --coordinator and cluster key?)",
+                                  world_rank(), coordinator, opt_.rendezvous_timeout.count() / 1000.0));
+    }
+    zmq_pollitem_t items[3] = {{coord, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0},
+                               {zap_, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, zap_ ? 3 : 2, std::min<long>(left.count(), 100));
+    if (zap_ && (items[2].revents & ZMQ_POLLIN)) service_zap();
+    if (items[1].revents & ZMQ_POLLIN) {
+      const auto ev = recv_parts(mon);
+      uint16_t event = 0;
+      if (!ev.empty() && ev[0].size() >= 2) std::memcpy(&event, ev[0].data(), 2);
+      throw CommError(fmt::format(
+          "rank {}: the secure handshake with the coordinator at {} failed ({}): {}", world_rank(),
+          coordinator, event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "authentication refused" : "protocol mismatch",
+          opt_.cluster_key ? "this process's cluster key is not the one rank 0 uses"
+                           : "rank 0 requires a cluster key (--cluster-key FILE) and this process has none"));
+    }
+    if (!(items[0].revents & ZMQ_POLLIN)) continue;
+    const auto parts = recv_parts(coord);
+    auto frame = parse_frame(parts, 0, world_rank());
+    if (!frame) continue;
+    if (frame->first.kind == FrameKind::reject) {
+      throw CommError(fmt::format("rank 0 refused to start the run: {}", frame->second));
+    }
+    if (frame->first.kind != FrameKind::welcome) continue;
+    std::vector<std::string> addresses;
+    try {
+      addresses = json::parse(frame->second).at("addresses").get<std::vector<std::string>>();
+    } catch (const json::exception& e) {
+      throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), e.what()));
+    }
+    FRUGAL_CHECK(static_cast<int>(addresses.size()) == world_size(),
+                 "welcome from rank 0 lists the wrong number of ranks");
+    for (int r = 1; r < world_size(); ++r) {
+      if (r != world_rank()) make_dealer(r, addresses[r]);
+    }
+    return;
+  }
+}
+
+}  // namespace frugal::comm::detail

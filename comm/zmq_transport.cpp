@@ -1,0 +1,348 @@
+#include "comm/zmq_transport.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <zmq.h>
+
+namespace frugal::comm::detail {
+namespace {
+
+std::string wall_time(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()) % 1000;
+  return fmt::format("{:%Y-%m-%d %H:%M:%S}.{:03d} UTC", fmt::gmtime(secs), ms.count());
+}
+
+void set_int(void* s, int option, int value) { zmq_setsockopt(s, option, &value, sizeof value); }
+
+int rank_of_identity(const zmq_msg_t& id, int size) {
+  const auto* p = static_cast<const char*>(zmq_msg_data(const_cast<zmq_msg_t*>(&id)));
+  const size_t n = zmq_msg_size(const_cast<zmq_msg_t*>(&id));
+  if (n < 2 || n > 11 || p[0] != 'r') return -1;
+  int r = 0;
+  for (size_t i = 1; i < n; ++i) {
+    if (p[i] < '0' || p[i] > '9') return -1;
+    r = r * 10 + (p[i] - '0');
+  }
+  return r < size ? r : -1;
+}
+
+}  // namespace
+
+ZmqTransport::ZmqTransport(const ZmqOptions& o)
+    : Transport(o.rank, o.size),
+      opt_(o),
+      dealers_(o.size, nullptr),
+      last_heard_(o.size),
+      last_sent_(o.size),
+      last_heard_wall_(o.size),
+      left_(o.size, false) {
+  FRUGAL_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size,
+               fmt::format("ZeroMQ communicator: rank {} of size {} is not valid", o.rank, o.size));
+  FRUGAL_CHECK(o.timeout.count() > 0, "ZeroMQ communicator: the timeout must be positive");
+  heartbeat_every_ = std::clamp(o.timeout / 5, std::chrono::milliseconds(10),
+                                std::chrono::milliseconds(1000));
+  ctx_ = zmq_ctx_new();
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  try {
+    FRUGAL_CHECK(ctx_ && wake_fd_ >= 0, "ZeroMQ communicator: cannot create context or eventfd");
+    if (opt_.cluster_key) {
+      // The ZAP handler decides which clients a CURVE server accepts: only the cluster key.
+      zap_ = zmq_socket(ctx_, ZMQ_REP);
+      set_int(zap_, ZMQ_LINGER, 0);
+      FRUGAL_CHECK(zmq_bind(zap_, "inproc://zeromq.zap.01") == 0,
+                   fmt::format("cannot bind the ZAP handler: {}", zmq_strerror(zmq_errno())));
+    }
+    rendezvous();
+  } catch (...) {
+    for (void* d : dealers_) {
+      if (d) zmq_close(d);
+    }
+    if (router_) zmq_close(router_);
+    if (zap_) zmq_close(zap_);
+    if (ctx_) zmq_ctx_term(ctx_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    throw;
+  }
+  const auto now = Clock::now();
+  const auto wall = std::chrono::system_clock::now();
+  std::fill(last_heard_.begin(), last_heard_.end(), now);
+  std::fill(last_sent_.begin(), last_sent_.end(), now);
+  std::fill(last_heard_wall_.begin(), last_heard_wall_.end(), wall);
+  thread_ = std::thread([this] { progress(); });
+}
+
+ZmqTransport::~ZmqTransport() {
+  {
+    // Goodbyes go through the queue, after any data still waiting, so peers see them last.
+    std::lock_guard lock(out_mutex_);
+    FrameHeader h;
+    h.kind = FrameKind::goodbye;
+    h.op = static_cast<uint8_t>(OpKind::control);
+    h.src = static_cast<uint32_t>(world_rank());
+    for (int p = 0; p < world_size(); ++p) {
+      if (p != world_rank()) out_.push_back({p, encode_header(h, {}), {}});
+    }
+  }
+  stop_ = true;
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  thread_.join();
+  for (void* d : dealers_) {
+    if (!d) continue;
+    // After a failure, frames queued for dead peers must not hold up the exit.
+    if (failed_) set_int(d, ZMQ_LINGER, 0);
+    zmq_close(d);
+  }
+  zmq_close(router_);
+  if (zap_) zmq_close(zap_);
+  zmq_ctx_term(ctx_);  // waits up to ZMQ_LINGER for queued frames (the goodbyes) to leave
+  ::close(wake_fd_);
+}
+
+void* ZmqTransport::make_socket(int type, bool server) {
+  void* s = zmq_socket(ctx_, type);
+  FRUGAL_CHECK(s != nullptr, fmt::format("zmq_socket: {}", zmq_strerror(zmq_errno())));
+  set_int(s, ZMQ_LINGER, 1000);
+  set_int(s, ZMQ_SNDHWM, 0);  // never drop or block: the collectives bound what is in flight
+  set_int(s, ZMQ_RCVHWM, 0);
+  if (opt_.cluster_key) {
+    const auto& k = *opt_.cluster_key;
+    if (server) {
+      set_int(s, ZMQ_CURVE_SERVER, 1);
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, k.secret_z85.c_str(), 41);
+    } else {
+      zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, k.public_z85.c_str(), 41);
+      zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, k.public_z85.c_str(), 41);
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, k.secret_z85.c_str(), 41);
+    }
+  }
+  return s;
+}
+
+// ZAP (RFC 27): accept a CURVE client only if its public key is the cluster's.
+void ZmqTransport::service_zap() {
+  if (!zap_) return;
+  uint8_t cluster_public[32];
+  zmq_z85_decode(cluster_public, opt_.cluster_key->public_z85.c_str());
+  for (;;) {
+    std::vector<std::string> parts;
+    int more = 1;
+    while (more) {
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      if (zmq_msg_recv(&m, zap_, parts.empty() ? ZMQ_DONTWAIT : 0) < 0) {
+        zmq_msg_close(&m);
+        return;
+      }
+      parts.emplace_back(static_cast<const char*>(zmq_msg_data(&m)), zmq_msg_size(&m));
+      more = zmq_msg_more(&m);
+      zmq_msg_close(&m);
+    }
+    const bool ok = parts.size() >= 7 && parts[5] == "CURVE" && parts[6].size() == 32 &&
+                    std::memcmp(parts[6].data(), cluster_public, 32) == 0;
+    if (!ok) {
+      fmt::print(stderr, "frugal: rank {}: refused a connection from {}: its key is not the "
+                 "cluster key\n", world_rank(), parts.size() > 3 ? parts[3] : "?");
+    }
+    const std::string reply[] = {"1.0", parts.size() > 1 ? parts[1] : "", ok ? "200" : "400",
+                                 ok ? "OK" : "not the cluster key", "", ""};
+    for (size_t i = 0; i < 6; ++i) {
+      zmq_send(zap_, reply[i].data(), reply[i].size(), i < 5 ? ZMQ_SNDMORE : 0);
+    }
+  }
+}
+
+uint64_t ZmqTransport::send(int dst, const FrameHeader& header, Payload payload) {
+  const uint64_t bytes = kFrameHeaderBytes + payload.size();
+  if (dst == world_rank()) {
+    deliver({header, std::move(payload), true});
+    return bytes;
+  }
+  Outgoing o{dst, encode_header(header, payload.bytes()), std::move(payload)};  // CRC on caller
+  {
+    std::lock_guard lock(out_mutex_);
+    out_.push_back(std::move(o));
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  return bytes;
+}
+
+void ZmqTransport::send_now(int dst, const std::array<std::byte, kFrameHeaderBytes>& header,
+                            const Payload& payload) {
+  zmq_msg_t h, p;
+  zmq_msg_init_size(&h, header.size());
+  std::memcpy(zmq_msg_data(&h), header.data(), header.size());
+  if (payload.size() == 0) {
+    zmq_msg_init(&p);
+  } else {
+    // Zero copy: ZeroMQ keeps a reference to the payload until its I/O thread has written it.
+    auto* hold = new Payload(payload);
+    zmq_msg_init_data(&p, const_cast<std::byte*>(hold->bytes().data()), hold->size(),
+                      [](void*, void* hint) { delete static_cast<Payload*>(hint); }, hold);
+  }
+  void* s = dealers_[dst];
+  if (zmq_msg_send(&h, s, ZMQ_SNDMORE) < 0 || zmq_msg_send(&p, s, 0) < 0) {
+    const std::string err = zmq_strerror(zmq_errno());
+    zmq_msg_close(&h);
+    zmq_msg_close(&p);
+    if (!failed_) {
+      failed_ = true;
+      fail_all(fmt::format("rank {}: sending to rank {} failed: {}", world_rank(), dst, err));
+    }
+    return;
+  }
+  last_sent_[dst] = Clock::now();
+}
+
+void ZmqTransport::send_control(int dst, FrameKind kind) {
+  FrameHeader h;
+  h.kind = kind;
+  h.op = static_cast<uint8_t>(OpKind::control);
+  h.src = static_cast<uint32_t>(world_rank());
+  send_now(dst, encode_header(h, {}), {});
+  control_stats().add_sent(OpKind::control, dst, kFrameHeaderBytes);
+}
+
+void ZmqTransport::flush_outgoing() {
+  std::deque<Outgoing> batch;
+  {
+    std::lock_guard lock(out_mutex_);
+    batch.swap(out_);
+  }
+  for (const Outgoing& o : batch) {
+    if (!left_[o.dst]) send_now(o.dst, o.header, o.payload);
+  }
+}
+
+void ZmqTransport::receive_all() {
+  for (;;) {
+    std::vector<zmq_msg_t> parts;
+    int more = 1;
+    while (more) {
+      parts.emplace_back();
+      zmq_msg_init(&parts.back());
+      if (zmq_msg_recv(&parts.back(), router_, parts.size() == 1 ? ZMQ_DONTWAIT : 0) < 0) {
+        for (auto& m : parts) zmq_msg_close(&m);
+        return;  // nothing more to read
+      }
+      more = zmq_msg_more(&parts.back());
+    }
+    const int src = rank_of_identity(parts[0], world_size());
+    std::string problem;
+    FrameHeader h;
+    if (parts.size() != 3) {
+      problem = fmt::format("bad frame: {} parts, expected header and payload", parts.size() - 1);
+    } else {
+      try {
+        h = decode_header({static_cast<const std::byte*>(zmq_msg_data(&parts[1])),
+                           zmq_msg_size(&parts[1])});
+        if (static_cast<int>(h.src) != src) {
+          problem = fmt::format("bad frame: claims to come from rank {} but arrived on rank {}'s "
+                                "connection", h.src, src);
+        }
+      } catch (const FrameError& e) {
+        problem = e.what();
+      }
+    }
+    if (src < 0) {
+      // Not one of ours (a stray client; with a cluster key it could not even connect).
+      fmt::print(stderr, "frugal: rank {}: dropped a message from an unknown sender: {}\n",
+                 world_rank(), problem.empty() ? "not a member of this run" : problem);
+      for (auto& m : parts) zmq_msg_close(&m);
+      continue;
+    }
+    zmq_msg_close(&parts[0]);
+    zmq_msg_close(&parts[1]);
+    if (!problem.empty()) {
+      for (size_t i = 2; i < parts.size(); ++i) zmq_msg_close(&parts[i]);
+      failed_ = true;
+      fail_all(fmt::format("rank {} rejected a frame from rank {}: {}", world_rank(), src, problem));
+      continue;
+    }
+    // The payload stays in ZeroMQ's buffer; the Message shares ownership of it.
+    std::shared_ptr<zmq_msg_t> msg(new zmq_msg_t, [](zmq_msg_t* m) {
+      zmq_msg_close(m);
+      delete m;
+    });
+    zmq_msg_init(msg.get());
+    zmq_msg_move(msg.get(), &parts[2]);
+    zmq_msg_close(&parts[2]);
+    Payload payload(msg, static_cast<const std::byte*>(zmq_msg_data(msg.get())), zmq_msg_size(msg.get()));
+    last_heard_[src] = Clock::now();
+    last_heard_wall_[src] = std::chrono::system_clock::now();
+    switch (h.kind) {
+      case FrameKind::collective:
+      case FrameKind::p2p: deliver({h, std::move(payload), false}); break;
+      case FrameKind::abort:
+      case FrameKind::goodbye:
+        control_stats().add_received(OpKind::control, src, kFrameHeaderBytes + payload.size());
+        try {
+          check_payload(h, payload.bytes());
+        } catch (const FrameError& e) {
+          failed_ = true;
+          fail_all(fmt::format("rank {} rejected a frame from rank {}: {}", world_rank(), src, e.what()));
+          break;
+        }
+        if (h.kind == FrameKind::goodbye) left_[src] = true;
+        deliver({h, std::move(payload), true});
+        break;
+      case FrameKind::heartbeat:
+        control_stats().add_received(OpKind::control, src, kFrameHeaderBytes);
+        break;
+      default: break;  // late rendezvous frames
+    }
+  }
+}
+
+void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
+  for (int p = 0; p < world_size(); ++p) {
+    if (p == world_rank() || left_[p]) continue;
+    if (now - last_sent_[p] >= heartbeat_every_) send_control(p, FrameKind::heartbeat);
+    const auto silent = now - last_heard_[p];
+    if (!failed_ && silent > opt_.timeout) {
+      failed_ = true;
+      using secs = std::chrono::duration<double>;
+      fail_all(fmt::format("rank {} unreachable since {} (nothing heard from it for {:.1f} s, "
+                           "timeout {:.1f} s; seen from rank {})", p, wall_time(last_heard_wall_[p]),
+                           secs(silent).count(), secs(opt_.timeout).count(), world_rank()));
+      left_[p] = true;  // no goodbye to a dead peer, and nothing more to watch
+    }
+  }
+}
+
+void ZmqTransport::progress() {
+  set_error_rank(world_rank());
+  for (;;) {
+    zmq_pollitem_t items[3] = {{router_, 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+                               {zap_, 0, ZMQ_POLLIN, 0}};
+    const int rc = zmq_poll(items, zap_ ? 3 : 2, static_cast<long>(heartbeat_every_.count()));
+    if (rc < 0 && zmq_errno() != EINTR) {
+      fail_all(fmt::format("rank {}: zmq_poll failed: {}", world_rank(), zmq_strerror(zmq_errno())));
+      return;
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
+    }
+    flush_outgoing();
+    if (items[0].revents & ZMQ_POLLIN) receive_all();
+    if (zap_ && (items[2].revents & ZMQ_POLLIN)) service_zap();
+    if (stop_) {
+      flush_outgoing();
+      return;
+    }
+    heartbeat_and_watch(Clock::now());
+  }
+}
+
+}  // namespace frugal::comm::detail

@@ -1,0 +1,72 @@
+// Internal: the ZeroMQ transport. One ROUTER socket per rank receives from all peers; one DEALER
+// per peer sends. ZeroMQ sockets are not thread-safe, so one I/O thread owns all of them: callers
+// queue frames and wake it through an eventfd. The same thread answers CURVE authentication (ZAP)
+// requests, sends heartbeats and watches for silent peers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/transport.h"
+#include "comm/zmq_communicator.h"
+
+namespace frugal::comm::detail {
+
+class ZmqTransport final : public Transport {
+ public:
+  explicit ZmqTransport(const ZmqOptions& options);
+  ~ZmqTransport() override;
+
+  std::string_view name() const override { return "zmq"; }
+  uint64_t send(int dst, const FrameHeader& header, Payload payload) override;
+
+ private:
+  struct Outgoing {
+    int dst;
+    std::array<std::byte, kFrameHeaderBytes> header;
+    Payload payload;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  // zmq_rendezvous.cpp
+  void rendezvous();
+  void rendezvous_as_coordinator();
+  void rendezvous_as_member();
+  void* make_dealer(int peer, const std::string& endpoint);
+
+  // zmq_transport.cpp
+  void* make_socket(int type, bool server);
+  void service_zap();
+  void progress();
+  void flush_outgoing();
+  void receive_all();
+  void heartbeat_and_watch(Clock::time_point now);
+  void send_now(int dst, const std::array<std::byte, kFrameHeaderBytes>& header,
+                const Payload& payload);
+  void send_control(int dst, FrameKind kind);
+
+  ZmqOptions opt_;
+  void* ctx_ = nullptr;
+  void* router_ = nullptr;
+  void* zap_ = nullptr;
+  std::vector<void*> dealers_;  // by world rank; nullptr for this rank
+  std::string endpoint_;        // where router_ listens
+  int wake_fd_ = -1;
+  std::chrono::milliseconds heartbeat_every_;
+
+  std::mutex out_mutex_;
+  std::deque<Outgoing> out_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+
+  std::vector<Clock::time_point> last_heard_, last_sent_;
+  std::vector<std::chrono::system_clock::time_point> last_heard_wall_;
+  std::vector<bool> left_;
+  bool failed_ = false;
+};
+
+}  // namespace frugal::comm::detail

@@ -1,0 +1,50 @@
+#include "core/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "comm/communicator.h"
+#include "core/check.h"
+
+namespace frugal {
+
+std::vector<size_t> slice_bounds(size_t total, size_t parts, std::span<const double> weights) {
+  FRUGAL_CHECK(parts >= 1, "slice_bounds: at least one part");
+  FRUGAL_CHECK(weights.empty() || weights.size() == parts,
+               fmt::format("{} slice weights given for {} ranks", weights.size(), parts));
+  std::vector<double> w(weights.begin(), weights.end());
+  if (w.empty()) w.assign(parts, 1.0);
+  for (const double x : w) FRUGAL_CHECK(x > 0 && std::isfinite(x), "slice weights must be positive");
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  // Each part gets at least one item (when possible); the rest is shared by weight, remainders to
+  // the largest fractional parts (ties: lower rank), so the result is exact and deterministic.
+  const size_t base = total >= parts ? 1 : 0;
+  const size_t rest = total - base * parts;
+  std::vector<size_t> size(parts);
+  std::vector<std::pair<double, size_t>> frac;
+  size_t given = 0;
+  for (size_t r = 0; r < parts; ++r) {
+    const double exact = rest * w[r] / sum;
+    size[r] = base + static_cast<size_t>(std::floor(exact));
+    given += size[r] - base;
+    frac.emplace_back(exact - std::floor(exact), r);
+  }
+  std::sort(frac.begin(), frac.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  for (size_t i = 0; given < rest; ++i, ++given) ++size[frac[i % parts].second];
+  std::vector<size_t> bounds(parts + 1, 0);
+  for (size_t r = 0; r < parts; ++r) bounds[r + 1] = bounds[r] + size[r];
+  return bounds;
+}
+
+bool Placement::is_sliced() const { return group != nullptr && group->size() > 1; }
+int Placement::rank() const { return group != nullptr ? group->rank() : 0; }
+int Placement::parts() const { return group != nullptr ? group->size() : 1; }
+
+std::vector<size_t> Placement::bounds(size_t total) const {
+  return slice_bounds(total, static_cast<size_t>(parts()), weights);
+}
+
+}  // namespace frugal

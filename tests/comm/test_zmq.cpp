@@ -1,0 +1,68 @@
+#include <catch2/catch.hpp>
+
+#include "collective_checks.h"
+#include "zmq_harness.h"
+
+using namespace frugal::comm;
+using frugal::comm::testing::run_zmq;
+
+TEST_CASE("zmq: every collective, world sizes 1..4, small sizes, direct and ring") {
+  for (int p = 1; p <= 4; ++p) {
+    INFO("world " << p);
+    REQUIRE_NOTHROW(run_zmq(p, [](Communicator& c) {
+      for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}}) testing::check_collectives(c, n);
+    }));
+    REQUIRE_NOTHROW(run_zmq(p, [](Communicator& c) {
+      for (size_t n : {size_t{1}, size_t{7}, size_t{1001}}) testing::check_collectives(c, n);
+    }, [](ZmqOptions& o) { o.tuning = {.ring_threshold_bytes = 0, .segment_bytes = 12}; }));
+  }
+}
+
+TEST_CASE("zmq: 1M floats, world sizes 2..4") {
+  for (int p = 2; p <= 4; ++p) {
+    INFO("world " << p);
+    REQUIRE_NOTHROW(run_zmq(p, [](Communicator& c) {
+      testing::check_all_reduce(c, 1 << 20);
+      testing::check_all_gather(c, 1 << 20);
+      testing::check_reduce_scatter(c, 1 << 20);
+      testing::check_broadcast(c, 1 << 20);
+    }));
+  }
+}
+
+TEST_CASE("zmq: 64 MB all_reduce on 2 ranks") {
+  REQUIRE_NOTHROW(run_zmq(2, [](Communicator& c) { testing::check_all_reduce(c, 16 << 20); }));
+}
+
+TEST_CASE("zmq: split into sub-communicators") {
+  for (int p = 1; p <= 4; ++p) {
+    INFO("world " << p);
+    REQUIRE_NOTHROW(run_zmq(p, [](Communicator& c) { testing::check_split(c); }));
+  }
+}
+
+TEST_CASE("zmq: ranks with different run configurations refuse to start, naming the setting") {
+  try {
+    run_zmq(3, [](Communicator&) { FAIL("started"); }, [](ZmqOptions& o) {
+      o.run_config = {{"hidden", "128"}, {"lr", o.rank == 2 ? "0.01" : "0.001"}};
+    });
+    FAIL("no exception");
+  } catch (const frugal::Error& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("setting 'lr' differs: rank 0 has '0.001', "
+                                                      "rank 2 has '0.01'"));
+  }
+}
+
+TEST_CASE("zmq: byte accounting counts header and payload per peer") {
+  run_zmq(3, [](Communicator& c) {
+    const CommStats before = c.stats();
+    std::vector<float> v(100, 1.0f);  // direct: 400 bytes to each of 2 peers
+    c.all_reduce(v).wait();
+    const CommStats d = c.stats() - before;
+    FRUGAL_CHECK(d.kind(OpKind::all_reduce).sent == 2 * (400 + 56), "all_reduce sent bytes");
+    FRUGAL_CHECK(d.kind(OpKind::all_reduce).received == 2 * (400 + 56), "all_reduce received bytes");
+    for (int p = 0; p < 3; ++p) {
+      if (p != c.rank()) FRUGAL_CHECK(d.by_peer[p].sent >= 456, "per-peer bytes");
+    }
+  });
+}

@@ -1,0 +1,185 @@
+// Cluster key (CURVE) admission and frame validation on the real TCP transport.
+#include <catch2/catch.hpp>
+
+#include <zmq.h>
+
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "collective_checks.h"
+#include "comm/frame.h"
+#include "zmq_harness.h"
+
+using namespace frugal::comm;
+using namespace frugal::comm::testing;
+
+TEST_CASE("zmq+curve: ranks sharing the cluster key run every collective") {
+  const ClusterKey key = generate_cluster_key();
+  REQUIRE_NOTHROW(run_zmq(3, [](Communicator& c) {
+    for (size_t n : {size_t{1}, size_t{1001}, size_t{100000}}) check_collectives(c, n);
+    check_split(c);
+  }, [&](ZmqOptions& o) { o.cluster_key = key; }));
+}
+
+TEST_CASE("zmq+curve: a process without the cluster key is refused") {
+  const ClusterKey key = generate_cluster_key();
+  const auto errors = run_zmq_collect(2, [](Communicator&) {}, [&](ZmqOptions& o) {
+    if (o.rank == 0) o.cluster_key = key;
+    o.rendezvous_timeout = std::chrono::seconds(3);
+  });
+  INFO(errors[0] << "\n" << errors[1]);
+  CHECK_THAT(errors[1], Catch::Contains("requires a cluster key"));
+  CHECK_THAT(errors[0], Catch::Contains("rank(s) 1 never said hello"));
+}
+
+TEST_CASE("zmq+curve: a process with another key is refused") {
+  const ClusterKey key = generate_cluster_key(), other = generate_cluster_key();
+  const auto errors = run_zmq_collect(2, [](Communicator&) {}, [&](ZmqOptions& o) {
+    o.cluster_key = o.rank == 0 ? key : other;
+    o.rendezvous_timeout = std::chrono::seconds(3);
+  });
+  INFO(errors[0] << "\n" << errors[1]);
+  CHECK_FALSE(errors[1].empty());
+  CHECK_THAT(errors[0], Catch::Contains("never said hello"));
+}
+
+TEST_CASE("zmq+curve: frames injected by a process without the key never arrive") {
+  const ClusterKey key = generate_cluster_key();
+  const int port = free_port();
+  std::atomic<bool> done{false};
+  std::atomic<int> sent{0};
+  // An intruder keeps sending well-formed frames, claiming to be rank 1, to rank 0's address.
+  std::thread intruder([&] {
+    void* ctx = zmq_ctx_new();
+    void* s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, "r1", 2);
+    zmq_connect(s, fmt::format("tcp://127.0.0.1:{}", port).c_str());
+    FrameHeader h;
+    h.src = 1;
+    h.seq = 1;
+    const std::vector<std::byte> payload(400, std::byte{1});
+    const auto header = encode_header(h, payload);
+    while (!done) {
+      zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+      zmq_send(s, payload.data(), payload.size(), ZMQ_DONTWAIT);
+      ++sent;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+  });
+  std::string error;
+  try {
+    run_zmq(2, [&sent](Communicator& c) {
+      // Keep working while the intruder has had time to try (~40 attempts; bounded either way).
+      for (int i = 0; i < 4000; ++i) {
+        check_all_reduce(c, 100);
+        std::vector<float> go(1, sent >= 40 ? 1.0f : 0.0f);
+        c.all_reduce(go, ReduceOp::min).wait();
+        if (go[0] == 1.0f) break;
+      }
+    }, [&](ZmqOptions& o) {
+      o.cluster_key = key;
+      o.coordinator = fmt::format("127.0.0.1:{}", port);
+    });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  done = true;
+  intruder.join();
+  CHECK(error == "");
+  CHECK(sent >= 40);
+}
+
+namespace {
+// A hand-made rank 1 for a 2-rank run without a key: joins properly, then sends one bad frame.
+void fake_rank_one(int port, const std::function<void(void*)>& misbehave) {
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  int zero = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(s, ZMQ_ROUTING_ID, "r1", 2);
+  zmq_connect(s, fmt::format("tcp://127.0.0.1:{}", port).c_str());
+  void* r = zmq_socket(ctx, ZMQ_ROUTER);
+  zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_bind(r, "tcp://127.0.0.1:*");
+  char ep[256];
+  size_t len = sizeof ep;
+  zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep, &len);
+  const std::string hello = fmt::format(
+      R"({{"rank":1,"size":2,"address":"{}","pid":1,"host":"fake","config":{{}},"config_hash":"0000000000000000"}})", ep);
+  FrameHeader h;
+  h.kind = FrameKind::hello;
+  h.src = 1;
+  const auto hb = std::as_bytes(std::span<const char>(hello.data(), hello.size()));
+  const auto header = encode_header(h, hb);
+  zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+  zmq_send(s, hello.data(), hello.size(), 0);
+  char buf[4096];
+  zmq_recv(s, buf, sizeof buf, 0);  // welcome header
+  zmq_recv(s, buf, sizeof buf, 0);  // welcome payload
+  misbehave(s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  zmq_close(r);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+}
+
+std::string rank_zero_error(int port) {
+  try {
+    ZmqOptions o;
+    o.rank = 0;
+    o.size = 2;
+    o.coordinator = fmt::format("127.0.0.1:{}", port);
+    o.rendezvous_timeout = std::chrono::seconds(10);
+    auto c = make_zmq_communicator(o);
+    std::vector<float> v(100, 1.0f);
+    c->all_reduce(v).wait();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("zmq: a truncated frame from a peer is rejected with a clear error") {
+  const int port = free_port();
+  std::thread fake([&] {
+    fake_rank_one(port, [](void* s) {
+      FrameHeader h;
+      h.src = 1;
+      h.seq = 1;
+      const std::vector<std::byte> payload(400, std::byte{1});
+      const auto header = encode_header(h, payload);
+      zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+      zmq_send(s, payload.data(), 100, 0);  // only a quarter of the announced payload
+    });
+  });
+  const std::string error = rank_zero_error(port);
+  fake.join();
+  CHECK_THAT(error, Catch::Contains("payload is 100 bytes, header says 400 (truncated)"));
+}
+
+TEST_CASE("zmq: a forged frame (bad header checksum) is rejected with a clear error") {
+  const int port = free_port();
+  std::thread fake([&] {
+    fake_rank_one(port, [](void* s) {
+      FrameHeader h;
+      h.src = 1;
+      h.seq = 1;
+      const std::vector<std::byte> payload(400, std::byte{1});
+      auto header = encode_header(h, payload);
+      header[24] = std::byte{7};  // change the sequence number without fixing the checksum
+      zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+      zmq_send(s, payload.data(), payload.size(), 0);
+    });
+  });
+  const std::string error = rank_zero_error(port);
+  fake.join();
+  CHECK_THAT(error, Catch::Contains("header checksum"));
+  CHECK_THAT(error, Catch::Contains("rejected a frame from rank 1"));
+}
