@@ -1,6 +1,6 @@
-// `frugal data stats|shuffle|split|fashion-mnist`: tools for XMC files and the Fashion-MNIST
-// conversion. Each reads whole files (the XMC reader streams the text; only the parsed points stay
-// in memory) and writes through XmcFile::write.
+// `frugal data stats|shuffle|split|fashion-mnist|references`: tools for XMC files, the
+// Fashion-MNIST conversion and the reference rankers. Each reads whole files (the XMC reader streams
+// the text; only the parsed points stay in memory) and writes through XmcFile::write.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -114,6 +114,18 @@ void add_fashion_mnist(CLI::App& data) {
   });
 }
 
+void add_references(CLI::App& data) {
+  struct Args {
+    std::string train, test;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = data.add_subcommand(
+      "references", "P@1/P@5 of the most-frequent-label and label-centroid rankers on an XMC train/test pair");
+  cmd->add_option("train", a->train, "training XMC file")->required();
+  cmd->add_option("test", a->test, "test XMC file")->required();
+  cmd->callback([a] { print_references(data::XmcFile::open(a->train), data::XmcFile::open(a->test)); });
+}
+
 }  // namespace
 
 void add_data_tools(CLI::App& data) {
@@ -121,6 +133,7 @@ void add_data_tools(CLI::App& data) {
   add_shuffle(data);
   add_split(data);
   add_fashion_mnist(data);
+  add_references(data);
   add_data_gcide(data);
 }
 

@@ -2,14 +2,17 @@
 #pragma once
 
 namespace CLI { class App; }
+namespace frugal::data { struct Dataset; }
 
 namespace frugal::cli {
 
 void add_train_command(CLI::App& app);
 void add_data_command(CLI::App& app);
-// stats, shuffle, split, fashion-mnist, gcide: registered under `frugal data` (cmd_data_tools.cpp).
+// stats, shuffle, split, fashion-mnist, references, gcide: under `frugal data` (cmd_data_tools.cpp).
 void add_data_tools(CLI::App& data);
 void add_data_gcide(CLI::App& data);  // cmd_data_gcide.cpp
+// Prints the P@1/P@5 of the reference rankers (core/reference_rankers.h) on `test`.
+void print_references(const data::Dataset& train, const data::Dataset& test);
 void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 

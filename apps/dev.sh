@@ -11,13 +11,15 @@ JOBS=${FRUGAL_JOBS:-2}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-# Debian packages the build, tests, demo and baselines need.
+# Debian packages the build, tests, demo and baselines need (dataset-fashion-mnist and dict-gcide:
+# the real data sets of `frugal train --format idx` and `frugal data gcide`, see bench/data).
 PACKAGES=(
   g++ meson ninja-build pkg-config cmake
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libtbb-dev libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
   libcereal-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   iproute2 clang libclang-rt-14-dev
+  dataset-fashion-mnist dict-gcide
 )
 
 install_packages() {

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Data-set benchmarks (see bench/data/README.md and the "Data sets" section of bench/REPORT.md):
+#  1. Fashion-MNIST, MLP 784 -> 256 -> 128 -> 10 (ReLU, exact softmax), test accuracy per epoch;
+#  2. GCIDE reverse dictionary, built by `frugal data gcide` (full: ~112k labels; and the variant
+#     keeping headwords with >= 5 definitions: ~4.6k labels): the LSH network's P@1/P@5 and train
+#     samples/s next to the two references that `frugal data gcide` prints.
+# Usage: bash bench/data/run.sh [BUILD_DIR] [OUT_DIR]; THREADS (default 2) and EPOCHS_* override.
+# Needs Debian's dataset-fashion-mnist and dict-gcide (bash apps/dev.sh build installs them).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+OUT=${2:-.bench/data}
+THREADS=${THREADS:-2}
+EPOCHS_FMNIST=${EPOCHS_FMNIST:-10}
+EPOCHS_GCIDE=${EPOCHS_GCIDE:-5}
+FRUGAL="$BUILD/apps/frugal"
+FMNIST=/usr/share/datasets/fashion-mnist
+mkdir -p "$OUT"
+for f in "$FMNIST/train-images-idx3-ubyte.gz" /usr/share/dictd/gcide.dict.dz; do
+  [ -f "$f" ] || { echo "missing $f: apt-get install dataset-fashion-mnist dict-gcide" >&2; exit 1; }
+done
+echo "== commit $(git rev-parse --short HEAD), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo "== Fashion-MNIST MLP"
+"$FRUGAL" train --format idx --train "$FMNIST/train" --test "$FMNIST/t10k" --layers 256,128 \
+  --epochs "$EPOCHS_FMNIST" --batch 128 --lr 1e-3 --seed 1 --threads "$THREADS" --quiet \
+  --metrics "$OUT/fashion_mnist.jsonl" | tee "$OUT/fashion_mnist.log"
+
+for variant in full min5; do
+  dir="$OUT/gcide_$variant"
+  extra=()
+  [ "$variant" = min5 ] && extra=(--min-label-points 5)
+  echo "== GCIDE ($variant): build and references"
+  "$FRUGAL" data gcide --out "$dir" --seed 1 "${extra[@]}" | tee "$OUT/gcide_${variant}_build.log"
+  # hidden 128 on the full set (evaluation scores all 112k labels per test point), 512 on min5.
+  hidden=128
+  [ "$variant" = min5 ] && hidden=512
+  for sampler in lsh exact; do
+    # The exact softmax over 112k labels is the slow reference; only run it on the small variant.
+    [ "$variant" = full ] && [ "$sampler" = exact ] && continue
+    echo "== GCIDE ($variant): $sampler, hidden $hidden"
+    "$FRUGAL" train --train "$dir/train.txt" --test "$dir/test.txt" --hidden "$hidden" --sampler "$sampler" \
+      --epochs "$EPOCHS_GCIDE" --batch 128 --lr 0.005 --seed 1 --threads "$THREADS" --quiet \
+      --metrics "$OUT/gcide_${variant}_${sampler}.jsonl" | tee "$OUT/gcide_${variant}_${sampler}.log"
+  done
+done
+echo "== logs and metrics in $OUT"
