@@ -174,6 +174,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([a] {
     TrainArgs args = *a;
     if (args.format == "idx") args.sampler = "exact";  // 10 labels: sampling would only lose accuracy
+    if (!args.layers.empty()) parse_layer_widths(args.layers);  // a typo fails before the data is read
     const int rc = run_train(args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
