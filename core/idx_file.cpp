@@ -141,6 +141,12 @@ std::string IdxFile::labels_path(const std::string& prefix) { return pick(strip_
 
 Dataset IdxFile::open(const std::string& prefix) {
   const std::string images_file = images_path(prefix), labels_file = labels_path(prefix);
+  const std::string base = strip_suffix(prefix);
+  for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"})
+    if (!std::filesystem::exists(base + kind) && !std::filesystem::exists(base + kind + ".gz"))
+      throw Error(fmt::format("{}{}[.gz]: no such file: --format idx expects a prefix such as "
+                              "/usr/share/datasets/fashion-mnist/train (apt-get install dataset-fashion-mnist)",
+                              base, kind));
   const IdxImages images = read_images(images_file);
   const std::vector<uint8_t> labels = read_labels(labels_file);
   if (images.count != labels.size())

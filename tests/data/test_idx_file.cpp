@@ -140,7 +140,9 @@ TEST_CASE("idx: malformed files give errors naming the file and what was expecte
              Contains("has 3 images but") && Contains("has 2 labels"));
 
   CHECK_THAT(error_of([&] { IdxFile::open(dir.file("missing")); }),
-             Contains("missing-images-idx3-ubyte") && Contains("cannot open"));
+             Contains("missing-images-idx3-ubyte[.gz]: no such file") && Contains("dataset-fashion-mnist"));
+  write_gz(dir.file("half-images-idx3-ubyte.gz"), images_file());
+  CHECK_THAT(error_of([&] { IdxFile::open(dir.file("half")); }), Contains("half-labels-idx1-ubyte[.gz]: no such file"));
 }
 
 TEST_CASE("idx: a gzip stream cut in the middle is reported as truncated, not read short") {
