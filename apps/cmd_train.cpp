@@ -28,7 +28,7 @@ namespace {
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
   size_t hidden = 128, batch = 128, epochs = 3, tables = 50, bucket = 128, min_active = 0, max_active = 0;
-  size_t eval_batch = 512;
+  size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
   float lr = 1e-3f;
   uint64_t seed = 1, rebuild_first = 50, rebuild_max = 2000;
@@ -190,7 +190,7 @@ int run_train(TrainArgs a) {
   while (trainer.epoch() < a.epochs) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
-                                                    .progress = !a.quiet});
+                                                    .progress = !a.quiet, .max_steps = a.max_steps});
     const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
     if (rank == 0)
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
@@ -243,6 +243,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of every random choice")->capture_default_str();
+  cmd->add_option("--max-steps", a->max_steps, "end each epoch after this many steps (0: whole epochs); for "
+                                               "throughput measurements")->capture_default_str();
   cmd->add_option("--eval-batch", a->eval_batch, "points per evaluation batch")->capture_default_str();
   cmd->add_option("--metrics", a->metrics, "append-free JSON-lines metrics log (FILE.jsonl)");
   cmd->add_option("--checkpoint", a->checkpoint, "save a checkpoint here after every epoch");
