@@ -271,7 +271,7 @@ std::vector<std::string> NetnsCluster::cleanup_stale() {
         size_t end = pids.output.find('\n', start);
         if (end == std::string::npos) end = pids.output.size();
         const std::string p = pids.output.substr(start, end - start);
-        if (!p.empty() && std::all_of(p.begin(), p.end(), ::isdigit)) ::kill(std::stoi(p), SIGKILL);
+        if (!p.empty() && std::all_of(p.begin(), p.end(), [](unsigned char c) { return std::isdigit(c); })) ::kill(std::stoi(p), SIGKILL);
         start = end + 1;
       }
     }

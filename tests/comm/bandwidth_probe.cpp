@@ -3,8 +3,9 @@
 //   bandwidth_probe rate MB ITERS    ITERS all-reduces of MB megabytes, each result checked; prints
 //                                    "rank R rate_mbit=X sent_bytes=B seconds=S" (wire bytes this
 //                                    rank sent during the timed all-reduces, over their time)
-//   bandwidth_probe fail R CODE      after one all-reduce rank R exits with CODE; the others keep
-//                                    all-reducing until their communicator fails
+//   bandwidth_probe fail R CODE      after one all-reduce rank R exits with CODE; the others
+//                                    sleep, so only the launcher stopping them ends the run (and
+//                                    rank R's status is the launch's, deterministically)
 //   bandwidth_probe hold             one all-reduce, "ready", then sleeps: the launcher must stop it
 // Every scenario first prints "rank R bind=<FRUGAL_BIND_HOST> netns=<network namespace>" so the
 // test can check that each rank runs in its own namespace with its own address.
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
       std::vector<float> v(1 << 18);
       checked_all_reduce(*comm, v);
       if (comm->rank() == std::atoi(argv[2])) return std::atoi(argv[3]);
-      for (;;) checked_all_reduce(*comm, v);
+      std::this_thread::sleep_for(std::chrono::minutes(5));
+      return 0;
     }
     if (scenario == "hold") {
       std::vector<float> v(1 << 18);

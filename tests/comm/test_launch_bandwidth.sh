@@ -98,7 +98,7 @@ echo "for comparison, loopback without --bandwidth: $(grep -o "rate_mbit=[0-9.]*
 "$FRUGAL" launch -n 3 --bandwidth 100mbit --grace 2 -- "$PROBE" fail 1 3 >"$TMP/fail.log" 2>&1 &
 pid=$!; LAUNCHERS+=("$pid")
 wait $pid; rc=$?
-[ $rc -ne 0 ] || fail "a rank exited 3 but the launch exited 0"
+[ $rc -eq 3 ] || fail "a rank exited 3 but the launch exited $rc"
 grep -q "rank 1 exited with status 3" "$TMP/fail.log" || fail "failing rank not reported"
 assert_clean $pid
 echo "ok: failing rank -> launch exits $rc, nothing left behind"
