@@ -117,6 +117,13 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
           {"lr", a.lr}};
 }
 
+// Parameters of the whole model, counting every slice of a sliced layer once.
+size_t total_parameters(const Model& model) {
+  size_t n = 0;
+  for (const Parameter* p : model.parameters()) n += p->sliced_axis < 0 ? p->value.size() : p->full_rows * p->full_cols;
+  return n;
+}
+
 comm::RunConfig to_run_config(const nlohmann::json& config) {
   comm::RunConfig out;
   for (const auto& [key, value] : config.items()) out[key] = value.dump();
@@ -176,7 +183,8 @@ int run_train(TrainArgs a) {
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
              {"threads", kernels::num_threads()}, {"parse_seconds", parse_seconds},
-             {"parameters", model.num_parameters()}, {"epoch", trainer.epoch()}, {"rank", rank},
+             {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
+             {"epoch", trainer.epoch()}, {"rank", rank},
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
