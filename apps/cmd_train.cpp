@@ -27,7 +27,7 @@ namespace {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
-  size_t hidden = 128, batch = 128, epochs = 3, tables = 50, bucket = 128, min_active = 0, max_active = 0;
+  size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
   float lr = 1e-3f;
