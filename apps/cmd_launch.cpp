@@ -21,7 +21,8 @@ void add_launch_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "launch", "start N ranks of a program on this machine, output prefixed by rank");
   // -n and the command are checked in the callback: --cleanup-stale needs neither.
-  CLI::Option* ranks_opt = cmd->add_option("-n,--ranks", spec->ranks, "number of ranks")->check(CLI::PositiveNumber);
+  CLI::Option* ranks_opt =
+      cmd->add_option("-n,--ranks", spec->ranks, "number of ranks")->check(CLI::PositiveNumber);
   cmd->add_option("--transport", spec->transport, "zmq (default) or mpi (runs mpirun)")
       ->check(CLI::IsMember({"zmq", "mpi"}));
   cmd->add_option("--coordinator", spec->coordinator, "host:port for rank 0 (default: a free port "

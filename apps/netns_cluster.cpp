@@ -138,7 +138,11 @@ LinkRate parse_link_rate(const std::string& text) {
   }
   const double number = std::stod(m[1].str());
   const std::string unit = m[3].str();
-  const double scale = unit == "bit" ? 1 : unit == "kbit" ? 1e3 : unit == "mbit" ? 1e6 : unit == "gbit" ? 1e9 : 1e12;
+  const double scale = unit == "bit"    ? 1
+                       : unit == "kbit" ? 1e3
+                       : unit == "mbit" ? 1e6
+                       : unit == "gbit" ? 1e9
+                                        : 1e12;
   const double bps = number * scale;
   // Below ~10 kbit/s a single full-size frame takes over a second and the run only times out;
   // above 1 tbit/s tbf cannot account the rate.
@@ -169,7 +173,8 @@ NetnsCluster::NetnsCluster(int ranks, const LinkRate& rate, const volatile std::
 
   auto run = [&](const std::string& tool, std::vector<std::string> argv) {
     if (*interrupted) {
-      throw Error(fmt::format("interrupted by signal {} while building the network", static_cast<int>(*interrupted)));
+      throw Error(fmt::format("interrupted by signal {} while building the network",
+                              static_cast<int>(*interrupted)));
     }
     argv.insert(argv.begin(), tool == ip ? "ip" : "tc");
     const ToolResult r = run_tool(tool, argv);
@@ -271,7 +276,9 @@ std::vector<std::string> NetnsCluster::cleanup_stale() {
         size_t end = pids.output.find('\n', start);
         if (end == std::string::npos) end = pids.output.size();
         const std::string p = pids.output.substr(start, end - start);
-        if (!p.empty() && std::all_of(p.begin(), p.end(), [](unsigned char c) { return std::isdigit(c); })) ::kill(std::stoi(p), SIGKILL);
+        const bool is_pid =
+            !p.empty() && std::all_of(p.begin(), p.end(), [](unsigned char c) { return std::isdigit(c); });
+        if (is_pid) ::kill(std::stoi(p), SIGKILL);
         start = end + 1;
       }
     }
