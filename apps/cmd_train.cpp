@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -11,6 +13,8 @@
 
 #include "apps/commands.h"
 #include "apps/train_inputs.h"
+#include "comm/communicator.h"
+#include "comm/init.h"
 #include "core/checkpoint.h"
 #include "core/metrics_log.h"
 #include "core/rng.h"
@@ -25,16 +29,68 @@ namespace {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
-  size_t hidden = 128, batch = 128, epochs = 3, tables = 50, bucket = 128, min_active = 0, max_active = 0;
-  size_t eval_batch = 512;
+  size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
+  size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
   float lr = 1e-3f;
   uint64_t seed = 1, rebuild_first = 50, rebuild_max = 2000;
   double rebuild_growth = 1.5;
   std::string sampler = "lsh", hash = "dwta";
+  std::string grid, parallel = "model", slice_weights;
   bool quiet = false;
   std::string format = "xmc", layers;  // --format, --layers (hidden widths; empty: one layer of --hidden)
 };
+
+// The process grid: D data-parallel replicas x M ranks slicing the model.
+struct Grid {
+  int data = 1, model = 1;
+};
+
+Grid parse_grid(const TrainArgs& a, int world) {
+  if (a.parallel == "data") {
+    FRUGAL_CHECK(a.grid.empty() || a.grid == fmt::format("{}x1", world),
+                 fmt::format("--parallel data runs the whole model on every rank (grid {}x1); --grid {} contradicts it",
+                             world, a.grid));
+    return {world, 1};
+  }
+  if (a.grid.empty()) return {1, world};
+  Grid g;
+  char x = 0;
+  std::istringstream in(a.grid);
+  FRUGAL_CHECK((in >> g.data >> x >> g.model) && x == 'x' && in.peek() == EOF && g.data > 0 && g.model > 0,
+               fmt::format("--grid {}: expected DxM, e.g. 2x2", a.grid));
+  FRUGAL_CHECK(g.data * g.model == world,
+               fmt::format("--grid {} needs {} ranks, but the run has {}", a.grid, g.data * g.model, world));
+  return g;
+}
+
+std::vector<double> parse_weights(const std::string& text, int model_ranks) {
+  std::vector<double> w;
+  if (text.empty()) return w;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      w.push_back(std::stod(item, &used));
+      FRUGAL_CHECK(used == item.size() && w.back() > 0, "");
+    } catch (const std::exception&) {
+      throw Error(fmt::format("--slice-weights {}: '{}' is not a positive number", text, item));
+    }
+  }
+  FRUGAL_CHECK(static_cast<int>(w.size()) == model_ranks,
+               fmt::format("--slice-weights has {} weights but the model is sliced over {} ranks", w.size(), model_ranks));
+  return w;
+}
+
+// Rank 0 writes FILE.jsonl; rank r > 0 writes FILE.rank<r>.jsonl.
+std::string metrics_path(const std::string& path, int rank) {
+  if (path.empty() || rank == 0) return path;
+  const std::string ext = ".jsonl";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return fmt::format("{}.rank{}{}", path.substr(0, path.size() - ext.size()), rank, ext);
+  return fmt::format("{}.rank{}", path, rank);
+}
 
 lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
   lsh::LshOptions o;
@@ -58,27 +114,45 @@ lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
 
 // The settings a checkpoint must agree with to be resumed.
 nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
-  return {{"features", train.num_features}, {"labels", train.num_labels}, {"hidden", a.hidden},
-          {"sampler", a.sampler},           {"hash", a.hash},             {"k", a.k},
-          {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
-          {"lr", a.lr}};
+  nlohmann::json c = {{"features", train.num_features}, {"labels", train.num_labels}, {"hidden", a.hidden},
+                      {"sampler", a.sampler},           {"hash", a.hash},             {"k", a.k},
+                      {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
+                      {"lr", a.lr}};
+  if (!a.layers.empty()) c["layers"] = a.layers;  // only when set: older checkpoints stay resumable
+  if (a.format != "xmc") c["format"] = a.format;
+  return c;
 }
 
 // --layers or --format idx: the multi-layer network of layers/mlp_network.h.
-void build_network(Model& model, const TrainArgs& a, const data::Dataset& train) {
+void build_network(Model& model, const TrainArgs& a, const data::Dataset& train, const Placement& placement) {
   const auto sampler = a.sampler == "lsh" ? layers::Sampler::lsh : layers::Sampler::exact;
   if (a.layers.empty() && a.format == "xmc") {
     layers::build_xmc_network(model, {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden,
-                                      .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed});
+                                      .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed,
+                                      .placement = placement});
     return;
   }
   layers::build_mlp_network(
       model, {.features = train.num_features, .labels = train.num_labels,
               .hidden = a.layers.empty() ? std::vector<size_t>{a.hidden} : parse_layer_widths(a.layers),
-              .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed});
+              .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed,
+              .placement = placement});
 }
 
-int run_train(const TrainArgs& a) {
+// Parameters of the whole model, counting every slice of a sliced layer once.
+size_t total_parameters(const Model& model) {
+  size_t n = 0;
+  for (const Parameter* p : model.parameters()) n += p->sliced_axis < 0 ? p->value.size() : p->full_rows * p->full_cols;
+  return n;
+}
+
+comm::RunConfig to_run_config(const nlohmann::json& config) {
+  comm::RunConfig out;
+  for (const auto& [key, value] : config.items()) out[key] = value.dump();
+  return out;
+}
+
+int run_train(TrainArgs a) {
   kernels::set_num_threads(a.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
@@ -87,39 +161,70 @@ int run_train(const TrainArgs& a) {
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, train.num_features, train.num_labels));
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
+  nlohmann::json config = run_config(a, train);
+  config["grid"] = a.grid;
+  config["parallel"] = a.parallel;
+  config["slice_weights"] = a.slice_weights;
+  config["batch"] = a.batch;
+  const auto world = comm::init({.run_config = to_run_config(config)});
+  const int rank = world->rank();
+  const Grid grid = parse_grid(a, world->size());
+  const std::vector<double> weights = parse_weights(a.slice_weights, grid.model);
+  auto model_group = world->split(rank / grid.model, rank);
+  auto data_group = world->split(rank % grid.model, rank);
+  if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   if (!a.quiet)
     fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
                train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
                parse_seconds);
 
   Model model;
-  build_network(model, a, train);
-  Trainer trainer(model, {.optimizer = {.lr = a.lr}});
-  nlohmann::json config = run_config(a, train);
-  if (!a.layers.empty()) config["layers"] = a.layers;
-  if (a.format != "xmc") config["format"] = a.format;
+  build_network(model, a, train, Placement::sliced(*model_group, weights));
+  Trainer trainer(model, {.optimizer = {.lr = a.lr},
+                          .parallel = {.model = model_group.get(), .data = data_group.get(),
+                                       .dense_gradients = a.parallel == "data"}});
+  // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
+  const nlohmann::json resume_config = run_config(a, train);
+  std::optional<CheckpointInfo> resumed_from;
   if (!a.resume.empty()) {
-    const CheckpointInfo info = load_checkpoint(a.resume, model, trainer, config);
-    if (!a.quiet) fmt::print("resumed from {} at epoch {}, step {}\n", a.resume, info.epoch, info.step);
+    const CheckpointInfo info = load_checkpoint(a.resume, model, trainer, resume_config);
+    resumed_from = info;
+    if (!a.quiet)
+      fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
+                 info.epoch, info.step, info.world_size, info.model_slices);
   }
   if (!a.quiet)
-    fmt::print("model: {} ({} parameters), {} threads\n", model.describe(), model.num_parameters(),
-               kernels::num_threads());
-  MetricsLog log = a.metrics.empty() ? MetricsLog() : MetricsLog(a.metrics, !a.resume.empty());
+    fmt::print("model: {} ({} parameters on this rank), {} threads, {} rank(s) as a {}x{} grid ({})\n",
+               model.describe(), model.num_parameters(), kernels::num_threads(), world->size(), grid.data, grid.model,
+               world->backend());
+  const std::string metrics_file = metrics_path(a.metrics, rank);
+  MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
              {"threads", kernels::num_threads()}, {"parse_seconds", parse_seconds},
-             {"parameters", model.num_parameters()}, {"epoch", trainer.epoch()}});
+             {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
+             {"epoch", trainer.epoch()}, {"rank", rank},
+             {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});
 
+  if (resumed_from) {  // the model as restored, scored before any further training
+    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
+    if (!a.quiet) fmt::print("resumed model: P@1 {:.4f}, P@3 {:.4f}, P@5 {:.4f}\n", ev.p(1), ev.p(3), ev.p(5));
+    log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
+               {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
+               {"p@1", ev.p(1)}, {"p@3", ev.p(3)}, {"p@5", ev.p(5)}});
+  }
   const Rng seeds(a.seed);
   while (trainer.epoch() < a.epochs) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
-                                                    .progress = !a.quiet});
+                                                    .progress = !a.quiet, .max_steps = a.max_steps});
     const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
-    fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
+    if (rank == 0)
+      fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                "P@5 {:.4f} (eval {:.1f} s)\n",
                epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
     std::fflush(stdout);
+    const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
     log.write({{"event", "epoch"},
                {"epoch", epoch},
                {"loss", fit.loss},
@@ -131,8 +236,11 @@ int run_train(const TrainArgs& a) {
                {"eval_seconds", ev.seconds},
                {"active_per_sample", fit.logits_per_sample},
                {"steps", trainer.step()},
+               {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
+               {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
+               {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()}});
-    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, config);
+    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config);
   }
   return 0;
 }
@@ -166,10 +274,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of every random choice")->capture_default_str();
+  cmd->add_option("--max-steps", a->max_steps, "end each epoch after this many steps (0: whole epochs); for "
+                                               "throughput measurements")->capture_default_str();
   cmd->add_option("--eval-batch", a->eval_batch, "points per evaluation batch")->capture_default_str();
   cmd->add_option("--metrics", a->metrics, "append-free JSON-lines metrics log (FILE.jsonl)");
   cmd->add_option("--checkpoint", a->checkpoint, "save a checkpoint here after every epoch");
   cmd->add_option("--resume", a->resume, "continue from the checkpoint in this directory");
+  cmd->add_option("--grid", a->grid, "process grid DxM: D data-parallel replicas of M ranks slicing the model "
+                                      "(default 1xN: all ranks slice the model)");
+  cmd->add_option("--parallel", a->parallel, "model: slice the model (with --grid); data: the whole model on every "
+                                             "rank, gradients summed by a dense all-reduce every step (Horovod)")
+      ->capture_default_str()->check(CLI::IsMember({"model", "data"}));
+  cmd->add_option("--slice-weights", a->slice_weights, "relative share of the neurons per model rank, e.g. 1,1,2");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->callback([a] {
     TrainArgs args = *a;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo: generates a small learnable XMC data set with the built-in generator (no download),
-# then trains the LSH-sampled network on it with a progress bar and prints the final P@1.
+# then trains the LSH-sampled network on it across 2 local ranks that slice the model (ZeroMQ over
+# loopback, `frugal launch`), with progress, and prints the final P@1.
 set -euo pipefail
 BUILD=${1:-build}
 FRUGAL="$BUILD/apps/frugal"
@@ -14,8 +15,10 @@ if [ ! -f "$DATA/train.txt" ]; then
 else
   say "demo data set already in $DATA"
 fi
-say "training: sparse input -> 128 hidden (ReLU) -> LSH-sampled softmax over 5000 labels, 3 epochs"
-"$FRUGAL" train --train "$DATA/train.txt" --test "$DATA/test.txt" --hidden 128 --batch 128 --epochs 3 \
-  --sampler lsh --min-active 300 --threads 2 --seed 1 --metrics "$BUILD/demo-metrics.jsonl" | tee "$BUILD/demo.log"
+say "training on 2 ranks (each owns half the hidden neurons and half the labels with its own LSH tables):"
+say "sparse input -> 128 hidden (ReLU) -> LSH-sampled softmax over 5000 labels, 3 epochs"
+"$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$DATA/train.txt" --test "$DATA/test.txt" --hidden 128 \
+  --batch 128 --epochs 3 --sampler lsh --min-active 300 --threads 1 --seed 1 \
+  --metrics "$BUILD/demo-metrics.jsonl" | tee "$BUILD/demo.log"
 p1=$(grep -o '"p@1":[0-9.e-]*' "$BUILD/demo-metrics.jsonl" | tail -1 | cut -d: -f2)
 say "final P@1 = $p1 (metrics in $BUILD/demo-metrics.jsonl)"

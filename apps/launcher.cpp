@@ -1,8 +1,11 @@
 #include "apps/launcher.h"
 
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/netns_cluster.h"
 #include "core/check.h"
 
 namespace frugal::cli {
@@ -89,14 +93,27 @@ struct Child {
   bool running = true;
 };
 
+// netns_fd >= 0: the child enters that network namespace before exec.
 Child spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-            int rank, std::vector<Stream>& streams) {
+            int rank, std::vector<Stream>& streams, int netns_fd = -1) {
   int out[2], err[2];
   FRUGAL_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, "frugal launch: pipe failed");
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   FRUGAL_CHECK(pid >= 0, fmt::format("frugal launch: fork failed: {}", std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);  // its own process group, so stopping it reaches its children too
+    if (netns_fd >= 0) {
+      if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+        std::fprintf(stderr, "frugal launch: rank %d cannot enter its network namespace: %s\n", rank,
+                     std::strerror(errno));
+        ::_exit(127);
+      }
+      // A launcher killed with SIGKILL cannot stop its ranks; without this they would keep the
+      // namespaces alive, cut off from one another, until --cleanup-stale.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(128 + SIGTERM);
+    }
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     ::close(out[0]);
@@ -125,9 +142,62 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 int launch(const LaunchSpec& spec) {
   FRUGAL_CHECK(spec.ranks >= 1, fmt::format("frugal launch: -n {} is not a rank count", spec.ranks));
   FRUGAL_CHECK(!spec.command.empty(), "frugal launch: no command given (frugal launch -n N -- CMD ...)");
+  std::optional<LinkRate> rate;
+  if (!spec.bandwidth.empty()) {
+    rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root
+    if (spec.transport != "zmq") {
+      throw Error("--bandwidth works with --transport zmq only (mpirun starts every rank itself, "
+                  "outside the namespaces)");
+    }
+    if (!spec.coordinator.empty()) {
+      throw Error("--bandwidth chooses the coordinator address inside the emulated network: drop "
+                  "--coordinator");
+    }
+  }
+  // Before the network is built: a Ctrl-C or SIGTERM from here on still removes what was made.
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);
+
+  // Destroyed on every way out of this function, after the ranks have been reaped.
+  std::optional<NetnsCluster> net;
+  if (rate) {
+    try {
+      net.emplace(spec.ranks, *rate, &g_signal);
+    } catch (const Error& e) {
+      if (!g_signal) throw;
+      fmt::print(stderr, "frugal launch: {}; removed what was built\n", e.what());
+      return 128 + g_signal;
+    }
+  }
   std::vector<Stream> streams;
   std::vector<Child> children;
-  if (spec.transport == "zmq") {
+  if (spec.transport == "zmq" && net) {
+    // Fresh namespaces: nothing else listens there, so a fixed port cannot collide.
+    const int port = 29500;
+    fmt::print(stderr, "{}", net->describe(port));
+    const std::string coordinator = fmt::format("{}:{}", net->address(0), port);
+    for (int r = 0; r < spec.ranks; ++r) {
+      auto env = spec.env;
+      env["FRUGAL_RANK"] = std::to_string(r);
+      env["FRUGAL_SIZE"] = std::to_string(spec.ranks);
+      env["FRUGAL_COORDINATOR"] = coordinator;
+      env["FRUGAL_BIND_HOST"] = net->address(r);
+      env["FRUGAL_TRANSPORT"] = "zmq";
+      const std::string path = net->namespace_path(r);
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      FRUGAL_CHECK(fd >= 0, fmt::format("frugal launch: cannot open {}: {}", path, std::strerror(errno)));
+      try {
+        children.push_back(spawn(spec.command, env, r, streams, fd));
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+    }
+  } else if (spec.transport == "zmq") {
     const std::string coordinator =
         spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", free_port()) : spec.coordinator;
     for (int r = 0; r < spec.ranks; ++r) {
@@ -151,11 +221,6 @@ int launch(const LaunchSpec& spec) {
   } else {
     throw Error(fmt::format("frugal launch: --transport {}: expected zmq or mpi", spec.transport));
   }
-
-  struct sigaction sa{};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
 
   std::optional<int> status;  // first failure
   std::optional<std::chrono::steady_clock::time_point> kill_at;

@@ -16,6 +16,9 @@ struct LaunchSpec {
   std::map<std::string, std::string> env;  // extra environment for every rank
   std::string coordinator;                 // empty: 127.0.0.1 and a free port
   int grace_seconds = 5;
+  // Non-empty (e.g. "100mbit"): every rank in its own network namespace behind a bridge, each
+  // link capped at this rate in both directions (apps/netns_cluster.h). Needs root; zmq only.
+  std::string bandwidth;
 };
 
 // Returns the exit status for the launcher: 0 when every rank exited 0, else the status of the

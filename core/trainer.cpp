@@ -196,7 +196,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const uint64_t sent_before = wire_bytes(true), received_before = wire_bytes(false);
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
-  while (loader.next(batch, &global)) {
+  while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
     loss_sum += train_step(batch, global);
     result.samples += batch.size();
     ++result.steps;

@@ -41,6 +41,7 @@ struct FitOptions {
   bool shuffle = true;
   bool progress = true;
   std::string label = "train";
+  size_t max_steps = 0;  // stop the epoch after this many steps (0: the whole data set)
 };
 
 struct FitResult {

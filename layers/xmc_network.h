@@ -19,14 +19,16 @@ struct XmcNetworkOptions {
   Sampler sampler = Sampler::lsh;
   lsh::LshOptions lsh{};
   uint64_t seed = 1;
+  Placement placement{};  // both layers sliced over this group (or replicated)
 };
 
 inline void build_xmc_network(Model& model, const XmcNetworkOptions& o) {
   const Rng seeds(o.seed);
   model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden, .act = Act::relu,
-                                              .seed = seeds.split(1).next_u64()});
+                                              .seed = seeds.split(1).next_u64(), .placement = o.placement});
   model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden, .out = o.labels, .sampler = o.sampler,
-                                                  .lsh = o.lsh, .seed = seeds.split(2).next_u64()});
+                                                  .lsh = o.lsh, .seed = seeds.split(2).next_u64(),
+                                                  .placement = o.placement});
 }
 
 }  // namespace frugal::layers

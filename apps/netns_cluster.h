@@ -1,0 +1,57 @@
+// An emulated low-bandwidth cluster on one machine, for `frugal launch --bandwidth RATE`: one
+// network namespace per rank, each joined by a veth pair to a bridge that lives in a namespace of
+// its own (so the host's network is never touched), every veth capped with tc tbf at both ends
+// (namespace side: what the rank sends; bridge side: what it receives). Built with iproute2's `ip`
+// and `tc`, run by fork/exec; every command's status is checked. The destructor deletes every
+// namespace, and with them the veths and the bridge inside them.
+#pragma once
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace frugal::cli {
+
+// A link rate as tc understands it, e.g. "100mbit": validated, normalized to lower case.
+struct LinkRate {
+  std::string text;
+  double bits_per_second = 0;
+};
+// Throws frugal::Error naming what was expected ("100mbit", "1gbit", "10gbit", ...).
+LinkRate parse_link_rate(const std::string& text);
+
+class NetnsCluster {
+ public:
+  // Every namespace name starts with this, then the launcher's pid: "frugal-<pid>-r<rank>" and
+  // "frugal-<pid>-br". --cleanup-stale recognizes leftovers by it.
+  static constexpr const char* kPrefix = "frugal-";
+
+  // Checks root and the tools first, then builds the network; on any failure removes what it made
+  // and throws with the failing command and its output. `interrupted` is polled between commands so
+  // that Ctrl-C during set-up stops it (and still cleans up).
+  NetnsCluster(int ranks, const LinkRate& rate, const volatile std::sig_atomic_t* interrupted);
+  ~NetnsCluster();
+  NetnsCluster(const NetnsCluster&) = delete;
+  NetnsCluster& operator=(const NetnsCluster&) = delete;
+
+  int ranks() const { return ranks_; }
+  std::string address(int rank) const;           // 10.213.0.<rank+1>
+  std::string namespace_name(int rank) const;    // frugal-<pid>-r<rank>
+  std::string namespace_path(int rank) const;    // /run/netns/frugal-<pid>-r<rank>, for setns(2)
+  std::string describe(int coordinator_port) const;  // the topology, several lines
+
+  // Deletes the namespaces named frugal-<pid>-* whose launcher pid no longer runs (a launcher that
+  // was SIGKILLed cannot clean up). Returns the names it deleted; throws when a deletion fails.
+  static std::vector<std::string> cleanup_stale();
+
+ private:
+  void teardown() noexcept;
+
+  int ranks_;
+  LinkRate rate_;
+  std::string bridge_ns_;
+  std::vector<std::string> created_;  // namespaces that exist, in creation order
+  long burst_bytes_ = 0;
+};
+
+}  // namespace frugal::cli

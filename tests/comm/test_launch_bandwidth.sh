@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# `frugal launch --bandwidth`: ranks in their own network namespaces talk through tbf-capped links,
+# and no namespace, veth or bridge survives the launch: not after success, not when a rank fails,
+# not when the launcher gets SIGTERM, and not (after --cleanup-stale) when it gets SIGKILL.
+# Needs root and working network namespaces; otherwise says why and exits 77 (meson: skipped).
+# Environment: FRUGAL_EXE (the frugal binary), BANDWIDTH_PROBE (tests/comm/bandwidth_probe).
+set -uo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"
+FRUGAL=${FRUGAL_EXE:?FRUGAL_EXE is not set}
+PROBE=${BANDWIDTH_PROBE:?BANDWIDTH_PROBE is not set}
+TMP=$(mktemp -d)
+LAUNCHERS=()
+cleanup() {
+  for p in "${LAUNCHERS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for p in "${LAUNCHERS[@]}"; do
+    for ns in $(ls /run/netns 2>/dev/null | grep "^frugal-$p-"); do ip netns del "$ns" 2>/dev/null; done
+  done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
+
+# Validation needs no privileges: check it before deciding whether to skip the rest.
+out=$("$FRUGAL" launch -n 2 --bandwidth 100mbps -- true 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "bytes per second" <<<"$out" || fail "100mbps accepted or unclear (rc $rc): $out"
+out=$("$FRUGAL" launch -n 2 --bandwidth fast -- true 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "e.g. 100mbit" <<<"$out" || fail "'fast' accepted or unclear (rc $rc): $out"
+
+if [ "$(id -u)" != 0 ]; then echo "skip: needs root (network namespaces and tc)"; exit 77; fi
+for tool in ip tc; do
+  command -v $tool >/dev/null || { echo "skip: '$tool' (iproute2) is not installed"; exit 77; }
+done
+if ! err=$(ip netns add "frugaltest-$$" 2>&1); then
+  echo "skip: network namespaces unavailable: $err"; exit 77
+fi
+ip netns del "frugaltest-$$"
+
+# A non-root user gets the clear message (when an unprivileged user can run the binary at all).
+if command -v setpriv >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups "$FRUGAL" --help >/dev/null 2>&1; then
+  out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$FRUGAL" launch -n 2 --bandwidth 100mbit -- true 2>&1)
+  grep -q -- "--bandwidth needs root" <<<"$out" || fail "non-root launch: $out"
+  echo "ok: non-root launch says: $out"
+else
+  echo "note: non-root message not checked (no setpriv, or nobody cannot run $FRUGAL)"
+fi
+
+links_now() { ip -o link show | awk -F': ' '{print $2}' | sort; }
+LINKS_BEFORE=$(links_now)
+# Everything launcher $1 made is gone: its namespaces, and nothing new in the host's namespace.
+assert_clean() {
+  local left
+  left=$(ls /run/netns 2>/dev/null | grep "^frugal-$1-")
+  [ -z "$left" ] || fail "namespaces left behind by launcher $1: $left"
+  [ "$(links_now)" = "$LINKS_BEFORE" ] || fail "host links changed: $(diff <(echo "$LINKS_BEFORE") <(links_now))"
+}
+wait_for() {  # wait_for FILE PATTERN COUNT SECONDS
+  local deadline=$((SECONDS + $4))
+  while [ "$(grep -c "$2" "$1" 2>/dev/null)" -lt "$3" ]; do
+    [ $SECONDS -lt $deadline ] || fail "timed out waiting for $3 x '$2' in $1"
+    sleep 0.1
+  done
+}
+
+MY_NETNS=$(readlink /proc/self/ns/net)
+# run_rate N RATE MB ITERS NAME: a capped launch that must succeed; sets RATE_MBIT to the slowest
+# rank's rate.
+run_rate() {
+  local n=$1 log="$TMP/$5.log"
+  "$FRUGAL" launch -n "$n" --bandwidth "$2" -- "$PROBE" rate "$3" "$4" >"$log" 2>&1 &
+  local pid=$!; LAUNCHERS+=("$pid")
+  wait $pid || fail "$5: launch exited $?"
+  assert_clean $pid
+  grep -q "capped at $2 in each direction" "$log" || fail "$5: no topology printed"
+  for r in $(seq 0 $((n - 1))); do
+    grep -q "^\[$r\] rank $r bind=10.213.0.$((r + 1)) " "$log" || fail "$5: rank $r not on 10.213.0.$((r + 1))"
+  done
+  local spaces
+  spaces=$(grep -o "netns=net:\[[0-9]*\]" "$log" | sort -u)
+  [ "$(wc -l <<<"$spaces")" -eq "$n" ] || fail "$5: ranks share a network namespace: $spaces"
+  grep -qF "netns=$MY_NETNS" "$log" && fail "$5: a rank ran in the host's network namespace"
+  [ "$(grep -c "rate_mbit=" "$log")" -eq "$n" ] || fail "$5: not every rank reported a rate"
+  RATE_MBIT=$(grep -o "rate_mbit=[0-9.]*" "$log" | cut -d= -f2 | sort -g | head -1)
+}
+
+# (a) the ranks communicate (each all-reduce result is checked by the probe), (b) through links
+# capped at 100 Mbit/s: a loopback run of the same program moves gigabits. Generous bounds only.
+for n in 2 3; do
+  run_rate $n 100mbit 4 2 "rate-n$n"
+  r=$RATE_MBIT
+  echo "ok: $n ranks at --bandwidth 100mbit: slowest rank sent ${r} Mbit/s"
+  awk -v r="$r" 'BEGIN { exit !(r > 1 && r < 300) }' || fail "$n ranks: ${r} Mbit/s is not capped near 100 Mbit/s"
+done
+"$FRUGAL" launch -n 2 -- "$PROBE" rate 4 2 >"$TMP/loopback.log" 2>&1 || fail "loopback launch failed"
+echo "for comparison, loopback without --bandwidth: $(grep -o "rate_mbit=[0-9.]*" "$TMP/loopback.log" | tr '\n' ' ')"
+
+# (c) a rank that exits non-zero: the launch fails and still removes everything.
+"$FRUGAL" launch -n 3 --bandwidth 100mbit --grace 2 -- "$PROBE" fail 1 3 >"$TMP/fail.log" 2>&1 &
+pid=$!; LAUNCHERS+=("$pid")
+wait $pid; rc=$?
+[ $rc -eq 3 ] || fail "a rank exited 3 but the launch exited $rc"
+grep -q "rank 1 exited with status 3" "$TMP/fail.log" || fail "failing rank not reported"
+assert_clean $pid
+echo "ok: failing rank -> launch exits $rc, nothing left behind"
+
+# SIGTERM to the launcher mid-run: the links really are capped and up while it runs; afterwards
+# the ranks are stopped, the launcher exits 128+15 and nothing is left.
+"$FRUGAL" launch -n 2 --bandwidth 1gbit --grace 2 -- "$PROBE" hold >"$TMP/term.log" 2>&1 &
+pid=$!; LAUNCHERS+=("$pid")
+wait_for "$TMP/term.log" "ready" 2 30
+for r in 0 1; do
+  tc -n "frugal-$pid-r$r" qdisc show dev eth0 | grep -q "tbf .*rate 1Gbit" || fail "rank $r: no tbf on eth0"
+  tc -n "frugal-$pid-br" qdisc show dev "v$r" | grep -q "tbf .*rate 1Gbit" || fail "bridge port v$r: no tbf"
+  ip -n "frugal-$pid-r$r" link show lo | grep -q "UP" || fail "rank $r: lo is down"
+done
+kill -TERM $pid
+wait $pid; rc=$?
+[ $rc -eq 143 ] || fail "launcher exited $rc after SIGTERM, expected 143"
+assert_clean $pid
+echo "ok: SIGTERM -> launcher exits 143, nothing left behind"
+
+# SIGKILL cannot be handled: the ranks die with their launcher (parent-death signal), the
+# namespaces stay until --cleanup-stale, which removes exactly those of dead launchers.
+"$FRUGAL" launch -n 2 --bandwidth 100mbit -- "$PROBE" hold >"$TMP/kill.log" 2>&1 &
+pid=$!; LAUNCHERS+=("$pid")
+wait_for "$TMP/kill.log" "ready" 2 30
+"$FRUGAL" launch -n 2 --bandwidth 100mbit -- "$PROBE" hold >"$TMP/alive.log" 2>&1 &
+alive=$!; LAUNCHERS+=("$alive")
+wait_for "$TMP/alive.log" "ready" 2 30
+kill -KILL $pid
+wait $pid 2>/dev/null
+[ -e "/run/netns/frugal-$pid-r0" ] || fail "expected the SIGKILLed launcher's namespaces to remain"
+out=$("$FRUGAL" launch --cleanup-stale 2>&1) || fail "--cleanup-stale failed: $out"
+grep -q "removed namespace frugal-$pid-r0" <<<"$out" || fail "--cleanup-stale did not remove frugal-$pid-r0: $out"
+grep -q "frugal-$alive-" <<<"$out" && fail "--cleanup-stale removed a live launcher's namespace: $out"
+[ -e "/run/netns/frugal-$alive-r0" ] || fail "live launcher's namespace is gone"
+kill -TERM $alive
+wait $alive
+assert_clean $pid
+assert_clean $alive
+echo "ok: SIGKILL -> --cleanup-stale removes the leftovers of dead launchers only"
+echo "PASS"
