@@ -40,7 +40,7 @@ for variant in full min5; do
     [ "$variant" = full ] && [ "$sampler" = exact ] && continue
     echo "== GCIDE ($variant): $sampler, hidden $hidden"
     "$FRUGAL" train --train "$dir/train.txt" --test "$dir/test.txt" --hidden "$hidden" --sampler "$sampler" \
-      --epochs "$EPOCHS_GCIDE" --batch 128 --lr 0.005 --seed 1 --threads "$THREADS" --quiet \
+      --tables 50 --epochs "$EPOCHS_GCIDE" --batch 128 --lr 0.005 --seed 1 --threads "$THREADS" --quiet \
       --metrics "$OUT/gcide_${variant}_${sampler}.jsonl" | tee "$OUT/gcide_${variant}_${sampler}.log"
   done
 done
