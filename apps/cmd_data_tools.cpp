@@ -49,9 +49,9 @@ void add_shuffle(CLI::App& data) {
   cmd->add_option("--seed", a->seed, "seed of the order")->capture_default_str();
   cmd->callback([a] {
     const auto t0 = std::chrono::steady_clock::now();
+    const data::Dataset d = data::XmcFile::open(a->in);  // first: names a missing input clearly
     FRUGAL_CHECK(!std::filesystem::exists(a->out) || !std::filesystem::equivalent(a->in, a->out),
                  fmt::format("{}: output and input are the same file", a->out));
-    const data::Dataset d = data::XmcFile::open(a->in);
     data::XmcFile::write(data::shuffle(d, a->seed), a->out);
     fmt::print("wrote {} ({} points shuffled with seed {}) in {:.1f} s\n", a->out, d.size(), a->seed, seconds_since(t0));
   });
