@@ -47,4 +47,9 @@ std::vector<size_t> Placement::bounds(size_t total) const {
   return slice_bounds(total, static_cast<size_t>(parts()), weights);
 }
 
+std::pair<size_t, size_t> Placement::own_slice(size_t total) const {
+  const auto b = bounds(total);
+  return {b[rank()], b[rank() + 1]};
+}
+
 }  // namespace frugal

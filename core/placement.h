@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace frugal {
@@ -31,6 +32,8 @@ struct Placement {
   int parts() const;
   // Bounds of every rank's slice of `total` neurons (a single slice when replicated).
   std::vector<size_t> bounds(size_t total) const;
+  // This rank's slice [begin, end) of `total` neurons.
+  std::pair<size_t, size_t> own_slice(size_t total) const;
 };
 
 }  // namespace frugal

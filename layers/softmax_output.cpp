@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include <cereal/archives/binary.hpp>
+#include <tuple>
+
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -36,9 +38,7 @@ void SoftmaxOutputOptions::validate() const {
 
 SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options), accumulator_(options.out) {
   options_.validate();
-  const auto bounds = options_.placement.bounds(options_.out);
-  begin_ = bounds[options_.placement.rank()];
-  end_ = bounds[options_.placement.rank() + 1];
+  std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
   const size_t local = end_ - begin_;
   weight_ = {"softmax.weight", Tensor(local, options_.in), {}, 0, begin_, options_.out, options_.in};
   bias_ = {"softmax.bias", Tensor(local, 1), {}, 0, begin_, options_.out, 1};

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -17,9 +19,7 @@ void SparseDenseOptions::validate() const {
 
 SparseDense::SparseDense(const Options& options) : options_(options), accumulator_(options.in) {
   options_.validate();
-  const auto bounds = options_.placement.bounds(options_.out);
-  begin_ = bounds[options_.placement.rank()];
-  end_ = bounds[options_.placement.rank() + 1];
+  std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
   const size_t local = end_ - begin_;
   // Sliced by columns: each rank holds every feature's row, restricted to its neurons.
   weight_ = {"sparse_dense.weight", Tensor(options_.in, local), {}, 1, begin_, options_.in, options_.out};

@@ -21,11 +21,13 @@ def ranks(prefix):
     return result
 
 
-def row(prefix):
+def row(prefix, epoch=None):
+    """The last epoch of every rank (or the given epoch)."""
     r = ranks(prefix)
     if not r:
         return None
-    last = {k: v[-1] for k, v in r.items()}
+    pick = (lambda v: v[-1]) if epoch is None else (lambda v: next(x for x in v if x["epoch"] == epoch))
+    last = {k: pick(v) for k, v in r.items()}
     return {
         "samples_per_s": last[0]["train_samples_per_s"] if 0 in last else float("nan"),
         "sent": sum(x["bytes_sent_per_sample"] for x in last.values()) / len(last),
@@ -59,6 +61,10 @@ for n, bw, b, s in ratios:
     print(f"| {n} | {bw} | {b:.0f}x | {s:.1f}x | {verdict} |")
 
 q_mp, q_dp = row("quality-mp"), row("quality-dp")
+if q_mp and q_dp:  # compare after the same number of epochs (the dense run may have been cut short)
+    same = min(q_mp["epochs"], q_dp["epochs"])
+    q_mp, q_dp = row("quality-mp", same), row("quality-dp", same)
+    q_mp["epochs"] = q_dp["epochs"] = same
 print("\n## Quality (2 ranks, same epochs)\n")
 if q_mp and q_dp:
     gap = abs(q_mp["p1"] - q_dp["p1"]) * 100
