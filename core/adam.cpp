@@ -1,5 +1,6 @@
 #include "core/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -53,12 +54,20 @@ void AdamOptimizer::step() {
     FRUGAL_CHECK(p.grad.values.rows() == rows.size() && (rows.empty() || p.grad.values.cols() == cols),
                  fmt::format("parameter {}: gradient shape does not match its row list", p.name));
     // Rows are independent, so the result does not depend on how TBB splits the range.
+    // Bias corrections come from a table indexed by the row's step count: two pow() per row per
+    // step cost more than the row's update itself.
+    uint32_t most = 0;
+    for (const uint32_t r : rows) most = std::max(most, s.row_steps[r] + 1);
+    while (correction1_.size() <= most) {
+      const auto t = static_cast<float>(correction1_.size());
+      correction1_.push_back(1.0f / (1.0f - std::pow(b1, t)));
+      correction2_.push_back(1.0f / (1.0f - std::pow(b2, t)));
+    }
     tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
       for (size_t j = range.begin(); j < range.end(); ++j) {
         const uint32_t r = rows[j];
         const uint32_t t = ++s.row_steps[r];
-        const float c1 = 1.0f / (1.0f - std::pow(b1, static_cast<float>(t)));
-        const float c2 = 1.0f / (1.0f - std::pow(b2, static_cast<float>(t)));
+        const float c1 = correction1_[t], c2 = correction2_[t];
         adam_row(p.value.row(r), s.m.row(r), s.v.row(r), p.grad.values.row(j), cols, b1, b2, lr * c1, c2, eps);
       }
     });

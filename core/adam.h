@@ -37,6 +37,8 @@ class AdamOptimizer {
   Adam options_;
   std::vector<Parameter*> params_;
   std::vector<State> state_;
+  // Bias corrections 1/(1 - beta^t) by step count t.
+  std::vector<float> correction1_{0.0f}, correction2_{0.0f};
 };
 
 }  // namespace frugal::optim

@@ -261,6 +261,11 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   }
 }
 
+void SoftmaxOutput::after_update(uint64_t) {
+  // The optimizer changed exactly the rows that had a gradient (after any data-parallel union).
+  if (sampler_ != nullptr) sampler_->mark_changed(weight_.grad.rows);
+}
+
 void SoftmaxOutput::save_state(cereal::BinaryOutputArchive& ar) const {
   const bool has_sampler = sampler_ != nullptr;
   ar(has_sampler);

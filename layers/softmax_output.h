@@ -44,6 +44,7 @@ class SoftmaxOutput : public OutputLayer {
   double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) override;
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
   uint64_t logits_computed() const override { return logits_computed_; }
+  void after_update(uint64_t step) override;
   const Placement& placement() const override { return options_.placement; }
   size_t slice_begin() const { return begin_; }
   size_t slice_end() const { return end_; }

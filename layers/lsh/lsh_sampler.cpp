@@ -47,6 +47,11 @@ LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, ui
   });
 }
 
+void LshSampler::mark_changed(const std::vector<uint32_t>& rows) {
+  if (changed_.size() != neurons_) changed_.assign(neurons_, 1);
+  for (const uint32_t r : rows) changed_[r] = 1;
+}
+
 bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
   if (built_ && step < next_rebuild_) return false;
   rebuild(weights, step);
@@ -55,7 +60,8 @@ bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
 
 void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
   FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
-  tables_.build(weights, Rng(seed_).split(step).next_u64());
+  tables_.build(weights, Rng(seed_).split(step).next_u64(), built_ ? &changed_ : nullptr);
+  changed_.assign(neurons_, 0);
   if (built_)
     interval_ = std::min<uint64_t>(options_.rebuild_max,
                                    static_cast<uint64_t>(std::ceil(interval_ * options_.rebuild_growth)));
@@ -103,7 +109,7 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
         for (size_t j = keep; j < s.found.size(); ++j) s.hits[s.found[j]] = 0;
         s.found.resize(keep);
       }
-      std::sort(s.found.begin(), s.found.end());
+      // No sort: the union is already in a deterministic order (tables, then bucket order).
       active.insert(active.end(), s.found.begin(), s.found.end());
       if (active.size() < options_.min_active) {
         Rng rng = step_rng.split(i);

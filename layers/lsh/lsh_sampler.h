@@ -37,6 +37,8 @@ class LshSampler {
   // Rebuilds the tables when the schedule says so (and always the first time). True if rebuilt.
   bool maybe_rebuild(const Tensor& weights, uint64_t step);
   void rebuild(const Tensor& weights, uint64_t step);
+  // The optimizer changed these rows: they are hashed again at the next rebuild.
+  void mark_changed(const std::vector<uint32_t>& rows);
   // Active sets for every row of h; true labels (offset by -label_base, those in range) come first.
   void sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base, uint64_t step,
               kernels::ActiveSets& out) const;
@@ -56,6 +58,7 @@ class LshSampler {
   // Per-thread scratch reused across calls (a neuron-sized array is too big to clear per sample).
   std::shared_ptr<void> scratch_;
   mutable std::vector<std::vector<uint32_t>> per_sample_;
+  std::vector<uint8_t> changed_;  // per neuron: updated since the last rebuild
 };
 
 }  // namespace frugal::lsh

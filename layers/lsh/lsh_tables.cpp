@@ -18,13 +18,17 @@ LshTables::LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_cap
   FRUGAL_CHECK(capacity_ >= 1, "LSH: bucket capacity must be >= 1");
 }
 
-void LshTables::build(const Tensor& weights, uint64_t seed) {
+void LshTables::build(const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed) {
   const size_t n = weights.rows(), nt = tables_.size();
   const uint32_t nb = family_->buckets_per_table();
+  const bool all = changed == nullptr || codes_.size() != n * nt;
+  FRUGAL_CHECK(all || changed->size() == n, "LSH: change flags do not match the neuron count");
   num_neurons_ = n;
-  std::vector<uint32_t> codes(n * nt);
+  codes_.resize(n * nt);
+  std::vector<uint32_t>& codes = codes_;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 256), [&](const auto& r) {
-    for (size_t i = r.begin(); i < r.end(); ++i) family_->hash(weights.row(i), &codes[i * nt]);
+    for (size_t i = r.begin(); i < r.end(); ++i)
+      if (all || (*changed)[i] != 0) family_->hash(weights.row(i), &codes[i * nt]);
   });
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
     Table& table = tables_[t];

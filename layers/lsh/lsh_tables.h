@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
@@ -22,7 +23,10 @@ namespace frugal::lsh {
 class LshTables {
  public:
   LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_capacity);
-  void build(const Tensor& weights, uint64_t seed);
+  // Rebuilds every table. Only rows flagged in `changed` (all when null, or on the first build) are
+  // hashed again: a row's codes depend on nothing but the row, and most label rows of an extreme
+  // classifier are untouched between two rebuilds.
+  void build(const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed = nullptr);
   std::span<const uint32_t> bucket(size_t table, uint32_t code) const {
     const auto& t = tables_[table];
     return {t.ids.data() + t.offsets[code], t.offsets[code + 1] - t.offsets[code]};
@@ -43,6 +47,7 @@ class LshTables {
   size_t capacity_;
   size_t num_neurons_ = 0;
   std::vector<Table> tables_;
+  std::vector<uint32_t> codes_;  // neuron-major: codes_[i * tables + t]
 };
 
 }  // namespace frugal::lsh
