@@ -57,7 +57,17 @@ run_tests() {
   install_packages
   build
   say "running the test suite (meson test)"
-  meson test -C "$BUILD" --num-processes "$JOBS" --print-errorlogs
+  local rc=0
+  meson test -C "$BUILD" --num-processes "$JOBS" --print-errorlogs || rc=$?
+  # One plain summary line for tools that read the last line of a test run.
+  python3 - "$BUILD/meson-logs/testlog.json" <<'PY' || true
+import json, sys
+results = [json.loads(line)["result"] for line in open(sys.argv[1]) if line.strip()]
+passed = sum(r == "OK" for r in results)
+skipped = sum(r == "SKIP" for r in results)
+print(f"{passed} passed, {len(results) - passed - skipped} failed, {skipped} skipped")
+PY
+  return $rc
 }
 
 case "${1:-}" in
