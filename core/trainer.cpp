@@ -25,6 +25,10 @@ double EvalResult::p(size_t k) const {
 Trainer::Trainer(Model& model, const TrainerOptions& options)
     : model_(model), options_(options), optimizer_(options.optimizer, (model.validate(), model.parameters())) {
   options_.validate();
+  if (options_.parallel.model != nullptr && options_.parallel.model->size() > 1)
+    // The gradient sums over the group assume each rank holds a different block of the labels.
+    FRUGAL_CHECK(model_.output().placement().group == options_.parallel.model && model_.output().placement().is_sliced(),
+                 "a model-parallel trainer needs the output layer sliced over the same group (Placement::sliced)");
 }
 
 namespace {
