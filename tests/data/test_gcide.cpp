@@ -2,6 +2,8 @@
 // expected definitions, headword labels (several for one article), vocabulary, tf-idf values and
 // masking; a split that leaves no test label unseen; dictd index errors with file:line.
 #include <catch2/catch.hpp>
+
+#include "tests/data/error_of.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -39,15 +41,6 @@ std::string article_of(const std::string& headword, size_t nth = 0) {
 }
 
 bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const frugal::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

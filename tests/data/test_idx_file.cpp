@@ -2,6 +2,8 @@
 // truncated file, trailing bytes and an image/label count mismatch each give an error that names
 // the file and what was expected.
 #include <catch2/catch.hpp>
+
+#include "tests/data/error_of.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -61,15 +63,6 @@ const std::vector<uint8_t> kPixels = {0, 255, 51, 0, /**/ 0, 0, 0, 0, /**/ 255, 
 const std::vector<uint8_t> kLabels = {3, 0, 9};
 std::vector<uint8_t> images_file() { return cat({u32(0x803), u32(3), u32(2), u32(2), kPixels}); }
 std::vector<uint8_t> labels_file() { return cat({u32(0x801), u32(3), kLabels}); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const frugal::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

@@ -2,6 +2,8 @@
 // published (tests/data/fixtures/xmc), and the errors a malformed or 1-based file gives.
 #include <catch2/catch.hpp>
 
+#include "tests/data/error_of.h"
+
 #include <functional>
 #include <sstream>
 #include <string>
@@ -26,15 +28,6 @@ std::vector<uint32_t> labels(const frugal::data::Dataset& d, size_t i) {
 std::vector<uint32_t> features(const frugal::data::Dataset& d, size_t i) {
   const auto f = d.points.features_of(i);
   return {f.begin(), f.end()};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const frugal::Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace
