@@ -1,0 +1,50 @@
+// Thresholder: the data-parallel half of Dynamic Communication Thresholding (DCT, KDD 2021).
+// Each step a gradient block is added to this rank's residual (error feedback); only entries whose
+// magnitude reaches tau are sent, the others stay in the residual for later steps. tau is the
+// magnitude at the top-`keep` fraction of the accumulated block, re-estimated only every
+// `reestimate_every` steps (stale in between, which is what makes DCT cheap), either exactly
+// (a selection over the whole block) or from a seeded random sample of its entries.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace frugal::comm {
+
+struct ThresholdOptions {
+  float keep = 0.01f;               // fraction of entries sent when tau is fresh, in (0, 1]
+  uint64_t reestimate_every = 1000;  // steps between estimates of tau (1: every step)
+  bool exact = false;               // estimate tau by exact selection rather than sampling
+  size_t sample_size = 10000;       // entries sampled when not exact
+  uint64_t seed = 1;
+  void validate() const;
+};
+
+// The magnitude at the top-`keep` fraction of |values| (the k-th largest, k = ceil(keep * n)).
+float exact_threshold(std::span<const float> values, float keep);
+// The same estimated from `samples` entries drawn uniformly with replacement.
+float sampled_threshold(std::span<const float> values, float keep, size_t samples, Rng& rng);
+
+class Thresholder {
+ public:
+  Thresholder(const ThresholdOptions& options, size_t size);
+  // accumulated := gradient + residual; sends the entries with |accumulated| >= tau as sorted
+  // (index, value) pairs and keeps the rest as the new residual. sent + residual == accumulated,
+  // exactly, entry by entry.
+  void compress(std::span<const float> gradient, std::vector<uint32_t>& indices, std::vector<float>& values);
+  float tau() const { return tau_; }
+  uint64_t steps() const { return steps_; }
+  std::span<const float> residual() const { return residual_; }
+
+ private:
+  ThresholdOptions options_;
+  std::vector<float> residual_;
+  float tau_ = 0.0f;
+  uint64_t steps_ = 0;
+  Rng rng_;
+};
+
+}  // namespace frugal::comm
