@@ -228,17 +228,14 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   info.model_slices = m.value("model_slices", 1);
   info.config = m.value("config", nlohmann::json::object());
   FRUGAL_CHECK(info.model_slices >= 1 && m.contains("folder"), path.string() + ": manifest lacks its slices");
+  info.folder = m.at("folder").get<std::string>();
   return info;
 }
 
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer, const nlohmann::json& config) {
   CheckpointInfo info = read_checkpoint_manifest(dir);
   check_config(info.config, config, dir);
-  std::string folder;
-  {
-    std::ifstream in(fs::path(dir) / "manifest.json");
-    folder = nlohmann::json::parse(in).at("folder").get<std::string>();
-  }
+  const std::string& folder = info.folder;
   comm::Communicator* mp = group_of(trainer.parallel().model);
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
   auto params = model.parameters();

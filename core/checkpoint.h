@@ -25,6 +25,7 @@ inline constexpr uint32_t kCheckpointVersion = 2;
 struct CheckpointInfo {
   uint64_t epoch = 0, step = 0;
   int world_size = 1, model_slices = 1;
+  std::string folder;  // the epoch folder the manifest commits to
   nlohmann::json config;
 };
 
