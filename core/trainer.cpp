@@ -22,64 +22,56 @@ double EvalResult::p(size_t k) const {
   return it->second;
 }
 
-Trainer::Trainer(Model& model, const TrainerOptions& options)
-    : model_(model), options_(options), optimizer_(options.optimizer, (model.validate(), model.parameters())) {
-  options_.validate();
-  if (options_.parallel.model != nullptr && options_.parallel.model->size() > 1)
-    // The gradient sums over the group assume each rank holds a different block of the labels.
-    FRUGAL_CHECK(model_.output().placement().group == options_.parallel.model && model_.output().placement().is_sliced(),
-                 "a model-parallel trainer needs the output layer sliced over the same group (Placement::sliced)");
+double FitResult::mp_compression() const {
+  return mp_payload_sent > 0 ? static_cast<double>(mp_payload_uncompressed) / static_cast<double>(mp_payload_sent) : 0.0;
+}
+
+double FitResult::dp_compression() const {
+  return dp_payload_sent > 0 ? static_cast<double>(dp_payload_uncompressed) / static_cast<double>(dp_payload_sent) : 0.0;
 }
 
 namespace {
 bool active_group(const comm::Communicator* c) { return c != nullptr && c->size() > 1; }
+// Point-to-point tag of the boundary after producing layer i (comm tags are per source rank).
+constexpr int kBoundaryTag = 0x4d50;
 }  // namespace
 
-const Tensor& Trainer::gather_input(const Tensor& local) {
-  const Placement& pl = model_.input().placement();
-  if (!pl.is_sliced()) return local;
-  FRUGAL_CHECK(pl.group == options_.parallel.model,
-               "the input layer is sliced over a group other than the trainer's model-parallel group");
-  const size_t b = local.rows(), width = model_.input().out_features();
-  const auto bounds = pl.bounds(width);
-  std::vector<size_t> counts(pl.parts());
-  for (int r = 0; r < pl.parts(); ++r) counts[r] = b * (bounds[r + 1] - bounds[r]);
-  exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
-  pl.group->all_gatherv(local.span(), exchange_.span(), counts).wait();
-  // The gathered buffer holds each rank's B x w_r block in turn; interleave them into B x H.
-  gathered_.resize(b, width);
-  const auto offsets = comm::displacements(counts);
-  for (int r = 0; r < pl.parts(); ++r) {
-    const size_t w = bounds[r + 1] - bounds[r];
-    for (size_t i = 0; i < b; ++i)
-      std::copy_n(exchange_.data() + offsets[r] + i * w, w, gathered_.row(i) + bounds[r]);
+Trainer::Trainer(Model& model, const TrainerOptions& options)
+    : model_(model), options_(options), optimizer_(options.optimizer, (model.validate(), model.parameters())) {
+  options_.validate();
+  comm::Communicator* group = options_.parallel.model;
+  if (active_group(group))
+    // The gradient sums over the group assume each rank holds a different block of the labels.
+    FRUGAL_CHECK(model_.output().placement().group == group && model_.output().placement().is_sliced(),
+                 "a model-parallel trainer needs the output layer sliced over the same group (Placement::sliced)");
+  std::vector<const Layer*> producers{&model_.input()};
+  for (const HiddenLayer* h : model_.hidden()) producers.push_back(h);
+  for (size_t i = 0; i < producers.size(); ++i) {
+    const Placement& pl = producers[i]->placement();
+    if (!pl.is_sliced()) {
+      boundaries_.push_back(nullptr);
+      continue;
+    }
+    FRUGAL_CHECK(pl.group == group, fmt::format("layer {} ({}) is sliced over a group other than the trainer's "
+                                                "model-parallel group",
+                                                i, producers[i]->kind()));
+    boundaries_.push_back(std::make_unique<comm::BoundaryExchange>(pl, producers[i]->out_features(), options_.mp,
+                                                                   kBoundaryTag + static_cast<int>(i)));
   }
-  return gathered_;
 }
 
-const Tensor& Trainer::input_gradient(const Tensor& partial) {
-  const Placement& pl = model_.input().placement();
-  comm::Communicator* group = options_.parallel.model;
-  if (!active_group(group)) return partial;
-  const size_t b = partial.rows(), width = partial.cols();
-  if (!pl.is_sliced()) {  // replicated input layer: every rank needs the full sum
-    grad_slice_ = partial;
-    group->all_reduce(grad_slice_.span()).wait();
-    return grad_slice_;
-  }
-  const auto bounds = pl.bounds(width);
-  std::vector<size_t> counts(pl.parts());
-  for (int r = 0; r < pl.parts(); ++r) counts[r] = b * (bounds[r + 1] - bounds[r]);
-  const auto offsets = comm::displacements(counts);
-  exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
-  for (int r = 0; r < pl.parts(); ++r) {
-    const size_t w = bounds[r + 1] - bounds[r];
-    for (size_t i = 0; i < b; ++i) std::copy_n(partial.row(i) + bounds[r], w, exchange_.data() + offsets[r] + i * w);
-  }
-  const int me = pl.rank();
-  grad_slice_.resize(b, bounds[me + 1] - bounds[me]);
-  group->reduce_scatterv(exchange_.span(), grad_slice_.span(), counts).wait();
-  return grad_slice_;
+const Tensor& Trainer::exchange_forward(size_t producer, const Tensor& local) {
+  return boundaries_[producer] ? boundaries_[producer]->gather(local) : local;
+}
+
+const Tensor& Trainer::exchange_backward(size_t producer, const Tensor& grad, bool partial) {
+  if (boundaries_[producer])
+    return partial ? boundaries_[producer]->reduce_scatter(grad) : boundaries_[producer]->own_slice(grad);
+  if (!partial) return grad;
+  // A replicated layer feeding a sliced one: every rank needs the whole sum.
+  grad_full_ = grad;
+  options_.parallel.model->all_reduce(grad_full_.span()).wait();
+  return grad_full_;
 }
 
 void Trainer::sum_gradients_over_replicas() {
@@ -130,18 +122,26 @@ uint64_t Trainer::wire_bytes(bool sent) const {
   return total;
 }
 
+uint64_t Trainer::mp_payload(bool sent) const {
+  uint64_t total = 0;
+  for (const auto& b : boundaries_)
+    if (b) total += sent ? b->payload_sent() : b->payload_uncompressed();
+  return total;
+}
+
 const Tensor& Trainer::forward_hidden(const SparseBatch& batch) {
   activations_.clear();
-  const Tensor* h = &gather_input(model_.input().forward(batch));
-  for (HiddenLayer* layer : model_.hidden()) {
+  const Tensor* h = &exchange_forward(0, model_.input().forward(batch));
+  const auto hidden = model_.hidden();
+  for (size_t i = 0; i < hidden.size(); ++i) {
     activations_.push_back(h);
-    h = &layer->forward(*h);
+    h = &exchange_forward(i + 1, hidden[i]->forward(*h));
   }
   activations_.push_back(h);
   return *h;
 }
 
-double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
+double Trainer::compute_gradients(const SparseBatch& batch, size_t global_batch) {
   const Tensor& h = forward_hidden(batch);
   const double loss = model_.output().forward_backward(h, batch, step_, &grad_);
   // The loss is a sum over points; Adam is invariant to the gradient's scale, but the mean keeps
@@ -152,23 +152,21 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   for (Parameter* p : model_.output().parameters())
     for (size_t i = 0; i < p->grad.values.size(); ++i) p->grad.values.data()[i] *= scale;
   for (size_t i = 0; i < grad_.size(); ++i) grad_.data()[i] *= scale;
+  // Walk back through the producing layers; a sliced consumer's input gradient is its share only.
   const auto hidden = model_.hidden();
   const Tensor* g = &grad_;
-  if (!hidden.empty() && active_group(options_.parallel.model)) {
-    // Replicated hidden layers need the full gradient on every rank.
-    options_.parallel.model->all_reduce(grad_.span()).wait();
+  bool partial = active_group(options_.parallel.model);
+  for (size_t j = hidden.size(); j-- > 0;) {
+    const Tensor& local = exchange_backward(j + 1, *g, partial);
+    g = &hidden[j]->backward(*activations_[j], local);
+    partial = boundaries_[j + 1] != nullptr;
   }
-  for (size_t l = hidden.size(); l-- > 0;) g = &hidden[l]->backward(*activations_[l], *g);
-  if (hidden.empty()) {
-    g = &input_gradient(*g);
-  } else if (model_.input().placement().is_sliced()) {
-    const auto bounds = model_.input().placement().bounds(g->cols());
-    const int me = model_.input().placement().rank();
-    grad_slice_.resize(g->rows(), bounds[me + 1] - bounds[me]);
-    for (size_t i = 0; i < g->rows(); ++i) std::copy_n(g->row(i) + bounds[me], grad_slice_.cols(), grad_slice_.row(i));
-    g = &grad_slice_;
-  }
-  model_.input().backward(batch, *g);
+  model_.input().backward(batch, exchange_backward(0, *g, partial));
+  return loss;
+}
+
+double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
+  const double loss = compute_gradients(batch, global_batch);
   sum_gradients_over_replicas();
   optimizer_.step();
   ++step_;
@@ -198,6 +196,9 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   double loss_sum = 0.0;
   const uint64_t logits_before = model_.output().logits_computed();
   const uint64_t sent_before = wire_bytes(true), received_before = wire_bytes(false);
+  const auto sent_by = [](const comm::Communicator* c) { return c != nullptr ? c->stats().total().sent : 0; };
+  const uint64_t mp_before = sent_by(options_.parallel.model), dp_before = sent_by(options_.parallel.data);
+  const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
   while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
@@ -209,6 +210,10 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.bytes_sent = wire_bytes(true) - sent_before;
   result.bytes_received = wire_bytes(false) - received_before;
+  result.mp_bytes_sent = sent_by(options_.parallel.model) - mp_before;
+  result.dp_bytes_sent = sent_by(options_.parallel.data) - dp_before;
+  result.mp_payload_sent = mp_payload(true) - mp_payload_before;
+  result.mp_payload_uncompressed = mp_payload(false) - mp_uncompressed_before;
   result.group_samples = result.samples;
   if (active_group(replicas)) {  // the epoch's loss over all replicas' points
     std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/boundary_exchange.h"
 #include "core/adam.h"
 #include "core/dataset.h"
 #include "core/model.h"
@@ -32,7 +33,12 @@ struct Parallelism {
 struct TrainerOptions {
   optim::Adam optimizer{};
   Parallelism parallel{};
-  void validate() const { optimizer.validate(); }
+  // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).
+  comm::MpCompression mp{};
+  void validate() const {
+    optimizer.validate();
+    mp.validate();
+  }
 };
 
 struct FitOptions {
@@ -54,6 +60,16 @@ struct FitResult {
   // rank's model-parallel group processed (its share of the data set under data parallelism).
   uint64_t bytes_sent = 0, bytes_received = 0;
   size_t group_samples = 0;
+  // The same split by group: model-parallel (activations and their gradients, the softmax
+  // normalizer) and data-parallel (parameter gradients), bytes sent on the wire.
+  uint64_t mp_bytes_sent = 0, dp_bytes_sent = 0;
+  // Achieved DCT compression: payload handed to the communicator vs what the uncompressed
+  // exchange would hand over (MP: the f32 all-gather / reduce-scatter at sliced boundaries; DP: the
+  // dense all-reduce of every parameter). 0/0 when there was no such traffic.
+  uint64_t mp_payload_sent = 0, mp_payload_uncompressed = 0;
+  uint64_t dp_payload_sent = 0, dp_payload_uncompressed = 0;
+  double mp_compression() const;
+  double dp_compression() const;
 };
 
 struct EvalOptions {
@@ -75,6 +91,9 @@ class Trainer {
   // One optimizer step on `batch`; returns the summed loss of its points. Under data parallelism
   // `batch` is this replica's share of a global batch of `global_batch` points (0: batch.size()).
   double train_step(const SparseBatch& batch, size_t global_batch = 0);
+  // The forward and backward half of train_step: fills every parameter's gradient (of the loss
+  // divided by global_batch) on this rank, before any sum over replicas; returns the summed loss.
+  double compute_gradients(const SparseBatch& batch, size_t global_batch = 0);
   FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
   // Loss of `batch` without changing anything (evaluation and gradient checks).
@@ -91,19 +110,23 @@ class Trainer {
 
  private:
   const Tensor& forward_hidden(const SparseBatch& batch);
-  // Sliced input layer: all-gathers the slices into full activations (B x H).
-  const Tensor& gather_input(const Tensor& local);
-  // Sums the output layer's partial input gradient over the model group; returns the gradient of
-  // the input layer's own slice.
-  const Tensor& input_gradient(const Tensor& partial);
+  // The output of layer `producer` (0: input layer, i: hidden layer i-1) as every rank needs it:
+  // all-gathered (DCT-MP: top-k) when the layer is sliced.
+  const Tensor& exchange_forward(size_t producer, const Tensor& local);
+  // dLoss/d(output of `producer`) for this rank's neurons, from the consumer's gradient of the
+  // whole output: a share of the group's sum when the consumer is sliced (`partial`), else the sum.
+  const Tensor& exchange_backward(size_t producer, const Tensor& grad, bool partial);
   void sum_gradients_over_replicas();
   uint64_t wire_bytes(bool sent) const;
+  uint64_t mp_payload(bool sent) const;
 
   Model& model_;
   TrainerOptions options_;
   optim::AdamOptimizer optimizer_;
   std::vector<const Tensor*> activations_;  // input of each hidden layer and of the output layer
-  Tensor grad_, gathered_, exchange_, grad_slice_;
+  // Per producing layer (input, hidden...): its boundary when sliced over an active group, else null.
+  std::vector<std::unique_ptr<comm::BoundaryExchange>> boundaries_;
+  Tensor grad_, exchange_, grad_full_;
   uint64_t step_ = 0, epoch_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "layers/dense.h"
 
 #include <numeric>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -17,20 +18,24 @@ void DenseOptions::validate() const {
 
 Dense::Dense(const Options& options) : options_(options) {
   options_.validate();
-  weight_ = {"dense.weight", Tensor(options_.out, options_.in), {}};
-  bias_ = {"dense.bias", Tensor(options_.out, 1), {}};
+  std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
+  const size_t local = end_ - begin_;
+  // Sliced by rows (neurons), as the softmax: a checkpoint reslices onto any number of ranks.
+  weight_ = {"dense.weight", Tensor(local, options_.in), {}, 0, begin_, options_.out, options_.in};
+  bias_ = {"dense.bias", Tensor(local, 1), {}, 0, begin_, options_.out, 1};
   const Rng rng = Rng(options_.seed).split(0xde);
-  init_uniform(weight_.value, options_.in, rng.split(0));
-  init_uniform(bias_.value, options_.in, rng.split(1));
+  // Row offsets: a slice starts with the values the unsliced layer has there.
+  init_uniform(weight_.value, options_.in, rng.split(0), begin_);
+  init_uniform(bias_.value, options_.in, rng.split(1), begin_);
   // Every row of a dense layer gets a gradient every step.
-  weight_.grad.rows.resize(options_.out);
+  weight_.grad.rows.resize(local);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
   bias_.grad.rows = weight_.grad.rows;
 }
 
 const Tensor& Dense::forward(const Tensor& in) {
   FRUGAL_CHECK(in.cols() == options_.in, fmt::format("Dense: input has {} columns, expected {}", in.cols(), options_.in));
-  const size_t b = in.rows(), n = options_.out;
+  const size_t b = in.rows(), n = end_ - begin_;
   out_.resize(b, n);
   kernels::matmul(in.data(), false, weight_.value.data(), true, out_.data(), b, n, options_.in);
   for (size_t i = 0; i < b; ++i) {
@@ -44,7 +49,7 @@ const Tensor& Dense::forward(const Tensor& in) {
 }
 
 const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
-  const size_t b = in.rows(), n = options_.out, k = options_.in;
+  const size_t b = in.rows(), n = end_ - begin_, k = options_.in;
   FRUGAL_CHECK(grad_out.rows() == b && grad_out.cols() == n, "Dense::backward: gradient shape does not match");
   grad_pre_ = grad_out;
   if (options_.act == Act::relu)

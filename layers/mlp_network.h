@@ -26,23 +26,20 @@ struct MlpNetworkOptions {
   Sampler sampler = Sampler::exact;
   lsh::LshOptions lsh{};
   uint64_t seed = 1;
-  // Input and output layers sliced over this group, as in the XMC network. Dense hidden layers are
-  // not sliced, so a sliced placement needs a single hidden layer.
+  // Every layer sliced by neurons over this group, as in the XMC network: between two layers the
+  // trainer all-gathers the activations (DCT-MP: the top-k of each slice) and reduce-scatters
+  // their gradients.
   Placement placement{};
 };
 
 inline void build_mlp_network(Model& model, const MlpNetworkOptions& o) {
   FRUGAL_CHECK(!o.hidden.empty(), "an MLP needs at least one hidden layer");
-  FRUGAL_CHECK(o.hidden.size() == 1 || !o.placement.is_sliced(),
-               fmt::format("{} hidden layers: Dense layers are not sliced across ranks, so several hidden layers "
-                           "train on one rank or data-parallel (--parallel data)",
-                           o.hidden.size()));
   const Rng seeds(o.seed);
   model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden[0], .act = Act::relu,
                                               .seed = seeds.split(1).next_u64(), .placement = o.placement});
   for (size_t i = 1; i < o.hidden.size(); ++i)
     model.add<Dense>(Dense::Options{.in = o.hidden[i - 1], .out = o.hidden[i], .act = Act::relu,
-                                    .seed = seeds.split(100 + i).next_u64()});
+                                    .seed = seeds.split(100 + i).next_u64(), .placement = o.placement});
   // split(2) for the output keeps a one-hidden-layer MLP identical to build_xmc_network.
   model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden.back(), .out = o.labels, .sampler = o.sampler,
                                                   .lsh = o.lsh, .seed = seeds.split(2).next_u64(),

@@ -1,0 +1,255 @@
+#include "comm/boundary_exchange.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "comm/communicator.h"
+#include "comm/half.h"
+#include "core/check.h"
+
+namespace frugal::comm {
+
+void MpCompression::validate() const {
+  FRUGAL_CHECK(keep > 0.0 && (keep <= 1.0 || keep == std::floor(keep)),
+               fmt::format("--mp-keep {}: expected a fraction in (0, 1] or a whole count of activations", keep));
+}
+
+size_t MpCompression::kept_of(size_t width) const {
+  if (keep > 1.0) return std::min(width, static_cast<size_t>(keep));
+  // keep arrives from text as a double (0.1 is 0.1000000000000000055): shave the representation
+  // error so that 10% of 1000 is 100 positions, not 101.
+  const auto k = static_cast<size_t>(std::ceil(keep * static_cast<double>(width) * (1.0 - 1e-12)));
+  return std::clamp<size_t>(k, 1, width);
+}
+
+float round_to(ValueType type, float x) {
+  switch (type) {
+    case ValueType::bf16: return bf16_to_float(float_to_bf16(x));
+    case ValueType::f16: return f16_to_float(float_to_f16(x));
+    case ValueType::f32: break;
+  }
+  return x;
+}
+
+namespace {
+bool active(const Placement& p) { return p.group != nullptr && p.group->size() > 1; }
+
+void put_value(ValueType type, float v, std::byte* out) {
+  if (type == ValueType::f32) {
+    std::memcpy(out, &v, 4);
+    return;
+  }
+  const uint16_t h = type == ValueType::bf16 ? float_to_bf16(v) : float_to_f16(v);
+  std::memcpy(out, &h, 2);
+}
+
+float get_value(ValueType type, const std::byte* in) {
+  if (type == ValueType::f32) {
+    float v;
+    std::memcpy(&v, in, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, in, 2);
+  return type == ValueType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+}
+}  // namespace
+
+BoundaryExchange::BoundaryExchange(const Placement& placement, size_t width, const MpCompression& options, int tag)
+    : placement_(placement), width_(width), options_(options), tag_(tag) {
+  options_.validate();
+  bounds_ = placement_.bounds(width_);
+  kept_.resize(placement_.parts());
+  size_t widest = 0;
+  for (int r = 0; r < placement_.parts(); ++r) {
+    const size_t w = bounds_[r + 1] - bounds_[r];
+    kept_[r] = options_.kept_of(w);
+    widest = std::max(widest, w);
+  }
+  wide_indices_ = widest > 65536;
+  positions_.resize(placement_.parts());
+}
+
+void BoundaryExchange::select_top_k(const Tensor& local) {
+  const int me = placement_.rank();
+  const size_t b = local.rows(), w = local.cols(), k = kept_[me];
+  auto& pos = positions_[me];
+  pos.resize(b * k);
+  std::vector<uint32_t> order(w);
+  for (size_t i = 0; i < b; ++i) {
+    const float* v = local.row(i);
+    std::iota(order.begin(), order.end(), 0u);
+    if (k < w)  // largest magnitudes first; the lower index wins a tie, so every rank agrees
+      std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), [v](uint32_t a, uint32_t c) {
+        const float fa = std::abs(v[a]), fc = std::abs(v[c]);
+        return fa > fc || (fa == fc && a < c);
+      });
+    std::sort(order.begin(), order.begin() + k);
+    std::copy_n(order.begin(), k, pos.begin() + i * k);
+  }
+}
+
+size_t BoundaryExchange::index_bytes(int rank) const {
+  // A slice kept whole needs no positions.
+  if (kept_[rank] == bounds_[rank + 1] - bounds_[rank]) return 0;
+  return wide_indices_ ? 4 : 2;
+}
+
+void BoundaryExchange::check_message(int from, const std::vector<std::byte>& bytes, size_t batch) const {
+  const size_t entry = index_bytes(from) + value_bytes(options_.wire);
+  FRUGAL_CHECK(bytes.size() == batch * kept_[from] * entry,
+               fmt::format("model-parallel exchange: rank {} sent {} bytes of activations, expected {} ({} samples x {} "
+                           "kept x {} bytes): the ranks disagree on the batch or on --mp-keep",
+                           from, bytes.size(), batch * kept_[from] * entry, batch, kept_[from], entry));
+}
+
+const Tensor& BoundaryExchange::gather(const Tensor& local) {
+  if (!active(placement_)) return local;
+  Communicator& group = *placement_.group;
+  const int me = placement_.rank(), parts = placement_.parts();
+  const size_t b = local.rows();
+  FRUGAL_CHECK(local.cols() == bounds_[me + 1] - bounds_[me],
+               fmt::format("model-parallel exchange: the slice has {} columns, expected {}", local.cols(),
+                           bounds_[me + 1] - bounds_[me]));
+  payload_uncompressed_ += (parts - 1) * b * local.cols() * sizeof(float);
+  gathered_.resize(b, width_);
+  if (!options_.compresses()) {
+    std::vector<size_t> counts(parts);
+    for (int r = 0; r < parts; ++r) counts[r] = b * (bounds_[r + 1] - bounds_[r]);
+    exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
+    group.all_gatherv(local.span(), exchange_.span(), counts).wait();
+    payload_sent_ += (parts - 1) * local.size() * sizeof(float);
+    // The gathered buffer holds each rank's B x w_r block in turn; interleave them into B x H.
+    const auto offsets = displacements(counts);
+    for (int r = 0; r < parts; ++r) {
+      const size_t w = bounds_[r + 1] - bounds_[r];
+      for (size_t i = 0; i < b; ++i) std::copy_n(exchange_.data() + offsets[r] + i * w, w, gathered_.row(i) + bounds_[r]);
+    }
+    return gathered_;
+  }
+  select_top_k(local);
+  const size_t k = kept_[me], vb = value_bytes(options_.wire);
+  message_.resize(b * k * (index_bytes(me) + vb));
+  std::byte* out = message_.data();
+  for (const uint32_t p : positions_[me]) {
+    if (index_bytes(me) == 0) break;
+    const uint16_t narrow = static_cast<uint16_t>(p);
+    std::memcpy(out, wide_indices_ ? static_cast<const void*>(&p) : &narrow, index_bytes(me));
+    out += index_bytes(me);
+  }
+  for (size_t i = 0; i < b; ++i)
+    for (size_t j = 0; j < k; ++j, out += vb) put_value(options_.wire, local.at(i, positions_[me][i * k + j]), out);
+  std::vector<std::vector<std::byte>> all;
+  group.all_gather_bytes(message_, all).wait();
+  payload_sent_ += (parts - 1) * message_.size();
+  gathered_.zero();
+  for (int r = 0; r < parts; ++r) {  // every rank decodes every message, its own included: one result
+    check_message(r, all[r], b);
+    const size_t kr = kept_[r], w = bounds_[r + 1] - bounds_[r];
+    auto& pos = positions_[r];
+    pos.resize(b * kr);
+    const std::byte* in = all[r].data();
+    for (size_t j = 0; j < b * kr; ++j, in += index_bytes(r)) {
+      uint32_t p = static_cast<uint32_t>(j % kr);
+      if (index_bytes(r) == 0) {
+        // kept whole: position j of the sample
+      } else if (wide_indices_) {
+        std::memcpy(&p, in, 4);
+      } else {
+        uint16_t narrow;
+        std::memcpy(&narrow, in, 2);
+        p = narrow;
+      }
+      FRUGAL_CHECK(p < w && (j % kr == 0 || p > pos[j - 1]),
+                   fmt::format("model-parallel exchange: rank {} sent position {} for sample {}, not ascending within "
+                               "its slice of {} neurons",
+                               r, p, j / kr, w));
+      pos[j] = p;
+    }
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < kr; ++j, in += vb) gathered_.at(i, bounds_[r] + pos[i * kr + j]) = get_value(options_.wire, in);
+  }
+  return gathered_;
+}
+
+const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
+  Communicator& group = *placement_.group;
+  const int me = placement_.rank(), parts = placement_.parts();
+  const size_t b = partial.rows(), mine = bounds_[me + 1] - bounds_[me];
+  FRUGAL_CHECK(partial.cols() == width_, fmt::format("model-parallel exchange: the gradient has {} columns, expected {}",
+                                                     partial.cols(), width_));
+  payload_uncompressed_ += b * (width_ - mine) * sizeof(float);
+  slice_.resize(b, mine);
+  if (!options_.compresses()) {
+    std::vector<size_t> counts(parts);
+    for (int r = 0; r < parts; ++r) counts[r] = b * (bounds_[r + 1] - bounds_[r]);
+    const auto offsets = displacements(counts);
+    exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
+    for (int r = 0; r < parts; ++r) {
+      const size_t w = bounds_[r + 1] - bounds_[r];
+      for (size_t i = 0; i < b; ++i) std::copy_n(partial.row(i) + bounds_[r], w, exchange_.data() + offsets[r] + i * w);
+    }
+    group.reduce_scatterv(exchange_.span(), slice_.span(), counts).wait();
+    payload_sent_ += b * (width_ - mine) * sizeof(float);
+    return slice_;
+  }
+  // Each peer gets our partial gradient at its kept positions, in the order it sent them.
+  const size_t vb = value_bytes(options_.wire);
+  std::vector<Work> sends;
+  for (int r = 0; r < parts; ++r) {
+    if (r == me) continue;
+    const size_t kr = kept_[r];
+    message_.resize(b * kr * vb);
+    std::byte* out = message_.data();
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < kr; ++j, out += vb)
+        put_value(options_.wire, partial.at(i, bounds_[r] + positions_[r][i * kr + j]), out);
+    sends.push_back(group.send(r, tag_, message_));  // send copies the bytes
+    payload_sent_ += message_.size();
+  }
+  // Sum the contributions in rank order (ours unrounded: it never travels), so the result does
+  // not depend on arrival order.
+  const size_t k = kept_[me];
+  const auto& pos = positions_[me];
+  slice_.zero();
+  std::vector<std::byte> received;
+  for (int r = 0; r < parts; ++r) {
+    if (r == me) {
+      for (size_t i = 0; i < b; ++i)
+        for (size_t j = 0; j < k; ++j) slice_.at(i, pos[i * k + j]) += partial.at(i, bounds_[me] + pos[i * k + j]);
+      continue;
+    }
+    group.recv(r, tag_, received).wait();
+    FRUGAL_CHECK(received.size() == b * k * vb,
+                 fmt::format("model-parallel exchange: rank {} sent {} bytes of gradients, expected {} ({} samples x {} "
+                             "kept x {} bytes)",
+                             r, received.size(), b * k * vb, b, k, vb));
+    const std::byte* in = received.data();
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < k; ++j, in += vb) slice_.at(i, pos[i * k + j]) += get_value(options_.wire, in);
+  }
+  for (Work& w : sends) w.wait();
+  return slice_;
+}
+
+const Tensor& BoundaryExchange::own_slice(const Tensor& full) {
+  const int me = placement_.rank();
+  const size_t b = full.rows(), mine = bounds_[me + 1] - bounds_[me];
+  slice_.resize(b, mine);
+  if (!options_.compresses() || !active(placement_)) {
+    for (size_t i = 0; i < b; ++i) std::copy_n(full.row(i) + bounds_[me], mine, slice_.row(i));
+    return slice_;
+  }
+  const size_t k = kept_[me];
+  const auto& pos = positions_[me];
+  slice_.zero();
+  for (size_t i = 0; i < b; ++i)
+    for (size_t j = 0; j < k; ++j) slice_.at(i, pos[i * k + j]) = full.at(i, bounds_[me] + pos[i * k + j]);
+  return slice_;
+}
+
+}  // namespace frugal::comm

@@ -1,0 +1,77 @@
+// BoundaryExchange: the model-parallel half of Dynamic Communication Thresholding (DCT-MP) at one
+// sliced-layer boundary. A layer sliced by neurons over a model-parallel group produces B x w_r
+// activations on rank r; the next layer needs all B x H of them.
+//
+// Forward, each sample keeps only the top-k activations (by magnitude) of each rank's slice and
+// only those travel, as (index, value); the others are zero on every rank, as if a mask were part of
+// the network. Backward, the next layer's partial input gradients are summed over the group at the
+// kept positions only (the mask's gradient is zero elsewhere), so the backward message needs no
+// indices: every rank already knows the kept positions from the forward pass. Values may travel as
+// bf16 or f16.
+//
+// With every position kept and f32 values, the exchange is exactly the uncompressed one (an
+// all-gather forward, a reduce-scatter backward).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/codec.h"
+#include "core/placement.h"
+#include "core/tensor.h"
+
+namespace frugal::comm {
+
+struct MpCompression {
+  // Activations kept per sample and slice: a fraction of the slice's width when <= 1, else a
+  // count (at most the slice's width). 1: keep everything.
+  double keep = 1.0;
+  ValueType wire = ValueType::f32;
+  void validate() const;
+  bool compresses() const { return keep != 1.0 || wire != ValueType::f32; }
+  // Positions kept of a slice of `width` neurons (>= 1).
+  size_t kept_of(size_t width) const;
+};
+
+class BoundaryExchange {
+ public:
+  // `placement`: the producing layer's (sliced over the model group); `width`: its whole output
+  // width H; `tag`: distinguishes this boundary's point-to-point messages from other boundaries'.
+  BoundaryExchange(const Placement& placement, size_t width, const MpCompression& options, int tag);
+
+  // local (B x w_me) -> the whole masked layer output (B x H), identical on every rank.
+  const Tensor& gather(const Tensor& local);
+  // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
+  // this rank's slice (B x w_me), zero at positions the forward pass dropped.
+  const Tensor& reduce_scatter(const Tensor& partial);
+  // full (B x H): dLoss/dOutput already summed (a replicated consumer) -> this rank's slice,
+  // masked like reduce_scatter's result.
+  const Tensor& own_slice(const Tensor& full);
+
+  // Cumulative payload of this rank: bytes of the messages it handed to the communicator times
+  // the peers each goes to, and what the uncompressed f32 exchange would have handed over.
+  uint64_t payload_sent() const { return payload_sent_; }
+  uint64_t payload_uncompressed() const { return payload_uncompressed_; }
+
+ private:
+  void select_top_k(const Tensor& local);
+  size_t index_bytes(int rank) const;
+  void check_message(int from, const std::vector<std::byte>& bytes, size_t batch) const;
+
+  Placement placement_;
+  size_t width_;
+  MpCompression options_;
+  int tag_;
+  std::vector<size_t> bounds_, kept_;  // slice bounds; positions kept per sample, per rank
+  bool wide_indices_;                  // a slice wider than 65536: 4-byte indices, else 2
+  // kept positions (slice-relative, ascending per sample) of every rank's slice, B x kept_[r]
+  std::vector<std::vector<uint32_t>> positions_;
+  Tensor gathered_, exchange_, slice_;
+  std::vector<std::byte> message_;
+  uint64_t payload_sent_ = 0, payload_uncompressed_ = 0;
+};
+
+// x rounded to what `type` carries (f32: x itself).
+float round_to(ValueType type, float x);
+
+}  // namespace frugal::comm
