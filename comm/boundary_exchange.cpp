@@ -26,15 +26,6 @@ size_t MpCompression::kept_of(size_t width) const {
   return std::clamp<size_t>(k, 1, width);
 }
 
-float round_to(ValueType type, float x) {
-  switch (type) {
-    case ValueType::bf16: return bf16_to_float(float_to_bf16(x));
-    case ValueType::f16: return f16_to_float(float_to_f16(x));
-    case ValueType::f32: break;
-  }
-  return x;
-}
-
 namespace {
 bool active(const Placement& p) { return p.group != nullptr && p.group->size() > 1; }
 

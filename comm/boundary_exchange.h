@@ -71,7 +71,4 @@ class BoundaryExchange {
   uint64_t payload_sent_ = 0, payload_uncompressed_ = 0;
 };
 
-// x rounded to what `type` carries (f32: x itself).
-float round_to(ValueType type, float x);
-
 }  // namespace frugal::comm

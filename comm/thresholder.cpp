@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
+#include "comm/half.h"
 #include "core/check.h"
 
 namespace frugal::comm {
@@ -41,6 +43,20 @@ float sampled_threshold(std::span<const float> values, float keep, size_t sample
   return kth_largest(m, keep);
 }
 
+float round_to_wire(float v, ValueType wire) {
+  float r = v;
+  float largest = std::numeric_limits<float>::max();
+  if (wire == ValueType::f16) {
+    r = f16_to_float(float_to_f16(v));
+    largest = 65504.0f;
+  } else if (wire == ValueType::bf16) {
+    r = bf16_to_float(float_to_bf16(v));
+    largest = bf16_to_float(0x7f7f);
+  }
+  if (std::isinf(r) && std::isfinite(v)) r = std::copysign(largest, v);
+  return r;
+}
+
 Thresholder::Thresholder(const ThresholdOptions& options, size_t size)
     : options_(options), residual_(size, 0.0f), rng_(Rng(options.seed).split(0x7d)) {
   options_.validate();
@@ -62,6 +78,58 @@ void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t
       values.push_back(residual_[i]);
       residual_[i] = 0.0f;  // sent in full: nothing of it stays behind
     }
+}
+
+void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, const float* values,
+                                ValueType wire, std::vector<uint32_t>& indices,
+                                std::vector<float>& sent) {
+  FRUGAL_CHECK(cols > 0 && residual_.size() % cols == 0,
+               fmt::format("threshold: {} columns do not divide the residual of {} entries", cols,
+                           residual_.size()));
+  const size_t total_rows = residual_.size() / cols;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    FRUGAL_CHECK(rows[k] < total_rows && (k == 0 || rows[k] > rows[k - 1]),
+                 fmt::format("threshold: row {} (at position {}) is not increasing or not < {} rows",
+                             rows[k], k, total_rows));
+  }
+  // Indices travel as uint32 (comm/codec.h): the last flat index sent must fit.
+  FRUGAL_CHECK(rows.empty() ||
+                   (static_cast<uint64_t>(rows.back()) + 1) * cols - 1 <= std::numeric_limits<uint32_t>::max(),
+               fmt::format("threshold: row {} of {} columns has flat indices beyond 2^32-1; the "
+                           "parameter is too large for one compressed exchange", rows.back(), cols));
+  const size_t n = rows.size() * cols;
+  auto acc = [&](size_t k) -> float& { return residual_[rows[k / cols] * cols + k % cols]; };
+  for (size_t k = 0; k < n; ++k) acc(k) += values[k];
+
+  const bool send_all = options_.keep >= 1.0f;  // no thresholding: the uncompressed exchange
+  if (steps_ % options_.reestimate_every == 0) estimate_pending_ = true;
+  if (send_all) {
+    tau_ = 0.0f;
+    estimate_pending_ = false;
+  } else if (estimate_pending_ && n > 0) {
+    // Over the candidates only: the untouched rows' residual is not part of this step's message.
+    std::vector<float> m(options_.exact ? n : options_.sample_size);
+    if (options_.exact) {
+      for (size_t k = 0; k < n; ++k) m[k] = std::abs(acc(k));
+    } else {
+      for (float& x : m) x = std::abs(acc(rng_.below(n)));
+    }
+    tau_ = kth_largest(m, options_.keep);
+    estimate_pending_ = false;
+  }
+  ++steps_;
+
+  indices.clear();
+  sent.clear();
+  for (size_t k = 0; k < n; ++k) {
+    float& a = acc(k);
+    if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
+    const float r = round_to_wire(a, wire);
+    if (!send_all && r == 0.0f) continue;  // rounds away on the wire: keep all of it for later
+    indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
+    sent.push_back(r);
+    a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
+  }
 }
 
 }  // namespace frugal::comm

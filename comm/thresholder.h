@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "comm/codec.h"
 #include "core/rng.h"
 
 namespace frugal::comm {
@@ -28,6 +29,12 @@ float exact_threshold(std::span<const float> values, float keep);
 // The same estimated from `samples` entries drawn uniformly with replacement.
 float sampled_threshold(std::span<const float> values, float keep, size_t samples, Rng& rng);
 
+// v rounded to what `wire` carries, the rounding the codec applies (f32: v itself). A finite v too
+// large for the type becomes its largest finite value rather than infinity, so error feedback
+// keeps the excess instead of sending inf and keeping -inf (v - result stays exact for f16 while
+// |v| < 2^28, beyond any sane gradient).
+float round_to_wire(float v, ValueType wire);
+
 class Thresholder {
  public:
   Thresholder(const ThresholdOptions& options, size_t size);
@@ -35,6 +42,16 @@ class Thresholder {
   // (index, value) pairs and keeps the rest as the new residual. sent + residual == accumulated,
   // exactly, entry by entry.
   void compress(std::span<const float> gradient, std::vector<uint32_t>& indices, std::vector<float>& values);
+  // Row-sparse form for a parameter of size()/cols rows: `values` holds rows.size() x cols
+  // (row-major) gradient rows for the sorted, unique `rows`. Only the entries of those rows are
+  // candidates: they are added to the residual, tau is re-estimated (on the same schedule as
+  // compress()) over the candidates alone, and the residual of other rows waits until their row is
+  // touched again. Selected entries are rounded to `wire` before sending and the rounding error
+  // stays in the residual, so sent + residual == accumulated exactly. keep == 1 sends every
+  // candidate entry (zeros included); keep < 1 never sends a zero. indices are flat
+  // (row * cols + c) and strictly increasing.
+  void compress_rows(size_t cols, std::span<const uint32_t> rows, const float* values, ValueType wire,
+                     std::vector<uint32_t>& indices, std::vector<float>& sent);
   float tau() const { return tau_; }
   uint64_t steps() const { return steps_; }
   std::span<const float> residual() const { return residual_; }
@@ -44,6 +61,9 @@ class Thresholder {
   std::vector<float> residual_;
   float tau_ = 0.0f;
   uint64_t steps_ = 0;
+  // compress_rows() hit its estimation step with no candidates: estimate at the next step that has
+  // some instead of leaving tau at a value estimated from nothing.
+  bool estimate_pending_ = false;
   Rng rng_;
 };
 

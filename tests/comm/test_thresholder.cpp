@@ -1,8 +1,11 @@
 // DCT-DP thresholding: the sampled threshold agrees with exact selection on several distributions;
 // error feedback conserves every entry exactly; keep = 1 sends the gradient unchanged; tau is
-// re-estimated only on schedule.
+// re-estimated only on schedule. The row-sparse form (compress_rows) conserves mass with wire
+// rounding, thresholds over the touched rows alone and leaves the others' residual waiting.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "comm/thresholder.h"
 #include "core/rng.h"
@@ -88,4 +91,138 @@ TEST_CASE("threshold: keep = 1 sends the gradient unchanged; tau is stale betwee
   REQUIRE(taus[3] != taus[0]);
   REQUIRE(taus[4] == taus[3]);
   REQUIRE_THROWS(comm::ThresholdOptions{.keep = 0.0f}.validate());
+}
+
+namespace {
+// A row-sparse gradient: `touched` sorted distinct rows of `total_rows`, rows.size() x cols values.
+struct RowGradient {
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+};
+RowGradient draw_rows(size_t total_rows, size_t touched, size_t cols, Rng& rng, float scale = 1.0f) {
+  RowGradient g;
+  std::vector<uint32_t> all(total_rows);
+  for (size_t i = 0; i < total_rows; ++i) all[i] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < touched; ++i) std::swap(all[i], all[i + rng.below(total_rows - i)]);
+  g.rows.assign(all.begin(), all.begin() + touched);
+  std::sort(g.rows.begin(), g.rows.end());
+  g.values.resize(touched * cols);
+  for (float& x : g.values) x = scale * rng.normal();
+  return g;
+}
+}  // namespace
+
+TEST_CASE("threshold rows: mass is conserved exactly, wire rounding included; nothing sent is zero") {
+  const size_t rows = 300, cols = 16;
+  for (const auto wire : {comm::ValueType::f32, comm::ValueType::f16, comm::ValueType::bf16}) {
+    Rng rng(11);
+    comm::Thresholder t({.keep = 0.1f, .reestimate_every = 3, .sample_size = 2000}, rows * cols);
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (int step = 0; step < 10; ++step) {
+      // Some rows carry values far beyond f16's range or below its subnormals.
+      const auto g = draw_rows(rows, 40, cols, rng, step == 4 ? 1e5f : (step == 5 ? 1e-8f : 1.0f));
+      const std::vector<float> before(t.residual().begin(), t.residual().end());
+      std::vector<float> acc = before;
+      for (size_t k = 0; k < g.rows.size(); ++k)
+        for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+      t.compress_rows(cols, g.rows, g.values.data(), wire, idx, val);
+      REQUIRE(std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end());
+      std::vector<float> sent(rows * cols, 0.0f);
+      for (size_t j = 0; j < idx.size(); ++j) {
+        INFO("wire " << static_cast<int>(wire) << " step " << step);
+        REQUIRE(val[j] != 0.0f);
+        REQUIRE(std::isfinite(val[j]));
+        REQUIRE(comm::round_to_wire(val[j], wire) == val[j]);  // already what the wire carries
+        REQUIRE(std::binary_search(g.rows.begin(), g.rows.end(), idx[j] / cols));  // candidates only
+        sent[idx[j]] = val[j];
+      }
+      for (size_t i = 0; i < rows * cols; ++i) {
+        INFO("wire " << static_cast<int>(wire) << " step " << step << " entry " << i);
+        REQUIRE(sent[i] + t.residual()[i] == acc[i]);  // exact, entry by entry
+      }
+    }
+  }
+  // Overflowing f16 sends its largest finite value and keeps the excess.
+  REQUIRE(comm::round_to_wire(70000.0f, comm::ValueType::f16) == 65504.0f);
+  REQUIRE(comm::round_to_wire(-70000.0f, comm::ValueType::f16) == -65504.0f);
+}
+
+TEST_CASE("threshold rows: keep = 1 sends every candidate entry, zeros included, and keeps nothing (f32)") {
+  Rng rng(13);
+  const size_t rows = 50, cols = 8;
+  comm::Thresholder t({.keep = 1.0f, .reestimate_every = 1, .exact = true}, rows * cols);
+  auto g = draw_rows(rows, 10, cols, rng);
+  for (size_t k = 0; k < g.values.size(); k += 3) g.values[k] = 0.0f;
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::f32, idx, val);
+  REQUIRE(idx.size() == g.values.size());
+  for (size_t k = 0; k < g.rows.size(); ++k)
+    for (size_t c = 0; c < cols; ++c) {
+      REQUIRE(idx[k * cols + c] == g.rows[k] * cols + c);
+      REQUIRE(val[k * cols + c] == g.values[k * cols + c]);
+    }
+  for (const float r : t.residual()) REQUIRE(r == 0.0f);
+
+  // bf16 keep = 1: every candidate still goes out; the rounding error waits for the row's next turn.
+  comm::Thresholder b({.keep = 1.0f}, rows * cols);
+  b.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
+  REQUIRE(idx.size() == g.values.size());
+  for (size_t j = 0; j < idx.size(); ++j) REQUIRE(val[j] + b.residual()[idx[j]] == g.values[j]);
+}
+
+TEST_CASE("threshold rows: untouched rows keep their residual; tau comes from the candidates alone") {
+  Rng rng(17);
+  const size_t rows = 400, cols = 32;
+  comm::Thresholder t({.keep = 0.05f, .reestimate_every = 1, .exact = true}, rows * cols);
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  // Step 1: rows 0..99 with huge values; most stay behind in the residual.
+  std::vector<uint32_t> big_rows(100);
+  for (uint32_t r = 0; r < 100; ++r) big_rows[r] = r;
+  std::vector<float> big(100 * cols);
+  for (float& x : big) x = 1000.0f * rng.normal();
+  t.compress_rows(cols, big_rows, big.data(), comm::ValueType::f32, idx, val);
+  REQUIRE(t.tau() == comm::exact_threshold(big, 0.05f));
+  const std::vector<float> left(t.residual().begin(), t.residual().end());
+  // Step 2: other rows with small values. tau is their percentile, not the big residual's, and
+  // rows 0..99 are neither sent nor changed.
+  const auto small = draw_rows(300, 60, cols, rng);
+  std::vector<uint32_t> small_rows = small.rows;
+  for (auto& r : small_rows) r += 100;
+  t.compress_rows(cols, small_rows, small.values.data(), comm::ValueType::f32, idx, val);
+  REQUIRE(t.tau() == comm::exact_threshold(small.values, 0.05f));
+  REQUIRE(idx.size() == static_cast<size_t>(std::ceil(0.05 * small.values.size())));
+  for (const uint32_t i : idx) REQUIRE(i >= 100 * cols);
+  for (size_t i = 0; i < 100 * cols; ++i) REQUIRE(t.residual()[i] == left[i]);
+
+  // A step with no candidates neither sends nor consumes the estimate: the next step estimates.
+  comm::Thresholder e({.keep = 0.05f, .reestimate_every = 1000, .exact = true}, rows * cols);
+  e.compress_rows(cols, {}, nullptr, comm::ValueType::f32, idx, val);
+  REQUIRE(idx.empty());
+  e.compress_rows(cols, small_rows, small.values.data(), comm::ValueType::f32, idx, val);
+  REQUIRE(e.tau() == comm::exact_threshold(small.values, 0.05f));
+
+  REQUIRE_THROWS(t.compress_rows(cols, std::vector<uint32_t>{5, 5}, big.data(), comm::ValueType::f32, idx, val));
+  REQUIRE_THROWS(t.compress_rows(cols, std::vector<uint32_t>{400}, big.data(), comm::ValueType::f32, idx, val));
+}
+
+TEST_CASE("threshold rows: sampled tau over the candidates agrees with the exact one") {
+  Rng rng(19);
+  const size_t rows = 20000, cols = 64;
+  const auto g = draw_rows(rows, 800, cols, rng);  // 51200 candidates in a 1.28M-entry parameter
+  for (const auto& [keep, tolerance] : std::vector<std::pair<float, double>>{{0.01f, 0.1}, {0.1f, 0.05}}) {
+    comm::Thresholder exact({.keep = keep, .exact = true}, rows * cols);
+    comm::Thresholder sampled({.keep = keep, .sample_size = 10000, .seed = 3}, rows * cols);
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    exact.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::f32, idx, val);
+    REQUIRE(idx.size() == static_cast<size_t>(std::ceil(keep * g.values.size())));
+    sampled.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::f32, idx, val);
+    INFO("keep " << keep << ": exact " << exact.tau() << ", sampled " << sampled.tau());
+    REQUIRE(exact.tau() == comm::exact_threshold(g.values, keep));
+    REQUIRE(std::abs(sampled.tau() - exact.tau()) <= tolerance * exact.tau());
+    REQUIRE(std::abs(static_cast<double>(idx.size()) / g.values.size() - keep) <= 0.3 * keep);
+  }
 }

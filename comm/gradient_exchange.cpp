@@ -1,0 +1,177 @@
+#include "comm/gradient_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal::comm {
+
+void DpCompression::validate() const {
+  ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
+                   .sample_size = sample_size, .seed = seed}.validate();
+  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "dp compression: unknown wire value type");
+}
+
+namespace {
+// What a ring all-reduce of `bytes` sends per rank (the model MpiCommunicator's stats use too).
+uint64_t ring_bytes(uint64_t bytes, int ranks) {
+  return 2 * static_cast<uint64_t>(ranks - 1) * bytes / static_cast<uint64_t>(ranks);
+}
+
+// rows * cols, checked before the thresholder allocates a residual of that many floats.
+size_t checked_entries(const DpCompression& options, size_t rows, size_t cols, const std::string& name) {
+  options.validate();
+  FRUGAL_CHECK(cols > 0, fmt::format("gradient exchange of '{}': parameter has no columns", name));
+  // The codec carries a dimension and flat indices of at most 2^32-1.
+  FRUGAL_CHECK(static_cast<uint64_t>(rows) * cols <= std::numeric_limits<uint32_t>::max(),
+               fmt::format("gradient exchange of '{}': {} x {} entries exceed the 2^32-1 a compressed "
+                           "exchange can index", name, rows, cols));
+  return rows * cols;
+}
+}  // namespace
+
+GradientExchange::GradientExchange(const DpCompression& options, size_t rows, size_t cols, std::string name)
+    : options_(options), rows_(rows), cols_(cols), name_(std::move(name)),
+      thresholder_({.keep = options.keep, .reestimate_every = options.reestimate_every,
+                    .exact = options.exact_tau, .sample_size = options.sample_size, .seed = options.seed},
+                   checked_entries(options, rows, cols, name_)) {}
+
+void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {
+  FRUGAL_CHECK(values.rows() == rows.size() && (rows.empty() || values.cols() == cols_),
+               fmt::format("gradient exchange of '{}': {} rows but a {} x {} gradient (expected {} "
+                           "columns)", name_, rows.size(), values.rows(), values.cols(), cols_));
+  const uint64_t dim = static_cast<uint64_t>(rows_) * cols_;
+  const int ranks = group.size();
+  thresholder_.compress_rows(cols_, rows, values.data(), options_.wire, indices_, sent_);
+  ++exchanges_;
+  payload_uncompressed_ += ring_bytes(dim * sizeof(float), ranks);
+
+  if (ranks == 1) {  // nobody to talk to: the sum is what this rank sent
+    to_rows(indices_, sent_, rows, values);
+    return;
+  }
+  const std::vector<std::byte> mine = encode_sparse(dim, indices_, sent_, options_.wire);
+  // Every rank must pick the same path: decide on reduced numbers, which are bitwise identical on
+  // every rank. [0]: bytes of all messages; [1]: entries sent by anybody.
+  float totals[2] = {static_cast<float>(mine.size()), static_cast<float>(indices_.size())};
+  group.all_reduce(totals).wait();
+  payload_sent_ += ring_bytes(sizeof(totals), ranks);
+
+  if (totals[1] == 0.0f) {  // nobody sent anything (all below a stale tau): nothing to exchange
+    rows.clear();
+    values.resize(0, cols_);
+    return;
+  }
+  // Over all ranks, the all-gather sends (P-1) * (all messages) and a ring all-reduce of the dense
+  // parameter 2 * (P-1) * dim * 4 bytes: the sparse path wins while all messages together stay
+  // under 2 * dim * 4 bytes. (MPI's all_gather_bytes also cannot move more than 2 GB in all.)
+  const double dense_cost = 2.0 * static_cast<double>(dim) * sizeof(float);
+  if (static_cast<double>(totals[0]) > std::min(dense_cost, 2e9)) {
+    exchange_dense(group, rows, values);
+  } else {
+    exchange_sparse(group, mine, rows, values);
+  }
+}
+
+void GradientExchange::exchange_dense(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {
+  ++dense_fallbacks_;
+  const size_t dim = rows_ * cols_;
+  // The dense parameter, then one flag per row: > 0 after the sum where any rank sent an entry of
+  // that row (so rows in which only zeros were sent, with keep = 1, still count as sent).
+  dense_.assign(dim + rows_, 0.0f);
+  for (size_t k = 0; k < indices_.size(); ++k) {
+    dense_[indices_[k]] = sent_[k];
+    dense_[dim + indices_[k] / cols_] = 1.0f;
+  }
+  group.all_reduce(dense_).wait();
+  payload_sent_ += ring_bytes(dense_.size() * sizeof(float), group.size());
+
+  rows.clear();
+  for (size_t r = 0; r < rows_; ++r)
+    if (dense_[dim + r] > 0.0f) rows.push_back(static_cast<uint32_t>(r));
+  values.resize(rows.size(), cols_);
+  for (size_t k = 0; k < rows.size(); ++k)
+    std::memcpy(values.row(k), dense_.data() + static_cast<size_t>(rows[k]) * cols_, cols_ * sizeof(float));
+}
+
+void GradientExchange::exchange_sparse(Communicator& group, std::span<const std::byte> mine,
+                                       std::vector<uint32_t>& rows, Tensor& values) {
+  std::vector<std::vector<std::byte>> all;
+  group.all_gather_bytes(mine, all).wait();
+  payload_sent_ += static_cast<uint64_t>(mine.size()) * static_cast<uint64_t>(group.size() - 1);
+
+  // Every rank decodes the same messages (its own included, which round-trips exactly: sent
+  // values are already rounded to the wire type), so every rank merges the same numbers.
+  std::vector<SparseVector> parts(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    try {
+      const EncodedInfo info = peek(all[r]);
+      if (info.dim != static_cast<uint64_t>(rows_) * cols_ || info.type != options_.wire) {
+        throw CodecError(fmt::format("message for {} entries of value type {}, expected {} entries of "
+                                     "type {} (ranks configured differently?)", info.dim,
+                                     static_cast<int>(info.type), rows_ * cols_,
+                                     static_cast<int>(options_.wire)));
+      }
+      parts[r] = decode(all[r]);
+    } catch (const CodecError& e) {
+      throw CodecError(fmt::format("gradient exchange of '{}' ({} x {}): bad message from rank {}: {}",
+                                   name_, rows_, cols_, r, e.what()));
+    }
+  }
+  all.clear();
+
+  // k-way merge by index. Ties pop in rank order, so each sum starts with the lowest rank's value
+  // and adds the others in rank order: the same float operations on every rank.
+  using Head = std::pair<uint32_t, size_t>;  // (index, rank)
+  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+  std::vector<size_t> at(parts.size(), 0);
+  size_t total = 0;
+  for (size_t r = 0; r < parts.size(); ++r) {
+    total += parts[r].indices.size();
+    if (!parts[r].indices.empty()) heads.emplace(parts[r].indices[0], r);
+  }
+  std::vector<uint32_t> indices;
+  std::vector<float> sums;
+  indices.reserve(total);
+  sums.reserve(total);
+  while (!heads.empty()) {
+    const auto [index, r] = heads.top();
+    heads.pop();
+    const float v = parts[r].values[at[r]];
+    if (!indices.empty() && indices.back() == index) {
+      sums.back() += v;
+    } else {
+      indices.push_back(index);
+      sums.push_back(v);
+    }
+    if (++at[r] < parts[r].indices.size()) heads.emplace(parts[r].indices[at[r]], r);
+  }
+  to_rows(indices, sums, rows, values);
+}
+
+void GradientExchange::to_rows(std::span<const uint32_t> indices, std::span<const float> sums,
+                               std::vector<uint32_t>& rows, Tensor& values) const {
+  rows.clear();
+  for (const uint32_t i : indices) {
+    const auto row = static_cast<uint32_t>(i / cols_);
+    if (rows.empty() || rows.back() != row) rows.push_back(row);
+  }
+  // Only the output rows are zeroed: O(touched rows x cols), never O(parameter).
+  values.resize(rows.size(), cols_);
+  values.zero();
+  size_t k = 0;
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const auto row = static_cast<uint32_t>(indices[j] / cols_);
+    while (rows[k] != row) ++k;
+    values.at(k, indices[j] % cols_) = sums[j];
+  }
+}
+
+}  // namespace frugal::comm
