@@ -39,6 +39,12 @@ struct TrainArgs {
   std::string grid, parallel = "model", slice_weights;
   bool quiet = false;
   std::string format = "xmc", layers;  // --format, --layers (hidden widths; empty: one layer of --hidden)
+  // DCT: --dp-keep (unset: every touched row travels), --dp-reestimate-every, --dp-tau, --mp-keep,
+  // --wire-dtype
+  std::optional<float> dp_keep;
+  uint64_t dp_reestimate_every = 1000;
+  std::string dp_tau = "sampled", wire_dtype = "f32";
+  double mp_keep = 1.0;
 };
 
 // The process grid: D data-parallel replicas x M ranks slicing the model.
@@ -146,6 +152,16 @@ size_t total_parameters(const Model& model) {
   return n;
 }
 
+comm::ValueType wire_type(const std::string& name) {
+  return name == "bf16" ? comm::ValueType::bf16 : name == "f16" ? comm::ValueType::f16 : comm::ValueType::f32;
+}
+
+std::optional<comm::DpCompression> dp_compression(const TrainArgs& a) {
+  if (!a.dp_keep) return std::nullopt;
+  return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
+                             .exact_tau = a.dp_tau == "exact", .wire = wire_type(a.wire_dtype), .seed = a.seed};
+}
+
 comm::RunConfig to_run_config(const nlohmann::json& config) {
   comm::RunConfig out;
   for (const auto& [key, value] : config.items()) out[key] = value.dump();
@@ -167,6 +183,12 @@ int run_train(TrainArgs a) {
   config["parallel"] = a.parallel;
   config["slice_weights"] = a.slice_weights;
   config["batch"] = a.batch;
+  // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
+  config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
+  config["dp_reestimate_every"] = a.dp_reestimate_every;
+  config["dp_tau"] = a.dp_tau;
+  config["mp_keep"] = a.mp_keep;
+  config["wire_dtype"] = a.wire_dtype;
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
   const Grid grid = parse_grid(a, world->size());
@@ -183,7 +205,9 @@ int run_train(TrainArgs a) {
   build_network(model, a, train, Placement::sliced(*model_group, weights));
   Trainer trainer(model, {.optimizer = {.lr = a.lr},
                           .parallel = {.model = model_group.get(), .data = data_group.get(),
-                                       .dense_gradients = a.parallel == "data"}});
+                                       .dense_gradients = a.parallel == "data"},
+                          .mp = {.keep = a.mp_keep, .wire = wire_type(a.wire_dtype)},
+                          .dp = dp_compression(a)});
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
   std::optional<CheckpointInfo> resumed_from;
@@ -219,10 +243,18 @@ int run_train(TrainArgs a) {
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                     .progress = !a.quiet, .max_steps = a.max_steps});
     const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
-    if (rank == 0)
+    if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-               "P@5 {:.4f} (eval {:.1f} s)\n",
-               epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
+                 "P@5 {:.4f} (eval {:.1f} s)\n",
+                 epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
+      if (world->size() > 1)
+        fmt::print("  wire: {:.0f} B/sample sent (model-parallel {:.0f}, data-parallel {:.0f}); compression MP {:.1f}x, "
+                   "DP {:.1f}x\n",
+                   fit.group_samples > 0 ? double(fit.bytes_sent) / fit.group_samples : 0.0,
+                   fit.group_samples > 0 ? double(fit.mp_bytes_sent) / fit.group_samples : 0.0,
+                   fit.group_samples > 0 ? double(fit.dp_bytes_sent) / fit.group_samples : 0.0, fit.mp_compression(),
+                   fit.dp_compression());
+    }
     std::fflush(stdout);
     const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
     log.write({{"event", "epoch"},
@@ -238,6 +270,16 @@ int run_train(TrainArgs a) {
                {"steps", trainer.step()},
                {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
                {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
+               // DCT: achieved compression (uncompressed payload / payload sent; 0: no such traffic)
+               // and bytes on the wire per sample, model-parallel and data-parallel separately.
+               {"mp_compression", fit.mp_compression()},
+               {"dp_compression", fit.dp_compression()},
+               {"mp_bytes_sent_per_sample", static_cast<double>(fit.mp_bytes_sent) * per},
+               {"dp_bytes_sent_per_sample", static_cast<double>(fit.dp_bytes_sent) * per},
+               {"mp_payload_sent", fit.mp_payload_sent},
+               {"mp_payload_uncompressed", fit.mp_payload_uncompressed},
+               {"dp_payload_sent", fit.dp_payload_sent},
+               {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()}});
     if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config);
@@ -286,6 +328,22 @@ void add_train_command(CLI::App& app) {
                                              "rank, gradients summed by a dense all-reduce every step (Horovod)")
       ->capture_default_str()->check(CLI::IsMember({"model", "data"}));
   cmd->add_option("--slice-weights", a->slice_weights, "relative share of the neurons per model rank, e.g. 1,1,2");
+  cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
+                                         "sends (|g + residual| >= tau; the rest is fed back); unset: every "
+                                         "touched row travels")
+      ->check(CLI::Range(1e-9, 1.0));
+  cmd->add_option("--dp-reestimate-every", a->dp_reestimate_every, "DCT-DP: steps between estimates of tau (stale "
+                                                                   "in between; 1: every step)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--dp-tau", a->dp_tau, "DCT-DP: estimate tau from a 10k-entry sample or by exact selection "
+                                         "(exact with --dp-reestimate-every 1: exact top-k every step)")
+      ->capture_default_str()->check(CLI::IsMember({"sampled", "exact"}));
+  cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
+                                           "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
+      ->capture_default_str();
+  cmd->add_option("--wire-dtype", a->wire_dtype, "value type of DCT messages (activations, their gradients, "
+                                                 "thresholded parameter gradients)")
+      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->callback([a] {
     TrainArgs args = *a;

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/metrics.h"
 #include "core/progress.h"
+#include "core/rng.h"
 
 namespace frugal {
 
@@ -30,8 +31,20 @@ double FitResult::dp_compression() const {
   return dp_payload_sent > 0 ? static_cast<double>(dp_payload_uncompressed) / static_cast<double>(dp_payload_sent) : 0.0;
 }
 
+void TrainerOptions::validate() const {
+  optimizer.validate();
+  mp.validate();
+  if (dp) {
+    dp->validate();
+    FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (--dp-keep) contradict the dense all-reduce "
+                                            "(--parallel data): choose one");
+  }
+}
+
 namespace {
 bool active_group(const comm::Communicator* c) { return c != nullptr && c->size() > 1; }
+// What a ring all-reduce of `bytes` sends from each of `ranks` ranks.
+uint64_t ring_all_reduce_bytes(size_t bytes, int ranks) { return 2 * (ranks - 1) * bytes / ranks; }
 // Point-to-point tag of the boundary after producing layer i (comm tags are per source rank).
 constexpr int kBoundaryTag = 0x4d50;
 }  // namespace
@@ -77,15 +90,31 @@ const Tensor& Trainer::exchange_backward(size_t producer, const Tensor& grad, bo
 void Trainer::sum_gradients_over_replicas() {
   comm::Communicator* group = options_.parallel.data;
   if (!active_group(group)) return;
-  for (Parameter* p : model_.parameters()) {
+  const auto params = model_.parameters();
+  const int replicas = group->size();
+  if (options_.dp) {
+    if (dp_exchanges_.empty())
+      for (size_t i = 0; i < params.size(); ++i) {
+        comm::DpCompression o = *options_.dp;
+        // Each replica samples its own tau (its own residual), reproducibly.
+        o.seed = Rng(o.seed).split(static_cast<uint64_t>(group->rank())).split(i).next_u64();
+        dp_exchanges_.push_back(std::make_unique<comm::GradientExchange>(o, params[i]->value.rows(),
+                                                                         params[i]->value.cols(), params[i]->name));
+      }
+    for (size_t i = 0; i < params.size(); ++i) dp_exchanges_[i]->exchange(*group, params[i]->grad.rows, params[i]->grad.values);
+    return;
+  }
+  for (Parameter* p : params) {
     const size_t cols = p->value.cols(), rows = p->value.rows();
     RowGrad& g = p->grad;
+    dp_payload_uncompressed_ += ring_all_reduce_bytes(rows * cols * sizeof(float), replicas);
     if (options_.parallel.dense_gradients) {
       // The Horovod scheme: the whole gradient, every row, every step.
       exchange_.resize(rows, cols);
       exchange_.zero();
       for (size_t j = 0; j < g.rows.size(); ++j) std::copy_n(g.values.row(j), cols, exchange_.row(g.rows[j]));
       group->all_reduce(exchange_.span()).wait();
+      dp_payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), replicas);
       g.rows.resize(rows);
       std::iota(g.rows.begin(), g.rows.end(), 0u);
       g.values = exchange_;
@@ -94,6 +123,7 @@ void Trainer::sum_gradients_over_replicas() {
     // Only rows some replica touched: agree on their union, then sum over it.
     std::vector<std::vector<std::byte>> all;
     group->all_gather_bytes(std::as_bytes(std::span<const uint32_t>(g.rows)), all).wait();
+    dp_payload_sent_ += (replicas - 1) * g.rows.size() * sizeof(uint32_t);
     std::vector<uint32_t> rows_union;
     for (const auto& bytes : all) {
       const size_t n = bytes.size() / sizeof(uint32_t);
@@ -110,9 +140,16 @@ void Trainer::sum_gradients_over_replicas() {
       std::copy_n(g.values.row(j), cols, exchange_.row(u));
     }
     group->all_reduce(exchange_.span()).wait();
+    dp_payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), replicas);
     g.rows = std::move(rows_union);
     g.values = exchange_;
   }
+}
+
+uint64_t Trainer::dp_payload(bool sent) const {
+  uint64_t total = sent ? dp_payload_sent_ : dp_payload_uncompressed_;
+  for (const auto& e : dp_exchanges_) total += sent ? e->payload_sent() : e->payload_uncompressed();
+  return total;
 }
 
 uint64_t Trainer::wire_bytes(bool sent) const {
@@ -199,6 +236,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const auto sent_by = [](const comm::Communicator* c) { return c != nullptr ? c->stats().total().sent : 0; };
   const uint64_t mp_before = sent_by(options_.parallel.model), dp_before = sent_by(options_.parallel.data);
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
+  const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
   while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
@@ -214,6 +252,8 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.dp_bytes_sent = sent_by(options_.parallel.data) - dp_before;
   result.mp_payload_sent = mp_payload(true) - mp_payload_before;
   result.mp_payload_uncompressed = mp_payload(false) - mp_uncompressed_before;
+  result.dp_payload_sent = dp_payload(true) - dp_payload_before;
+  result.dp_payload_uncompressed = dp_payload(false) - dp_uncompressed_before;
   result.group_samples = result.samples;
   if (active_group(replicas)) {  // the epoch's loss over all replicas' points
     std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};

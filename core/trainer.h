@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/boundary_exchange.h"
+#include "comm/gradient_exchange.h"
 #include "core/adam.h"
 #include "core/dataset.h"
 #include "core/model.h"
@@ -35,10 +37,10 @@ struct TrainerOptions {
   Parallelism parallel{};
   // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).
   comm::MpCompression mp{};
-  void validate() const {
-    optimizer.validate();
-    mp.validate();
-  }
+  // DCT-DP: threshold each replica's gradients (error feedback) and exchange only what passes.
+  // Unset: replicas exchange every touched row (or, with dense_gradients, everything).
+  std::optional<comm::DpCompression> dp{};
+  void validate() const;
 };
 
 struct FitOptions {
@@ -119,6 +121,7 @@ class Trainer {
   void sum_gradients_over_replicas();
   uint64_t wire_bytes(bool sent) const;
   uint64_t mp_payload(bool sent) const;
+  uint64_t dp_payload(bool sent) const;
 
   Model& model_;
   TrainerOptions options_;
@@ -126,6 +129,9 @@ class Trainer {
   std::vector<const Tensor*> activations_;  // input of each hidden layer and of the output layer
   // Per producing layer (input, hidden...): its boundary when sliced over an active group, else null.
   std::vector<std::unique_ptr<comm::BoundaryExchange>> boundaries_;
+  // Per parameter, under DCT-DP: its thresholder (residual) and exchange; made at the first step.
+  std::vector<std::unique_ptr<comm::GradientExchange>> dp_exchanges_;
+  uint64_t dp_payload_sent_ = 0, dp_payload_uncompressed_ = 0;  // of the paths without thresholds
   Tensor grad_, exchange_, grad_full_;
   uint64_t step_ = 0, epoch_ = 0;
 };
