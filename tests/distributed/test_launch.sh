@@ -3,7 +3,10 @@
 #  1. model parallel on 3 ranks with uneven slices: the same per-epoch losses (relative 1e-5) and P@k;
 #  2. a 2x2 grid: the same loss within tolerance;
 #  3. resume a 3-rank checkpoint on 2 ranks and on 1 rank: P@1 right after resuming equals P@1 at
-#     the checkpoint (weights and optimizer state resliced).
+#     the checkpoint (weights and optimizer state resliced);
+#  4. DCT over ZeroMQ: --dp-keep 1 on a 2x1 grid equals the uncompressed 2x1 run; --dp-keep 0.01
+#     and --mp-keep 0.1 --wire-dtype bf16 cut the bytes on the wire and log their compression;
+#     ranks started with different --mp-keep refuse to run, naming the setting.
 set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
@@ -18,6 +21,18 @@ run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --slice-weights 1,2,3 --me
 run "$FRUGAL" launch -n 4 -- "$FRUGAL" "${COMMON[@]}" --grid 2x2 --metrics "$TMP/grid.jsonl"
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --resume "$TMP/ckpt" --metrics "$TMP/resume2.jsonl"
 run "$FRUGAL" "${COMMON[@]}" --resume "$TMP/ckpt" --metrics "$TMP/resume1.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --metrics "$TMP/dp.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --dp-keep 1 --metrics "$TMP/dp-keep1.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --dp-keep 0.01 --dp-reestimate-every 10 \
+  --metrics "$TMP/dp-dct.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --mp-keep 0.1 --wire-dtype bf16 --metrics "$TMP/mp-dct.jsonl"
+# A rank with another --mp-keep: the run-config check names the setting (launch fails).
+if "$FRUGAL" launch -n 2 -- bash -c \
+    'k=1; [ "$FRUGAL_RANK" = 1 ] && k=0.5; exec "$0" "$@" --mp-keep $k' "$FRUGAL" "${COMMON[@]}" \
+    > "$TMP/mismatch.log" 2>&1; then
+  echo "ranks with different --mp-keep trained anyway"; exit 1
+fi
+grep -q "mp_keep" "$TMP/mismatch.log" || { cat "$TMP/mismatch.log"; echo "the error does not name mp_keep"; exit 1; }
 python3 - "$TMP" <<'PY'
 import json, sys, os
 d = sys.argv[1]
@@ -39,5 +54,13 @@ for name in ("resume2.jsonl", "resume1.jsonl"):
     res = events(name, "resume")
     assert len(res) == 1 and res[0]["saved_model_slices"] == 3, res
     assert res[0]["p@1"] == at_checkpoint, (name, res[0]["p@1"], at_checkpoint)
+plain, keep1 = events("dp.jsonl", "epoch"), events("dp-keep1.jsonl", "epoch")
+assert [x["loss"] for x in plain] == [x["loss"] for x in keep1], ("--dp-keep 1", plain, keep1)
+assert [x["p@1"] for x in plain] == [x["p@1"] for x in keep1]
+dct, mp, three_full = events("dp-dct.jsonl", "epoch"), events("mp-dct.jsonl", "epoch"), events("three.jsonl", "epoch")
+assert dct[-1]["dp_compression"] > 20 and dct[-1]["dp_bytes_sent_per_sample"] * 5 < plain[-1]["dp_bytes_sent_per_sample"], dct[-1]
+assert mp[-1]["mp_compression"] > 5 and mp[-1]["mp_bytes_sent_per_sample"] > 0, mp[-1]
+print("OK: --dp-keep 1 == uncompressed 2x1; DCT-DP %.0fx, DCT-MP %.1fx payload compression" %
+      (dct[-1]["dp_compression"], mp[-1]["mp_compression"]))
 print("OK: 3 ranks == 1 rank, 2x2 grid ~ 1 rank, 3-rank checkpoint resumes on 2 and 1 ranks with the same P@1")
 PY
