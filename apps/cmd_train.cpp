@@ -217,6 +217,9 @@ int run_train(TrainArgs a) {
     if (!a.quiet)
       fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
                  info.epoch, info.step, info.world_size, info.model_slices);
+    if (!a.quiet && !trainer.dp_exchanges().empty() && !info.dct_residuals_restored)
+      fmt::print("DCT-DP residuals start empty: the checkpoint has none for this grid (saved {})\n",
+                 info.has_dct_residuals ? "on another grid" : "without --dp-keep");
   }
   if (!a.quiet)
     fmt::print("model: {} ({} parameters on this rank), {} threads, {} rank(s) as a {}x{} grid ({})\n",
@@ -235,6 +238,7 @@ int run_train(TrainArgs a) {
     if (!a.quiet) fmt::print("resumed model: P@1 {:.4f}, P@3 {:.4f}, P@5 {:.4f}\n", ev.p(1), ev.p(3), ev.p(5));
     log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
                {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
+               {"dct_residuals_restored", resumed_from->dct_residuals_restored},
                {"p@1", ev.p(1)}, {"p@3", ev.p(3)}, {"p@5", ev.p(5)}});
   }
   const Rng seeds(a.seed);

@@ -56,6 +56,7 @@ class GradientExchange {
   uint64_t dense_fallbacks() const { return dense_fallbacks_; }
   uint64_t exchanges() const { return exchanges_; }
   const Thresholder& thresholder() const { return thresholder_; }
+  Thresholder& thresholder() { return thresholder_; }  // checkpoints restore its state
 
  private:
   void exchange_dense(Communicator& group, std::vector<uint32_t>& rows, Tensor& values);

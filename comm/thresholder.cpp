@@ -132,4 +132,19 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
   }
 }
 
+ThresholderState Thresholder::state() const {
+  return {residual_, tau_, steps_, estimate_pending_, rng_.state()};
+}
+
+void Thresholder::restore(const ThresholderState& state) {
+  FRUGAL_CHECK(state.residual.size() == residual_.size(),
+               fmt::format("threshold: a saved residual of {} entries cannot restore one of {}", state.residual.size(),
+                           residual_.size()));
+  residual_ = state.residual;
+  tau_ = state.tau;
+  steps_ = state.steps;
+  estimate_pending_ = state.estimate_pending;
+  rng_.set_state(state.rng);
+}
+
 }  // namespace frugal::comm

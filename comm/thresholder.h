@@ -35,6 +35,16 @@ float sampled_threshold(std::span<const float> values, float keep, size_t sample
 // |v| < 2^28, beyond any sane gradient).
 float round_to_wire(float v, ValueType wire);
 
+// Everything a Thresholder carries from step to step, for checkpoints: a resumed run continues
+// with the same residual, tau and schedule.
+struct ThresholderState {
+  std::vector<float> residual;
+  float tau = 0.0f;
+  uint64_t steps = 0;
+  bool estimate_pending = false;
+  uint64_t rng = 0;
+};
+
 class Thresholder {
  public:
   Thresholder(const ThresholdOptions& options, size_t size);
@@ -55,6 +65,9 @@ class Thresholder {
   float tau() const { return tau_; }
   uint64_t steps() const { return steps_; }
   std::span<const float> residual() const { return residual_; }
+  ThresholderState state() const;
+  // Fails, naming both sizes, when the state belongs to a parameter of another size.
+  void restore(const ThresholderState& state);
 
  private:
   ThresholdOptions options_;

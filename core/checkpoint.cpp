@@ -15,6 +15,7 @@
 
 #include "comm/communicator.h"
 #include "core/check.h"
+#include "core/dct_state_file.h"
 #include "core/tensor_io.h"
 
 namespace frugal {
@@ -171,6 +172,15 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
   const bool writer = dp == nullptr || dp->rank() == 0;  // replicas are identical: replica 0 writes
   const std::string folder = fmt::format("epoch-{}-step-{}", trainer.epoch(), trainer.step());
+  const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
+  const bool dct = !trainer.dp_exchanges().empty();
+  if (dct) {
+    // Residuals differ between replicas: every rank writes its own, and replica 0 of each slice
+    // goes on only once its replicas' files are on disk.
+    fs::create_directories(fs::path(dir) / folder);
+    write_atomically(fs::path(dir) / folder / dct_state_file_name(replica, slice), encode_dct_state(trainer));
+    dp->barrier().wait();
+  }
   if (writer) {
     fs::create_directories(fs::path(dir) / folder);
     write_atomically(fs::path(dir) / folder / fmt::format("slice{}.ckpt", slice), encode_slice(model, trainer));
@@ -189,13 +199,17 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
     }
     nlohmann::json files = nlohmann::json::array();
     for (int s = 0; s < slices; ++s) files.push_back(folder + "/" + fmt::format("slice{}.ckpt", s));
+    nlohmann::json dct_files = nlohmann::json::array();
+    if (dct)
+      for (int r = 0; r < replicas; ++r)
+        for (int s = 0; s < slices; ++s) dct_files.push_back(folder + "/" + dct_state_file_name(r, s));
     const int world = (mp != nullptr ? mp->size() : 1) * (dp != nullptr ? dp->size() : 1);
     const nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
                                      {"epoch", trainer.epoch()},      {"step", trainer.step()},
                                      {"world_size", world},           {"grid", {world / slices, slices}},
                                      {"model_slices", slices},        {"folder", folder},
                                      {"files", files},                {"parameters", params},
-                                     {"config", config}};
+                                     {"dct_residual_files", dct_files}, {"config", config}};
     write_atomically(fs::path(dir) / "manifest.json", manifest.dump(2) + "\n");
     // Older epochs are no longer referenced: remove them (the new one is committed).
     for (const auto& entry : fs::directory_iterator(dir))
@@ -229,6 +243,9 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   info.config = m.value("config", nlohmann::json::object());
   FRUGAL_CHECK(info.model_slices >= 1 && m.contains("folder"), path.string() + ": manifest lacks its slices");
   info.folder = m.at("folder").get<std::string>();
+  const auto grid = m.value("grid", nlohmann::json::array());
+  info.replicas = grid.is_array() && grid.size() == 2 ? grid[0].get<int>() : 1;
+  info.has_dct_residuals = !m.value("dct_residual_files", nlohmann::json::array()).empty();
   return info;
 }
 
@@ -284,6 +301,13 @@ CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& tr
         }
       }
     }
+  }
+  // DCT-DP residuals belong to one rank of one grid; on another grid the run starts them empty.
+  comm::Communicator* dp = group_of(trainer.parallel().data);
+  const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
+  if (!trainer.dp_exchanges().empty() && info.has_dct_residuals && same_layout && info.replicas == replicas) {
+    load_dct_state((fs::path(dir) / folder / dct_state_file_name(replica, slice)).string(), trainer);
+    info.dct_residuals_restored = true;
   }
   return info;
 }

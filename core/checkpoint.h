@@ -6,7 +6,8 @@
 // run that dies while saving leaves the previous checkpoint whole.
 //
 // Loading onto the same number of model slices restores everything bit for bit (resume continues
-// exactly). Onto another number, each rank assembles its new slices (weights and optimizer state)
+// exactly; DCT-DP residuals, one file per rank, too when the grid is the same). Onto another
+// number, each rank assembles its new slices (weights and optimizer state)
 // from the old files and the LSH tables are rebuilt at the next step.
 #pragma once
 
@@ -26,6 +27,9 @@ struct CheckpointInfo {
   uint64_t epoch = 0, step = 0;
   int world_size = 1, model_slices = 1;
   std::string folder;  // the epoch folder the manifest commits to
+  int replicas = 1;    // data-parallel replicas of the saving run
+  // DCT-DP residuals: saved by the run; restored by load_checkpoint (same grid and --dp-keep only).
+  bool has_dct_residuals = false, dct_residuals_restored = false;
   nlohmann::json config;
 };
 

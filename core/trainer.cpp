@@ -71,6 +71,17 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
     boundaries_.push_back(std::make_unique<comm::BoundaryExchange>(pl, producers[i]->out_features(), options_.mp,
                                                                    kBoundaryTag + static_cast<int>(i)));
   }
+  comm::Communicator* replicas = options_.parallel.data;
+  if (options_.dp && active_group(replicas)) {
+    const auto params = model_.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      comm::DpCompression o = *options_.dp;
+      // Each replica samples its own tau (its own residual), reproducibly.
+      o.seed = Rng(o.seed).split(static_cast<uint64_t>(replicas->rank())).split(i).next_u64();
+      dp_exchanges_.push_back(std::make_unique<comm::GradientExchange>(o, params[i]->value.rows(),
+                                                                       params[i]->value.cols(), params[i]->name));
+    }
+  }
 }
 
 const Tensor& Trainer::exchange_forward(size_t producer, const Tensor& local) {
@@ -93,14 +104,6 @@ void Trainer::sum_gradients_over_replicas() {
   const auto params = model_.parameters();
   const int replicas = group->size();
   if (options_.dp) {
-    if (dp_exchanges_.empty())
-      for (size_t i = 0; i < params.size(); ++i) {
-        comm::DpCompression o = *options_.dp;
-        // Each replica samples its own tau (its own residual), reproducibly.
-        o.seed = Rng(o.seed).split(static_cast<uint64_t>(group->rank())).split(i).next_u64();
-        dp_exchanges_.push_back(std::make_unique<comm::GradientExchange>(o, params[i]->value.rows(),
-                                                                         params[i]->value.cols(), params[i]->name));
-      }
     for (size_t i = 0; i < params.size(); ++i) dp_exchanges_[i]->exchange(*group, params[i]->grad.rows, params[i]->grad.values);
     return;
   }

@@ -109,6 +109,9 @@ class Trainer {
   const optim::AdamOptimizer& optimizer() const { return optimizer_; }
   void set_step(uint64_t step) { step_ = step; }
   const Parallelism& parallel() const { return options_.parallel; }
+  // DCT-DP's per-parameter exchanges (empty without --dp-keep or replicas): checkpoints save and
+  // restore their residuals.
+  const std::vector<std::unique_ptr<comm::GradientExchange>>& dp_exchanges() const { return dp_exchanges_; }
 
  private:
   const Tensor& forward_hidden(const SparseBatch& batch);
@@ -129,7 +132,7 @@ class Trainer {
   std::vector<const Tensor*> activations_;  // input of each hidden layer and of the output layer
   // Per producing layer (input, hidden...): its boundary when sliced over an active group, else null.
   std::vector<std::unique_ptr<comm::BoundaryExchange>> boundaries_;
-  // Per parameter, under DCT-DP: its thresholder (residual) and exchange; made at the first step.
+  // Per parameter, under DCT-DP with replicas: its thresholder (residual) and exchange.
   std::vector<std::unique_ptr<comm::GradientExchange>> dp_exchanges_;
   uint64_t dp_payload_sent_ = 0, dp_payload_uncompressed_ = 0;  // of the paths without thresholds
   Tensor grad_, exchange_, grad_full_;

@@ -3,10 +3,12 @@
 // without model slicing); thresholded runs are deterministic, learn and compress; contradictory
 // settings fail clearly. Ranks are threads (LocalCommunicator).
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 
 #include "comm/local_communicator.h"
+#include "core/checkpoint.h"
 #include "core/synth_xmc.h"
 #include "core/trainer.h"
 #include "kernels/matmul.h"
@@ -121,4 +123,78 @@ TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each 
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden});
   REQUIRE_THROWS_WITH(Trainer(m, {.parallel = {.dense_gradients = true}, .dp = comm::DpCompression{.keep = 0.1f}}),
                       Catch::Contains("--dp-keep") && Catch::Contains("--parallel data"));
+}
+
+TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the same grid is bit-identical") {
+  kernels::set_num_threads(1);
+  const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7};
+  const Run whole = train(2, 2, dct, 2);
+  const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-ckpt").string();
+  std::filesystem::remove_all(dir);
+  Run resumed;
+  std::mutex mu;
+  auto session = [&](int epochs_before, int epochs_after, bool resume) {
+    comm::run_local(4, [&](comm::Communicator& world) {
+      const int w = world.rank();
+      auto model_group = world.split(w / 2, w);
+      auto data_group = world.split(w % 2, w);
+      Model m;
+      layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
+                                    .sampler = layers::Sampler::exact, .seed = 3,
+                                    .placement = Placement::sliced(*model_group)});
+      Trainer t(m, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dct});
+      if (resume) {
+        const CheckpointInfo info = load_checkpoint(dir, m, t);
+        REQUIRE(info.dct_residuals_restored);
+      }
+      for (int e = epochs_before; e < epochs_before + epochs_after; ++e) {
+        const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 10u + e, .progress = false});
+        if (w == 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          resumed.losses.push_back(fit.loss);
+        }
+      }
+      if (!resume) save_checkpoint(dir, m, t);
+    });
+  };
+  session(0, 1, false);
+  session(1, 1, true);
+  std::filesystem::remove_all(dir);
+  REQUIRE(resumed.losses == whole.losses);
+}
+
+TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
+  kernels::set_num_threads(1);
+  const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-truncated").string();
+  std::filesystem::remove_all(dir);
+  const comm::DpCompression dct{.keep = 0.05f, .reestimate_every = 3};
+  std::mutex mu;
+  std::vector<std::string> errors;
+  for (const bool resume : {false, true}) {
+    comm::run_local(2, [&](comm::Communicator& c) {
+      Model m;
+      layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
+                                    .sampler = layers::Sampler::exact, .seed = 3});
+      Trainer t(m, {.parallel = {.data = &c}, .dp = dct});
+      if (!resume) {
+        t.fit_epoch(problem().train, {.batch = kBatch, .progress = false, .max_steps = 4});
+        save_checkpoint(dir, m, t);
+        return;
+      }
+      try {
+        load_checkpoint(dir, m, t);
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back(e.what());
+      }
+    });
+    if (!resume) {
+      const auto info = read_checkpoint_manifest(dir);
+      const auto file = std::filesystem::path(dir) / info.folder / "dct-replica1-slice0.ckpt";
+      std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  REQUIRE(errors.size() == 1);
+  REQUIRE_THAT(errors[0], Catch::Contains("dct-replica1-slice0.ckpt") && Catch::Contains("truncated"));
 }
