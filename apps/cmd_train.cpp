@@ -45,6 +45,7 @@ struct TrainArgs {
   uint64_t dp_reestimate_every = 1000;
   std::string dp_tau = "sampled", wire_dtype = "f32";
   double mp_keep = 1.0;
+  uint64_t mp_warmup_steps = 0;
 };
 
 // The process grid: D data-parallel replicas x M ranks slicing the model.
@@ -188,6 +189,7 @@ int run_train(TrainArgs a) {
   config["dp_reestimate_every"] = a.dp_reestimate_every;
   config["dp_tau"] = a.dp_tau;
   config["mp_keep"] = a.mp_keep;
+  config["mp_warmup_steps"] = a.mp_warmup_steps;
   config["wire_dtype"] = a.wire_dtype;
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
@@ -206,7 +208,8 @@ int run_train(TrainArgs a) {
   Trainer trainer(model, {.optimizer = {.lr = a.lr},
                           .parallel = {.model = model_group.get(), .data = data_group.get(),
                                        .dense_gradients = a.parallel == "data"},
-                          .mp = {.keep = a.mp_keep, .wire = wire_type(a.wire_dtype)},
+                          .mp = {.keep = a.mp_keep, .wire = wire_type(a.wire_dtype),
+                                 .warmup_steps = a.mp_warmup_steps},
                           .dp = dp_compression(a)});
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
@@ -344,6 +347,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"sampled", "exact"}));
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
+      ->capture_default_str();
+  cmd->add_option("--mp-warmup-steps", a->mp_warmup_steps, "DCT-MP: the kept fraction falls geometrically from "
+                                                           "everything to --mp-keep over the first N steps")
       ->capture_default_str();
   cmd->add_option("--wire-dtype", a->wire_dtype, "value type of DCT messages (activations, their gradients, "
                                                  "thresholded parameter gradients)")

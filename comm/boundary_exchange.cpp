@@ -18,11 +18,14 @@ void MpCompression::validate() const {
                fmt::format("--mp-keep {}: expected a fraction in (0, 1] or a whole count of activations", keep));
 }
 
-size_t MpCompression::kept_of(size_t width) const {
-  if (keep > 1.0) return std::min(width, static_cast<size_t>(keep));
+size_t MpCompression::kept_of(size_t width, uint64_t step) const {
+  double fraction = keep > 1.0 ? std::min(1.0, keep / static_cast<double>(width)) : keep;
+  if (step < warmup_steps)  // geometric from 1 (step 0) towards `fraction` (step warmup_steps)
+    fraction = std::pow(fraction, static_cast<double>(step) / static_cast<double>(warmup_steps));
+  if (keep > 1.0 && step >= warmup_steps) return std::min(width, static_cast<size_t>(keep));
   // keep arrives from text as a double (0.1 is 0.1000000000000000055): shave the representation
   // error so that 10% of 1000 is 100 positions, not 101.
-  const auto k = static_cast<size_t>(std::ceil(keep * static_cast<double>(width) * (1.0 - 1e-12)));
+  const auto k = static_cast<size_t>(std::ceil(fraction * static_cast<double>(width) * (1.0 - 1e-12)));
   return std::clamp<size_t>(k, 1, width);
 }
 
@@ -56,13 +59,19 @@ BoundaryExchange::BoundaryExchange(const Placement& placement, size_t width, con
   bounds_ = placement_.bounds(width_);
   kept_.resize(placement_.parts());
   size_t widest = 0;
-  for (int r = 0; r < placement_.parts(); ++r) {
-    const size_t w = bounds_[r + 1] - bounds_[r];
-    kept_[r] = options_.kept_of(w);
-    widest = std::max(widest, w);
-  }
+  for (int r = 0; r < placement_.parts(); ++r) widest = std::max(widest, bounds_[r + 1] - bounds_[r]);
   wide_indices_ = widest > 65536;
   positions_.resize(placement_.parts());
+  set_step(UINT64_MAX);
+}
+
+void BoundaryExchange::set_step(uint64_t step) {
+  compress_ = options_.wire != ValueType::f32;
+  for (int r = 0; r < placement_.parts(); ++r) {
+    const size_t w = bounds_[r + 1] - bounds_[r];
+    kept_[r] = options_.kept_of(w, step);
+    compress_ = compress_ || kept_[r] < w;
+  }
 }
 
 void BoundaryExchange::select_top_k(const Tensor& local) {
@@ -108,7 +117,7 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
                            bounds_[me + 1] - bounds_[me]));
   payload_uncompressed_ += (parts - 1) * b * local.cols() * sizeof(float);
   gathered_.resize(b, width_);
-  if (!options_.compresses()) {
+  if (!compress_) {
     std::vector<size_t> counts(parts);
     for (int r = 0; r < parts; ++r) counts[r] = b * (bounds_[r + 1] - bounds_[r]);
     exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
@@ -175,7 +184,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
                                                      partial.cols(), width_));
   payload_uncompressed_ += b * (width_ - mine) * sizeof(float);
   slice_.resize(b, mine);
-  if (!options_.compresses()) {
+  if (!compress_) {
     std::vector<size_t> counts(parts);
     for (int r = 0; r < parts; ++r) counts[r] = b * (bounds_[r + 1] - bounds_[r]);
     const auto offsets = displacements(counts);
@@ -231,7 +240,7 @@ const Tensor& BoundaryExchange::own_slice(const Tensor& full) {
   const int me = placement_.rank();
   const size_t b = full.rows(), mine = bounds_[me + 1] - bounds_[me];
   slice_.resize(b, mine);
-  if (!options_.compresses() || !active(placement_)) {
+  if (!compress_ || !active(placement_)) {
     for (size_t i = 0; i < b; ++i) std::copy_n(full.row(i) + bounds_[me], mine, slice_.row(i));
     return slice_;
   }

@@ -27,10 +27,13 @@ struct MpCompression {
   // count (at most the slice's width). 1: keep everything.
   double keep = 1.0;
   ValueType wire = ValueType::f32;
+  // Steps over which the kept fraction falls geometrically from everything to `keep` (as Deep
+  // Gradient Compression warms up its sparsity). Without it, a freshly initialized network's top-k
+  // picks the same few units for every sample and, on sparse inputs, can collapse into them.
+  uint64_t warmup_steps = 0;
   void validate() const;
-  bool compresses() const { return keep != 1.0 || wire != ValueType::f32; }
-  // Positions kept of a slice of `width` neurons (>= 1).
-  size_t kept_of(size_t width) const;
+  // Positions kept of a slice of `width` neurons (>= 1) at training step `step`.
+  size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
 };
 
 class BoundaryExchange {
@@ -39,6 +42,8 @@ class BoundaryExchange {
   // width H; `tag`: distinguishes this boundary's point-to-point messages from other boundaries'.
   BoundaryExchange(const Placement& placement, size_t width, const MpCompression& options, int tag);
 
+  // Sets the kept counts of the warm-up schedule at training step `step` (same on every rank).
+  void set_step(uint64_t step);
   // local (B x w_me) -> the whole masked layer output (B x H), identical on every rank.
   const Tensor& gather(const Tensor& local);
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
@@ -64,6 +69,7 @@ class BoundaryExchange {
   int tag_;
   std::vector<size_t> bounds_, kept_;  // slice bounds; positions kept per sample, per rank
   bool wide_indices_;                  // a slice wider than 65536: 4-byte indices, else 2
+  bool compress_ = false;              // top-k or a narrow wire type this step; else the plain exchange
   // kept positions (slice-relative, ascending per sample) of every rank's slice, B x kept_[r]
   std::vector<std::vector<uint32_t>> positions_;
   Tensor gathered_, exchange_, slice_;

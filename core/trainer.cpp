@@ -171,6 +171,8 @@ uint64_t Trainer::mp_payload(bool sent) const {
 
 const Tensor& Trainer::forward_hidden(const SparseBatch& batch) {
   activations_.clear();
+  for (const auto& b : boundaries_)
+    if (b) b->set_step(step_);
   const Tensor* h = &exchange_forward(0, model_.input().forward(batch));
   const auto hidden = model_.hidden();
   for (size_t i = 0; i < hidden.size(); ++i) {

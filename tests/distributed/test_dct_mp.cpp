@@ -213,3 +213,22 @@ TEST_CASE("DCT-MP: ranks that disagree on --mp-keep fail with a clear error, not
   REQUIRE(errors.size() == 2);
   for (const auto& e : errors) REQUIRE_THAT(e, Catch::Contains("--mp-keep"));
 }
+
+TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically to --mp-keep") {
+  const comm::MpCompression fraction{.keep = 0.01, .warmup_steps = 100}, count{.keep = 10, .warmup_steps = 100};
+  REQUIRE(fraction.kept_of(1000, 0) == 1000);
+  REQUIRE(fraction.kept_of(1000, 50) == 100);  // sqrt(0.01) of the slice halfway
+  REQUIRE(fraction.kept_of(1000, 100) == 10);
+  REQUIRE(fraction.kept_of(1000, 5000) == 10);
+  REQUIRE(count.kept_of(1000, 0) == 1000);
+  REQUIRE(count.kept_of(1000, 50) == 100);
+  REQUIRE(count.kept_of(1000, 100) == 10);
+  REQUIRE(count.kept_of(4, 100) == 4);  // a count never exceeds the slice
+  // During the warm-up's first step everything travels: the run starts exactly as an uncompressed one.
+  kernels::set_num_threads(1);
+  const Run warm = train(2, {.keep = 0.25, .warmup_steps = 1000}), plain = train(2, {});
+  REQUIRE(warm.losses == plain.losses);  // f32 and everything kept for all kSteps steps
+  const Run short_warmup = train(2, {.keep = 0.25, .warmup_steps = 4});
+  REQUIRE(short_warmup.fit.mp_compression() > 1.5);
+  REQUIRE(short_warmup.fit.mp_compression() < train(2, {.keep = 0.25}).fit.mp_compression());
+}
