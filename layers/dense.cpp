@@ -27,10 +27,6 @@ Dense::Dense(const Options& options) : options_(options) {
   // Row offsets: a slice starts with the values the unsliced layer has there.
   init_uniform(weight_.value, options_.in, rng.split(0), begin_);
   init_uniform(bias_.value, options_.in, rng.split(1), begin_);
-  // Every row of a dense layer gets a gradient every step.
-  weight_.grad.rows.resize(local);
-  std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
-  bias_.grad.rows = weight_.grad.rows;
 }
 
 const Tensor& Dense::forward(const Tensor& in) {
@@ -55,6 +51,11 @@ const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
   if (options_.act == Act::relu)
     for (size_t i = 0; i < grad_pre_.size(); ++i)
       if (out_.data()[i] <= 0.0f) grad_pre_.data()[i] = 0.0f;
+  // Every row of a dense layer gets a gradient every step. Set each time: the replicas' exchange
+  // (DCT-DP) may have left only the rows some replica sent.
+  weight_.grad.rows.resize(n);
+  std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
+  bias_.grad.rows = weight_.grad.rows;
   weight_.grad.values.resize(n, k);
   kernels::matmul(grad_pre_.data(), true, in.data(), false, weight_.grad.values.data(), n, k, b);
   bias_.grad.values.resize(n, 1);

@@ -12,6 +12,7 @@
 #include "core/synth_xmc.h"
 #include "core/trainer.h"
 #include "kernels/matmul.h"
+#include "layers/mlp_network.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;
@@ -197,4 +198,25 @@ TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
   std::filesystem::remove_all(dir);
   REQUIRE(errors.size() == 1);
   REQUIRE_THAT(errors[0], Catch::Contains("dct-replica1-slice0.ckpt") && Catch::Contains("truncated"));
+}
+
+TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; keep 1 stays exact") {
+  // Regression: a Dense layer set its gradient's row list once, so after an exchange left only the
+  // rows some replica sent, the next step's gradient no longer matched its row list.
+  kernels::set_num_threads(1);
+  auto run = [](std::optional<comm::DpCompression> dp) {
+    std::vector<double> losses;
+    comm::run_local(2, [&](comm::Communicator& c) {
+      Model m;
+      layers::build_mlp_network(m, {.features = kFeatures, .labels = kLabels, .hidden = {16, 12},
+                                    .sampler = layers::Sampler::exact, .seed = 4});
+      Trainer t(m, {.parallel = {.data = &c}, .dp = dp});
+      const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .progress = false, .max_steps = 12});
+      if (c.rank() == 0) losses.push_back(fit.loss);
+    });
+    return losses;
+  };
+  const auto thresholded = run(comm::DpCompression{.keep = 0.05f, .reestimate_every = 3});
+  REQUIRE(std::isfinite(thresholded.at(0)));
+  REQUIRE(run(comm::DpCompression{.keep = 1.0f}) == run(std::nullopt));
 }
