@@ -264,6 +264,7 @@ int run_train(TrainArgs a) {
     }
     std::fflush(stdout);
     const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
+    const auto ratio = [](uint64_t a, uint64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
     log.write({{"event", "epoch"},
                {"epoch", epoch},
                {"loss", fit.loss},
@@ -283,6 +284,9 @@ int run_train(TrainArgs a) {
                {"dp_compression", fit.dp_compression()},
                {"mp_bytes_sent_per_sample", static_cast<double>(fit.mp_bytes_sent) * per},
                {"dp_bytes_sent_per_sample", static_cast<double>(fit.dp_bytes_sent) * per},
+               // The definition of achieved compression: bytes sent / bytes uncompressed.
+               {"mp_sent_fraction", ratio(fit.mp_payload_sent, fit.mp_payload_uncompressed)},
+               {"dp_sent_fraction", ratio(fit.dp_payload_sent, fit.dp_payload_uncompressed)},
                {"mp_payload_sent", fit.mp_payload_sent},
                {"mp_payload_uncompressed", fit.mp_payload_uncompressed},
                {"dp_payload_sent", fit.dp_payload_sent},

@@ -60,6 +60,8 @@ assert [x["p@1"] for x in plain] == [x["p@1"] for x in keep1]
 dct, mp, three_full = events("dp-dct.jsonl", "epoch"), events("mp-dct.jsonl", "epoch"), events("three.jsonl", "epoch")
 assert dct[-1]["dp_compression"] > 20 and dct[-1]["dp_bytes_sent_per_sample"] * 5 < plain[-1]["dp_bytes_sent_per_sample"], dct[-1]
 assert mp[-1]["mp_compression"] > 5 and mp[-1]["mp_bytes_sent_per_sample"] > 0, mp[-1]
+assert abs(mp[-1]["mp_sent_fraction"] * mp[-1]["mp_compression"] - 1) < 1e-9, mp[-1]
+assert abs(dct[-1]["dp_sent_fraction"] * dct[-1]["dp_compression"] - 1) < 1e-9, dct[-1]
 print("OK: --dp-keep 1 == uncompressed 2x1; DCT-DP %.0fx, DCT-MP %.1fx payload compression" %
       (dct[-1]["dp_compression"], mp[-1]["mp_compression"]))
 print("OK: 3 ranks == 1 rank, 2x2 grid ~ 1 rank, 3-rank checkpoint resumes on 2 and 1 ranks with the same P@1")
