@@ -254,13 +254,19 @@ int run_train(TrainArgs a) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                  "P@5 {:.4f} (eval {:.1f} s)\n",
                  epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
-      if (world->size() > 1)
-        fmt::print("  wire: {:.0f} B/sample sent (model-parallel {:.0f}, data-parallel {:.0f}); compression MP {:.1f}x, "
-                   "DP {:.1f}x\n",
-                   fit.group_samples > 0 ? double(fit.bytes_sent) / fit.group_samples : 0.0,
-                   fit.group_samples > 0 ? double(fit.mp_bytes_sent) / fit.group_samples : 0.0,
-                   fit.group_samples > 0 ? double(fit.dp_bytes_sent) / fit.group_samples : 0.0, fit.mp_compression(),
-                   fit.dp_compression());
+      if (world->size() > 1) {
+        const auto per_sample = [&](uint64_t bytes) {
+          return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
+        };
+        std::string line = fmt::format("  wire: {:.0f} B/sample sent", per_sample(fit.bytes_sent));
+        if (grid.model > 1)
+          line += fmt::format(", model-parallel {:.0f} (DCT-MP compression {:.1f}x)", per_sample(fit.mp_bytes_sent),
+                              fit.mp_compression());
+        if (grid.data > 1)
+          line += fmt::format(", data-parallel {:.0f} ({:.1f}x less than a dense all-reduce)",
+                              per_sample(fit.dp_bytes_sent), fit.dp_compression());
+        fmt::print("{}\n", line);
+      }
     }
     std::fflush(stdout);
     const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
