@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "comm/communicator.h"
-#include "comm/half.h"
 #include "core/check.h"
 
 namespace frugal::comm {
@@ -19,10 +18,11 @@ void MpCompression::validate() const {
 }
 
 size_t MpCompression::kept_of(size_t width, uint64_t step) const {
+  const bool warming = step < warmup_steps;
+  if (keep > 1.0 && !warming) return std::min(width, static_cast<size_t>(keep));
   double fraction = keep > 1.0 ? std::min(1.0, keep / static_cast<double>(width)) : keep;
-  if (step < warmup_steps)  // geometric from 1 (step 0) towards `fraction` (step warmup_steps)
+  if (warming)  // geometric from 1 (step 0) towards `fraction` (step warmup_steps)
     fraction = std::pow(fraction, static_cast<double>(step) / static_cast<double>(warmup_steps));
-  if (keep > 1.0 && step >= warmup_steps) return std::min(width, static_cast<size_t>(keep));
   // keep arrives from text as a double (0.1 is 0.1000000000000000055): shave the representation
   // error so that 10% of 1000 is 100 positions, not 101.
   const auto k = static_cast<size_t>(std::ceil(fraction * static_cast<double>(width) * (1.0 - 1e-12)));
@@ -32,25 +32,6 @@ size_t MpCompression::kept_of(size_t width, uint64_t step) const {
 namespace {
 bool active(const Placement& p) { return p.group != nullptr && p.group->size() > 1; }
 
-void put_value(ValueType type, float v, std::byte* out) {
-  if (type == ValueType::f32) {
-    std::memcpy(out, &v, 4);
-    return;
-  }
-  const uint16_t h = type == ValueType::bf16 ? float_to_bf16(v) : float_to_f16(v);
-  std::memcpy(out, &h, 2);
-}
-
-float get_value(ValueType type, const std::byte* in) {
-  if (type == ValueType::f32) {
-    float v;
-    std::memcpy(&v, in, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, in, 2);
-  return type == ValueType::bf16 ? bf16_to_float(h) : f16_to_float(h);
-}
 }  // namespace
 
 BoundaryExchange::BoundaryExchange(const Placement& placement, size_t width, const MpCompression& options, int tag)
@@ -93,6 +74,13 @@ void BoundaryExchange::select_top_k(const Tensor& local) {
   }
 }
 
+std::vector<size_t> BoundaryExchange::block_counts(size_t batch) {
+  std::vector<size_t> counts(placement_.parts());
+  for (int r = 0; r < placement_.parts(); ++r) counts[r] = batch * (bounds_[r + 1] - bounds_[r]);
+  exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
+  return counts;
+}
+
 size_t BoundaryExchange::index_bytes(int rank) const {
   // A slice kept whole needs no positions.
   if (kept_[rank] == bounds_[rank + 1] - bounds_[rank]) return 0;
@@ -118,9 +106,7 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
   payload_uncompressed_ += (parts - 1) * b * local.cols() * sizeof(float);
   gathered_.resize(b, width_);
   if (!compress_) {
-    std::vector<size_t> counts(parts);
-    for (int r = 0; r < parts; ++r) counts[r] = b * (bounds_[r + 1] - bounds_[r]);
-    exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
+    const auto counts = block_counts(b);
     group.all_gatherv(local.span(), exchange_.span(), counts).wait();
     payload_sent_ += (parts - 1) * local.size() * sizeof(float);
     // The gathered buffer holds each rank's B x w_r block in turn; interleave them into B x H.
@@ -142,7 +128,7 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
     out += index_bytes(me);
   }
   for (size_t i = 0; i < b; ++i)
-    for (size_t j = 0; j < k; ++j, out += vb) put_value(options_.wire, local.at(i, positions_[me][i * k + j]), out);
+    for (size_t j = 0; j < k; ++j, out += vb) write_value(options_.wire, local.at(i, positions_[me][i * k + j]), out);
   std::vector<std::vector<std::byte>> all;
   group.all_gather_bytes(message_, all).wait();
   payload_sent_ += (parts - 1) * message_.size();
@@ -171,7 +157,7 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
       pos[j] = p;
     }
     for (size_t i = 0; i < b; ++i)
-      for (size_t j = 0; j < kr; ++j, in += vb) gathered_.at(i, bounds_[r] + pos[i * kr + j]) = get_value(options_.wire, in);
+      for (size_t j = 0; j < kr; ++j, in += vb) gathered_.at(i, bounds_[r] + pos[i * kr + j]) = read_value(options_.wire, in);
   }
   return gathered_;
 }
@@ -185,10 +171,8 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
   payload_uncompressed_ += b * (width_ - mine) * sizeof(float);
   slice_.resize(b, mine);
   if (!compress_) {
-    std::vector<size_t> counts(parts);
-    for (int r = 0; r < parts; ++r) counts[r] = b * (bounds_[r + 1] - bounds_[r]);
+    const auto counts = block_counts(b);
     const auto offsets = displacements(counts);
-    exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
     for (int r = 0; r < parts; ++r) {
       const size_t w = bounds_[r + 1] - bounds_[r];
       for (size_t i = 0; i < b; ++i) std::copy_n(partial.row(i) + bounds_[r], w, exchange_.data() + offsets[r] + i * w);
@@ -207,7 +191,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
     std::byte* out = message_.data();
     for (size_t i = 0; i < b; ++i)
       for (size_t j = 0; j < kr; ++j, out += vb)
-        put_value(options_.wire, partial.at(i, bounds_[r] + positions_[r][i * kr + j]), out);
+        write_value(options_.wire, partial.at(i, bounds_[r] + positions_[r][i * kr + j]), out);
     sends.push_back(group.send(r, tag_, message_));  // send copies the bytes
     payload_sent_ += message_.size();
   }
@@ -230,7 +214,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
                              r, received.size(), b * k * vb, b, k, vb));
     const std::byte* in = received.data();
     for (size_t i = 0; i < b; ++i)
-      for (size_t j = 0; j < k; ++j, in += vb) slice_.at(i, pos[i * k + j]) += get_value(options_.wire, in);
+      for (size_t j = 0; j < k; ++j, in += vb) slice_.at(i, pos[i * k + j]) += read_value(options_.wire, in);
   }
   for (Work& w : sends) w.wait();
   return slice_;

@@ -61,6 +61,8 @@ class BoundaryExchange {
  private:
   void select_top_k(const Tensor& local);
   size_t index_bytes(int rank) const;
+  // Each rank's B x w_r block size in the plain exchange; sizes exchange_ to hold them all.
+  std::vector<size_t> block_counts(size_t batch);
   void check_message(int from, const std::vector<std::byte>& bytes, size_t batch) const;
 
   Placement placement_;

@@ -30,31 +30,8 @@ size_t varint_bytes(uint64_t v) {
 
 void put_value(std::vector<std::byte>& out, float v, ValueType type) {
   std::byte b[4];
-  switch (type) {
-    case ValueType::f32: std::memcpy(b, &v, 4); break;
-    case ValueType::f16: {
-      const uint16_t h = float_to_f16(v);
-      std::memcpy(b, &h, 2);
-      break;
-    }
-    case ValueType::bf16: {
-      const uint16_t h = float_to_bf16(v);
-      std::memcpy(b, &h, 2);
-      break;
-    }
-  }
+  write_value(type, v, b);
   out.insert(out.end(), b, b + value_bytes(type));
-}
-
-float get_value(const std::byte* p, ValueType type) {
-  if (type == ValueType::f32) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return type == ValueType::f16 ? f16_to_float(h) : bf16_to_float(h);
 }
 
 // Bounds-checked reader over untrusted bytes.
@@ -119,6 +96,26 @@ Parsed parse_prefix(std::span<const std::byte> bytes) {
 }  // namespace
 
 size_t value_bytes(ValueType type) { return type == ValueType::f32 ? 4 : 2; }
+
+void write_value(ValueType type, float v, std::byte* out) {
+  if (type == ValueType::f32) {
+    std::memcpy(out, &v, 4);
+    return;
+  }
+  const uint16_t h = type == ValueType::bf16 ? float_to_bf16(v) : float_to_f16(v);
+  std::memcpy(out, &h, 2);
+}
+
+float read_value(ValueType type, const std::byte* in) {
+  if (type == ValueType::f32) {
+    float v;
+    std::memcpy(&v, in, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, in, 2);
+  return type == ValueType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+}
 
 std::vector<std::byte> encode_dense(std::span<const float> values, ValueType type) {
   std::vector<std::byte> out;
@@ -201,7 +198,7 @@ SparseVector decode(std::span<const std::byte> bytes) {
     const std::byte* p = r.take(info.dim * w, "values");
     for (size_t i = 0; i < info.dim; ++i) {
       v.indices[i] = static_cast<uint32_t>(i);
-      v.values[i] = get_value(p + i * w, info.type);
+      v.values[i] = read_value(info.type, p + i * w);
     }
     return v;
   }
@@ -229,7 +226,7 @@ SparseVector decode(std::span<const std::byte> bytes) {
                                  nnz, nnz * w, r.left()));
   }
   const std::byte* p = r.take(nnz * w, "values");
-  for (uint64_t k = 0; k < nnz; ++k) v.values[k] = get_value(p + k * w, info.type);
+  for (uint64_t k = 0; k < nnz; ++k) v.values[k] = read_value(info.type, p + k * w);
   return v;
 }
 

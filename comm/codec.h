@@ -33,6 +33,10 @@ struct SparseVector {
 };
 
 size_t value_bytes(ValueType type);
+// One value as `type` stores it on the wire: value_bytes(type) little-endian bytes at `out`
+// (f16/bf16 rounded to nearest even), and back.
+void write_value(ValueType type, float v, std::byte* out);
+float read_value(ValueType type, const std::byte* in);
 
 std::vector<std::byte> encode_dense(std::span<const float> values, ValueType type = ValueType::f32);
 // indices strictly increasing and < dim (checked).

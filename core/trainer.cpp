@@ -43,6 +43,8 @@ void TrainerOptions::validate() const {
 
 namespace {
 bool active_group(const comm::Communicator* c) { return c != nullptr && c->size() > 1; }
+// Bytes a group has put on and taken off the wire so far (none for a missing group).
+comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->stats().total() : comm::ByteCount{}; }
 // What a ring all-reduce of `bytes` sends from each of `ranks` ranks.
 uint64_t ring_all_reduce_bytes(size_t bytes, int ranks) { return 2 * (ranks - 1) * bytes / ranks; }
 // Point-to-point tag of the boundary after producing layer i (comm tags are per source rank).
@@ -155,13 +157,6 @@ uint64_t Trainer::dp_payload(bool sent) const {
   return total;
 }
 
-uint64_t Trainer::wire_bytes(bool sent) const {
-  uint64_t total = 0;
-  for (const comm::Communicator* c : {options_.parallel.model, options_.parallel.data})
-    if (c != nullptr) total += sent ? c->stats().total().sent : c->stats().total().received;
-  return total;
-}
-
 uint64_t Trainer::mp_payload(bool sent) const {
   uint64_t total = 0;
   for (const auto& b : boundaries_)
@@ -237,9 +232,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   SparseBatch batch;
   double loss_sum = 0.0;
   const uint64_t logits_before = model_.output().logits_computed();
-  const uint64_t sent_before = wire_bytes(true), received_before = wire_bytes(false);
-  const auto sent_by = [](const comm::Communicator* c) { return c != nullptr ? c->stats().total().sent : 0; };
-  const uint64_t mp_before = sent_by(options_.parallel.model), dp_before = sent_by(options_.parallel.data);
+  const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
   const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
   const auto start = std::chrono::steady_clock::now();
@@ -251,10 +244,13 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
     progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.bytes_sent = wire_bytes(true) - sent_before;
-  result.bytes_received = wire_bytes(false) - received_before;
-  result.mp_bytes_sent = sent_by(options_.parallel.model) - mp_before;
-  result.dp_bytes_sent = sent_by(options_.parallel.data) - dp_before;
+  comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
+  mp -= mp_before;
+  dp -= dp_before;
+  result.mp_bytes_sent = mp.sent;
+  result.dp_bytes_sent = dp.sent;
+  result.bytes_sent = mp.sent + dp.sent;
+  result.bytes_received = mp.received + dp.received;
   result.mp_payload_sent = mp_payload(true) - mp_payload_before;
   result.mp_payload_uncompressed = mp_payload(false) - mp_uncompressed_before;
   result.dp_payload_sent = dp_payload(true) - dp_payload_before;

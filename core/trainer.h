@@ -122,7 +122,6 @@ class Trainer {
   // whole output: a share of the group's sum when the consumer is sliced (`partial`), else the sum.
   const Tensor& exchange_backward(size_t producer, const Tensor& grad, bool partial);
   void sum_gradients_over_replicas();
-  uint64_t wire_bytes(bool sent) const;
   uint64_t mp_payload(bool sent) const;
   uint64_t dp_payload(bool sent) const;
 

@@ -14,6 +14,7 @@
 #include "kernels/matmul.h"
 #include "layers/mlp_network.h"
 #include "layers/xmc_network.h"
+#include "tests/distributed/whole_weights.h"
 
 using namespace frugal;
 
@@ -55,15 +56,7 @@ Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int e
     }
     const double p1 = t.evaluate(problem().test, {}).p(1);
     std::lock_guard<std::mutex> lock(mu);
-    if (w / slices == 0)
-      for (Parameter* p : m.parameters()) {
-        Tensor& full = run.weights[p->name];
-        if (full.empty()) full = Tensor(p->full_rows, p->full_cols);
-        for (size_t r = 0; r < p->value.rows(); ++r)
-          for (size_t c = 0; c < p->value.cols(); ++c)
-            full.at(p->sliced_axis == 0 ? r + p->offset : r, p->sliced_axis == 1 ? c + p->offset : c) =
-                p->value.at(r, c);
-      }
+    if (w / slices == 0) testing::add_slices(m, run.weights);
     if (w == 0) {
       run.losses = losses;
       run.p1 = p1;

@@ -15,6 +15,7 @@
 #include "core/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/mlp_network.h"
+#include "tests/distributed/whole_weights.h"
 
 using namespace frugal;
 
@@ -42,17 +43,6 @@ struct Run {
   FitResult fit;
 };
 
-void store_slices(Model& m, Run& run, std::mutex& mu) {
-  std::lock_guard<std::mutex> lock(mu);
-  for (Parameter* p : m.parameters()) {
-    Tensor& full = run.weights[p->name];
-    if (full.empty()) full = Tensor(p->full_rows, p->full_cols);
-    for (size_t r = 0; r < p->value.rows(); ++r)
-      for (size_t c = 0; c < p->value.cols(); ++c)
-        full.at(p->sliced_axis == 0 ? r + p->offset : r, p->sliced_axis == 1 ? c + p->offset : c) = p->value.at(r, c);
-  }
-}
-
 Run train(int ranks, comm::MpCompression mp) {
   Run run;
   std::mutex mu;
@@ -63,7 +53,8 @@ Run train(int ranks, comm::MpCompression mp) {
     const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     std::vector<double> losses{fit.loss};
     const double p1 = t.evaluate(problem().test, {}).p(1);
-    store_slices(m, run, mu);
+    std::lock_guard<std::mutex> lock(mu);
+    testing::add_slices(m, run.weights);
     if (c.rank() == 0) {
       run.losses = losses;
       run.p1 = p1;
@@ -73,22 +64,12 @@ Run train(int ranks, comm::MpCompression mp) {
   return run;
 }
 
-double relative_difference(const Tensor& a, const Tensor& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = double(a.data()[i]) - b.data()[i];
-    diff += d * d;
-    norm += double(b.data()[i]) * b.data()[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
 void require_close(const Run& a, const Run& b, double rel) {
   REQUIRE(a.losses.front() == Approx(b.losses.front()).epsilon(rel));
   REQUIRE(a.weights.size() == b.weights.size());
   for (const auto& [name, w] : a.weights) {
-    INFO(name << ": relative difference " << relative_difference(w, b.weights.at(name)));
-    REQUIRE(relative_difference(w, b.weights.at(name)) <= rel);
+    INFO(name << ": relative difference " << testing::relative_difference(w, b.weights.at(name)));
+    REQUIRE(testing::relative_difference(w, b.weights.at(name)) <= rel);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "core/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/xmc_network.h"
+#include "tests/distributed/whole_weights.h"
 
 using namespace frugal;
 
@@ -40,19 +41,13 @@ struct Run {
   double p1 = 0;
 };
 
-// Copies a rank's slice into the full matrices.
+// Copies a rank's slices into the full matrices.
 void store_slices(Model& m, Run& run, std::mutex& mu) {
   std::lock_guard<std::mutex> lock(mu);
-  for (Parameter* p : m.parameters()) {
-    Tensor* full = p->name == "sparse_dense.weight" ? &run.w1 : p->name == "softmax.weight" ? &run.w2 : nullptr;
-    if (full == nullptr) continue;
-    if (full->empty()) *full = Tensor(p->full_rows, p->full_cols);
-    for (size_t r = 0; r < p->value.rows(); ++r)
-      for (size_t c = 0; c < p->value.cols(); ++c) {
-        const size_t fr = p->sliced_axis == 0 ? r + p->offset : r, fc = p->sliced_axis == 1 ? c + p->offset : c;
-        full->at(fr, fc) = p->value.at(r, c);
-      }
-  }
+  std::map<std::string, Tensor> whole{{"sparse_dense.weight", std::move(run.w1)}, {"softmax.weight", std::move(run.w2)}};
+  testing::add_slices(m, whole);
+  run.w1 = std::move(whole["sparse_dense.weight"]);
+  run.w2 = std::move(whole["softmax.weight"]);
 }
 
 Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler sampler) {
@@ -76,19 +71,11 @@ Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler s
   return run;
 }
 
-// Norm-wise relative difference ||a - b|| / ||b||: sums taken in another order differ in the last
-// bits, and Adam's normalization lets those bits grow in weights whose gradients are tiny.
 void require_close(const Tensor& a, const Tensor& b, double rel) {
   REQUIRE(a.rows() == b.rows());
   REQUIRE(a.cols() == b.cols());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = double(a.data()[i]) - b.data()[i];
-    diff += d * d;
-    norm += double(b.data()[i]) * b.data()[i];
-  }
-  INFO("relative weight difference " << std::sqrt(diff / norm));
-  REQUIRE(std::sqrt(diff / norm) <= rel);
+  INFO("relative weight difference " << testing::relative_difference(a, b));
+  REQUIRE(testing::relative_difference(a, b) <= rel);
 }
 
 void require_same_losses(const std::vector<double>& a, const std::vector<double>& b) {
