@@ -35,6 +35,10 @@ struct TrainArgs {
   float lr = 1e-3f;
   uint64_t seed = 1, rebuild_first = 50, rebuild_max = 2000;
   double rebuild_growth = 1.5;
+  // Random negatives per point of the LSH softmax, their proposal's uniform share, logQ correction.
+  size_t negatives = 64;
+  double negatives_uniform = 0.5;
+  std::string logq = "on";
   std::string sampler = "lsh", hash = "dwta";
   std::string grid, parallel = "model", slice_weights;
   bool quiet = false;
@@ -116,6 +120,9 @@ lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
   o.rebuild_first = a.rebuild_first;
   o.rebuild_growth = a.rebuild_growth;
   o.rebuild_max = a.rebuild_max;
+  o.negatives = a.negatives;
+  o.negative_uniform_share = a.negatives_uniform;
+  o.logq = a.logq == "on";
   return o;
 }
 
@@ -126,6 +133,11 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
                       {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
                       {"lr", a.lr}};
   if (!a.layers.empty()) c["layers"] = a.layers;  // only when set: older checkpoints stay resumable
+  if (a.sampler == "lsh") {
+    c["negatives"] = a.negatives;
+    c["negatives_uniform"] = a.negatives_uniform;
+    c["logq"] = a.logq;
+  }
   if (a.format != "xmc") c["format"] = a.format;
   return c;
 }
@@ -328,6 +340,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--bucket-capacity", a->bucket, "LSH bucket capacity (random eviction)")->capture_default_str();
   cmd->add_option("--min-active", a->min_active, "top active sets up to this size with random labels")->capture_default_str();
   cmd->add_option("--max-active", a->max_active, "cap active sets at this size (0: no cap)")->capture_default_str();
+  cmd->add_option("--negatives", a->negatives, "LSH: random negatives drawn per point in training, from a mix of "
+                                              "label frequency and uniform (0: none)")->capture_default_str();
+  cmd->add_option("--negatives-uniform", a->negatives_uniform, "LSH: uniform share of the negatives' proposal "
+                                                               "(the rest follows label frequency)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--logq", a->logq, "LSH: correct random negatives' logits by their sampling probability")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--rebuild-first", a->rebuild_first, "steps before the first LSH table rebuild")->capture_default_str();
   cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str();
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();

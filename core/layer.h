@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ class OutputLayer : public Layer {
   // Logits computed in training so far (all labels per point for a full softmax, the active set
   // for a sampled one): the trainer reports the mean per point.
   virtual uint64_t logits_computed() const = 0;
+  // Training points per label of the data about to be trained on (all labels, global ids): a
+  // sampled output draws its random negatives by them. The trainer calls it before each epoch.
+  virtual void set_label_counts(std::span<const uint32_t> /*counts*/) {}
 };
 
 }  // namespace frugal

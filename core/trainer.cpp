@@ -222,6 +222,10 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   FRUGAL_CHECK(data.num_labels <= model_.output().out_features(),
                fmt::format("{}: data has {} labels, the model's output has {}", data.source, data.num_labels,
                            model_.output().out_features()));
+  // The whole set's label counts (every replica has the same data), for sampled negatives.
+  std::vector<uint32_t> label_counts(data.num_labels, 0);
+  for (const uint32_t l : data.points.label_ids) ++label_counts[l];
+  model_.output().set_label_counts(label_counts);
   comm::Communicator* replicas = options_.parallel.data;
   const size_t shards = active_group(replicas) ? replicas->size() : 1;
   const size_t shard = active_group(replicas) ? replicas->rank() : 0;

@@ -45,9 +45,14 @@ SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options), accumu
   const Rng rng = Rng(options_.seed).split(0x50);
   init_uniform(weight_.value, options_.in, rng.split(0), begin_);
   init_uniform(bias_.value, options_.in, rng.split(1), begin_);
-  if (options_.sampler == Sampler::lsh)
-    sampler_ = std::make_unique<lsh::LshSampler>(options_.lsh, options_.in, local,
+  if (options_.sampler == Sampler::lsh) {
+    // `negatives` is per point over all labels: a slice draws its share (at least one).
+    lsh::LshOptions o = options_.lsh;
+    if (o.negatives > 0)
+      o.negatives = std::max<size_t>(1, (o.negatives * local + options_.out - 1) / options_.out);
+    sampler_ = std::make_unique<lsh::LshSampler>(o, options_.in, local,
                                                  Rng(options_.seed).split(0x15).split(options_.placement.rank()).next_u64());
+  }
 }
 
 std::string SoftmaxOutput::kind() const { return options_.sampler == Sampler::lsh ? "LshSoftmax" : "Softmax"; }
@@ -150,6 +155,10 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
     sampler_->sample(in, &batch, static_cast<uint32_t>(begin_), step, active_);
   }
   kernels::active_logits(in, active_, weight_.value, bias_.value, logits_);
+  // Random negatives stand for the labels outside the set: their logQ correction enters the
+  // softmax (and so the gradient's probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
+  if (!active_.logit_offsets.empty())
+    for (size_t e = 0; e < logits_.size(); ++e) logits_[e] += active_.logit_offsets[e];
   // Positions of the point's own labels inside its active set (the sampler put them first; an
   // override may place them anywhere).
   positions_.resize(b);
@@ -264,6 +273,15 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
 void SoftmaxOutput::after_update(uint64_t) {
   // The optimizer changed exactly the rows that had a gradient (after any data-parallel union).
   if (sampler_ != nullptr) sampler_->mark_changed(weight_.grad.rows);
+}
+
+void SoftmaxOutput::set_label_counts(std::span<const uint32_t> counts) {
+  FRUGAL_CHECK(counts.size() <= options_.out,
+               fmt::format("SoftmaxOutput: {} label counts for {} labels", counts.size(), options_.out));
+  if (sampler_ == nullptr) return;
+  std::vector<uint32_t> local(end_ - begin_, 0);
+  for (size_t j = begin_; j < std::min(end_, counts.size()); ++j) local[j - begin_] = counts[j];
+  sampler_->set_label_counts(local);
 }
 
 void SoftmaxOutput::save_state(cereal::BinaryOutputArchive& ar) const {

@@ -45,6 +45,7 @@ class SoftmaxOutput : public OutputLayer {
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
   uint64_t logits_computed() const override { return logits_computed_; }
   void after_update(uint64_t step) override;
+  void set_label_counts(std::span<const uint32_t> counts) override;
   const Placement& placement() const override { return options_.placement; }
   size_t slice_begin() const { return begin_; }
   size_t slice_end() const { return end_; }

@@ -18,6 +18,7 @@ struct LshSampler::Scratch {
   std::vector<uint16_t> hits;   // per neuron: tables that returned it for the current sample; all 0 between samples
   std::vector<uint32_t> found;  // neurons with hits > 0
   std::vector<uint32_t> codes;
+  std::vector<uint32_t> drawn;  // random negatives of the current sample, sorted
 };
 using ScratchPerThread = tbb::enumerable_thread_specific<LshSampler::Scratch>;
 
@@ -29,13 +30,16 @@ void LshOptions::validate() const {
   FRUGAL_CHECK(rebuild_first >= 1, "LSH: rebuild_first must be >= 1 step");
   FRUGAL_CHECK(rebuild_growth >= 1.0 && std::isfinite(rebuild_growth), "LSH: rebuild_growth must be >= 1");
   FRUGAL_CHECK(rebuild_max >= rebuild_first, "LSH: rebuild_max must be >= rebuild_first");
+  FRUGAL_CHECK(negative_uniform_share >= 0.0 && negative_uniform_share <= 1.0,
+               fmt::format("LSH: negative_uniform_share must be in [0, 1], got {}", negative_uniform_share));
 }
 
 LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, uint64_t seed)
     : options_(options),
       neurons_(neurons),
       seed_(seed),
-      tables_(HashFamily::create(options.family, dim, options.tables, seed), options.bucket_capacity) {
+      tables_(HashFamily::create(options.family, dim, options.tables, seed), options.bucket_capacity),
+      negatives_(neurons, options.negative_uniform_share) {
   options_.validate();
   interval_ = options_.rebuild_first;
   const size_t n = neurons_, nt = options_.tables;
@@ -77,6 +81,9 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   const size_t b = h.rows(), nt = tables_.num_tables();
   auto& per_sample = per_sample_;
   per_sample.resize(b);
+  // Random negatives only in training (with labels); their logit corrections travel alongside.
+  const size_t draws = labels != nullptr ? options_.negatives : 0;
+  per_sample_offsets_.resize(b);
   auto& scratch = *static_cast<ScratchPerThread*>(scratch_.get());
   const Rng step_rng = Rng(seed_).split(0x5a3).split(step);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
@@ -123,6 +130,31 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
           }
         }
       }
+      std::vector<float>& offsets = per_sample_offsets_[i];
+      offsets.clear();
+      // A capped set takes only as many draws as it has room for (m below is what was drawn).
+      const size_t room = active.size() < cap ? cap - active.size() : 0;
+      const size_t my_draws = std::min(draws, room);
+      if (draws > 0) {
+        // Every entry so far is exact (offset 0). Draws that land on one of them are dropped: the
+        // estimate covers the labels outside the set (see negative_sampler.h).
+        offsets.assign(active.size(), 0.0f);
+        Rng rng = step_rng.split(0x4e47).split(i);
+        s.drawn.clear();
+        for (size_t d = 0; d < my_draws; ++d) s.drawn.push_back(negatives_.draw(rng));
+        std::sort(s.drawn.begin(), s.drawn.end());
+        const double m = static_cast<double>(my_draws);
+        for (size_t d = 0; d < s.drawn.size();) {
+          const uint32_t n = s.drawn[d];
+          size_t c = 0;
+          while (d < s.drawn.size() && s.drawn[d] == n) ++d, ++c;
+          if (s.hits[n] != 0) continue;
+          active.push_back(n);
+          offsets.push_back(options_.logq
+              ? static_cast<float>(std::log(static_cast<double>(c) / (m * negatives_.probability(n))))
+              : 0.0f);
+        }
+      }
       for (const uint32_t n : active) s.hits[n] = 0;
       for (const uint32_t n : s.found) s.hits[n] = 0;
     }
@@ -131,9 +163,14 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   size_t total = 0;
   for (const auto& a : per_sample) total += a.size();
   out.ids.reserve(total);
-  for (const auto& a : per_sample) {
-    out.ids.insert(out.ids.end(), a.begin(), a.end());
+  for (size_t i = 0; i < b; ++i) {
+    out.ids.insert(out.ids.end(), per_sample[i].begin(), per_sample[i].end());
     out.offsets.push_back(out.ids.size());
+  }
+  if (draws > 0) {
+    out.logit_offsets.reserve(total);
+    for (size_t i = 0; i < b; ++i)
+      out.logit_offsets.insert(out.logit_offsets.end(), per_sample_offsets_[i].begin(), per_sample_offsets_[i].end());
   }
 }
 

@@ -1,13 +1,16 @@
 // LshSampler: picks each sample's active output neurons. The active set is the union of the
 // sample's buckets over all tables, plus (in training) the sample's true labels, bounded:
 //  - at most max_active: neurons found in the most tables are kept (ties: lower id);
-//  - at least min_active: topped up with uniformly random neurons (seeded by step and sample).
+//  - at least min_active: topped up with uniformly random neurons (seeded by step and sample);
+//  - in training, `negatives` draws from a proposal over the labels (negative_sampler.h) add random
+//    negatives whose logits are corrected by their sampling probability (logQ).
 // Tables are rebuilt on a schedule that starts frequent and decays: after rebuild_first steps, then
 // each interval rebuild_growth times the last, capped at rebuild_max.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/sparse_batch.h"
@@ -15,6 +18,7 @@
 #include "kernels/sparse_ops.h"
 #include "layers/lsh/hash_family.h"
 #include "layers/lsh/lsh_tables.h"
+#include "layers/lsh/negative_sampler.h"
 
 namespace frugal::lsh {
 
@@ -24,6 +28,11 @@ struct LshOptions {
   size_t bucket_capacity = 128;
   size_t min_active = 0;      // 0: no minimum
   size_t max_active = 0;      // 0: no cap
+  // Random negatives per point (in training), drawn from (1 - u) * label frequency + u * uniform
+  // with u = negative_uniform_share, logit-corrected by log(count / (draws * Q)) unless logq is off.
+  size_t negatives = 64;
+  double negative_uniform_share = 0.5;
+  bool logq = true;
   uint64_t rebuild_first = 50;
   double rebuild_growth = 1.5;
   uint64_t rebuild_max = 2000;
@@ -39,7 +48,11 @@ class LshSampler {
   void rebuild(const Tensor& weights, uint64_t step);
   // The optimizer changed these rows: they are hashed again at the next rebuild.
   void mark_changed(const std::vector<uint32_t>& rows);
+  // Training points per neuron (label), this sampler's neurons in order: the negatives' proposal.
+  void set_label_counts(std::span<const uint32_t> counts) { negatives_.set_counts(counts); }
   // Active sets for every row of h; true labels (offset by -label_base, those in range) come first.
+  // With `labels` (training), random negatives follow the LSH hits and out.logit_offsets holds each
+  // entry's logit correction (0 for labels and LSH hits).
   void sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base, uint64_t step,
               kernels::ActiveSets& out) const;
   const LshTables& tables() const { return tables_; }
@@ -53,11 +66,13 @@ class LshSampler {
   size_t neurons_;
   uint64_t seed_;
   LshTables tables_;
+  NegativeSampler negatives_;
   uint64_t next_rebuild_ = 0, interval_ = 0, rebuilds_ = 0;
   bool built_ = false;
   // Per-thread scratch reused across calls (a neuron-sized array is too big to clear per sample).
   std::shared_ptr<void> scratch_;
   mutable std::vector<std::vector<uint32_t>> per_sample_;
+  mutable std::vector<std::vector<float>> per_sample_offsets_;
   std::vector<uint8_t> changed_;  // per neuron: updated since the last rebuild
 };
 
