@@ -39,6 +39,9 @@ struct TrainArgs {
   size_t negatives = 64;
   double negatives_uniform = 0.5;
   std::string logq = "on";
+  std::string infer = "exact";  // --infer: how the per-epoch evaluation scores labels
+  std::string output_init = "random";  // --output-init random|centroid
+  float centroid_scale = 10.0f;
   std::string sampler = "lsh", hash = "dwta";
   std::string grid, parallel = "model", slice_weights;
   bool quiet = false;
@@ -133,6 +136,10 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
                       {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
                       {"lr", a.lr}};
   if (!a.layers.empty()) c["layers"] = a.layers;  // only when set: older checkpoints stay resumable
+  if (a.output_init != "random") {
+    c["output_init"] = a.output_init;
+    c["centroid_scale"] = a.centroid_scale;
+  }
   if (a.sampler == "lsh") {
     c["negatives"] = a.negatives;
     c["negatives_uniform"] = a.negatives_uniform;
@@ -203,6 +210,7 @@ int run_train(TrainArgs a) {
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
   config["wire_dtype"] = a.wire_dtype;
+  config["infer"] = a.infer;
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
   const Grid grid = parse_grid(a, world->size());
@@ -256,12 +264,20 @@ int run_train(TrainArgs a) {
                {"dct_residuals_restored", resumed_from->dct_residuals_restored},
                {"p@1", ev.p(1)}, {"p@3", ev.p(3)}, {"p@5", ev.p(5)}});
   }
+  if (!resumed_from && a.output_init == "centroid") {
+    const auto t = std::chrono::steady_clock::now();
+    trainer.init_output_from_centroids(train, a.centroid_scale, a.eval_batch);
+    if (!a.quiet)
+      fmt::print("output rows set to label centroids in hidden space in {:.1f} s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
   const Rng seeds(a.seed);
+  const Inference inference = a.infer == "lsh" ? Inference::lsh : Inference::exact;
   while (trainer.epoch() < a.epochs) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                     .progress = !a.quiet, .max_steps = a.max_steps});
-    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
+    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch, .inference = inference});
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                  "P@5 {:.4f} (eval {:.1f} s)\n",
@@ -292,6 +308,7 @@ int run_train(TrainArgs a) {
                {"p@3", ev.p(3)},
                {"p@5", ev.p(5)},
                {"eval_seconds", ev.seconds},
+               {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
                {"active_per_sample", fit.logits_per_sample},
                {"steps", trainer.step()},
                {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
@@ -347,6 +364,14 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--logq", a->logq, "LSH: correct random negatives' logits by their sampling probability")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--infer", a->infer, "per-epoch evaluation: exact (every label) or lsh (the labels the LSH "
+                                      "tables return)")->capture_default_str()->check(CLI::IsMember({"exact", "lsh"}));
+  cmd->add_option("--output-init", a->output_init, "output rows: random, or each label's centroid in hidden space "
+                                                  "(a nearest-centroid classifier to start from)")
+      ->capture_default_str()->check(CLI::IsMember({"random", "centroid"}));
+  cmd->add_option("--centroid-scale", a->centroid_scale, "logit of a point along its label's centroid, per RMS "
+                                                         "hidden norm (--output-init centroid)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--rebuild-first", a->rebuild_first, "steps before the first LSH table rebuild")->capture_default_str();
   cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str();
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();

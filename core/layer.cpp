@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
+
 namespace frugal {
 
 std::string Layer::describe() const {
@@ -11,6 +13,18 @@ std::string Layer::describe() const {
 const Placement& Layer::placement() const {
   static const Placement replicated{};
   return replicated;
+}
+
+void OutputLayer::set_inference(Inference mode) {
+  FRUGAL_CHECK(mode == Inference::exact, fmt::format("{} supports only exact inference", kind()));
+}
+
+void OutputLayer::accumulate_centroids(const Tensor&, const SparseBatch&) {
+  throw Error(fmt::format("{} cannot be initialized from label centroids", kind()));
+}
+
+void OutputLayer::finish_centroids(float) {
+  throw Error(fmt::format("{} cannot be initialized from label centroids", kind()));
 }
 
 }  // namespace frugal

@@ -54,6 +54,10 @@ class HiddenLayer : public Layer {
   virtual const Tensor& backward(const Tensor& in, const Tensor& grad_out) = 0;
 };
 
+// How an output layer scores labels at evaluation and prediction: every label (exact top-k), or
+// only the labels its LSH tables return for the point (fast retrieval, approximate).
+enum class Inference { exact, lsh };
+
 class OutputLayer : public Layer {
  public:
   // Computes the loss of the batch (summed over points) and, when grad_in is given, fills
@@ -69,6 +73,18 @@ class OutputLayer : public Layer {
   // Training points per label of the data about to be trained on (all labels, global ids): a
   // sampled output draws its random negatives by them. The trainer calls it before each epoch.
   virtual void set_label_counts(std::span<const uint32_t> /*counts*/) {}
+  // Scoring mode of top_k() from now on. Layers without LSH support only exact.
+  virtual void set_inference(Inference mode);
+  virtual Inference inference() const { return Inference::exact; }
+  // Output rows initialized from label centroids: every training point's hidden vector is added
+  // to its labels' rows (accumulate_centroids over the whole training set, then finish): each
+  // label's row becomes `scale` times the unit direction of its mean hidden vector, so the
+  // network starts as a nearest-centroid classifier in its hidden space. Labels without points
+  // keep their random rows.
+  virtual void accumulate_centroids(const Tensor& in, const SparseBatch& batch);
+  virtual void finish_centroids(float scale);
+  // Labels scored by top_k() so far (every label of the layer per point under exact inference).
+  virtual uint64_t labels_scored() const { return 0; }
 };
 
 }  // namespace frugal

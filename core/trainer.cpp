@@ -276,6 +276,22 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   return result;
 }
 
+void Trainer::init_output_from_centroids(const data::Dataset& data, float scale, size_t batch_size) {
+  data::BatchLoader loader(data, {.batch = batch_size, .shuffle = false});
+  SparseBatch batch;
+  double squares = 0.0;
+  size_t points = 0;
+  while (loader.next(batch)) {
+    const Tensor& h = forward_hidden(batch);
+    for (size_t i = 0; i < h.size(); ++i) squares += static_cast<double>(h.data()[i]) * h.data()[i];
+    points += batch.size();
+    model_.output().accumulate_centroids(h, batch);
+  }
+  const double rms = points > 0 ? std::sqrt(squares / static_cast<double>(points)) : 0.0;
+  // All-zero hidden vectors (dead ReLUs) give no direction: keep the random rows then.
+  if (rms > 0.0) model_.output().finish_centroids(static_cast<float>(scale / rms));
+}
+
 EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& options) {
   PrecisionAtK metric(options.k);
   data::BatchLoader loader(data, {.batch = options.batch, .shuffle = false});
@@ -283,6 +299,10 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   SparseBatch batch;
   std::vector<uint32_t> top;
   std::vector<float> scores;
+  OutputLayer& output = model_.output();
+  const Inference before = output.inference();
+  output.set_inference(options.inference);
+  const uint64_t scored_before = output.labels_scored();
   const auto start = std::chrono::steady_clock::now();
   while (loader.next(batch)) {
     model_.output().top_k(forward_hidden(batch), metric.max_k(), top, scores);
@@ -293,6 +313,9 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   result.precision = metric.values();
   result.samples = metric.points();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.labels_scored_per_sample =
+      result.samples > 0 ? static_cast<double>(output.labels_scored() - scored_before) / result.samples : 0.0;
+  output.set_inference(before);
   return result;
 }
 

@@ -78,12 +78,16 @@ struct EvalOptions {
   std::vector<size_t> k{1, 3, 5};
   size_t batch = 512;
   bool progress = false;
+  // exact: every label is scored (P@k exact whichever sampler trained); lsh: only the labels the
+  // output layer's LSH tables return for each point.
+  Inference inference = Inference::exact;
 };
 
 struct EvalResult {
   std::map<size_t, double> precision;  // k -> P@k
   size_t samples = 0;
   double seconds = 0.0;
+  double labels_scored_per_sample = 0.0;  // on this rank's slice of the output layer
   double p(size_t k) const;
 };
 
@@ -98,6 +102,11 @@ class Trainer {
   double compute_gradients(const SparseBatch& batch, size_t global_batch = 0);
   FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
+  // Sets the output layer's rows to its labels' centroids in hidden space (OutputLayer::
+  // accumulate_centroids): one forward pass over all of `data` on every rank (replicas too, so they
+  // agree). `scale` is the logit a point gets from a centroid pointing its way, relative to the RMS
+  // norm of the hidden vectors.
+  void init_output_from_centroids(const data::Dataset& data, float scale, size_t batch = 512);
   // Loss of `batch` without changing anything (evaluation and gradient checks).
   double loss(const SparseBatch& batch);
 

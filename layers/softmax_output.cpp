@@ -28,6 +28,31 @@ void parallel_rows(size_t n, F&& body) {
   });
 }
 
+// Best first: higher score, then lower label id.
+bool better(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
+  return a.first != c.first ? a.first > c.first : a.second < c.second;
+}
+
+// The k best of n (score, label) candidates produced by `entry(j)`, best first, through a k-entry
+// min-heap: one pass, no scratch of the candidates' size.
+template <class Entry>
+void heap_top_k(size_t n, size_t k, Entry entry, std::vector<std::pair<float, uint32_t>>& heap) {
+  heap.clear();
+  heap.reserve(k + 1);
+  for (size_t j = 0; j < n; ++j) {
+    const std::pair<float, uint32_t> e = entry(j);
+    if (heap.size() < k) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(e, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), better);
+}
+
 }  // namespace
 
 void SoftmaxOutputOptions::validate() const {
@@ -222,7 +247,7 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
         std::memcpy(&id, e + 1, sizeof id);
         cand.emplace_back(e[0], id);
       }
-    std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& c) { return a.first != c.first ? a.first > c.first : a.second < c.second; });
+    std::sort(cand.begin(), cand.end(), better);
     for (size_t j = 0; j < k; ++j) {
       labels[i * k + j] = cand[j].second;
       scores[i * k + j] = cand[j].first;
@@ -230,9 +255,51 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
   }
 }
 
+void SoftmaxOutput::set_inference(Inference mode) {
+  inference_ = mode;
+  if (mode != Inference::lsh || sampler_ != nullptr || inference_sampler_ != nullptr) return;
+  // Trained with the exact softmax: hash its label rows with the LSH defaults for this slice.
+  const size_t local = end_ - begin_;
+  lsh::LshOptions o;
+  o.negatives = 0;
+  o.family = lsh::Dwta{.k = lsh::default_k(lsh::Dwta{}, o.tables, local)};
+  inference_sampler_ = std::make_unique<lsh::LshSampler>(
+      o, options_.in, local, Rng(options_.seed).split(0x1f5).split(options_.placement.rank()).next_u64());
+}
+
+void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
+  lsh::LshSampler& sampler = sampler_ != nullptr ? *sampler_ : *inference_sampler_;
+  sampler.ensure_built(weight_.value);
+  sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_);
+  kernels::active_logits(in, candidates_, weight_.value, bias_.value, logits_);
+  labels_scored_ += candidates_.total();
+  const size_t b = in.rows(), n = end_ - begin_;
+  k = std::min(k, n);
+  labels.resize(b * k);
+  scores.resize(b * k);
+  parallel_rows(b, [&](size_t i) {
+    const uint64_t start = candidates_.offsets[i];
+    const size_t found = candidates_.offsets[i + 1] - start;
+    std::vector<std::pair<float, uint32_t>> heap;
+    heap_top_k(found, k, [&](size_t j) { return std::pair{logits_[start + j], candidates_.ids[start + j]}; }, heap);
+    // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
+    // lowest ids first, so every point still gets k distinct labels.
+    for (uint32_t j = 0; heap.size() < k; ++j) {
+      const uint32_t* ids = candidates_.ids.data() + start;
+      if (std::find(ids, ids + found, j) == ids + found) heap.emplace_back(-INFINITY, j);
+    }
+    for (size_t j = 0; j < k; ++j) {
+      labels[i * k + j] = heap[j].second + static_cast<uint32_t>(begin_);
+      scores[i * k + j] = heap[j].first;
+    }
+  });
+}
+
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
+  if (inference_ == Inference::lsh) return lsh_top_k(in, k, labels, scores);
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   k = std::min(k, n);
+  labels_scored_ += b * n;
   labels.resize(b * k);
   scores.resize(b * k);
   // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
@@ -244,24 +311,8 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
     parallel_rows(rows, [&](size_t i) {
       float* z = full_logits_.row(i);
       for (size_t j = 0; j < n; ++j) z[j] += bias_.value.data()[j];
-      // A k-entry min-heap of (score, label): one pass, no label-sized scratch.
-      auto better = [](const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
-        return a.first != c.first ? a.first > c.first : a.second < c.second;
-      };
       std::vector<std::pair<float, uint32_t>> heap;
-      heap.reserve(k + 1);
-      for (size_t j = 0; j < n; ++j) {
-        const std::pair<float, uint32_t> e{z[j], static_cast<uint32_t>(j)};
-        if (heap.size() < k) {
-          heap.push_back(e);
-          std::push_heap(heap.begin(), heap.end(), better);
-        } else if (better(e, heap.front())) {
-          std::pop_heap(heap.begin(), heap.end(), better);
-          heap.back() = e;
-          std::push_heap(heap.begin(), heap.end(), better);
-        }
-      }
-      std::sort_heap(heap.begin(), heap.end(), better);
+      heap_top_k(n, k, [&](size_t j) { return std::pair{z[j], static_cast<uint32_t>(j)}; }, heap);
       for (size_t j = 0; j < k; ++j) {
         labels[(r0 + i) * k + j] = heap[j].second + static_cast<uint32_t>(begin_);
         scores[(r0 + i) * k + j] = heap[j].first;
@@ -282,6 +333,35 @@ void SoftmaxOutput::set_label_counts(std::span<const uint32_t> counts) {
   std::vector<uint32_t> local(end_ - begin_, 0);
   for (size_t j = begin_; j < std::min(end_, counts.size()); ++j) local[j - begin_] = counts[j];
   sampler_->set_label_counts(local);
+}
+
+void SoftmaxOutput::accumulate_centroids(const Tensor& in, const SparseBatch& batch) {
+  FRUGAL_CHECK(in.cols() == options_.in && in.rows() == batch.size(), "SoftmaxOutput: centroid input has the wrong shape");
+  if (centroid_sum_.rows() != end_ - begin_) centroid_sum_ = Tensor(end_ - begin_, options_.in);
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (const uint32_t l : batch.labels_of(i)) {
+      if (l < begin_ || l >= end_) continue;
+      float* row = centroid_sum_.row(l - begin_);
+      const float* h = in.row(i);
+      for (size_t c = 0; c < options_.in; ++c) row[c] += h[c];
+    }
+}
+
+void SoftmaxOutput::finish_centroids(float scale) {
+  FRUGAL_CHECK(scale > 0 && std::isfinite(scale), fmt::format("SoftmaxOutput: centroid scale must be > 0, got {}", scale));
+  if (centroid_sum_.rows() != end_ - begin_) return;  // no point reached this slice
+  parallel_rows(end_ - begin_, [&](size_t j) {
+    const float* c = centroid_sum_.row(j);
+    double norm = 0.0;
+    for (size_t k = 0; k < options_.in; ++k) norm += static_cast<double>(c[k]) * c[k];
+    if (norm <= 0.0) return;  // a label without points (or with all-zero hidden vectors)
+    const auto f = static_cast<float>(scale / std::sqrt(norm));
+    float* w = weight_.value.row(j);
+    for (size_t k = 0; k < options_.in; ++k) w[k] = f * c[k];
+    bias_.value.data()[j] = 0.0f;
+  });
+  centroid_sum_ = Tensor();
+  if (sampler_ != nullptr) sampler_->mark_all_changed();
 }
 
 void SoftmaxOutput::save_state(cereal::BinaryOutputArchive& ar) const {

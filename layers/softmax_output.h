@@ -46,6 +46,12 @@ class SoftmaxOutput : public OutputLayer {
   uint64_t logits_computed() const override { return logits_computed_; }
   void after_update(uint64_t step) override;
   void set_label_counts(std::span<const uint32_t> counts) override;
+  void set_inference(Inference mode) override;
+  void accumulate_centroids(const Tensor& in, const SparseBatch& batch) override;
+  void finish_centroids(float scale) override;
+  Inference inference() const override { return inference_; }
+  // Labels scored by top_k() so far (all of the slice's per point when exact): inference's cost.
+  uint64_t labels_scored() const override { return labels_scored_; }
   const Placement& placement() const override { return options_.placement; }
   size_t slice_begin() const { return begin_; }
   size_t slice_end() const { return end_; }
@@ -67,11 +73,19 @@ class SoftmaxOutput : public OutputLayer {
   template <class Logits, class Count, class Positions>
   double distributed_xent(const SparseBatch& batch, Logits z, Count n, Positions pos);
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // The same over the labels the LSH tables return for each point only.
+  void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
 
   Options options_;
   size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   std::unique_ptr<lsh::LshSampler> sampler_;
+  // LSH inference for a model trained with the exact softmax: tables over its weights, never saved.
+  std::unique_ptr<lsh::LshSampler> inference_sampler_;
+  Inference inference_ = Inference::exact;
+  kernels::ActiveSets candidates_;
+  uint64_t labels_scored_ = 0;
+  Tensor centroid_sum_;  // per local label: sum of its points' hidden vectors (centroid init only)
   const kernels::ActiveSets* override_ = nullptr;
   kernels::ActiveSets active_;
   kernels::RowAccumulator accumulator_;

@@ -62,6 +62,13 @@ bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
   return true;
 }
 
+void LshSampler::ensure_built(const Tensor& weights) {
+  if (ready()) return;
+  FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
+  tables_.build(weights, Rng(seed_).split(0x1f).next_u64(), nullptr);
+  inference_built_ = true;
+}
+
 void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
   FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
   tables_.build(weights, Rng(seed_).split(step).next_u64(), built_ ? &changed_ : nullptr);
@@ -77,7 +84,7 @@ void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
 
 void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base,
                         uint64_t step, kernels::ActiveSets& out) const {
-  FRUGAL_CHECK(built_, "LSH: sample() before the tables were built");
+  FRUGAL_CHECK(ready(), "LSH: sample() before the tables were built");
   const size_t b = h.rows(), nt = tables_.num_tables();
   auto& per_sample = per_sample_;
   per_sample.resize(b);

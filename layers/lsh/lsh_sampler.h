@@ -46,8 +46,13 @@ class LshSampler {
   // Rebuilds the tables when the schedule says so (and always the first time). True if rebuilt.
   bool maybe_rebuild(const Tensor& weights, uint64_t step);
   void rebuild(const Tensor& weights, uint64_t step);
+  // Builds the tables for inference when training has not (a model trained with an exact softmax,
+  // or resumed on another grid), leaving the rebuild schedule alone: training still builds its own.
+  void ensure_built(const Tensor& weights);
+  bool ready() const { return built_ || inference_built_; }
   // The optimizer changed these rows: they are hashed again at the next rebuild.
   void mark_changed(const std::vector<uint32_t>& rows);
+  void mark_all_changed() { changed_.assign(neurons_, 1); }
   // Training points per neuron (label), this sampler's neurons in order: the negatives' proposal.
   void set_label_counts(std::span<const uint32_t> counts) { negatives_.set_counts(counts); }
   // Active sets for every row of h; true labels (offset by -label_base, those in range) come first.
@@ -69,6 +74,7 @@ class LshSampler {
   NegativeSampler negatives_;
   uint64_t next_rebuild_ = 0, interval_ = 0, rebuilds_ = 0;
   bool built_ = false;
+  bool inference_built_ = false;  // tables built by ensure_built(), not by the schedule
   // Per-thread scratch reused across calls (a neuron-sized array is too big to clear per sample).
   std::shared_ptr<void> scratch_;
   mutable std::vector<std::vector<uint32_t>> per_sample_;
