@@ -13,6 +13,8 @@
 #include "core/adam.h"
 #include "core/dataset.h"
 #include "core/model.h"
+#include "core/propensity.h"
+#include "core/ranking_metrics.h"
 
 namespace frugal {
 
@@ -40,6 +42,9 @@ struct TrainerOptions {
   // DCT-DP: threshold each replica's gradients (error feedback) and exchange only what passes.
   // Unset: replicas exchange every touched row (or, with dense_gradients, everything).
   std::optional<comm::DpCompression> dp{};
+  // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
+  // which leaves the model's weights as the only copy in memory; train_step refuses to run.
+  bool inference_only = false;
   void validate() const;
 };
 
@@ -78,10 +83,14 @@ struct EvalOptions {
   std::vector<size_t> k{1, 3, 5};
   size_t batch = 512;
   bool progress = false;
+  // Propensities from the training label counts (not owned): with them, PSP@k and PSnDCG@k are
+  // computed too; without, they are left out.
+  const Propensities* propensities = nullptr;
 };
 
-struct EvalResult {
-  std::map<size_t, double> precision;  // k -> P@k
+// P@k (`precision`, `p(k)`), nDCG@k, recall@k, coverage@k and, with propensities, PSP@k and
+// PSnDCG@k (core/ranking_metrics.h defines them).
+struct EvalResult : RankingScores {
   size_t samples = 0;
   double seconds = 0.0;
   double p(size_t k) const;
@@ -98,6 +107,10 @@ class Trainer {
   double compute_gradients(const SparseBatch& batch, size_t global_batch = 0);
   FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
+  // The k best labels of every point of `batch` over all labels, best first, with their logits
+  // (batch.size() x min(k, labels), row-major). Collective over the model-parallel group: every
+  // rank passes the same batch and gets the same merged result.
+  void predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // Loss of `batch` without changing anything (evaluation and gradient checks).
   double loss(const SparseBatch& batch);
 
