@@ -21,8 +21,8 @@
 #include "core/trainer.h"
 #include "core/xmc_file.h"
 #include "kernels/matmul.h"
-#include "layers/mlp_network.h"
-#include "layers/xmc_network.h"
+#include "layers/network_config.h"
+#include "layers/network_spec.h"
 
 namespace frugal::cli {
 namespace {
@@ -99,51 +99,20 @@ std::string metrics_path(const std::string& path, int rank) {
   return fmt::format("{}.rank{}", path, rank);
 }
 
-lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
-  lsh::LshOptions o;
-  if (a.hash == "dwta")
-    o.family = lsh::Dwta{.k = a.k, .bin_size = a.bin_size};
-  else
-    o.family = lsh::SimHash{.k = a.k};
-  if (a.k <= 0) {
-    const int k = lsh::default_k(o.family, a.tables, labels);
-    std::visit([k](auto& f) { f.k = k; }, o.family);
-  }
-  o.tables = a.tables;
-  o.bucket_capacity = a.bucket;
-  o.min_active = a.min_active;
-  o.max_active = a.max_active;
-  o.rebuild_first = a.rebuild_first;
-  o.rebuild_growth = a.rebuild_growth;
-  o.rebuild_max = a.rebuild_max;
-  return o;
+// The network the flags describe (what checkpoints record and predict/evaluate rebuild).
+layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train) {
+  return {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden, .layers = a.layers,
+          .format = a.format, .sampler = a.sampler, .hash = a.hash, .k = a.k, .bin_size = a.bin_size,
+          .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
+          .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
+          .seed = a.seed};
 }
 
 // The settings a checkpoint must agree with to be resumed.
 nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
-  nlohmann::json c = {{"features", train.num_features}, {"labels", train.num_labels}, {"hidden", a.hidden},
-                      {"sampler", a.sampler},           {"hash", a.hash},             {"k", a.k},
-                      {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
-                      {"lr", a.lr}};
-  if (!a.layers.empty()) c["layers"] = a.layers;  // only when set: older checkpoints stay resumable
-  if (a.format != "xmc") c["format"] = a.format;
+  nlohmann::json c = layers::network_config(network_spec(a, train));
+  c["lr"] = a.lr;
   return c;
-}
-
-// --layers or --format idx: the multi-layer network of layers/mlp_network.h.
-void build_network(Model& model, const TrainArgs& a, const data::Dataset& train, const Placement& placement) {
-  const auto sampler = a.sampler == "lsh" ? layers::Sampler::lsh : layers::Sampler::exact;
-  if (a.layers.empty() && a.format == "xmc") {
-    layers::build_xmc_network(model, {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden,
-                                      .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed,
-                                      .placement = placement});
-    return;
-  }
-  layers::build_mlp_network(
-      model, {.features = train.num_features, .labels = train.num_labels,
-              .hidden = a.layers.empty() ? std::vector<size_t>{a.hidden} : parse_layer_widths(a.layers),
-              .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed,
-              .placement = placement});
 }
 
 // Parameters of the whole model, counting every slice of a sliced layer once.
@@ -204,7 +173,7 @@ int run_train(TrainArgs a) {
                parse_seconds);
 
   Model model;
-  build_network(model, a, train, Placement::sliced(*model_group, weights));
+  layers::build_network(model, network_spec(a, train), Placement::sliced(*model_group, weights));
   Trainer trainer(model, {.optimizer = {.lr = a.lr},
                           .parallel = {.model = model_group.get(), .data = data_group.get(),
                                        .dense_gradients = a.parallel == "data"},
@@ -368,7 +337,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([a] {
     TrainArgs args = *a;
     if (args.format == "idx") args.sampler = "exact";  // 10 labels: sampling would only lose accuracy
-    if (!args.layers.empty()) parse_layer_widths(args.layers);  // a typo fails before the data is read
+    if (!args.layers.empty()) layers::parse_layer_widths(args.layers);  // a typo fails before the data is read
     const int rc = run_train(args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
