@@ -1,5 +1,6 @@
 // `frugal train`: trains the XMC network (sparse input -> hidden ReLU -> softmax over the labels)
-// on XMC files, evaluating P@1/P@3/P@5 after every epoch, with metrics and checkpoints.
+// on XMC files, evaluating P@k, nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with metrics and
+// checkpoints.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -16,7 +17,9 @@
 #include "comm/communicator.h"
 #include "comm/init.h"
 #include "core/checkpoint.h"
+#include "core/label_counts_file.h"
 #include "core/metrics_log.h"
+#include "core/propensity.h"
 #include "core/rng.h"
 #include "core/trainer.h"
 #include "core/xmc_file.h"
@@ -197,6 +200,12 @@ int run_train(TrainArgs a) {
     fmt::print("model: {} ({} parameters on this rank), {} threads, {} rank(s) as a {}x{} grid ({})\n",
                model.describe(), model.num_parameters(), kernels::num_threads(), world->size(), grid.data, grid.model,
                world->backend());
+  // Propensity-scored metrics weigh hits by the training label counts; the counts are kept next to
+  // the checkpoint so a saved model can be scored the same way without its training file.
+  const LabelCounts label_counts = LabelCounts::of(train);
+  const Propensities propensities(label_counts);
+  if (!a.checkpoint.empty() && rank == 0) save_label_counts(a.checkpoint, label_counts);
+  const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch, .propensities = &propensities};
   const std::string metrics_file = metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
@@ -206,7 +215,7 @@ int run_train(TrainArgs a) {
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
-    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
+    const EvalResult ev = trainer.evaluate(test, eval_options);
     if (!a.quiet) fmt::print("resumed model: P@1 {:.4f}, P@3 {:.4f}, P@5 {:.4f}\n", ev.p(1), ev.p(3), ev.p(5));
     log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
                {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
@@ -218,11 +227,12 @@ int run_train(TrainArgs a) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                     .progress = !a.quiet, .max_steps = a.max_steps});
-    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
+    const EvalResult ev = trainer.evaluate(test, eval_options);
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                 "P@5 {:.4f} (eval {:.1f} s)\n",
-                 epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
+                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f} (eval {:.1f} s)\n",
+                 epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
+                 ev.psp.at(5), ev.seconds);
       if (world->size() > 1) {
         const auto per_sample = [&](uint64_t bytes) {
           return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
@@ -248,6 +258,12 @@ int run_train(TrainArgs a) {
                {"p@1", ev.p(1)},
                {"p@3", ev.p(3)},
                {"p@5", ev.p(5)},
+               {"ndcg@1", ev.ndcg.at(1)},
+               {"ndcg@3", ev.ndcg.at(3)},
+               {"ndcg@5", ev.ndcg.at(5)},
+               {"psp@1", ev.psp.at(1)},
+               {"psp@3", ev.psp.at(3)},
+               {"psp@5", ev.psp.at(5)},
                {"eval_seconds", ev.seconds},
                {"active_per_sample", fit.logits_per_sample},
                {"steps", trainer.step()},
