@@ -120,7 +120,7 @@ void add_references(CLI::App& data) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = data.add_subcommand(
-      "references", "P@1/P@5 of the most-frequent-label and label-centroid rankers on an XMC train/test pair");
+      "references", "P@1/P@3/P@5 of the most-frequent-label, label-centroid and kNN rankers on an XMC train/test pair");
   cmd->add_option("train", a->train, "training XMC file")->required();
   cmd->add_option("test", a->test, "test XMC file")->required();
   cmd->callback([a] { print_references(data::XmcFile::open(a->train), data::XmcFile::open(a->test)); });

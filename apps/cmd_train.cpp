@@ -1,5 +1,6 @@
 // `frugal train`: trains the XMC network (sparse input -> hidden ReLU -> softmax over the labels)
-// on XMC files, evaluating P@1/P@3/P@5 after every epoch, with metrics and checkpoints.
+// on XMC files, evaluating P@k, nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with metrics and
+// checkpoints.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -16,13 +17,15 @@
 #include "comm/communicator.h"
 #include "comm/init.h"
 #include "core/checkpoint.h"
+#include "core/label_counts_file.h"
 #include "core/metrics_log.h"
+#include "core/propensity.h"
 #include "core/rng.h"
 #include "core/trainer.h"
 #include "core/xmc_file.h"
 #include "kernels/matmul.h"
-#include "layers/mlp_network.h"
-#include "layers/xmc_network.h"
+#include "layers/network_config.h"
+#include "layers/network_spec.h"
 
 namespace frugal::cli {
 namespace {
@@ -106,63 +109,25 @@ std::string metrics_path(const std::string& path, int rank) {
   return fmt::format("{}.rank{}", path, rank);
 }
 
-lsh::LshOptions lsh_options(const TrainArgs& a, size_t labels) {
-  lsh::LshOptions o;
-  if (a.hash == "dwta")
-    o.family = lsh::Dwta{.k = a.k, .bin_size = a.bin_size};
-  else
-    o.family = lsh::SimHash{.k = a.k};
-  if (a.k <= 0) {
-    const int k = lsh::default_k(o.family, a.tables, labels);
-    std::visit([k](auto& f) { f.k = k; }, o.family);
-  }
-  o.tables = a.tables;
-  o.bucket_capacity = a.bucket;
-  o.min_active = a.min_active;
-  o.max_active = a.max_active;
-  o.rebuild_first = a.rebuild_first;
-  o.rebuild_growth = a.rebuild_growth;
-  o.rebuild_max = a.rebuild_max;
-  o.negatives = a.negatives;
-  o.negative_uniform_share = a.negatives_uniform;
-  o.logq = a.logq == "on";
-  return o;
+// The network the flags describe (what checkpoints record and predict/evaluate rebuild).
+layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train) {
+  return {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden, .layers = a.layers,
+          .format = a.format, .sampler = a.sampler, .hash = a.hash, .k = a.k, .bin_size = a.bin_size,
+          .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
+          .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
+          .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq == "on",
+          .seed = a.seed};
 }
 
 // The settings a checkpoint must agree with to be resumed.
 nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
-  nlohmann::json c = {{"features", train.num_features}, {"labels", train.num_labels}, {"hidden", a.hidden},
-                      {"sampler", a.sampler},           {"hash", a.hash},             {"k", a.k},
-                      {"tables", a.tables},             {"bucket", a.bucket},         {"seed", a.seed},
-                      {"lr", a.lr}};
-  if (!a.layers.empty()) c["layers"] = a.layers;  // only when set: older checkpoints stay resumable
+  nlohmann::json c = layers::network_config(network_spec(a, train));
+  c["lr"] = a.lr;
   if (a.output_init != "random") {
     c["output_init"] = a.output_init;
     c["centroid_scale"] = a.centroid_scale;
   }
-  if (a.sampler == "lsh") {
-    c["negatives"] = a.negatives;
-    c["negatives_uniform"] = a.negatives_uniform;
-    c["logq"] = a.logq;
-  }
-  if (a.format != "xmc") c["format"] = a.format;
   return c;
-}
-
-// --layers or --format idx: the multi-layer network of layers/mlp_network.h.
-void build_network(Model& model, const TrainArgs& a, const data::Dataset& train, const Placement& placement) {
-  const auto sampler = a.sampler == "lsh" ? layers::Sampler::lsh : layers::Sampler::exact;
-  if (a.layers.empty() && a.format == "xmc") {
-    layers::build_xmc_network(model, {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden,
-                                      .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed,
-                                      .placement = placement});
-    return;
-  }
-  layers::build_mlp_network(
-      model, {.features = train.num_features, .labels = train.num_labels,
-              .hidden = a.layers.empty() ? std::vector<size_t>{a.hidden} : parse_layer_widths(a.layers),
-              .sampler = sampler, .lsh = lsh_options(a, train.num_labels), .seed = a.seed,
-              .placement = placement});
 }
 
 // Parameters of the whole model, counting every slice of a sliced layer once.
@@ -224,7 +189,7 @@ int run_train(TrainArgs a) {
                parse_seconds);
 
   Model model;
-  build_network(model, a, train, Placement::sliced(*model_group, weights));
+  layers::build_network(model, network_spec(a, train), Placement::sliced(*model_group, weights));
   Trainer trainer(model, {.optimizer = {.lr = a.lr},
                           .parallel = {.model = model_group.get(), .data = data_group.get(),
                                        .dense_gradients = a.parallel == "data"},
@@ -248,6 +213,14 @@ int run_train(TrainArgs a) {
     fmt::print("model: {} ({} parameters on this rank), {} threads, {} rank(s) as a {}x{} grid ({})\n",
                model.describe(), model.num_parameters(), kernels::num_threads(), world->size(), grid.data, grid.model,
                world->backend());
+  // Propensity-scored metrics weigh hits by the training label counts; the counts are kept next to
+  // the checkpoint so a saved model can be scored the same way without its training file.
+  const LabelCounts label_counts = LabelCounts::of(train);
+  const Propensities propensities(label_counts);
+  if (!a.checkpoint.empty() && rank == 0) save_label_counts(a.checkpoint, label_counts);
+  const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
+                                 .inference = a.infer == "lsh" ? Inference::lsh : Inference::exact,
+                                 .propensities = &propensities};
   const std::string metrics_file = metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
@@ -257,7 +230,7 @@ int run_train(TrainArgs a) {
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
-    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
+    const EvalResult ev = trainer.evaluate(test, eval_options);
     if (!a.quiet) fmt::print("resumed model: P@1 {:.4f}, P@3 {:.4f}, P@5 {:.4f}\n", ev.p(1), ev.p(3), ev.p(5));
     log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
                {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
@@ -272,16 +245,16 @@ int run_train(TrainArgs a) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
   const Rng seeds(a.seed);
-  const Inference inference = a.infer == "lsh" ? Inference::lsh : Inference::exact;
   while (trainer.epoch() < a.epochs) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                     .progress = !a.quiet, .max_steps = a.max_steps});
-    const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch, .inference = inference});
+    const EvalResult ev = trainer.evaluate(test, eval_options);
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                 "P@5 {:.4f} (eval {:.1f} s)\n",
-                 epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.seconds);
+                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f} (eval {:.1f} s)\n",
+                 epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
+                 ev.psp.at(5), ev.seconds);
       if (world->size() > 1) {
         const auto per_sample = [&](uint64_t bytes) {
           return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
@@ -307,6 +280,12 @@ int run_train(TrainArgs a) {
                {"p@1", ev.p(1)},
                {"p@3", ev.p(3)},
                {"p@5", ev.p(5)},
+               {"ndcg@1", ev.ndcg.at(1)},
+               {"ndcg@3", ev.ndcg.at(3)},
+               {"ndcg@5", ev.ndcg.at(5)},
+               {"psp@1", ev.psp.at(1)},
+               {"psp@3", ev.psp.at(3)},
+               {"psp@5", ev.psp.at(5)},
                {"eval_seconds", ev.seconds},
                {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
                {"active_per_sample", fit.logits_per_sample},
@@ -412,7 +391,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([a] {
     TrainArgs args = *a;
     if (args.format == "idx") args.sampler = "exact";  // 10 labels: sampling would only lose accuracy
-    if (!args.layers.empty()) parse_layer_widths(args.layers);  // a typo fails before the data is read
+    if (!args.layers.empty()) layers::parse_layer_widths(args.layers);  // a typo fails before the data is read
     const int rc = run_train(args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

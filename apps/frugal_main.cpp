@@ -1,4 +1,5 @@
-// The `frugal` command: one binary, one subcommand per task (train, data, launch, keygen).
+// The `frugal` command: one binary, one subcommand per task (train, data, predict, evaluate, launch,
+// keygen).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -11,6 +12,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   frugal::cli::add_train_command(app);
   frugal::cli::add_data_command(app);
+  frugal::cli::add_predict_command(app);
+  frugal::cli::add_evaluate_command(app);
   frugal::cli::add_launch_command(app);
   frugal::cli::add_keygen_command(app);
   try {

@@ -1,8 +1,5 @@
 #include "core/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "comm/communicator.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/dct_state_file.h"
 #include "core/tensor_io.h"
@@ -23,29 +21,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'C', 'K'};
-
-void fsync_path(const fs::path& p, bool directory) {
-  const int fd = ::open(p.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open to sync", p.string()));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw Error(fmt::format("{}: fsync failed", p.string()));
-}
-
-// Writes `bytes` to `target` atomically: temp file in the same directory, fsync, rename, fsync dir.
-void write_atomically(const fs::path& target, const std::string& bytes) {
-  const fs::path tmp = target.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw Error(fmt::format("{}: write failed (disk full?)", tmp.string()));
-  }
-  fsync_path(tmp, false);
-  fs::rename(tmp, target);
-  fsync_path(target.parent_path().empty() ? fs::path(".") : target.parent_path(), true);
-}
 
 void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& dir) {
   if (!saved.is_object() || !wanted.is_object()) return;
@@ -77,7 +52,7 @@ struct SliceFile {
 std::string encode_slice(const Model& model, const Trainer& trainer) {
   std::ostringstream buf(std::ios::binary);
   cereal::BinaryOutputArchive ar(buf);
-  ar(cereal::binary_data(kMagic, sizeof kMagic), kCheckpointVersion);
+  save_file_header(ar, kMagic, kCheckpointVersion);
   const auto params = model.parameters();
   ar(static_cast<uint64_t>(params.size()));
   for (size_t i = 0; i < params.size(); ++i) {
@@ -104,17 +79,25 @@ std::string encode_slice(const Model& model, const Trainer& trainer) {
   return buf.str();
 }
 
-SliceFile decode_slice(const fs::path& path) {
+// Reads past `bytes` bytes of the archive (moments that weights-only loading does not keep)
+// without holding them in memory.
+void skip_bytes(cereal::BinaryInputArchive& ar, uint64_t bytes) {
+  char scratch[1 << 16];
+  for (uint64_t left = bytes; left > 0;) {
+    const uint64_t n = std::min<uint64_t>(left, sizeof scratch);
+    ar(cereal::binary_data(scratch, n));
+    left -= n;
+  }
+}
+
+// `full`: also the Adam moments and the layer states (resume); else the weights only (inference).
+SliceFile decode_slice(const fs::path& path, bool full) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
   SliceFile f;
   try {
     cereal::BinaryInputArchive ar(in);
-    char magic[8] = {};
-    uint32_t version = 0;
-    ar(cereal::binary_data(magic, sizeof magic), version);
-    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic), path.string() + ": not a frugal checkpoint");
-    FRUGAL_CHECK(version == kCheckpointVersion, fmt::format("{}: unsupported version {}", path.string(), version));
+    check_file_header(ar, kMagic, kCheckpointVersion, path.string(), "a frugal checkpoint");
     uint64_t n = 0;
     ar(n);
     FRUGAL_CHECK(n < 4096, fmt::format("{}: implausible parameter count {}", path.string(), n));
@@ -128,12 +111,17 @@ SliceFile decode_slice(const fs::path& path) {
       for (Tensor* t : {&p.value, &p.m, &p.v}) {
         ar(r, c);
         FRUGAL_CHECK(r * c < (uint64_t{1} << 40), path.string() + ": implausible tensor shape");
+        if (!full && t != &p.value) {
+          skip_bytes(ar, r * c * sizeof(float));
+          continue;
+        }
         t->resize(r, c);
         if (!t->empty()) ar(cereal::binary_data(t->data(), t->size() * sizeof(float)));
       }
       ar(p.row_steps);
     }
-    ar(f.step, f.epoch, f.layer_states);
+    ar(f.step, f.epoch);
+    if (full) ar(f.layer_states);
   } catch (const cereal::Exception& e) {
     throw Error(fmt::format("{}: truncated or corrupt checkpoint ({})", path.string(), e.what()));
   }
@@ -141,8 +129,8 @@ SliceFile decode_slice(const fs::path& path) {
 }
 
 // Copies the part of `from` (an old slice) that overlaps `to` (this rank's new slice) along the
-// sliced axis, for the value and the Adam moments.
-void copy_overlap(const StoredParam& from, Parameter& to, optim::AdamOptimizer::State& state) {
+// sliced axis, for the value and (with `state`) the Adam moments.
+void copy_overlap(const StoredParam& from, Parameter& to, optim::AdamOptimizer::State* state) {
   const size_t local = to.sliced_axis == 0 ? to.value.rows() : to.value.cols();
   const size_t from_len = from.axis == 0 ? from.value.rows() : from.value.cols();
   const size_t lo = std::max<size_t>(to.offset, from.offset), hi = std::min<size_t>(to.offset + local, from.offset + from_len);
@@ -150,18 +138,102 @@ void copy_overlap(const StoredParam& from, Parameter& to, optim::AdamOptimizer::
     const size_t a = g - from.offset, b = g - to.offset;
     if (to.sliced_axis == 0) {
       std::copy_n(from.value.row(a), to.value.cols(), to.value.row(b));
-      std::copy_n(from.m.row(a), to.value.cols(), state.m.row(b));
-      std::copy_n(from.v.row(a), to.value.cols(), state.v.row(b));
-      state.row_steps[b] = from.row_steps[a];
+      if (state == nullptr) continue;
+      std::copy_n(from.m.row(a), to.value.cols(), state->m.row(b));
+      std::copy_n(from.v.row(a), to.value.cols(), state->v.row(b));
+      state->row_steps[b] = from.row_steps[a];
     } else {
       for (size_t r = 0; r < to.value.rows(); ++r) {
         to.value.at(r, b) = from.value.at(r, a);
-        state.m.at(r, b) = from.m.at(r, a);
-        state.v.at(r, b) = from.v.at(r, a);
+        if (state == nullptr) continue;
+        state->m.at(r, b) = from.m.at(r, a);
+        state->v.at(r, b) = from.v.at(r, a);
       }
     }
   }
-  if (to.sliced_axis == 1) state.row_steps = from.row_steps;  // rows are not sliced: equal everywhere
+  if (to.sliced_axis == 1 && state != nullptr) state->row_steps = from.row_steps;  // rows are not sliced: equal everywhere
+}
+
+// Whether this rank's slices are exactly the saved slice `slice` of every parameter: the same
+// number of slices and the same bounds (slice weights may differ between runs).
+bool same_slicing(const std::string& dir, const CheckpointInfo& info, const Model& model, int slices, int slice) {
+  if (info.model_slices != slices) return false;
+  const auto params = model.parameters();
+  if (!info.parameters.is_array() || info.parameters.size() != params.size()) return true;  // the files will say
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter& p = *params[i];
+    if (p.sliced_axis < 0) continue;
+    std::vector<size_t> bounds;
+    try {
+      bounds = info.parameters[i].value("slice_bounds", std::vector<size_t>{});
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}/manifest.json: damaged parameter list ({})", dir, e.what()));
+    }
+    const size_t local = p.sliced_axis == 0 ? p.value.rows() : p.value.cols();
+    if (bounds.size() == static_cast<size_t>(slices) + 1 &&
+        (bounds[slice] != p.offset || bounds[slice + 1] != p.offset + local))
+      return false;
+  }
+  return true;
+}
+
+// Reads this rank's slices of every parameter from the checkpoint's slice files: its own file when
+// the slicing is the same, else every old file, each contributing its overlap. With a trainer
+// (resume: `trainer`) also the Adam state, the layer states (same slicing only), the step and
+// the epoch.
+// Returns whether the slicing was the same (see same_slicing).
+bool restore_slices(const std::string& dir, const CheckpointInfo& info, Model& model, comm::Communicator* mp,
+                    Trainer* trainer) {
+  const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
+  auto params = model.parameters();
+  const bool same_layout = same_slicing(dir, info, model, slices, slice);
+  std::vector<int> sources;
+  if (same_layout) sources.push_back(slice);
+  else for (int s = 0; s < info.model_slices; ++s) sources.push_back(s);
+  for (const int s : sources) {
+    const fs::path path = fs::path(dir) / info.folder / fmt::format("slice{}.ckpt", s);
+    const SliceFile f = decode_slice(path, trainer != nullptr);
+    FRUGAL_CHECK(f.params.size() == params.size(),
+                 fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(), params.size()));
+    for (size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      const StoredParam& sp = f.params[i];
+      FRUGAL_CHECK(sp.name == p.name, fmt::format("{}: parameter {} found where {} was expected", path.string(), sp.name, p.name));
+      FRUGAL_CHECK(sp.axis == p.sliced_axis && sp.full_rows == (p.sliced_axis < 0 ? p.value.rows() : p.full_rows) &&
+                       sp.full_cols == (p.sliced_axis < 0 ? p.value.cols() : p.full_cols),
+                   fmt::format("{}: parameter {} has another shape or slicing than the model's", path.string(), p.name));
+      auto* st = trainer != nullptr ? &trainer->optimizer().state(i) : nullptr;
+      if (same_layout || p.sliced_axis < 0) {
+        FRUGAL_CHECK(sp.value.rows() == p.value.rows() && sp.value.cols() == p.value.cols() &&
+                         sp.row_steps.size() == p.value.rows(),
+                     fmt::format("{}: parameter {} is {}x{}, expected {}x{}", path.string(), p.name, sp.value.rows(),
+                                 sp.value.cols(), p.value.rows(), p.value.cols()));
+        p.value = sp.value;
+        if (st == nullptr) continue;
+        st->m = sp.m;
+        st->v = sp.v;
+        st->row_steps = sp.row_steps;
+      } else {
+        copy_overlap(sp, p, st);
+      }
+    }
+    if (trainer == nullptr) continue;
+    trainer->set_step(f.step);
+    trainer->set_epoch(f.epoch);
+    if (same_layout) {
+      FRUGAL_CHECK(f.layer_states.size() == model.layers().size(), path.string() + ": layer count differs");
+      for (size_t l = 0; l < f.layer_states.size(); ++l) {
+        std::istringstream ls(f.layer_states[l], std::ios::binary);
+        try {
+          cereal::BinaryInputArchive lar(ls);
+          model.layers()[l]->load_state(lar);
+        } catch (const cereal::Exception& e) {
+          throw Error(fmt::format("{}: truncated or corrupt layer state ({})", path.string(), e.what()));
+        }
+      }
+    }
+  }
+  return same_layout;
 }
 
 }  // namespace
@@ -241,6 +313,7 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   info.world_size = m.value("world_size", 1);
   info.model_slices = m.value("model_slices", 1);
   info.config = m.value("config", nlohmann::json::object());
+  info.parameters = m.value("parameters", nlohmann::json::array());
   FRUGAL_CHECK(info.model_slices >= 1 && m.contains("folder"), path.string() + ": manifest lacks its slices");
   info.folder = m.at("folder").get<std::string>();
   const auto grid = m.value("grid", nlohmann::json::array());
@@ -252,63 +325,22 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer, const nlohmann::json& config) {
   CheckpointInfo info = read_checkpoint_manifest(dir);
   check_config(info.config, config, dir);
-  const std::string& folder = info.folder;
   comm::Communicator* mp = group_of(trainer.parallel().model);
-  const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
-  auto params = model.parameters();
-  const bool same_layout = info.model_slices == slices;
-  // Same slicing: read our own file. Otherwise: every old slice, each contributing its overlap.
-  std::vector<int> sources;
-  if (same_layout) sources.push_back(slice);
-  else for (int s = 0; s < info.model_slices; ++s) sources.push_back(s);
-  for (const int s : sources) {
-    const fs::path path = fs::path(dir) / folder / fmt::format("slice{}.ckpt", s);
-    const SliceFile f = decode_slice(path);
-    FRUGAL_CHECK(f.params.size() == params.size(),
-                 fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(), params.size()));
-    for (size_t i = 0; i < params.size(); ++i) {
-      Parameter& p = *params[i];
-      const StoredParam& sp = f.params[i];
-      FRUGAL_CHECK(sp.name == p.name, fmt::format("{}: parameter {} found where {} was expected", path.string(), sp.name, p.name));
-      FRUGAL_CHECK(sp.axis == p.sliced_axis && sp.full_rows == (p.sliced_axis < 0 ? p.value.rows() : p.full_rows) &&
-                       sp.full_cols == (p.sliced_axis < 0 ? p.value.cols() : p.full_cols),
-                   fmt::format("{}: parameter {} has another shape or slicing than the model's", path.string(), p.name));
-      auto& st = trainer.optimizer().state(i);
-      if (same_layout || p.sliced_axis < 0) {
-        FRUGAL_CHECK(sp.value.rows() == p.value.rows() && sp.value.cols() == p.value.cols() &&
-                         sp.row_steps.size() == p.value.rows(),
-                     fmt::format("{}: parameter {} is {}x{}, expected {}x{}", path.string(), p.name, sp.value.rows(),
-                                 sp.value.cols(), p.value.rows(), p.value.cols()));
-        p.value = sp.value;
-        st.m = sp.m;
-        st.v = sp.v;
-        st.row_steps = sp.row_steps;
-      } else {
-        copy_overlap(sp, p, st);
-      }
-    }
-    trainer.set_step(f.step);
-    trainer.set_epoch(f.epoch);
-    if (same_layout) {
-      FRUGAL_CHECK(f.layer_states.size() == model.layers().size(), path.string() + ": layer count differs");
-      for (size_t l = 0; l < f.layer_states.size(); ++l) {
-        std::istringstream ls(f.layer_states[l], std::ios::binary);
-        try {
-          cereal::BinaryInputArchive lar(ls);
-          model.layers()[l]->load_state(lar);
-        } catch (const cereal::Exception& e) {
-          throw Error(fmt::format("{}: truncated or corrupt layer state ({})", path.string(), e.what()));
-        }
-      }
-    }
-  }
+  const int slice = mp != nullptr ? mp->rank() : 0;
+  const bool same_layout = restore_slices(dir, info, model, mp, &trainer);
   // DCT-DP residuals belong to one rank of one grid; on another grid the run starts them empty.
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
   if (!trainer.dp_exchanges().empty() && info.has_dct_residuals && same_layout && info.replicas == replicas) {
-    load_dct_state((fs::path(dir) / folder / dct_state_file_name(replica, slice)).string(), trainer);
+    load_dct_state((fs::path(dir) / info.folder / dct_state_file_name(replica, slice)).string(), trainer);
     info.dct_residuals_restored = true;
   }
+  return info;
+}
+
+CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communicator* group) {
+  CheckpointInfo info = read_checkpoint_manifest(dir);
+  restore_slices(dir, info, model, group_of(group), nullptr);
   return info;
 }
 

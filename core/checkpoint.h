@@ -21,6 +21,10 @@
 
 namespace frugal {
 
+namespace comm {
+class Communicator;
+}
+
 inline constexpr uint32_t kCheckpointVersion = 2;
 
 struct CheckpointInfo {
@@ -31,6 +35,7 @@ struct CheckpointInfo {
   // DCT-DP residuals: saved by the run; restored by load_checkpoint (same grid and --dp-keep only).
   bool has_dct_residuals = false, dct_residuals_restored = false;
   nlohmann::json config;
+  nlohmann::json parameters;  // per parameter: name, sliced_axis, shape, slice_bounds
 };
 
 // Collective over the trainer's model-parallel group (every rank of the run calls it).
@@ -40,5 +45,9 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
                                const nlohmann::json& config = nlohmann::json::object());
 CheckpointInfo read_checkpoint_manifest(const std::string& dir);
+// The parameters only (no optimizer state, no layer state such as LSH tables): what inference
+// needs. The model is sliced over `group` (null or 1 rank: everything here), whatever the number
+// of slices the checkpoint was saved with. Collective only in that every rank reads the files.
+CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communicator* group = nullptr);
 
 }  // namespace frugal

@@ -1,5 +1,7 @@
 #include "core/tensor_io.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -17,6 +19,20 @@ void load_tensor(cereal::BinaryInputArchive& ar, Tensor& t, size_t rows, size_t 
   FRUGAL_CHECK(r == rows && c == cols, fmt::format("checkpoint: {} is {}x{}, expected {}x{}", what, r, c, rows, cols));
   t.resize(rows, cols);
   if (!t.empty()) ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+}
+
+void save_file_header(cereal::BinaryOutputArchive& ar, const char (&magic)[8], uint32_t version) {
+  ar(cereal::binary_data(magic, sizeof magic), version);
+}
+
+void check_file_header(cereal::BinaryInputArchive& ar, const char (&magic)[8], uint32_t version, const std::string& path,
+                       const std::string& what) {
+  char found[8] = {};
+  uint32_t found_version = 0;
+  ar(cereal::binary_data(found, sizeof found), found_version);
+  FRUGAL_CHECK(std::equal(found, found + 8, magic), fmt::format("{}: not {}", path, what));
+  FRUGAL_CHECK(found_version == version, fmt::format("{}: unsupported version {} (this build reads {})", path,
+                                                     found_version, version));
 }
 
 }  // namespace frugal

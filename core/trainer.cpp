@@ -11,7 +11,6 @@
 #include "comm/communicator.h"
 #include "core/batch_loader.h"
 #include "core/check.h"
-#include "core/metrics.h"
 #include "core/progress.h"
 #include "core/rng.h"
 
@@ -52,7 +51,10 @@ constexpr int kBoundaryTag = 0x4d50;
 }  // namespace
 
 Trainer::Trainer(Model& model, const TrainerOptions& options)
-    : model_(model), options_(options), optimizer_(options.optimizer, (model.validate(), model.parameters())) {
+    : model_(model),
+      options_(options),
+      optimizer_(options.optimizer,
+                 (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters())) {
   options_.validate();
   comm::Communicator* group = options_.parallel.model;
   if (active_group(group))
@@ -203,6 +205,7 @@ double Trainer::compute_gradients(const SparseBatch& batch, size_t global_batch)
 }
 
 double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
+  FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
   const double loss = compute_gradients(batch, global_batch);
   sum_gradients_over_replicas();
   optimizer_.step();
@@ -292,8 +295,12 @@ void Trainer::init_output_from_centroids(const data::Dataset& data, float scale,
   if (rms > 0.0) model_.output().finish_centroids(static_cast<float>(scale / rms));
 }
 
+void Trainer::predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
+  model_.output().top_k(forward_hidden(batch), k, labels, scores);
+}
+
 EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& options) {
-  PrecisionAtK metric(options.k);
+  RankingMetrics metric(options.k, options.propensities);
   data::BatchLoader loader(data, {.batch = options.batch, .shuffle = false});
   Progress progress("evaluate", loader.num_points(), options.progress);
   SparseBatch batch;
@@ -305,12 +312,12 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   const uint64_t scored_before = output.labels_scored();
   const auto start = std::chrono::steady_clock::now();
   while (loader.next(batch)) {
-    model_.output().top_k(forward_hidden(batch), metric.max_k(), top, scores);
+    predict(batch, metric.max_k(), top, scores);
     metric.add(batch, top);
     progress.update(metric.points(), 0.0);
   }
   EvalResult result;
-  result.precision = metric.values();
+  static_cast<RankingScores&>(result) = metric.values();
   result.samples = metric.points();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.labels_scored_per_sample =

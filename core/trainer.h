@@ -13,6 +13,8 @@
 #include "core/adam.h"
 #include "core/dataset.h"
 #include "core/model.h"
+#include "core/propensity.h"
+#include "core/ranking_metrics.h"
 
 namespace frugal {
 
@@ -40,6 +42,9 @@ struct TrainerOptions {
   // DCT-DP: threshold each replica's gradients (error feedback) and exchange only what passes.
   // Unset: replicas exchange every touched row (or, with dense_gradients, everything).
   std::optional<comm::DpCompression> dp{};
+  // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
+  // which leaves the model's weights as the only copy in memory; train_step refuses to run.
+  bool inference_only = false;
   void validate() const;
 };
 
@@ -81,10 +86,14 @@ struct EvalOptions {
   // exact: every label is scored (P@k exact whichever sampler trained); lsh: only the labels the
   // output layer's LSH tables return for each point.
   Inference inference = Inference::exact;
+  // Propensities from the training label counts (not owned): with them, PSP@k and PSnDCG@k are
+  // computed too; without, they are left out.
+  const Propensities* propensities = nullptr;
 };
 
-struct EvalResult {
-  std::map<size_t, double> precision;  // k -> P@k
+// P@k (`precision`, `p(k)`), nDCG@k, recall@k, coverage@k and, with propensities, PSP@k and
+// PSnDCG@k (core/ranking_metrics.h defines them).
+struct EvalResult : RankingScores {
   size_t samples = 0;
   double seconds = 0.0;
   double labels_scored_per_sample = 0.0;  // on this rank's slice of the output layer
@@ -107,6 +116,10 @@ class Trainer {
   // agree). `scale` is the logit a point gets from a centroid pointing its way, relative to the RMS
   // norm of the hidden vectors.
   void init_output_from_centroids(const data::Dataset& data, float scale, size_t batch = 512);
+  // The k best labels of every point of `batch` over all labels, best first, with their logits
+  // (batch.size() x min(k, labels), row-major). Collective over the model-parallel group: every
+  // rank passes the same batch and gets the same merged result.
+  void predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // Loss of `batch` without changing anything (evaluation and gradient checks).
   double loss(const SparseBatch& batch);
 

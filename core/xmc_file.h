@@ -9,6 +9,7 @@
 //  - points in any order (repository files are often sorted by label: training shuffles every
 //    epoch; `frugal data shuffle` / `split` reorder files).
 // Ids equal to F or L get a hint that the file may be 1-based.
+// XmcReader (core/xmc_reader.h) reads the same format in chunks, for files too large to hold.
 #pragma once
 
 #include <istream>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs frugal into a scratch directory and builds the API example the way a user would:
-# with nothing but `pkg-config --cflags --libs frugal`. Then runs it on a tiny generated data set.
+# with nothing but `pkg-config --cflags --libs frugal`. Then runs it on a tiny generated data set, and
+# the Predictor example on a checkpoint of `frugal train`.
 set -euo pipefail
 BUILD=$1
 SRC=$2
@@ -13,9 +14,15 @@ export PKG_CONFIG_PATH="$PC_DIR"
 FLAGS=$(pkg-config --define-variable=prefix="$TMP/root$PREFIX" --cflags --libs frugal)
 echo "pkg-config --cflags --libs frugal -> $FLAGS"
 g++ -std=c++20 -O1 "$SRC/apps/examples/train_xmc.cpp" -o "$TMP/train_xmc" $FLAGS
+g++ -std=c++20 -O1 "$SRC/apps/examples/predict_xmc.cpp" -o "$TMP/predict_xmc" $FLAGS
 LIBDIR=$(dirname "$(find "$TMP/root" -name 'libfrugal.so' | head -1)")
 "$BUILD/apps/frugal" data synth-xmc --features 500 --labels 50 --train 400 --test 100 --nnz 10 \
   --labels-per-point 2 --seed 3 --out "$TMP/data" >/dev/null
 (cd "$TMP" && LD_LIBRARY_PATH="$LIBDIR" ./train_xmc data/train.txt data/test.txt)
 test -f "$TMP/train_xmc.ckpt/manifest.json"
-echo "OK: a program built from the installed headers and pkg-config trains and checkpoints"
+# The Predictor on a checkpoint of `frugal train`: one line of top-3 labels per test point.
+"$BUILD/apps/frugal" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 --hidden 16 \
+  --threads 1 --quiet --checkpoint "$TMP/ckpt" >/dev/null
+LD_LIBRARY_PATH="$LIBDIR" "$TMP/predict_xmc" "$TMP/ckpt" "$TMP/data/test.txt" 3 > "$TMP/predictions.txt"
+test "$(wc -l < "$TMP/predictions.txt")" = 100
+echo "OK: programs built from the installed headers and pkg-config train, checkpoint and predict"

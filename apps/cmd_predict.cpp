@@ -1,0 +1,226 @@
+// `frugal predict` and `frugal evaluate`: use a trained model (a checkpoint directory of `frugal
+// train --checkpoint`, saved by any number of ranks). Both stream their XMC input in chunks, so a
+// file of any size runs in bounded memory, and both run on one rank or under `frugal launch -n N`:
+// each rank then holds and scores a block of the labels, the per-rank top-k lists are merged, and
+// rank 0 alone writes the output.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "comm/communicator.h"
+#include "comm/init.h"
+#include "core/check.h"
+#include "core/propensity.h"
+#include "core/ranking_metrics.h"
+#include "core/xmc_reader.h"
+#include "kernels/matmul.h"
+#include "layers/predictor.h"
+
+namespace frugal::cli {
+namespace {
+
+// The model of a predict/evaluate run, loaded onto every rank of the launch (all slice it).
+struct Session {
+  std::unique_ptr<comm::Communicator> world;
+  std::unique_ptr<Predictor> predictor;
+};
+
+Session open_session(const std::string& model, int threads, comm::RunConfig config) {
+  kernels::set_num_threads(threads);
+  config["model"] = model;
+  Session s;
+  s.world = comm::init({.run_config = config});
+  s.predictor = std::make_unique<Predictor>(model, PredictorOptions{.group = s.world.get()});
+  return s;
+}
+
+// The input file, with feature ids checked against the model's input width (file:line on error).
+data::XmcReader open_input(const std::string& path, const Predictor& predictor) {
+  data::XmcReader reader(path);
+  reader.limit_features(static_cast<uint32_t>(predictor.num_features()), "the model's input features F");
+  return reader;
+}
+
+// Where predictions go: FILE.tmp, renamed to FILE once complete (a failed run leaves no partial
+// FILE), or stdout.
+class Output {
+ public:
+  explicit Output(std::string path) : path_(std::move(path)) {
+    if (path_.empty()) return;
+    file_ = std::fopen(tmp().c_str(), "w");
+    if (file_ == nullptr) throw Error(fmt::format("{}: cannot open for writing", tmp()));
+  }
+  ~Output() {
+    if (file_ == nullptr) return;
+    std::fclose(file_);
+    std::filesystem::remove(tmp());  // not committed: an error cut the run short
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  void write(const fmt::memory_buffer& buf) {
+    std::FILE* f = file_ != nullptr ? file_ : stdout;
+    if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size())
+      throw Error(fmt::format("{}: write failed (disk full?)", path_.empty() ? "stdout" : tmp()));
+  }
+  void commit() {
+    if (file_ == nullptr) {
+      std::fflush(stdout);
+      return;
+    }
+    const bool ok = std::ferror(file_) == 0;
+    const int rc = std::fclose(file_);
+    file_ = nullptr;
+    if (!ok || rc != 0) throw Error(fmt::format("{}: write failed", tmp()));
+    std::filesystem::rename(tmp(), path_);
+  }
+
+ private:
+  std::string tmp() const { return path_ + ".tmp"; }
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+struct PredictArgs {
+  std::string model, input, out;
+  size_t top_k = 5, batch = 512;
+  int threads = 0;
+};
+
+void run_predict(const PredictArgs& a) {
+  Session s = open_session(a.model, a.threads, {{"command", "predict"}, {"input", a.input},
+                                               {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
+  data::XmcReader reader = open_input(a.input, *s.predictor);
+  const bool writer = s.world->rank() == 0;
+  std::optional<Output> out;
+  if (writer) out.emplace(a.out);
+  SparseBatch batch;
+  Predictions top;
+  fmt::memory_buffer buf;
+  while (true) {
+    batch.clear();
+    if (reader.read(batch, a.batch) == 0) break;
+    s.predictor->top_k(batch, a.top_k, top);  // collective: every rank, the same chunk
+    if (!writer) continue;
+    buf.clear();
+    for (size_t i = 0; i < top.size(); ++i) {
+      const auto labels = top.labels_of(i);
+      const auto scores = top.scores_of(i);
+      for (size_t j = 0; j < labels.size(); ++j)
+        fmt::format_to(std::back_inserter(buf), "{}{}:{:.6g}", j == 0 ? "" : " ", labels[j], scores[j]);
+      buf.push_back('\n');
+    }
+    out->write(buf);
+  }
+  if (writer) out->commit();
+}
+
+struct EvaluateArgs {
+  std::string model, test, train;
+  std::vector<size_t> k{1, 3, 5};
+  PropensityOptions propensity;
+  size_t batch = 512;
+  int threads = 0;
+  bool json = false;
+};
+
+// Training label counts: counted from --train (streamed), else those saved with the checkpoint.
+std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Predictor& predictor) {
+  if (a.train.empty()) return predictor.label_counts();
+  data::XmcReader reader(a.train);
+  LabelCounts counts;
+  counts.per_label.assign(reader.num_labels(), 0);
+  SparseBatch batch;
+  while (true) {
+    batch.clear();
+    if (reader.read(batch, 4096) == 0) break;
+    counts.add(batch);
+  }
+  return counts;
+}
+
+void run_evaluate(const EvaluateArgs& a) {
+  Session s = open_session(a.model, a.threads, {{"command", "evaluate"}, {"test", a.test},
+                                               {"k", fmt::format("{}", fmt::join(a.k, ","))},
+                                               {"batch", std::to_string(a.batch)}});
+  Predictor& predictor = *s.predictor;
+  const bool writer = s.world->rank() == 0;
+  const std::optional<LabelCounts> counts = training_label_counts(a, predictor);
+  std::optional<Propensities> propensities;
+  if (counts) propensities.emplace(*counts, a.propensity);
+  else if (writer)
+    fmt::print(stderr, "{}: no training label counts in the checkpoint: PSP@k and PSnDCG@k are left out (give "
+                       "--train FILE)\n", a.model);
+  data::XmcReader reader = open_input(a.test, predictor);
+  FRUGAL_CHECK(reader.num_labels() <= predictor.num_labels(),
+               fmt::format("{}:1: the header says L = {} labels, the model has {}", a.test, reader.num_labels(),
+                           predictor.num_labels()));
+  RankingMetrics metrics(a.k, propensities ? &*propensities : nullptr);
+  SparseBatch batch;
+  Predictions top;
+  while (true) {
+    batch.clear();
+    if (reader.read(batch, a.batch) == 0) break;
+    predictor.top_k(batch, metrics.max_k(), top);
+    metrics.add(batch, top.labels);
+  }
+  if (!writer) return;
+  const auto named = metrics.values().named();
+  if (a.json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();  // the keys in the order of the text output
+    for (const auto& [key, value] : named) out[key] = value;
+    fmt::print("{}\n", out.dump());
+  } else {
+    for (const auto& [key, value] : named) fmt::print("{} {:.4f}\n", key, value);
+  }
+  std::fflush(stdout);
+}
+
+// The options predict and evaluate share.
+void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads) {
+  cmd->add_option("--model", model, "checkpoint directory (frugal train --checkpoint)")->required();
+  cmd->add_option("--batch", batch, "points read and scored at a time")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", threads, "compute threads (0: all cores)")->capture_default_str();
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app) {
+  auto a = std::make_shared<PredictArgs>();
+  CLI::App* cmd = app.add_subcommand("predict", "top-k labels of every point of an XMC file with a trained model, "
+                                                "one line 'label:score ...' per point (score: the logit)");
+  cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
+  cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--out", a->out, "output file (default: stdout)");
+  add_shared_options(cmd, a->model, a->batch, a->threads);
+  cmd->callback([a] { run_predict(*a); });
+}
+
+void add_evaluate_command(CLI::App& app) {
+  auto a = std::make_shared<EvaluateArgs>();
+  CLI::App* cmd = app.add_subcommand("evaluate", "P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k and coverage@k of a "
+                                                 "trained model on an XMC test file");
+  cmd->add_option("--test", a->test, "XMC test file")->required();
+  cmd->add_option("--train", a->train, "XMC training file: label counts for the propensities (default: those "
+                                       "saved with the checkpoint)");
+  cmd->add_option("--k", a->k, "cut-offs, e.g. 1,3,5")->delimiter(',')->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
+  cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
+  add_shared_options(cmd, a->model, a->batch, a->threads);
+  cmd->callback([a] {
+    a->propensity.validate();  // before the model is loaded
+    run_evaluate(*a);
+  });
+}
+
+}  // namespace frugal::cli

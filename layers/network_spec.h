@@ -1,0 +1,49 @@
+// The network `frugal train` builds, described by the settings that shape it (its flags), so that
+// training and inference (`frugal predict` / `frugal evaluate`, Predictor) build the same one. A
+// checkpoint's manifest records these settings ("config"; layers/network_config.h converts).
+//  - one hidden layer and XMC data: the XMC network (layers/xmc_network.h);
+//  - `layers` set or IDX data: the multi-layer perceptron (layers/mlp_network.h), which for one
+//    hidden width is the same network, initialized identically.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/placement.h"
+#include "layers/lsh/lsh_sampler.h"
+
+namespace frugal::layers {
+
+struct NetworkSpec {
+  size_t features = 0, labels = 0;
+  size_t hidden = 128;
+  std::string layers{};         // "W1,W2,...": hidden widths, input side first; empty: one of `hidden`
+  std::string format = "xmc";   // the data the network was made for: xmc or idx
+  std::string sampler = "lsh";  // output neurons computed in training: lsh or exact
+  // LSH (sampler lsh): family and its K (0: lsh::default_k for the label count), tables, buckets,
+  // active-set bounds, rebuild schedule.
+  std::string hash = "dwta";
+  int k = 0, bin_size = 8;
+  size_t tables = 100, bucket = 128, min_active = 0, max_active = 0;
+  uint64_t rebuild_first = 50, rebuild_max = 2000;
+  double rebuild_growth = 1.5;
+  // Random negatives of the LSH softmax (lsh::LshOptions::negatives and its proposal, logQ).
+  size_t negatives = lsh::LshOptions{}.negatives;
+  double negatives_uniform = lsh::LshOptions{}.negative_uniform_share;
+  bool logq = true;
+  uint64_t seed = 1;
+
+  // The hidden widths: parsed `layers`, or {hidden}.
+  std::vector<size_t> hidden_widths() const;
+  lsh::LshOptions lsh_options() const;
+};
+
+// Adds the network's layers to `model`, every layer sliced over `placement`'s group.
+void build_network(Model& model, const NetworkSpec& spec, const Placement& placement);
+
+// Parses "1024,512" into {1024, 512}; every width must be a positive integer.
+std::vector<size_t> parse_layer_widths(const std::string& text);
+
+}  // namespace frugal::layers

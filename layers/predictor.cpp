@@ -1,0 +1,81 @@
+#include "layers/predictor.h"
+
+#include <fmt/format.h>
+
+#include "comm/communicator.h"
+#include "core/check.h"
+#include "core/checkpoint.h"
+#include "core/label_counts_file.h"
+#include "core/model.h"
+#include "core/trainer.h"
+#include "layers/network_config.h"
+
+namespace frugal {
+
+struct Predictor::Impl {
+  Model model;
+  std::unique_ptr<Trainer> trainer;  // inference only: the forward pass over the group, top-k merge
+  CheckpointInfo info;
+  std::optional<LabelCounts> counts;
+  size_t batch = 512;
+};
+
+Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  FRUGAL_CHECK(options.batch > 0, "PredictorOptions::batch must be > 0");
+  Impl& m = *impl_;
+  m.batch = options.batch;
+  m.info = read_checkpoint_manifest(checkpoint_dir);
+  comm::Communicator* group = options.group != nullptr && options.group->size() > 1 ? options.group : nullptr;
+  const Placement placement = group != nullptr ? Placement::sliced(*group) : Placement::replicated();
+  if (options.build) {
+    options.build(m.model, placement);
+  } else {
+    layers::NetworkSpec spec = layers::network_spec_from_config(m.info.config, checkpoint_dir + "/manifest.json");
+    spec.sampler = "exact";  // inference scores every label: LSH tables would only cost time to build
+    layers::build_network(m.model, spec, placement);
+  }
+  m.trainer = std::make_unique<Trainer>(m.model, TrainerOptions{.parallel = {.model = group}, .inference_only = true});
+  load_weights(checkpoint_dir, m.model, group);
+  m.counts = load_label_counts(checkpoint_dir);
+}
+
+Predictor::~Predictor() = default;
+Predictor::Predictor(Predictor&&) noexcept = default;
+Predictor& Predictor::operator=(Predictor&&) noexcept = default;
+
+size_t Predictor::num_features() const { return impl_->model.input().in_features(); }
+size_t Predictor::num_labels() const { return impl_->model.output().out_features(); }
+uint64_t Predictor::epoch() const { return impl_->info.epoch; }
+uint64_t Predictor::step() const { return impl_->info.step; }
+int Predictor::saved_slices() const { return impl_->info.model_slices; }
+const std::optional<LabelCounts>& Predictor::label_counts() const { return impl_->counts; }
+
+Predictions Predictor::top_k(const SparseBatch& batch, size_t k) {
+  Predictions out;
+  top_k(batch, k, out);
+  return out;
+}
+
+void Predictor::top_k(const SparseBatch& batch, size_t k, Predictions& out) {
+  FRUGAL_CHECK(k > 0, "Predictor::top_k: k must be > 0");
+  const size_t features = num_features();
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (const uint32_t f : batch.features_of(i))
+      FRUGAL_CHECK(f < features, fmt::format("point {} of the batch: feature id {} >= the model's {} input features",
+                                             i, f, features));
+  impl_->trainer->predict(batch, k, out.labels, out.scores);
+  out.k = std::min(k, num_labels());
+}
+
+RankingScores Predictor::evaluate(const data::Dataset& data, const std::vector<size_t>& ks,
+                                  const Propensities* propensities) {
+  FRUGAL_CHECK(data.num_features <= num_features(),
+               fmt::format("{}: data has {} features, the model's input takes {}", data.source, data.num_features,
+                           num_features()));
+  FRUGAL_CHECK(data.num_labels <= num_labels(), fmt::format("{}: data has {} labels, the model's output has {}",
+                                                            data.source, data.num_labels, num_labels()));
+  return impl_->trainer->evaluate(data, {.k = ks, .batch = impl_->batch, .propensities = propensities});
+}
+
+}  // namespace frugal
