@@ -4,6 +4,7 @@
 // each rank then holds and scores a block of the labels, the per-rank top-k lists are merged, and
 // rank 0 alone writes the output.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -33,12 +34,14 @@ struct Session {
   std::unique_ptr<Predictor> predictor;
 };
 
-Session open_session(const std::string& model, int threads, comm::RunConfig config) {
+Session open_session(const std::string& model, int threads, const std::string& infer, comm::RunConfig config) {
   kernels::set_num_threads(threads);
   config["model"] = model;
+  config["infer"] = infer;
   Session s;
   s.world = comm::init({.run_config = config});
-  s.predictor = std::make_unique<Predictor>(model, PredictorOptions{.group = s.world.get()});
+  s.predictor = std::make_unique<Predictor>(
+      model, PredictorOptions{.group = s.world.get(), .inference = infer == "lsh" ? Inference::lsh : Inference::exact});
   return s;
 }
 
@@ -92,10 +95,11 @@ struct PredictArgs {
   std::string model, input, out;
   size_t top_k = 5, batch = 512;
   int threads = 0;
+  std::string infer = "exact";
 };
 
 void run_predict(const PredictArgs& a) {
-  Session s = open_session(a.model, a.threads, {{"command", "predict"}, {"input", a.input},
+  Session s = open_session(a.model, a.threads, a.infer, {{"command", "predict"}, {"input", a.input},
                                                {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
   data::XmcReader reader = open_input(a.input, *s.predictor);
   const bool writer = s.world->rank() == 0;
@@ -129,6 +133,7 @@ struct EvaluateArgs {
   size_t batch = 512;
   int threads = 0;
   bool json = false;
+  std::string infer = "exact";
 };
 
 // Training label counts: counted from --train (streamed), else those saved with the checkpoint.
@@ -147,7 +152,7 @@ std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Pr
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  Session s = open_session(a.model, a.threads, {{"command", "evaluate"}, {"test", a.test},
+  Session s = open_session(a.model, a.threads, a.infer, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
   Predictor& predictor = *s.predictor;
@@ -165,13 +170,21 @@ void run_evaluate(const EvaluateArgs& a) {
   RankingMetrics metrics(a.k, propensities ? &*propensities : nullptr);
   SparseBatch batch;
   Predictions top;
+  double scoring_seconds = 0.0;
   while (true) {
     batch.clear();
     if (reader.read(batch, a.batch) == 0) break;
+    const auto t = std::chrono::steady_clock::now();
     predictor.top_k(batch, metrics.max_k(), top);
+    scoring_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     metrics.add(batch, top.labels);
   }
   if (!writer) return;
+  // The cost of inference, on stderr so that stdout stays the metrics alone.
+  const size_t points = metrics.points();
+  fmt::print(stderr, "scored {} points in {:.3f} s ({:.0f} points/s, {} inference, {:.0f} labels scored per point "
+                     "on rank 0)\n", points, scoring_seconds, points / std::max(scoring_seconds, 1e-9), a.infer,
+             points > 0 ? static_cast<double>(predictor.labels_scored()) / points : 0.0);
   const auto named = metrics.values().named();
   if (a.json) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();  // the keys in the order of the text output
@@ -184,7 +197,10 @@ void run_evaluate(const EvaluateArgs& a) {
 }
 
 // The options predict and evaluate share.
-void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads) {
+void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, std::string& infer) {
+  cmd->add_option("--infer", infer, "exact: score every label; lsh: only the labels LSH tables over the output "
+                                    "rows return (faster, approximate)")
+      ->capture_default_str()->check(CLI::IsMember({"exact", "lsh"}));
   cmd->add_option("--model", model, "checkpoint directory (frugal train --checkpoint)")->required();
   cmd->add_option("--batch", batch, "points read and scored at a time")->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -200,7 +216,7 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
   cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file (default: stdout)");
-  add_shared_options(cmd, a->model, a->batch, a->threads);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer);
   cmd->callback([a] { run_predict(*a); });
 }
 
@@ -216,7 +232,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
   cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
-  add_shared_options(cmd, a->model, a->batch, a->threads);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer);
   cmd->callback([a] {
     a->propensity.validate();  // before the model is loaded
     run_evaluate(*a);

@@ -37,6 +37,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   }
   m.trainer = std::make_unique<Trainer>(m.model, TrainerOptions{.parallel = {.model = group}, .inference_only = true});
   load_weights(checkpoint_dir, m.model, group);
+  m.model.output().set_inference(options.inference);
   m.counts = load_label_counts(checkpoint_dir);
 }
 
@@ -50,6 +51,7 @@ uint64_t Predictor::epoch() const { return impl_->info.epoch; }
 uint64_t Predictor::step() const { return impl_->info.step; }
 int Predictor::saved_slices() const { return impl_->info.model_slices; }
 const std::optional<LabelCounts>& Predictor::label_counts() const { return impl_->counts; }
+uint64_t Predictor::labels_scored() const { return impl_->model.output().labels_scored(); }
 
 Predictions Predictor::top_k(const SparseBatch& batch, size_t k) {
   Predictions out;
@@ -75,7 +77,9 @@ RankingScores Predictor::evaluate(const data::Dataset& data, const std::vector<s
                            num_features()));
   FRUGAL_CHECK(data.num_labels <= num_labels(), fmt::format("{}: data has {} labels, the model's output has {}",
                                                             data.source, data.num_labels, num_labels()));
-  return impl_->trainer->evaluate(data, {.k = ks, .batch = impl_->batch, .propensities = propensities});
+  return impl_->trainer->evaluate(data, {.k = ks, .batch = impl_->batch,
+                                         .inference = impl_->model.output().inference(),
+                                         .propensities = propensities});
 }
 
 }  // namespace frugal

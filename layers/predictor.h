@@ -1,7 +1,8 @@
 // Predictor: a trained model loaded from a checkpoint directory for inference. It rebuilds the
 // network from the manifest's configuration (what `frugal train` records; layers/network_spec.h),
-// restores the weights only (no optimizer state, no LSH tables: inference scores every label
-// exactly), and returns each point's best labels with their logits.
+// restores the weights only (no optimizer state, no LSH tables), and returns each point's best
+// labels with their logits: over every label (exact), or over the labels that LSH tables built
+// from the loaded output rows return (PredictorOptions::inference = Inference::lsh).
 //
 // The checkpoint may have been saved by any number of ranks: the weights are resliced onto this
 // process (no group), or onto `group`, whose ranks then each hold and score a block of the labels;
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "core/dataset.h"
+#include "core/layer.h"
 #include "core/placement.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
@@ -44,6 +46,9 @@ struct PredictorOptions {
   // API (save_checkpoint without a config): add the layers as in training, over `placement`.
   std::function<void(Model&, const Placement&)> build{};
   size_t batch = 512;  // points per forward pass in evaluate()
+  // exact: every label is scored; lsh: only the labels that LSH tables over the output rows
+  // return for each point (tables built from the loaded weights at the first call).
+  Inference inference = Inference::exact;
 };
 
 // The k best labels of each of `size()` points, best first: row i of `labels` and `scores`.
@@ -73,6 +78,8 @@ class Predictor {
   // Training label counts saved with the checkpoint (`frugal train --checkpoint` writes them);
   // nullopt for checkpoints without (propensity-scored metrics then need the training file).
   const std::optional<LabelCounts>& label_counts() const;
+  // Labels this rank has scored so far, over all calls (the cost of inference).
+  uint64_t labels_scored() const;
 
   // Point i's feature ids must be < num_features(); labels in the batch are ignored.
   Predictions top_k(const SparseBatch& batch, size_t k);
