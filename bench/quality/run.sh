@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Model quality (issue 10): every figure beside the same-run references.
+#  skew    synthetic XMC with a strongly skewed label distribution (most frequent label on ~55% of
+#          the points): exact softmax vs the LSH softmax with its defaults vs the LSH softmax without
+#          random negatives (the old default), per epoch, over SEEDS;
+#  gcide   GCIDE reverse dictionary, min5 (4.6k labels) and full (112k labels): references (most
+#          frequent, label centroid, kNN) vs exact and LSH networks;
+#  synth   synthetic XMC: model-parallel sparse (2 ranks, lazy sparse optimizer) vs the data-parallel
+#          dense baseline (2 ranks, every row every step), P@1 after each epoch;
+#  fmnist  Fashion-MNIST MLP, test accuracy;
+#  infer   LSH inference vs exact at 100k and 1M labels: a model trained on synthetic data, then
+#          `frugal evaluate --infer exact|lsh` (time and P@k).
+# Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
+# THREADS (2), SEEDS ("1 2 3"), EPOCHS (5) override. Prints every command it runs; metrics JSONL and
+# logs go to OUT_DIR (default .bench/quality); `python3 bench/quality/summarize.py OUT_DIR` makes the
+# tables of bench/REPORT.md. Needs Debian's dict-gcide and dataset-fashion-mnist.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+OUT=${2:-.bench/quality}
+shift $(( $# > 2 ? 2 : $# )) || true
+SECTIONS=("$@")
+[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide synth fmnist infer)
+THREADS=${THREADS:-2}
+SEEDS=${SEEDS:-1 2 3}
+EPOCHS=${EPOCHS:-5}
+FRUGAL="$(pwd)/$BUILD/apps/frugal"
+[ -x "$FRUGAL" ] || { echo "no $FRUGAL: build first (bash apps/dev.sh build)" >&2; exit 1; }
+mkdir -p "$OUT"
+run() { echo "+ $*" >&2; "$@"; }
+{
+  echo "commit $(git rev-parse --short HEAD), $(nproc) cores, threads $THREADS"
+  echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  grep -m1 'model name' /proc/cpuinfo || true
+} | tee "$OUT/env.txt"
+
+# train NAME ARGS...: one `frugal train` run, metrics in OUT/NAME.jsonl, output in OUT/NAME.log.
+train() {
+  local name=$1; shift
+  run "$FRUGAL" train "$@" --threads "$THREADS" --quiet --metrics "$OUT/$name.jsonl" > "$OUT/$name.log" 2>&1 \
+    || { echo "FAILED: $name (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"; }
+  tail -n 2 "$OUT/$name.log"
+}
+references() {  # references NAME TRAIN TEST
+  run "$FRUGAL" data references "$2" "$3" | tee "$OUT/$1_references.txt"
+}
+
+for section in "${SECTIONS[@]}"; do
+  echo "== $section ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" | tee -a "$OUT/env.txt"
+  case $section in
+  skew)
+    for seed in $SEEDS; do
+      d="$OUT/data/skew$seed"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 20000 --labels 20000 --train 40000 --test 4000 \
+        --nnz 40 --noise 0.5 --zipf 1.1 --seed "$seed" --out "$d"
+      "$FRUGAL" data stats "$d/train.txt" > "$OUT/skew${seed}_stats.txt"
+      references "skew$seed" "$d/train.txt" "$d/test.txt"
+      base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed "$seed")
+      train "skew${seed}_exact" "${base[@]}" --sampler exact
+      train "skew${seed}_lsh" "${base[@]}"
+      train "skew${seed}_lsh_noneg" "${base[@]}" --negatives 0
+      train "skew${seed}_lsh_nologq" "${base[@]}" --logq off
+    done ;;
+  gcide)
+    for variant in min5 full; do
+      d="$OUT/data/gcide_$variant"
+      extra=()
+      [ "$variant" = min5 ] && extra=(--min-label-points 5)
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 "${extra[@]}" > "$OUT/gcide_${variant}_build.log"
+      references "gcide_$variant" "$d/train.txt" "$d/test.txt"
+      base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed 1)
+      train "gcide_${variant}_lsh_default" "${base[@]}"
+      # The README's documented GCIDE settings (tuning guide).
+      tuned=(--hidden 1024 --output-init centroid)
+      train "gcide_${variant}_lsh_tuned" "${base[@]}" "${tuned[@]}"
+      # The exact softmax over 112k labels takes hours here: only on min5.
+      [ "$variant" = min5 ] && train "gcide_${variant}_exact_tuned" "${base[@]}" "${tuned[@]}" --sampler exact
+    done ;;
+  synth)
+    d="$OUT/data/synth"
+    [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 20000 --labels 5000 --train 20000 --test 2000 \
+      --nnz 75 --labels-per-point 5 --seed 1 --out "$d"
+    references synth "$d/train.txt" "$d/test.txt"
+    base=(--train "$d/train.txt" --test "$d/test.txt" --epochs 3 --seed 1)
+    run "$FRUGAL" launch -n 2 -- "$FRUGAL" train "${base[@]}" --threads 1 --quiet --metrics "$OUT/synth_mp_sparse.jsonl" \
+      > "$OUT/synth_mp_sparse.log" 2>&1 || echo "FAILED: synth_mp_sparse" | tee -a "$OUT/failed.txt"
+    run "$FRUGAL" launch -n 2 -- "$FRUGAL" train "${base[@]}" --parallel data --threads 1 --quiet \
+      --metrics "$OUT/synth_dp_dense.jsonl" > "$OUT/synth_dp_dense.log" 2>&1 \
+      || echo "FAILED: synth_dp_dense" | tee -a "$OUT/failed.txt"
+    ;;
+  fmnist)
+    F=/usr/share/datasets/fashion-mnist
+    train fmnist_default --format idx --train "$F/train" --test "$F/t10k" --layers 256,128 --epochs 10 --seed 1
+    train fmnist_tuned --format idx --train "$F/train" --test "$F/t10k" --layers 1024,1024 --epochs 10 --seed 1 \
+      --dropout 0.1 --lr-schedule cosine
+    ;;
+  infer)
+    for labels in 100000 1000000; do
+      d="$OUT/data/infer$labels"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 100000 --labels "$labels" --train 50000 \
+        --test 5000 --seed 1 --out "$d"
+      train "infer${labels}_train" --train "$d/train.txt" --test "$d/test.txt" --epochs 2 --seed 1 \
+        --checkpoint "$OUT/infer${labels}_ckpt"
+      for mode in exact lsh; do
+        run "$FRUGAL" evaluate --model "$OUT/infer${labels}_ckpt" --test "$d/test.txt" --infer "$mode" \
+          --threads "$THREADS" --json > "$OUT/infer${labels}_$mode.json" 2> "$OUT/infer${labels}_$mode.log"
+        cat "$OUT/infer${labels}_$mode.log"
+      done
+    done ;;
+  *) echo "unknown section $section (skew gcide synth fmnist infer)" >&2; exit 2 ;;
+  esac
+done
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
+echo "== logs and metrics in $OUT; tables: python3 bench/quality/summarize.py $OUT"
