@@ -34,14 +34,17 @@ struct Session {
   std::unique_ptr<Predictor> predictor;
 };
 
-Session open_session(const std::string& model, int threads, const std::string& infer, comm::RunConfig config) {
+Session open_session(const std::string& model, int threads, const std::string& infer, size_t candidates,
+                     comm::RunConfig config) {
   kernels::set_num_threads(threads);
   config["model"] = model;
   config["infer"] = infer;
+  config["infer_candidates"] = std::to_string(candidates);
   Session s;
   s.world = comm::init({.run_config = config});
   s.predictor = std::make_unique<Predictor>(
-      model, PredictorOptions{.group = s.world.get(), .inference = infer == "lsh" ? Inference::lsh : Inference::exact});
+      model, PredictorOptions{.group = s.world.get(), .inference = infer == "lsh" ? Inference::lsh : Inference::exact,
+                              .inference_candidates = candidates});
   return s;
 }
 
@@ -96,10 +99,11 @@ struct PredictArgs {
   size_t top_k = 5, batch = 512;
   int threads = 0;
   std::string infer = "exact";
+  size_t infer_candidates = InferenceOptions{}.candidates;
 };
 
 void run_predict(const PredictArgs& a) {
-  Session s = open_session(a.model, a.threads, a.infer, {{"command", "predict"}, {"input", a.input},
+  Session s = open_session(a.model, a.threads, a.infer, a.infer_candidates, {{"command", "predict"}, {"input", a.input},
                                                {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
   data::XmcReader reader = open_input(a.input, *s.predictor);
   const bool writer = s.world->rank() == 0;
@@ -134,6 +138,7 @@ struct EvaluateArgs {
   int threads = 0;
   bool json = false;
   std::string infer = "exact";
+  size_t infer_candidates = InferenceOptions{}.candidates;
 };
 
 // Training label counts: counted from --train (streamed), else those saved with the checkpoint.
@@ -152,7 +157,7 @@ std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Pr
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  Session s = open_session(a.model, a.threads, a.infer, {{"command", "evaluate"}, {"test", a.test},
+  Session s = open_session(a.model, a.threads, a.infer, a.infer_candidates, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
   Predictor& predictor = *s.predictor;
@@ -197,7 +202,11 @@ void run_evaluate(const EvaluateArgs& a) {
 }
 
 // The options predict and evaluate share.
-void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, std::string& infer) {
+void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, std::string& infer,
+                        size_t& candidates) {
+  cmd->add_option("--infer-candidates", candidates, "--infer lsh: labels scored per point at most, those found in "
+                                                    "the most tables (0: all the tables return)")
+      ->capture_default_str();
   cmd->add_option("--infer", infer, "exact: score every label; lsh: only the labels LSH tables over the output "
                                     "rows return (faster, approximate)")
       ->capture_default_str()->check(CLI::IsMember({"exact", "lsh"}));
@@ -216,7 +225,7 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
   cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file (default: stdout)");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates);
   cmd->callback([a] { run_predict(*a); });
 }
 
@@ -232,7 +241,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
   cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates);
   cmd->callback([a] {
     a->propensity.validate();  // before the model is loaded
     run_evaluate(*a);

@@ -43,6 +43,7 @@ struct TrainArgs {
   double negatives_uniform = 0.5;
   std::string logq = "on";
   std::string infer = "exact";  // --infer: how the per-epoch evaluation scores labels
+  size_t infer_candidates = InferenceOptions{}.candidates;
   std::string output_init = "random";  // --output-init random|centroid
   float centroid_scale = 10.0f;
   std::string sampler = "lsh", hash = "dwta";
@@ -176,6 +177,7 @@ int run_train(TrainArgs a) {
   config["mp_warmup_steps"] = a.mp_warmup_steps;
   config["wire_dtype"] = a.wire_dtype;
   config["infer"] = a.infer;
+  config["infer_candidates"] = a.infer_candidates;
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
   const Grid grid = parse_grid(a, world->size());
@@ -220,6 +222,7 @@ int run_train(TrainArgs a) {
   if (!a.checkpoint.empty() && rank == 0) save_label_counts(a.checkpoint, label_counts);
   const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
                                  .inference = a.infer == "lsh" ? Inference::lsh : Inference::exact,
+                                 .inference_candidates = a.infer_candidates,
                                  .propensities = &propensities};
   const std::string metrics_file = metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
@@ -345,6 +348,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--infer", a->infer, "per-epoch evaluation: exact (every label) or lsh (the labels the LSH "
                                       "tables return)")->capture_default_str()->check(CLI::IsMember({"exact", "lsh"}));
+  cmd->add_option("--infer-candidates", a->infer_candidates, "--infer lsh: labels scored per point at most, those "
+                                                             "found in the most tables (0: all)")->capture_default_str();
   cmd->add_option("--output-init", a->output_init, "output rows: random, or each label's centroid in hidden space "
                                                   "(a nearest-centroid classifier to start from)")
       ->capture_default_str()->check(CLI::IsMember({"random", "centroid"}));

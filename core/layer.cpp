@@ -15,15 +15,15 @@ const Placement& Layer::placement() const {
   return replicated;
 }
 
-void OutputLayer::set_inference(Inference mode) {
-  FRUGAL_CHECK(mode == Inference::exact, fmt::format("{} supports only exact inference", kind()));
+void OutputLayer::set_inference(const InferenceOptions& options) {
+  FRUGAL_CHECK(options.mode == Inference::exact, fmt::format("{} supports only exact inference", kind()));
 }
 
 void OutputLayer::accumulate_centroids(const Tensor&, const SparseBatch&) {
   throw Error(fmt::format("{} cannot be initialized from label centroids", kind()));
 }
 
-void OutputLayer::finish_centroids(float) {
+void OutputLayer::finish_centroids(float, std::span<const float>) {
   throw Error(fmt::format("{} cannot be initialized from label centroids", kind()));
 }
 

@@ -57,6 +57,13 @@ class HiddenLayer : public Layer {
 // How an output layer scores labels at evaluation and prediction: every label (exact top-k), or
 // only the labels its LSH tables return for the point (fast retrieval, approximate).
 enum class Inference { exact, lsh };
+struct InferenceOptions {
+  Inference mode = Inference::exact;
+  // LSH: at most this many labels scored per point, those found in the most tables (0: every
+  // label the tables return). Measured on synthetic data (bench/REPORT.md), a cap loses far more
+  // P@k than it saves time (the number of tables a label is found in ranks poorly), so none.
+  size_t candidates = 0;
+};
 
 class OutputLayer : public Layer {
  public:
@@ -74,15 +81,16 @@ class OutputLayer : public Layer {
   // sampled output draws its random negatives by them. The trainer calls it before each epoch.
   virtual void set_label_counts(std::span<const uint32_t> /*counts*/) {}
   // Scoring mode of top_k() from now on. Layers without LSH support only exact.
-  virtual void set_inference(Inference mode);
-  virtual Inference inference() const { return Inference::exact; }
+  virtual void set_inference(const InferenceOptions& options);
+  virtual InferenceOptions inference() const { return {}; }
   // Output rows initialized from label centroids: every training point's hidden vector is added
-  // to its labels' rows (accumulate_centroids over the whole training set, then finish): each
-  // label's row becomes `scale` times the unit direction of its mean hidden vector, so the
-  // network starts as a nearest-centroid classifier in its hidden space. Labels without points
-  // keep their random rows.
+  // to its labels' rows (accumulate_centroids over the whole training set, then finish). With
+  // `mean` the mean hidden vector of all points, label l's row becomes scale * d_l and its bias
+  // -scale * <mean, d_l>, d_l the unit direction of (its points' mean - mean): the network starts
+  // as a nearest-centroid classifier on centred hidden vectors (the part all points share says
+  // nothing about the label). Labels without points keep their random rows.
   virtual void accumulate_centroids(const Tensor& in, const SparseBatch& batch);
-  virtual void finish_centroids(float scale);
+  virtual void finish_centroids(float scale, std::span<const float> mean);
   // Labels scored by top_k() so far (every label of the layer per point under exact inference).
   virtual uint64_t labels_scored() const { return 0; }
 };

@@ -283,16 +283,26 @@ void Trainer::init_output_from_centroids(const data::Dataset& data, float scale,
   data::BatchLoader loader(data, {.batch = batch_size, .shuffle = false});
   SparseBatch batch;
   double squares = 0.0;
+  std::vector<double> sum;
   size_t points = 0;
   while (loader.next(batch)) {
     const Tensor& h = forward_hidden(batch);
-    for (size_t i = 0; i < h.size(); ++i) squares += static_cast<double>(h.data()[i]) * h.data()[i];
+    sum.resize(h.cols(), 0.0);
+    for (size_t i = 0; i < h.rows(); ++i)
+      for (size_t c = 0; c < h.cols(); ++c) {
+        const double v = h.at(i, c);
+        squares += v * v;
+        sum[c] += v;
+      }
     points += batch.size();
     model_.output().accumulate_centroids(h, batch);
   }
-  const double rms = points > 0 ? std::sqrt(squares / static_cast<double>(points)) : 0.0;
+  if (points == 0) return;
+  std::vector<float> mean(sum.size());
+  for (size_t c = 0; c < sum.size(); ++c) mean[c] = static_cast<float>(sum[c] / static_cast<double>(points));
+  const double rms = std::sqrt(squares / static_cast<double>(points));
   // All-zero hidden vectors (dead ReLUs) give no direction: keep the random rows then.
-  if (rms > 0.0) model_.output().finish_centroids(static_cast<float>(scale / rms));
+  if (rms > 0.0) model_.output().finish_centroids(static_cast<float>(scale / rms), mean);
 }
 
 void Trainer::predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
@@ -307,8 +317,8 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   std::vector<uint32_t> top;
   std::vector<float> scores;
   OutputLayer& output = model_.output();
-  const Inference before = output.inference();
-  output.set_inference(options.inference);
+  const InferenceOptions before = output.inference();
+  output.set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   const uint64_t scored_before = output.labels_scored();
   const auto start = std::chrono::steady_clock::now();
   while (loader.next(batch)) {

@@ -86,6 +86,7 @@ struct EvalOptions {
   // exact: every label is scored (P@k exact whichever sampler trained); lsh: only the labels the
   // output layer's LSH tables return for each point.
   Inference inference = Inference::exact;
+  size_t inference_candidates = InferenceOptions{}.candidates;  // LSH: labels scored per point at most
   // Propensities from the training label counts (not owned): with them, PSP@k and PSnDCG@k are
   // computed too; without, they are left out.
   const Propensities* propensities = nullptr;

@@ -37,7 +37,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   }
   m.trainer = std::make_unique<Trainer>(m.model, TrainerOptions{.parallel = {.model = group}, .inference_only = true});
   load_weights(checkpoint_dir, m.model, group);
-  m.model.output().set_inference(options.inference);
+  m.model.output().set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   m.counts = load_label_counts(checkpoint_dir);
 }
 
@@ -78,7 +78,8 @@ RankingScores Predictor::evaluate(const data::Dataset& data, const std::vector<s
   FRUGAL_CHECK(data.num_labels <= num_labels(), fmt::format("{}: data has {} labels, the model's output has {}",
                                                             data.source, data.num_labels, num_labels()));
   return impl_->trainer->evaluate(data, {.k = ks, .batch = impl_->batch,
-                                         .inference = impl_->model.output().inference(),
+                                         .inference = impl_->model.output().inference().mode,
+                                         .inference_candidates = impl_->model.output().inference().candidates,
                                          .propensities = propensities});
 }
 

@@ -49,6 +49,7 @@ struct PredictorOptions {
   // exact: every label is scored; lsh: only the labels that LSH tables over the output rows
   // return for each point (tables built from the loaded weights at the first call).
   Inference inference = Inference::exact;
+  size_t inference_candidates = InferenceOptions{}.candidates;  // LSH: labels scored per point at most
 };
 
 // The k best labels of each of `size()` points, best first: row i of `labels` and `scores`.

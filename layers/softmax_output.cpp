@@ -255,9 +255,9 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
   }
 }
 
-void SoftmaxOutput::set_inference(Inference mode) {
-  inference_ = mode;
-  if (mode != Inference::lsh || sampler_ != nullptr || inference_sampler_ != nullptr) return;
+void SoftmaxOutput::set_inference(const InferenceOptions& options) {
+  inference_ = options;
+  if (options.mode != Inference::lsh || sampler_ != nullptr || inference_sampler_ != nullptr) return;
   // Trained with the exact softmax: hash its label rows with the LSH defaults for this slice.
   const size_t local = end_ - begin_;
   lsh::LshOptions o;
@@ -270,7 +270,10 @@ void SoftmaxOutput::set_inference(Inference mode) {
 void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
   lsh::LshSampler& sampler = sampler_ != nullptr ? *sampler_ : *inference_sampler_;
   sampler.ensure_built(weight_.value);
-  sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_);
+  // A slice keeps its share of the candidates (at least 1).
+  const size_t cap = inference_.candidates == 0 ? 0
+      : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
+  sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_, cap);
   kernels::active_logits(in, candidates_, weight_.value, bias_.value, logits_);
   labels_scored_ += candidates_.total();
   const size_t b = in.rows(), n = end_ - begin_;
@@ -296,7 +299,7 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
 }
 
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
-  if (inference_ == Inference::lsh) return lsh_top_k(in, k, labels, scores);
+  if (inference_.mode == Inference::lsh) return lsh_top_k(in, k, labels, scores);
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   k = std::min(k, n);
   labels_scored_ += b * n;
@@ -337,30 +340,46 @@ void SoftmaxOutput::set_label_counts(std::span<const uint32_t> counts) {
 
 void SoftmaxOutput::accumulate_centroids(const Tensor& in, const SparseBatch& batch) {
   FRUGAL_CHECK(in.cols() == options_.in && in.rows() == batch.size(), "SoftmaxOutput: centroid input has the wrong shape");
-  if (centroid_sum_.rows() != end_ - begin_) centroid_sum_ = Tensor(end_ - begin_, options_.in);
+  if (centroid_sum_.rows() != end_ - begin_) {
+    centroid_sum_ = Tensor(end_ - begin_, options_.in);
+    centroid_points_.assign(end_ - begin_, 0);
+  }
   for (size_t i = 0; i < batch.size(); ++i)
     for (const uint32_t l : batch.labels_of(i)) {
       if (l < begin_ || l >= end_) continue;
+      ++centroid_points_[l - begin_];
       float* row = centroid_sum_.row(l - begin_);
       const float* h = in.row(i);
       for (size_t c = 0; c < options_.in; ++c) row[c] += h[c];
     }
 }
 
-void SoftmaxOutput::finish_centroids(float scale) {
+void SoftmaxOutput::finish_centroids(float scale, std::span<const float> mean) {
   FRUGAL_CHECK(scale > 0 && std::isfinite(scale), fmt::format("SoftmaxOutput: centroid scale must be > 0, got {}", scale));
+  FRUGAL_CHECK(mean.size() == options_.in, fmt::format("SoftmaxOutput: mean hidden vector has {} entries, expected {}",
+                                                       mean.size(), options_.in));
   if (centroid_sum_.rows() != end_ - begin_) return;  // no point reached this slice
   parallel_rows(end_ - begin_, [&](size_t j) {
-    const float* c = centroid_sum_.row(j);
+    if (centroid_points_[j] == 0) return;  // a label without points keeps its random row
+    float* c = centroid_sum_.row(j);
+    const float inv = 1.0f / static_cast<float>(centroid_points_[j]);
     double norm = 0.0;
-    for (size_t k = 0; k < options_.in; ++k) norm += static_cast<double>(c[k]) * c[k];
-    if (norm <= 0.0) return;  // a label without points (or with all-zero hidden vectors)
+    for (size_t k = 0; k < options_.in; ++k) {
+      c[k] = c[k] * inv - mean[k];
+      norm += static_cast<double>(c[k]) * c[k];
+    }
+    if (norm <= 0.0) return;
     const auto f = static_cast<float>(scale / std::sqrt(norm));
     float* w = weight_.value.row(j);
-    for (size_t k = 0; k < options_.in; ++k) w[k] = f * c[k];
-    bias_.value.data()[j] = 0.0f;
+    double shift = 0.0;
+    for (size_t k = 0; k < options_.in; ++k) {
+      w[k] = f * c[k];
+      shift += static_cast<double>(w[k]) * mean[k];
+    }
+    bias_.value.data()[j] = static_cast<float>(-shift);
   });
   centroid_sum_ = Tensor();
+  centroid_points_.clear();
   if (sampler_ != nullptr) sampler_->mark_all_changed();
 }
 

@@ -46,10 +46,10 @@ class SoftmaxOutput : public OutputLayer {
   uint64_t logits_computed() const override { return logits_computed_; }
   void after_update(uint64_t step) override;
   void set_label_counts(std::span<const uint32_t> counts) override;
-  void set_inference(Inference mode) override;
+  void set_inference(const InferenceOptions& options) override;
   void accumulate_centroids(const Tensor& in, const SparseBatch& batch) override;
-  void finish_centroids(float scale) override;
-  Inference inference() const override { return inference_; }
+  void finish_centroids(float scale, std::span<const float> mean) override;
+  InferenceOptions inference() const override { return inference_; }
   // Labels scored by top_k() so far (all of the slice's per point when exact): inference's cost.
   uint64_t labels_scored() const override { return labels_scored_; }
   const Placement& placement() const override { return options_.placement; }
@@ -82,10 +82,11 @@ class SoftmaxOutput : public OutputLayer {
   std::unique_ptr<lsh::LshSampler> sampler_;
   // LSH inference for a model trained with the exact softmax: tables over its weights, never saved.
   std::unique_ptr<lsh::LshSampler> inference_sampler_;
-  Inference inference_ = Inference::exact;
+  InferenceOptions inference_{};
   kernels::ActiveSets candidates_;
   uint64_t labels_scored_ = 0;
   Tensor centroid_sum_;  // per local label: sum of its points' hidden vectors (centroid init only)
+  std::vector<uint32_t> centroid_points_;
   const kernels::ActiveSets* override_ = nullptr;
   kernels::ActiveSets active_;
   kernels::RowAccumulator accumulator_;

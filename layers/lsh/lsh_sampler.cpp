@@ -83,7 +83,7 @@ void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
 
 
 void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base,
-                        uint64_t step, kernels::ActiveSets& out) const {
+                        uint64_t step, kernels::ActiveSets& out, size_t max_active) const {
   FRUGAL_CHECK(ready(), "LSH: sample() before the tables were built");
   const size_t b = h.rows(), nt = tables_.num_tables();
   auto& per_sample = per_sample_;
@@ -114,7 +114,8 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
           if (s.hits[n]++ == 0) s.found.push_back(n);
         }
       const size_t labels_n = active.size();
-      const size_t cap = options_.max_active == 0 ? SIZE_MAX : options_.max_active;
+      const size_t bound = max_active > 0 ? max_active : options_.max_active;
+      const size_t cap = bound == 0 ? SIZE_MAX : bound;
       if (labels_n + s.found.size() > cap) {
         const size_t keep = cap > labels_n ? cap - labels_n : 0;
         std::partial_sort(s.found.begin(), s.found.begin() + keep, s.found.end(), [&](uint32_t a, uint32_t c) {

@@ -58,8 +58,9 @@ class LshSampler {
   // Active sets for every row of h; true labels (offset by -label_base, those in range) come first.
   // With `labels` (training), random negatives follow the LSH hits and out.logit_offsets holds each
   // entry's logit correction (0 for labels and LSH hits).
+  // `max_active` (> 0) replaces the options' cap for this call (inference keeps fewer candidates).
   void sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base, uint64_t step,
-              kernels::ActiveSets& out) const;
+              kernels::ActiveSets& out, size_t max_active = 0) const;
   const LshTables& tables() const { return tables_; }
   const LshOptions& options() const { return options_; }
   uint64_t rebuilds() const { return rebuilds_; }
