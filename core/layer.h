@@ -44,6 +44,9 @@ class InputLayer : public Layer {
   virtual const Tensor& forward(const SparseBatch& x) = 0;
   // grad_out: dLoss/dOutput (B x out). Fills the parameters' row gradients.
   virtual void backward(const SparseBatch& x, const Tensor& grad_out) = 0;
+  // The parameters whose row f belongs to input feature f: a step reads only its batch's rows of
+  // them (a catch-up optimizer brings those rows up to date before the forward pass).
+  virtual std::vector<Parameter*> feature_parameters() { return {}; }
 };
 
 class HiddenLayer : public Layer {
@@ -65,6 +68,10 @@ class OutputLayer : public Layer {
   // Logits computed in training so far (all labels per point for a full softmax, the active set
   // for a sampled one): the trainer reports the mean per point.
   virtual uint64_t logits_computed() const = 0;
+  // The parameters whose rows are this rank's labels (row r: label placement offset + r); a
+  // training step reads at least its batch's true labels' rows. Default: those with one row per
+  // label of the layer's slice.
+  virtual std::vector<Parameter*> label_parameters();
 };
 
 }  // namespace frugal
