@@ -7,9 +7,13 @@
 //    missing s steps, it first gets exactly what the dense optimizer would have done to it with zero
 //    gradients in those s steps (momentum decay, the moves made by the decaying momentum, weight
 //    decay at each step's learning rate), then the step's update with global-step bias correction.
-//    catch_up() brings every row to the current step (Trainer::fit_epoch calls it at the end of
-//    each epoch), so the weights equal those of the dense optimizer without touching every row in
-//    every step. How the missed steps are summed: catch_up_plan() in adam.cpp and sgd.cpp.
+//    catch_up_rows() does the same ahead of time for the rows a forward pass is about to read (the
+//    Trainer calls it for a batch's feature and true-label rows) and catch_up() for every row
+//    (Trainer::fit_epoch, at the end of each epoch): the weights follow the dense optimizer's to
+//    float rounding without touching every row in every step. How the missed steps are summed:
+//    catch_up_plan() in adam.cpp and sgd.cpp.
+// The default is lazy: on the synthetic XMC benchmark it ends 3 epochs of LSH training 4 points of
+// P@1 higher and runs ~15% faster, while catch-up (= dense Adam) leads after 1 epoch (README).
 // Weight decay is decoupled (AdamW, SGDW): w -= lr_t * weight_decay * w before the step's update.
 // The learning rate of step t is lr * schedule.factor(t) (core/lr_schedule.h).
 #pragma once
@@ -28,27 +32,27 @@ enum class Method { adam, sgd };
 enum class SparseUpdates { lazy, catchup };
 
 // Every optimizer setting. Shorthands below: .optimizer = optim::Adam{.lr = 1e-3f} or
-// optim::Sgd{.lr = 0.5f}; the plain form .optimizer = {.lr = 1e-3f} is Adam.
+// optim::Sgd{.lr = 0.2f}; the plain form .optimizer = {.lr = 1e-3f} is Adam.
 struct Options {
   Method method = Method::adam;
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam
   float momentum = 0.9f;                             // SGD (heavy ball, no dampening; 0: plain SGD)
   float weight_decay = 0.0f;                         // decoupled: w -= lr * weight_decay * w per step
-  SparseUpdates updates = SparseUpdates::catchup;
+  SparseUpdates updates = SparseUpdates::lazy;
   void validate() const;
 };
 
 struct Adam {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
-  SparseUpdates updates = SparseUpdates::catchup;
+  SparseUpdates updates = SparseUpdates::lazy;
   operator Options() const;  // NOLINT: implicit on purpose (TrainerOptions::optimizer = Adam{...})
   void validate() const { Options(*this).validate(); }
 };
 
 struct Sgd {
-  float lr = 0.5f, momentum = 0.9f, weight_decay = 0.0f;
-  SparseUpdates updates = SparseUpdates::catchup;
+  float lr = 0.2f, momentum = 0.9f, weight_decay = 0.0f;
+  SparseUpdates updates = SparseUpdates::lazy;
   operator Options() const;  // NOLINT: implicit on purpose
   void validate() const { Options(*this).validate(); }
 };

@@ -35,7 +35,7 @@ struct Parallelism {
 };
 
 struct TrainerOptions {
-  // Adam by default (catch-up rows); optim::Adam{...} or optim::Sgd{...} (core/optimizer.h).
+  // Adam by default (lazy rows); optim::Adam{...} or optim::Sgd{...} (core/optimizer.h).
   optim::Options optimizer{};
   Parallelism parallel{};
   // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).

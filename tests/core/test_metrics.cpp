@@ -20,7 +20,7 @@ TEST_CASE("P@k counts hits among the first k predictions; label-less points coun
 
 TEST_CASE("Adam: lazy rows, per-row bias correction") {
   Parameter w{"w", Tensor(3, 2), {}};
-  optim::AdamOptimizer adam({.lr = 0.1f, .updates = optim::SparseUpdates::lazy}, {&w});
+  optim::AdamOptimizer adam({.lr = 0.1f}, {&w});
   w.grad.rows = {1};
   w.grad.values = Tensor(1, 2);
   w.grad.values.fill(2.0f);

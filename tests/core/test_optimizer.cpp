@@ -160,7 +160,7 @@ TEST_CASE("catch-up by hand: SGD momentum keeps moving an untouched row; lazy do
 TEST_CASE("AdamW and catch-up Adam by hand: decoupled decay, global-step bias correction") {
   Parameter p{"w", Tensor(2, 1), {}};
   p.value.fill(1.0f);
-  optim::AdamOptimizer adam({.lr = 0.1f, .weight_decay = 0.5f}, {&p});
+  optim::AdamOptimizer adam({.lr = 0.1f, .weight_decay = 0.5f, .updates = optim::SparseUpdates::catchup}, {&p});
   p.grad.rows = {0};
   p.grad.values = Tensor(1, 1);
   p.grad.values.fill(2.0f);

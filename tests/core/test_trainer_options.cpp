@@ -56,8 +56,8 @@ TEST_CASE("trainer options: resume with every option on is bit-identical to an u
   kernels::set_num_threads(2);
   const std::string dir = "trainer_options_resume_ckpt";
   const std::vector<optim::Options> optimizers{
-      optim::Adam{.lr = 3e-3f, .weight_decay = 0.01f},
-      optim::Sgd{.lr = 0.5f, .momentum = 0.9f, .weight_decay = 1e-3f},
+      optim::Adam{.lr = 3e-3f, .weight_decay = 0.01f, .updates = optim::SparseUpdates::catchup},
+      optim::Sgd{.lr = 0.5f, .momentum = 0.9f, .weight_decay = 1e-3f, .updates = optim::SparseUpdates::catchup},
   };
   for (const auto& optimizer : optimizers)
     for (const auto sampler : {layers::Sampler::lsh, layers::Sampler::exact}) {
@@ -97,7 +97,7 @@ TEST_CASE("trainer options: resume with every option on is bit-identical to an u
 TEST_CASE("trainer options: the epoch ends with every row caught up; clipping is reported") {
   Model m;
   layers::build_xmc_network(m, net(layers::Sampler::lsh));
-  Trainer t(m, every_option(optim::Adam{}));
+  Trainer t(m, every_option(optim::Adam{.updates = optim::SparseUpdates::catchup}));
   const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false, .max_steps = 7});
   for (size_t i = 0; i < t.optimizer().size(); ++i)
     for (const uint32_t s : t.optimizer().state(i).row_steps) REQUIRE(s == 7);
@@ -123,14 +123,14 @@ TEST_CASE("trainer options: a checkpoint of another optimizer is refused; lazy s
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, net(layers::Sampler::lsh));
-  Trainer lazy(m, {.optimizer = optim::Adam{.updates = optim::SparseUpdates::lazy}});
+  Trainer lazy(m, {});
   lazy.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false, .max_steps = 5});
   save_checkpoint(dir, m, lazy);
   Model other;
   layers::build_xmc_network(other, net(layers::Sampler::lsh));
   Trainer sgd(other, {.optimizer = optim::Sgd{}});
   REQUIRE_THROWS_WITH(load_checkpoint(dir, other, sgd), Catch::Contains("holds adam state, this run uses sgd"));
-  Trainer catchup(other, {});
+  Trainer catchup(other, {.optimizer = optim::Adam{.updates = optim::SparseUpdates::catchup}});
   const CheckpointInfo info = load_checkpoint(dir, other, catchup);
   REQUIRE(info.optimizer.at("sparse_updates") == "lazy");
   // Lazy rows owe nothing: they count as up to date at the checkpoint's step.

@@ -30,7 +30,7 @@ const data::SynthXmc& problem() {
 
 TrainerOptions every_option() {
   TrainerOptions o;
-  o.optimizer = optim::Adam{.lr = 3e-3f, .weight_decay = 0.05f};
+  o.optimizer = optim::Adam{.lr = 3e-3f, .weight_decay = 0.05f, .updates = optim::SparseUpdates::catchup};
   o.lr_schedule = {.kind = optim::ScheduleKind::cosine, .warmup_steps = 5, .total_steps = 2 * kSteps};
   o.clip_norm = 0.05f;  // below the norms of this problem: every step is clipped
   o.dropout = {.p = 0.25f, .seed = 9};
@@ -123,7 +123,7 @@ TEST_CASE("every optimizer option on: 1x3 model-parallel and 2x2 grids equal 1 r
 TEST_CASE("catch-up replicas exchanging touched rows follow the dense all-reduce; lazy ones drift") {
   kernels::set_num_threads(1);
   TrainerOptions catchup, lazy;
-  lazy.optimizer.updates = optim::SparseUpdates::lazy;
+  catchup.optimizer.updates = optim::SparseUpdates::catchup;
   const Run dense = train({.replicas = 2, .options = lazy, .dense = true});  // every row every step: dense Adam
   const Run caught_up = train({.replicas = 2, .options = catchup});
   const Run lazy_run = train({.replicas = 2, .options = lazy});
@@ -139,7 +139,7 @@ TEST_CASE("SGD momentum and catch-up row steps reslice from 2 model slices onto 
   const std::string dir = "optim_reslice_ckpt";
   fs::remove_all(dir);
   TrainerOptions sgd;
-  sgd.optimizer = optim::Sgd{.lr = 0.3f, .weight_decay = 0.01f};
+  sgd.optimizer = optim::Sgd{.lr = 0.3f, .weight_decay = 0.01f, .updates = optim::SparseUpdates::catchup};
   const Run saved = train({.slices = 2, .options = sgd, .epochs = 1, .save = dir});
   for (const int slices : {3, 1}) {
     INFO(slices << " slices");
