@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -309,7 +310,13 @@ int run_train(TrainArgs a) {
                                                     .progress = !a.quiet, .max_steps = a.max_steps});
     const EvalResult ev = trainer.evaluate(test, {.k = {1, 3, 5}, .batch = a.eval_batch});
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
-    const double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch}).p(1) : -1.0;
+    double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch}).p(1) : -1.0;
+    if (valid != nullptr && world->size() > 1) {
+      // Saving the best model is collective: every rank must take rank 0's decision.
+      float score = static_cast<float>(valid_p1);
+      world->broadcast(std::span<float>(&score, 1), 0).wait();
+      valid_p1 = score;
+    }
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                  "P@5 {:.4f}{} (eval {:.1f} s)\n",

@@ -204,7 +204,9 @@ void Trainer::catch_up_read_rows(const SparseBatch& batch) {
     optimizer_->catch_up_rows(*p, read_rows_);
   };
   for (Parameter* p : model_.input().feature_parameters()) {
-    read_rows_.assign(batch.feature_ids.begin(), batch.feature_ids.end());
+    read_rows_.clear();
+    for (const uint32_t f : batch.feature_ids)  // an id out of range is the forward pass's error to report
+      if (f < p->value.rows()) read_rows_.push_back(f);
     catch_up(p);
   }
   // Label rows the sampler adds (LSH candidates, random negatives) are caught up in the optimizer

@@ -2,7 +2,8 @@
 # `frugal train` optimizer and regularization flags end to end:
 #  1. every flag at once (SGD, weight decay, cosine schedule with warm-up, clipping, dropout,
 #     validation split, early stopping): epoch lines carry valid_p@1, grad_norm and
-#     clipped_fraction; the best model is kept in CHECKPOINT/best; the manifest records the settings;
+#     clipped_fraction; the best model is kept in CHECKPOINT/best (also on 2 ranks); the manifest
+#     records the settings;
 #  2. --early-stopping without --checkpoint, and resuming with another --lr-schedule or --epochs
 #     under a decaying schedule, fail naming the problem;
 #  3. 1 epoch + --resume for a 2nd equals 2 epochs straight (catch-up AdamW, warm-up, clipping,
@@ -27,6 +28,10 @@ run "$FRUGAL" "${COMMON[@]}" --epochs 4 --optimizer sgd --sparse-updates catchup
   --warmup-steps 5 --clip-norm 0.5 --dropout 0.1 --valid-fraction 0.1 --early-stopping 1 \
   --checkpoint "$TMP/es" --metrics "$TMP/es.jsonl"
 test -f "$TMP/es/best/manifest.json" || { echo "no best checkpoint in $TMP/es/best"; exit 1; }
+# The same on 2 model-parallel ranks: saving the best model is collective, every rank decides alike.
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 3 --valid-fraction 0.1 --early-stopping 1 \
+  --checkpoint "$TMP/es2" --metrics "$TMP/es2.jsonl"
+test -f "$TMP/es2/best/manifest.json" || { echo "no best checkpoint in $TMP/es2/best"; exit 1; }
 fails_with "--early-stopping needs --checkpoint" "$FRUGAL" "${COMMON[@]}" --epochs 1 --valid-fraction 0.1 --early-stopping 2
 fails_with "lr_schedule" "$FRUGAL" "${COMMON[@]}" --epochs 4 --optimizer sgd --sparse-updates catchup --momentum 0.8 --weight-decay 1e-4 \
   --lr-schedule linear --warmup-steps 5 --clip-norm 0.5 --dropout 0.1 --valid-fraction 0.1 --resume "$TMP/es"
@@ -45,6 +50,8 @@ d = sys.argv[1]
 def events(name, kind):
     return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == kind]
 es = events("es.jsonl", "epoch")
+es2, es2_rank1 = events("es2.jsonl", "epoch"), events("es2.rank1.jsonl", "epoch")
+assert [r["valid_p@1"] for r in es2] == [r["valid_p@1"] for r in es2_rank1], (es2, es2_rank1)
 assert 1 <= len(es) <= 4 and all("valid_p@1" in r and "grad_norm" in r and "clipped_fraction" in r for r in es), es
 best = max(r["valid_p@1"] for r in es)
 manifest = json.load(open(os.path.join(d, "es", "best", "manifest.json")))
