@@ -2,10 +2,12 @@
 // on XMC files, evaluating P@k, nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with metrics and
 // checkpoints.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -18,6 +20,8 @@
 #include "comm/init.h"
 #include "core/checkpoint.h"
 #include "core/label_counts_file.h"
+#include "core/dataset_split.h"
+#include "core/early_stopping.h"
 #include "core/metrics_log.h"
 #include "core/propensity.h"
 #include "core/rng.h"
@@ -35,7 +39,7 @@ struct TrainArgs {
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
-  float lr = 1e-3f;
+  std::optional<float> lr;  // unset: the optimizer's default (effective_lr)
   uint64_t seed = 1, rebuild_first = 50, rebuild_max = 2000;
   double rebuild_growth = 1.5;
   // Random negatives per point of the LSH softmax, their proposal's uniform share, logQ correction.
@@ -57,7 +61,25 @@ struct TrainArgs {
   std::string dp_tau = "sampled", wire_dtype = "f32";
   double mp_keep = 1.0;
   uint64_t mp_warmup_steps = 0;
+  // Optimizer and regularization (README "Optimizers and regularization").
+  std::string optimizer = "adam", sparse_updates = "lazy", lr_schedule = "constant";
+  float momentum = 0.9f, weight_decay = 0.0f, clip_norm = 0.0f, dropout = 0.0f;
+  uint64_t warmup_steps = 0;
+  double valid_fraction = 0.0;
+  size_t early_stopping = 0;
 };
+
+float effective_lr(const TrainArgs& a) {
+  if (a.lr) return *a.lr;
+  return a.optimizer == "sgd" ? optim::Sgd{}.lr : optim::Adam{}.lr;
+}
+
+// Global steps of the whole run (what linear and cosine schedules decay over).
+uint64_t total_steps(const TrainArgs& a, size_t train_points) {
+  uint64_t per_epoch = (train_points + a.batch - 1) / a.batch;
+  if (a.max_steps > 0) per_epoch = std::min<uint64_t>(per_epoch, a.max_steps);
+  return per_epoch * a.epochs;
+}
 
 // The process grid: D data-parallel replicas x M ranks slicing the model.
 struct Grid {
@@ -120,15 +142,38 @@ layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train)
           .seed = a.seed};
 }
 
-// The settings a checkpoint must agree with to be resumed.
+// The settings a checkpoint must agree with to be resumed. A key a checkpoint lacks is not
+// compared, so checkpoints from before a setting existed stay resumable.
 nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
   nlohmann::json c = layers::network_config(network_spec(a, train));
-  c["lr"] = a.lr;
+  c["lr"] = effective_lr(a);
   if (a.output_init != "random") {
     c["output_init"] = a.output_init;
     c["centroid_scale"] = a.centroid_scale;
   }
+  c["optimizer"] = a.optimizer;
+  c["sparse_updates"] = a.sparse_updates;
+  if (a.optimizer == "sgd") c["momentum"] = a.momentum;
+  c["weight_decay"] = a.weight_decay;
+  c["lr_schedule"] = a.lr_schedule;
+  c["warmup_steps"] = a.warmup_steps;
+  // The steps a decaying schedule spans: resuming with other --epochs would change every rate.
+  if (a.lr_schedule != "constant") c["schedule_steps"] = total_steps(a, train.size());
+  c["clip_norm"] = a.clip_norm;
+  c["dropout"] = a.dropout;
+  c["valid_fraction"] = a.valid_fraction;  // changes the training set
   return c;
+}
+
+TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
+  TrainerOptions o;
+  o.optimizer = {.method = optim::method_from_string(a.optimizer), .lr = effective_lr(a), .momentum = a.momentum,
+                 .weight_decay = a.weight_decay, .updates = optim::sparse_updates_from_string(a.sparse_updates)};
+  o.lr_schedule = {.kind = optim::schedule_kind_from_string(a.lr_schedule), .warmup_steps = a.warmup_steps,
+                   .total_steps = total_steps(a, train_points)};
+  o.clip_norm = a.clip_norm;
+  o.dropout = {.p = a.dropout, .seed = Rng(a.seed).split(0xd40f).next_u64()};
+  return o;
 }
 
 // Parameters of the whole model, counting every slice of a sliced layer once.
@@ -158,10 +203,16 @@ int run_train(TrainArgs a) {
   kernels::set_num_threads(a.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
-  const data::Dataset &train = inputs.train, &test = inputs.test;
-  FRUGAL_CHECK(test.num_features == train.num_features && test.num_labels == train.num_labels,
+  const data::Dataset& test = inputs.test;
+  FRUGAL_CHECK(test.num_features == inputs.train.num_features && test.num_labels == inputs.train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
-                           test.num_labels, a.train, train.num_features, train.num_labels));
+                           test.num_labels, a.train, inputs.train.num_features, inputs.train.num_labels));
+  // --valid-fraction: a seeded held-out part of the training set (the same on every rank).
+  std::optional<data::Split> held_out;
+  if (a.valid_fraction > 0)
+    held_out = data::split(inputs.train, {.test_fraction = a.valid_fraction, .seed = Rng(a.seed).split(0x7a11d).next_u64()});
+  const data::Dataset& train = held_out ? held_out->train : inputs.train;
+  const data::Dataset* valid = held_out ? &held_out->test : nullptr;
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);
@@ -178,6 +229,7 @@ int run_train(TrainArgs a) {
   config["wire_dtype"] = a.wire_dtype;
   config["infer"] = a.infer;
   config["infer_candidates"] = a.infer_candidates;
+  config["early_stopping"] = a.early_stopping;
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
   const Grid grid = parse_grid(a, world->size());
@@ -187,23 +239,30 @@ int run_train(TrainArgs a) {
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   if (!a.quiet)
     fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
-               train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
+               inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
                parse_seconds);
+  if (!a.quiet && valid != nullptr)
+    fmt::print("validation: {} points held out of the training set, {} train on\n", valid->size(), train.size());
 
   Model model;
   layers::build_network(model, network_spec(a, train), Placement::sliced(*model_group, weights));
-  Trainer trainer(model, {.optimizer = {.lr = a.lr},
-                          .parallel = {.model = model_group.get(), .data = data_group.get(),
-                                       .dense_gradients = a.parallel == "data"},
-                          .mp = {.keep = a.mp_keep, .wire = wire_type(a.wire_dtype),
-                                 .warmup_steps = a.mp_warmup_steps},
-                          .dp = dp_compression(a)});
+  TrainerOptions options = trainer_options(a, train.size());
+  options.parallel = {.model = model_group.get(), .data = data_group.get(), .dense_gradients = a.parallel == "data"};
+  options.mp = {.keep = a.mp_keep, .wire = wire_type(a.wire_dtype), .warmup_steps = a.mp_warmup_steps};
+  options.dp = dp_compression(a);
+  Trainer trainer(model, options);
+  EarlyStopping stopper(a.early_stopping);
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
   std::optional<CheckpointInfo> resumed_from;
   if (!a.resume.empty()) {
     const CheckpointInfo info = load_checkpoint(a.resume, model, trainer, resume_config);
     resumed_from = info;
+    if (info.run_state.contains("early_stopping")) {
+      const auto& e = info.run_state["early_stopping"];
+      stopper = EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
+                                                 .epochs_without_improvement = e.at("epochs_without_improvement")});
+    }
     if (!a.quiet)
       fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
                  info.epoch, info.step, info.world_size, info.model_slices);
@@ -248,16 +307,24 @@ int run_train(TrainArgs a) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
   const Rng seeds(a.seed);
-  while (trainer.epoch() < a.epochs) {
+  while (trainer.epoch() < a.epochs && !stopper.should_stop()) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                     .progress = !a.quiet, .max_steps = a.max_steps});
     const EvalResult ev = trainer.evaluate(test, eval_options);
+    // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
+    double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch}).p(1) : -1.0;
+    if (valid != nullptr && world->size() > 1) {
+      // Saving the best model is collective: every rank must take rank 0's decision.
+      float score = static_cast<float>(valid_p1);
+      world->broadcast(std::span<float>(&score, 1), 0).wait();
+      valid_p1 = score;
+    }
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f} (eval {:.1f} s)\n",
+                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f}{} (eval {:.1f} s)\n",
                  epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
-                 ev.psp.at(5), ev.seconds);
+                 ev.psp.at(5), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
       if (world->size() > 1) {
         const auto per_sample = [&](uint64_t bytes) {
           return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
@@ -275,7 +342,7 @@ int run_train(TrainArgs a) {
     std::fflush(stdout);
     const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
     const auto ratio = [](uint64_t a, uint64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
-    log.write({{"event", "epoch"},
+    nlohmann::json line = {{"event", "epoch"},
                {"epoch", epoch},
                {"loss", fit.loss},
                {"train_samples_per_s", fit.samples_per_s},
@@ -309,8 +376,24 @@ int run_train(TrainArgs a) {
                {"dp_payload_sent", fit.dp_payload_sent},
                {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
                {"rank", rank},
-               {"peak_rss_bytes", peak_rss_bytes()}});
-    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config);
+               {"peak_rss_bytes", peak_rss_bytes()}};
+    if (valid != nullptr) line["valid_p@1"] = valid_p1;
+    if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
+      line["grad_norm"] = fit.grad_norm;
+      line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;
+    }
+    log.write(line);
+    const bool best = valid != nullptr && stopper.update(epoch, valid_p1);
+    const nlohmann::json run_state = {
+        {"early_stopping", {{"best", stopper.state().best}, {"best_epoch", stopper.state().best_epoch},
+                            {"epochs_without_improvement", stopper.state().epochs_without_improvement}}}};
+    if (best && a.early_stopping > 0)
+      save_checkpoint((std::filesystem::path(a.checkpoint) / "best").string(), model, trainer, resume_config, run_state);
+    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config, run_state);
+    if (stopper.should_stop() && !a.quiet)
+      fmt::print("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
+                 "in {}/best\n",
+                 a.early_stopping, stopper.state().best, stopper.state().best_epoch, a.checkpoint);
   }
   return 0;
 }
@@ -329,7 +412,33 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
-  cmd->add_option("--lr", a->lr, "Adam learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd)", optim::Adam{}.lr,
+                                              optim::Sgd{}.lr))
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", a->optimizer, "adam, or sgd (with --momentum)")
+      ->capture_default_str()->check(CLI::IsMember({"adam", "sgd"}));
+  cmd->add_option("--sparse-updates", a->sparse_updates, "rows without a gradient in a step: lazy (untouched) or "
+                                                         "catchup (get the missed steps when next touched, as "
+                                                         "the dense optimizer would)")
+      ->capture_default_str()->check(CLI::IsMember({"lazy", "catchup"}));
+  cmd->add_option("--momentum", a->momentum, "SGD momentum (0: plain SGD)")->capture_default_str()->check(CLI::Range(0.0, 0.9999));
+  cmd->add_option("--weight-decay", a->weight_decay, "decoupled weight decay W: w -= lr * W * w every step (AdamW)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lr-schedule", a->lr_schedule, "learning rate over the run: constant, or linear / cosine "
+                                                   "decay to 0 over epochs x steps per epoch")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  cmd->add_option("--warmup-steps", a->warmup_steps, "linear learning-rate warm-up from 0 over the first N steps")
+      ->capture_default_str();
+  cmd->add_option("--clip-norm", a->clip_norm, "clip the global gradient L2 norm to C (0: off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--dropout", a->dropout, "input-feature dropout probability in training (inverted dropout)")
+      ->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--valid-fraction", a->valid_fraction, "hold out this seeded fraction of the training set for "
+                                                         "validation (valid_p@1 in the epoch lines)")
+      ->capture_default_str()->check(CLI::Range(0.0, 0.9));
+  cmd->add_option("--early-stopping", a->early_stopping, "stop after N epochs without validation P@1 improvement, "
+                                                         "keeping the best model in CHECKPOINT/best (0: off)")
+      ->capture_default_str();
   cmd->add_option("--sampler", a->sampler, "output neurons computed in training")
       ->capture_default_str()->check(CLI::IsMember({"lsh", "exact"}));
   cmd->add_option("--hash", a->hash, "LSH family")->capture_default_str()->check(CLI::IsMember({"dwta", "simhash"}));
@@ -397,6 +506,9 @@ void add_train_command(CLI::App& app) {
     TrainArgs args = *a;
     if (args.format == "idx") args.sampler = "exact";  // 10 labels: sampling would only lose accuracy
     if (!args.layers.empty()) layers::parse_layer_widths(args.layers);  // a typo fails before the data is read
+    FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
+                 "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction F "
+                 "(the validation split it watches)");
     const int rc = run_train(args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -1,44 +1,35 @@
-// Adam with lazy updates: a step touches only the rows that have a gradient (RowGrad::rows), and
-// each row keeps its own step count so its bias correction is that of the updates it actually got
-// (as in SLIDE's sparse Adam). Dense layers list all rows and get ordinary Adam.
+// Adam over row-sparse gradients (core/optimizer.h explains lazy and catch-up rows). Dense layers
+// list all rows every step and get ordinary Adam (AdamW with weight decay) either way.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
-#include "core/parameter.h"
-
+#include "core/optimizer.h"
 
 namespace frugal::optim {
 
-struct Adam {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  void validate() const;
-};
-
-class AdamOptimizer {
+class AdamOptimizer : public Optimizer {
  public:
-  AdamOptimizer(const Adam& options, std::vector<Parameter*> params);
-  // Applies every parameter's row gradient, then leaves the gradients as they were.
-  void step();
-  const Adam& options() const { return options_; }
-  // Per-parameter state, in the order of the parameter list (checkpoints read and write it).
-  struct State {
-    Tensor m, v;
-    std::vector<uint32_t> row_steps;
-  };
-  State& state(size_t i) { return state_.at(i); }
-  const State& state(size_t i) const { return state_.at(i); }
+  AdamOptimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule = {});
 
  private:
-  Adam options_;
-  std::vector<Parameter*> params_;
-  std::vector<State> state_;
-  // Bias corrections 1/(1 - beta^t) by step count t.
+  void prepare(uint64_t max_count, uint64_t now) override;
+  void reserve_plans(size_t plans) override;
+  CatchUpPlan catch_up_plan(uint64_t last, uint64_t now, size_t slot) override;
+  void update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan, double lr,
+                  uint64_t count) const override;
+
+  uint64_t horizon_;
+  // Bias corrections 1/(1 - beta^t) by step count t: two pow() per row per step cost more than
+  // the row's update itself. Float for the updates, double (up to the step where they reach 1)
+  // for catch-up plans.
   std::vector<float> correction1_{0.0f}, correction2_{0.0f};
+  std::vector<std::pair<double, double>> exact_corrections_{{0.0, 0.0}};
+  uint64_t corrections_end_;  // from this step on both corrections are 1 in double precision
+  std::vector<double> beta1_pow_, beta2_pow_;  // beta^j for j <= horizon_
+  std::vector<float> terms_;                   // per plan slot: horizon_ (weight, root) pairs
 };
 
 }  // namespace frugal::optim

@@ -129,26 +129,22 @@ SliceFile decode_slice(const fs::path& path, bool full) {
 }
 
 // Copies the part of `from` (an old slice) that overlaps `to` (this rank's new slice) along the
-// sliced axis, for the value and (with `state`) the Adam moments.
-void copy_overlap(const StoredParam& from, Parameter& to, optim::AdamOptimizer::State* state) {
+// sliced axis, for the value and (with `state`) the optimizer state (whichever moments it has).
+void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::State* state) {
+  std::vector<std::pair<const Tensor*, Tensor*>> pairs{{&from.value, &to.value}};
+  if (state != nullptr) pairs.emplace_back(&from.m, &state->m);
+  if (state != nullptr && !state->v.empty()) pairs.emplace_back(&from.v, &state->v);
   const size_t local = to.sliced_axis == 0 ? to.value.rows() : to.value.cols();
   const size_t from_len = from.axis == 0 ? from.value.rows() : from.value.cols();
   const size_t lo = std::max<size_t>(to.offset, from.offset), hi = std::min<size_t>(to.offset + local, from.offset + from_len);
   for (size_t g = lo; g < hi; ++g) {
     const size_t a = g - from.offset, b = g - to.offset;
     if (to.sliced_axis == 0) {
-      std::copy_n(from.value.row(a), to.value.cols(), to.value.row(b));
-      if (state == nullptr) continue;
-      std::copy_n(from.m.row(a), to.value.cols(), state->m.row(b));
-      std::copy_n(from.v.row(a), to.value.cols(), state->v.row(b));
-      state->row_steps[b] = from.row_steps[a];
+      for (const auto& [src, dst] : pairs) std::copy_n(src->row(a), to.value.cols(), dst->row(b));
+      if (state != nullptr) state->row_steps[b] = from.row_steps[a];
     } else {
-      for (size_t r = 0; r < to.value.rows(); ++r) {
-        to.value.at(r, b) = from.value.at(r, a);
-        if (state == nullptr) continue;
-        state->m.at(r, b) = from.m.at(r, a);
-        state->v.at(r, b) = from.v.at(r, a);
-      }
+      for (size_t r = 0; r < to.value.rows(); ++r)
+        for (const auto& [src, dst] : pairs) dst->at(r, b) = src->at(r, a);
     }
   }
   if (to.sliced_axis == 1 && state != nullptr) state->row_steps = from.row_steps;  // rows are not sliced: equal everywhere
@@ -182,6 +178,24 @@ bool same_slicing(const std::string& dir, const CheckpointInfo& info, const Mode
 // (resume: `trainer`) also the Adam state, the layer states (same slicing only), the step and
 // the epoch.
 // Returns whether the slicing was the same (see same_slicing).
+// The optimizer a checkpoint's state belongs to, as its manifest records it (checkpoints from
+// before the record hold lazy Adam state).
+nlohmann::json optimizer_record(const optim::Options& o) {
+  return {{"method", optim::to_string(o.method)}, {"sparse_updates", optim::to_string(o.updates)}};
+}
+
+// Row step counts mean "updates so far" (lazy) or "step of the last update" (catchup). A checkpoint
+// of one mode resumed in the other: lazy rows owe nothing, so they count as caught up at the
+// checkpoint's step; catch-up rows have in effect been updated at every step up to their last one.
+void convert_row_steps(const nlohmann::json& saved, Trainer& trainer, uint64_t step) {
+  if (saved.value("sparse_updates", "lazy") == "lazy" &&
+      trainer.optimizer().options().updates == optim::SparseUpdates::catchup)
+    for (size_t i = 0; i < trainer.optimizer().size(); ++i) {
+      auto& steps = trainer.optimizer().state(i).row_steps;
+      std::fill(steps.begin(), steps.end(), static_cast<uint32_t>(step));
+    }
+}
+
 bool restore_slices(const std::string& dir, const CheckpointInfo& info, Model& model, comm::Communicator* mp,
                     Trainer* trainer) {
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
@@ -203,6 +217,11 @@ bool restore_slices(const std::string& dir, const CheckpointInfo& info, Model& m
                        sp.full_cols == (p.sliced_axis < 0 ? p.value.cols() : p.full_cols),
                    fmt::format("{}: parameter {} has another shape or slicing than the model's", path.string(), p.name));
       auto* st = trainer != nullptr ? &trainer->optimizer().state(i) : nullptr;
+      // Adam has two moments, SGD one: the state must be the kind this run's optimizer keeps.
+      FRUGAL_CHECK(st == nullptr || (sp.m.rows() == sp.value.rows() && sp.m.cols() == sp.value.cols() &&
+                                     sp.v.empty() == st->v.empty()),
+                   fmt::format("{}: the optimizer state of {} does not fit this run's optimizer ({})", path.string(),
+                               p.name, optim::to_string(trainer->optimizer().options().method)));
       if (same_layout || p.sliced_axis < 0) {
         FRUGAL_CHECK(sp.value.rows() == p.value.rows() && sp.value.cols() == p.value.cols() &&
                          sp.row_steps.size() == p.value.rows(),
@@ -238,7 +257,8 @@ bool restore_slices(const std::string& dir, const CheckpointInfo& info, Model& m
 
 }  // namespace
 
-void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config) {
+void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config,
+                     const nlohmann::json& run_state) {
   comm::Communicator* mp = group_of(trainer.parallel().model);
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
@@ -281,7 +301,9 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
                                      {"world_size", world},           {"grid", {world / slices, slices}},
                                      {"model_slices", slices},        {"folder", folder},
                                      {"files", files},                {"parameters", params},
-                                     {"dct_residual_files", dct_files}, {"config", config}};
+                                     {"dct_residual_files", dct_files}, {"config", config},
+                                     {"optimizer", optimizer_record(trainer.optimizer().options())},
+                                     {"run_state", run_state}};
     write_atomically(fs::path(dir) / "manifest.json", manifest.dump(2) + "\n");
     // Older epochs are no longer referenced: remove them (the new one is committed).
     for (const auto& entry : fs::directory_iterator(dir))
@@ -314,6 +336,8 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   info.model_slices = m.value("model_slices", 1);
   info.config = m.value("config", nlohmann::json::object());
   info.parameters = m.value("parameters", nlohmann::json::array());
+  info.optimizer = m.value("optimizer", nlohmann::json::object());
+  info.run_state = m.value("run_state", nlohmann::json::object());
   FRUGAL_CHECK(info.model_slices >= 1 && m.contains("folder"), path.string() + ": manifest lacks its slices");
   info.folder = m.at("folder").get<std::string>();
   const auto grid = m.value("grid", nlohmann::json::array());
@@ -325,9 +349,13 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer, const nlohmann::json& config) {
   CheckpointInfo info = read_checkpoint_manifest(dir);
   check_config(info.config, config, dir);
+  const std::string method = info.optimizer.value("method", "adam"),
+                    wanted = optim::to_string(trainer.optimizer().options().method);
+  FRUGAL_CHECK(method == wanted, fmt::format("{}: checkpoint holds {} state, this run uses {}", dir, method, wanted));
   comm::Communicator* mp = group_of(trainer.parallel().model);
   const int slice = mp != nullptr ? mp->rank() : 0;
   const bool same_layout = restore_slices(dir, info, model, mp, &trainer);
+  convert_row_steps(info.optimizer, trainer, info.step);
   // DCT-DP residuals belong to one rank of one grid; on another grid the run starts them empty.
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;

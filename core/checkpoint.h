@@ -1,7 +1,8 @@
 // Checkpoints. A directory holds manifest.json (format version, epoch, step, world size, grid, the
 // slice ranges of every parameter, the files, the run's configuration) and one folder per saved
-// epoch with one file per model slice (cereal binary: every parameter slice with its Adam moments
-// and per-row step counts, each layer's extra state such as LSH tables). Files are written to a
+// epoch with one file per model slice (cereal binary: every parameter slice with its optimizer
+// state -- Adam's moments or SGD's momentum, per-row step counts -- each layer's extra state such as
+// LSH tables). The learning-rate schedule's position is the trainer's step. Files are written to a
 // temporary name, fsync'ed and renamed; the manifest is replaced last and is the commit point, so a
 // run that dies while saving leaves the previous checkpoint whole.
 //
@@ -36,11 +37,16 @@ struct CheckpointInfo {
   bool has_dct_residuals = false, dct_residuals_restored = false;
   nlohmann::json config;
   nlohmann::json parameters;  // per parameter: name, sliced_axis, shape, slice_bounds
+  // The optimizer whose state the files hold ({"method", "sparse_updates"}; empty: lazy Adam) and
+  // what the run saved with it (e.g. early stopping's state).
+  nlohmann::json optimizer, run_state;
 };
 
 // Collective over the trainer's model-parallel group (every rank of the run calls it).
+// `run_state`: anything else the run needs to resume (kept in the manifest, returned by load).
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer,
-                     const nlohmann::json& config = nlohmann::json::object());
+                     const nlohmann::json& config = nlohmann::json::object(),
+                     const nlohmann::json& run_state = nlohmann::json::object());
 // Restores model and trainer. Settings present in both `config` and the checkpoint must agree.
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
                                const nlohmann::json& config = nlohmann::json::object());

@@ -45,6 +45,9 @@ class InputLayer : public Layer {
   virtual const Tensor& forward(const SparseBatch& x) = 0;
   // grad_out: dLoss/dOutput (B x out). Fills the parameters' row gradients.
   virtual void backward(const SparseBatch& x, const Tensor& grad_out) = 0;
+  // The parameters whose row f belongs to input feature f: a step reads only its batch's rows of
+  // them (a catch-up optimizer brings those rows up to date before the forward pass).
+  virtual std::vector<Parameter*> feature_parameters() { return {}; }
 };
 
 class HiddenLayer : public Layer {
@@ -93,6 +96,10 @@ class OutputLayer : public Layer {
   virtual void finish_centroids(float scale, std::span<const float> mean);
   // Labels scored by top_k() so far (every label of the layer per point under exact inference).
   virtual uint64_t labels_scored() const { return 0; }
+  // The parameters whose rows are this rank's labels (row r: label placement offset + r); a
+  // training step reads at least its batch's true labels' rows. Default: those with one row per
+  // label of the layer's slice.
+  virtual std::vector<Parameter*> label_parameters();
 };
 
 }  // namespace frugal

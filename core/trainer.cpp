@@ -11,6 +11,8 @@
 #include "comm/communicator.h"
 #include "core/batch_loader.h"
 #include "core/check.h"
+#include "core/gradient_clipping.h"
+#include "core/metrics.h"
 #include "core/progress.h"
 #include "core/rng.h"
 
@@ -32,6 +34,10 @@ double FitResult::dp_compression() const {
 
 void TrainerOptions::validate() const {
   optimizer.validate();
+  lr_schedule.validate();
+  dropout.validate();
+  FRUGAL_CHECK(clip_norm >= 0 && std::isfinite(clip_norm),
+               fmt::format("clip_norm must be >= 0 (0: off), got {}", clip_norm));
   mp.validate();
   if (dp) {
     dp->validate();
@@ -53,8 +59,10 @@ constexpr int kBoundaryTag = 0x4d50;
 Trainer::Trainer(Model& model, const TrainerOptions& options)
     : model_(model),
       options_(options),
-      optimizer_(options.optimizer,
-                 (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters())) {
+      optimizer_(optim::Optimizer::create(
+          options.optimizer,
+          (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters()),
+          options.lr_schedule)) {
   options_.validate();
   comm::Communicator* group = options_.parallel.model;
   if (active_group(group))
@@ -180,7 +188,43 @@ const Tensor& Trainer::forward_hidden(const SparseBatch& batch) {
   return *h;
 }
 
-double Trainer::compute_gradients(const SparseBatch& batch, size_t global_batch) {
+const SparseBatch& Trainer::dropped(const SparseBatch& batch) {
+  if (options_.dropout.p <= 0.0f) return batch;
+  // Replica d's points are the global batch's d, d + D, ... (the loader's sharding).
+  const comm::Communicator* replicas = options_.parallel.data;
+  const bool sharded = active_group(replicas);
+  drop_input_features(batch, options_.dropout, step_, sharded ? replicas->rank() : 0, sharded ? replicas->size() : 1,
+                      dropped_);
+  return dropped_;
+}
+
+void Trainer::catch_up_read_rows(const SparseBatch& batch) {
+  if (options_.optimizer.updates != optim::SparseUpdates::catchup) return;
+  const auto catch_up = [&](Parameter* p) {
+    std::sort(read_rows_.begin(), read_rows_.end());
+    read_rows_.erase(std::unique(read_rows_.begin(), read_rows_.end()), read_rows_.end());
+    optimizer_->catch_up_rows(*p, read_rows_);
+  };
+  for (Parameter* p : model_.input().feature_parameters()) {
+    read_rows_.clear();
+    for (const uint32_t f : batch.feature_ids)  // an id out of range is the forward pass's error to report
+      if (f < p->value.rows()) read_rows_.push_back(f);
+    catch_up(p);
+  }
+  // Label rows the sampler adds (LSH candidates, random negatives) are caught up in the optimizer
+  // step, after this forward pass has read them.
+  for (Parameter* p : model_.output().label_parameters()) {
+    read_rows_.clear();
+    const size_t first = p->sliced_axis == 0 ? p->offset : 0, end = first + p->value.rows();
+    for (const uint32_t l : batch.label_ids)
+      if (l >= first && l < end) read_rows_.push_back(static_cast<uint32_t>(l - first));
+    catch_up(p);
+  }
+}
+
+double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_batch) {
+  const SparseBatch& batch = dropped(full_batch);
+  catch_up_read_rows(batch);
   const Tensor& h = forward_hidden(batch);
   const double loss = model_.output().forward_backward(h, batch, step_, &grad_);
   // The loss is a sum over points; Adam is invariant to the gradient's scale, but the mean keeps
@@ -208,10 +252,19 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
   const double loss = compute_gradients(batch, global_batch);
   sum_gradients_over_replicas();
-  optimizer_.step();
+  if (options_.clip_norm > 0.0f)
+    last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
+  optimizer_->step();
   ++step_;
   for (const auto& layer : model_.layers()) layer->after_update(step_);
   return loss;
+}
+
+void Trainer::catch_up() {
+  if (options_.optimizer.updates != optim::SparseUpdates::catchup) return;
+  optimizer_->catch_up();
+  // The parameters' row lists now name the rows the catch-up moved (LSH tables rehash them).
+  for (const auto& layer : model_.layers()) layer->after_update(step_);
 }
 
 double Trainer::loss(const SparseBatch& batch) {
@@ -244,13 +297,18 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
+  double norm_sum = 0.0;
   while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
     loss_sum += train_step(batch, global);
     result.samples += batch.size();
     ++result.steps;
+    norm_sum += last_grad_norm_;
+    if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > options_.clip_norm) ++result.clipped_steps;
     progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
   }
+  catch_up();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.grad_norm = result.steps > 0 ? norm_sum / static_cast<double>(result.steps) : 0.0;
   comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
   mp -= mp_before;
   dp -= dp_before;

@@ -10,11 +10,13 @@
 
 #include "comm/boundary_exchange.h"
 #include "comm/gradient_exchange.h"
-#include "core/adam.h"
 #include "core/dataset.h"
+#include "core/input_dropout.h"
+#include "core/lr_schedule.h"
 #include "core/model.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
+#include "core/optimizer.h"
 
 namespace frugal {
 
@@ -35,7 +37,8 @@ struct Parallelism {
 };
 
 struct TrainerOptions {
-  optim::Adam optimizer{};
+  // Adam by default (lazy rows); optim::Adam{...} or optim::Sgd{...} (core/optimizer.h).
+  optim::Options optimizer{};
   Parallelism parallel{};
   // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).
   comm::MpCompression mp{};
@@ -45,6 +48,13 @@ struct TrainerOptions {
   // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
   // which leaves the model's weights as the only copy in memory; train_step refuses to run.
   bool inference_only = false;
+  // The learning rate of each step (linear/cosine need lr_schedule.total_steps: epochs x steps).
+  optim::LrSchedule lr_schedule{};
+  // Scale the gradients so that their global L2 norm (whole model, after the replicas' sum) is at
+  // most clip_norm; 0: off.
+  float clip_norm = 0.0f;
+  // Input-feature dropout in training steps (never in evaluation); p = 0: off.
+  InputDropout dropout{};
   void validate() const;
 };
 
@@ -75,6 +85,9 @@ struct FitResult {
   // dense all-reduce of every parameter). 0/0 when there was no such traffic.
   uint64_t mp_payload_sent = 0, mp_payload_uncompressed = 0;
   uint64_t dp_payload_sent = 0, dp_payload_uncompressed = 0;
+  // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
+  double grad_norm = 0.0;
+  size_t clipped_steps = 0;
   double mp_compression() const;
   double dp_compression() const;
 };
@@ -109,6 +122,8 @@ class Trainer {
   double train_step(const SparseBatch& batch, size_t global_batch = 0);
   // The forward and backward half of train_step: fills every parameter's gradient (of the loss
   // divided by global_batch) on this rank, before any sum over replicas; returns the summed loss.
+  // With dropout it trains on the dropped batch; with catch-up rows it first brings the rows the
+  // batch reads (its features', its true labels') up to date, as dense training would have them.
   double compute_gradients(const SparseBatch& batch, size_t global_batch = 0);
   FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
@@ -124,13 +139,21 @@ class Trainer {
   // Loss of `batch` without changing anything (evaluation and gradient checks).
   double loss(const SparseBatch& batch);
 
+  // Catch-up rows (optim::SparseUpdates::catchup): gives every row the steps it missed, so the
+  // weights are those of the dense optimizer now. fit_epoch calls it at the end of every epoch
+  // (evaluation and checkpoints see caught-up weights); call it before evaluating mid-epoch.
+  void catch_up();
+
   uint64_t step() const { return step_; }
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
   Model& model() { return model_; }
-  optim::AdamOptimizer& optimizer() { return optimizer_; }
-  const optim::AdamOptimizer& optimizer() const { return optimizer_; }
-  void set_step(uint64_t step) { step_ = step; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  void set_step(uint64_t step) {
+    step_ = step;
+    optimizer_->set_steps(step);
+  }
   const Parallelism& parallel() const { return options_.parallel; }
   // DCT-DP's per-parameter exchanges (empty without --dp-keep or replicas): checkpoints save and
   // restore their residuals.
@@ -148,9 +171,15 @@ class Trainer {
   uint64_t mp_payload(bool sent) const;
   uint64_t dp_payload(bool sent) const;
 
+  // compute_gradients' input after dropout: `batch` itself without dropout.
+  const SparseBatch& dropped(const SparseBatch& batch);
+  // Catch-up rows: brings the rows the forward pass of `batch` reads (its features' input rows,
+  // its true labels' output rows) up to date first, so they are used as dense training has them.
+  void catch_up_read_rows(const SparseBatch& batch);
+
   Model& model_;
   TrainerOptions options_;
-  optim::AdamOptimizer optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<const Tensor*> activations_;  // input of each hidden layer and of the output layer
   // Per producing layer (input, hidden...): its boundary when sliced over an active group, else null.
   std::vector<std::unique_ptr<comm::BoundaryExchange>> boundaries_;
@@ -158,7 +187,10 @@ class Trainer {
   std::vector<std::unique_ptr<comm::GradientExchange>> dp_exchanges_;
   uint64_t dp_payload_sent_ = 0, dp_payload_uncompressed_ = 0;  // of the paths without thresholds
   Tensor grad_, exchange_, grad_full_;
+  SparseBatch dropped_;
+  std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;
+  double last_grad_norm_ = 0.0;  // of the last step, with clip_norm
 };
 
 }  // namespace frugal

@@ -34,6 +34,7 @@ class SparseDense : public InputLayer {
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   const Tensor& forward(const SparseBatch& x) override;
   void backward(const SparseBatch& x, const Tensor& grad_out) override;
+  std::vector<Parameter*> feature_parameters() override { return {&weight_}; }
 
  private:
   Options options_;

@@ -11,16 +11,19 @@
 
 namespace frugal::testing {
 
-// Copies every parameter slice of `model` (this rank's) into its place in whole[name], allocating
-// the whole matrix on first use. Callers serialize calls from several ranks.
+// Copies `local`, laid out like p's slice (its value or an optimizer moment), into its place in
+// `full`, allocating the whole matrix on first use.
+inline void add_slice(const Parameter& p, const Tensor& local, Tensor& full) {
+  if (full.empty()) full = Tensor(p.full_rows, p.full_cols);
+  for (size_t r = 0; r < local.rows(); ++r)
+    for (size_t c = 0; c < local.cols(); ++c)
+      full.at(p.sliced_axis == 0 ? r + p.offset : r, p.sliced_axis == 1 ? c + p.offset : c) = local.at(r, c);
+}
+
+// Copies every parameter slice of `model` (this rank's) into its place in whole[name]. Callers
+// serialize calls from several ranks.
 inline void add_slices(Model& model, std::map<std::string, Tensor>& whole) {
-  for (Parameter* p : model.parameters()) {
-    Tensor& full = whole[p->name];
-    if (full.empty()) full = Tensor(p->full_rows, p->full_cols);
-    for (size_t r = 0; r < p->value.rows(); ++r)
-      for (size_t c = 0; c < p->value.cols(); ++c)
-        full.at(p->sliced_axis == 0 ? r + p->offset : r, p->sliced_axis == 1 ? c + p->offset : c) = p->value.at(r, c);
-  }
+  for (Parameter* p : model.parameters()) add_slice(*p, p->value, whole[p->name]);
 }
 
 // ||a - b|| / ||b||: sums taken in another order differ in the last bits, and Adam's normalization

@@ -1,0 +1,213 @@
+// Optimizers: catch-up rows equal the dense optimizer (every row, every step, zero gradients where
+// a row has none) for Adam, AdamW, SGD with momentum, with learning-rate schedules, and against a
+// scalar double-precision reference written from the textbook formulas; lazy rows do not. Hand-
+// computed single steps; schedule factors.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "core/adam.h"
+#include "core/lr_schedule.h"
+#include "core/optimizer.h"
+#include "core/sgd.h"
+
+using namespace frugal;
+
+namespace {
+
+constexpr size_t kRows = 6, kCols = 3;
+
+// Row r has a gradient at step k (0-based) by a fixed pattern with gaps of every length: row 0
+// every step, row 1 every other step, row 2 every 5th, row 3 at steps 0, 17 and 260 (a gap longer
+// than Adam's move horizon), row 4 at step 3 only, row 5 never.
+bool touched(size_t r, size_t k) {
+  switch (r) {
+    case 0: return true;
+    case 1: return k % 2 == 0;
+    case 2: return k % 5 == 1;
+    case 3: return k == 0 || k == 17 || k == 260;
+    case 4: return k == 3;
+    default: return false;
+  }
+}
+float gradient(size_t r, size_t k, size_t c) { return 0.05f * std::sin(1.0f + 7.0f * r + 3.0f * k + c); }
+
+Tensor initial() {
+  Tensor w(kRows, kCols);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = 0.1f * std::cos(float(i));
+  return w;
+}
+
+// Trains the parameter for `steps` steps. dense: every row is listed every step (zero gradient
+// where the pattern has none), which is what a dense optimizer does.
+Tensor train(const optim::Options& o, const optim::LrSchedule& schedule, bool dense, size_t steps) {
+  Parameter p{"w", initial(), {}};
+  auto opt = optim::Optimizer::create(o, {&p}, schedule);
+  for (size_t k = 0; k < steps; ++k) {
+    p.grad.rows.clear();
+    for (uint32_t r = 0; r < kRows; ++r)
+      if (dense || touched(r, k)) p.grad.rows.push_back(r);
+    p.grad.values = Tensor(p.grad.rows.size(), kCols);
+    for (size_t j = 0; j < p.grad.rows.size(); ++j)
+      for (size_t c = 0; c < kCols; ++c)
+        p.grad.values.at(j, c) = touched(p.grad.rows[j], k) ? gradient(p.grad.rows[j], k, c) : 0.0f;
+    opt->step();
+  }
+  opt->catch_up();
+  return p.value;
+}
+
+// Dense AdamW / SGDW in double precision, straight from the formulas (PyTorch's order: decay,
+// moments, update with the bias corrections of the global step).
+std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& schedule, size_t steps) {
+  const Tensor w0 = initial();
+  std::vector<double> w(w0.data(), w0.data() + w0.size()), m(w.size(), 0.0), v(w.size(), 0.0);
+  for (size_t k = 0; k < steps; ++k) {
+    const double lr = o.lr * schedule.factor(k), t = double(k + 1);
+    for (size_t r = 0; r < kRows; ++r)
+      for (size_t c = 0; c < kCols; ++c) {
+        const size_t i = r * kCols + c;
+        const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
+        w[i] *= 1.0 - lr * o.weight_decay;
+        if (o.method == optim::Method::sgd) {
+          m[i] = o.momentum * m[i] + g;
+          w[i] -= lr * m[i];
+        } else {
+          m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
+          v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
+          const double mh = m[i] / (1 - std::pow(o.beta1, t)), vh = v[i] / (1 - std::pow(o.beta2, t));
+          w[i] -= lr * mh / (std::sqrt(vh) + o.eps);
+        }
+      }
+  }
+  return w;
+}
+
+double max_difference(const Tensor& a, const Tensor& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a.data()[i]) - b.data()[i]));
+  return d;
+}
+
+double max_difference(const Tensor& a, const std::vector<double>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a.data()[i] - b[i]));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
+  using optim::ScheduleKind;
+  const size_t steps = 300;
+  struct Case {
+    const char* name;
+    optim::Options options;
+    optim::LrSchedule schedule;
+  };
+  const std::vector<Case> cases{
+      {"adam", {.lr = 0.01f}, {}},
+      {"adamw + cosine + warm-up", {.lr = 0.01f, .weight_decay = 0.5f}, {ScheduleKind::cosine, 20, steps}},
+      {"adam + linear", {.lr = 0.02f, .beta1 = 0.8f, .beta2 = 0.99f}, {ScheduleKind::linear, 0, steps}},
+      {"sgd momentum", {.method = optim::Method::sgd, .lr = 0.1f}, {}},
+      {"sgdw + cosine + warm-up", {.method = optim::Method::sgd, .lr = 0.1f, .momentum = 0.95f, .weight_decay = 0.3f},
+       {ScheduleKind::cosine, 30, steps}},
+      {"plain sgd", {.method = optim::Method::sgd, .lr = 0.1f, .momentum = 0.0f, .weight_decay = 0.1f}, {}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    optim::Options catchup = c.options, lazy = c.options;
+    catchup.updates = optim::SparseUpdates::catchup;
+    lazy.updates = optim::SparseUpdates::lazy;
+    const Tensor dense = train(catchup, c.schedule, true, steps);
+    const Tensor caught_up = train(catchup, c.schedule, false, steps);
+    const Tensor lazy_w = train(lazy, c.schedule, false, steps);
+    const std::vector<double> exact = reference(c.options, c.schedule, steps);
+    // Dense float training itself is within rounding of the double reference...
+    CHECK(max_difference(dense, exact) < 1e-6);
+    // ...and catch-up sparse training equals it to float tolerance.
+    CHECK(max_difference(caught_up, dense) < 5e-7);
+    CHECK(max_difference(caught_up, exact) < 1e-6);
+    // Dense lists every row with the right count: lazy over all rows is dense too.
+    CHECK(max_difference(train(lazy, c.schedule, true, steps), dense) == 0.0);
+    if (c.options.momentum > 0 || c.options.weight_decay > 0 || c.options.method == optim::Method::adam)
+      CHECK(max_difference(lazy_w, dense) > 1e-3);
+  }
+}
+
+TEST_CASE("catch-up by hand: SGD momentum keeps moving an untouched row; lazy does not") {
+  for (const auto updates : {optim::SparseUpdates::catchup, optim::SparseUpdates::lazy}) {
+    Parameter p{"w", Tensor(2, 1), {}};
+    p.value.fill(1.0f);
+    optim::SgdOptimizer sgd({.method = optim::Method::sgd, .lr = 0.1f, .momentum = 0.5f, .updates = updates}, {&p});
+    p.grad.rows = {0};
+    p.grad.values = Tensor(1, 1);
+    p.grad.values.fill(1.0f);
+    sgd.step();  // buf = 1, w = 1 - 0.1 = 0.9
+    REQUIRE(p.value.at(0, 0) == Approx(0.9f));
+    p.grad.rows = {1};
+    sgd.step();  // row 0 untouched: dense would do buf = 0.5, w = 0.9 - 0.05
+    sgd.step();  // buf = 0.25, w = 0.85 - 0.025
+    REQUIRE(p.value.at(0, 0) == Approx(0.9f));  // not yet: the row catches up when touched or flushed
+    sgd.catch_up();
+    const bool catchup = updates == optim::SparseUpdates::catchup;
+    REQUIRE(p.value.at(0, 0) == Approx(catchup ? 0.825f : 0.9f));
+    REQUIRE(sgd.state(0).m.at(0, 0) == Approx(catchup ? 0.25f : 1.0f));
+    REQUIRE(sgd.state(0).row_steps[0] == (catchup ? 3u : 1u));
+    if (catchup) REQUIRE(p.grad.rows == std::vector<uint32_t>{0});  // catch_up names the rows it moved
+  }
+}
+
+TEST_CASE("AdamW and catch-up Adam by hand: decoupled decay, global-step bias correction") {
+  Parameter p{"w", Tensor(2, 1), {}};
+  p.value.fill(1.0f);
+  optim::AdamOptimizer adam({.lr = 0.1f, .weight_decay = 0.5f, .updates = optim::SparseUpdates::catchup}, {&p});
+  p.grad.rows = {0};
+  p.grad.values = Tensor(1, 1);
+  p.grad.values.fill(2.0f);
+  adam.step();
+  // w (1 - lr wd) - lr * m_hat / sqrt(v_hat) with m_hat / sqrt(v_hat) = 1 at the first step.
+  REQUIRE(p.value.at(0, 0) == Approx(0.95f - 0.1f).epsilon(1e-6));
+  // Row 1's first gradient comes at global step 2: it first decays for step 1 (its moments are 0,
+  // so no move), then its bias correction is the global step's: m_hat = 0.1 g / (1 - 0.81),
+  // v_hat = 0.001 g^2 / (1 - 0.998001).
+  p.grad.rows = {1};
+  adam.step();
+  const double mh = 0.1 * 2 / (1 - 0.81), vh = 0.001 * 4 / (1 - 0.998001);
+  REQUIRE(p.value.at(1, 0) == Approx(0.95 * 0.95 - 0.1 * mh / std::sqrt(vh)).epsilon(1e-5));
+}
+
+TEST_CASE("learning-rate schedules: warm-up, linear and cosine factors") {
+  using optim::ScheduleKind;
+  const optim::LrSchedule linear{ScheduleKind::linear, 4, 12}, cosine{ScheduleKind::cosine, 4, 12},
+      warm{ScheduleKind::constant, 2, 0};
+  REQUIRE(linear.factor(0) == 0.25);
+  REQUIRE(linear.factor(3) == 1.0);
+  REQUIRE(linear.factor(4) == 1.0);
+  REQUIRE(linear.factor(8) == 0.5);
+  REQUIRE(linear.factor(11) == 0.125);  // the last step still moves
+  REQUIRE(linear.factor(40) == 0.0);
+  REQUIRE(cosine.factor(8) == Approx(0.5));
+  REQUIRE(cosine.factor(4) == 1.0);
+  REQUIRE(cosine.factor(12) == Approx(0.0).margin(1e-12));
+  REQUIRE(warm.factor(0) == 0.5);
+  REQUIRE(warm.factor(1000) == 1.0);
+  REQUIRE(optim::LrSchedule{}.factor(7) == 1.0);
+  REQUIRE_THROWS_WITH((optim::LrSchedule{ScheduleKind::cosine, 0, 0}.validate()), Catch::Contains("total_steps"));
+  REQUIRE_THROWS_WITH((optim::LrSchedule{ScheduleKind::linear, 12, 12}.validate()), Catch::Contains("warmup_steps"));
+  REQUIRE_THROWS_WITH(optim::schedule_kind_from_string("step"), Catch::Contains("constant, linear or cosine"));
+}
+
+TEST_CASE("optimizer options: validation and shorthands") {
+  REQUIRE_THROWS_WITH(optim::Adam{.lr = -1}.validate(), Catch::Contains("lr"));
+  REQUIRE_THROWS_WITH(optim::Sgd{.momentum = 1.0f}.validate(), Catch::Contains("momentum"));
+  REQUIRE_THROWS_WITH((optim::Options{.lr = 0.1f, .weight_decay = -1}.validate()), Catch::Contains("weight decay"));
+  const optim::Options sgd = optim::Sgd{.lr = 0.2f, .momentum = 0.5f};
+  REQUIRE(sgd.method == optim::Method::sgd);
+  REQUIRE(sgd.momentum == 0.5f);
+  const optim::Options adam = optim::Adam{.lr = 0.2f, .updates = optim::SparseUpdates::lazy};
+  REQUIRE(adam.method == optim::Method::adam);
+  REQUIRE(adam.updates == optim::SparseUpdates::lazy);
+  Parameter p{"w", Tensor(2, 2), {}};
+  REQUIRE(optim::Optimizer::create(sgd, {&p})->state(0).v.empty());
+  REQUIRE(optim::Optimizer::create(adam, {&p})->state(0).v.rows() == 2);
+}
