@@ -11,7 +11,7 @@
 #  infer   LSH inference vs exact at 100k and 1M labels: a model trained on synthetic data, then
 #          `frugal evaluate --infer exact|lsh` (time and P@k).
 # Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
-# THREADS (2), SEEDS ("1 2 3"), EPOCHS (5) override. Prints every command it runs; metrics JSONL and
+# THREADS (2), SEEDS ("1 2 3"), EPOCHS (5), GCIDE_VARIANTS ("min5 full") override. Prints every command it runs; metrics JSONL and
 # logs go to OUT_DIR (default .bench/quality); `python3 bench/quality/summarize.py OUT_DIR` makes the
 # tables of bench/REPORT.md. Needs Debian's dict-gcide and dataset-fashion-mnist.
 set -euo pipefail
@@ -62,7 +62,7 @@ for section in "${SECTIONS[@]}"; do
       train "skew${seed}_lsh_nologq" "${base[@]}" --logq off
     done ;;
   gcide)
-    for variant in min5 full; do
+    for variant in ${GCIDE_VARIANTS:-min5 full}; do
       d="$OUT/data/gcide_$variant"
       extra=()
       [ "$variant" = min5 ] && extra=(--min-label-points 5)
@@ -71,7 +71,7 @@ for section in "${SECTIONS[@]}"; do
       base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed 1)
       train "gcide_${variant}_lsh_default" "${base[@]}"
       # The README's documented GCIDE settings (tuning guide).
-      tuned=(--hidden 1024 --output-init centroid)
+      tuned=(--hidden 2048 --output-init centroid)
       train "gcide_${variant}_lsh_tuned" "${base[@]}" "${tuned[@]}"
       # The exact softmax over 112k labels takes hours here: only on min5.
       [ "$variant" = min5 ] && train "gcide_${variant}_exact_tuned" "${base[@]}" "${tuned[@]}" --sampler exact
