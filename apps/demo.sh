@@ -18,7 +18,7 @@ fi
 say "training on 2 ranks (each owns half the hidden neurons and half the labels with its own LSH tables):"
 say "sparse input -> 128 hidden (ReLU) -> LSH-sampled softmax over 5000 labels, 3 epochs"
 "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$DATA/train.txt" --test "$DATA/test.txt" --hidden 128 \
-  --batch 128 --epochs 3 --sampler lsh --min-active 300 --threads 1 --seed 1 \
+  --batch 128 --epochs 3 --sampler lsh --threads 1 --seed 1 \
   --metrics "$BUILD/demo-metrics.jsonl" | tee "$BUILD/demo.log"
 p1=$(grep -o '"p@1":[0-9.e-]*' "$BUILD/demo-metrics.jsonl" | tail -1 | cut -d: -f2)
 say "final P@1 = $p1 (metrics in $BUILD/demo-metrics.jsonl)"
