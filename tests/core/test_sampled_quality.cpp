@@ -74,3 +74,21 @@ TEST_CASE("LSH softmax follows the exact softmax on skewed labels") {
   const auto [old_gap, old_fall] = worst(old, exact);
   CHECK(std::max(old_gap, old_fall) > 0.02);
 }
+
+TEST_CASE("output rows from label centroids start the network as a nearest-centroid classifier") {
+  kernels::set_num_threads(2);
+  const data::SynthXmc d = data::generate_synth_xmc(
+      {.features = 3000, .labels = 300, .train = 3000, .test = 300, .nnz = 30, .labels_per_point = 2, .seed = 8});
+  const auto p1 = [&](bool centroids) {
+    Model model;
+    layers::build_xmc_network(model, {.features = 3000, .labels = 300, .hidden = 256,
+                                      .sampler = layers::Sampler::exact, .seed = 2});
+    Trainer trainer(model, {});
+    if (centroids) trainer.init_output_from_centroids(d.train, 10.0f);
+    return trainer.evaluate(d.test, {.k = {1}}).p(1);
+  };
+  const double random = p1(false), centroid = p1(true);
+  INFO("P@1 before any training: random rows " << random << ", centroid rows " << centroid);
+  CHECK(random < 0.1);
+  CHECK(centroid > 0.5);
+}
