@@ -48,6 +48,10 @@ run "$FRUGAL" "${E[@]}"
 cp "$TMP/last.log" "$TMP/eval.txt"
 run "$FRUGAL" "${E[@]}" --json
 cp "$TMP/last.log" "$TMP/eval.json"
+# LSH inference: scores fewer labels per point than the 200 of exact inference, same metric keys.
+run "$FRUGAL" "${E[@]}" --json --infer lsh
+cp "$TMP/last.log" "$TMP/eval_lsh.json"
+run "$FRUGAL" "${P[@]}" --input "$D/test.txt" --infer lsh --out "$TMP/pred_lsh.txt"
 run "$FRUGAL" "${E[@]}" --json --train "$D/train.txt" --k 1,2 --propensity-a 0.6 --propensity-b 2
 cp "$TMP/last.log" "$TMP/eval_train.json"
 run "$FRUGAL" "${E[@]}" --json --train "$D/train.txt" --propensity-a 0.55 --propensity-b 1.5
@@ -96,6 +100,11 @@ def metric_lines(name):
 assert any("scored 150 points" in l and "exact inference" in l for l in lines("eval.txt")), lines("eval.txt")
 text = dict(l.split() for l in metric_lines("eval.txt"))
 ev = json.loads(metric_lines("eval.json")[-1])
+lsh = json.loads(metric_lines("eval_lsh.json")[-1])
+assert set(lsh) == set(ev), lsh
+scored = [l for l in lines("eval_lsh.json") if "lsh inference" in l]
+assert scored and int(scored[0].split(" labels scored")[0].rsplit(" ", 1)[1]) < 200, scored
+assert len(parse("pred_lsh.txt")) == 150
 keys = [f"{m}@{k}" for m in ("p", "ndcg", "psp", "psndcg", "recall", "coverage") for k in (1, 3, 5)]
 assert list(text) == keys, list(text)  # one metric per line, grouped by metric
 assert set(ev) == set(keys), ev
