@@ -30,6 +30,9 @@ void LshOptions::validate() const {
   FRUGAL_CHECK(rebuild_first >= 1, "LSH: rebuild_first must be >= 1 step");
   FRUGAL_CHECK(rebuild_growth >= 1.0 && std::isfinite(rebuild_growth), "LSH: rebuild_growth must be >= 1");
   FRUGAL_CHECK(rebuild_max >= rebuild_first, "LSH: rebuild_max must be >= rebuild_first");
+  // Each draw is kept per sample and thread while the set is built: bound it well below memory.
+  FRUGAL_CHECK(negatives <= (size_t{1} << 20),
+               fmt::format("LSH: negatives must be at most 1048576 per point, got {}", negatives));
   FRUGAL_CHECK(negative_uniform_share >= 0.0 && negative_uniform_share <= 1.0,
                fmt::format("LSH: negative_uniform_share must be in [0, 1], got {}", negative_uniform_share));
 }

@@ -34,6 +34,8 @@ TEST_CASE("negative sampler: labels that never occur keep a uniform proposal; ba
   for (uint32_t j = 0; j < 4; ++j) CHECK(s.probability(j) == Approx(0.25));
   CHECK_THROWS_WITH(s.set_counts(std::vector<uint32_t>{1, 2}), Catch::Contains("2 label counts for 4 labels"));
   CHECK_THROWS_WITH(lsh::NegativeSampler(4, 1.5), Catch::Contains("uniform share"));
+  CHECK_THROWS_WITH(lsh::LshOptions{.negatives = size_t{1} << 21}.validate(), Catch::Contains("negatives must be at most"));
+  CHECK_THROWS_WITH(lsh::LshOptions{.negative_uniform_share = -0.1}.validate(), Catch::Contains("negative_uniform_share"));
 }
 
 TEST_CASE("LSH sampler: negatives follow the exact entries, with logQ offsets that estimate the rest") {
