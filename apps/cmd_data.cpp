@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
-#include "core/synth_xmc.h"
-#include "core/xmc_file.h"
+#include "core/data/synth_xmc.h"
+#include "core/data/xmc_file.h"
 
 namespace frugal::cli {
 

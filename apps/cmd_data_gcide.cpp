@@ -1,4 +1,4 @@
-// `frugal data gcide --out DIR`: the GCIDE reverse-dictionary XMC set (core/gcide_builder.h) from
+// `frugal data gcide --out DIR`: the GCIDE reverse-dictionary XMC set (core/data/gcide_builder.h) from
 // Debian's dict-gcide, written as DIR/train.txt, DIR/test.txt, DIR/features.txt (line i: the word
 // of feature i) and DIR/labels.txt (line i: the headword of label i), with its statistics and the
 // P@1/P@3/P@5 of the reference rankers a trained model must beat (most frequent, label centroid,
@@ -15,11 +15,11 @@
 
 #include "apps/commands.h"
 #include "core/check.h"
-#include "core/dataset_stats.h"
-#include "core/dictd_file.h"
-#include "core/gcide_builder.h"
-#include "core/reference_rankers.h"
-#include "core/xmc_file.h"
+#include "core/data/dataset_stats.h"
+#include "core/data/dictd_file.h"
+#include "core/data/gcide_builder.h"
+#include "core/data/reference_rankers.h"
+#include "core/data/xmc_file.h"
 
 namespace frugal::cli {
 namespace {

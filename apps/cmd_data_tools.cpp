@@ -11,10 +11,10 @@
 
 #include "apps/commands.h"
 #include "core/check.h"
-#include "core/dataset_split.h"
-#include "core/dataset_stats.h"
-#include "core/idx_file.h"
-#include "core/xmc_file.h"
+#include "core/data/dataset_split.h"
+#include "core/data/dataset_stats.h"
+#include "core/data/idx_file.h"
+#include "core/data/xmc_file.h"
 
 namespace frugal::cli {
 namespace {

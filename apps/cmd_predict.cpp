@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "comm/init.h"
 #include "core/check.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
-#include "core/xmc_reader.h"
+#include "core/data/xmc_reader.h"
 #include "kernels/matmul.h"
 #include "layers/predictor.h"
 

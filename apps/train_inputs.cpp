@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
-#include "core/idx_file.h"
-#include "core/xmc_file.h"
+#include "core/data/idx_file.h"
+#include "core/data/xmc_file.h"
 
 namespace frugal::cli {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "core/check.h"
 
 namespace frugal::comm {

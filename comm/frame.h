@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-#include "comm/work.h"
+#include "core/work.h"
 
 namespace frugal::comm {
 

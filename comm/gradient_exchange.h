@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "comm/codec.h"
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "comm/thresholder.h"
 #include "core/tensor.h"
 

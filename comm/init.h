@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "comm/run_config.h"
 
 namespace frugal::comm {

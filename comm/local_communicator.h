@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 
 namespace frugal::comm {
 

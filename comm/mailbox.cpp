@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/comm_stats.h"
+#include "core/comm_stats.h"
 
 namespace frugal::comm::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "comm/comm_stats.h"
+#include "core/comm_stats.h"
 #include "comm/mailbox.h"
 #include "comm/message.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "comm/transport.h"
 
 namespace frugal::comm::detail {

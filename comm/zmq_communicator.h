@@ -14,7 +14,7 @@
 #include <string>
 
 #include "comm/cluster_key.h"
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "comm/run_config.h"
 
 namespace frugal::comm {

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "core/check.h"
-#include "core/checkpoint.h"
-#include "core/label_counts_file.h"
+#include "core/train/checkpoint.h"
+#include "core/data/label_counts_file.h"
 #include "core/model.h"
-#include "core/trainer.h"
+#include "core/train/trainer.h"
 #include "layers/network_config.h"
 
 namespace frugal {

@@ -12,7 +12,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "kernels/matmul.h"

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "comm/communicator.h"
+#include "core/communicator.h"
 
 namespace frugal::comm::testing {
 

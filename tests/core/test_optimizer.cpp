@@ -5,10 +5,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "core/adam.h"
-#include "core/lr_schedule.h"
-#include "core/optimizer.h"
-#include "core/sgd.h"
+#include "core/train/adam.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/optimizer.h"
+#include "core/train/sgd.h"
 
 using namespace frugal;
 

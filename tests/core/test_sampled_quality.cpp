@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "core/synth_xmc.h"
-#include "core/trainer.h"
+#include "core/data/synth_xmc.h"
+#include "core/train/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/xmc_network.h"
 

@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/batch_loader.h"
-#include "core/checkpoint.h"
-#include "core/synth_xmc.h"
-#include "core/trainer.h"
+#include "core/data/batch_loader.h"
+#include "core/train/checkpoint.h"
+#include "core/data/synth_xmc.h"
+#include "core/train/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/xmc_network.h"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "core/xmc_file.h"
+#include "core/data/xmc_file.h"
 
 using frugal::data::XmcFile;
 

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "core/xmc_file.h"
-#include "core/xmc_reader.h"
+#include "core/data/xmc_file.h"
+#include "core/data/xmc_reader.h"
 
 using frugal::SparseBatch;
 using frugal::data::XmcReader;

@@ -17,9 +17,9 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/dictd_file.h"
-#include "core/gcide_builder.h"
-#include "core/gcide_text.h"
+#include "core/data/dictd_file.h"
+#include "core/data/gcide_builder.h"
+#include "core/data/gcide_text.h"
 
 using namespace frugal::data;
 using Catch::Contains;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/idx_file.h"
+#include "core/data/idx_file.h"
 
 using frugal::data::IdxFile;
 using Catch::Contains;

@@ -2,9 +2,9 @@
 // Trainer reach high accuracy (P@1) on a small image problem; a one-layer MLP is the XMC network.
 #include <catch2/catch.hpp>
 
-#include "core/idx_file.h"
+#include "core/data/idx_file.h"
 #include "core/rng.h"
-#include "core/trainer.h"
+#include "core/train/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/mlp_network.h"
 #include "layers/xmc_network.h"

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/check.h"
-#include "core/reference_rankers.h"
+#include "core/data/reference_rankers.h"
 
 using namespace frugal::data;
 

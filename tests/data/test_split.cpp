@@ -9,8 +9,8 @@
 #include <set>
 #include <vector>
 
-#include "core/dataset_split.h"
-#include "core/dataset_stats.h"
+#include "core/data/dataset_split.h"
+#include "core/data/dataset_stats.h"
 #include "core/rng.h"
 
 using namespace frugal;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/dataset_stats.h"
-#include "core/xmc_file.h"
+#include "core/data/dataset_stats.h"
+#include "core/data/xmc_file.h"
 
 using frugal::data::XmcFile;
 using Catch::Contains;

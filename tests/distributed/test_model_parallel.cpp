@@ -6,9 +6,9 @@
 #include <mutex>
 
 #include "comm/local_communicator.h"
-#include "core/batch_loader.h"
-#include "core/synth_xmc.h"
-#include "core/trainer.h"
+#include "core/data/batch_loader.h"
+#include "core/data/synth_xmc.h"
+#include "core/train/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/xmc_network.h"
 #include "tests/distributed/whole_weights.h"

@@ -8,9 +8,9 @@
 #include <mutex>
 
 #include "comm/local_communicator.h"
-#include "core/checkpoint.h"
-#include "core/synth_xmc.h"
-#include "core/trainer.h"
+#include "core/train/checkpoint.h"
+#include "core/data/synth_xmc.h"
+#include "core/train/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/xmc_network.h"
 #include "tests/distributed/whole_weights.h"

@@ -7,11 +7,11 @@
 #include <mutex>
 
 #include "comm/local_communicator.h"
-#include "core/batch_loader.h"
-#include "core/checkpoint.h"
-#include "core/label_counts_file.h"
-#include "core/synth_xmc.h"
-#include "core/trainer.h"
+#include "core/data/batch_loader.h"
+#include "core/train/checkpoint.h"
+#include "core/data/label_counts_file.h"
+#include "core/data/synth_xmc.h"
+#include "core/train/trainer.h"
 #include "kernels/matmul.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"

@@ -1,0 +1,72 @@
+#include "core/data/dataset_stats.h"
+
+#include <algorithm>
+#include <bit>
+
+#include <fmt/format.h>
+
+namespace frugal::data {
+
+DatasetStats compute_stats(const Dataset& data) {
+  DatasetStats s;
+  s.points = data.size();
+  s.features = data.num_features;
+  s.labels = data.num_labels;
+  s.average_nonzeros = data.average_nonzeros();
+  s.average_labels = data.average_labels();
+  std::vector<uint64_t> label_freq(data.num_labels, 0);
+  std::vector<bool> feature_seen(data.num_features, false);
+  for (const uint32_t f : data.points.feature_ids)
+    if (f < feature_seen.size()) feature_seen[f] = true;
+  s.features_used = static_cast<size_t>(std::count(feature_seen.begin(), feature_seen.end(), true));
+  size_t same = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const auto labels = data.points.labels_of(i);
+    s.points_without_labels += labels.empty();
+    s.points_without_features += data.points.features_of(i).empty();
+    for (const uint32_t l : labels)
+      if (l < label_freq.size()) ++label_freq[l];
+    if (i > 0 && !labels.empty()) {
+      const auto prev = data.points.labels_of(i - 1);
+      same += !prev.empty() && prev[0] == labels[0];
+    }
+  }
+  s.adjacent_same_label = data.size() > 1 ? static_cast<double>(same) / static_cast<double>(data.size() - 1) : 0.0;
+  s.max_label_frequency = label_freq.empty() ? 0 : *std::max_element(label_freq.begin(), label_freq.end());
+  s.labels_used = label_freq.size() - static_cast<size_t>(std::count(label_freq.begin(), label_freq.end(), 0u));
+  // Bins: 0, 1, 2, 3-4, 5-8, ...: bin b >= 1 holds frequencies in (2^(b-2), 2^(b-1)].
+  const auto bin_of = [](uint64_t f) { return f == 0 ? 0 : 1 + static_cast<size_t>(std::bit_width(f - 1)); };
+  s.label_histogram.resize(bin_of(s.max_label_frequency) + 1);
+  for (size_t b = 0; b < s.label_histogram.size(); ++b) {
+    s.label_histogram[b].lo = b <= 1 ? b : (uint64_t{1} << (b - 2)) + 1;
+    s.label_histogram[b].hi = b <= 1 ? b : uint64_t{1} << (b - 1);
+  }
+  for (const uint64_t f : label_freq) ++s.label_histogram[bin_of(f)].labels;
+  return s;
+}
+
+std::string DatasetStats::format(const std::string& indent) const {
+  std::string out;
+  const auto line = [&](const std::string& text) { out += indent + text + "\n"; };
+  line(fmt::format("points               {}", points));
+  line(fmt::format("features             {} ({} occur)", features, features_used));
+  line(fmt::format("labels               {} ({} occur)", labels, labels_used));
+  line(fmt::format("nonzeros per point   {:.2f}", average_nonzeros));
+  line(fmt::format("labels per point     {:.2f}", average_labels));
+  line(fmt::format("points per label     {:.2f} (of those that occur; most frequent: {})",
+                   labels_used ? average_labels * static_cast<double>(points) / static_cast<double>(labels_used) : 0.0,
+                   max_label_frequency));
+  line(fmt::format("without labels       {} points", points_without_labels));
+  line(fmt::format("without features     {} points", points_without_features));
+  line(fmt::format("neighbours sharing their first label: {:.1f}%{}", 100.0 * adjacent_same_label,
+                   looks_sorted() ? " (sorted by label: shuffle before taking a prefix or a sequential split)" : ""));
+  line("label frequency histogram (points per label: labels)");
+  for (const HistogramBin& b : label_histogram) {
+    if (b.labels == 0 && b.lo != 0) continue;  // empty bins are noise on a log scale
+    const std::string range = b.lo == b.hi ? fmt::format("{}", b.lo) : fmt::format("{}-{}", b.lo, b.hi);
+    line(fmt::format("  {:>13}: {}", range, b.labels));
+  }
+  return out;
+}
+
+}  // namespace frugal::data

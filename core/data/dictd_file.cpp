@@ -1,0 +1,101 @@
+#include "core/data/dictd_file.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include "core/check.h"
+
+namespace frugal::data {
+namespace {
+
+std::string read_gzip_or_plain(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw Error(fmt::format("{}: cannot open for reading", path));
+  gzbuffer(f, 1 << 20);
+  std::string out;
+  std::vector<char> buf(1 << 20);
+  while (true) {
+    const int got = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
+    if (got < 0) {
+      int code = 0;
+      const std::string msg = gzerror(f, &code);
+      gzclose(f);
+      throw Error(fmt::format("{}: truncated or corrupt data after {} bytes: {}", path, out.size(), msg));
+    }
+    if (got == 0) break;
+    out.append(buf.data(), static_cast<size_t>(got));
+  }
+  gzclose(f);
+  return out;
+}
+
+}  // namespace
+
+uint64_t DictdFile::decode_number(std::string_view digits) {
+  if (digits.empty() || digits.size() > 10) throw Error(fmt::format("bad dictd number '{}'", digits));
+  uint64_t v = 0;
+  for (const char c : digits) {
+    int d = -1;
+    if (c >= 'A' && c <= 'Z') d = c - 'A';
+    else if (c >= 'a' && c <= 'z') d = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') d = c - '0' + 52;
+    else if (c == '+') d = 62;
+    else if (c == '/') d = 63;
+    if (d < 0) throw Error(fmt::format("bad dictd number '{}': '{}' is not a base64 digit", digits, c));
+    v = v * 64 + static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+DictdFile DictdFile::open(const std::string& index_path, const std::string& dict_path) {
+  DictdFile d;
+  d.text_ = read_gzip_or_plain(dict_path);
+  std::ifstream in(index_path);
+  if (!in) throw Error(fmt::format("{}: cannot open for reading", index_path));
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const size_t t1 = line.find('\t'), t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
+    if (t2 == std::string::npos || line.find('\t', t2 + 1) != std::string::npos)
+      throw Error(fmt::format("{}:{}: expected 'headword<TAB>offset<TAB>length', got '{}'", index_path, line_no, line));
+    DictdEntry e;
+    e.headword = line.substr(0, t1);
+    try {
+      e.offset = decode_number(std::string_view(line).substr(t1 + 1, t2 - t1 - 1));
+      e.length = decode_number(std::string_view(line).substr(t2 + 1));
+    } catch (const Error& err) {
+      throw Error(fmt::format("{}:{}: {}", index_path, line_no, err.what()));
+    }
+    if (e.offset > d.text_.size() || e.length > d.text_.size() - e.offset)
+      throw Error(fmt::format("{}:{}: '{}' points at bytes {}..{}, past the end of {} ({} bytes): index and "
+                              "dictionary do not belong together",
+                              index_path, line_no, e.headword, e.offset, e.offset + e.length, dict_path,
+                              d.text_.size()));
+    d.entries_.push_back(std::move(e));
+  }
+  if (in.bad()) throw Error(fmt::format("{}:{}: read error", index_path, line_no));
+  return d;
+}
+
+std::vector<DictdEntry> DictdFile::articles() const {
+  std::vector<DictdEntry> out;
+  for (const DictdEntry& e : entries_)
+    if (!e.headword.starts_with("00-")) out.push_back(e);  // 00-database-info, 00-gcide-url, ...
+  std::sort(out.begin(), out.end(), [](const DictdEntry& a, const DictdEntry& b) {
+    return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const DictdEntry& a, const DictdEntry& b) {
+                          return a.offset == b.offset && a.length == b.length;
+                        }),
+            out.end());
+  return out;
+}
+
+}  // namespace frugal::data

@@ -1,0 +1,112 @@
+#include "core/data/synth_xmc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::data {
+namespace {
+
+class Generator {
+ public:
+  explicit Generator(const SynthXmcOptions& o) : o_(o), root_(o.seed) {
+    // Popularity by rank, then a random rank -> label id map so popular labels are spread out.
+    cdf_.resize(o.labels);
+    double total = 0.0;
+    for (uint32_t r = 0; r < o.labels; ++r) cdf_[r] = total += 1.0 / std::pow(r + 1.0, o.zipf);
+    for (double& c : cdf_) c /= total;
+    label_of_rank_.resize(o.labels);
+    for (uint32_t i = 0; i < o.labels; ++i) label_of_rank_[i] = i;
+    Rng rng = root_.split(1);
+    for (size_t i = o.labels; i > 1; --i) std::swap(label_of_rank_[i - 1], label_of_rank_[rng.below(i)]);
+  }
+
+  uint32_t prototype_feature(uint32_t label, uint32_t j) const {
+    return static_cast<uint32_t>(root_.split(2).split(label).split(j).next_u64() % o_.features);
+  }
+
+  Dataset make(size_t n, uint64_t stream, const std::string& name) {
+    Dataset d;
+    d.num_features = o_.features;
+    d.num_labels = o_.labels;
+    d.source = name;
+    Rng rng = root_.split(stream);
+    std::vector<uint32_t> labels, ids;
+    std::vector<float> values;
+    std::vector<std::pair<uint32_t, float>> feats;
+    const uint32_t want_labels = std::min(o_.labels_per_point, o_.labels);
+    for (size_t i = 0; i < n; ++i) {
+      labels.clear();
+      while (labels.size() < want_labels) {
+        const double u = rng.uniform();
+        const auto r = static_cast<uint32_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+        const uint32_t l = label_of_rank_[std::min(r, o_.labels - 1)];
+        if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
+      }
+      std::sort(labels.begin(), labels.end());
+      feats.clear();
+      const auto noise = static_cast<uint32_t>(std::lround(o_.nnz * o_.noise));
+      const uint32_t signal = o_.nnz - noise;
+      for (uint32_t j = 0; j < signal; ++j) {
+        // Signal features: a random label of the point, a random member of its prototype. The
+        // first prototype members are likelier, so each label has a few strong features.
+        const uint32_t l = labels[rng.below(labels.size())];
+        const auto m = static_cast<uint32_t>(rng.below(rng.below(o_.prototype_size) + 1));
+        feats.emplace_back(prototype_feature(l, m), 0.5f + rng.uniform());
+      }
+      for (uint32_t j = 0; j < noise; ++j)
+        feats.emplace_back(static_cast<uint32_t>(rng.below(o_.features)), rng.uniform());
+      std::sort(feats.begin(), feats.end());
+      ids.clear();
+      values.clear();
+      for (const auto& [f, v] : feats) {
+        if (!ids.empty() && ids.back() == f) {
+          values.back() += v;
+        } else {
+          ids.push_back(f);
+          values.push_back(v);
+        }
+      }
+      double norm = 0.0;
+      for (const float v : values) norm += double(v) * v;
+      const auto inv = static_cast<float>(1.0 / std::sqrt(norm));
+      for (float& v : values) v *= inv;
+      d.points.add_point(ids, values, labels);
+    }
+    return d;
+  }
+
+ private:
+  const SynthXmcOptions& o_;
+  Rng root_;
+  std::vector<double> cdf_;
+  std::vector<uint32_t> label_of_rank_;
+};
+
+}  // namespace
+
+void SynthXmcOptions::validate() const {
+  FRUGAL_CHECK(features > 0, "synth-xmc: --features must be > 0");
+  FRUGAL_CHECK(labels > 0, "synth-xmc: --labels must be > 0");
+  FRUGAL_CHECK(nnz > 0, "synth-xmc: --nnz must be > 0");
+  FRUGAL_CHECK(labels_per_point > 0, "synth-xmc: --labels-per-point must be > 0");
+  FRUGAL_CHECK(prototype_size > 0, "synth-xmc: --prototype-size must be > 0");
+  FRUGAL_CHECK(noise >= 0.0 && noise <= 1.0, fmt::format("synth-xmc: --noise must be in [0, 1], got {}", noise));
+  FRUGAL_CHECK(zipf >= 0.0 && std::isfinite(zipf), "synth-xmc: --zipf must be >= 0");
+}
+
+SynthXmc generate_synth_xmc(const SynthXmcOptions& options) {
+  options.validate();
+  Generator gen(options);
+  SynthXmc out;
+  out.train = gen.make(options.train, 10, "synth-train");
+  out.test = gen.make(options.test, 11, "synth-test");
+  return out;
+}
+
+}  // namespace frugal::data

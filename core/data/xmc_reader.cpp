@@ -1,0 +1,164 @@
+#include "core/data/xmc_reader.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal::data {
+namespace {
+
+class LineParser {
+ public:
+  LineParser(const std::string& name, size_t line_no, std::string_view text)
+      : name_(name), line_no_(line_no), text_(text) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(fmt::format("{}:{}: {}", name_, line_no_, what));
+  }
+
+  template <class T>
+  T parse_number(std::string_view token, const char* what) const {
+    T value{};
+    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+    if (ec != std::errc() || end != token.data() + token.size() || token.empty())
+      fail(fmt::format("bad token '{}': expected {}", token, what));
+    return value;
+  }
+
+  // Splits the line into whitespace-separated tokens.
+  std::vector<std::string_view> tokens() const {
+    std::vector<std::string_view> out;
+    size_t i = 0;
+    while (i < text_.size()) {
+      while (i < text_.size() && (text_[i] == ' ' || text_[i] == '\t' || text_[i] == '\r')) ++i;
+      const size_t start = i;
+      while (i < text_.size() && text_[i] != ' ' && text_[i] != '\t' && text_[i] != '\r') ++i;
+      if (i > start) out.push_back(text_.substr(start, i - start));
+    }
+    return out;
+  }
+
+ private:
+  const std::string& name_;
+  size_t line_no_;
+  std::string_view text_;
+};
+
+bool is_feature(std::string_view token) { return token.find(':') != std::string_view::npos; }
+
+const char* one_based_hint(uint32_t id, uint32_t limit) {
+  return id == limit ? " (ids are 0-based: is this file 1-based?)" : "";
+}
+
+}  // namespace
+
+XmcReader::XmcReader(const std::string& path) : owned_(std::make_unique<std::ifstream>(path)), name_(path) {
+  if (!*owned_) throw Error(fmt::format("{}: cannot open for reading", path));
+  in_ = owned_.get();
+  read_header();
+}
+
+XmcReader::XmcReader(std::istream& in, const std::string& name) : in_(&in), name_(name) { read_header(); }
+
+XmcReader::~XmcReader() = default;
+XmcReader::XmcReader(XmcReader&&) noexcept = default;
+XmcReader& XmcReader::operator=(XmcReader&&) noexcept = default;
+
+void XmcReader::read_header() {
+  if (!std::getline(*in_, line_)) throw Error(fmt::format("{}:1: empty file: expected header 'N F L'", name_));
+  // A UTF-8 byte-order mark, as some Windows editors write, is not part of the header.
+  if (line_.starts_with("\xEF\xBB\xBF")) line_.erase(0, 3);
+  LineParser p(name_, line_no_, line_);
+  const auto tok = p.tokens();
+  if (tok.size() != 3) p.fail(fmt::format("bad header '{}': expected 'N F L' (points, features, labels)", line_));
+  num_points_ = p.parse_number<uint64_t>(tok[0], "the number of points N");
+  num_features_ = p.parse_number<uint32_t>(tok[1], "the number of features F");
+  num_labels_ = p.parse_number<uint32_t>(tok[2], "the number of labels L");
+}
+
+void XmcReader::limit_features(uint32_t limit, const std::string& what) {
+  feature_limit_ = limit;
+  limit_what_ = what;
+}
+
+size_t XmcReader::read(SparseBatch& out, size_t max_points) {
+  FRUGAL_CHECK(max_points > 0, "XmcReader::read: ask for at least one point");
+  if (finished_) return 0;
+  size_t added = 0;
+  while (added < max_points && std::getline(*in_, line_)) {
+    ++line_no_;
+    if (parse_point(out)) ++added;
+  }
+  if (added < max_points) {  // the stream is exhausted
+    if (in_->bad()) throw Error(fmt::format("{}:{}: read error", name_, line_no_));
+    if (points_read_ != num_points_)
+      throw Error(fmt::format("{}:{}: file has {} points but the header says N = {}", name_, line_no_, points_read_,
+                              num_points_));
+    finished_ = true;
+  }
+  return added;
+}
+
+bool XmcReader::parse_point(SparseBatch& out) {
+  LineParser p(name_, line_no_, line_);
+  const auto tok = p.tokens();
+  if (tok.empty()) {
+    // Blank lines after the last point are tolerated. Inside the file, a line of spaces is a
+    // point with neither labels nor features (what sklearn's dump_svmlight_file writes for one);
+    // a line with no separator at all is not a point.
+    if (points_read_ >= num_points_) return false;  // a later non-blank line is still "more points than N"
+    if (line_.find_first_of(" \t") == std::string::npos) {
+      if (in_->peek() == std::char_traits<char>::eof()) return false;
+      p.fail("empty line: expected 'labels features' (a point with neither is a line holding one space)");
+    }
+  }
+  if (points_read_ >= num_points_) p.fail(fmt::format("more points than the header's N = {}", num_points_));
+  ids_.clear();
+  values_.clear();
+  labels_.clear();
+  size_t first_feature = 0;
+  if (!tok.empty() && !is_feature(tok[0])) {  // label list present
+    // "1,2,3" is the repository's form; "1, 2, 3" (LSHTC's original files) continues the list
+    // into the next tokens while a token ends with a comma and the next is no feature.
+    size_t last = 0;
+    while (tok[last].ends_with(',') && last + 1 < tok.size() && !is_feature(tok[last + 1])) ++last;
+    first_feature = last + 1;
+    for (size_t t = 0; t <= last; ++t) {
+      std::string_view list = tok[t];
+      if (t < last) list.remove_suffix(1);  // the separating comma
+      while (!list.empty()) {
+        const size_t comma = list.find(',');
+        const std::string_view item = list.substr(0, comma);
+        const auto label = p.parse_number<uint32_t>(item, "a label id");
+        if (label >= num_labels_)
+          p.fail(fmt::format("label id {} >= L = {}{}", label, num_labels_, one_based_hint(label, num_labels_)));
+        labels_.push_back(label);
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+        if (list.empty()) p.fail(fmt::format("bad token '{}': trailing comma in label list", tok[t]));
+      }
+    }
+  }
+  for (size_t t = first_feature; t < tok.size(); ++t) {
+    const size_t colon = tok[t].find(':');
+    if (colon == std::string_view::npos) p.fail(fmt::format("bad token '{}': expected feature:value", tok[t]));
+    const auto id = p.parse_number<uint32_t>(tok[t].substr(0, colon), "a feature id");
+    const auto value = p.parse_number<float>(tok[t].substr(colon + 1), "a feature value");
+    if (id >= num_features_)
+      p.fail(fmt::format("feature id {} >= F = {}{}", id, num_features_, one_based_hint(id, num_features_)));
+    if (id >= feature_limit_) p.fail(fmt::format("feature id {} >= {} = {}", id, limit_what_, feature_limit_));
+    if (!std::isfinite(value)) p.fail(fmt::format("non-finite value in '{}'", tok[t]));
+    ids_.push_back(id);
+    values_.push_back(value);
+  }
+  out.add_point(ids_, values_, labels_);
+  ++points_read_;
+  return true;
+}
+
+}  // namespace frugal::data

@@ -1,0 +1,129 @@
+#include "core/train/adam.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal::optim {
+namespace {
+
+// One row's update, compiled for AVX-512, AVX2 and generic x86-64 (picked at run time); the
+// arithmetic is element-wise, so every variant gives the same bits. keep = 1 - lr * weight_decay
+// (w * 1.0f is exact: without decay the update is bitwise what it was before decay existed).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
+    float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, size_t n, float b1,
+    float b2, float step, float c2, float eps, float keep) {
+  for (size_t c = 0; c < n; ++c) {
+    m[c] = b1 * m[c] + (1.0f - b1) * g[c];
+    v[c] = b2 * v[c] + (1.0f - b2) * g[c] * g[c];
+    w[c] = keep * w[c] - step * m[c] / (std::sqrt(v[c] * c2) + eps);
+  }
+}
+
+// The missed steps of a row (see catch_up_plan): w = decay * w - m * sum_j weight_j / (root_j *
+// sqrt(v) + eps). Columns go in chunks so that the sum over steps runs vectorized across columns.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_catch_up_row(
+    float* __restrict w, float* __restrict m, float* __restrict v, size_t n, float decay, const float* __restrict terms,
+    size_t steps, float eps, float m_decay, float v_decay) {
+  constexpr size_t kChunk = 64;
+  float root_v[kChunk], sum[kChunk];
+  for (size_t c0 = 0; c0 < n; c0 += kChunk) {
+    const size_t len = std::min(kChunk, n - c0);
+    for (size_t c = 0; c < len; ++c) {
+      root_v[c] = std::sqrt(v[c0 + c]);
+      sum[c] = 0.0f;
+    }
+    for (size_t j = 0; j < steps; ++j) {
+      const float weight = terms[2 * j], root = terms[2 * j + 1];
+      for (size_t c = 0; c < len; ++c) sum[c] += weight / (root * root_v[c] + eps);
+    }
+    for (size_t c = 0; c < len; ++c) {
+      w[c0 + c] = decay * w[c0 + c] - sum[c] * m[c0 + c];
+      m[c0 + c] *= m_decay;
+      v[c0 + c] *= v_decay;
+    }
+  }
+}
+
+}  // namespace
+
+AdamOptimizer::AdamOptimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule)
+    : Optimizer(options, std::move(params), schedule, true) {
+  FRUGAL_CHECK(options.method == Method::adam, "AdamOptimizer: options.method is not adam");
+  const double b1 = options.beta1, b2 = options.beta2;
+  // Consecutive missed moves shrink by beta1 / sqrt(beta2) (m decays by beta1, sqrt(v) by
+  // sqrt(beta2)). beta2 = 0 leaves no second moment to divide by: catch-up then only decays.
+  horizon_ = b2 > 0 ? move_horizon(b1 / std::sqrt(b2)) : 0;
+  for (uint64_t j = 0; j <= horizon_; ++j) {
+    beta1_pow_.push_back(std::pow(b1, static_cast<double>(j)));
+    beta2_pow_.push_back(std::pow(b2, static_cast<double>(j)));
+  }
+  const double largest = std::max(b1, b2);
+  corrections_end_ = largest > 0 ? static_cast<uint64_t>(std::ceil(std::log(1e-17) / std::log(largest))) + 1 : 1;
+}
+
+void AdamOptimizer::prepare(uint64_t max_count, uint64_t now) {
+  const float b1 = options().beta1, b2 = options().beta2;
+  while (correction1_.size() <= max_count) {
+    const auto t = static_cast<float>(correction1_.size());
+    correction1_.push_back(1.0f / (1.0f - std::pow(b1, t)));
+    correction2_.push_back(1.0f / (1.0f - std::pow(b2, t)));
+  }
+  if (options().updates != SparseUpdates::catchup) return;
+  while (exact_corrections_.size() <= std::min(now, corrections_end_)) {
+    const auto t = static_cast<double>(exact_corrections_.size());
+    exact_corrections_.emplace_back(1.0 / (1.0 - std::pow(double{b1}, t)), 1.0 / (1.0 - std::pow(double{b2}, t)));
+  }
+}
+
+void AdamOptimizer::reserve_plans(size_t plans) { terms_.resize(plans * 2 * horizon_); }
+
+// Dense Adam with zero gradients in steps tau = last + j, j = 1..s (s = now - last): the moments
+// only decay, m_tau = beta1^j m, v_tau = beta2^j v, and the weight moves
+//   w <- (1 - lr_tau wd) w - lr_tau c1(tau) beta1^j m / (sqrt(c2(tau) beta2^j v) + eps)
+// with c1, c2 the bias corrections of the global step tau. With root_j = sqrt(c2(tau) beta2^j):
+//   w <- (1 - lr_tau wd) w - weight_j m / (root_j sqrt(v) + eps),  weight_j = lr_tau c1(tau) beta1^j.
+// The update is linear in w, so carrying each move through the later steps' decays
+// P_j = prod_{k>j} (1 - lr_k wd) gives w_now = P_0 w - m sum_j weight_j P_j / (root_j sqrt(v) + eps):
+// exact, one pass over the row with one division per missed step and element (eps keeps the
+// terms from having a closed-form sum; dropping it would be wrong exactly where Adam needs it, for
+// tiny gradients such as a sparse input layer's). The moves shrink like (beta1 / sqrt(beta2))^j:
+// they are summed up to horizon_ steps (197 for the default betas), beyond which they are below
+// 1e-9 of the first; the weight decay and the moments' decay cover all s steps.
+Optimizer::CatchUpPlan AdamOptimizer::catch_up_plan(uint64_t last, uint64_t now, size_t slot) {
+  const uint64_t s = now - last, horizon = std::min(s, horizon_);
+  const double wd = options().weight_decay;
+  float* terms = terms_.data() + slot * 2 * horizon_;
+  double carried = keep(last + horizon, now);
+  for (uint64_t j = horizon; j >= 1; --j) {
+    const uint64_t tau = last + j;
+    const auto [c1, c2] = tau < exact_corrections_.size() ? exact_corrections_[tau] : std::pair{1.0, 1.0};
+    const double lr = step_lr(tau), root = std::sqrt(c2 * beta2_pow_[j]);
+    terms[2 * (j - 1)] = static_cast<float>(lr * c1 * beta1_pow_[j] * carried);
+    terms[2 * (j - 1) + 1] = static_cast<float>(root);
+    carried *= 1.0 - lr * wd;
+  }
+  CatchUpPlan plan;
+  plan.decay = static_cast<float>(carried);
+  plan.terms = terms;
+  plan.terms_count = static_cast<uint32_t>(horizon);
+  plan.m_decay = static_cast<float>(std::pow(double{options().beta1}, static_cast<double>(s)));
+  plan.v_decay = static_cast<float>(std::pow(double{options().beta2}, static_cast<double>(s)));
+  return plan;
+}
+
+void AdamOptimizer::update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan,
+                               double lr, uint64_t count) const {
+  if (plan != nullptr)
+    adam_catch_up_row(w, m, v, cols, plan->decay, plan->terms, plan->terms_count, options().eps, plan->m_decay,
+                      plan->v_decay);
+  if (g == nullptr) return;
+  const float step = static_cast<float>(lr) * correction1_[count];
+  const auto keep = static_cast<float>(1.0 - lr * options().weight_decay);
+  adam_row(w, m, v, g, cols, options().beta1, options().beta2, step, correction2_[count], options().eps, keep);
+}
+
+}  // namespace frugal::optim

@@ -1,0 +1,35 @@
+// Adam over row-sparse gradients (core/train/optimizer.h explains lazy and catch-up rows). Dense layers
+// list all rows every step and get ordinary Adam (AdamW with weight decay) either way.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/train/optimizer.h"
+
+namespace frugal::optim {
+
+class AdamOptimizer : public Optimizer {
+ public:
+  AdamOptimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule = {});
+
+ private:
+  void prepare(uint64_t max_count, uint64_t now) override;
+  void reserve_plans(size_t plans) override;
+  CatchUpPlan catch_up_plan(uint64_t last, uint64_t now, size_t slot) override;
+  void update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan, double lr,
+                  uint64_t count) const override;
+
+  uint64_t horizon_;
+  // Bias corrections 1/(1 - beta^t) by step count t: two pow() per row per step cost more than
+  // the row's update itself. Float for the updates, double (up to the step where they reach 1)
+  // for catch-up plans.
+  std::vector<float> correction1_{0.0f}, correction2_{0.0f};
+  std::vector<std::pair<double, double>> exact_corrections_{{0.0, 0.0}};
+  uint64_t corrections_end_;  // from this step on both corrections are 1 in double precision
+  std::vector<double> beta1_pow_, beta2_pow_;  // beta^j for j <= horizon_
+  std::vector<float> terms_;                   // per plan slot: horizon_ (weight, root) pairs
+};
+
+}  // namespace frugal::optim

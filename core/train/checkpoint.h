@@ -1,0 +1,59 @@
+// Checkpoints. A directory holds manifest.json (format version, epoch, step, world size, grid, the
+// slice ranges of every parameter, the files, the run's configuration) and one folder per saved
+// epoch with one file per model slice (cereal binary: every parameter slice with its optimizer
+// state -- Adam's moments or SGD's momentum, per-row step counts -- each layer's extra state such as
+// LSH tables). The learning-rate schedule's position is the trainer's step. Files are written to a
+// temporary name, fsync'ed and renamed; the manifest is replaced last and is the commit point, so a
+// run that dies while saving leaves the previous checkpoint whole.
+//
+// Loading onto the same number of model slices restores everything bit for bit (resume continues
+// exactly; DCT-DP residuals, one file per rank, too when the grid is the same). Onto another
+// number, each rank assembles its new slices (weights and optimizer state)
+// from the old files and the LSH tables are rebuilt at the next step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model.h"
+#include "core/train/trainer.h"
+
+namespace frugal {
+
+namespace comm {
+class Communicator;
+}
+
+inline constexpr uint32_t kCheckpointVersion = 2;
+
+struct CheckpointInfo {
+  uint64_t epoch = 0, step = 0;
+  int world_size = 1, model_slices = 1;
+  std::string folder;  // the epoch folder the manifest commits to
+  int replicas = 1;    // data-parallel replicas of the saving run
+  // DCT-DP residuals: saved by the run; restored by load_checkpoint (same grid and --dp-keep only).
+  bool has_dct_residuals = false, dct_residuals_restored = false;
+  nlohmann::json config;
+  nlohmann::json parameters;  // per parameter: name, sliced_axis, shape, slice_bounds
+  // The optimizer whose state the files hold ({"method", "sparse_updates"}; empty: lazy Adam) and
+  // what the run saved with it (e.g. early stopping's state).
+  nlohmann::json optimizer, run_state;
+};
+
+// Collective over the trainer's model-parallel group (every rank of the run calls it).
+// `run_state`: anything else the run needs to resume (kept in the manifest, returned by load).
+void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer,
+                     const nlohmann::json& config = nlohmann::json::object(),
+                     const nlohmann::json& run_state = nlohmann::json::object());
+// Restores model and trainer. Settings present in both `config` and the checkpoint must agree.
+CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
+                               const nlohmann::json& config = nlohmann::json::object());
+CheckpointInfo read_checkpoint_manifest(const std::string& dir);
+// The parameters only (no optimizer state, no layer state such as LSH tables): what inference
+// needs. The model is sliced over `group` (null or 1 rank: everything here), whatever the number
+// of slices the checkpoint was saved with. Collective only in that every rank reads the files.
+CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communicator* group = nullptr);
+
+}  // namespace frugal

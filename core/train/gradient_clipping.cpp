@@ -1,0 +1,42 @@
+#include "core/train/gradient_clipping.h"
+
+#include <cmath>
+#include <cstring>
+#include <span>
+
+#include "core/communicator.h"
+
+namespace frugal {
+
+double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communicator* model_group) {
+  const bool group = model_group != nullptr && model_group->size() > 1;
+  double squares = 0.0;
+  for (const Parameter* p : params) {
+    if (group && p->sliced_axis < 0 && model_group->rank() != 0) continue;  // replicated: rank 0 counts it
+    const float* g = p->grad.values.data();
+    for (size_t i = 0, n = p->grad.values.size(); i < n; ++i) squares += double(g[i]) * g[i];
+  }
+  if (group) {
+    std::vector<std::vector<std::byte>> all;
+    model_group->all_gather_bytes(std::as_bytes(std::span<const double>(&squares, 1)), all).wait();
+    squares = 0.0;
+    for (const auto& bytes : all) {
+      double part = 0.0;
+      std::memcpy(&part, bytes.data(), sizeof part);
+      squares += part;
+    }
+  }
+  return std::sqrt(squares);
+}
+
+double clip_gradient_norm(const std::vector<Parameter*>& params, float max_norm, comm::Communicator* model_group) {
+  const double norm = global_gradient_norm(params, model_group);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return norm;
+  const auto scale = static_cast<float>(coef);
+  for (Parameter* p : params)
+    for (size_t i = 0, n = p->grad.values.size(); i < n; ++i) p->grad.values.data()[i] *= scale;
+  return norm;
+}
+
+}  // namespace frugal

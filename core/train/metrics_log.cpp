@@ -1,0 +1,34 @@
+#include "core/train/metrics_log.h"
+
+#include <sys/resource.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace frugal {
+
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (file_ == nullptr) throw Error(fmt::format("{}: cannot open the metrics file for writing", path));
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  if (file_ == nullptr) return;
+  const std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw Error(fmt::format("{}: write failed", path_));
+}
+
+size_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace frugal

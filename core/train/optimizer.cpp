@@ -1,0 +1,191 @@
+#include "core/train/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/train/adam.h"
+#include "core/check.h"
+#include "core/train/sgd.h"
+
+namespace frugal::optim {
+
+void Options::validate() const {
+  FRUGAL_CHECK(lr > 0 && std::isfinite(lr), fmt::format("optimizer: lr must be > 0, got {}", lr));
+  FRUGAL_CHECK(weight_decay >= 0 && weight_decay * lr < 1,
+               fmt::format("optimizer: weight decay must be >= 0 with lr * weight_decay < 1, got {} (lr {})",
+                           weight_decay, lr));
+  if (method == Method::adam) {
+    FRUGAL_CHECK(beta1 >= 0 && beta1 < 1, fmt::format("Adam: beta1 must be in [0, 1), got {}", beta1));
+    FRUGAL_CHECK(beta2 >= 0 && beta2 < 1, fmt::format("Adam: beta2 must be in [0, 1), got {}", beta2));
+    FRUGAL_CHECK(eps > 0, fmt::format("Adam: eps must be > 0, got {}", eps));
+  } else {
+    FRUGAL_CHECK(momentum >= 0 && momentum < 1, fmt::format("SGD: momentum must be in [0, 1), got {}", momentum));
+  }
+}
+
+Adam::operator Options() const {
+  return {.method = Method::adam, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+          .weight_decay = weight_decay, .updates = updates};
+}
+
+Sgd::operator Options() const {
+  return {.method = Method::sgd, .lr = lr, .momentum = momentum, .weight_decay = weight_decay, .updates = updates};
+}
+
+std::string to_string(Method method) { return method == Method::adam ? "adam" : "sgd"; }
+std::string to_string(SparseUpdates updates) { return updates == SparseUpdates::lazy ? "lazy" : "catchup"; }
+
+Method method_from_string(const std::string& name) {
+  if (name == "adam") return Method::adam;
+  if (name == "sgd") return Method::sgd;
+  throw Error(fmt::format("unknown optimizer '{}': expected adam or sgd", name));
+}
+
+SparseUpdates sparse_updates_from_string(const std::string& name) {
+  if (name == "lazy") return SparseUpdates::lazy;
+  if (name == "catchup") return SparseUpdates::catchup;
+  throw Error(fmt::format("unknown sparse update mode '{}': expected lazy or catchup", name));
+}
+
+std::unique_ptr<Optimizer> Optimizer::create(const Options& options, std::vector<Parameter*> params,
+                                             const LrSchedule& schedule) {
+  if (options.method == Method::sgd) return std::make_unique<SgdOptimizer>(options, std::move(params), schedule);
+  return std::make_unique<AdamOptimizer>(options, std::move(params), schedule);
+}
+
+Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule,
+                     bool second_moment)
+    : options_(options), schedule_(schedule), params_(std::move(params)), state_(params_.size()) {
+  options_.validate();
+  schedule_.validate();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& w = params_[i]->value;
+    state_[i].m = Tensor(w.rows(), w.cols());
+    if (second_moment) state_[i].v = Tensor(w.rows(), w.cols());
+    state_[i].row_steps.assign(w.rows(), 0);
+  }
+}
+
+uint64_t Optimizer::move_horizon(double ratio) {
+  // Far enough for every Adam setting in use (ratio 0.9 / sqrt(0.999): 197 steps; SGD momentum
+  // 0.99: 2062); a ratio closer to 1 drops the moves beyond these steps.
+  constexpr uint64_t kMostSteps = 2000;
+  if (ratio <= 0) return 0;
+  if (ratio >= 1) return kMostSteps;
+  return std::min<uint64_t>(kMostSteps, static_cast<uint64_t>(std::ceil(std::log(1e-9) / std::log(ratio))));
+}
+
+void Optimizer::grow_tables(uint64_t now) {
+  // One entry per step of the run so far: a catch-up may reach back to any of them.
+  const double wd = options_.weight_decay;
+  while (lr_table_.size() <= now) {
+    const uint64_t k = lr_table_.size();
+    lr_table_.push_back(lr(k - 1));
+    log_keep_.push_back(log_keep_.back() + (wd > 0 ? std::log1p(-lr_table_.back() * wd) : 0.0));
+  }
+}
+
+double Optimizer::keep(uint64_t a, uint64_t b) const {
+  return options_.weight_decay > 0 ? std::exp(log_keep_[b] - log_keep_[a]) : 1.0;
+}
+
+void Optimizer::make_plans(const std::vector<uint32_t>& last_steps, const std::vector<uint32_t>& rows, uint64_t now) {
+  plan_keys_.clear();
+  for (const uint32_t r : rows)
+    if (last_steps[r] < now) plan_keys_.push_back(last_steps[r]);
+  std::sort(plan_keys_.begin(), plan_keys_.end());
+  plan_keys_.erase(std::unique(plan_keys_.begin(), plan_keys_.end()), plan_keys_.end());
+  plans_.resize(plan_keys_.size());
+  reserve_plans(plans_.size());
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, plan_keys_.size(), 16), [&](const auto& range) {
+    for (size_t k = range.begin(); k < range.end(); ++k) plans_[k] = catch_up_plan(plan_keys_[k], now, k);
+  });
+}
+
+const Optimizer::CatchUpPlan* Optimizer::plan_for(uint32_t last) const {
+  const auto it = std::lower_bound(plan_keys_.begin(), plan_keys_.end(), last);
+  return &plans_[static_cast<size_t>(it - plan_keys_.begin())];
+}
+
+void Optimizer::step() {
+  const uint64_t n = steps_ + 1;
+  grow_tables(n);
+  const double lr_n = step_lr(n);
+  const bool catchup = options_.updates == SparseUpdates::catchup;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i];
+    State& s = state_[i];
+    const size_t cols = p.value.cols();
+    const auto& rows = p.grad.rows;
+    FRUGAL_CHECK(p.grad.values.rows() == rows.size() && (rows.empty() || p.grad.values.cols() == cols),
+                 fmt::format("parameter {}: gradient shape does not match its row list", p.name));
+    uint64_t most = n;
+    if (!catchup) {
+      most = 0;
+      for (const uint32_t r : rows) most = std::max<uint64_t>(most, s.row_steps[r] + 1);
+    }
+    prepare(most, n);
+    if (catchup) make_plans(s.row_steps, rows, n - 1);
+    // Rows are independent, so the result does not depend on how TBB splits the range.
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
+      for (size_t j = range.begin(); j < range.end(); ++j) {
+        const uint32_t r = rows[j];
+        const CatchUpPlan* plan = catchup && s.row_steps[r] < n - 1 ? plan_for(s.row_steps[r]) : nullptr;
+        const uint64_t count = catchup ? n : s.row_steps[r] + 1;
+        s.row_steps[r] = static_cast<uint32_t>(count);
+        update_row(p.value.row(r), s.m.row(r), s.v.empty() ? nullptr : s.v.row(r), p.grad.values.row(j), cols, plan,
+                   lr_n, count);
+      }
+    });
+  }
+  steps_ = n;
+}
+
+std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint32_t>& rows) {
+  const uint64_t now = steps_;
+  grow_tables(now);
+  prepare(0, now);
+  Parameter& p = *params_[i];
+  State& s = state_[i];
+  std::vector<uint32_t> behind;
+  for (const uint32_t r : rows) {
+    FRUGAL_CHECK(r < s.row_steps.size(), fmt::format("parameter {}: row {} out of range", p.name, r));
+    if (s.row_steps[r] < now) behind.push_back(r);
+  }
+  make_plans(s.row_steps, behind, now);
+  const size_t cols = p.value.cols();
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, behind.size(), 64), [&](const auto& range) {
+    for (size_t j = range.begin(); j < range.end(); ++j) {
+      const uint32_t r = behind[j];
+      update_row(p.value.row(r), s.m.row(r), s.v.empty() ? nullptr : s.v.row(r), nullptr, cols,
+                 plan_for(s.row_steps[r]), 0.0, now);
+      s.row_steps[r] = static_cast<uint32_t>(now);
+    }
+  });
+  return behind;
+}
+
+void Optimizer::catch_up() {
+  if (options_.updates != SparseUpdates::catchup) return;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i];
+    std::vector<uint32_t> all(state_[i].row_steps.size());
+    std::iota(all.begin(), all.end(), 0u);
+    p.grad.rows = catch_up_param(i, all);
+    p.grad.values.resize(0, p.value.cols());
+  }
+}
+
+void Optimizer::catch_up_rows(const Parameter& param, const std::vector<uint32_t>& rows) {
+  if (options_.updates != SparseUpdates::catchup) return;
+  const auto it = std::find(params_.begin(), params_.end(), &param);
+  FRUGAL_CHECK(it != params_.end(), fmt::format("parameter {} is not one this optimizer updates", param.name));
+  catch_up_param(static_cast<size_t>(it - params_.begin()), rows);
+}
+
+}  // namespace frugal::optim

@@ -1,0 +1,397 @@
+#include "core/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/communicator.h"
+#include "core/data/batch_loader.h"
+#include "core/check.h"
+#include "core/train/gradient_clipping.h"
+#include "core/metrics.h"
+#include "core/train/progress.h"
+#include "core/rng.h"
+
+namespace frugal {
+
+double EvalResult::p(size_t k) const {
+  const auto it = precision.find(k);
+  FRUGAL_CHECK(it != precision.end(), fmt::format("P@{} was not evaluated", k));
+  return it->second;
+}
+
+double FitResult::mp_compression() const {
+  return mp_payload_sent > 0 ? static_cast<double>(mp_payload_uncompressed) / static_cast<double>(mp_payload_sent) : 0.0;
+}
+
+double FitResult::dp_compression() const {
+  return dp_payload_sent > 0 ? static_cast<double>(dp_payload_uncompressed) / static_cast<double>(dp_payload_sent) : 0.0;
+}
+
+void TrainerOptions::validate() const {
+  optimizer.validate();
+  lr_schedule.validate();
+  dropout.validate();
+  FRUGAL_CHECK(clip_norm >= 0 && std::isfinite(clip_norm),
+               fmt::format("clip_norm must be >= 0 (0: off), got {}", clip_norm));
+  mp.validate();
+  if (dp) {
+    dp->validate();
+    FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (--dp-keep) contradict the dense all-reduce "
+                                            "(--parallel data): choose one");
+  }
+}
+
+namespace {
+bool active_group(const comm::Communicator* c) { return c != nullptr && c->size() > 1; }
+// Bytes a group has put on and taken off the wire so far (none for a missing group).
+comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->stats().total() : comm::ByteCount{}; }
+// What a ring all-reduce of `bytes` sends from each of `ranks` ranks.
+uint64_t ring_all_reduce_bytes(size_t bytes, int ranks) { return 2 * (ranks - 1) * bytes / ranks; }
+// Point-to-point tag of the boundary after producing layer i (comm tags are per source rank).
+constexpr int kBoundaryTag = 0x4d50;
+}  // namespace
+
+Trainer::Trainer(Model& model, const TrainerOptions& options)
+    : model_(model),
+      options_(options),
+      optimizer_(optim::Optimizer::create(
+          options.optimizer,
+          (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters()),
+          options.lr_schedule)) {
+  options_.validate();
+  comm::Communicator* group = options_.parallel.model;
+  if (active_group(group))
+    // The gradient sums over the group assume each rank holds a different block of the labels.
+    FRUGAL_CHECK(model_.output().placement().group == group && model_.output().placement().is_sliced(),
+                 "a model-parallel trainer needs the output layer sliced over the same group (Placement::sliced)");
+  std::vector<const Layer*> producers{&model_.input()};
+  for (const HiddenLayer* h : model_.hidden()) producers.push_back(h);
+  for (size_t i = 0; i < producers.size(); ++i) {
+    const Placement& pl = producers[i]->placement();
+    if (!pl.is_sliced()) {
+      boundaries_.push_back(nullptr);
+      continue;
+    }
+    FRUGAL_CHECK(pl.group == group, fmt::format("layer {} ({}) is sliced over a group other than the trainer's "
+                                                "model-parallel group",
+                                                i, producers[i]->kind()));
+    boundaries_.push_back(std::make_unique<comm::BoundaryExchange>(pl, producers[i]->out_features(), options_.mp,
+                                                                   kBoundaryTag + static_cast<int>(i)));
+  }
+  comm::Communicator* replicas = options_.parallel.data;
+  if (options_.dp && active_group(replicas)) {
+    const auto params = model_.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      comm::DpCompression o = *options_.dp;
+      // Each replica samples its own tau (its own residual), reproducibly.
+      o.seed = Rng(o.seed).split(static_cast<uint64_t>(replicas->rank())).split(i).next_u64();
+      dp_exchanges_.push_back(std::make_unique<comm::GradientExchange>(o, params[i]->value.rows(),
+                                                                       params[i]->value.cols(), params[i]->name));
+    }
+  }
+}
+
+const Tensor& Trainer::exchange_forward(size_t producer, const Tensor& local) {
+  return boundaries_[producer] ? boundaries_[producer]->gather(local) : local;
+}
+
+const Tensor& Trainer::exchange_backward(size_t producer, const Tensor& grad, bool partial) {
+  if (boundaries_[producer])
+    return partial ? boundaries_[producer]->reduce_scatter(grad) : boundaries_[producer]->own_slice(grad);
+  if (!partial) return grad;
+  // A replicated layer feeding a sliced one: every rank needs the whole sum.
+  grad_full_ = grad;
+  options_.parallel.model->all_reduce(grad_full_.span()).wait();
+  return grad_full_;
+}
+
+void Trainer::sum_gradients_over_replicas() {
+  comm::Communicator* group = options_.parallel.data;
+  if (!active_group(group)) return;
+  const auto params = model_.parameters();
+  const int replicas = group->size();
+  if (options_.dp) {
+    for (size_t i = 0; i < params.size(); ++i) dp_exchanges_[i]->exchange(*group, params[i]->grad.rows, params[i]->grad.values);
+    return;
+  }
+  for (Parameter* p : params) {
+    const size_t cols = p->value.cols(), rows = p->value.rows();
+    RowGrad& g = p->grad;
+    dp_payload_uncompressed_ += ring_all_reduce_bytes(rows * cols * sizeof(float), replicas);
+    if (options_.parallel.dense_gradients) {
+      // The Horovod scheme: the whole gradient, every row, every step.
+      exchange_.resize(rows, cols);
+      exchange_.zero();
+      for (size_t j = 0; j < g.rows.size(); ++j) std::copy_n(g.values.row(j), cols, exchange_.row(g.rows[j]));
+      group->all_reduce(exchange_.span()).wait();
+      dp_payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), replicas);
+      g.rows.resize(rows);
+      std::iota(g.rows.begin(), g.rows.end(), 0u);
+      g.values = exchange_;
+      continue;
+    }
+    // Only rows some replica touched: agree on their union, then sum over it.
+    std::vector<std::vector<std::byte>> all;
+    group->all_gather_bytes(std::as_bytes(std::span<const uint32_t>(g.rows)), all).wait();
+    dp_payload_sent_ += (replicas - 1) * g.rows.size() * sizeof(uint32_t);
+    std::vector<uint32_t> rows_union;
+    for (const auto& bytes : all) {
+      const size_t n = bytes.size() / sizeof(uint32_t);
+      const size_t before = rows_union.size();
+      rows_union.resize(before + n);
+      std::memcpy(rows_union.data() + before, bytes.data(), n * sizeof(uint32_t));
+    }
+    std::sort(rows_union.begin(), rows_union.end());
+    rows_union.erase(std::unique(rows_union.begin(), rows_union.end()), rows_union.end());
+    exchange_.resize(rows_union.size(), cols);
+    exchange_.zero();
+    for (size_t j = 0, u = 0; j < g.rows.size(); ++j) {
+      while (rows_union[u] != g.rows[j]) ++u;
+      std::copy_n(g.values.row(j), cols, exchange_.row(u));
+    }
+    group->all_reduce(exchange_.span()).wait();
+    dp_payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), replicas);
+    g.rows = std::move(rows_union);
+    g.values = exchange_;
+  }
+}
+
+uint64_t Trainer::dp_payload(bool sent) const {
+  uint64_t total = sent ? dp_payload_sent_ : dp_payload_uncompressed_;
+  for (const auto& e : dp_exchanges_) total += sent ? e->payload_sent() : e->payload_uncompressed();
+  return total;
+}
+
+uint64_t Trainer::mp_payload(bool sent) const {
+  uint64_t total = 0;
+  for (const auto& b : boundaries_)
+    if (b) total += sent ? b->payload_sent() : b->payload_uncompressed();
+  return total;
+}
+
+const Tensor& Trainer::forward_hidden(const SparseBatch& batch) {
+  activations_.clear();
+  for (const auto& b : boundaries_)
+    if (b) b->set_step(step_);
+  const Tensor* h = &exchange_forward(0, model_.input().forward(batch));
+  const auto hidden = model_.hidden();
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    activations_.push_back(h);
+    h = &exchange_forward(i + 1, hidden[i]->forward(*h));
+  }
+  activations_.push_back(h);
+  return *h;
+}
+
+const SparseBatch& Trainer::dropped(const SparseBatch& batch) {
+  if (options_.dropout.p <= 0.0f) return batch;
+  // Replica d's points are the global batch's d, d + D, ... (the loader's sharding).
+  const comm::Communicator* replicas = options_.parallel.data;
+  const bool sharded = active_group(replicas);
+  drop_input_features(batch, options_.dropout, step_, sharded ? replicas->rank() : 0, sharded ? replicas->size() : 1,
+                      dropped_);
+  return dropped_;
+}
+
+void Trainer::catch_up_read_rows(const SparseBatch& batch) {
+  if (options_.optimizer.updates != optim::SparseUpdates::catchup) return;
+  const auto catch_up = [&](Parameter* p) {
+    std::sort(read_rows_.begin(), read_rows_.end());
+    read_rows_.erase(std::unique(read_rows_.begin(), read_rows_.end()), read_rows_.end());
+    optimizer_->catch_up_rows(*p, read_rows_);
+  };
+  for (Parameter* p : model_.input().feature_parameters()) {
+    read_rows_.clear();
+    for (const uint32_t f : batch.feature_ids)  // an id out of range is the forward pass's error to report
+      if (f < p->value.rows()) read_rows_.push_back(f);
+    catch_up(p);
+  }
+  // Label rows the sampler adds (LSH candidates, random negatives) are caught up in the optimizer
+  // step, after this forward pass has read them.
+  for (Parameter* p : model_.output().label_parameters()) {
+    read_rows_.clear();
+    const size_t first = p->sliced_axis == 0 ? p->offset : 0, end = first + p->value.rows();
+    for (const uint32_t l : batch.label_ids)
+      if (l >= first && l < end) read_rows_.push_back(static_cast<uint32_t>(l - first));
+    catch_up(p);
+  }
+}
+
+double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_batch) {
+  const SparseBatch& batch = dropped(full_batch);
+  catch_up_read_rows(batch);
+  const Tensor& h = forward_hidden(batch);
+  const double loss = model_.output().forward_backward(h, batch, step_, &grad_);
+  // The loss is a sum over points; Adam is invariant to the gradient's scale, but the mean keeps
+  // gradients comparable across batch sizes (as in the PyTorch baseline). Replicas scale by the
+  // global batch, so their summed gradients are the global batch's mean.
+  if (global_batch == 0) global_batch = batch.size();
+  const float scale = global_batch > 0 ? 1.0f / static_cast<float>(global_batch) : 0.0f;
+  for (Parameter* p : model_.output().parameters())
+    for (size_t i = 0; i < p->grad.values.size(); ++i) p->grad.values.data()[i] *= scale;
+  for (size_t i = 0; i < grad_.size(); ++i) grad_.data()[i] *= scale;
+  // Walk back through the producing layers; a sliced consumer's input gradient is its share only.
+  const auto hidden = model_.hidden();
+  const Tensor* g = &grad_;
+  bool partial = active_group(options_.parallel.model);
+  for (size_t j = hidden.size(); j-- > 0;) {
+    const Tensor& local = exchange_backward(j + 1, *g, partial);
+    g = &hidden[j]->backward(*activations_[j], local);
+    partial = boundaries_[j + 1] != nullptr;
+  }
+  model_.input().backward(batch, exchange_backward(0, *g, partial));
+  return loss;
+}
+
+double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
+  FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
+  const double loss = compute_gradients(batch, global_batch);
+  sum_gradients_over_replicas();
+  if (options_.clip_norm > 0.0f)
+    last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
+  optimizer_->step();
+  ++step_;
+  for (const auto& layer : model_.layers()) layer->after_update(step_);
+  return loss;
+}
+
+void Trainer::catch_up() {
+  if (options_.optimizer.updates != optim::SparseUpdates::catchup) return;
+  optimizer_->catch_up();
+  // The parameters' row lists now name the rows the catch-up moved (LSH tables rehash them).
+  for (const auto& layer : model_.layers()) layer->after_update(step_);
+}
+
+double Trainer::loss(const SparseBatch& batch) {
+  return model_.output().forward_backward(forward_hidden(batch), batch, step_, nullptr);
+}
+
+FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& options) {
+  FRUGAL_CHECK(data.num_features <= model_.input().in_features(),
+               fmt::format("{}: data has {} features, the model's input takes {}", data.source,
+                           data.num_features, model_.input().in_features()));
+  FRUGAL_CHECK(data.num_labels <= model_.output().out_features(),
+               fmt::format("{}: data has {} labels, the model's output has {}", data.source, data.num_labels,
+                           model_.output().out_features()));
+  // The whole set's label counts (every replica has the same data), for sampled negatives.
+  std::vector<uint32_t> label_counts(data.num_labels, 0);
+  for (const uint32_t l : data.points.label_ids) ++label_counts[l];
+  model_.output().set_label_counts(label_counts);
+  comm::Communicator* replicas = options_.parallel.data;
+  const size_t shards = active_group(replicas) ? replicas->size() : 1;
+  const size_t shard = active_group(replicas) ? replicas->rank() : 0;
+  data::BatchLoader loader(data, {.batch = options.batch, .shuffle = options.shuffle, .seed = options.seed,
+                                  .shard = shard, .num_shards = shards});
+  Progress progress(fmt::format("{} epoch {}", options.label, epoch_ + 1), loader.num_points(), options.progress);
+  FitResult result;
+  SparseBatch batch;
+  double loss_sum = 0.0;
+  const uint64_t logits_before = model_.output().logits_computed();
+  const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
+  const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
+  const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
+  const auto start = std::chrono::steady_clock::now();
+  size_t global = 0;
+  double norm_sum = 0.0;
+  while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
+    loss_sum += train_step(batch, global);
+    result.samples += batch.size();
+    ++result.steps;
+    norm_sum += last_grad_norm_;
+    if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > options_.clip_norm) ++result.clipped_steps;
+    progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
+  }
+  catch_up();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.grad_norm = result.steps > 0 ? norm_sum / static_cast<double>(result.steps) : 0.0;
+  comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
+  mp -= mp_before;
+  dp -= dp_before;
+  result.mp_bytes_sent = mp.sent;
+  result.dp_bytes_sent = dp.sent;
+  result.bytes_sent = mp.sent + dp.sent;
+  result.bytes_received = mp.received + dp.received;
+  result.mp_payload_sent = mp_payload(true) - mp_payload_before;
+  result.mp_payload_uncompressed = mp_payload(false) - mp_uncompressed_before;
+  result.dp_payload_sent = dp_payload(true) - dp_payload_before;
+  result.dp_payload_uncompressed = dp_payload(false) - dp_uncompressed_before;
+  result.group_samples = result.samples;
+  if (active_group(replicas)) {  // the epoch's loss over all replicas' points
+    std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};
+    replicas->all_reduce(sums).wait();
+    loss_sum = sums[0];
+    result.samples = static_cast<size_t>(std::llround(sums[1]));
+  }
+  result.loss = result.samples > 0 ? loss_sum / result.samples : 0.0;
+  result.samples_per_s = result.seconds > 0 ? result.samples / result.seconds : 0.0;
+  result.logits_per_sample = result.group_samples > 0
+      ? static_cast<double>(model_.output().logits_computed() - logits_before) / result.group_samples : 0.0;
+  ++epoch_;
+  progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", result.samples,
+                              result.seconds, result.samples_per_s, result.loss));
+  return result;
+}
+
+void Trainer::init_output_from_centroids(const data::Dataset& data, float scale, size_t batch_size) {
+  data::BatchLoader loader(data, {.batch = batch_size, .shuffle = false});
+  SparseBatch batch;
+  double squares = 0.0;
+  std::vector<double> sum;
+  size_t points = 0;
+  while (loader.next(batch)) {
+    const Tensor& h = forward_hidden(batch);
+    sum.resize(h.cols(), 0.0);
+    for (size_t i = 0; i < h.rows(); ++i)
+      for (size_t c = 0; c < h.cols(); ++c) {
+        const double v = h.at(i, c);
+        squares += v * v;
+        sum[c] += v;
+      }
+    points += batch.size();
+    model_.output().accumulate_centroids(h, batch);
+  }
+  if (points == 0) return;
+  std::vector<float> mean(sum.size());
+  for (size_t c = 0; c < sum.size(); ++c) mean[c] = static_cast<float>(sum[c] / static_cast<double>(points));
+  const double rms = std::sqrt(squares / static_cast<double>(points));
+  // All-zero hidden vectors (dead ReLUs) give no direction: keep the random rows then.
+  if (rms > 0.0) model_.output().finish_centroids(static_cast<float>(scale / rms), mean);
+}
+
+void Trainer::predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
+  model_.output().top_k(forward_hidden(batch), k, labels, scores);
+}
+
+EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& options) {
+  RankingMetrics metric(options.k, options.propensities);
+  data::BatchLoader loader(data, {.batch = options.batch, .shuffle = false});
+  Progress progress("evaluate", loader.num_points(), options.progress);
+  SparseBatch batch;
+  std::vector<uint32_t> top;
+  std::vector<float> scores;
+  OutputLayer& output = model_.output();
+  const InferenceOptions before = output.inference();
+  output.set_inference({.mode = options.inference, .candidates = options.inference_candidates});
+  const uint64_t scored_before = output.labels_scored();
+  const auto start = std::chrono::steady_clock::now();
+  while (loader.next(batch)) {
+    predict(batch, metric.max_k(), top, scores);
+    metric.add(batch, top);
+    progress.update(metric.points(), 0.0);
+  }
+  EvalResult result;
+  static_cast<RankingScores&>(result) = metric.values();
+  result.samples = metric.points();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.labels_scored_per_sample =
+      result.samples > 0 ? static_cast<double>(output.labels_scored() - scored_before) / result.samples : 0.0;
+  output.set_inference(before);
+  return result;
+}
+
+}  // namespace frugal

@@ -1,0 +1,196 @@
+// Trainer: runs training steps (forward, loss, backward, optimizer) and evaluation over a Model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/boundary_exchange.h"
+#include "comm/gradient_exchange.h"
+#include "core/dataset.h"
+#include "core/train/input_dropout.h"
+#include "core/train/lr_schedule.h"
+#include "core/model.h"
+#include "core/propensity.h"
+#include "core/ranking_metrics.h"
+#include "core/train/optimizer.h"
+
+namespace frugal {
+
+namespace comm {
+class Communicator;
+}
+
+// How a Trainer's rank takes part in a run of several ranks. Both groups may be null (one rank).
+struct Parallelism {
+  // Ranks that slice the model (the layers' Placement must name the same group): every rank of it
+  // sees the same batch; activations are all-gathered and their gradients reduce-scattered.
+  comm::Communicator* model = nullptr;
+  // Replicas of the (sliced) model: each takes its share of every global batch and the replicas
+  // sum their gradients. Sparse: only rows some replica touched travel. Dense (the Horovod
+  // scheme, the baseline): every parameter in full, every step.
+  comm::Communicator* data = nullptr;
+  bool dense_gradients = false;
+};
+
+struct TrainerOptions {
+  // Adam by default (lazy rows); optim::Adam{...} or optim::Sgd{...} (core/train/optimizer.h).
+  optim::Options optimizer{};
+  Parallelism parallel{};
+  // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).
+  comm::MpCompression mp{};
+  // DCT-DP: threshold each replica's gradients (error feedback) and exchange only what passes.
+  // Unset: replicas exchange every touched row (or, with dense_gradients, everything).
+  std::optional<comm::DpCompression> dp{};
+  // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
+  // which leaves the model's weights as the only copy in memory; train_step refuses to run.
+  bool inference_only = false;
+  // The learning rate of each step (linear/cosine need lr_schedule.total_steps: epochs x steps).
+  optim::LrSchedule lr_schedule{};
+  // Scale the gradients so that their global L2 norm (whole model, after the replicas' sum) is at
+  // most clip_norm; 0: off.
+  float clip_norm = 0.0f;
+  // Input-feature dropout in training steps (never in evaluation); p = 0: off.
+  InputDropout dropout{};
+  void validate() const;
+};
+
+struct FitOptions {
+  size_t batch = 128;
+  uint64_t seed = 1;  // shuffle order of this epoch
+  bool shuffle = true;
+  bool progress = true;
+  std::string label = "train";
+  size_t max_steps = 0;  // stop the epoch after this many steps (0: the whole data set)
+};
+
+struct FitResult {
+  double loss = 0.0;  // mean loss per point
+  size_t samples = 0, steps = 0;
+  double seconds = 0.0;  // training loop only
+  double samples_per_s = 0.0;
+  double logits_per_sample = 0.0;  // output neurons computed per point (the active set size)
+  // Wire bytes of this rank in the epoch (model- and data-parallel traffic), and the points this
+  // rank's model-parallel group processed (its share of the data set under data parallelism).
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  size_t group_samples = 0;
+  // The same split by group: model-parallel (activations and their gradients, the softmax
+  // normalizer) and data-parallel (parameter gradients), bytes sent on the wire.
+  uint64_t mp_bytes_sent = 0, dp_bytes_sent = 0;
+  // Achieved DCT compression: payload handed to the communicator vs what the uncompressed
+  // exchange would hand over (MP: the f32 all-gather / reduce-scatter at sliced boundaries; DP: the
+  // dense all-reduce of every parameter). 0/0 when there was no such traffic.
+  uint64_t mp_payload_sent = 0, mp_payload_uncompressed = 0;
+  uint64_t dp_payload_sent = 0, dp_payload_uncompressed = 0;
+  // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
+  double grad_norm = 0.0;
+  size_t clipped_steps = 0;
+  double mp_compression() const;
+  double dp_compression() const;
+};
+
+struct EvalOptions {
+  std::vector<size_t> k{1, 3, 5};
+  size_t batch = 512;
+  bool progress = false;
+  // exact: every label is scored (P@k exact whichever sampler trained); lsh: only the labels the
+  // output layer's LSH tables return for each point.
+  Inference inference = Inference::exact;
+  size_t inference_candidates = InferenceOptions{}.candidates;  // LSH: labels scored per point at most
+  // Propensities from the training label counts (not owned): with them, PSP@k and PSnDCG@k are
+  // computed too; without, they are left out.
+  const Propensities* propensities = nullptr;
+};
+
+// P@k (`precision`, `p(k)`), nDCG@k, recall@k, coverage@k and, with propensities, PSP@k and
+// PSnDCG@k (core/ranking_metrics.h defines them).
+struct EvalResult : RankingScores {
+  size_t samples = 0;
+  double seconds = 0.0;
+  double labels_scored_per_sample = 0.0;  // on this rank's slice of the output layer
+  double p(size_t k) const;
+};
+
+class Trainer {
+ public:
+  Trainer(Model& model, const TrainerOptions& options);
+  // One optimizer step on `batch`; returns the summed loss of its points. Under data parallelism
+  // `batch` is this replica's share of a global batch of `global_batch` points (0: batch.size()).
+  double train_step(const SparseBatch& batch, size_t global_batch = 0);
+  // The forward and backward half of train_step: fills every parameter's gradient (of the loss
+  // divided by global_batch) on this rank, before any sum over replicas; returns the summed loss.
+  // With dropout it trains on the dropped batch; with catch-up rows it first brings the rows the
+  // batch reads (its features', its true labels') up to date, as dense training would have them.
+  double compute_gradients(const SparseBatch& batch, size_t global_batch = 0);
+  FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
+  EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
+  // Sets the output layer's rows to its labels' centroids in hidden space (OutputLayer::
+  // accumulate_centroids): one forward pass over all of `data` on every rank (replicas too, so they
+  // agree). `scale` is the logit a point gets from a centroid pointing its way, relative to the RMS
+  // norm of the hidden vectors.
+  void init_output_from_centroids(const data::Dataset& data, float scale, size_t batch = 512);
+  // The k best labels of every point of `batch` over all labels, best first, with their logits
+  // (batch.size() x min(k, labels), row-major). Collective over the model-parallel group: every
+  // rank passes the same batch and gets the same merged result.
+  void predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // Loss of `batch` without changing anything (evaluation and gradient checks).
+  double loss(const SparseBatch& batch);
+
+  // Catch-up rows (optim::SparseUpdates::catchup): gives every row the steps it missed, so the
+  // weights are those of the dense optimizer now. fit_epoch calls it at the end of every epoch
+  // (evaluation and checkpoints see caught-up weights); call it before evaluating mid-epoch.
+  void catch_up();
+
+  uint64_t step() const { return step_; }
+  uint64_t epoch() const { return epoch_; }
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  Model& model() { return model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  void set_step(uint64_t step) {
+    step_ = step;
+    optimizer_->set_steps(step);
+  }
+  const Parallelism& parallel() const { return options_.parallel; }
+  // DCT-DP's per-parameter exchanges (empty without --dp-keep or replicas): checkpoints save and
+  // restore their residuals.
+  const std::vector<std::unique_ptr<comm::GradientExchange>>& dp_exchanges() const { return dp_exchanges_; }
+
+ private:
+  const Tensor& forward_hidden(const SparseBatch& batch);
+  // The output of layer `producer` (0: input layer, i: hidden layer i-1) as every rank needs it:
+  // all-gathered (DCT-MP: top-k) when the layer is sliced.
+  const Tensor& exchange_forward(size_t producer, const Tensor& local);
+  // dLoss/d(output of `producer`) for this rank's neurons, from the consumer's gradient of the
+  // whole output: a share of the group's sum when the consumer is sliced (`partial`), else the sum.
+  const Tensor& exchange_backward(size_t producer, const Tensor& grad, bool partial);
+  void sum_gradients_over_replicas();
+  uint64_t mp_payload(bool sent) const;
+  uint64_t dp_payload(bool sent) const;
+
+  // compute_gradients' input after dropout: `batch` itself without dropout.
+  const SparseBatch& dropped(const SparseBatch& batch);
+  // Catch-up rows: brings the rows the forward pass of `batch` reads (its features' input rows,
+  // its true labels' output rows) up to date first, so they are used as dense training has them.
+  void catch_up_read_rows(const SparseBatch& batch);
+
+  Model& model_;
+  TrainerOptions options_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::vector<const Tensor*> activations_;  // input of each hidden layer and of the output layer
+  // Per producing layer (input, hidden...): its boundary when sliced over an active group, else null.
+  std::vector<std::unique_ptr<comm::BoundaryExchange>> boundaries_;
+  // Per parameter, under DCT-DP with replicas: its thresholder (residual) and exchange.
+  std::vector<std::unique_ptr<comm::GradientExchange>> dp_exchanges_;
+  uint64_t dp_payload_sent_ = 0, dp_payload_uncompressed_ = 0;  // of the paths without thresholds
+  Tensor grad_, exchange_, grad_full_;
+  SparseBatch dropped_;
+  std::vector<uint32_t> read_rows_;
+  uint64_t step_ = 0, epoch_ = 0;
+  double last_grad_norm_ = 0.0;  // of the last step, with clip_norm
+};
+
+}  // namespace frugal
