@@ -266,7 +266,7 @@ int run_train(TrainArgs a) {
     if (!a.quiet)
       fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
                  info.epoch, info.step, info.world_size, info.model_slices);
-    if (!a.quiet && !trainer.dp_exchanges().empty() && !info.dct_residuals_restored)
+    if (!a.quiet && trainer.has_feedback_state() && !info.dct_residuals_restored)
       fmt::print("DCT-DP residuals start empty: the checkpoint has none for this grid (saved {})\n",
                  info.has_dct_residuals ? "on another grid" : "without --dp-keep");
   }

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/exchange.h"  // ValueType
 
 namespace frugal::comm {
 
-enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
 enum class Layout : uint8_t { dense = 0, sparse = 1 };
 
 class CodecError : public Error {

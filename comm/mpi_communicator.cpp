@@ -208,7 +208,7 @@ class MpiCommunicator final : public Communicator {
 
   Work all_reduce(std::span<float> data, ReduceOp op) override {
     const int n = as_int(data.size(), "all_reduce");
-    const uint64_t wire = 2 * (size_ - 1) * data.size_bytes() / size_;  // ring estimate
+    const uint64_t wire = ring_all_reduce_bytes(data.size_bytes(), size_);
     return collective(OpKind::all_reduce, fmt::format("all_reduce({}, {} floats)", to_string(op), n),
                       signature({1, data.size(), static_cast<uint64_t>(op)}), [=, this] {
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, data.data(), n, MPI_FLOAT, mpi_op(op), comm_),

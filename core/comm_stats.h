@@ -46,6 +46,13 @@ struct CommStats {
 };
 CommStats operator-(CommStats a, const CommStats& b);
 
+// What a ring all-reduce of `bytes` sends from each of `ranks` ranks, 2 * (P-1) / P * bytes: the one
+// traffic model of the project (MPI's all-reduce statistics, the payload accounting of the replica
+// reducers and of DCT-DP's dense fallback).
+constexpr uint64_t ring_all_reduce_bytes(uint64_t bytes, int ranks) {
+  return ranks > 1 ? 2 * static_cast<uint64_t>(ranks - 1) * bytes / static_cast<uint64_t>(ranks) : 0;
+}
+
 // Lock-free counters behind CommStats, updated from the communication threads.
 class StatsCounter {
  public:

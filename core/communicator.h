@@ -89,4 +89,8 @@ class Communicator {
 // Offsets of each rank's part for per-rank counts (exclusive prefix sum).
 std::vector<size_t> displacements(std::span<const size_t> counts);
 
+// A group that takes part in exchanges: present and of more than one rank (a missing or one-rank
+// group means the work is not split, and nothing crosses the wire).
+inline bool is_active(const Communicator* group) { return group != nullptr && group->size() > 1; }
+
 }  // namespace frugal::comm

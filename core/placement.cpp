@@ -39,7 +39,7 @@ std::vector<size_t> slice_bounds(size_t total, size_t parts, std::span<const dou
   return bounds;
 }
 
-bool Placement::is_sliced() const { return group != nullptr && group->size() > 1; }
+bool Placement::is_sliced() const { return comm::is_active(group); }
 int Placement::rank() const { return group != nullptr ? group->rank() : 0; }
 int Placement::parts() const { return group != nullptr ? group->size() : 1; }
 

@@ -26,7 +26,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   Impl& m = *impl_;
   m.batch = options.batch;
   m.info = read_checkpoint_manifest(checkpoint_dir);
-  comm::Communicator* group = options.group != nullptr && options.group->size() > 1 ? options.group : nullptr;
+  comm::Communicator* group = comm::is_active(options.group) ? options.group : nullptr;
   const Placement placement = group != nullptr ? Placement::sliced(*group) : Placement::replicated();
   if (options.build) {
     options.build(m.model, placement);

@@ -32,7 +32,7 @@ void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, con
   }
 }
 
-comm::Communicator* group_of(comm::Communicator* c) { return c != nullptr && c->size() > 1 ? c : nullptr; }
+comm::Communicator* group_of(comm::Communicator* c) { return comm::is_active(c) ? c : nullptr; }
 
 // One parameter slice as stored in a slice file.
 struct StoredParam {
@@ -265,7 +265,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
   const bool writer = dp == nullptr || dp->rank() == 0;  // replicas are identical: replica 0 writes
   const std::string folder = fmt::format("epoch-{}-step-{}", trainer.epoch(), trainer.step());
   const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
-  const bool dct = !trainer.dp_exchanges().empty();
+  const bool dct = trainer.has_feedback_state();
   if (dct) {
     // Residuals differ between replicas: every rank writes its own, and replica 0 of each slice
     // goes on only once its replicas' files are on disk.
@@ -359,7 +359,7 @@ CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& tr
   // DCT-DP residuals belong to one rank of one grid; on another grid the run starts them empty.
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
-  if (!trainer.dp_exchanges().empty() && info.has_dct_residuals && same_layout && info.replicas == replicas) {
+  if (trainer.has_feedback_state() && info.has_dct_residuals && same_layout && info.replicas == replicas) {
     load_dct_state((fs::path(dir) / info.folder / dct_state_file_name(replica, slice)).string(), trainer);
     info.dct_residuals_restored = true;
   }

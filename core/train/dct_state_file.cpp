@@ -22,10 +22,11 @@ std::string encode_dct_state(const Trainer& trainer) {
   std::ostringstream buf(std::ios::binary);
   cereal::BinaryOutputArchive ar(buf);
   ar(cereal::binary_data(kMagic, sizeof kMagic), kVersion);
-  const auto& exchanges = trainer.dp_exchanges();
-  ar(static_cast<uint64_t>(exchanges.size()));
-  for (const auto& e : exchanges) {
-    const comm::ThresholderState s = e->thresholder().state();
+  const comm::ReplicaReducer* reducer = trainer.reducer();
+  const size_t count = reducer != nullptr ? reducer->feedback_states() : 0;
+  ar(static_cast<uint64_t>(count));
+  for (size_t i = 0; i < count; ++i) {
+    const comm::ThresholderState s = reducer->feedback_state(i);
     ar(static_cast<uint64_t>(s.residual.size()));
     ar(cereal::binary_data(s.residual.data(), s.residual.size() * sizeof(float)));
     ar(s.tau, s.steps, s.estimate_pending, s.rng);
@@ -36,7 +37,8 @@ std::string encode_dct_state(const Trainer& trainer) {
 void load_dct_state(const std::string& path, Trainer& trainer) {
   std::ifstream in(path, std::ios::binary);
   FRUGAL_CHECK(in.good(), fmt::format("{}: cannot open the DCT-DP residual file", path));
-  const auto& exchanges = trainer.dp_exchanges();
+  comm::ReplicaReducer* reducer = trainer.reducer();
+  const size_t states = reducer != nullptr ? reducer->feedback_states() : 0;
   try {
     cereal::BinaryInputArchive ar(in);
     char magic[8];
@@ -46,20 +48,20 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
                  fmt::format("{}: not a frugal DCT-DP residual file (version {})", path, kVersion));
     uint64_t count = 0;
     ar(count);
-    FRUGAL_CHECK(count == exchanges.size(), fmt::format("{}: holds {} parameters' residuals, the model has {}", path,
-                                                        count, exchanges.size()));
-    for (const auto& e : exchanges) {
+    FRUGAL_CHECK(count == states, fmt::format("{}: holds {} parameters' residuals, the model has {}", path,
+                                              count, states));
+    for (size_t i = 0; i < states; ++i) {
       comm::ThresholderState s;
       uint64_t n = 0;
       ar(n);
       // Checked before allocating: a forged length must not make us allocate terabytes.
-      FRUGAL_CHECK(n == e->thresholder().residual().size(),
+      FRUGAL_CHECK(n == reducer->feedback_size(i),
                    fmt::format("{}: a residual of {} entries, the parameter has {}", path, n,
-                               e->thresholder().residual().size()));
+                               reducer->feedback_size(i)));
       s.residual.resize(n);
       ar(cereal::binary_data(s.residual.data(), n * sizeof(float)));
       ar(s.tau, s.steps, s.estimate_pending, s.rng);
-      e->thresholder().restore(s);
+      reducer->restore_feedback(i, s);
     }
   } catch (const cereal::Exception& e) {
     throw Error(fmt::format("{}: truncated or corrupt DCT-DP residual file ({})", path, e.what()));

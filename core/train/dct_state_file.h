@@ -1,5 +1,5 @@
 // The DCT-DP part of a checkpoint: each replica's error-feedback residuals, thresholds and
-// schedules (comm/thresholder.h), one file per rank, so a resumed run on the same grid continues
+// schedules (comm/dct/thresholder.h), one file per rank, so a resumed run on the same grid continues
 // exactly as an uninterrupted one. Replicas differ here, unlike the model slices.
 #pragma once
 

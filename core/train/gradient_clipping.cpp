@@ -9,7 +9,7 @@
 namespace frugal {
 
 double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communicator* model_group) {
-  const bool group = model_group != nullptr && model_group->size() > 1;
+  const bool group = comm::is_active(model_group);
   double squares = 0.0;
   for (const Parameter* p : params) {
     if (group && p->sliced_axis < 0 && model_group->rank() != 0) continue;  // replicated: rank 0 counts it

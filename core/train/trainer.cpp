@@ -41,17 +41,15 @@ void TrainerOptions::validate() const {
   mp.validate();
   if (dp) {
     dp->validate();
-    FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (--dp-keep) contradict the dense all-reduce "
-                                            "(--parallel data): choose one");
+    FRUGAL_CHECK(!parallel.dense_gradients, "TrainerOptions: DCT-DP thresholds (dp) contradict the dense "
+                                            "all-reduce (parallel.dense_gradients): choose one");
   }
 }
 
 namespace {
-bool active_group(const comm::Communicator* c) { return c != nullptr && c->size() > 1; }
+using comm::is_active;
 // Bytes a group has put on and taken off the wire so far (none for a missing group).
 comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->stats().total() : comm::ByteCount{}; }
-// What a ring all-reduce of `bytes` sends from each of `ranks` ranks.
-uint64_t ring_all_reduce_bytes(size_t bytes, int ranks) { return 2 * (ranks - 1) * bytes / ranks; }
 // Point-to-point tag of the boundary after producing layer i (comm tags are per source rank).
 constexpr int kBoundaryTag = 0x4d50;
 }  // namespace
@@ -65,7 +63,7 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
           options.lr_schedule)) {
   options_.validate();
   comm::Communicator* group = options_.parallel.model;
-  if (active_group(group))
+  if (is_active(group))
     // The gradient sums over the group assume each rank holds a different block of the labels.
     FRUGAL_CHECK(model_.output().placement().group == group && model_.output().placement().is_sliced(),
                  "a model-parallel trainer needs the output layer sliced over the same group (Placement::sliced)");
@@ -80,20 +78,21 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
     FRUGAL_CHECK(pl.group == group, fmt::format("layer {} ({}) is sliced over a group other than the trainer's "
                                                 "model-parallel group",
                                                 i, producers[i]->kind()));
-    boundaries_.push_back(std::make_unique<comm::BoundaryExchange>(pl, producers[i]->out_features(), options_.mp,
-                                                                   kBoundaryTag + static_cast<int>(i)));
+    boundaries_.push_back(exchanges().activation_exchange(pl, producers[i]->out_features(), options_.mp,
+                                                          kBoundaryTag + static_cast<int>(i)));
   }
   comm::Communicator* replicas = options_.parallel.data;
-  if (options_.dp && active_group(replicas)) {
-    const auto params = model_.parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      comm::DpCompression o = *options_.dp;
-      // Each replica samples its own tau (its own residual), reproducibly.
-      o.seed = Rng(o.seed).split(static_cast<uint64_t>(replicas->rank())).split(i).next_u64();
-      dp_exchanges_.push_back(std::make_unique<comm::GradientExchange>(o, params[i]->value.rows(),
-                                                                       params[i]->value.cols(), params[i]->name));
-    }
+  if (is_active(replicas) && !options_.inference_only) {
+    comm::ReducerOptions o;
+    o.mode = options_.dp ? comm::ReduceMode::thresholded
+                         : options_.parallel.dense_gradients ? comm::ReduceMode::dense : comm::ReduceMode::touched_rows;
+    if (options_.dp) o.dp = *options_.dp;
+    reducer_ = exchanges().replica_reducer(*replicas, model_.parameters(), o);
   }
+}
+
+const comm::ExchangeFactory& Trainer::exchanges() const {
+  return options_.exchanges != nullptr ? *options_.exchanges : comm::exchange_factory("a Trainer over several ranks");
 }
 
 const Tensor& Trainer::exchange_forward(size_t producer, const Tensor& local) {
@@ -110,61 +109,9 @@ const Tensor& Trainer::exchange_backward(size_t producer, const Tensor& grad, bo
   return grad_full_;
 }
 
-void Trainer::sum_gradients_over_replicas() {
-  comm::Communicator* group = options_.parallel.data;
-  if (!active_group(group)) return;
-  const auto params = model_.parameters();
-  const int replicas = group->size();
-  if (options_.dp) {
-    for (size_t i = 0; i < params.size(); ++i) dp_exchanges_[i]->exchange(*group, params[i]->grad.rows, params[i]->grad.values);
-    return;
-  }
-  for (Parameter* p : params) {
-    const size_t cols = p->value.cols(), rows = p->value.rows();
-    RowGrad& g = p->grad;
-    dp_payload_uncompressed_ += ring_all_reduce_bytes(rows * cols * sizeof(float), replicas);
-    if (options_.parallel.dense_gradients) {
-      // The Horovod scheme: the whole gradient, every row, every step.
-      exchange_.resize(rows, cols);
-      exchange_.zero();
-      for (size_t j = 0; j < g.rows.size(); ++j) std::copy_n(g.values.row(j), cols, exchange_.row(g.rows[j]));
-      group->all_reduce(exchange_.span()).wait();
-      dp_payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), replicas);
-      g.rows.resize(rows);
-      std::iota(g.rows.begin(), g.rows.end(), 0u);
-      g.values = exchange_;
-      continue;
-    }
-    // Only rows some replica touched: agree on their union, then sum over it.
-    std::vector<std::vector<std::byte>> all;
-    group->all_gather_bytes(std::as_bytes(std::span<const uint32_t>(g.rows)), all).wait();
-    dp_payload_sent_ += (replicas - 1) * g.rows.size() * sizeof(uint32_t);
-    std::vector<uint32_t> rows_union;
-    for (const auto& bytes : all) {
-      const size_t n = bytes.size() / sizeof(uint32_t);
-      const size_t before = rows_union.size();
-      rows_union.resize(before + n);
-      std::memcpy(rows_union.data() + before, bytes.data(), n * sizeof(uint32_t));
-    }
-    std::sort(rows_union.begin(), rows_union.end());
-    rows_union.erase(std::unique(rows_union.begin(), rows_union.end()), rows_union.end());
-    exchange_.resize(rows_union.size(), cols);
-    exchange_.zero();
-    for (size_t j = 0, u = 0; j < g.rows.size(); ++j) {
-      while (rows_union[u] != g.rows[j]) ++u;
-      std::copy_n(g.values.row(j), cols, exchange_.row(u));
-    }
-    group->all_reduce(exchange_.span()).wait();
-    dp_payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), replicas);
-    g.rows = std::move(rows_union);
-    g.values = exchange_;
-  }
-}
-
 uint64_t Trainer::dp_payload(bool sent) const {
-  uint64_t total = sent ? dp_payload_sent_ : dp_payload_uncompressed_;
-  for (const auto& e : dp_exchanges_) total += sent ? e->payload_sent() : e->payload_uncompressed();
-  return total;
+  if (!reducer_) return 0;
+  return sent ? reducer_->payload_sent() : reducer_->payload_uncompressed();
 }
 
 uint64_t Trainer::mp_payload(bool sent) const {
@@ -192,7 +139,7 @@ const SparseBatch& Trainer::dropped(const SparseBatch& batch) {
   if (options_.dropout.p <= 0.0f) return batch;
   // Replica d's points are the global batch's d, d + D, ... (the loader's sharding).
   const comm::Communicator* replicas = options_.parallel.data;
-  const bool sharded = active_group(replicas);
+  const bool sharded = is_active(replicas);
   drop_input_features(batch, options_.dropout, step_, sharded ? replicas->rank() : 0, sharded ? replicas->size() : 1,
                       dropped_);
   return dropped_;
@@ -238,7 +185,7 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
   // Walk back through the producing layers; a sliced consumer's input gradient is its share only.
   const auto hidden = model_.hidden();
   const Tensor* g = &grad_;
-  bool partial = active_group(options_.parallel.model);
+  bool partial = is_active(options_.parallel.model);
   for (size_t j = hidden.size(); j-- > 0;) {
     const Tensor& local = exchange_backward(j + 1, *g, partial);
     g = &hidden[j]->backward(*activations_[j], local);
@@ -251,7 +198,7 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
 double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
   const double loss = compute_gradients(batch, global_batch);
-  sum_gradients_over_replicas();
+  if (reducer_) reducer_->reduce();
   if (options_.clip_norm > 0.0f)
     last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
   optimizer_->step();
@@ -283,8 +230,8 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   for (const uint32_t l : data.points.label_ids) ++label_counts[l];
   model_.output().set_label_counts(label_counts);
   comm::Communicator* replicas = options_.parallel.data;
-  const size_t shards = active_group(replicas) ? replicas->size() : 1;
-  const size_t shard = active_group(replicas) ? replicas->rank() : 0;
+  const size_t shards = is_active(replicas) ? replicas->size() : 1;
+  const size_t shard = is_active(replicas) ? replicas->rank() : 0;
   data::BatchLoader loader(data, {.batch = options.batch, .shuffle = options.shuffle, .seed = options.seed,
                                   .shard = shard, .num_shards = shards});
   Progress progress(fmt::format("{} epoch {}", options.label, epoch_ + 1), loader.num_points(), options.progress);
@@ -321,7 +268,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.dp_payload_sent = dp_payload(true) - dp_payload_before;
   result.dp_payload_uncompressed = dp_payload(false) - dp_uncompressed_before;
   result.group_samples = result.samples;
-  if (active_group(replicas)) {  // the epoch's loss over all replicas' points
+  if (is_active(replicas)) {  // the epoch's loss over all replicas' points
     std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};
     replicas->all_reduce(sums).wait();
     loss_sum = sums[0];

@@ -8,9 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/boundary_exchange.h"
-#include "comm/gradient_exchange.h"
 #include "core/dataset.h"
+#include "core/exchange.h"
 #include "core/train/input_dropout.h"
 #include "core/train/lr_schedule.h"
 #include "core/model.h"
@@ -48,6 +47,9 @@ struct TrainerOptions {
   // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
   // which leaves the model's weights as the only copy in memory; train_step refuses to run.
   bool inference_only = false;
+  // What makes the exchanges between ranks (core/exchange.h); null: the one libfrugal's comm/
+  // registers. Only consulted when a group of more than one rank is given.
+  const comm::ExchangeFactory* exchanges = nullptr;
   // The learning rate of each step (linear/cosine need lr_schedule.total_steps: epochs x steps).
   optim::LrSchedule lr_schedule{};
   // Scale the gradients so that their global L2 norm (whole model, after the replicas' sum) is at
@@ -155,11 +157,15 @@ class Trainer {
     optimizer_->set_steps(step);
   }
   const Parallelism& parallel() const { return options_.parallel; }
-  // DCT-DP's per-parameter exchanges (empty without --dp-keep or replicas): checkpoints save and
-  // restore their residuals.
-  const std::vector<std::unique_ptr<comm::GradientExchange>>& dp_exchanges() const { return dp_exchanges_; }
+  // How the replicas sum their gradients (null without an active data-parallel group). Checkpoints
+  // save and restore its error feedback (DCT-DP's residuals).
+  comm::ReplicaReducer* reducer() { return reducer_.get(); }
+  const comm::ReplicaReducer* reducer() const { return reducer_.get(); }
+  // Whether there is error-feedback state to checkpoint (DCT-DP over active replicas).
+  bool has_feedback_state() const { return reducer_ != nullptr && reducer_->feedback_states() > 0; }
 
  private:
+  const comm::ExchangeFactory& exchanges() const;
   const Tensor& forward_hidden(const SparseBatch& batch);
   // The output of layer `producer` (0: input layer, i: hidden layer i-1) as every rank needs it:
   // all-gathered (DCT-MP: top-k) when the layer is sliced.
@@ -167,7 +173,6 @@ class Trainer {
   // dLoss/d(output of `producer`) for this rank's neurons, from the consumer's gradient of the
   // whole output: a share of the group's sum when the consumer is sliced (`partial`), else the sum.
   const Tensor& exchange_backward(size_t producer, const Tensor& grad, bool partial);
-  void sum_gradients_over_replicas();
   uint64_t mp_payload(bool sent) const;
   uint64_t dp_payload(bool sent) const;
 
@@ -182,11 +187,10 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<const Tensor*> activations_;  // input of each hidden layer and of the output layer
   // Per producing layer (input, hidden...): its boundary when sliced over an active group, else null.
-  std::vector<std::unique_ptr<comm::BoundaryExchange>> boundaries_;
-  // Per parameter, under DCT-DP with replicas: its thresholder (residual) and exchange.
-  std::vector<std::unique_ptr<comm::GradientExchange>> dp_exchanges_;
-  uint64_t dp_payload_sent_ = 0, dp_payload_uncompressed_ = 0;  // of the paths without thresholds
-  Tensor grad_, exchange_, grad_full_;
+  std::vector<std::unique_ptr<comm::ActivationExchange>> boundaries_;
+  // The sum over data-parallel replicas (null without an active data-parallel group).
+  std::unique_ptr<comm::ReplicaReducer> reducer_;
+  Tensor grad_, grad_full_;
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;

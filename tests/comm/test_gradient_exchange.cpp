@@ -9,9 +9,9 @@
 #include <map>
 
 #include "comm/codec.h"
-#include "comm/gradient_exchange.h"
+#include "comm/dct/gradient_exchange.h"
 #include "comm/local_communicator.h"
-#include "comm/thresholder.h"
+#include "comm/dct/thresholder.h"
 #include "core/rng.h"
 
 using namespace frugal;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <functional>
 
-#include "comm/thresholder.h"
+#include "comm/dct/thresholder.h"
 #include "core/rng.h"
 
 using namespace frugal;

@@ -116,7 +116,7 @@ TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each 
   Model m;
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden});
   REQUIRE_THROWS_WITH(Trainer(m, {.parallel = {.dense_gradients = true}, .dp = comm::DpCompression{.keep = 0.1f}}),
-                      Catch::Contains("--dp-keep") && Catch::Contains("--parallel data"));
+                      Catch::Contains("dp") && Catch::Contains("parallel.dense_gradients"));
 }
 
 TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the same grid is bit-identical") {

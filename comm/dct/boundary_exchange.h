@@ -17,46 +17,34 @@
 #include <vector>
 
 #include "comm/codec.h"
+#include "core/exchange.h"
 #include "core/placement.h"
 #include "core/tensor.h"
 
 namespace frugal::comm {
 
-struct MpCompression {
-  // Activations kept per sample and slice: a fraction of the slice's width when <= 1, else a
-  // count (at most the slice's width). 1: keep everything.
-  double keep = 1.0;
-  ValueType wire = ValueType::f32;
-  // Steps over which the kept fraction falls geometrically from everything to `keep` (as Deep
-  // Gradient Compression warms up its sparsity). Without it, a freshly initialized network's top-k
-  // picks the same few units for every sample and, on sparse inputs, can collapse into them.
-  uint64_t warmup_steps = 0;
-  void validate() const;
-  // Positions kept of a slice of `width` neurons (>= 1) at training step `step`.
-  size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
-};
 
-class BoundaryExchange {
+class BoundaryExchange : public ActivationExchange {
  public:
   // `placement`: the producing layer's (sliced over the model group); `width`: its whole output
   // width H; `tag`: distinguishes this boundary's point-to-point messages from other boundaries'.
   BoundaryExchange(const Placement& placement, size_t width, const MpCompression& options, int tag);
 
   // Sets the kept counts of the warm-up schedule at training step `step` (same on every rank).
-  void set_step(uint64_t step);
+  void set_step(uint64_t step) override;
   // local (B x w_me) -> the whole masked layer output (B x H), identical on every rank.
-  const Tensor& gather(const Tensor& local);
+  const Tensor& gather(const Tensor& local) override;
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
-  const Tensor& reduce_scatter(const Tensor& partial);
+  const Tensor& reduce_scatter(const Tensor& partial) override;
   // full (B x H): dLoss/dOutput already summed (a replicated consumer) -> this rank's slice,
   // masked like reduce_scatter's result.
-  const Tensor& own_slice(const Tensor& full);
+  const Tensor& own_slice(const Tensor& full) override;
 
   // Cumulative payload of this rank: bytes of the messages it handed to the communicator times
   // the peers each goes to, and what the uncompressed f32 exchange would have handed over.
-  uint64_t payload_sent() const { return payload_sent_; }
-  uint64_t payload_uncompressed() const { return payload_uncompressed_; }
+  uint64_t payload_sent() const override { return payload_sent_; }
+  uint64_t payload_uncompressed() const override { return payload_uncompressed_; }
 
  private:
   void select_top_k(const Tensor& local);

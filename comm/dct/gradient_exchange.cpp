@@ -1,4 +1,4 @@
-#include "comm/gradient_exchange.h"
+#include "comm/dct/gradient_exchange.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,17 +13,7 @@
 
 namespace frugal::comm {
 
-void DpCompression::validate() const {
-  ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
-                   .sample_size = sample_size, .seed = seed}.validate();
-  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "dp compression: unknown wire value type");
-}
-
 namespace {
-// What a ring all-reduce of `bytes` sends per rank (the model MpiCommunicator's stats use too).
-uint64_t ring_bytes(uint64_t bytes, int ranks) {
-  return 2 * static_cast<uint64_t>(ranks - 1) * bytes / static_cast<uint64_t>(ranks);
-}
 
 // rows * cols, checked before the thresholder allocates a residual of that many floats.
 size_t checked_entries(const DpCompression& options, size_t rows, size_t cols, const std::string& name) {
@@ -51,7 +41,7 @@ void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows
   const int ranks = group.size();
   thresholder_.compress_rows(cols_, rows, values.data(), options_.wire, indices_, sent_);
   ++exchanges_;
-  payload_uncompressed_ += ring_bytes(dim * sizeof(float), ranks);
+  payload_uncompressed_ += ring_all_reduce_bytes(dim * sizeof(float), ranks);
 
   if (ranks == 1) {  // nobody to talk to: the sum is what this rank sent
     to_rows(indices_, sent_, rows, values);
@@ -62,7 +52,7 @@ void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows
   // every rank. [0]: bytes of all messages; [1]: entries sent by anybody.
   float totals[2] = {static_cast<float>(mine.size()), static_cast<float>(indices_.size())};
   group.all_reduce(totals).wait();
-  payload_sent_ += ring_bytes(sizeof(totals), ranks);
+  payload_sent_ += ring_all_reduce_bytes(sizeof(totals), ranks);
 
   if (totals[1] == 0.0f) {  // nobody sent anything (all below a stale tau): nothing to exchange
     rows.clear();
@@ -91,7 +81,7 @@ void GradientExchange::exchange_dense(Communicator& group, std::vector<uint32_t>
     dense_[dim + indices_[k] / cols_] = 1.0f;
   }
   group.all_reduce(dense_).wait();
-  payload_sent_ += ring_bytes(dense_.size() * sizeof(float), group.size());
+  payload_sent_ += ring_all_reduce_bytes(dense_.size() * sizeof(float), group.size());
 
   rows.clear();
   for (size_t r = 0; r < rows_; ++r)

@@ -11,18 +11,11 @@
 #include <vector>
 
 #include "comm/codec.h"
+#include "core/exchange.h"  // ThresholdOptions, ThresholderState
 #include "core/rng.h"
 
 namespace frugal::comm {
 
-struct ThresholdOptions {
-  float keep = 0.01f;               // fraction of entries sent when tau is fresh, in (0, 1]
-  uint64_t reestimate_every = 1000;  // steps between estimates of tau (1: every step)
-  bool exact = false;               // estimate tau by exact selection rather than sampling
-  size_t sample_size = 10000;       // entries sampled when not exact
-  uint64_t seed = 1;
-  void validate() const;
-};
 
 // The magnitude at the top-`keep` fraction of |values| (the k-th largest, k = ceil(keep * n)).
 float exact_threshold(std::span<const float> values, float keep);
@@ -35,15 +28,6 @@ float sampled_threshold(std::span<const float> values, float keep, size_t sample
 // |v| < 2^28, beyond any sane gradient).
 float round_to_wire(float v, ValueType wire);
 
-// Everything a Thresholder carries from step to step, for checkpoints: a resumed run continues
-// with the same residual, tau and schedule.
-struct ThresholderState {
-  std::vector<float> residual;
-  float tau = 0.0f;
-  uint64_t steps = 0;
-  bool estimate_pending = false;
-  uint64_t rng = 0;
-};
 
 class Thresholder {
  public:

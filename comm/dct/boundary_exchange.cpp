@@ -1,4 +1,4 @@
-#include "comm/boundary_exchange.h"
+#include "comm/dct/boundary_exchange.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,25 +12,8 @@
 
 namespace frugal::comm {
 
-void MpCompression::validate() const {
-  FRUGAL_CHECK(keep > 0.0 && (keep <= 1.0 || keep == std::floor(keep)),
-               fmt::format("--mp-keep {}: expected a fraction in (0, 1] or a whole count of activations", keep));
-}
-
-size_t MpCompression::kept_of(size_t width, uint64_t step) const {
-  const bool warming = step < warmup_steps;
-  if (keep > 1.0 && !warming) return std::min(width, static_cast<size_t>(keep));
-  double fraction = keep > 1.0 ? std::min(1.0, keep / static_cast<double>(width)) : keep;
-  if (warming)  // geometric from 1 (step 0) towards `fraction` (step warmup_steps)
-    fraction = std::pow(fraction, static_cast<double>(step) / static_cast<double>(warmup_steps));
-  // keep arrives from text as a double (0.1 is 0.1000000000000000055): shave the representation
-  // error so that 10% of 1000 is 100 positions, not 101.
-  const auto k = static_cast<size_t>(std::ceil(fraction * static_cast<double>(width) * (1.0 - 1e-12)));
-  return std::clamp<size_t>(k, 1, width);
-}
-
 namespace {
-bool active(const Placement& p) { return p.group != nullptr && p.group->size() > 1; }
+bool active(const Placement& p) { return p.is_sliced(); }
 
 }  // namespace
 

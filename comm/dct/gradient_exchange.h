@@ -1,5 +1,5 @@
 // GradientExchange: DCT-DP, the data-parallel half of Dynamic Communication Thresholding. Each
-// replica thresholds its row-sparse gradient of one parameter (comm/thresholder.h, error feedback
+// replica thresholds its row-sparse gradient of one parameter (comm/dct/thresholder.h, error feedback
 // included), and the replicas exchange what they sent so every one ends with the same sum.
 //
 // Each exchange takes one of two paths, decided identically on every rank from a tiny all-reduce
@@ -20,20 +20,11 @@
 
 #include "comm/codec.h"
 #include "core/communicator.h"
-#include "comm/thresholder.h"
+#include "comm/dct/thresholder.h"
 #include "core/tensor.h"
 
 namespace frugal::comm {
 
-struct DpCompression {
-  float keep = 1.0f;                 // fraction sent when tau is fresh; 1: uncompressed (exact)
-  uint64_t reestimate_every = 1000;  // steps between estimates of tau
-  bool exact_tau = false;            // exact selection instead of sampling
-  size_t sample_size = 10000;        // entries sampled when not exact
-  ValueType wire = ValueType::f32;   // value type on the wire (rounding error is fed back)
-  uint64_t seed = 1;                 // of the tau sampler; split it per rank and parameter
-  void validate() const;
-};
 
 class GradientExchange {
  public:

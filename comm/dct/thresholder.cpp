@@ -1,4 +1,4 @@
-#include "comm/thresholder.h"
+#include "comm/dct/thresholder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,12 +10,6 @@
 #include "core/check.h"
 
 namespace frugal::comm {
-
-void ThresholdOptions::validate() const {
-  FRUGAL_CHECK(keep > 0.0f && keep <= 1.0f, fmt::format("threshold: keep must be in (0, 1], got {}", keep));
-  FRUGAL_CHECK(reestimate_every >= 1, "threshold: reestimate_every must be >= 1");
-  FRUGAL_CHECK(exact || sample_size >= 1, "threshold: sample_size must be >= 1");
-}
 
 namespace {
 // The k-th largest of `magnitudes` (1-based k), reordering them.

@@ -1,0 +1,63 @@
+// The replica reducers (core/exchange.h's ReplicaReducer): the one place where data-parallel
+// replicas sum their gradients. Three ways, one per ReduceMode:
+//  - TouchedRowsReducer: the replicas agree on the union of the rows any of them touched, then
+//    all-reduce those rows only (exact; O(touched rows) on the wire).
+//  - DenseReducer: every parameter in full, every step (the Horovod scheme; the baseline).
+//  - ThresholdedReducer: DCT-DP, one GradientExchange (thresholds + error feedback) per parameter.
+// Sums run in rank order, so every replica ends with the same bits.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/exchange.h"
+#include "core/parameter.h"
+
+namespace frugal::comm {
+
+class GradientExchange;
+
+class TouchedRowsReducer : public ReplicaReducer {
+ public:
+  TouchedRowsReducer(Communicator& group, std::vector<Parameter*> params, bool dense);
+  void reduce() override;
+  uint64_t payload_sent() const override { return payload_sent_; }
+  uint64_t payload_uncompressed() const override { return payload_uncompressed_; }
+
+ private:
+  void reduce_dense(Parameter& p);
+  void reduce_touched(Parameter& p);
+
+  Communicator& group_;
+  std::vector<Parameter*> params_;
+  bool dense_;
+  Tensor exchange_;
+  uint64_t payload_sent_ = 0, payload_uncompressed_ = 0;
+};
+
+class ThresholdedReducer : public ReplicaReducer {
+ public:
+  // Each replica samples its own tau (its own residual), reproducibly: the seed of parameter i is
+  // split by this replica's rank and by i.
+  ThresholdedReducer(Communicator& group, std::vector<Parameter*> params, const DpCompression& options);
+  ~ThresholdedReducer() override;
+  void reduce() override;
+  uint64_t payload_sent() const override;
+  uint64_t payload_uncompressed() const override;
+  size_t feedback_states() const override { return exchanges_.size(); }
+  size_t feedback_size(size_t param) const override;
+  ThresholderState feedback_state(size_t param) const override;
+  void restore_feedback(size_t param, const ThresholderState& state) override;
+
+ private:
+  Communicator& group_;
+  std::vector<Parameter*> params_;
+  std::vector<std::unique_ptr<GradientExchange>> exchanges_;
+};
+
+// The ReplicaReducer for `options` (ReduceMode::thresholded: DCT-DP with options.dp).
+std::unique_ptr<ReplicaReducer> make_replica_reducer(Communicator& group, std::vector<Parameter*> params,
+                                                     const ReducerOptions& options);
+
+}  // namespace frugal::comm

@@ -1,0 +1,68 @@
+#include "core/exchange.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal::comm {
+
+void ThresholdOptions::validate() const {
+  FRUGAL_CHECK(keep > 0.0f && keep <= 1.0f, fmt::format("threshold: keep must be in (0, 1], got {}", keep));
+  FRUGAL_CHECK(reestimate_every >= 1, "threshold: reestimate_every must be >= 1");
+  FRUGAL_CHECK(exact || sample_size >= 1, "threshold: sample_size must be >= 1");
+}
+
+void MpCompression::validate() const {
+  FRUGAL_CHECK(keep > 0.0 && (keep <= 1.0 || keep == std::floor(keep)),
+               fmt::format("MpCompression::keep {}: expected a fraction in (0, 1] or a whole count of activations",
+                           keep));
+  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "MpCompression::wire: unknown value type");
+}
+
+size_t MpCompression::kept_of(size_t width, uint64_t step) const {
+  const bool warming = step < warmup_steps;
+  if (keep > 1.0 && !warming) return std::min(width, static_cast<size_t>(keep));
+  double fraction = keep > 1.0 ? std::min(1.0, keep / static_cast<double>(width)) : keep;
+  if (warming)  // geometric from 1 (step 0) towards `fraction` (step warmup_steps)
+    fraction = std::pow(fraction, static_cast<double>(step) / static_cast<double>(warmup_steps));
+  // keep arrives from text as a double (0.1 is 0.1000000000000000055): shave the representation
+  // error so that 10% of 1000 is 100 positions, not 101.
+  const auto k = static_cast<size_t>(std::ceil(fraction * static_cast<double>(width) * (1.0 - 1e-12)));
+  return std::clamp<size_t>(k, 1, width);
+}
+
+void DpCompression::validate() const {
+  ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
+                   .sample_size = sample_size, .seed = seed}.validate();
+  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "dp compression: unknown wire value type");
+}
+
+ThresholderState ReplicaReducer::feedback_state(size_t param) const {
+  throw Error(fmt::format("this replica reducer carries no error feedback (asked for parameter {})", param));
+}
+
+void ReplicaReducer::restore_feedback(size_t param, const ThresholderState&) {
+  throw Error(fmt::format("this replica reducer carries no error feedback (asked to restore parameter {})", param));
+}
+
+namespace {
+const ExchangeFactory*& registered() {
+  static const ExchangeFactory* factory = nullptr;
+  return factory;
+}
+}  // namespace
+
+void register_exchange_factory(const ExchangeFactory* factory) { registered() = factory; }
+
+const ExchangeFactory& exchange_factory(const char* needed_by) {
+  FRUGAL_CHECK(registered() != nullptr,
+               fmt::format("{} needs exchanges between ranks, and no ExchangeFactory is registered (link "
+                           "libfrugal, whose comm/ registers one, or pass TrainerOptions::exchanges)",
+                           needed_by));
+  return *registered();
+}
+
+}  // namespace frugal::comm

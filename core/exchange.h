@@ -1,0 +1,147 @@
+// The exchanges the trainer calls, as contracts: comm/ implements them, core/train/ only calls them.
+//  - ActivationExchange: one sliced-layer boundary of the model-parallel group (all-gather forward,
+//    reduce-scatter backward; DCT-MP top-k when compression is asked for).
+//  - ReplicaReducer: the sum of every parameter's gradient over data-parallel replicas (the dense
+//    all-reduce of the Horovod scheme, the union of touched rows, or DCT-DP thresholds with error
+//    feedback), as flashlight's Reducer.
+//  - ExchangeFactory: makes both; comm/ registers its factory when libfrugal loads, and a trainer
+//    uses it unless its options name another.
+// The options of the compressed exchanges live here too, since TrainerOptions carries them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/placement.h"
+#include "core/tensor.h"
+
+namespace frugal {
+struct Parameter;
+}
+
+namespace frugal::comm {
+
+class Communicator;
+
+// Value type of floats on the wire (the codec's tag values: part of the message format).
+enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
+
+// DCT-DP's threshold estimator (comm/dct/thresholder.h).
+struct ThresholdOptions {
+  float keep = 0.01f;               // fraction of entries sent when tau is fresh, in (0, 1]
+  uint64_t reestimate_every = 1000;  // steps between estimates of tau (1: every step)
+  bool exact = false;               // estimate tau by exact selection rather than sampling
+  size_t sample_size = 10000;       // entries sampled when not exact
+  uint64_t seed = 1;
+  void validate() const;
+};
+
+// Everything a thresholder carries from step to step, for checkpoints: a resumed run continues
+// with the same residual, tau and schedule.
+struct ThresholderState {
+  std::vector<float> residual;
+  float tau = 0.0f;
+  uint64_t steps = 0;
+  bool estimate_pending = false;
+  uint64_t rng = 0;
+};
+
+// DCT-MP: what crosses each sliced-layer boundary of the model group.
+struct MpCompression {
+  // Activations kept per sample and slice: a fraction of the slice's width when <= 1, else a
+  // count (at most the slice's width). 1: keep everything.
+  double keep = 1.0;
+  ValueType wire = ValueType::f32;
+  // Steps over which the kept fraction falls geometrically from everything to `keep` (as Deep
+  // Gradient Compression warms up its sparsity). Without it, a freshly initialized network's top-k
+  // picks the same few units for every sample and, on sparse inputs, can collapse into them.
+  uint64_t warmup_steps = 0;
+  void validate() const;
+  // Positions kept of a slice of `width` neurons (>= 1) at training step `step`.
+  size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
+};
+
+// DCT-DP: each replica thresholds its gradients (error feedback) and sends only what passes.
+struct DpCompression {
+  float keep = 1.0f;                 // fraction sent when tau is fresh; 1: uncompressed (exact)
+  uint64_t reestimate_every = 1000;  // steps between estimates of tau
+  bool exact_tau = false;            // exact selection instead of sampling
+  size_t sample_size = 10000;        // entries sampled when not exact
+  ValueType wire = ValueType::f32;   // value type on the wire (rounding error is fed back)
+  uint64_t seed = 1;                 // of the tau sampler; split it per rank and parameter
+  void validate() const;
+};
+
+// One sliced-layer boundary. The producing layer computes B x w_r activations on rank r; the next
+// layer needs all B x H of them.
+class ActivationExchange {
+ public:
+  virtual ~ActivationExchange() = default;
+  // Sets the kept counts of the warm-up schedule at training step `step` (same on every rank).
+  virtual void set_step(uint64_t step) = 0;
+  // local (B x w_me) -> the whole (masked) layer output (B x H), identical on every rank.
+  virtual const Tensor& gather(const Tensor& local) = 0;
+  // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
+  // this rank's slice (B x w_me), zero at positions the forward pass dropped.
+  virtual const Tensor& reduce_scatter(const Tensor& partial) = 0;
+  // full (B x H): dLoss/dOutput already summed (a replicated consumer) -> this rank's slice,
+  // masked like reduce_scatter's result.
+  virtual const Tensor& own_slice(const Tensor& full) = 0;
+  // Cumulative payload of this rank: bytes handed to the communicator times the peers each goes
+  // to, and what the uncompressed f32 exchange would have handed over.
+  virtual uint64_t payload_sent() const = 0;
+  virtual uint64_t payload_uncompressed() const = 0;
+};
+
+// How replicas sum their gradients.
+enum class ReduceMode {
+  touched_rows,  // the union of the rows some replica touched, summed (exact, the default)
+  dense,         // every parameter in full, every step (the Horovod scheme, the baseline)
+  thresholded,   // DCT-DP: each replica sends what passes its threshold (needs `dp`)
+};
+
+struct ReducerOptions {
+  ReduceMode mode = ReduceMode::touched_rows;
+  DpCompression dp{};  // ReduceMode::thresholded only
+};
+
+// Sums the gradients of a fixed list of parameters over the replicas of one group.
+class ReplicaReducer {
+ public:
+  virtual ~ReplicaReducer() = default;
+  // Replaces every parameter's row-sparse gradient (Parameter::grad) by the sum over the replicas,
+  // bitwise identical on every replica. Collective: every replica calls it each step.
+  virtual void reduce() = 0;
+  // Cumulative payload of this rank, and what the dense ring all-reduce of every parameter would
+  // have sent (ring_all_reduce_bytes, core/comm_stats.h).
+  virtual uint64_t payload_sent() const = 0;
+  virtual uint64_t payload_uncompressed() const = 0;
+  // Error-feedback state carried between steps (DCT-DP), one per parameter in order; none for the
+  // exact modes. Checkpoints save and restore it.
+  virtual size_t feedback_states() const { return 0; }
+  virtual size_t feedback_size(size_t /*param*/) const { return 0; }
+  virtual ThresholderState feedback_state(size_t param) const;
+  virtual void restore_feedback(size_t param, const ThresholderState& state);
+};
+
+class ExchangeFactory {
+ public:
+  virtual ~ExchangeFactory() = default;
+  // `placement`: the producing layer's (sliced over the model group); `width`: its whole output
+  // width H; `tag`: distinguishes this boundary's point-to-point messages from other boundaries'.
+  virtual std::unique_ptr<ActivationExchange> activation_exchange(const Placement& placement, size_t width,
+                                                                  const MpCompression& options, int tag) const = 0;
+  // `replicas`: the data-parallel group (more than one rank); the reducer keeps the pointers.
+  virtual std::unique_ptr<ReplicaReducer> replica_reducer(Communicator& replicas, std::vector<Parameter*> params,
+                                                          const ReducerOptions& options) const = 0;
+};
+
+// The factory libfrugal's comm/ registers when it loads (a build of the lower floors alone has none:
+// exchange_factory() then fails, naming what asked for it).
+void register_exchange_factory(const ExchangeFactory* factory);
+const ExchangeFactory& exchange_factory(const char* needed_by);
+
+}  // namespace frugal::comm
