@@ -18,7 +18,7 @@
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
 #include "comm/init.h"
-#include "core/train/checkpoint.h"
+#include "core/train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/dataset_split.h"
 #include "core/train/early_stopping.h"
@@ -256,7 +256,7 @@ int run_train(TrainArgs a) {
   const nlohmann::json resume_config = run_config(a, train);
   std::optional<CheckpointInfo> resumed_from;
   if (!a.resume.empty()) {
-    const CheckpointInfo info = load_checkpoint(a.resume, model, trainer, resume_config);
+    const CheckpointManifest info = load_checkpoint(a.resume, model, trainer, resume_config);
     resumed_from = info;
     if (info.run_state.contains("early_stopping")) {
       const auto& e = info.run_state["early_stopping"];

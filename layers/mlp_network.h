@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "core/check.h"
 #include "core/model.h"
 #include "core/placement.h"

@@ -4,7 +4,7 @@
 
 #include "core/communicator.h"
 #include "core/check.h"
-#include "core/train/checkpoint.h"
+#include "core/train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/model.h"
 #include "core/train/trainer.h"
@@ -15,7 +15,7 @@ namespace frugal {
 struct Predictor::Impl {
   Model model;
   std::unique_ptr<Trainer> trainer;  // inference only: the forward pass over the group, top-k merge
-  CheckpointInfo info;
+  CheckpointManifest info;
   std::optional<LabelCounts> counts;
   size_t batch = 512;
 };
@@ -25,7 +25,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   FRUGAL_CHECK(options.batch > 0, "PredictorOptions::batch must be > 0");
   Impl& m = *impl_;
   m.batch = options.batch;
-  m.info = read_checkpoint_manifest(checkpoint_dir);
+  m.info = read_manifest(checkpoint_dir);
   comm::Communicator* group = comm::is_active(options.group) ? options.group : nullptr;
   const Placement placement = group != nullptr ? Placement::sliced(*group) : Placement::replicated();
   if (options.build) {

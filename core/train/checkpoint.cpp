@@ -1,4 +1,4 @@
-#include "core/train/checkpoint.h"
+#include "core/train/checkpoint_manifest.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -152,7 +152,7 @@ void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::Stat
 
 // Whether this rank's slices are exactly the saved slice `slice` of every parameter: the same
 // number of slices and the same bounds (slice weights may differ between runs).
-bool same_slicing(const std::string& dir, const CheckpointInfo& info, const Model& model, int slices, int slice) {
+bool same_slicing(const std::string& dir, const CheckpointManifest& info, const Model& model, int slices, int slice) {
   if (info.model_slices != slices) return false;
   const auto params = model.parameters();
   if (!info.parameters.is_array() || info.parameters.size() != params.size()) return true;  // the files will say
@@ -196,7 +196,7 @@ void convert_row_steps(const nlohmann::json& saved, Trainer& trainer, uint64_t s
     }
 }
 
-bool restore_slices(const std::string& dir, const CheckpointInfo& info, Model& model, comm::Communicator* mp,
+bool restore_slices(const std::string& dir, const CheckpointManifest& info, Model& model, comm::Communicator* mp,
                     Trainer* trainer) {
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
   auto params = model.parameters();
@@ -313,7 +313,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
   }
 }
 
-CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
+CheckpointManifest read_manifest(const std::string& dir) {
   const fs::path path = fs::path(dir) / "manifest.json";
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: no checkpoint here (cannot read manifest.json)", dir));
@@ -329,7 +329,7 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   if (version != kCheckpointVersion)
     throw Error(fmt::format("{}: checkpoint format version {} is not supported (this build reads {})", path.string(),
                             version, kCheckpointVersion));
-  CheckpointInfo info;
+  CheckpointManifest info;
   info.epoch = m.value("epoch", uint64_t{0});
   info.step = m.value("step", uint64_t{0});
   info.world_size = m.value("world_size", 1);
@@ -346,8 +346,9 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir) {
   return info;
 }
 
-CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer, const nlohmann::json& config) {
-  CheckpointInfo info = read_checkpoint_manifest(dir);
+CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
+                                   const nlohmann::json& config) {
+  CheckpointManifest info = read_manifest(dir);
   check_config(info.config, config, dir);
   const std::string method = info.optimizer.value("method", "adam"),
                     wanted = optim::to_string(trainer.optimizer().options().method);
@@ -366,8 +367,18 @@ CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& tr
   return info;
 }
 
+void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer) {
+  save_checkpoint(dir, model, trainer, nlohmann::json::object());
+}
+
+CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer) {
+  return load_checkpoint(dir, model, trainer, nlohmann::json::object());
+}
+
+CheckpointInfo read_checkpoint_manifest(const std::string& dir) { return read_manifest(dir); }
+
 CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communicator* group) {
-  CheckpointInfo info = read_checkpoint_manifest(dir);
+  CheckpointManifest info = read_manifest(dir);
   restore_slices(dir, info, model, group_of(group), nullptr);
   return info;
 }

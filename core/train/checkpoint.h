@@ -15,8 +15,6 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/model.h"
 #include "core/train/trainer.h"
 
@@ -35,21 +33,13 @@ struct CheckpointInfo {
   int replicas = 1;    // data-parallel replicas of the saving run
   // DCT-DP residuals: saved by the run; restored by load_checkpoint (same grid and --dp-keep only).
   bool has_dct_residuals = false, dct_residuals_restored = false;
-  nlohmann::json config;
-  nlohmann::json parameters;  // per parameter: name, sliced_axis, shape, slice_bounds
-  // The optimizer whose state the files hold ({"method", "sparse_updates"}; empty: lazy Adam) and
-  // what the run saved with it (e.g. early stopping's state).
-  nlohmann::json optimizer, run_state;
 };
 
 // Collective over the trainer's model-parallel group (every rank of the run calls it).
-// `run_state`: anything else the run needs to resume (kept in the manifest, returned by load).
-void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer,
-                     const nlohmann::json& config = nlohmann::json::object(),
-                     const nlohmann::json& run_state = nlohmann::json::object());
-// Restores model and trainer. Settings present in both `config` and the checkpoint must agree.
-CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
-                               const nlohmann::json& config = nlohmann::json::object());
+// (core/train/checkpoint_manifest.h adds the run's configuration and resume state, as JSON.)
+void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer);
+// Restores model and trainer.
+CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer);
 CheckpointInfo read_checkpoint_manifest(const std::string& dir);
 // The parameters only (no optimizer state, no layer state such as LSH tables): what inference
 // needs. The model is sliced over `group` (null or 1 rank: everything here), whatever the number

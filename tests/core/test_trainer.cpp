@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "core/data/batch_loader.h"
-#include "core/train/checkpoint.h"
+#include "core/train/checkpoint_manifest.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
 #include "kernels/matmul.h"

@@ -8,7 +8,7 @@
 
 #include "comm/local_communicator.h"
 #include "core/data/batch_loader.h"
-#include "core/train/checkpoint.h"
+#include "core/train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"

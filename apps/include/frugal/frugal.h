@@ -1,34 +1,48 @@
-// The one header a frugal user includes: the public C++ API.
+// The one header a frugal user includes: the public C++ API. It reaches only public headers (no
+// codec, thresholder, kernel, MPI, ZeroMQ, oneDNN, TBB, CUDA, JSON or fmt header), which
+// tests/install/check_pkg_config.sh checks against the installed include folder.
 #pragma once
 
-#include "core/train/adam.h"
-#include "core/data/batch_loader.h"
+// The ground: tensors, batches, errors, rng, parameters, placement, layers, models, metrics.
 #include "core/check.h"
-#include "core/train/checkpoint.h"
 #include "core/dataset.h"
+#include "core/metrics.h"
+#include "core/model.h"
+#include "core/placement.h"
+#include "core/propensity.h"
+#include "core/ranking_metrics.h"
+#include "core/rng.h"
+
+// Runs of several ranks: frugal::comm::init starts the communicator from the environment or flags
+// (mpirun, `frugal launch`, or one rank); make_local_communicators runs ranks as threads.
+#include "comm/init.h"
+#include "comm/local_communicator.h"
+
+// Data sets: readers, generators, splits, statistics, reference rankers, the batch loader.
+#include "core/data/batch_loader.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
 #include "core/data/dictd_file.h"
-#include "core/train/early_stopping.h"
 #include "core/data/gcide_builder.h"
-#include "core/train/gradient_clipping.h"
 #include "core/data/idx_file.h"
-#include "core/train/input_dropout.h"
 #include "core/data/label_counts_file.h"
-#include "core/train/lr_schedule.h"
-#include "core/metrics.h"
-#include "core/train/metrics_log.h"
-#include "core/model.h"
-#include "core/train/optimizer.h"
-#include "core/propensity.h"
-#include "core/ranking_metrics.h"
 #include "core/data/reference_rankers.h"
-#include "core/rng.h"
-#include "core/train/sgd.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
 #include "core/data/xmc_file.h"
 #include "core/data/xmc_reader.h"
+
+// Training: the trainer, optimizers and regularization, checkpoints.
+#include "core/train/adam.h"
+#include "core/train/checkpoint.h"
+#include "core/train/early_stopping.h"
+#include "core/train/gradient_clipping.h"
+#include "core/train/input_dropout.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/optimizer.h"
+#include "core/train/sgd.h"
+#include "core/train/trainer.h"
+
+// Layers, networks and the Predictor.
 #include "kernels/matmul.h"
 #include "layers/dense.h"
 #include "layers/lsh/hash_family.h"

@@ -1,0 +1,32 @@
+// The JSON side of checkpoints (core/train/checkpoint.h): the run's configuration, which a resumed
+// run must agree with, the parameters' slicing, the optimizer record and the run's own resume state.
+// Internal (the frugal command, the Predictor and tests use it): the public API stays free of JSON.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/train/checkpoint.h"
+
+namespace frugal {
+
+struct CheckpointManifest : CheckpointInfo {
+  nlohmann::json config;
+  nlohmann::json parameters;  // per parameter: name, sliced_axis, shape, slice_bounds
+  // The optimizer whose state the files hold ({"method", "sparse_updates"}; empty: lazy Adam) and
+  // what the run saved with it (e.g. early stopping's state).
+  nlohmann::json optimizer, run_state;
+};
+
+// save_checkpoint with the run's configuration and `run_state`: anything else the run needs to
+// resume (kept in the manifest, returned by load).
+void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config,
+                     const nlohmann::json& run_state = nlohmann::json::object());
+// load_checkpoint; settings present in both `config` and the checkpoint must agree.
+CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
+                                   const nlohmann::json& config);
+// The whole manifest, checked (format, version, slices).
+CheckpointManifest read_manifest(const std::string& dir);
+
+}  // namespace frugal
