@@ -13,6 +13,19 @@ PC_DIR=$(dirname "$(find "$TMP/root" -name frugal.pc | head -1)")
 export PKG_CONFIG_PATH="$PC_DIR"
 FLAGS=$(pkg-config --define-variable=prefix="$TMP/root$PREFIX" --cflags --libs frugal)
 echo "pkg-config --cflags --libs frugal -> $FLAGS"
+# The umbrella header reaches only public headers: every one it includes is installed (it compiles
+# from the installed folder alone) and none is internal or a dependency's.
+CFLAGS=$(pkg-config --define-variable=prefix="$TMP/root$PREFIX" --cflags frugal)
+printf '#include <frugal/frugal.h>\nint main() { return 0; }\n' > "$TMP/umbrella.cpp"
+g++ -std=c++20 -M $CFLAGS "$TMP/umbrella.cpp" | tr ' \\' '\n\n' | grep -v '^$' > "$TMP/umbrella.deps"
+FORBIDDEN='nlohmann/|/fmt/|comm/codec\.h|comm/dct/|comm/frame\.h|comm/transport|kernels/|/mpi\.h|/zmq\.h|dnnl|oneapi/|/tbb/|cuda|cereal/'
+if grep -E "$FORBIDDEN" "$TMP/umbrella.deps"; then
+  echo "FAIL: <frugal/frugal.h> reaches the internal or third-party headers above"; exit 1
+fi
+if grep -E "^$SRC/" "$TMP/umbrella.deps"; then
+  echo "FAIL: <frugal/frugal.h> reached the source tree instead of the installed headers"; exit 1
+fi
+echo "ok: <frugal/frugal.h> compiles from the installed headers alone ($(grep -c "$TMP/root" "$TMP/umbrella.deps") of them) and reaches no internal or third-party header"
 g++ -std=c++20 -O1 "$SRC/apps/examples/train_xmc.cpp" -o "$TMP/train_xmc" $FLAGS
 g++ -std=c++20 -O1 "$SRC/apps/examples/predict_xmc.cpp" -o "$TMP/predict_xmc" $FLAGS
 LIBDIR=$(dirname "$(find "$TMP/root" -name 'libfrugal.so' | head -1)")
