@@ -29,7 +29,7 @@
 #include "core/train/trainer.h"
 #include "core/data/xmc_file.h"
 #include "core/data/xmc_reader.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/dense.h"
 #include "layers/lsh/hash_family.h"
 #include "layers/mlp_network.h"
