@@ -22,7 +22,7 @@
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/data/xmc_reader.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/predictor.h"
 
 namespace frugal::cli {
@@ -36,7 +36,7 @@ struct Session {
 
 Session open_session(const std::string& model, int threads, const std::string& infer, size_t candidates,
                      comm::RunConfig config) {
-  kernels::set_num_threads(threads);
+  default_backend().set_num_threads(threads);
   config["model"] = model;
   config["infer"] = infer;
   config["infer_candidates"] = std::to_string(candidates);

@@ -27,7 +27,7 @@
 #include "core/rng.h"
 #include "core/train/trainer.h"
 #include "core/data/xmc_file.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
 
@@ -200,7 +200,7 @@ comm::RunConfig to_run_config(const nlohmann::json& config) {
 }
 
 int run_train(TrainArgs a) {
-  kernels::set_num_threads(a.threads);
+  default_backend().set_num_threads(a.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
   const data::Dataset& test = inputs.test;
@@ -272,7 +272,7 @@ int run_train(TrainArgs a) {
   }
   if (!a.quiet)
     fmt::print("model: {} ({} parameters on this rank), {} threads, {} rank(s) as a {}x{} grid ({})\n",
-               model.describe(), model.num_parameters(), kernels::num_threads(), world->size(), grid.data, grid.model,
+               model.describe(), model.num_parameters(), default_backend().num_threads(), world->size(), grid.data, grid.model,
                world->backend());
   // Propensity-scored metrics weigh hits by the training label counts; the counts are kept next to
   // the checkpoint so a saved model can be scored the same way without its training file.
@@ -286,7 +286,7 @@ int run_train(TrainArgs a) {
   const std::string metrics_file = metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
-             {"threads", kernels::num_threads()}, {"parse_seconds", parse_seconds},
+             {"threads", default_backend().num_threads()}, {"parse_seconds", parse_seconds},
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});

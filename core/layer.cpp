@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
 
 namespace frugal {
@@ -17,6 +18,8 @@ std::vector<Parameter*> OutputLayer::label_parameters() {
       out.push_back(p);
   return out;
 }
+
+Backend& Layer::backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
 
 const Placement& Layer::placement() const {
   static const Placement replicated{};

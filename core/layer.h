@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/act.h"
 #include "core/parameter.h"
 #include "core/placement.h"
 #include "core/sparse_batch.h"
@@ -20,7 +21,7 @@ class BinaryInputArchive;
 
 namespace frugal {
 
-enum class Act { none, relu };
+class Backend;
 
 class Layer {
  public:
@@ -38,6 +39,13 @@ class Layer {
   virtual std::string describe() const;
   // How the layer's output neurons are spread over a model-parallel group (replicated by default).
   virtual const Placement& placement() const;
+  // The Backend this layer computes on (core/backend.h): the one set here, else default_backend().
+  Backend& backend() const;
+  // nullptr: back to default_backend(). Only apps/ picks a backend (core/backend.h).
+  void set_backend(Backend* backend) { backend_ = backend; }
+
+ private:
+  Backend* backend_ = nullptr;
 };
 
 class InputLayer : public Layer {

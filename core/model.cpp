@@ -9,6 +9,10 @@ void Model::push(std::unique_ptr<Layer> layer) {
   layers_.push_back(std::move(layer));
 }
 
+void Model::set_backend(Backend* backend) {
+  for (const auto& l : layers_) l->set_backend(backend);
+}
+
 InputLayer& Model::input() const {
   FRUGAL_CHECK(!layers_.empty(), "the model has no layers");
   auto* in = dynamic_cast<InputLayer*>(layers_.front().get());

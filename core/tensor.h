@@ -1,5 +1,7 @@
 // Tensor: a row-major matrix of floats whose rows start on 64-byte boundaries when cols is a
 // multiple of 16, so SIMD kernels can load whole rows. The only dense container frugal uses.
+// A Tensor says on which Device its data lives; today every Tensor is in host memory (a device
+// Backend will keep weights and optimizer state resident on its device).
 #pragma once
 
 #include <cstddef>
@@ -8,6 +10,15 @@
 #include <span>
 
 namespace frugal {
+
+enum class DeviceKind : uint8_t { host, cuda };
+
+struct Device {
+  DeviceKind kind = DeviceKind::host;
+  int index = 0;  // which device of its kind (0 for the host)
+  bool is_host() const { return kind == DeviceKind::host; }
+  friend bool operator==(const Device&, const Device&) = default;
+};
 
 class Tensor {
  public:
@@ -27,6 +38,8 @@ class Tensor {
   size_t cols() const { return cols_; }
   size_t size() const { return rows_ * cols_; }
   bool empty() const { return size() == 0; }
+  // Where data() points: the host for every Tensor today.
+  Device device() const { return device_; }
 
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
@@ -42,6 +55,7 @@ class Tensor {
     void operator()(float* p) const;
   };
   size_t rows_ = 0, cols_ = 0, capacity_ = 0;
+  Device device_{};
   std::unique_ptr<float[], FreeAligned> data_;
 };
 

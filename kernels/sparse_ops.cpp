@@ -45,10 +45,14 @@ void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, c
       const uint32_t r = active.ids[e];
       logits[e] = dot(hi, w.row(r), d) + bias.data()[r];
     }
+    // The sampling correction of random negatives, added to the stored logit (as a separate
+    // rounding step: the bits are those of adding it afterwards).
+    if (!active.logit_offsets.empty())
+      for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e) logits[e] += active.logit_offsets[e];
   });
 }
 
-void active_backward_input(const ActiveSets& active, const std::vector<float>& dlogits,
+void active_backward_input(const ActiveSets& active, std::span<const float> dlogits,
                            const Tensor& w, Tensor& grad_h) {
   const size_t d = w.cols();
   grad_h.resize(active.num_samples(), d);
@@ -60,7 +64,7 @@ void active_backward_input(const ActiveSets& active, const std::vector<float>& d
   });
 }
 
-void RowAccumulator::accumulate(const std::vector<uint64_t>& offsets, const uint32_t* ids,
+void RowAccumulator::accumulate(std::span<const uint64_t> offsets, const uint32_t* ids,
                                 const float* coefs, const Tensor& vecs, RowGrad& grad,
                                 RowGrad* bias_grad) {
   const size_t samples = offsets.size() - 1;

@@ -1,43 +1,30 @@
-// Kernels for sparse computation on the CPU: sparse input times dense weights, dot products over
-// each sample's active neurons, and their backward passes. All are parallel over samples (forward)
-// or over weight rows (weight gradients) with oneTBB, so no two threads write one location and the
-// results are the same for any thread count.
+// Kernels for sparse computation on the CPU (behind the CPU Backend, kernels/cpu_backend.h): sparse
+// input times dense weights, dot products over each sample's active neurons, and their backward
+// passes. All are parallel over samples (forward) or over weight rows (weight gradients) with
+// oneTBB, so no two threads write one location and the results are the same for any thread count.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "core/active_sets.h"
 #include "core/parameter.h"
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
 
 namespace frugal::kernels {
 
-// Per-sample lists of neuron ids in CSR form: sample i's are ids[offsets[i] .. offsets[i+1]).
-struct ActiveSets {
-  std::vector<uint64_t> offsets{0};
-  std::vector<uint32_t> ids;
-  // Empty, or one value per id added to its logit before the softmax: the sampling-probability
-  // correction of random negatives (0 for exact entries). It shifts the loss, not dLoss/dlogit's form.
-  std::vector<float> logit_offsets;
-  size_t num_samples() const { return offsets.size() - 1; }
-  size_t total() const { return ids.size(); }
-  void clear() {
-    offsets.assign(1, 0);
-    ids.clear();
-    logit_offsets.clear();
-  }
-};
-
 // out (B x H) = x (B x F, sparse) * w (F x H) + bias (1 x H), then ReLU when relu is set.
 void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out);
 
-// logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] for every entry e of sample i.
+// logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] for every entry e of sample i, plus
+// active.logit_offsets[e] when it has any.
 void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
                    std::vector<float>& logits);
 
 // grad_h[i] = sum over sample i's entries e of dlogits[e] * w[ids[e]].
-void active_backward_input(const ActiveSets& active, const std::vector<float>& dlogits,
+void active_backward_input(const ActiveSets& active, std::span<const float> dlogits,
                            const Tensor& w, Tensor& grad_h);
 
 // Weight gradients of a layer whose row r received, from sample i, coefficient c times the vector
@@ -47,8 +34,9 @@ void active_backward_input(const ActiveSets& active, const std::vector<float>& d
 class RowAccumulator {
  public:
   explicit RowAccumulator(size_t num_rows) : slot_(num_rows, -1) {}
-  void accumulate(const std::vector<uint64_t>& offsets, const uint32_t* ids, const float* coefs,
+  void accumulate(std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
                   const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad);
+  size_t num_rows() const { return slot_.size(); }
 
  private:
   std::vector<int32_t> slot_;  // row -> position in the output, -1 when not touched

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
-#include "kernels/matmul.h"
 #include "layers/init.h"
 
 namespace frugal::layers {
@@ -33,37 +33,29 @@ const Tensor& Dense::forward(const Tensor& in) {
   FRUGAL_CHECK(in.cols() == options_.in, fmt::format("Dense: input has {} columns, expected {}", in.cols(), options_.in));
   const size_t b = in.rows(), n = end_ - begin_;
   out_.resize(b, n);
-  kernels::matmul(in.data(), false, weight_.value.data(), true, out_.data(), b, n, options_.in);
-  for (size_t i = 0; i < b; ++i) {
-    float* o = out_.row(i);
-    for (size_t c = 0; c < n; ++c) {
-      const float v = o[c] + bias_.value.data()[c];
-      o[c] = (options_.act == Act::relu && v < 0.0f) ? 0.0f : v;
-    }
-  }
+  Backend& be = backend();
+  be.matmul(in.data(), false, weight_.value.data(), true, out_.data(), b, n, options_.in);
+  be.bias_act_forward(out_, bias_.value, options_.act);
   return out_;
 }
 
 const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
   const size_t b = in.rows(), n = end_ - begin_, k = options_.in;
   FRUGAL_CHECK(grad_out.rows() == b && grad_out.cols() == n, "Dense::backward: gradient shape does not match");
+  Backend& be = backend();
+  // dL/d(pre-activation) and the bias gradient (its column sums).
   grad_pre_ = grad_out;
-  if (options_.act == Act::relu)
-    for (size_t i = 0; i < grad_pre_.size(); ++i)
-      if (out_.data()[i] <= 0.0f) grad_pre_.data()[i] = 0.0f;
+  bias_.grad.values.resize(n, 1);
+  be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
   // Every row of a dense layer gets a gradient every step. Set each time: the replicas' exchange
   // (DCT-DP) may have left only the rows some replica sent.
   weight_.grad.rows.resize(n);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
   bias_.grad.rows = weight_.grad.rows;
   weight_.grad.values.resize(n, k);
-  kernels::matmul(grad_pre_.data(), true, in.data(), false, weight_.grad.values.data(), n, k, b);
-  bias_.grad.values.resize(n, 1);
-  bias_.grad.values.zero();
-  for (size_t i = 0; i < b; ++i)
-    for (size_t c = 0; c < n; ++c) bias_.grad.values.data()[c] += grad_pre_.at(i, c);
+  be.matmul(grad_pre_.data(), true, in.data(), false, weight_.grad.values.data(), n, k, b);
   grad_in_.resize(b, k);
-  kernels::matmul(grad_pre_.data(), false, weight_.value.data(), false, grad_in_.data(), b, k, n);
+  be.matmul(grad_pre_.data(), false, weight_.value.data(), false, grad_in_.data(), b, k, n);
   return grad_in_;
 }
 

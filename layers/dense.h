@@ -1,7 +1,7 @@
 // Dense: a fully connected hidden layer, y = act(x W^T + b), W stored neuron-major (out x in) so a
-// slice of neurons is a block of rows. The products run through oneDNN. Sliced over a model-parallel
-// group, a rank computes its block of neurons from the whole input, and its backward returns its
-// share of dLoss/dInput (the group sums the shares).
+// slice of neurons is a block of rows. It computes on its Backend (oneDNN products on the CPU).
+// Sliced over a model-parallel group, a rank computes its block of neurons from the whole input,
+// and its backward returns its share of dLoss/dInput (the group sums the shares).
 #pragma once
 
 #include <cstdint>

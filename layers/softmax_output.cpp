@@ -12,10 +12,10 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/backend.h"
 #include "core/communicator.h"
 #include "core/check.h"
 #include "core/rng.h"
-#include "kernels/matmul.h"
 #include "layers/init.h"
 
 namespace frugal::layers {
@@ -28,29 +28,9 @@ void parallel_rows(size_t n, F&& body) {
   });
 }
 
-// Best first: higher score, then lower label id.
+// Best first: higher score, then lower label id (the order of the Backend's top_k).
 bool better(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
   return a.first != c.first ? a.first > c.first : a.second < c.second;
-}
-
-// The k best of n (score, label) candidates produced by `entry(j)`, best first, through a k-entry
-// min-heap: one pass, no scratch of the candidates' size.
-template <class Entry>
-void heap_top_k(size_t n, size_t k, Entry entry, std::vector<std::pair<float, uint32_t>>& heap) {
-  heap.clear();
-  heap.reserve(k + 1);
-  for (size_t j = 0; j < n; ++j) {
-    const std::pair<float, uint32_t> e = entry(j);
-    if (heap.size() < k) {
-      heap.push_back(e);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(e, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), better);
-      heap.back() = e;
-      std::push_heap(heap.begin(), heap.end(), better);
-    }
-  }
-  std::sort_heap(heap.begin(), heap.end(), better);
 }
 
 }  // namespace
@@ -61,7 +41,7 @@ void SoftmaxOutputOptions::validate() const {
   if (sampler == Sampler::lsh) lsh.validate();
 }
 
-SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options), accumulator_(options.out) {
+SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options) {
   options_.validate();
   std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
   const size_t local = end_ - begin_;
@@ -97,93 +77,77 @@ double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batc
   return sampled_forward_backward(in, batch, step, grad_in);
 }
 
-template <class Logits, class Count, class Positions>
-double SoftmaxOutput::distributed_xent(const SparseBatch& batch, Logits z, Count n, Positions pos) {
+double SoftmaxOutput::distributed_xent(const SparseBatch& batch, std::span<float> z,
+                                       std::span<const uint64_t> offsets) {
   const size_t b = batch.size();
   comm::Communicator* group = options_.placement.is_sliced() ? options_.placement.group : nullptr;
-  max_.assign(b, -INFINITY);
-  parallel_rows(b, [&](size_t i) {
-    const float* zi = z(i);
-    for (size_t j = 0, nj = n(i); j < nj; ++j) max_[i] = std::max(max_[i], zi[j]);
-  });
+  position_offsets_.assign(1, 0);
+  position_list_.clear();
+  for (size_t i = 0; i < b; ++i) {
+    position_list_.insert(position_list_.end(), positions_[i].begin(), positions_[i].end());
+    position_offsets_.push_back(position_list_.size());
+  }
+  const XentBatch xb{.offsets = offsets, .pos_offsets = position_offsets_, .positions = position_list_,
+                     .label_offsets = batch.label_offsets};
+  Backend& be = backend();
+  // Per point: the largest logit, then the sum of exp(z - max) over local logits and the sum of
+  // the local labels' logits, each combined over the group (2 floats per point and rank).
+  max_.resize(b);
+  be.xent_max(z, xb, max_);
   if (group != nullptr) group->all_reduce(max_, comm::ReduceOp::max).wait();
-  // Per point: sum of exp(z - max) over local logits, and the sum of the local labels' logits.
-  sums_.assign(2 * b, 0.0f);
-  parallel_rows(b, [&](size_t i) {
-    const float* zi = z(i);
-    double s = 0.0;
-    for (size_t j = 0, nj = n(i); j < nj; ++j) s += std::exp(static_cast<double>(zi[j] - max_[i]));
-    double y = 0.0;
-    for (const uint32_t p : pos(i)) y += zi[p];
-    sums_[i] = static_cast<float>(s);
-    sums_[b + i] = static_cast<float>(y);
-  });
+  sums_.resize(2 * b);
+  be.xent_sums(z, xb, max_, sums_);
   if (group != nullptr) group->all_reduce(sums_, comm::ReduceOp::sum).wait();
-  std::vector<double> losses(b, 0.0);
-  parallel_rows(b, [&](size_t i) {
-    float* zi = z(i);
-    const size_t nj = n(i), labels = batch.labels_of(i).size();
-    if (labels == 0) {  // nothing to learn from a point without labels
-      std::fill(zi, zi + nj, 0.0f);
-      return;
-    }
-    const float w = 1.0f / static_cast<float>(labels);
-    losses[i] = std::log(static_cast<double>(sums_[i])) + max_[i] - w * static_cast<double>(sums_[b + i]);
-    const float inv = 1.0f / sums_[i];
-    for (size_t j = 0; j < nj; ++j) zi[j] = std::exp(zi[j] - max_[i]) * inv;
-    for (const uint32_t p : pos(i)) zi[p] -= w;
-  });
-  return std::accumulate(losses.begin(), losses.end(), 0.0);
+  losses_.resize(b);
+  be.xent_loss_grad(z, xb, max_, sums_, losses_);
+  return std::accumulate(losses_.begin(), losses_.end(), 0.0);
 }
 
 double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in) {
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
+  Backend& be = backend();
   full_logits_.resize(b, n);
-  kernels::matmul(in.data(), false, weight_.value.data(), true, full_logits_.data(), b, n, d);
+  be.matmul(in.data(), false, weight_.value.data(), true, full_logits_.data(), b, n, d);
+  be.bias_act_forward(full_logits_, bias_.value, Act::none);
   positions_.resize(b);
   parallel_rows(b, [&](size_t i) {
-    float* z = full_logits_.row(i);
-    for (size_t j = 0; j < n; ++j) z[j] += bias_.value.data()[j];
     positions_[i].clear();
     for (const uint32_t l : batch.labels_of(i))
       if (l >= begin_ && l < end_) positions_[i].push_back(l - static_cast<uint32_t>(begin_));
   });
-  const double loss = distributed_xent(
-      batch, [&](size_t i) { return full_logits_.row(i); }, [&](size_t) { return n; },
-      [&](size_t i) -> const std::vector<uint32_t>& { return positions_[i]; });
+  row_offsets_.resize(b + 1);
+  for (size_t i = 0; i <= b; ++i) row_offsets_[i] = i * n;
+  const double loss = distributed_xent(batch, full_logits_.span(), row_offsets_);
   if (grad_in == nullptr) return loss;
   logits_computed_ += b * n;
   // full_logits_ now holds dLoss/dz.
   grad_in->resize(b, d);
-  kernels::matmul(full_logits_.data(), false, weight_.value.data(), false, grad_in->data(), b, d, n);
+  be.matmul(full_logits_.data(), false, weight_.value.data(), false, grad_in->data(), b, d, n);
   weight_.grad.rows.resize(n);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
   weight_.grad.values.resize(n, d);
-  kernels::matmul(full_logits_.data(), true, in.data(), false, weight_.grad.values.data(), n, d, b);
+  be.matmul(full_logits_.data(), true, in.data(), false, weight_.grad.values.data(), n, d, b);
   bias_.grad.rows = weight_.grad.rows;
   bias_.grad.values.resize(n, 1);
-  parallel_rows(n, [&](size_t j) {
-    float s = 0.0f;
-    for (size_t i = 0; i < b; ++i) s += full_logits_.at(i, j);
-    bias_.grad.values.data()[j] = s;
-  });
+  be.bias_act_backward(full_logits_, full_logits_, Act::none, bias_.grad.values);
   return loss;
 }
 
 double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) {
   const size_t b = in.rows();
+  Backend& be = backend();
   if (override_ != nullptr) {
     FRUGAL_CHECK(override_->num_samples() == b, "SoftmaxOutput: override active sets do not match the batch");
     active_ = *override_;
   } else {
+    sampler_->set_backend(&be);
     sampler_->maybe_rebuild(weight_.value, step);
     sampler_->sample(in, &batch, static_cast<uint32_t>(begin_), step, active_);
   }
-  kernels::active_logits(in, active_, weight_.value, bias_.value, logits_);
-  // Random negatives stand for the labels outside the set: their logQ correction enters the
-  // softmax (and so the gradient's probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
-  if (!active_.logit_offsets.empty())
-    for (size_t e = 0; e < logits_.size(); ++e) logits_[e] += active_.logit_offsets[e];
+  // Random negatives stand for the labels outside the set: their logQ correction (the sets'
+  // logit_offsets, added by active_logits) enters the softmax (and so the gradient's
+  // probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
+  be.active_logits(in, active_, weight_.value, bias_.value, logits_);
   // Positions of the point's own labels inside its active set (the sampler put them first; an
   // override may place them anywhere).
   positions_.resize(b);
@@ -199,14 +163,12 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
       positions_[i].push_back(static_cast<uint32_t>(it - ids));
     }
   });
-  const double loss = distributed_xent(
-      batch, [&](size_t i) { return logits_.data() + active_.offsets[i]; },
-      [&](size_t i) { return active_.offsets[i + 1] - active_.offsets[i]; },
-      [&](size_t i) -> const std::vector<uint32_t>& { return positions_[i]; });
+  const double loss = distributed_xent(batch, logits_, active_.offsets);
   if (grad_in == nullptr) return loss;
   logits_computed_ += active_.total();
-  kernels::active_backward_input(active_, logits_, weight_.value, *grad_in);
-  accumulator_.accumulate(active_.offsets, active_.ids.data(), logits_.data(), in, weight_.grad, &bias_.grad);
+  be.active_backward_input(active_, logits_, weight_.value, *grad_in);
+  be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_.offsets, active_.ids.data(), logits_.data(),
+                    in, weight_.grad, &bias_.grad);
   return loss;
 }
 
@@ -269,33 +231,24 @@ void SoftmaxOutput::set_inference(const InferenceOptions& options) {
 
 void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
   lsh::LshSampler& sampler = sampler_ != nullptr ? *sampler_ : *inference_sampler_;
+  Backend& be = backend();
+  sampler.set_backend(&be);
   sampler.ensure_built(weight_.value);
   // A slice keeps its share of the candidates (at least 1).
   const size_t cap = inference_.candidates == 0 ? 0
       : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
   sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_, cap);
-  kernels::active_logits(in, candidates_, weight_.value, bias_.value, logits_);
+  be.active_logits(in, candidates_, weight_.value, bias_.value, logits_);
   labels_scored_ += candidates_.total();
   const size_t b = in.rows(), n = end_ - begin_;
   k = std::min(k, n);
   labels.resize(b * k);
   scores.resize(b * k);
-  parallel_rows(b, [&](size_t i) {
-    const uint64_t start = candidates_.offsets[i];
-    const size_t found = candidates_.offsets[i + 1] - start;
-    std::vector<std::pair<float, uint32_t>> heap;
-    heap_top_k(found, k, [&](size_t j) { return std::pair{logits_[start + j], candidates_.ids[start + j]}; }, heap);
-    // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
-    // lowest ids first, so every point still gets k distinct labels.
-    for (uint32_t j = 0; heap.size() < k; ++j) {
-      const uint32_t* ids = candidates_.ids.data() + start;
-      if (std::find(ids, ids + found, j) == ids + found) heap.emplace_back(-INFINITY, j);
-    }
-    for (size_t j = 0; j < k; ++j) {
-      labels[i * k + j] = heap[j].second + static_cast<uint32_t>(begin_);
-      scores[i * k + j] = heap[j].first;
-    }
-  });
+  // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
+  // lowest ids first, so every point still gets k distinct labels.
+  be.top_k({.rows = b, .scores = logits_.data(), .offsets = candidates_.offsets.data(), .ids = candidates_.ids.data(),
+            .label_base = static_cast<uint32_t>(begin_)},
+           k, labels, scores);
 }
 
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
@@ -307,20 +260,15 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   scores.resize(b * k);
   // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
   const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
+  Backend& be = backend();
   for (size_t r0 = 0; r0 < b; r0 += chunk) {
     const size_t rows = std::min(chunk, b - r0);
     full_logits_.resize(rows, n);
-    kernels::matmul(in.row(r0), false, weight_.value.data(), true, full_logits_.data(), rows, n, d);
-    parallel_rows(rows, [&](size_t i) {
-      float* z = full_logits_.row(i);
-      for (size_t j = 0; j < n; ++j) z[j] += bias_.value.data()[j];
-      std::vector<std::pair<float, uint32_t>> heap;
-      heap_top_k(n, k, [&](size_t j) { return std::pair{z[j], static_cast<uint32_t>(j)}; }, heap);
-      for (size_t j = 0; j < k; ++j) {
-        labels[(r0 + i) * k + j] = heap[j].second + static_cast<uint32_t>(begin_);
-        scores[(r0 + i) * k + j] = heap[j].first;
-      }
-    });
+    be.matmul(in.row(r0), false, weight_.value.data(), true, full_logits_.data(), rows, n, d);
+    // The bias is added as the candidates are ranked (the same float sums, no pass of their own).
+    be.top_k({.rows = rows, .scores = full_logits_.data(), .width = n, .label_base = static_cast<uint32_t>(begin_),
+              .bias = bias_.value.data()},
+             k, std::span(labels).subspan(r0 * k, rows * k), std::span(scores).subspan(r0 * k, rows * k));
   }
 }
 

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
+#include "core/active_sets.h"
+#include "core/backend.h"
 #include "core/layer.h"
 #include "core/placement.h"
-#include "kernels/sparse_ops.h"
 #include "layers/lsh/lsh_sampler.h"
 
 namespace frugal::layers {
@@ -61,17 +63,17 @@ class SoftmaxOutput : public OutputLayer {
 
   // For tests: train on these active sets instead of sampling (finite-difference checks need the
   // set to stay fixed while the input is perturbed). nullptr returns to sampling.
-  void override_active_sets(const kernels::ActiveSets* active) { override_ = active; }
-  const kernels::ActiveSets& last_active_sets() const { return active_; }
+  void override_active_sets(const ActiveSets* active) { override_ = active; }
+  const ActiveSets& last_active_sets() const { return active_; }
   const lsh::LshSampler* sampler() const { return sampler_.get(); }
 
  private:
   double exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in);
   double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in);
   // Softmax cross-entropy over logits spread across the group: point i's local logits are
-  // z(i)[0 .. n(i)), its labels owned here sit at positions pos(i). Overwrites logits with dLoss/dz.
-  template <class Logits, class Count, class Positions>
-  double distributed_xent(const SparseBatch& batch, Logits z, Count n, Positions pos);
+  // z[offsets[i] .. offsets[i+1]), its labels owned here sit at positions_[i] within them.
+  // Overwrites z with dLoss/dz.
+  double distributed_xent(const SparseBatch& batch, std::span<float> z, std::span<const uint64_t> offsets);
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // The same over the labels the LSH tables return for each point only.
   void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
@@ -83,17 +85,21 @@ class SoftmaxOutput : public OutputLayer {
   // LSH inference for a model trained with the exact softmax: tables over its weights, never saved.
   std::unique_ptr<lsh::LshSampler> inference_sampler_;
   InferenceOptions inference_{};
-  kernels::ActiveSets candidates_;
+  ActiveSets candidates_;
   uint64_t labels_scored_ = 0;
   Tensor centroid_sum_;  // per local label: sum of its points' hidden vectors (centroid init only)
   std::vector<uint32_t> centroid_points_;
-  const kernels::ActiveSets* override_ = nullptr;
-  kernels::ActiveSets active_;
-  kernels::RowAccumulator accumulator_;
+  const ActiveSets* override_ = nullptr;
+  ActiveSets active_;
+  std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
   std::vector<float> logits_;
   Tensor full_logits_;
+  std::vector<uint64_t> row_offsets_;  // exact softmax: i * labels, the logits' CSR offsets
   std::vector<float> max_, sums_;
+  std::vector<double> losses_;
   std::vector<std::vector<uint32_t>> positions_;
+  std::vector<uint64_t> position_offsets_;  // positions_ in CSR form, for the backend
+  std::vector<uint32_t> position_list_;
   uint64_t logits_computed_ = 0;
 };
 

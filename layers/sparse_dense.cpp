@@ -17,7 +17,7 @@ void SparseDenseOptions::validate() const {
   FRUGAL_CHECK(out > 0, fmt::format("SparseDense: out must be > 0, got {}", out));
 }
 
-SparseDense::SparseDense(const Options& options) : options_(options), accumulator_(options.in) {
+SparseDense::SparseDense(const Options& options) : options_(options) {
   options_.validate();
   std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
   const size_t local = end_ - begin_;
@@ -32,7 +32,7 @@ SparseDense::SparseDense(const Options& options) : options_(options), accumulato
 const Tensor& SparseDense::forward(const SparseBatch& x) {
   for (const uint32_t f : x.feature_ids)
     FRUGAL_CHECK(f < options_.in, fmt::format("SparseDense: feature id {} >= in = {}", f, options_.in));
-  kernels::sparse_input_forward(x, weight_.value, bias_.value, options_.act == Act::relu, out_);
+  backend().sparse_input_forward(x, weight_.value, bias_.value, options_.act, out_);
   return out_;
 }
 
@@ -40,18 +40,14 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   const size_t out = local_out();
   FRUGAL_CHECK(grad_out.rows() == x.size() && grad_out.cols() == out,
                "SparseDense::backward: gradient shape does not match the batch");
-  // dL/d(pre-activation): the ReLU passes the gradient where the output is positive.
+  Backend& be = backend();
+  // dL/d(pre-activation): the ReLU passes the gradient where the output is positive; the bias
+  // gradient is its column sums.
   grad_pre_ = grad_out;
-  if (options_.act == Act::relu)
-    for (size_t i = 0; i < grad_pre_.size(); ++i)
-      if (out_.data()[i] <= 0.0f) grad_pre_.data()[i] = 0.0f;
-  accumulator_.accumulate(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre_,
-                          weight_.grad, nullptr);
   bias_.grad.rows.assign(1, 0);
   bias_.grad.values.resize(1, out);
-  bias_.grad.values.zero();
-  for (size_t i = 0; i < grad_pre_.rows(); ++i)
-    for (size_t c = 0; c < out; ++c) bias_.grad.values.data()[c] += grad_pre_.at(i, c);
+  be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
+  be.sparse_input_backward(row_workspace(be, workspace_, options_.in), x, grad_pre_, weight_.grad);
 }
 
 }  // namespace frugal::layers

@@ -4,10 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "core/backend.h"
 #include "core/layer.h"
 #include "core/placement.h"
-#include "kernels/sparse_ops.h"
 
 namespace frugal::layers {
 
@@ -41,7 +42,7 @@ class SparseDense : public InputLayer {
   size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   Tensor out_, grad_pre_;
-  kernels::RowAccumulator accumulator_;
+  std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
 };
 
 }  // namespace frugal::layers

@@ -8,47 +8,6 @@
 #include "core/check.h"
 
 namespace frugal::optim {
-namespace {
-
-// One row's update, compiled for AVX-512, AVX2 and generic x86-64 (picked at run time); the
-// arithmetic is element-wise, so every variant gives the same bits. keep = 1 - lr * weight_decay
-// (w * 1.0f is exact: without decay the update is bitwise what it was before decay existed).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
-    float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, size_t n, float b1,
-    float b2, float step, float c2, float eps, float keep) {
-  for (size_t c = 0; c < n; ++c) {
-    m[c] = b1 * m[c] + (1.0f - b1) * g[c];
-    v[c] = b2 * v[c] + (1.0f - b2) * g[c] * g[c];
-    w[c] = keep * w[c] - step * m[c] / (std::sqrt(v[c] * c2) + eps);
-  }
-}
-
-// The missed steps of a row (see catch_up_plan): w = decay * w - m * sum_j weight_j / (root_j *
-// sqrt(v) + eps). Columns go in chunks so that the sum over steps runs vectorized across columns.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_catch_up_row(
-    float* __restrict w, float* __restrict m, float* __restrict v, size_t n, float decay, const float* __restrict terms,
-    size_t steps, float eps, float m_decay, float v_decay) {
-  constexpr size_t kChunk = 64;
-  float root_v[kChunk], sum[kChunk];
-  for (size_t c0 = 0; c0 < n; c0 += kChunk) {
-    const size_t len = std::min(kChunk, n - c0);
-    for (size_t c = 0; c < len; ++c) {
-      root_v[c] = std::sqrt(v[c0 + c]);
-      sum[c] = 0.0f;
-    }
-    for (size_t j = 0; j < steps; ++j) {
-      const float weight = terms[2 * j], root = terms[2 * j + 1];
-      for (size_t c = 0; c < len; ++c) sum[c] += weight / (root * root_v[c] + eps);
-    }
-    for (size_t c = 0; c < len; ++c) {
-      w[c0 + c] = decay * w[c0 + c] - sum[c] * m[c0 + c];
-      m[c0 + c] *= m_decay;
-      v[c0 + c] *= v_decay;
-    }
-  }
-}
-
-}  // namespace
 
 AdamOptimizer::AdamOptimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule)
     : Optimizer(options, std::move(params), schedule, true) {
@@ -115,15 +74,27 @@ Optimizer::CatchUpPlan AdamOptimizer::catch_up_plan(uint64_t last, uint64_t now,
   return plan;
 }
 
-void AdamOptimizer::update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan,
-                               double lr, uint64_t count) const {
-  if (plan != nullptr)
-    adam_catch_up_row(w, m, v, cols, plan->decay, plan->terms, plan->terms_count, options().eps, plan->m_decay,
-                      plan->v_decay);
-  if (g == nullptr) return;
-  const float step = static_cast<float>(lr) * correction1_[count];
-  const auto keep = static_cast<float>(1.0 - lr * options().weight_decay);
-  adam_row(w, m, v, g, cols, options().beta1, options().beta2, step, correction2_[count], options().eps, keep);
+void AdamOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                                std::span<const CatchUpPlan* const> plans, std::span<const uint32_t> counts,
+                                double lr) {
+  // The rows' arithmetic (the Backend's adam_rows): keep = 1 - lr * weight_decay (w * 1.0f is exact:
+  // without decay the update is bitwise what it was before decay existed).
+  RowUpdate u;
+  u.w = &p.value;
+  u.m = &s.m;
+  u.v = &s.v;
+  u.rows = rows;
+  u.grad = grad;
+  u.plans = plans;
+  u.counts = counts;
+  u.correction1 = correction1_;
+  u.correction2 = correction2_;
+  u.lr = static_cast<float>(lr);
+  u.keep = static_cast<float>(1.0 - lr * options().weight_decay);
+  u.beta1 = options().beta1;
+  u.beta2 = options().beta2;
+  u.eps = options().eps;
+  backend().adam_rows(u);
 }
 
 }  // namespace frugal::optim

@@ -18,8 +18,8 @@ class AdamOptimizer : public Optimizer {
   void prepare(uint64_t max_count, uint64_t now) override;
   void reserve_plans(size_t plans) override;
   CatchUpPlan catch_up_plan(uint64_t last, uint64_t now, size_t slot) override;
-  void update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan, double lr,
-                  uint64_t count) const override;
+  void update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                   std::span<const CatchUpPlan* const> plans, std::span<const uint32_t> counts, double lr) override;
 
   uint64_t horizon_;
   // Bias corrections 1/(1 - beta^t) by step count t: two pow() per row per step cost more than

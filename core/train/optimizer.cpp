@@ -131,17 +131,19 @@ void Optimizer::step() {
     }
     prepare(most, n);
     if (catchup) make_plans(s.row_steps, rows, n - 1);
-    // Rows are independent, so the result does not depend on how TBB splits the range.
+    row_counts_.resize(rows.size());
+    row_plans_.resize(catchup ? rows.size() : 0);
     tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
       for (size_t j = range.begin(); j < range.end(); ++j) {
         const uint32_t r = rows[j];
-        const CatchUpPlan* plan = catchup && s.row_steps[r] < n - 1 ? plan_for(s.row_steps[r]) : nullptr;
+        if (catchup) row_plans_[j] = s.row_steps[r] < n - 1 ? plan_for(s.row_steps[r]) : nullptr;
         const uint64_t count = catchup ? n : s.row_steps[r] + 1;
         s.row_steps[r] = static_cast<uint32_t>(count);
-        update_row(p.value.row(r), s.m.row(r), s.v.empty() ? nullptr : s.v.row(r), p.grad.values.row(j), cols, plan,
-                   lr_n, count);
+        row_counts_[j] = static_cast<uint32_t>(count);
       }
     });
+    // Rows are independent, so the result does not depend on how the backend splits them.
+    update_rows(p, s, rows, &p.grad.values, row_plans_, row_counts_, lr_n);
   }
   steps_ = n;
 }
@@ -158,15 +160,12 @@ std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint
     if (s.row_steps[r] < now) behind.push_back(r);
   }
   make_plans(s.row_steps, behind, now);
-  const size_t cols = p.value.cols();
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, behind.size(), 64), [&](const auto& range) {
-    for (size_t j = range.begin(); j < range.end(); ++j) {
-      const uint32_t r = behind[j];
-      update_row(p.value.row(r), s.m.row(r), s.v.empty() ? nullptr : s.v.row(r), nullptr, cols,
-                 plan_for(s.row_steps[r]), 0.0, now);
-      s.row_steps[r] = static_cast<uint32_t>(now);
-    }
+  row_plans_.resize(behind.size());
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, behind.size(), 1024), [&](const auto& range) {
+    for (size_t j = range.begin(); j < range.end(); ++j) row_plans_[j] = plan_for(s.row_steps[behind[j]]);
   });
+  update_rows(p, s, behind, nullptr, row_plans_, {}, 0.0);
+  for (const uint32_t r : behind) s.row_steps[r] = static_cast<uint32_t>(now);
   return behind;
 }
 

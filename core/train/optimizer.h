@@ -20,11 +20,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "core/train/lr_schedule.h"
+#include "core/backend.h"
 #include "core/parameter.h"
+#include "core/train/lr_schedule.h"
 
 namespace frugal::optim {
 
@@ -98,16 +100,15 @@ class Optimizer {
   size_t size() const { return state_.size(); }
   State& state(size_t i) { return state_.at(i); }
   const State& state(size_t i) const { return state_.at(i); }
+  // The Backend the row updates run on (core/backend.h): the one set here, else default_backend().
+  Backend& backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
+  void set_backend(Backend* backend) { backend_ = backend; }
 
  protected:
-  // What the missed steps (last, now] do to a row, element-wise: SGD: w = decay * w - move * m;
-  // Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v) + eps) over terms_count
-  // steps. Then m *= m_decay, v *= v_decay.
-  struct CatchUpPlan {
-    float decay = 1, move = 0, m_decay = 1, v_decay = 1;
-    const float* terms = nullptr;
-    uint32_t terms_count = 0;
-  };
+  // What the missed steps (last, now] do to a row, element-wise (core/backend.h): SGD: w = decay *
+  // w - move * m; Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v) + eps) over
+  // terms_count steps. Then m *= m_decay, v *= v_decay.
+  using CatchUpPlan = frugal::CatchUpPlan;
 
   Optimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule, bool second_moment);
   // Missed steps whose momentum moves are summed: beyond it the moves are below 1e-9 of the first
@@ -124,10 +125,12 @@ class Optimizer {
   // Room for `plans` plans (called before they are made in parallel, each into its own slot).
   virtual void reserve_plans(size_t /*plans*/) {}
   virtual CatchUpPlan catch_up_plan(uint64_t last, uint64_t now, size_t slot) = 0;
-  // One row: the catch-up (when `plan` is not null), then the step's update with gradient `g` (when
-  // not null) at learning rate `lr`, bias-correction count `count` (Adam).
-  virtual void update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan,
-                          double lr, uint64_t count) const = 0;
+  // The listed rows of parameter p (one Backend op for them all): row j first gets its catch-up
+  // (when plans is not empty and plans[j] is not null), then the step's update with gradient
+  // grad->row(j) (when grad is not null) at learning rate `lr`, bias-correction count counts[j] (Adam).
+  virtual void update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                           std::span<const CatchUpPlan* const> plans, std::span<const uint32_t> counts,
+                           double lr) = 0;
 
  private:
   void grow_tables(uint64_t now);
@@ -145,6 +148,9 @@ class Optimizer {
   std::vector<double> lr_table_{0.0}, log_keep_{0.0};  // by 1-based step: lr, sum of log(1 - lr * wd)
   std::vector<uint32_t> plan_keys_;
   std::vector<CatchUpPlan> plans_;
+  std::vector<const CatchUpPlan*> row_plans_;  // per row of the current update: its plan or null
+  std::vector<uint32_t> row_counts_;            // per row of the current update: its update count
+  Backend* backend_ = nullptr;
 };
 
 }  // namespace frugal::optim

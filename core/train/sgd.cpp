@@ -6,28 +6,6 @@
 #include "core/check.h"
 
 namespace frugal::optim {
-namespace {
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_row(float* __restrict w, float* __restrict buf,
-                                                                          const float* __restrict g, size_t n,
-                                                                          float momentum, float lr, float keep) {
-  for (size_t c = 0; c < n; ++c) {
-    buf[c] = momentum * buf[c] + g[c];
-    w[c] = keep * w[c] - lr * buf[c];
-  }
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_catch_up_row(float* __restrict w,
-                                                                                   float* __restrict buf, size_t n,
-                                                                                   float decay, float move,
-                                                                                   float buf_decay) {
-  for (size_t c = 0; c < n; ++c) {
-    w[c] = decay * w[c] - move * buf[c];
-    buf[c] *= buf_decay;
-  }
-}
-
-}  // namespace
 
 SgdOptimizer::SgdOptimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule)
     : Optimizer(options, std::move(params), schedule, false) {
@@ -57,12 +35,19 @@ Optimizer::CatchUpPlan SgdOptimizer::catch_up_plan(uint64_t last, uint64_t now, 
   return plan;
 }
 
-void SgdOptimizer::update_row(float* w, float* m, float*, const float* g, size_t cols, const CatchUpPlan* plan,
-                              double lr, uint64_t) const {
-  if (plan != nullptr) sgd_catch_up_row(w, m, cols, plan->decay, plan->move, plan->m_decay);
-  if (g == nullptr) return;
-  sgd_row(w, m, g, cols, options().momentum, static_cast<float>(lr),
-          static_cast<float>(1.0 - lr * options().weight_decay));
+void SgdOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                               std::span<const CatchUpPlan* const> plans, std::span<const uint32_t>, double lr) {
+  // The rows' arithmetic is the Backend's sgd_rows.
+  RowUpdate u;
+  u.w = &p.value;
+  u.m = &s.m;
+  u.rows = rows;
+  u.grad = grad;
+  u.plans = plans;
+  u.lr = static_cast<float>(lr);
+  u.keep = static_cast<float>(1.0 - lr * options().weight_decay);
+  u.momentum = options().momentum;
+  backend().sgd_rows(u);
 }
 
 }  // namespace frugal::optim

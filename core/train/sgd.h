@@ -17,8 +17,8 @@ class SgdOptimizer : public Optimizer {
  private:
   void prepare(uint64_t, uint64_t) override {}
   CatchUpPlan catch_up_plan(uint64_t last, uint64_t now, size_t slot) override;
-  void update_row(float* w, float* m, float* v, const float* g, size_t cols, const CatchUpPlan* plan, double lr,
-                  uint64_t count) const override;
+  void update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                   std::span<const CatchUpPlan* const> plans, std::span<const uint32_t> counts, double lr) override;
 
   uint64_t horizon_;
   std::vector<double> momentum_pow_;  // momentum^j for j <= horizon_

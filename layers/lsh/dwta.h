@@ -11,7 +11,7 @@ class DwtaFamily : public HashFamily {
   DwtaFamily(const Dwta& options, size_t dim, size_t tables, uint64_t seed);
   size_t tables() const override { return tables_; }
   uint32_t buckets_per_table() const override { return 1u << bucket_bits_; }
-  void hash(const float* v, uint32_t* codes) const override;
+  void hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const override;
 
  private:
   int k_, bin_size_, bin_bits_, bucket_bits_;

@@ -1,5 +1,6 @@
 // LSH hash families over neuron weight vectors and hidden activations. A family holds `tables`
-// independent hash functions; hash() gives each table's bucket for one vector.
+// independent hash functions; hash() gives each table's bucket for a batch of vectors, computed
+// by a Backend (its simhash_codes / dwta_codes ops, core/backend.h).
 //  - SimHash: K signed random projections (Gaussian hyperplanes) per table -> K-bit bucket.
 //  - DWTA (densified winner-take-all): K bins of `bin_size` random coordinates per table; each bin
 //    gives the position of its largest value; a bin with no positive value borrows the code of
@@ -9,8 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <variant>
+
+#include "core/backend.h"
+#include "core/tensor.h"
 
 namespace frugal::lsh {
 
@@ -34,8 +39,9 @@ class HashFamily {
   virtual ~HashFamily() = default;
   virtual size_t tables() const = 0;
   virtual uint32_t buckets_per_table() const = 0;
-  // codes[t] = bucket of v in table t, for t < tables().
-  virtual void hash(const float* v, uint32_t* codes) const = 0;
+  // codes[j * tables() + t] = bucket in table t of row rows[j] of x (of row j, for every row of x,
+  // when rows is empty).
+  virtual void hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const = 0;
 
   static std::unique_ptr<HashFamily> create(const Family& family, size_t dim, size_t tables, uint64_t seed);
 };

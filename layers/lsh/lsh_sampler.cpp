@@ -17,7 +17,6 @@ namespace frugal::lsh {
 struct LshSampler::Scratch {
   std::vector<uint16_t> hits;   // per neuron: tables that returned it for the current sample; all 0 between samples
   std::vector<uint32_t> found;  // neurons with hits > 0
-  std::vector<uint32_t> codes;
   std::vector<uint32_t> drawn;  // random negatives of the current sample, sorted
 };
 using ScratchPerThread = tbb::enumerable_thread_specific<LshSampler::Scratch>;
@@ -45,11 +44,10 @@ LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, ui
       negatives_(neurons, options.negative_uniform_share) {
   options_.validate();
   interval_ = options_.rebuild_first;
-  const size_t n = neurons_, nt = options_.tables;
-  scratch_ = std::make_shared<ScratchPerThread>([n, nt] {
+  const size_t n = neurons_;
+  scratch_ = std::make_shared<ScratchPerThread>([n] {
     Scratch s;
     s.hits.assign(n, 0);
-    s.codes.resize(nt);
     return s;
   });
 }
@@ -68,13 +66,13 @@ bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
 void LshSampler::ensure_built(const Tensor& weights) {
   if (ready()) return;
   FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
-  tables_.build(weights, Rng(seed_).split(0x1f).next_u64(), nullptr);
+  tables_.build(backend(), weights, Rng(seed_).split(0x1f).next_u64(), nullptr);
   inference_built_ = true;
 }
 
 void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
   FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
-  tables_.build(weights, Rng(seed_).split(step).next_u64(), built_ ? &changed_ : nullptr);
+  tables_.build(backend(), weights, Rng(seed_).split(step).next_u64(), built_ ? &changed_ : nullptr);
   changed_.assign(neurons_, 0);
   if (built_)
     interval_ = std::min<uint64_t>(options_.rebuild_max,
@@ -86,7 +84,7 @@ void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
 
 
 void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base,
-                        uint64_t step, kernels::ActiveSets& out, size_t max_active) const {
+                        uint64_t step, ActiveSets& out, size_t max_active) const {
   FRUGAL_CHECK(ready(), "LSH: sample() before the tables were built");
   const size_t b = h.rows(), nt = tables_.num_tables();
   auto& per_sample = per_sample_;
@@ -96,6 +94,9 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   per_sample_offsets_.resize(b);
   auto& scratch = *static_cast<ScratchPerThread*>(scratch_.get());
   const Rng step_rng = Rng(seed_).split(0x5a3).split(step);
+  // Every sample's codes in one go (the backend's LSH op), then the buckets' union per sample.
+  codes_.resize(b * nt);
+  tables_.family().hash(backend(), h, {}, codes_.data());
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
     Scratch& s = scratch.local();
     for (size_t i = range.begin(); i < range.end(); ++i) {
@@ -109,10 +110,10 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
             s.hits[l - label_base] = kLabel;
             active.push_back(l - label_base);
           }
-      tables_.family().hash(h.row(i), s.codes.data());
+      const uint32_t* codes = &codes_[i * nt];
       s.found.clear();
       for (size_t t = 0; t < nt; ++t)
-        for (const uint32_t n : tables_.bucket(t, s.codes[t])) {
+        for (const uint32_t n : tables_.bucket(t, codes[t])) {
           if (s.hits[n] == kLabel) continue;
           if (s.hits[n]++ == 0) s.found.push_back(n);
         }

@@ -13,9 +13,10 @@
 #include <span>
 #include <vector>
 
+#include "core/active_sets.h"
+#include "core/backend.h"
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
-#include "kernels/sparse_ops.h"
 #include "layers/lsh/hash_family.h"
 #include "layers/lsh/lsh_tables.h"
 #include "layers/lsh/negative_sampler.h"
@@ -60,10 +61,13 @@ class LshSampler {
   // entry's logit correction (0 for labels and LSH hits).
   // `max_active` (> 0) replaces the options' cap for this call (inference keeps fewer candidates).
   void sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base, uint64_t step,
-              kernels::ActiveSets& out, size_t max_active = 0) const;
+              ActiveSets& out, size_t max_active = 0) const;
   const LshTables& tables() const { return tables_; }
   const LshOptions& options() const { return options_; }
   uint64_t rebuilds() const { return rebuilds_; }
+  // The Backend that hashes (core/backend.h): the one set here, else default_backend().
+  Backend& backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
+  void set_backend(Backend* backend) { backend_ = backend; }
   void save(cereal::BinaryOutputArchive& ar) const;
   void load(cereal::BinaryInputArchive& ar);
 
@@ -81,6 +85,8 @@ class LshSampler {
   mutable std::vector<std::vector<uint32_t>> per_sample_;
   mutable std::vector<std::vector<float>> per_sample_offsets_;
   std::vector<uint8_t> changed_;  // per neuron: updated since the last rebuild
+  mutable std::vector<uint32_t> codes_;  // the batch's codes, sample-major (reused across calls)
+  Backend* backend_ = nullptr;
 };
 
 }  // namespace frugal::lsh

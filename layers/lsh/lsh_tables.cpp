@@ -18,7 +18,7 @@ LshTables::LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_cap
   FRUGAL_CHECK(capacity_ >= 1, "LSH: bucket capacity must be >= 1");
 }
 
-void LshTables::build(const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed) {
+void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed) {
   const size_t n = weights.rows(), nt = tables_.size();
   const uint32_t nb = family_->buckets_per_table();
   const bool all = changed == nullptr || codes_.size() != n * nt;
@@ -26,10 +26,19 @@ void LshTables::build(const Tensor& weights, uint64_t seed, const std::vector<ui
   num_neurons_ = n;
   codes_.resize(n * nt);
   std::vector<uint32_t>& codes = codes_;
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 256), [&](const auto& r) {
-    for (size_t i = r.begin(); i < r.end(); ++i)
-      if (all || (*changed)[i] != 0) family_->hash(weights.row(i), &codes[i * nt]);
-  });
+  if (all) {
+    family_->hash(backend, weights, {}, codes.data());
+  } else {
+    std::vector<uint32_t> rows;
+    for (size_t i = 0; i < n; ++i)
+      if ((*changed)[i] != 0) rows.push_back(static_cast<uint32_t>(i));
+    if (!rows.empty()) {
+      std::vector<uint32_t> fresh(rows.size() * nt);
+      family_->hash(backend, weights, rows, fresh.data());
+      for (size_t j = 0; j < rows.size(); ++j)
+        std::copy_n(&fresh[j * nt], nt, &codes[size_t{rows[j]} * nt]);
+    }
+  }
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
     Table& table = tables_[t];
     table.offsets.assign(nb + 1, 0);

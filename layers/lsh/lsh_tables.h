@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <cstdint>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/tensor.h"
 #include "layers/lsh/hash_family.h"
 
@@ -25,8 +25,8 @@ class LshTables {
   LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_capacity);
   // Rebuilds every table. Only rows flagged in `changed` (all when null, or on the first build) are
   // hashed again: a row's codes depend on nothing but the row, and most label rows of an extreme
-  // classifier are untouched between two rebuilds.
-  void build(const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed = nullptr);
+  // classifier are untouched between two rebuilds. The rows are hashed on `backend`.
+  void build(Backend& backend, const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed = nullptr);
   std::span<const uint32_t> bucket(size_t table, uint32_t code) const {
     const auto& t = tables_[table];
     return {t.ids.data() + t.offsets[code], t.offsets[code + 1] - t.offsets[code]};

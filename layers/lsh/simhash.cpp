@@ -4,7 +4,6 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "kernels/vector_ops.h"
 
 namespace frugal::lsh {
 
@@ -15,13 +14,9 @@ SimHashFamily::SimHashFamily(const SimHash& options, size_t dim, size_t tables, 
   for (size_t i = 0; i < planes_.size(); ++i) planes_.data()[i] = rng.normal();
 }
 
-void SimHashFamily::hash(const float* v, uint32_t* codes) const {
-  for (size_t t = 0; t < tables_; ++t) {
-    uint32_t code = 0;
-    for (int b = 0; b < k_; ++b)
-      code = (code << 1) | (kernels::dot(planes_.row(t * k_ + b), v, dim_) > 0.0f ? 1u : 0u);
-    codes[t] = code;
-  }
+void SimHashFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const {
+  FRUGAL_CHECK(x.cols() == dim_, fmt::format("SimHash: vectors have {} dimensions, the planes {}", x.cols(), dim_));
+  backend.simhash_codes({.planes = &planes_, .k = k_, .tables = tables_}, x, rows, codes);
 }
 
 }  // namespace frugal::lsh

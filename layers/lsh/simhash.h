@@ -12,7 +12,7 @@ class SimHashFamily : public HashFamily {
   SimHashFamily(const SimHash& options, size_t dim, size_t tables, uint64_t seed);
   size_t tables() const override { return tables_; }
   uint32_t buckets_per_table() const override { return 1u << k_; }
-  void hash(const float* v, uint32_t* codes) const override;
+  void hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const override;
 
  private:
   int k_;

@@ -9,7 +9,7 @@
 #include "core/train/checkpoint_manifest.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;
@@ -53,7 +53,7 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("trainer options: resume with every option on is bit-identical to an uninterrupted run") {
-  kernels::set_num_threads(2);
+  default_backend().set_num_threads(2);
   const std::string dir = "trainer_options_resume_ckpt";
   const std::vector<optim::Options> optimizers{
       optim::Adam{.lr = 3e-3f, .weight_decay = 0.01f, .updates = optim::SparseUpdates::catchup},

@@ -11,7 +11,7 @@
 #include "core/train/checkpoint.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/mlp_network.h"
 #include "layers/xmc_network.h"
 #include "tests/distributed/whole_weights.h"
@@ -80,7 +80,7 @@ void require_identical(const Run& a, const Run& b) {
 }  // namespace
 
 TEST_CASE("DCT-DP: --dp-keep 1 reproduces the uncompressed replica sum exactly (grids 2x1 and 2x2)") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   for (const int slices : {1, 2}) {
     INFO("grid 2x" << slices);
     const Run plain = train(2, slices, std::nullopt);
@@ -91,7 +91,7 @@ TEST_CASE("DCT-DP: --dp-keep 1 reproduces the uncompressed replica sum exactly (
 }
 
 TEST_CASE("DCT-DP: thresholded training is deterministic, learns and cuts the traffic") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const comm::DpCompression dct{.keep = 0.01f, .reestimate_every = 10};
   const Run a = train(2, 1, dct), b = train(2, 1, dct);
   require_identical(a, b);
@@ -104,7 +104,7 @@ TEST_CASE("DCT-DP: thresholded training is deterministic, learns and cuts the tr
 }
 
 TEST_CASE("DCT-DP: exact top-k every step, bf16 values, 4 replicas") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run exact = train(2, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 1, .exact_tau = true}, 1);
   REQUIRE(exact.fit.dp_compression() > 5.0);
   const Run half = train(4, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 5, .wire = comm::ValueType::bf16}, 1);
@@ -120,7 +120,7 @@ TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each 
 }
 
 TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the same grid is bit-identical") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7};
   const Run whole = train(2, 2, dct, 2);
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-ckpt").string();
@@ -158,7 +158,7 @@ TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the
 }
 
 TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-truncated").string();
   std::filesystem::remove_all(dir);
   const comm::DpCompression dct{.keep = 0.05f, .reestimate_every = 3};
@@ -196,7 +196,7 @@ TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
 TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; keep 1 stays exact") {
   // Regression: a Dense layer set its gradient's row list once, so after an exchange left only the
   // rows some replica sent, the next step's gradient no longer matched its row list.
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   auto run = [](std::optional<comm::DpCompression> dp) {
     std::vector<double> losses;
     comm::run_local(2, [&](comm::Communicator& c) {

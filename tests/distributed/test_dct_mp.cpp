@@ -13,7 +13,7 @@
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/mlp_network.h"
 #include "tests/distributed/whole_weights.h"
 
@@ -76,7 +76,7 @@ void require_close(const Run& a, const Run& b, double rel) {
 }  // namespace
 
 TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 rank when everything is kept") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run reference = train(1, {});
   for (const int ranks : {2, 3, 4}) {
     INFO(ranks << " ranks");
@@ -87,7 +87,7 @@ TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 
 }
 
 TEST_CASE("DCT-MP: keep = 100% through the top-k code path reproduces the uncompressed exchange exactly") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const double whole = static_cast<double>(*std::max_element(kHidden.begin(), kHidden.end()));  // a count >= every slice
   const Run plain = train(2, {.keep = 1.0}), topk = train(2, {.keep = whole});
   REQUIRE(topk.losses == plain.losses);
@@ -153,13 +153,13 @@ void check_masked_gradients(int ranks, comm::MpCompression mp) {
 }  // namespace
 
 TEST_CASE("DCT-MP: finite differences through the top-k masked network match its gradients") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25}); }
   SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3}); }
 }
 
 TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still learns; runs reproduce") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run full = train(2, {});
   const Run topk = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
   // Forward: 2-byte position + 2-byte value for a quarter of the activations instead of 4 bytes
@@ -174,7 +174,7 @@ TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still lear
 }
 
 TEST_CASE("DCT-MP: ranks that disagree on --mp-keep fail with a clear error, not garbage") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   std::mutex mu;
   std::vector<std::string> errors;
   comm::run_local(2, [&](comm::Communicator& c) {
@@ -206,7 +206,7 @@ TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically
   REQUIRE(count.kept_of(1000, 100) == 10);
   REQUIRE(count.kept_of(4, 100) == 4);  // a count never exceeds the slice
   // During the warm-up's first step everything travels: the run starts exactly as an uncompressed one.
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run warm = train(2, {.keep = 0.25, .warmup_steps = 1000}), plain = train(2, {});
   REQUIRE(warm.losses == plain.losses);  // f32 and everything kept for all kSteps steps
   const Run short_warmup = train(2, {.keep = 0.25, .warmup_steps = 4});

@@ -9,7 +9,7 @@
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
-#include "kernels/matmul.h"
+#include "core/backend.h"
 #include "layers/xmc_network.h"
 #include "tests/distributed/whole_weights.h"
 
@@ -89,7 +89,7 @@ void require_same_losses(const std::vector<double>& a, const std::vector<double>
 }  // namespace
 
 TEST_CASE("model parallel: 2, 3, 4 ranks with uneven slices equal 1 rank (exact sampler)") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run reference = run_model_parallel(1, {}, layers::Sampler::exact);
   REQUIRE(reference.losses.size() == kSteps);
   for (const auto& weights : std::vector<std::vector<double>>{{1, 2}, {3, 1, 2}, {1, 1, 2, 3}}) {
@@ -103,7 +103,7 @@ TEST_CASE("model parallel: 2, 3, 4 ranks with uneven slices equal 1 rank (exact 
 }
 
 TEST_CASE("model parallel: LSH runs are deterministic per seed and learn") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run a = run_model_parallel(3, {}, layers::Sampler::lsh);
   const Run b = run_model_parallel(3, {}, layers::Sampler::lsh);
   REQUIRE(a.losses == b.losses);
@@ -135,7 +135,7 @@ Run run_grid(int d, int m_size, bool dense) {
 }  // namespace
 
 TEST_CASE("hybrid grids 1x4, 2x2, 4x1 agree with 1 rank (exact sampler); dense data parallel too") {
-  kernels::set_num_threads(1);
+  default_backend().set_num_threads(1);
   const Run reference = run_grid(1, 1, false);
   for (const auto& [d, m] : std::vector<std::pair<int, int>>{{1, 4}, {2, 2}, {4, 1}}) {
     INFO("grid " << d << "x" << m);

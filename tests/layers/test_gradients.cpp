@@ -146,7 +146,7 @@ TEST_CASE("gradient: LSH-sampled softmax on a fixed active set") {
   layers::SoftmaxOutput layer({.in = 8, .out = 30, .sampler = layers::Sampler::lsh,
                                .lsh = {.family = lsh::Dwta{.k = 2}, .tables = 4}, .seed = 6});
   const SparseBatch batch = random_sparse_batch(3, 10, 30, rng);
-  kernels::ActiveSets active;
+  ActiveSets active;
   for (size_t i = 0; i < 3; ++i) {
     std::vector<uint32_t> ids(batch.labels_of(i).begin(), batch.labels_of(i).end());
     for (uint32_t extra : {2u, 7u, 19u, 23u})

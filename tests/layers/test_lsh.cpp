@@ -33,7 +33,7 @@ double planted_recall(const lsh::Family& base, size_t neurons, size_t dim, size_
     }
     REQUIRE(best[i] == target);
   }
-  kernels::ActiveSets active;
+  ActiveSets active;
   sampler.sample(q, nullptr, 0, 1, active);
   size_t found = 0;
   double mean_size = 0;
@@ -72,7 +72,7 @@ TEST_CASE("LSH: active sets honour the bounds and contain the true labels") {
   for (const auto& [lo, hi] : {std::pair<size_t, size_t>{100, 150}, {0, 20}, {300, 0}}) {
     lsh::LshSampler sampler({.family = lsh::Dwta{.k = 2}, .tables = 10, .min_active = lo, .max_active = hi}, dim, n, 3);
     sampler.rebuild(w, 0);
-    kernels::ActiveSets a;
+    ActiveSets a;
     sampler.sample(h, &labels, 0, 7, a);
     for (size_t i = 0; i < 8; ++i) {
       const size_t size = a.offsets[i + 1] - a.offsets[i];
@@ -84,7 +84,7 @@ TEST_CASE("LSH: active sets honour the bounds and contain the true labels") {
       std::sort(ids.begin(), ids.end());
       REQUIRE(std::adjacent_find(ids.begin(), ids.end()) == ids.end());  // no duplicates
     }
-    kernels::ActiveSets again;
+    ActiveSets again;
     sampler.sample(h, &labels, 0, 7, again);
     REQUIRE(again.ids == a.ids);  // deterministic for a step
   }

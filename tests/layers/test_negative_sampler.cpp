@@ -58,7 +58,7 @@ TEST_CASE("LSH sampler: negatives follow the exact entries, with logQ offsets th
   for (size_t j = 0; j < neurons; ++j) v[j] = 0.5 + std::fmod(0.37 * j, 1.0);
   double estimate = 0.0, truth = 0.0;
   const size_t steps = 4000;
-  kernels::ActiveSets active;
+  ActiveSets active;
   for (size_t step = 1; step <= steps; ++step) {
     sampler.sample(h, &batch, 0, step, active);
     REQUIRE(active.logit_offsets.size() == active.ids.size());

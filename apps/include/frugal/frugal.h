@@ -3,7 +3,9 @@
 // tests/install/check_pkg_config.sh checks against the installed include folder.
 #pragma once
 
-// The ground: tensors, batches, errors, rng, parameters, placement, layers, models, metrics.
+// The ground: tensors, batches, errors, rng, parameters, placement, layers, models, metrics, and
+// the compute backends (default_backend().set_num_threads(n) sets the threads).
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/dataset.h"
 #include "core/metrics.h"
@@ -43,7 +45,6 @@
 #include "core/train/trainer.h"
 
 // Layers, networks and the Predictor.
-#include "kernels/matmul.h"
 #include "layers/dense.h"
 #include "layers/lsh/hash_family.h"
 #include "layers/mlp_network.h"

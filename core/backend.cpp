@@ -1,0 +1,111 @@
+#include "core/backend.h"
+
+#include <atomic>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::atomic<Backend*> chosen{nullptr};  // read without the lock: one load per op call
+};
+
+// Built on first use: backends register from static objects of other libraries.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::matmul: return "matmul";
+    case Op::sparse_input_forward: return "sparse_input_forward";
+    case Op::sparse_input_backward: return "sparse_input_backward";
+    case Op::active_logits: return "active_logits";
+    case Op::active_backward_input: return "active_backward_input";
+    case Op::row_accumulate: return "row_accumulate";
+    case Op::bias_act_forward: return "bias_act_forward";
+    case Op::bias_act_backward: return "bias_act_backward";
+    case Op::xent_max: return "xent_max";
+    case Op::xent_sums: return "xent_sums";
+    case Op::xent_loss_grad: return "xent_loss_grad";
+    case Op::top_k: return "top_k";
+    case Op::adam_rows: return "adam_rows";
+    case Op::sgd_rows: return "sgd_rows";
+    case Op::simhash_codes: return "simhash_codes";
+    case Op::dwta_codes: return "dwta_codes";
+  }
+  return "unknown";
+}
+
+const std::array<Op, kNumOps>& all_ops() {
+  static const std::array<Op, kNumOps> ops = [] {
+    std::array<Op, kNumOps> a{};
+    for (size_t i = 0; i < kNumOps; ++i) a[i] = static_cast<Op>(i);
+    return a;
+  }();
+  return ops;
+}
+
+Backend& register_backend(std::unique_ptr<Backend> backend) {
+  FRUGAL_CHECK(backend != nullptr, "register_backend: null backend");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& b : r.backends)
+    FRUGAL_CHECK(b->name() != backend->name(), fmt::format("backend '{}' is already registered", backend->name()));
+  r.backends.push_back(std::move(backend));
+  return *r.backends.back();
+}
+
+std::vector<Backend*> backends() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<Backend*> out;
+  for (const auto& b : r.backends) out.push_back(b.get());
+  return out;
+}
+
+Backend* find_backend(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& b : r.backends)
+    if (b->name() == name) return b.get();
+  return nullptr;
+}
+
+Backend& default_backend() {
+  Registry& r = registry();
+  if (Backend* b = r.chosen.load(std::memory_order_acquire)) return *b;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  Backend* pick = nullptr;
+  for (const auto& b : r.backends)
+    if (pick == nullptr && b->name() == "cpu") pick = b.get();
+  FRUGAL_CHECK(!r.backends.empty(),
+               "no compute backend is registered (libfrugal registers \"cpu\"; a static link must keep "
+               "kernels/cpu_backend.o, e.g. with link_whole)");
+  if (pick == nullptr) pick = r.backends.front().get();
+  Backend* expected = nullptr;
+  r.chosen.compare_exchange_strong(expected, pick, std::memory_order_acq_rel);
+  return *r.chosen.load(std::memory_order_acquire);
+}
+
+void set_default_backend(Backend* backend) {
+  Registry& r = registry();
+  r.chosen.store(backend, std::memory_order_release);
+}
+
+RowWorkspace& row_workspace(Backend& backend, std::unique_ptr<RowWorkspace>& slot, size_t num_rows) {
+  if (slot == nullptr || slot->owner() != &backend || slot->num_rows() != num_rows)
+    slot = backend.make_row_workspace(num_rows);
+  return *slot;
+}
+
+}  // namespace frugal

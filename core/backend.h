@@ -1,0 +1,252 @@
+// Backend: where layers and optimizers compute (ggml's backend interface, in spirit). A Backend is
+// a name, the ops it supports, the ops themselves, synchronize() and thread control. Every compute
+// step of the layers (layers/) and of the optimizers (core/train/) is one op call on a Backend, per
+// batch or per parameter, never per row or element: a backend is free to run an op however it
+// likes (threads, SIMD, a GPU) as long as it matches the scalar reference of tests/kernels/.
+//
+// Backends register themselves (register_backend(), usually from a static object in their own
+// folder: kernels/ registers "cpu"); layers and optimizers use default_backend() unless given
+// one, and only apps/ picks another (set_default_backend(), or Layer/Model/Optimizer::set_backend()).
+//
+// Every op is synchronous on the host backend. A device backend may return before the work is done
+// when its outputs stay on the device; synchronize() waits for everything issued so far, and an op
+// whose output is host memory (std::vector, a host Tensor) returns with it filled.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/act.h"
+#include "core/active_sets.h"
+#include "core/parameter.h"
+#include "core/sparse_batch.h"
+#include "core/tensor.h"
+
+namespace frugal {
+
+// Every op of the Backend interface (the parity harness runs each on every backend).
+enum class Op : uint8_t {
+  matmul,                 // C = op(A) op(B) (+ C): dense layers, the exact softmax, full scoring
+  sparse_input_forward,   // h = act(x W + b) for a sparse batch x
+  sparse_input_backward,  // row gradients of W for the features of a sparse batch
+  active_logits,          // each sample's logits over its active set
+  active_backward_input,  // dLoss/dh from the active logits' gradients
+  row_accumulate,         // row gradients from (row, coefficient, sample vector) entries
+  bias_act_forward,       // y = act(y + b)
+  bias_act_backward,      // dLoss/dpre from dLoss/dy and y; the bias gradient
+  xent_max,               // softmax cross-entropy, 1: per sample, the largest logit
+  xent_sums,              // 2: per sample, sum of exp(z - max) and sum of the true labels' logits
+  xent_loss_grad,         // 3: per sample, the loss, and dLoss/dz in place of z
+  top_k,                  // the k best (score, label) of each row of candidates
+  adam_rows,              // Adam (with catch-up of missed steps) on a list of rows
+  sgd_rows,               // SGD with momentum (with catch-up) on a list of rows
+  simhash_codes,          // SimHash codes of a batch of vectors
+  dwta_codes,             // DWTA codes of a batch of vectors
+};
+inline constexpr size_t kNumOps = 16;
+std::string_view op_name(Op op);
+const std::array<Op, kNumOps>& all_ops();
+
+// The reusable state of row accumulation (per layer, made by the backend that uses it): kept
+// between calls so that a step allocates nothing.
+class RowWorkspace {
+ public:
+  RowWorkspace(const class Backend* owner, size_t num_rows) : owner_(owner), num_rows_(num_rows) {}
+  virtual ~RowWorkspace() = default;
+  RowWorkspace(const RowWorkspace&) = delete;
+  RowWorkspace& operator=(const RowWorkspace&) = delete;
+  const Backend* owner() const { return owner_; }
+  size_t num_rows() const { return num_rows_; }
+
+ private:
+  const Backend* owner_;
+  size_t num_rows_;
+};
+
+// What a row missed while it had no gradient (core/train/optimizer.h, catch-up mode), element-wise:
+// SGD: w = decay * w - move * m; Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v)
+// + eps) over terms_count steps. Then m *= m_decay, v *= v_decay.
+struct CatchUpPlan {
+  float decay = 1, move = 0, m_decay = 1, v_decay = 1;
+  const float* terms = nullptr;
+  uint32_t terms_count = 0;
+};
+
+// One optimizer step (or catch-up) over a list of rows of one parameter. Row j of the list is row
+// rows[j] of w, m, v: first its catch-up (when plans is not empty and plans[j] is not null), then,
+// when grad is given, the step's update with gradient grad->row(j).
+struct RowUpdate {
+  Tensor* w = nullptr;
+  Tensor* m = nullptr;  // Adam: first moment; SGD: momentum buffer
+  Tensor* v = nullptr;  // Adam: second moment; SGD: unused
+  std::span<const uint32_t> rows;              // distinct rows
+  const Tensor* grad = nullptr;                // rows.size() x cols, or null (catch-up only)
+  std::span<const CatchUpPlan* const> plans;   // per row, or empty (no catch-up)
+  float keep = 1.0f;                           // 1 - lr * weight_decay (exactly 1 without decay)
+  // Adam: row j's step is lr * correction1[counts[j]], its second-moment correction
+  // correction2[counts[j]] (the bias corrections 1 / (1 - beta^t) by update count t).
+  std::span<const uint32_t> counts;
+  std::span<const float> correction1, correction2;
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  float momentum = 0;  // SGD
+};
+
+// Logits of a batch in CSR form for the softmax cross-entropy ops: sample i's logits are
+// z[offsets[i] .. offsets[i+1]); its labels owned here are at positions (within its logits)
+// positions[pos_offsets[i] .. pos_offsets[i+1]); it has label_offsets[i+1] - label_offsets[i]
+// labels in all (over every rank), each weighted 1/count in the loss (no labels: no loss).
+struct XentBatch {
+  std::span<const uint64_t> offsets;
+  std::span<const uint64_t> pos_offsets;
+  std::span<const uint32_t> positions;
+  std::span<const uint64_t> label_offsets;
+  size_t num_samples() const { return offsets.size() - 1; }
+};
+
+// Rows of candidates for top_k: row i's candidates are scores[offsets[i] .. offsets[i+1]) or, when
+// offsets is null, scores[i * width .. (i+1) * width). Candidate e is label ids[e] (+ label_base),
+// or, when ids is null, its position in the row. With bias, a candidate's score is its score plus
+// bias[its label] (a float addition, before label_base), so raw logits need no pass of their own.
+struct TopKInput {
+  size_t rows = 0;
+  const float* scores = nullptr;
+  const uint64_t* offsets = nullptr;
+  size_t width = 0;
+  const uint32_t* ids = nullptr;
+  uint32_t label_base = 0;
+  const float* bias = nullptr;
+};
+
+// SimHash: `tables` x k Gaussian hyperplanes as rows of planes; bit b of table t's code is whether
+// <planes[t * k + b], x> > 0, first plane the highest bit.
+struct SimHashSpec {
+  const Tensor* planes = nullptr;
+  int k = 0;
+  size_t tables = 0;
+};
+
+// DWTA: per table k bins of bin_size coordinates (coords, tables * k * bin_size ids < dim); a bin's
+// code is the position of its largest positive value; an empty bin (no positive value) borrows the
+// code of another bin chosen by mix32(seed ^ (bin * 0x9e3779b97f4a7c15) ^ attempt) % bins, for
+// attempt = 1 .. 64 (0 when all fail). Table t's code is its bins' codes, bin_bits each, first bin
+// highest; when k * bin_bits > max_bucket_bits it is folded to
+// mix32(code * 0x9e3779b97f4a7c15 + t) & ((1 << bucket_bits) - 1). (layers/lsh/dwta.h)
+struct DwtaSpec {
+  std::span<const uint32_t> coords;
+  int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
+  size_t tables = 0;
+  uint64_t seed = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual std::string name() const = 0;
+  // The device the backend's tensors live on (inputs and outputs of its ops).
+  virtual Device device() const = 0;
+  virtual bool supports(Op op) const = 0;
+  // Waits until every op issued so far has finished.
+  virtual void synchronize() = 0;
+  // Threads the backend's ops use on the host for the rest of the process; 0 = all cores.
+  virtual void set_num_threads(int threads) = 0;
+  virtual int num_threads() const = 0;
+
+  // --- dense -------------------------------------------------------------------------------
+  // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major; op(A) is A (M x K) or, with
+  // trans_a, the transpose of A stored as K x M; likewise B (K x N, or N x K with trans_b).
+  virtual void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+                      int64_t k, bool accumulate = false) = 0;
+  // y[i][c] = act(y[i][c] + bias[c]) (bias has y.cols() entries, whatever its shape).
+  virtual void bias_act_forward(Tensor& y, const Tensor& bias, Act act) = 0;
+  // In place: grad (dLoss/dy in, dLoss/d(pre-activation) out) is zeroed where y <= 0 for relu;
+  // bias_grad (already shaped, grad.cols() entries) = the column sums of the result, in row order.
+  virtual void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) = 0;
+
+  // --- sparse input layer --------------------------------------------------------------------
+  // out (B x H) = act(x (B x F, sparse) * w (F x H) + bias (H entries)); relu maps v to v > 0 ? v : 0.
+  virtual void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+                                    Tensor& out) = 0;
+  // grad = row gradients of w: row f gets sum over the batch of value(i, f) * grad_pre[i]
+  // (row_accumulate with the batch's features as entries).
+  virtual void sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+                                     RowGrad& grad) = 0;
+
+  // --- active sets ---------------------------------------------------------------------------
+  // logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] (+ active.logit_offsets[e] when there are any)
+  // for every entry e of sample i.
+  virtual void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                             std::vector<float>& logits) = 0;
+  // grad_h[i] = sum over sample i's entries e (in order) of dlogits[e] * w[ids[e]].
+  virtual void active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                                     Tensor& grad_h) = 0;
+
+  // --- row accumulation ----------------------------------------------------------------------
+  // A workspace for row_accumulate / sparse_input_backward over a matrix of num_rows rows.
+  virtual std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) = 0;
+  // Entries e of sample i (offsets, CSR) say row ids[e] receives coefs[e] * vecs[i]:
+  // grad.rows = the distinct rows, sorted; grad.values[j] = the sum for grad.rows[j] in sample
+  // order; bias_grad (when not null) the same rows with the sums of the coefficients.
+  virtual void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
+                              const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
+
+  // --- softmax cross-entropy over active sets (split for the group's normalizer all-reduce) ----
+  // max[i] = the largest of sample i's logits (-inf for none).
+  virtual void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) = 0;
+  // sums[i] = sum of exp(z - max[i]) over sample i's logits, sums[B + i] = sum of its true labels'
+  // logits (both summed in double, stored as float; B = batch.num_samples()).
+  virtual void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
+                         std::span<float> sums) = 0;
+  // Given the group's max and sums, with w = 1/labels (float): losses[i] = log(sums[i]) + max[i] -
+  // w sums[B + i] (in double), and z becomes dLoss/dz = exp(z - max[i]) * (1 / sums[i]), minus w at
+  // the true labels' positions. A sample without labels gets loss 0 and gradient 0.
+  virtual void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                              std::span<const float> sums, std::span<double> losses) = 0;
+
+  // --- ranking -------------------------------------------------------------------------------
+  // For each row, the k best candidates (higher score, then lower label first) into labels and
+  // scores (rows x k). A row with fewer than k candidates is completed with the lowest labels
+  // (from 0, + label_base) that are not among its candidates, scored -inf.
+  virtual void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) = 0;
+
+  // --- optimizers ----------------------------------------------------------------------------
+  // Adam (decoupled weight decay): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  // w = keep w - lr correction1[count] m / (sqrt(v correction2[count]) + eps), after the catch-up.
+  virtual void adam_rows(const RowUpdate& u) = 0;
+  // SGD: m = momentum m + g; w = keep w - lr m, after the catch-up.
+  virtual void sgd_rows(const RowUpdate& u) = 0;
+
+  // --- LSH -----------------------------------------------------------------------------------
+  // codes[j * tables + t] = table t's code of row rows[j] of x (every row of x, in order, when rows
+  // is empty).
+  virtual void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                             uint32_t* codes) = 0;
+  virtual void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                          uint32_t* codes) = 0;
+};
+
+// The registry. A backend registers once (its name must be new) and lives for the process.
+Backend& register_backend(std::unique_ptr<Backend> backend);
+// Every registered backend, in registration order.
+std::vector<Backend*> backends();
+// The backend of that name, or nullptr.
+Backend* find_backend(std::string_view name);
+// The backend layers and optimizers use unless given one: set_default_backend()'s, else "cpu",
+// else the first registered. Throws when none is registered.
+Backend& default_backend();
+void set_default_backend(Backend* backend);  // nullptr: back to the rule above
+
+// A row workspace made by `backend` for num_rows rows, made again when `slot` holds none or one of
+// another backend or size.
+RowWorkspace& row_workspace(Backend& backend, std::unique_ptr<RowWorkspace>& slot, size_t num_rows);
+
+}  // namespace frugal

@@ -1,0 +1,111 @@
+#include "kernels/cpu_backend.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "kernels/dense_ops.h"
+#include "kernels/lsh_ops.h"
+#include "kernels/matmul.h"
+#include "kernels/optim_ops.h"
+#include "kernels/softmax_ops.h"
+#include "kernels/sparse_ops.h"
+
+namespace frugal::kernels {
+namespace {
+
+class CpuRowWorkspace : public RowWorkspace {
+ public:
+  CpuRowWorkspace(const Backend* owner, size_t num_rows) : RowWorkspace(owner, num_rows), accumulator(num_rows) {}
+  RowAccumulator accumulator;
+};
+
+RowAccumulator& accumulator_of(const Backend* self, RowWorkspace& ws) {
+  auto* cpu = dynamic_cast<CpuRowWorkspace*>(&ws);
+  FRUGAL_CHECK(cpu != nullptr && ws.owner() == self, "cpu backend: the row workspace was made by another backend");
+  return cpu->accumulator;
+}
+
+// Registered when libfrugal is loaded (libfrugal links this object whole).
+[[maybe_unused]] const Backend& registered = register_backend(std::make_unique<CpuBackend>());
+
+}  // namespace
+
+bool CpuBackend::supports(Op) const { return true; }
+
+void CpuBackend::set_num_threads(int threads) { kernels::set_num_threads(threads); }
+int CpuBackend::num_threads() const { return kernels::num_threads(); }
+
+void CpuBackend::matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+                        int64_t k, bool accumulate) {
+  kernels::matmul(a, trans_a, b, trans_b, c, m, n, k, accumulate);
+}
+
+void CpuBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) { kernels::bias_act_forward(y, bias, act); }
+
+void CpuBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {
+  kernels::bias_act_backward(grad, y, act, bias_grad);
+}
+
+void CpuBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) {
+  kernels::sparse_input_forward(x, w, bias, act == Act::relu, out);
+}
+
+void CpuBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre, RowGrad& grad) {
+  FRUGAL_CHECK(grad_pre.rows() == x.size(), fmt::format("sparse_input_backward: {} gradient rows for {} points",
+                                                        grad_pre.rows(), x.size()));
+  accumulator_of(this, ws).accumulate(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre, grad,
+                                      nullptr);
+}
+
+void CpuBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                               std::vector<float>& logits) {
+  kernels::active_logits(h, active, w, bias, logits);
+}
+
+void CpuBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                                       Tensor& grad_h) {
+  kernels::active_backward_input(active, dlogits, w, grad_h);
+}
+
+std::unique_ptr<RowWorkspace> CpuBackend::make_row_workspace(size_t num_rows) {
+  return std::make_unique<CpuRowWorkspace>(this, num_rows);
+}
+
+void CpuBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
+                                const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+  FRUGAL_CHECK(!offsets.empty() && offsets.size() - 1 <= vecs.rows(),
+               fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
+  accumulator_of(this, ws).accumulate(offsets, ids, coefs, vecs, grad, bias_grad);
+}
+
+void CpuBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+  kernels::xent_max(z, batch, max);
+}
+
+void CpuBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
+                           std::span<float> sums) {
+  kernels::xent_sums(z, batch, max, sums);
+}
+
+void CpuBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                                std::span<const float> sums, std::span<double> losses) {
+  kernels::xent_loss_grad(z, batch, max, sums, losses);
+}
+
+void CpuBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+  kernels::top_k(in, k, labels, scores);
+}
+
+void CpuBackend::adam_rows(const RowUpdate& u) { kernels::adam_rows(u); }
+void CpuBackend::sgd_rows(const RowUpdate& u) { kernels::sgd_rows(u); }
+
+void CpuBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                               uint32_t* codes) {
+  kernels::simhash_codes(spec, x, rows, codes);
+}
+
+void CpuBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
+  kernels::dwta_codes(spec, x, rows, codes);
+}
+
+}  // namespace frugal::kernels

@@ -1,0 +1,47 @@
+// The CPU Backend ("cpu"): oneDNN for dense products, vectorized oneTBB-parallel kernels for the
+// rest (kernels/*.h). It registers itself when libfrugal is loaded (a static registrar in
+// cpu_backend.cpp); layers reach it through default_backend() (core/backend.h).
+#pragma once
+
+#include <memory>
+
+#include "core/backend.h"
+
+namespace frugal::kernels {
+
+class CpuBackend : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return {}; }
+  bool supports(Op op) const override;
+  void synchronize() override {}
+  void set_num_threads(int threads) override;
+  int num_threads() const override;
+
+  void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
+              bool accumulate = false) override;
+  void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
+  void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) override;
+  void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;
+  void sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre, RowGrad& grad) override;
+  void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                     std::vector<float>& logits) override;
+  void active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                             Tensor& grad_h) override;
+  std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) override;
+  void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
+                      const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) override;
+  void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) override;
+  void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
+                 std::span<float> sums) override;
+  void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                      std::span<const float> sums, std::span<double> losses) override;
+  void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) override;
+  void adam_rows(const RowUpdate& u) override;
+  void sgd_rows(const RowUpdate& u) override;
+  void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                     uint32_t* codes) override;
+  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+};
+
+}  // namespace frugal::kernels

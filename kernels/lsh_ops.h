@@ -1,0 +1,16 @@
+// LSH codes of a batch of vectors on the CPU (behind the CPU Backend, kernels/cpu_backend.h; the
+// contracts are core/backend.h's SimHashSpec and DwtaSpec). Parallel over vectors; each vector's
+// codes are computed by one thread, so the bits do not depend on the threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/backend.h"
+
+namespace frugal::kernels {
+
+void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes);
+void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes);
+
+}  // namespace frugal::kernels

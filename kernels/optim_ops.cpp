@@ -1,0 +1,129 @@
+#include "kernels/optim_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/check.h"
+
+namespace frugal::kernels {
+namespace {
+
+// One row's update. keep = 1 - lr * weight_decay (w * 1.0f is exact: without decay the update is
+// bitwise what it was before decay existed).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
+    float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, size_t n, float b1,
+    float b2, float step, float c2, float eps, float keep) {
+  for (size_t c = 0; c < n; ++c) {
+    m[c] = b1 * m[c] + (1.0f - b1) * g[c];
+    v[c] = b2 * v[c] + (1.0f - b2) * g[c] * g[c];
+    w[c] = keep * w[c] - step * m[c] / (std::sqrt(v[c] * c2) + eps);
+  }
+}
+
+// The missed steps of a row (core/train/adam.cpp's catch_up_plan): w = decay * w - m * sum_j
+// weight_j / (root_j * sqrt(v) + eps). Columns go in chunks so that the sum over steps runs
+// vectorized across columns.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_catch_up_row(
+    float* __restrict w, float* __restrict m, float* __restrict v, size_t n, float decay, const float* __restrict terms,
+    size_t steps, float eps, float m_decay, float v_decay) {
+  constexpr size_t kChunk = 64;
+  float root_v[kChunk], sum[kChunk];
+  for (size_t c0 = 0; c0 < n; c0 += kChunk) {
+    const size_t len = std::min(kChunk, n - c0);
+    for (size_t c = 0; c < len; ++c) {
+      root_v[c] = std::sqrt(v[c0 + c]);
+      sum[c] = 0.0f;
+    }
+    for (size_t j = 0; j < steps; ++j) {
+      const float weight = terms[2 * j], root = terms[2 * j + 1];
+      for (size_t c = 0; c < len; ++c) sum[c] += weight / (root * root_v[c] + eps);
+    }
+    for (size_t c = 0; c < len; ++c) {
+      w[c0 + c] = decay * w[c0 + c] - sum[c] * m[c0 + c];
+      m[c0 + c] *= m_decay;
+      v[c0 + c] *= v_decay;
+    }
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_row(float* __restrict w, float* __restrict buf,
+                                                                          const float* __restrict g, size_t n,
+                                                                          float momentum, float lr, float keep) {
+  for (size_t c = 0; c < n; ++c) {
+    buf[c] = momentum * buf[c] + g[c];
+    w[c] = keep * w[c] - lr * buf[c];
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_catch_up_row(float* __restrict w,
+                                                                                   float* __restrict buf, size_t n,
+                                                                                   float decay, float move,
+                                                                                   float buf_decay) {
+  for (size_t c = 0; c < n; ++c) {
+    w[c] = decay * w[c] - move * buf[c];
+    buf[c] *= buf_decay;
+  }
+}
+
+void check_update(const RowUpdate& u, bool second_moment) {
+  FRUGAL_CHECK(u.w != nullptr && u.m != nullptr && (!second_moment || u.v != nullptr),
+               "optimizer rows: missing weights or state");
+  const size_t rows = u.w->rows(), cols = u.w->cols();
+  FRUGAL_CHECK(u.m->rows() == rows && u.m->cols() == cols &&
+                   (!second_moment || (u.v->rows() == rows && u.v->cols() == cols)),
+               "optimizer rows: the state's shape differs from the weights'");
+  FRUGAL_CHECK(u.grad == nullptr || (u.grad->rows() == u.rows.size() && (u.rows.empty() || u.grad->cols() == cols)),
+               "optimizer rows: the gradient's shape does not match the row list");
+  FRUGAL_CHECK(u.plans.empty() || u.plans.size() == u.rows.size(), "optimizer rows: one catch-up plan per row");
+  FRUGAL_CHECK(!second_moment || u.grad == nullptr || u.counts.size() == u.rows.size(),
+               "optimizer rows: one update count per row");
+}
+
+template <class F>
+void for_rows(size_t n, F&& body) {
+  // Rows are independent, so the result does not depend on how TBB splits the range.
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 64), [&](const auto& range) {
+    for (size_t j = range.begin(); j < range.end(); ++j) body(j);
+  });
+}
+
+}  // namespace
+
+void adam_rows(const RowUpdate& u) {
+  check_update(u, true);
+  const size_t cols = u.w->cols();
+  for_rows(u.rows.size(), [&](size_t j) {
+    const uint32_t r = u.rows[j];
+    float* w = u.w->row(r);
+    float* m = u.m->row(r);
+    float* v = u.v->row(r);
+    const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
+    if (plan != nullptr)
+      adam_catch_up_row(w, m, v, cols, plan->decay, plan->terms, plan->terms_count, u.eps, plan->m_decay,
+                        plan->v_decay);
+    if (u.grad == nullptr) return;
+    const uint32_t count = u.counts[j];
+    adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * u.correction1[count], u.correction2[count], u.eps,
+             u.keep);
+  });
+}
+
+void sgd_rows(const RowUpdate& u) {
+  check_update(u, false);
+  const size_t cols = u.w->cols();
+  for_rows(u.rows.size(), [&](size_t j) {
+    const uint32_t r = u.rows[j];
+    float* w = u.w->row(r);
+    float* m = u.m->row(r);
+    const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
+    if (plan != nullptr) sgd_catch_up_row(w, m, cols, plan->decay, plan->move, plan->m_decay);
+    if (u.grad == nullptr) return;
+    sgd_row(w, m, u.grad->row(j), cols, u.momentum, u.lr, u.keep);
+  });
+}
+
+}  // namespace frugal::kernels

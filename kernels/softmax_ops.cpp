@@ -1,0 +1,142 @@
+#include "kernels/softmax_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "core/check.h"
+
+namespace frugal::kernels {
+namespace {
+
+template <class F>
+void parallel_rows(size_t n, F&& body) {
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1), [&](const auto& r) {
+    for (size_t i = r.begin(); i < r.end(); ++i) body(i);
+  });
+}
+
+void check_batch(size_t logits, const XentBatch& batch) {
+  FRUGAL_CHECK(!batch.offsets.empty() && batch.offsets.back() == logits,
+               fmt::format("softmax: the offsets cover {} logits, there are {}",
+                           batch.offsets.empty() ? 0 : batch.offsets.back(), logits));
+  FRUGAL_CHECK(batch.pos_offsets.size() == batch.offsets.size() && batch.label_offsets.size() == batch.offsets.size(),
+               "softmax: positions or labels do not match the samples");
+}
+
+// Best first: higher score, then lower label id.
+bool better(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
+  return a.first != c.first ? a.first > c.first : a.second < c.second;
+}
+
+// The k best of n (score, label) candidates produced by `entry(j)`, best first, through a k-entry
+// min-heap: one pass, no scratch of the candidates' size.
+template <class Entry>
+void heap_top_k(size_t n, size_t k, Entry entry, std::vector<std::pair<float, uint32_t>>& heap) {
+  heap.clear();
+  heap.reserve(k + 1);
+  for (size_t j = 0; j < n; ++j) {
+    const std::pair<float, uint32_t> e = entry(j);
+    if (heap.size() < k) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(e, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), better);
+}
+
+}  // namespace
+
+void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+  check_batch(z.size(), batch);
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b, "xent_max: one maximum per sample");
+  parallel_rows(b, [&](size_t i) {
+    float m = -INFINITY;
+    for (uint64_t e = batch.offsets[i]; e < batch.offsets[i + 1]; ++e) m = std::max(m, z[e]);
+    max[i] = m;
+  });
+}
+
+void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max, std::span<float> sums) {
+  check_batch(z.size(), batch);
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_sums: one maximum and two sums per sample");
+  parallel_rows(b, [&](size_t i) {
+    const float* zi = z.data() + batch.offsets[i];
+    const size_t nj = batch.offsets[i + 1] - batch.offsets[i];
+    double s = 0.0;
+    for (size_t j = 0; j < nj; ++j) s += std::exp(static_cast<double>(zi[j] - max[i]));
+    double y = 0.0;
+    for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) y += zi[batch.positions[p]];
+    sums[i] = static_cast<float>(s);
+    sums[b + i] = static_cast<float>(y);
+  });
+}
+
+void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                    std::span<const float> sums, std::span<double> losses) {
+  check_batch(z.size(), batch);
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b && losses.size() == b,
+               "xent_loss_grad: one maximum, two sums and one loss per sample");
+  parallel_rows(b, [&](size_t i) {
+    float* zi = z.data() + batch.offsets[i];
+    const size_t nj = batch.offsets[i + 1] - batch.offsets[i];
+    const uint64_t labels = batch.label_offsets[i + 1] - batch.label_offsets[i];
+    if (labels == 0) {  // nothing to learn from a point without labels
+      std::fill(zi, zi + nj, 0.0f);
+      losses[i] = 0.0;
+      return;
+    }
+    const float w = 1.0f / static_cast<float>(labels);
+    losses[i] = std::log(static_cast<double>(sums[i])) + max[i] - w * static_cast<double>(sums[b + i]);
+    const float inv = 1.0f / sums[i];
+    for (size_t j = 0; j < nj; ++j) zi[j] = std::exp(zi[j] - max[i]) * inv;
+    for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) zi[batch.positions[p]] -= w;
+  });
+}
+
+void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+  FRUGAL_CHECK(labels.size() == in.rows * k && scores.size() == in.rows * k,
+               fmt::format("top_k: outputs hold {} and {} entries, expected {} x {}", labels.size(), scores.size(),
+                           in.rows, k));
+  if (k == 0) return;
+  parallel_rows(in.rows, [&](size_t i) {
+    const uint64_t start = in.offsets != nullptr ? in.offsets[i] : i * in.width;
+    const size_t found = in.offsets != nullptr ? in.offsets[i + 1] - start : in.width;
+    const float* s = in.scores + start;
+    const uint32_t* ids = in.ids != nullptr ? in.ids + start : nullptr;
+    const float* bias = in.bias;
+    std::vector<std::pair<float, uint32_t>> heap;
+    if (ids != nullptr && bias != nullptr)
+      heap_top_k(found, k, [&](size_t j) { return std::pair{s[j] + bias[ids[j]], ids[j]}; }, heap);
+    else if (ids != nullptr)
+      heap_top_k(found, k, [&](size_t j) { return std::pair{s[j], ids[j]}; }, heap);
+    else if (bias != nullptr)
+      heap_top_k(found, k, [&](size_t j) { return std::pair{s[j] + bias[j], static_cast<uint32_t>(j)}; }, heap);
+    else
+      heap_top_k(found, k, [&](size_t j) { return std::pair{s[j], static_cast<uint32_t>(j)}; }, heap);
+    // Fewer candidates than k: the rest are labels not among them, ranked last (-inf), lowest
+    // ids first, so every row still gets k distinct labels.
+    for (uint32_t j = 0; heap.size() < k; ++j) {
+      const bool listed = ids != nullptr ? std::find(ids, ids + found, j) != ids + found : j < found;
+      if (!listed) heap.emplace_back(-INFINITY, j);
+    }
+    for (size_t j = 0; j < k; ++j) {
+      labels[i * k + j] = heap[j].second + in.label_base;
+      scores[i * k + j] = heap[j].first;
+    }
+  });
+}
+
+}  // namespace frugal::kernels
