@@ -61,13 +61,11 @@ class SoftmaxOutput : public OutputLayer {
   void load_state(cereal::BinaryInputArchive& ar) override;
   std::string describe() const override;
 
-  // For tests: train on these active sets instead of sampling (finite-difference checks need the
-  // set to stay fixed while the input is perturbed). nullptr returns to sampling.
-  void override_active_sets(const ActiveSets* active) { override_ = active; }
   const ActiveSets& last_active_sets() const { return active_; }
   const lsh::LshSampler* sampler() const { return sampler_.get(); }
 
  private:
+  friend struct SoftmaxOutputTesting;  // layers/softmax_output_testing.h (not installed)
   double exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in);
   double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in);
   // Softmax cross-entropy over logits spread across the group: point i's local logits are

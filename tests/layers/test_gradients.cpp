@@ -7,6 +7,7 @@
 #include "core/rng.h"
 #include "layers/dense.h"
 #include "layers/softmax_output.h"
+#include "layers/softmax_output_testing.h"
 #include "layers/sparse_dense.h"
 
 using namespace frugal;
@@ -154,7 +155,7 @@ TEST_CASE("gradient: LSH-sampled softmax on a fixed active set") {
     active.ids.insert(active.ids.end(), ids.begin(), ids.end());
     active.offsets.push_back(active.ids.size());
   }
-  layer.override_active_sets(&active);
+  layers::SoftmaxOutputTesting::override_active_sets(layer, &active);
   Tensor h = random_tensor(3, 8, rng);
   check_softmax(layer, batch, h);
   // Only rows of active labels have gradients.
