@@ -323,7 +323,7 @@ int run_train(TrainArgs a) {
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                  "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f}{} (eval {:.1f} s)\n",
-                 epoch, fit.loss, fit.samples_per_s, fit.logits_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
+                 epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
                  ev.psp.at(5), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
       if (world->size() > 1) {
         const auto per_sample = [&](uint64_t bytes) {
@@ -358,7 +358,7 @@ int run_train(TrainArgs a) {
                {"psp@5", ev.psp.at(5)},
                {"eval_seconds", ev.seconds},
                {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
-               {"active_per_sample", fit.logits_per_sample},
+               {"active_per_sample", fit.labels_scored_per_sample},
                {"steps", trainer.step()},
                {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
                {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},

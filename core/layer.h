@@ -85,9 +85,11 @@ class OutputLayer : public Layer {
   // The k highest-scoring labels of each point over all labels, best first (B x k, row-major).
   virtual void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
                      std::vector<float>& scores) = 0;
-  // Logits computed in training so far (all labels per point for a full softmax, the active set
-  // for a sampled one): the trainer reports the mean per point.
-  virtual uint64_t logits_computed() const = 0;
+  // Labels scored so far: output neurons computed, in training (all labels per point for a full
+  // softmax, the active set for a sampled one) and in top_k (all of the slice's labels per point
+  // when exact, the candidates with LSH inference). The one measure of the output layer's cost:
+  // the trainer reports its mean per point for training (FitResult) and evaluation (EvalResult).
+  virtual uint64_t labels_scored() const = 0;
   // Training points per label of the data about to be trained on (all labels, global ids): a
   // sampled output draws its random negatives by them. The trainer calls it before each epoch.
   virtual void set_label_counts(std::span<const uint32_t> /*counts*/) {}
@@ -102,8 +104,6 @@ class OutputLayer : public Layer {
   // nothing about the label). Labels without points keep their random rows.
   virtual void accumulate_centroids(const Tensor& in, const SparseBatch& batch);
   virtual void finish_centroids(float scale, std::span<const float> mean);
-  // Labels scored by top_k() so far (every label of the layer per point under exact inference).
-  virtual uint64_t labels_scored() const { return 0; }
   // The parameters whose rows are this rank's labels (row r: label placement offset + r); a
   // training step reads at least its batch's true labels' rows. Default: those with one row per
   // label of the layer's slice.

@@ -119,7 +119,7 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   for (size_t i = 0; i <= b; ++i) row_offsets_[i] = i * n;
   const double loss = distributed_xent(batch, full_logits_.span(), row_offsets_);
   if (grad_in == nullptr) return loss;
-  logits_computed_ += b * n;
+  labels_scored_ += b * n;
   // full_logits_ now holds dLoss/dz.
   grad_in->resize(b, d);
   be.matmul(full_logits_.data(), false, weight_.value.data(), false, grad_in->data(), b, d, n);
@@ -165,7 +165,7 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   });
   const double loss = distributed_xent(batch, logits_, active_.offsets);
   if (grad_in == nullptr) return loss;
-  logits_computed_ += active_.total();
+  labels_scored_ += active_.total();
   be.active_backward_input(active_, logits_, weight_.value, *grad_in);
   be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_.offsets, active_.ids.data(), logits_.data(),
                     in, weight_.grad, &bias_.grad);

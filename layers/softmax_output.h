@@ -45,14 +45,13 @@ class SoftmaxOutput : public OutputLayer {
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) override;
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
-  uint64_t logits_computed() const override { return logits_computed_; }
   void after_update(uint64_t step) override;
   void set_label_counts(std::span<const uint32_t> counts) override;
   void set_inference(const InferenceOptions& options) override;
   void accumulate_centroids(const Tensor& in, const SparseBatch& batch) override;
   void finish_centroids(float scale, std::span<const float> mean) override;
   InferenceOptions inference() const override { return inference_; }
-  // Labels scored by top_k() so far (all of the slice's per point when exact): inference's cost.
+  // Output neurons computed so far, in training and in top_k (OutputLayer::labels_scored).
   uint64_t labels_scored() const override { return labels_scored_; }
   const Placement& placement() const override { return options_.placement; }
   size_t slice_begin() const { return begin_; }
@@ -98,7 +97,6 @@ class SoftmaxOutput : public OutputLayer {
   std::vector<std::vector<uint32_t>> positions_;
   std::vector<uint64_t> position_offsets_;  // positions_ in CSR form, for the backend
   std::vector<uint32_t> position_list_;
-  uint64_t logits_computed_ = 0;
 };
 
 }  // namespace frugal::layers

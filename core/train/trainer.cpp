@@ -238,7 +238,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   FitResult result;
   SparseBatch batch;
   double loss_sum = 0.0;
-  const uint64_t logits_before = model_.output().logits_computed();
+  const uint64_t scored_before = model_.output().labels_scored();
   const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
   const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
@@ -276,8 +276,8 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   }
   result.loss = result.samples > 0 ? loss_sum / result.samples : 0.0;
   result.samples_per_s = result.seconds > 0 ? result.samples / result.seconds : 0.0;
-  result.logits_per_sample = result.group_samples > 0
-      ? static_cast<double>(model_.output().logits_computed() - logits_before) / result.group_samples : 0.0;
+  result.labels_scored_per_sample = result.group_samples > 0
+      ? static_cast<double>(model_.output().labels_scored() - scored_before) / result.group_samples : 0.0;
   ++epoch_;
   progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", result.samples,
                               result.seconds, result.samples_per_s, result.loss));

@@ -74,7 +74,7 @@ struct FitResult {
   size_t samples = 0, steps = 0;
   double seconds = 0.0;  // training loop only
   double samples_per_s = 0.0;
-  double logits_per_sample = 0.0;  // output neurons computed per point (the active set size)
+  double labels_scored_per_sample = 0.0;  // output neurons computed per point (the active set size)
   // Wire bytes of this rank in the epoch (model- and data-parallel traffic), and the points this
   // rank's model-parallel group processed (its share of the data set under data parallelism).
   uint64_t bytes_sent = 0, bytes_received = 0;
