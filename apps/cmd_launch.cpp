@@ -10,6 +10,7 @@
 #include "apps/commands.h"
 #include "apps/launcher.h"
 #include "apps/netns_cluster.h"
+#include "comm/environment.h"
 
 namespace frugal::cli {
 
@@ -54,8 +55,8 @@ void add_launch_command(CLI::App& app) {
                          "(or frugal launch --cleanup-stale)\n");
       std::exit(2);
     }
-    if (!key->empty()) spec->env["FRUGAL_CLUSTER_KEY"] = *key;
-    if (!timeout->empty()) spec->env["FRUGAL_COMM_TIMEOUT"] = *timeout;
+    if (!key->empty()) spec->env[std::string(comm::env::kClusterKey)] = *key;
+    if (!timeout->empty()) spec->env[std::string(comm::env::kCommTimeout)] = *timeout;
     try {
       std::exit(launch(*spec));
     } catch (const std::exception& e) {

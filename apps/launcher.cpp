@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "apps/netns_cluster.h"
+#include "comm/environment.h"
 #include "core/check.h"
 
 namespace frugal::cli {
@@ -137,6 +138,17 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   return {pid, rank};
 }
 
+
+// The variables that place one rank of a ZeroMQ run (comm::init reads them).
+std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int rank, const std::string& coordinator) {
+  auto env = spec.env;
+  env[std::string(comm::env::kRank)] = std::to_string(rank);
+  env[std::string(comm::env::kSize)] = std::to_string(spec.ranks);
+  env[std::string(comm::env::kCoordinator)] = coordinator;
+  env[std::string(comm::env::kTransport)] = "zmq";
+  return env;
+}
+
 }  // namespace
 
 int launch(const LaunchSpec& spec) {
@@ -180,12 +192,8 @@ int launch(const LaunchSpec& spec) {
     fmt::print(stderr, "{}", net->describe(port));
     const std::string coordinator = fmt::format("{}:{}", net->address(0), port);
     for (int r = 0; r < spec.ranks; ++r) {
-      auto env = spec.env;
-      env["FRUGAL_RANK"] = std::to_string(r);
-      env["FRUGAL_SIZE"] = std::to_string(spec.ranks);
-      env["FRUGAL_COORDINATOR"] = coordinator;
-      env["FRUGAL_BIND_HOST"] = net->address(r);
-      env["FRUGAL_TRANSPORT"] = "zmq";
+      auto env = rank_environment(spec, r, coordinator);
+      env[std::string(comm::env::kBindHost)] = net->address(r);
       const std::string path = net->namespace_path(r);
       const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       FRUGAL_CHECK(fd >= 0, fmt::format("frugal launch: cannot open {}: {}", path, std::strerror(errno)));
@@ -201,12 +209,7 @@ int launch(const LaunchSpec& spec) {
     const std::string coordinator =
         spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", free_port()) : spec.coordinator;
     for (int r = 0; r < spec.ranks; ++r) {
-      auto env = spec.env;
-      env["FRUGAL_RANK"] = std::to_string(r);
-      env["FRUGAL_SIZE"] = std::to_string(spec.ranks);
-      env["FRUGAL_COORDINATOR"] = coordinator;
-      env["FRUGAL_TRANSPORT"] = "zmq";
-      children.push_back(spawn(spec.command, env, r, streams));
+      children.push_back(spawn(spec.command, rank_environment(spec, r, coordinator), r, streams));
     }
   } else if (spec.transport == "mpi") {
     std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--tag-output", "-n",

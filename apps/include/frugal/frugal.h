@@ -17,6 +17,7 @@
 #include "core/data/label_counts_file.h"
 #include "core/train/lr_schedule.h"
 #include "core/metrics.h"
+#include "core/parse.h"
 #include "core/train/metrics_log.h"
 #include "core/model.h"
 #include "core/train/optimizer.h"
