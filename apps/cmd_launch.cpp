@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/launcher.h"
 #include "apps/netns_cluster.h"
@@ -24,8 +25,9 @@ void add_launch_command(CLI::App& app) {
   // -n and the command are checked in the callback: --cleanup-stale needs neither.
   CLI::Option* ranks_opt =
       cmd->add_option("-n,--ranks", spec->ranks, "number of ranks")->check(CLI::PositiveNumber);
-  cmd->add_option("--transport", spec->transport, "zmq (default) or mpi (runs mpirun)")
-      ->check(CLI::IsMember({"zmq", "mpi"}));
+  add_choice(cmd, "--transport", spec->transport, {comm::Transport::zmq, comm::Transport::mpi},
+             "zmq (default) or mpi (runs mpirun)")
+      ->default_str("");  // the help text names the default
   cmd->add_option("--coordinator", spec->coordinator, "host:port for rank 0 (default: a free port "
                   "on 127.0.0.1)");
   cmd->add_option("--cluster-key", *key, "CURVE key file made by `frugal keygen`")->check(CLI::ExistingFile);

@@ -145,7 +145,7 @@ std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int 
   env[std::string(comm::env::kRank)] = std::to_string(rank);
   env[std::string(comm::env::kSize)] = std::to_string(spec.ranks);
   env[std::string(comm::env::kCoordinator)] = coordinator;
-  env[std::string(comm::env::kTransport)] = "zmq";
+  env[std::string(comm::env::kTransport)] = comm::to_string(comm::Transport::zmq);
   return env;
 }
 
@@ -157,7 +157,7 @@ int launch(const LaunchSpec& spec) {
   std::optional<LinkRate> rate;
   if (!spec.bandwidth.empty()) {
     rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root
-    if (spec.transport != "zmq") {
+    if (spec.transport != comm::Transport::zmq) {
       throw Error("--bandwidth works with --transport zmq only (mpirun starts every rank itself, "
                   "outside the namespaces)");
     }
@@ -186,7 +186,7 @@ int launch(const LaunchSpec& spec) {
   }
   std::vector<Stream> streams;
   std::vector<Child> children;
-  if (spec.transport == "zmq" && net) {
+  if (spec.transport == comm::Transport::zmq && net) {
     // Fresh namespaces: nothing else listens there, so a fixed port cannot collide.
     const int port = 29500;
     fmt::print(stderr, "{}", net->describe(port));
@@ -205,13 +205,13 @@ int launch(const LaunchSpec& spec) {
       }
       ::close(fd);
     }
-  } else if (spec.transport == "zmq") {
+  } else if (spec.transport == comm::Transport::zmq) {
     const std::string coordinator =
         spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", free_port()) : spec.coordinator;
     for (int r = 0; r < spec.ranks; ++r) {
       children.push_back(spawn(spec.command, rank_environment(spec, r, coordinator), r, streams));
     }
-  } else if (spec.transport == "mpi") {
+  } else if (spec.transport == comm::Transport::mpi) {
     std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--tag-output", "-n",
                                      std::to_string(spec.ranks)};
     if (::geteuid() == 0) argv.insert(argv.begin() + 1, "--allow-run-as-root");
@@ -222,7 +222,7 @@ int launch(const LaunchSpec& spec) {
     argv.insert(argv.end(), spec.command.begin(), spec.command.end());
     children.push_back(spawn(argv, spec.env, -1, streams));
   } else {
-    throw Error(fmt::format("frugal launch: --transport {}: expected zmq or mpi", spec.transport));
+    throw Error(fmt::format("frugal launch: --transport {}: expected zmq or mpi", comm::to_string(spec.transport)));
   }
 
   std::optional<int> status;  // first failure

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/train/checkpoint.h"
 #include "core/dataset.h"
+#include "core/data/data_format.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
 #include "core/data/dictd_file.h"
