@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "core/check.h"
 #include "core/data/dataset_stats.h"
@@ -93,7 +94,9 @@ void add_data_gcide(CLI::App& data) {
       FRUGAL_CHECK(index != a->dict, fmt::format("{}: name the index with --index", a->dict));
     }
     const data::DictdFile dict = data::DictdFile::open(index, a->dict);
-    const data::GcideSet set = data::build_gcide(dict, a->options);
+    data::GcideSet set;
+    with_flag_names({{"GcideOptions::min_count", "--min-count"}, {"GcideOptions::max_df", "--max-df"}}, "gcide: ",
+                    [&] { set = data::build_gcide(dict, a->options); });
     std::filesystem::create_directories(a->out);
     data::XmcFile::write(set.train, a->out + "/train.txt");
     data::XmcFile::write(set.test, a->out + "/test.txt");

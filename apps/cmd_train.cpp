@@ -411,6 +411,25 @@ int run_train(TrainArgs a) {
   return 0;
 }
 
+// The option fields library errors name, and the flags that set them here.
+const FlagNames kTrainFlags = {
+    {"LshOptions::tables", "--tables"},
+    {"LshOptions::bucket_capacity", "--bucket-capacity"},
+    {"LshOptions::min_active", "--min-active"},
+    {"LshOptions::max_active", "--max-active"},
+    {"LshOptions::rebuild_first", "--rebuild-first"},
+    {"LshOptions::rebuild_growth", "--rebuild-growth"},
+    {"LshOptions::rebuild_max", "--rebuild-max"},
+    {"LshOptions::negatives", "--negatives"},
+    {"LshOptions::negative_uniform_share", "--negatives-uniform"},
+    {"TrainerOptions::dp", "--dp-keep"},
+    {"TrainerOptions::parallel.dense_gradients", "--parallel data"},
+    {"DpCompression::keep", "--dp-keep"},
+    {"DpCompression::reestimate_every", "--dp-reestimate-every"},
+    {"MpCompression::keep", "--mp-keep"},
+    {"MpCompression::warmup_steps", "--mp-warmup-steps"},
+};
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -517,13 +536,15 @@ void add_train_command(CLI::App& app) {
     TrainArgs args = *a;
     // IDX data has 10 labels: sampling would only lose accuracy.
     if (args.format == data::DataFormat::idx) args.sampler = layers::Sampler::exact;
-    if (!args.layers.empty()) layers::parse_layer_widths(args.layers, "--layers");  // fails before data is read
-    parse_grid_and_weights(args);
-    FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
-                 "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction F "
-                 "(the validation split it watches)");
-    const int rc = run_train(args);
-    if (rc != 0) throw CLI::RuntimeError(rc);
+    with_flag_names(kTrainFlags, "", [&] {
+      if (!args.layers.empty()) layers::parse_layer_widths(args.layers, "--layers");  // fails before data is read
+      parse_grid_and_weights(args);
+      FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
+                   "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "
+                   "F (the validation split it watches)");
+      const int rc = run_train(args);
+      if (rc != 0) throw CLI::RuntimeError(rc);
+    });
   });
 }
 
