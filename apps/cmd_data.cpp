@@ -1,4 +1,5 @@
-// `frugal data ...`: data set tools. synth-xmc writes a seeded, learnable XMC data set.
+// `frugal data ...`: the data set tools. synth-xmc, here, writes a seeded, learnable XMC data set
+// (core/data/synth_xmc.h); the others are in cmd_data_tools.cpp and cmd_data_gcide.cpp.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>

@@ -2,7 +2,7 @@
 // Debian's dict-gcide, written as DIR/train.txt, DIR/test.txt, DIR/features.txt (line i: the word
 // of feature i) and DIR/labels.txt (line i: the headword of label i), with its statistics and the
 // P@1/P@3/P@5 of the reference rankers a trained model must beat (most frequent, label centroid,
-// kNN).
+// kNN; print_references, which `frugal data references` shares).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>

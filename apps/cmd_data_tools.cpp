@@ -1,6 +1,8 @@
-// `frugal data stats|shuffle|split|fashion-mnist|references`: tools for XMC files, the
-// Fashion-MNIST conversion and the reference rankers. Each reads whole files (the XMC reader streams
-// the text; only the parsed points stay in memory) and writes through XmcFile::write.
+// `frugal data stats|shuffle|split|fashion-mnist|references`: statistics of an XMC file or an IDX
+// set (--format), shuffling and splitting XMC files, the Fashion-MNIST conversion and the reference
+// rankers; add_data_tools also registers `gcide` (cmd_data_gcide.cpp). Each reads whole data sets
+// (the XMC reader streams the text; only the parsed points stay in memory) and writes XMC files
+// through XmcFile::write.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>

@@ -1,6 +1,10 @@
-// `frugal train`: trains the XMC network (sparse input -> hidden ReLU -> softmax over the labels)
-// on XMC files, evaluating P@k, nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with metrics and
-// checkpoints.
+// `frugal train`: trains the network its flags describe (layers/network_spec.h: the XMC network,
+// sparse input -> hidden ReLU -> softmax over the labels, or a multi-layer perceptron with
+// --layers or IDX data) on XMC or IDX data (apps/train_inputs.h), on one rank or on a D x M process
+// grid under `frugal launch` (model slicing, data parallelism, DCT compression), evaluating P@k,
+// nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with a held-out validation split, early
+// stopping, a JSON-lines metrics log and resumable checkpoints. Every flag is converted to its
+// typed option once, while the command line is parsed (apps/cli_options.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
