@@ -1,4 +1,5 @@
-// `frugal data ...`: data set tools. synth-xmc writes a seeded, learnable XMC data set.
+// `frugal data ...`: the data set tools. synth-xmc, here, writes a seeded, learnable XMC data set
+// (core/data/synth_xmc.h); the others are in cmd_data_tools.cpp and cmd_data_gcide.cpp.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -6,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "core/data/synth_xmc.h"
 #include "core/data/xmc_file.h"
@@ -32,7 +34,15 @@ void add_data_command(CLI::App& app) {
   synth->add_option("--out", *out, "output directory")->required();
   synth->callback([o, out] {
     const auto t0 = std::chrono::steady_clock::now();
-    const data::SynthXmc d = data::generate_synth_xmc(*o);
+    data::SynthXmc d;
+    with_flag_names({{"SynthXmcOptions::features", "--features"},
+                     {"SynthXmcOptions::labels", "--labels"},
+                     {"SynthXmcOptions::nnz", "--nnz"},
+                     {"SynthXmcOptions::labels_per_point", "--labels-per-point"},
+                     {"SynthXmcOptions::prototype_size", "--prototype-size"},
+                     {"SynthXmcOptions::noise", "--noise"},
+                     {"SynthXmcOptions::zipf", "--zipf"}},
+                    "synth-xmc: ", [&] { d = data::generate_synth_xmc(*o); });
     std::filesystem::create_directories(*out);
     data::XmcFile::write(d.train, *out + "/train.txt");
     data::XmcFile::write(d.test, *out + "/test.txt");

@@ -2,7 +2,7 @@
 // Debian's dict-gcide, written as DIR/train.txt, DIR/test.txt, DIR/features.txt (line i: the word
 // of feature i) and DIR/labels.txt (line i: the headword of label i), with its statistics and the
 // P@1/P@3/P@5 of the reference rankers a trained model must beat (most frequent, label centroid,
-// kNN).
+// kNN; print_references, which `frugal data references` shares).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "core/check.h"
 #include "core/data/dataset_stats.h"
@@ -93,7 +94,9 @@ void add_data_gcide(CLI::App& data) {
       FRUGAL_CHECK(index != a->dict, fmt::format("{}: name the index with --index", a->dict));
     }
     const data::DictdFile dict = data::DictdFile::open(index, a->dict);
-    const data::GcideSet set = data::build_gcide(dict, a->options);
+    data::GcideSet set;
+    with_flag_names({{"GcideOptions::min_count", "--min-count"}, {"GcideOptions::max_df", "--max-df"}}, "gcide: ",
+                    [&] { set = data::build_gcide(dict, a->options); });
     std::filesystem::create_directories(a->out);
     data::XmcFile::write(set.train, a->out + "/train.txt");
     data::XmcFile::write(set.test, a->out + "/test.txt");

@@ -1,6 +1,8 @@
-// `frugal data stats|shuffle|split|fashion-mnist|references`: tools for XMC files, the
-// Fashion-MNIST conversion and the reference rankers. Each reads whole files (the XMC reader streams
-// the text; only the parsed points stay in memory) and writes through XmcFile::write.
+// `frugal data stats|shuffle|split|fashion-mnist|references`: statistics of an XMC file or an IDX
+// set (--format), shuffling and splitting XMC files, the Fashion-MNIST conversion and the reference
+// rankers; add_data_tools also registers `gcide` (cmd_data_gcide.cpp). Each reads whole data sets
+// (the XMC reader streams the text; only the parsed points stay in memory) and writes XMC files
+// through XmcFile::write.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -9,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
+#include "apps/train_inputs.h"
 #include "core/check.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
@@ -25,14 +29,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 void add_stats(CLI::App& data) {
   struct Args {
-    std::string file, format = "xmc";
+    std::string file;
+    data::DataFormat format = data::DataFormat::xmc;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = data.add_subcommand("stats", "print statistics of a data set (points, dimensions, label histogram)");
   cmd->add_option("file", a->file, "XMC file, or IDX prefix with --format idx")->required();
-  cmd->add_option("--format", a->format, "xmc or idx")->capture_default_str()->check(CLI::IsMember({"xmc", "idx"}));
+  add_choice(cmd, "--format", a->format, {data::DataFormat::xmc, data::DataFormat::idx}, "xmc or idx");
   cmd->callback([a] {
-    const data::Dataset d = a->format == "idx" ? data::IdxFile::open(a->file) : data::XmcFile::open(a->file);
+    const data::Dataset d = open_input(a->format, a->file);
     fmt::print("{}\n{}", a->file, data::compute_stats(d).format("  "));
   });
 }

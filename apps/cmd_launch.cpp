@@ -7,9 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/launcher.h"
 #include "apps/netns_cluster.h"
+#include "comm/environment.h"
 
 namespace frugal::cli {
 
@@ -23,8 +25,9 @@ void add_launch_command(CLI::App& app) {
   // -n and the command are checked in the callback: --cleanup-stale needs neither.
   CLI::Option* ranks_opt =
       cmd->add_option("-n,--ranks", spec->ranks, "number of ranks")->check(CLI::PositiveNumber);
-  cmd->add_option("--transport", spec->transport, "zmq (default) or mpi (runs mpirun)")
-      ->check(CLI::IsMember({"zmq", "mpi"}));
+  add_choice(cmd, "--transport", spec->transport, {comm::Transport::zmq, comm::Transport::mpi},
+             "zmq (default) or mpi (runs mpirun)")
+      ->default_str("");  // the help text names the default
   cmd->add_option("--coordinator", spec->coordinator, "host:port for rank 0 (default: a free port "
                   "on 127.0.0.1)");
   cmd->add_option("--cluster-key", *key, "CURVE key file made by `frugal keygen`")->check(CLI::ExistingFile);
@@ -54,8 +57,8 @@ void add_launch_command(CLI::App& app) {
                          "(or frugal launch --cleanup-stale)\n");
       std::exit(2);
     }
-    if (!key->empty()) spec->env["FRUGAL_CLUSTER_KEY"] = *key;
-    if (!timeout->empty()) spec->env["FRUGAL_COMM_TIMEOUT"] = *timeout;
+    if (!key->empty()) spec->env[std::string(comm::env::kClusterKey)] = *key;
+    if (!timeout->empty()) spec->env[std::string(comm::env::kCommTimeout)] = *timeout;
     try {
       std::exit(launch(*spec));
     } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "comm/init.h"
@@ -34,17 +35,16 @@ struct Session {
   std::unique_ptr<Predictor> predictor;
 };
 
-Session open_session(const std::string& model, int threads, const std::string& infer, size_t candidates,
+Session open_session(const std::string& model, int threads, Inference infer, size_t candidates,
                      comm::RunConfig config) {
   default_backend().set_num_threads(threads);
   config["model"] = model;
-  config["infer"] = infer;
+  config["infer"] = std::string(to_string(infer));
   config["infer_candidates"] = std::to_string(candidates);
   Session s;
   s.world = comm::init({.run_config = config});
   s.predictor = std::make_unique<Predictor>(
-      model, PredictorOptions{.group = s.world.get(), .inference = infer == "lsh" ? Inference::lsh : Inference::exact,
-                              .inference_candidates = candidates});
+      model, PredictorOptions{.group = s.world.get(), .inference = infer, .inference_candidates = candidates});
   return s;
 }
 
@@ -98,7 +98,7 @@ struct PredictArgs {
   std::string model, input, out;
   size_t top_k = 5, batch = 512;
   int threads = 0;
-  std::string infer = "exact";
+  Inference infer = Inference::exact;
   size_t infer_candidates = InferenceOptions{}.candidates;
 };
 
@@ -137,7 +137,7 @@ struct EvaluateArgs {
   size_t batch = 512;
   int threads = 0;
   bool json = false;
-  std::string infer = "exact";
+  Inference infer = Inference::exact;
   size_t infer_candidates = InferenceOptions{}.candidates;
 };
 
@@ -188,7 +188,8 @@ void run_evaluate(const EvaluateArgs& a) {
   // The cost of inference, on stderr so that stdout stays the metrics alone.
   const size_t points = metrics.points();
   fmt::print(stderr, "scored {} points in {:.3f} s ({:.0f} points/s, {} inference, {:.0f} labels scored per point "
-                     "on rank 0)\n", points, scoring_seconds, points / std::max(scoring_seconds, 1e-9), a.infer,
+                     "on rank 0)\n", points, scoring_seconds, points / std::max(scoring_seconds, 1e-9),
+             to_string(a.infer),
              points > 0 ? static_cast<double>(predictor.labels_scored()) / points : 0.0);
   const auto named = metrics.values().named();
   if (a.json) {
@@ -202,14 +203,14 @@ void run_evaluate(const EvaluateArgs& a) {
 }
 
 // The options predict and evaluate share.
-void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, std::string& infer,
+void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, Inference& infer,
                         size_t& candidates) {
   cmd->add_option("--infer-candidates", candidates, "--infer lsh: labels scored per point at most, those found in "
                                                     "the most tables (0: all the tables return)")
       ->capture_default_str();
-  cmd->add_option("--infer", infer, "exact: score every label; lsh: only the labels LSH tables over the output "
-                                    "rows return (faster, approximate)")
-      ->capture_default_str()->check(CLI::IsMember({"exact", "lsh"}));
+  add_choice(cmd, "--infer", infer, {Inference::exact, Inference::lsh},
+             "exact: score every label; lsh: only the labels LSH tables over the output rows return (faster, "
+             "approximate)");
   cmd->add_option("--model", model, "checkpoint directory (frugal train --checkpoint)")->required();
   cmd->add_option("--batch", batch, "points read and scored at a time")->capture_default_str()
       ->check(CLI::PositiveNumber);

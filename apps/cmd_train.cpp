@@ -1,23 +1,30 @@
-// `frugal train`: trains the XMC network (sparse input -> hidden ReLU -> softmax over the labels)
-// on XMC files, evaluating P@k, nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with metrics and
-// checkpoints.
+// `frugal train`: trains the network its flags describe (layers/network_spec.h: the XMC network,
+// sparse input -> hidden ReLU -> softmax over the labels, or a multi-layer perceptron with
+// --layers or IDX data) on XMC or IDX data (apps/train_inputs.h), on one rank or on a D x M process
+// grid under `frugal launch` (model slicing, data parallelism, DCT compression), evaluating P@k,
+// nDCG@k and PSP@k (k = 1, 3, 5) after every epoch, with a held-out validation split, early
+// stopping, a JSON-lines metrics log and resumable checkpoints. Every flag is converted to its
+// typed option once, while the command line is parsed (apps/cli_options.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
+#include "comm/codec.h"
 #include "comm/init.h"
+#include "core/parse.h"
 #include "core/train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/dataset_split.h"
@@ -34,6 +41,19 @@
 namespace frugal::cli {
 namespace {
 
+// Choices that exist only as flags of this command (the library's own are enums of their headers).
+enum class ParallelMode { model, data };  // --parallel: slice the model, or dense data parallelism
+enum class TauEstimate { sampled, exact };  // --dp-tau: DpCompression::exact_tau
+enum class OutputInit { random, centroid };  // --output-init
+std::string_view to_string(ParallelMode m) { return m == ParallelMode::data ? "data" : "model"; }
+std::string_view to_string(TauEstimate t) { return t == TauEstimate::exact ? "exact" : "sampled"; }
+std::string_view to_string(OutputInit i) { return i == OutputInit::centroid ? "centroid" : "random"; }
+
+// The process grid: D data-parallel replicas x M ranks slicing the model.
+struct Grid {
+  int data = 1, model = 1;
+};
+
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
@@ -45,24 +65,33 @@ struct TrainArgs {
   // Random negatives per point of the LSH softmax, their proposal's uniform share, logQ correction.
   size_t negatives = 64;
   double negatives_uniform = 0.5;
-  std::string logq = "on";
-  std::string infer = "exact";  // --infer: how the per-epoch evaluation scores labels
+  bool logq = true;                           // --logq on|off
+  Inference infer = Inference::exact;         // --infer: how the per-epoch evaluation scores labels
   size_t infer_candidates = InferenceOptions{}.candidates;
-  std::string output_init = "random";  // --output-init random|centroid
+  OutputInit output_init = OutputInit::random;
   float centroid_scale = 10.0f;
-  std::string sampler = "lsh", hash = "dwta";
-  std::string grid, parallel = "model", slice_weights;
+  layers::Sampler sampler = layers::Sampler::lsh;
+  layers::HashKind hash = layers::HashKind::dwta;
+  // --grid and --slice-weights as given (run configs record the text) and as parsed.
+  std::string grid, slice_weights;
+  std::optional<Grid> grid_shape;
+  std::vector<double> weights;
+  ParallelMode parallel = ParallelMode::model;
   bool quiet = false;
-  std::string format = "xmc", layers;  // --format, --layers (hidden widths; empty: one layer of --hidden)
+  data::DataFormat format = data::DataFormat::xmc;
+  std::string layers;  // --layers (hidden widths; empty: one layer of --hidden)
   // DCT: --dp-keep (unset: every touched row travels), --dp-reestimate-every, --dp-tau, --mp-keep,
   // --wire-dtype
   std::optional<float> dp_keep;
   uint64_t dp_reestimate_every = 1000;
-  std::string dp_tau = "sampled", wire_dtype = "f32";
+  TauEstimate dp_tau = TauEstimate::sampled;
+  comm::ValueType wire_dtype = comm::ValueType::f32;
   double mp_keep = 1.0;
   uint64_t mp_warmup_steps = 0;
   // Optimizer and regularization (README "Optimizers and regularization").
-  std::string optimizer = "adam", sparse_updates = "lazy", lr_schedule = "constant";
+  optim::Method optimizer = optim::Method::adam;
+  optim::SparseUpdates sparse_updates = optim::SparseUpdates::lazy;
+  optim::ScheduleKind lr_schedule = optim::ScheduleKind::constant;
   float momentum = 0.9f, weight_decay = 0.0f, clip_norm = 0.0f, dropout = 0.0f;
   uint64_t warmup_steps = 0;
   double valid_fraction = 0.0;
@@ -71,7 +100,7 @@ struct TrainArgs {
 
 float effective_lr(const TrainArgs& a) {
   if (a.lr) return *a.lr;
-  return a.optimizer == "sgd" ? optim::Sgd{}.lr : optim::Adam{}.lr;
+  return a.optimizer == optim::Method::sgd ? optim::Sgd{}.lr : optim::Adam{}.lr;
 }
 
 // Global steps of the whole run (what linear and cosine schedules decay over).
@@ -81,46 +110,37 @@ uint64_t total_steps(const TrainArgs& a, size_t train_points) {
   return per_epoch * a.epochs;
 }
 
-// The process grid: D data-parallel replicas x M ranks slicing the model.
-struct Grid {
-  int data = 1, model = 1;
-};
+// --grid DxM and --slice-weights W,W,...: read when the command line is parsed (a typo fails
+// before the data is read); whether they fit the run is checked once its size is known.
+void parse_grid_and_weights(TrainArgs& a) {
+  if (!a.grid.empty()) {
+    const auto [d, m] = parse_pair<int>("--grid", a.grid, 'x', "DxM, e.g. 2x2", [](int n) { return n > 0; });
+    a.grid_shape = Grid{d, m};
+  }
+  if (!a.slice_weights.empty())
+    a.weights = parse_list<double>("--slice-weights", a.slice_weights, "weight",
+                                   "positive numbers separated by commas, e.g. 1,1,2",
+                                   [](double w) { return w > 0 && std::isfinite(w); });
+}
 
-Grid parse_grid(const TrainArgs& a, int world) {
-  if (a.parallel == "data") {
-    FRUGAL_CHECK(a.grid.empty() || a.grid == fmt::format("{}x1", world),
+Grid process_grid(const TrainArgs& a, int world) {
+  if (a.parallel == ParallelMode::data) {
+    FRUGAL_CHECK(!a.grid_shape || (a.grid_shape->data == world && a.grid_shape->model == 1),
                  fmt::format("--parallel data runs the whole model on every rank (grid {}x1); --grid {} contradicts it",
                              world, a.grid));
     return {world, 1};
   }
-  if (a.grid.empty()) return {1, world};
-  Grid g;
-  char x = 0;
-  std::istringstream in(a.grid);
-  FRUGAL_CHECK((in >> g.data >> x >> g.model) && x == 'x' && in.peek() == EOF && g.data > 0 && g.model > 0,
-               fmt::format("--grid {}: expected DxM, e.g. 2x2", a.grid));
+  if (!a.grid_shape) return {1, world};
+  const Grid g = *a.grid_shape;
   FRUGAL_CHECK(g.data * g.model == world,
                fmt::format("--grid {} needs {} ranks, but the run has {}", a.grid, g.data * g.model, world));
   return g;
 }
 
-std::vector<double> parse_weights(const std::string& text, int model_ranks) {
-  std::vector<double> w;
-  if (text.empty()) return w;
-  std::istringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      w.push_back(std::stod(item, &used));
-      FRUGAL_CHECK(used == item.size() && w.back() > 0, "");
-    } catch (const std::exception&) {
-      throw Error(fmt::format("--slice-weights {}: '{}' is not a positive number", text, item));
-    }
-  }
-  FRUGAL_CHECK(static_cast<int>(w.size()) == model_ranks,
-               fmt::format("--slice-weights has {} weights but the model is sliced over {} ranks", w.size(), model_ranks));
-  return w;
+void check_weights(const TrainArgs& a, int model_ranks) {
+  FRUGAL_CHECK(a.weights.empty() || static_cast<int>(a.weights.size()) == model_ranks,
+               fmt::format("--slice-weights has {} weights but the model is sliced over {} ranks", a.weights.size(),
+                           model_ranks));
 }
 
 // Rank 0 writes FILE.jsonl; rank r > 0 writes FILE.rank<r>.jsonl.
@@ -135,11 +155,11 @@ std::string metrics_path(const std::string& path, int rank) {
 // The network the flags describe (what checkpoints record and predict/evaluate rebuild).
 layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train) {
   return {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden, .layers = a.layers,
-          .format = a.format, .sampler = a.sampler, .hash = a.hash, .k = a.k, .bin_size = a.bin_size,
+          .format = std::string(data::to_string(a.format)), .sampler = std::string(layers::to_string(a.sampler)),
+          .hash = std::string(layers::to_string(a.hash)), .k = a.k, .bin_size = a.bin_size,
           .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
           .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
-          .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq == "on",
-          .seed = a.seed};
+          .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq, .seed = a.seed};
 }
 
 // The settings a checkpoint must agree with to be resumed. A key a checkpoint lacks is not
@@ -147,18 +167,18 @@ layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train)
 nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
   nlohmann::json c = layers::network_config(network_spec(a, train));
   c["lr"] = effective_lr(a);
-  if (a.output_init != "random") {
-    c["output_init"] = a.output_init;
+  if (a.output_init != OutputInit::random) {
+    c["output_init"] = std::string(to_string(a.output_init));
     c["centroid_scale"] = a.centroid_scale;
   }
-  c["optimizer"] = a.optimizer;
-  c["sparse_updates"] = a.sparse_updates;
-  if (a.optimizer == "sgd") c["momentum"] = a.momentum;
+  c["optimizer"] = optim::to_string(a.optimizer);
+  c["sparse_updates"] = optim::to_string(a.sparse_updates);
+  if (a.optimizer == optim::Method::sgd) c["momentum"] = a.momentum;
   c["weight_decay"] = a.weight_decay;
-  c["lr_schedule"] = a.lr_schedule;
+  c["lr_schedule"] = optim::to_string(a.lr_schedule);
   c["warmup_steps"] = a.warmup_steps;
   // The steps a decaying schedule spans: resuming with other --epochs would change every rate.
-  if (a.lr_schedule != "constant") c["schedule_steps"] = total_steps(a, train.size());
+  if (a.lr_schedule != optim::ScheduleKind::constant) c["schedule_steps"] = total_steps(a, train.size());
   c["clip_norm"] = a.clip_norm;
   c["dropout"] = a.dropout;
   c["valid_fraction"] = a.valid_fraction;  // changes the training set
@@ -167,9 +187,9 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
 
 TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
   TrainerOptions o;
-  o.optimizer = {.method = optim::method_from_string(a.optimizer), .lr = effective_lr(a), .momentum = a.momentum,
-                 .weight_decay = a.weight_decay, .updates = optim::sparse_updates_from_string(a.sparse_updates)};
-  o.lr_schedule = {.kind = optim::schedule_kind_from_string(a.lr_schedule), .warmup_steps = a.warmup_steps,
+  o.optimizer = {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
+                 .weight_decay = a.weight_decay, .updates = a.sparse_updates};
+  o.lr_schedule = {.kind = a.lr_schedule, .warmup_steps = a.warmup_steps,
                    .total_steps = total_steps(a, train_points)};
   o.clip_norm = a.clip_norm;
   o.dropout = {.p = a.dropout, .seed = Rng(a.seed).split(0xd40f).next_u64()};
@@ -183,14 +203,10 @@ size_t total_parameters(const Model& model) {
   return n;
 }
 
-comm::ValueType wire_type(const std::string& name) {
-  return name == "bf16" ? comm::ValueType::bf16 : name == "f16" ? comm::ValueType::f16 : comm::ValueType::f32;
-}
-
 std::optional<comm::DpCompression> dp_compression(const TrainArgs& a) {
   if (!a.dp_keep) return std::nullopt;
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
-                             .exact_tau = a.dp_tau == "exact", .wire = wire_type(a.wire_dtype), .seed = a.seed};
+                             .exact_tau = a.dp_tau == TauEstimate::exact, .wire = a.wire_dtype, .seed = a.seed};
 }
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
@@ -217,23 +233,23 @@ int run_train(TrainArgs a) {
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);
   config["grid"] = a.grid;
-  config["parallel"] = a.parallel;
+  config["parallel"] = std::string(to_string(a.parallel));
   config["slice_weights"] = a.slice_weights;
   config["batch"] = a.batch;
   // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
   config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
   config["dp_reestimate_every"] = a.dp_reestimate_every;
-  config["dp_tau"] = a.dp_tau;
+  config["dp_tau"] = std::string(to_string(a.dp_tau));
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
-  config["wire_dtype"] = a.wire_dtype;
-  config["infer"] = a.infer;
+  config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
+  config["infer"] = std::string(to_string(a.infer));
   config["infer_candidates"] = a.infer_candidates;
   config["early_stopping"] = a.early_stopping;
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
-  const Grid grid = parse_grid(a, world->size());
-  const std::vector<double> weights = parse_weights(a.slice_weights, grid.model);
+  const Grid grid = process_grid(a, world->size());
+  check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
   auto data_group = world->split(rank % grid.model, rank);
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
@@ -245,10 +261,11 @@ int run_train(TrainArgs a) {
     fmt::print("validation: {} points held out of the training set, {} train on\n", valid->size(), train.size());
 
   Model model;
-  layers::build_network(model, network_spec(a, train), Placement::sliced(*model_group, weights));
+  layers::build_network(model, network_spec(a, train), Placement::sliced(*model_group, a.weights));
   TrainerOptions options = trainer_options(a, train.size());
-  options.parallel = {.model = model_group.get(), .data = data_group.get(), .dense_gradients = a.parallel == "data"};
-  options.mp = {.keep = a.mp_keep, .wire = wire_type(a.wire_dtype), .warmup_steps = a.mp_warmup_steps};
+  options.parallel = {.model = model_group.get(), .data = data_group.get(),
+                      .dense_gradients = a.parallel == ParallelMode::data};
+  options.mp = {.keep = a.mp_keep, .wire = a.wire_dtype, .warmup_steps = a.mp_warmup_steps};
   options.dp = dp_compression(a);
   Trainer trainer(model, options);
   EarlyStopping stopper(a.early_stopping);
@@ -280,7 +297,7 @@ int run_train(TrainArgs a) {
   const Propensities propensities(label_counts);
   if (!a.checkpoint.empty() && rank == 0) save_label_counts(a.checkpoint, label_counts);
   const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
-                                 .inference = a.infer == "lsh" ? Inference::lsh : Inference::exact,
+                                 .inference = a.infer,
                                  .inference_candidates = a.infer_candidates,
                                  .propensities = &propensities};
   const std::string metrics_file = metrics_path(a.metrics, rank);
@@ -299,7 +316,7 @@ int run_train(TrainArgs a) {
                {"dct_residuals_restored", resumed_from->dct_residuals_restored},
                {"p@1", ev.p(1)}, {"p@3", ev.p(3)}, {"p@5", ev.p(5)}});
   }
-  if (!resumed_from && a.output_init == "centroid") {
+  if (!resumed_from && a.output_init == OutputInit::centroid) {
     const auto t = std::chrono::steady_clock::now();
     trainer.init_output_from_centroids(train, a.centroid_scale, a.eval_batch);
     if (!a.quiet)
@@ -398,6 +415,25 @@ int run_train(TrainArgs a) {
   return 0;
 }
 
+// The option fields library errors name, and the flags that set them here.
+const FlagNames kTrainFlags = {
+    {"LshOptions::tables", "--tables"},
+    {"LshOptions::bucket_capacity", "--bucket-capacity"},
+    {"LshOptions::min_active", "--min-active"},
+    {"LshOptions::max_active", "--max-active"},
+    {"LshOptions::rebuild_first", "--rebuild-first"},
+    {"LshOptions::rebuild_growth", "--rebuild-growth"},
+    {"LshOptions::rebuild_max", "--rebuild-max"},
+    {"LshOptions::negatives", "--negatives"},
+    {"LshOptions::negative_uniform_share", "--negatives-uniform"},
+    {"TrainerOptions::dp", "--dp-keep"},
+    {"TrainerOptions::parallel.dense_gradients", "--parallel data"},
+    {"DpCompression::keep", "--dp-keep"},
+    {"DpCompression::reestimate_every", "--dp-reestimate-every"},
+    {"MpCompression::keep", "--mp-keep"},
+    {"MpCompression::warmup_steps", "--mp-warmup-steps"},
+};
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -406,8 +442,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--train", a->train, "training file (XMC format), or IDX prefix such as .../fashion-mnist/train")
       ->required();
   cmd->add_option("--test", a->test, "test file (XMC format), or IDX prefix such as .../fashion-mnist/t10k")->required();
-  cmd->add_option("--format", a->format, "xmc: text files; idx: PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]")
-      ->capture_default_str()->check(CLI::IsMember({"xmc", "idx"}));
+  add_choice(cmd, "--format", a->format, {data::DataFormat::xmc, data::DataFormat::idx},
+             "xmc: text files; idx: PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]");
   cmd->add_option("--layers", a->layers, "hidden layer widths, input side first, e.g. 1024,1024 (replaces --hidden)");
   cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
@@ -415,18 +451,17 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd)", optim::Adam{}.lr,
                                               optim::Sgd{}.lr))
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--optimizer", a->optimizer, "adam, or sgd (with --momentum)")
-      ->capture_default_str()->check(CLI::IsMember({"adam", "sgd"}));
-  cmd->add_option("--sparse-updates", a->sparse_updates, "rows without a gradient in a step: lazy (untouched) or "
-                                                         "catchup (get the missed steps when next touched, as "
-                                                         "the dense optimizer would)")
-      ->capture_default_str()->check(CLI::IsMember({"lazy", "catchup"}));
+  add_choice(cmd, "--optimizer", a->optimizer, {optim::Method::adam, optim::Method::sgd},
+             "adam, or sgd (with --momentum)");
+  add_choice(cmd, "--sparse-updates", a->sparse_updates, {optim::SparseUpdates::lazy, optim::SparseUpdates::catchup},
+             "rows without a gradient in a step: lazy (untouched) or catchup (get the missed steps when next "
+             "touched, as the dense optimizer would)");
   cmd->add_option("--momentum", a->momentum, "SGD momentum (0: plain SGD)")->capture_default_str()->check(CLI::Range(0.0, 0.9999));
   cmd->add_option("--weight-decay", a->weight_decay, "decoupled weight decay W: w -= lr * W * w every step (AdamW)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--lr-schedule", a->lr_schedule, "learning rate over the run: constant, or linear / cosine "
-                                                   "decay to 0 over epochs x steps per epoch")
-      ->capture_default_str()->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  add_choice(cmd, "--lr-schedule", a->lr_schedule,
+             {optim::ScheduleKind::constant, optim::ScheduleKind::linear, optim::ScheduleKind::cosine},
+             "learning rate over the run: constant, or linear / cosine decay to 0 over epochs x steps per epoch");
   cmd->add_option("--warmup-steps", a->warmup_steps, "linear learning-rate warm-up from 0 over the first N steps")
       ->capture_default_str();
   cmd->add_option("--clip-norm", a->clip_norm, "clip the global gradient L2 norm to C (0: off)")
@@ -439,9 +474,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--early-stopping", a->early_stopping, "stop after N epochs without validation P@1 improvement, "
                                                          "keeping the best model in CHECKPOINT/best (0: off)")
       ->capture_default_str();
-  cmd->add_option("--sampler", a->sampler, "output neurons computed in training")
-      ->capture_default_str()->check(CLI::IsMember({"lsh", "exact"}));
-  cmd->add_option("--hash", a->hash, "LSH family")->capture_default_str()->check(CLI::IsMember({"dwta", "simhash"}));
+  add_choice(cmd, "--sampler", a->sampler, {layers::Sampler::lsh, layers::Sampler::exact},
+             "output neurons computed in training");
+  add_choice(cmd, "--hash", a->hash, {layers::HashKind::dwta, layers::HashKind::simhash}, "LSH family");
   cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count");
   cmd->add_option("--bin-size", a->bin_size, "DWTA coordinates per bin (power of two)")->capture_default_str();
   cmd->add_option("--tables", a->tables, "LSH tables")->capture_default_str()->check(CLI::PositiveNumber);
@@ -453,15 +488,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--negatives-uniform", a->negatives_uniform, "LSH: uniform share of the negatives' proposal "
                                                                "(the rest follows label frequency)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--logq", a->logq, "LSH: correct random negatives' logits by their sampling probability")
-      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--infer", a->infer, "per-epoch evaluation: exact (every label) or lsh (the labels the LSH "
-                                      "tables return)")->capture_default_str()->check(CLI::IsMember({"exact", "lsh"}));
+  add_choice(cmd, "--logq", a->logq, {{"on", true}, {"off", false}},
+             "LSH: correct random negatives' logits by their sampling probability");
+  add_choice(cmd, "--infer", a->infer, {Inference::exact, Inference::lsh},
+             "per-epoch evaluation: exact (every label) or lsh (the labels the LSH tables return)");
   cmd->add_option("--infer-candidates", a->infer_candidates, "--infer lsh: labels scored per point at most, those "
                                                              "found in the most tables (0: all)")->capture_default_str();
-  cmd->add_option("--output-init", a->output_init, "output rows: random, or each label's centroid in hidden space "
-                                                  "(a nearest-centroid classifier to start from)")
-      ->capture_default_str()->check(CLI::IsMember({"random", "centroid"}));
+  add_choice(cmd, "--output-init", a->output_init, {OutputInit::random, OutputInit::centroid},
+             "output rows: random, or each label's centroid in hidden space (a nearest-centroid classifier to "
+             "start from)");
   cmd->add_option("--centroid-scale", a->centroid_scale, "logit of a point along its label's centroid, per RMS "
                                                          "hidden norm (--output-init centroid)")
       ->capture_default_str()->check(CLI::PositiveNumber);
@@ -478,9 +513,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", a->resume, "continue from the checkpoint in this directory");
   cmd->add_option("--grid", a->grid, "process grid DxM: D data-parallel replicas of M ranks slicing the model "
                                       "(default 1xN: all ranks slice the model)");
-  cmd->add_option("--parallel", a->parallel, "model: slice the model (with --grid); data: the whole model on every "
-                                             "rank, gradients summed by a dense all-reduce every step (Horovod)")
-      ->capture_default_str()->check(CLI::IsMember({"model", "data"}));
+  add_choice(cmd, "--parallel", a->parallel, {ParallelMode::model, ParallelMode::data},
+             "model: slice the model (with --grid); data: the whole model on every rank, gradients summed by a "
+             "dense all-reduce every step (Horovod)");
   cmd->add_option("--slice-weights", a->slice_weights, "relative share of the neurons per model rank, e.g. 1,1,2");
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
@@ -489,28 +524,31 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--dp-reestimate-every", a->dp_reestimate_every, "DCT-DP: steps between estimates of tau (stale "
                                                                    "in between; 1: every step)")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--dp-tau", a->dp_tau, "DCT-DP: estimate tau from a 10k-entry sample or by exact selection "
-                                         "(exact with --dp-reestimate-every 1: exact top-k every step)")
-      ->capture_default_str()->check(CLI::IsMember({"sampled", "exact"}));
+  add_choice(cmd, "--dp-tau", a->dp_tau, {TauEstimate::sampled, TauEstimate::exact},
+             "DCT-DP: estimate tau from a 10k-entry sample or by exact selection (exact with "
+             "--dp-reestimate-every 1: exact top-k every step)");
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
       ->capture_default_str();
   cmd->add_option("--mp-warmup-steps", a->mp_warmup_steps, "DCT-MP: the kept fraction falls geometrically from "
                                                            "everything to --mp-keep over the first N steps")
       ->capture_default_str();
-  cmd->add_option("--wire-dtype", a->wire_dtype, "value type of DCT messages (activations, their gradients, "
-                                                 "thresholded parameter gradients)")
-      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  add_choice(cmd, "--wire-dtype", a->wire_dtype, {comm::ValueType::f32, comm::ValueType::bf16, comm::ValueType::f16},
+             "value type of DCT messages (activations, their gradients, thresholded parameter gradients)");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->callback([a] {
     TrainArgs args = *a;
-    if (args.format == "idx") args.sampler = "exact";  // 10 labels: sampling would only lose accuracy
-    if (!args.layers.empty()) layers::parse_layer_widths(args.layers);  // a typo fails before the data is read
-    FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
-                 "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction F "
-                 "(the validation split it watches)");
-    const int rc = run_train(args);
-    if (rc != 0) throw CLI::RuntimeError(rc);
+    // IDX data has 10 labels: sampling would only lose accuracy.
+    if (args.format == data::DataFormat::idx) args.sampler = layers::Sampler::exact;
+    with_flag_names(kTrainFlags, "", [&] {
+      if (!args.layers.empty()) layers::parse_layer_widths(args.layers, "--layers");  // fails before data is read
+      parse_grid_and_weights(args);
+      FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
+                   "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "
+                   "F (the validation split it watches)");
+      const int rc = run_train(args);
+      if (rc != 0) throw CLI::RuntimeError(rc);
+    });
   });
 }
 

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "apps/netns_cluster.h"
+#include "comm/environment.h"
 #include "core/check.h"
 
 namespace frugal::cli {
@@ -137,6 +138,17 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   return {pid, rank};
 }
 
+
+// The variables that place one rank of a ZeroMQ run (comm::init reads them).
+std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int rank, const std::string& coordinator) {
+  auto env = spec.env;
+  env[std::string(comm::env::kRank)] = std::to_string(rank);
+  env[std::string(comm::env::kSize)] = std::to_string(spec.ranks);
+  env[std::string(comm::env::kCoordinator)] = coordinator;
+  env[std::string(comm::env::kTransport)] = comm::to_string(comm::Transport::zmq);
+  return env;
+}
+
 }  // namespace
 
 int launch(const LaunchSpec& spec) {
@@ -145,7 +157,7 @@ int launch(const LaunchSpec& spec) {
   std::optional<LinkRate> rate;
   if (!spec.bandwidth.empty()) {
     rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root
-    if (spec.transport != "zmq") {
+    if (spec.transport != comm::Transport::zmq) {
       throw Error("--bandwidth works with --transport zmq only (mpirun starts every rank itself, "
                   "outside the namespaces)");
     }
@@ -174,18 +186,14 @@ int launch(const LaunchSpec& spec) {
   }
   std::vector<Stream> streams;
   std::vector<Child> children;
-  if (spec.transport == "zmq" && net) {
+  if (spec.transport == comm::Transport::zmq && net) {
     // Fresh namespaces: nothing else listens there, so a fixed port cannot collide.
     const int port = 29500;
     fmt::print(stderr, "{}", net->describe(port));
     const std::string coordinator = fmt::format("{}:{}", net->address(0), port);
     for (int r = 0; r < spec.ranks; ++r) {
-      auto env = spec.env;
-      env["FRUGAL_RANK"] = std::to_string(r);
-      env["FRUGAL_SIZE"] = std::to_string(spec.ranks);
-      env["FRUGAL_COORDINATOR"] = coordinator;
-      env["FRUGAL_BIND_HOST"] = net->address(r);
-      env["FRUGAL_TRANSPORT"] = "zmq";
+      auto env = rank_environment(spec, r, coordinator);
+      env[std::string(comm::env::kBindHost)] = net->address(r);
       const std::string path = net->namespace_path(r);
       const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       FRUGAL_CHECK(fd >= 0, fmt::format("frugal launch: cannot open {}: {}", path, std::strerror(errno)));
@@ -197,18 +205,13 @@ int launch(const LaunchSpec& spec) {
       }
       ::close(fd);
     }
-  } else if (spec.transport == "zmq") {
+  } else if (spec.transport == comm::Transport::zmq) {
     const std::string coordinator =
         spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", free_port()) : spec.coordinator;
     for (int r = 0; r < spec.ranks; ++r) {
-      auto env = spec.env;
-      env["FRUGAL_RANK"] = std::to_string(r);
-      env["FRUGAL_SIZE"] = std::to_string(spec.ranks);
-      env["FRUGAL_COORDINATOR"] = coordinator;
-      env["FRUGAL_TRANSPORT"] = "zmq";
-      children.push_back(spawn(spec.command, env, r, streams));
+      children.push_back(spawn(spec.command, rank_environment(spec, r, coordinator), r, streams));
     }
-  } else if (spec.transport == "mpi") {
+  } else if (spec.transport == comm::Transport::mpi) {
     std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--tag-output", "-n",
                                      std::to_string(spec.ranks)};
     if (::geteuid() == 0) argv.insert(argv.begin() + 1, "--allow-run-as-root");
@@ -219,7 +222,7 @@ int launch(const LaunchSpec& spec) {
     argv.insert(argv.end(), spec.command.begin(), spec.command.end());
     children.push_back(spawn(argv, spec.env, -1, streams));
   } else {
-    throw Error(fmt::format("frugal launch: --transport {}: expected zmq or mpi", spec.transport));
+    throw Error(fmt::format("frugal launch: --transport {}: expected zmq or mpi", comm::to_string(spec.transport)));
   }
 
   std::optional<int> status;  // first failure

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "comm/init.h"
+
 namespace frugal::cli {
 
 struct LaunchSpec {
   int ranks = 1;
-  std::string transport = "zmq";  // zmq: one process per rank; mpi: through mpirun
+  comm::Transport transport = comm::Transport::zmq;  // zmq: one process per rank; mpi: through mpirun
   std::vector<std::string> command;
   std::map<std::string, std::string> env;  // extra environment for every rank
   std::string coordinator;                 // empty: 127.0.0.1 and a free port

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/parse.h"
 
 namespace frugal::cli {
 namespace {
@@ -136,7 +137,7 @@ LinkRate parse_link_rate(const std::string& text) {
     }
     throw Error(fmt::format("--bandwidth {}: {}", text, expected));
   }
-  const double number = std::stod(m[1].str());
+  const double number = parse_number<double>("--bandwidth", m[1].str(), expected);
   const std::string unit = m[3].str();
   const double scale = unit == "bit"    ? 1
                        : unit == "kbit" ? 1e3
@@ -265,7 +266,7 @@ std::vector<std::string> NetnsCluster::cleanup_stale() {
   for (const auto& name : names) {
     std::smatch m;
     if (!std::regex_match(name, m, re)) continue;
-    const long pid = std::stol(m[1].str());
+    const long pid = parse_number<long>(name, m[1].str(), "a process id");
     // Alive (or owned by someone we may not signal): not stale. A recycled pid only keeps a
     // leftover for a later cleanup; it never removes a live launcher's network.
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
@@ -278,7 +279,7 @@ std::vector<std::string> NetnsCluster::cleanup_stale() {
         const std::string p = pids.output.substr(start, end - start);
         const bool is_pid =
             !p.empty() && std::all_of(p.begin(), p.end(), [](unsigned char c) { return std::isdigit(c); });
-        if (is_pid) ::kill(std::stoi(p), SIGKILL);
+        if (is_pid) ::kill(parse_number<pid_t>("`ip netns pids`", p, "a process id"), SIGKILL);
         start = end + 1;
       }
     }

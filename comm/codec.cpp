@@ -95,6 +95,15 @@ Parsed parse_prefix(std::span<const std::byte> bytes) {
 
 }  // namespace
 
+std::string_view to_string(ValueType type) {
+  switch (type) {
+    case ValueType::f32: return "f32";
+    case ValueType::f16: return "f16";
+    case ValueType::bf16: return "bf16";
+  }
+  return "?";
+}
+
 size_t value_bytes(ValueType type) { return type == ValueType::f32 ? 4 : 2; }
 
 void write_value(ValueType type, float v, std::byte* out) {

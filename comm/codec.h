@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/check.h"
@@ -19,6 +20,7 @@
 
 namespace frugal::comm {
 
+std::string_view to_string(ValueType type);  // "f32", "f16", "bf16" (as flags and run configs name them)
 enum class Layout : uint8_t { dense = 0, sparse = 1 };
 
 class CodecError : public Error {

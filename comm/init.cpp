@@ -7,35 +7,49 @@
 
 #include <fmt/format.h>
 
+#include "comm/environment.h"
 #include "comm/local_communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/zmq_communicator.h"
+#include "core/parse.h"
 
 namespace frugal::comm {
 namespace {
 
+// A setting as init read it: its text and where it came from (the flag or the variable), which is
+// what an error about it names.
+struct Setting {
+  std::string text, source;
+};
+
+// The flags init(argc, argv) takes out of argv; each stands for a variable (comm/environment.h).
+constexpr std::string_view kCoordinatorFlag = "--coordinator", kClusterKeyFlag = "--cluster-key",
+                           kTimeoutFlag = "--comm-timeout", kRankFlag = "--rank", kSizeFlag = "--size";
+
 struct Flags {
+  bool parsed = false;  // init(argc, argv): the flags below were looked for
   std::optional<std::string> coordinator, cluster_key, timeout, rank, size;
 };
 
 // Takes our flags out of argv ("--name value" or "--name=value").
 Flags extract_flags(int& argc, char** argv) {
   Flags f;
-  const std::pair<const char*, std::optional<std::string>*> known[] = {
-      {"--coordinator", &f.coordinator}, {"--cluster-key", &f.cluster_key},
-      {"--comm-timeout", &f.timeout},    {"--rank", &f.rank},
-      {"--size", &f.size}};
+  f.parsed = true;
+  const std::pair<std::string_view, std::optional<std::string>*> known[] = {
+      {kCoordinatorFlag, &f.coordinator}, {kClusterKeyFlag, &f.cluster_key},
+      {kTimeoutFlag, &f.timeout},         {kRankFlag, &f.rank},
+      {kSizeFlag, &f.size}};
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     bool taken = false;
+    const std::string_view arg = argv[i];
     for (const auto& [name, slot] : known) {
-      const size_t n = std::strlen(name);
-      if (std::strcmp(argv[i], name) == 0) {
+      if (arg == name) {
         FRUGAL_CHECK(i + 1 < argc, fmt::format("{} needs a value", name));
         *slot = argv[++i];
         taken = true;
-      } else if (std::strncmp(argv[i], name, n) == 0 && argv[i][n] == '=') {
-        *slot = argv[i] + n + 1;
+      } else if (arg.size() > name.size() && arg.starts_with(name) && arg[name.size()] == '=') {
+        *slot = std::string(arg.substr(name.size() + 1));
         taken = true;
       }
       if (taken) break;
@@ -51,67 +65,89 @@ Flags extract_flags(int& argc, char** argv) {
   return f;
 }
 
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  return std::string(v);
+// The flag's value when init took one from argv, else the variable's (unset or empty: none).
+std::optional<Setting> setting(const std::optional<std::string>& flag, std::string_view flag_name,
+                               std::string_view variable) {
+  if (flag) return Setting{*flag, std::string(flag_name)};
+  const char* v = std::getenv(std::string(variable).c_str());
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return Setting{v, std::string(variable)};
 }
 
-int parse_int(const std::string& s, const char* what) {
-  try {
-    size_t used = 0;
-    const int v = std::stoi(s, &used);
-    FRUGAL_CHECK(used == s.size(), "");
-    return v;
-  } catch (...) {
-    throw Error(fmt::format("{}: '{}' is not an integer", what, s));
-  }
+// How to set something that is missing: the variable, or either when init reads flags too.
+std::string how_to_set(const Flags& f, std::string_view variable, std::string_view flag) {
+  return f.parsed ? fmt::format("{} or {}", variable, flag) : std::string(variable);
 }
 
-std::chrono::milliseconds parse_seconds(const std::string& s, const char* what) {
+int parse_int(const Setting& s) { return parse_number<int>(s.source, s.text, "an integer"); }
+
+std::chrono::milliseconds parse_seconds(const Setting& s) {
+  const double v = parse_number<double>(s.source, s.text, "a positive number of seconds",
+                                        [](double x) { return x > 0 && x < 1e9; });
+  return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
+}
+
+std::optional<Transport> forced_transport() {
+  const auto s = setting(std::nullopt, "", env::kTransport);
+  if (!s) return std::nullopt;
+  for (const Transport t : {Transport::zmq, Transport::mpi, Transport::local})
+    if (s->text == to_string(t)) return t;
+  throw_bad_value(s->source, s->text, "zmq, mpi or local");
+}
+
+// The ZeroMQ communicator's errors name its options (ZmqOptions::cluster_key); this process set
+// them from the variables or flags, so those are what its errors name instead.
+std::unique_ptr<Communicator> join_zmq(const ZmqOptions& o, const Flags& f) {
   try {
-    size_t used = 0;
-    const double v = std::stod(s, &used);
-    FRUGAL_CHECK(used == s.size() && v > 0, "");
-    return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
-  } catch (...) {
-    throw Error(fmt::format("{}: '{}' is not a positive number of seconds", what, s));
+    return make_zmq_communicator(o);
+  } catch (const CommError& e) {
+    std::string what = e.what();
+    const std::string_view field = "ZmqOptions::cluster_key";
+    const size_t at = what.find(field);
+    if (at == std::string::npos) throw;
+    const std::string source = how_to_set(f, env::kClusterKey, fmt::format("{} FILE", kClusterKeyFlag));
+    throw CommError(what.replace(at, field.size(), source));
   }
 }
 
 std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& options) {
-  const auto transport = env("FRUGAL_TRANSPORT");
-  const auto size = f.size ? f.size : env("FRUGAL_SIZE");
-  if (transport == "mpi" || (!transport && started_by_mpirun())) {
+  const std::optional<Transport> transport = forced_transport();
+  const auto size = setting(f.size, kSizeFlag, env::kSize);
+  if (transport == Transport::mpi || (!transport && started_by_mpirun())) {
     return make_mpi_communicator(options.run_config);
   }
-  if (transport == "local" || (!transport && !size)) return std::move(make_local_communicators(1)[0]);
-  FRUGAL_CHECK(!transport || transport == "zmq",
-               fmt::format("FRUGAL_TRANSPORT='{}': expected zmq, mpi or local", *transport));
+  if (transport == Transport::local || (!transport && !size)) return std::move(make_local_communicators(1)[0]);
   ZmqOptions o;
-  o.size = size ? parse_int(*size, "FRUGAL_SIZE / --size") : 1;
-  const auto rank = f.rank ? f.rank : env("FRUGAL_RANK");
-  FRUGAL_CHECK(rank || o.size == 1, "a ZeroMQ run needs the rank: FRUGAL_RANK or --rank");
-  if (rank) o.rank = parse_int(*rank, "FRUGAL_RANK / --rank");
-  const auto coordinator = f.coordinator ? f.coordinator : env("FRUGAL_COORDINATOR");
+  o.size = size ? parse_int(*size) : 1;
+  const auto rank = setting(f.rank, kRankFlag, env::kRank);
+  FRUGAL_CHECK(rank || o.size == 1,
+               fmt::format("a ZeroMQ run needs the rank: {}", how_to_set(f, env::kRank, kRankFlag)));
+  if (rank) o.rank = parse_int(*rank);
+  const auto coordinator = setting(f.coordinator, kCoordinatorFlag, env::kCoordinator);
   FRUGAL_CHECK(coordinator || o.size == 1,
-               "a ZeroMQ run needs the coordinator: FRUGAL_COORDINATOR or --coordinator host:port");
-  if (coordinator) o.coordinator = *coordinator;
-  if (const auto key = f.cluster_key ? f.cluster_key : env("FRUGAL_CLUSTER_KEY")) {
-    o.cluster_key = load_cluster_key(*key);
+               fmt::format("a ZeroMQ run needs the coordinator: {}",
+                           how_to_set(f, env::kCoordinator, fmt::format("{} host:port", kCoordinatorFlag))));
+  if (coordinator) o.coordinator = coordinator->text;
+  if (const auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey)) {
+    o.cluster_key = load_cluster_key(key->text);
   }
-  if (const auto t = f.timeout ? f.timeout : env("FRUGAL_COMM_TIMEOUT")) {
-    o.timeout = parse_seconds(*t, "FRUGAL_COMM_TIMEOUT / --comm-timeout");
-  }
-  if (const auto t = env("FRUGAL_RENDEZVOUS_TIMEOUT")) {
-    o.rendezvous_timeout = parse_seconds(*t, "FRUGAL_RENDEZVOUS_TIMEOUT");
-  }
-  if (const auto h = env("FRUGAL_BIND_HOST")) o.bind_host = *h;
+  if (const auto t = setting(f.timeout, kTimeoutFlag, env::kCommTimeout)) o.timeout = parse_seconds(*t);
+  if (const auto t = setting(std::nullopt, "", env::kRendezvousTimeout)) o.rendezvous_timeout = parse_seconds(*t);
+  if (const auto h = setting(std::nullopt, "", env::kBindHost)) o.bind_host = h->text;
   o.run_config = options.run_config;
-  return make_zmq_communicator(o);
+  return join_zmq(o, f);
 }
 
 }  // namespace
+
+std::string_view to_string(Transport transport) {
+  switch (transport) {
+    case Transport::zmq: return "zmq";
+    case Transport::mpi: return "mpi";
+    case Transport::local: return "local";
+  }
+  return "?";
+}
 
 std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& options) {
   return init_from(extract_flags(argc, argv), options);

@@ -6,17 +6,24 @@
 //   - otherwise:                                            a 1-rank communicator
 // Recognized flags are removed from argv (like MPI_Init), so the program's own parser never sees
 // them: --coordinator HOST:PORT, --cluster-key FILE, --comm-timeout SECONDS, --rank N, --size N.
-// Environment: FRUGAL_RANK, FRUGAL_SIZE, FRUGAL_COORDINATOR, FRUGAL_CLUSTER_KEY,
-// FRUGAL_COMM_TIMEOUT, FRUGAL_RENDEZVOUS_TIMEOUT, FRUGAL_BIND_HOST, FRUGAL_TRANSPORT (zmq|mpi|local
-// forces a backend). Flags win over the environment.
+// Environment (comm/environment.h names and explains each): FRUGAL_RANK, FRUGAL_SIZE,
+// FRUGAL_COORDINATOR, FRUGAL_CLUSTER_KEY, FRUGAL_COMM_TIMEOUT, FRUGAL_RENDEZVOUS_TIMEOUT,
+// FRUGAL_BIND_HOST, FRUGAL_TRANSPORT (zmq|mpi|local forces a backend). Flags win over the
+// environment. Errors name what was read: the variable, or the flag when init(argc, argv) took one.
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "core/communicator.h"
 #include "comm/run_config.h"
 
 namespace frugal::comm {
+
+// The backends, as FRUGAL_TRANSPORT (and `frugal launch --transport`) spell them: "zmq", "mpi",
+// "local".
+enum class Transport { zmq, mpi, local };
+std::string_view to_string(Transport transport);
 
 struct InitOptions {
   // Settings that must agree on every rank (model shape, seed, learning rate, ...); ranks that

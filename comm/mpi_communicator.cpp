@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/environment.h"
+
 namespace frugal::comm {
 namespace {
 
@@ -401,7 +403,7 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+bool started_by_mpirun() { return std::getenv(std::string(env::kMpiWorldSize).c_str()) != nullptr; }
 
 std::unique_ptr<Communicator> make_mpi_communicator(const RunConfig& run_config) {
   auto runtime = MpiRuntime::get();

@@ -145,7 +145,7 @@ void ZmqTransport::rendezvous_as_coordinator() {
         if (!joined.count(r)) missing.push_back(r);
       }
       problem = fmt::format("rendezvous timed out after {} s at {}: rank(s) {} never said hello "
-                            "(not started, wrong --coordinator, or a different cluster key?)",
+                            "(not started, given another coordinator address, or a different cluster key?)",
                             opt_.rendezvous_timeout.count() / 1000.0, ep, fmt::join(missing, ", "));
       break;
     }
@@ -239,7 +239,7 @@ void ZmqTransport::rendezvous_as_member() {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       throw CommError(fmt::format("rank {}: no answer from the coordinator at {} within {} s (is "
-                                  "rank 0 running, with the same --coordinator and cluster key?)",
+                                  "rank 0 running, with the same coordinator address and cluster key?)",
                                   world_rank(), coordinator, opt_.rendezvous_timeout.count() / 1000.0));
     }
     zmq_pollitem_t items[3] = {{coord, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0},
@@ -254,7 +254,7 @@ void ZmqTransport::rendezvous_as_member() {
           "rank {}: the secure handshake with the coordinator at {} failed ({}): {}", world_rank(),
           coordinator, event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "authentication refused" : "protocol mismatch",
           opt_.cluster_key ? "this process's cluster key is not the one rank 0 uses"
-                           : "rank 0 requires a cluster key (--cluster-key FILE) and this process has none"));
+                           : "rank 0 requires a cluster key (ZmqOptions::cluster_key) and this process has none"));
     }
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     const auto parts = recv_parts(coord);

@@ -1,6 +1,9 @@
 // Byte accounting: what one communicator put on and took off the wire, by operation kind and by
-// peer. The trainer snapshots stats() before and after a step and divides the difference by the
-// batch size to log bytes on the wire per sample.
+// peer, since it was made (or reset_stats()). A caller measures a span of work by subtracting the
+// snapshots taken before and after it: the trainer does so for a whole epoch, with the total() of
+// its model-parallel and of its data-parallel group (FitResult::mp_bytes_sent, dp_bytes_sent), and
+// `frugal train` divides the epoch's bytes by the points the rank's group processed in it to log
+// bytes on the wire per sample.
 #pragma once
 
 #include <array>

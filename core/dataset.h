@@ -1,5 +1,6 @@
-// Dataset: a whole data set held in memory as one CSR batch plus its dimensions. Readers
-// (XMC text files; IDX image files later) produce it; the batch loader draws batches from it.
+// Dataset: a whole data set held in memory as one CSR batch plus its dimensions. The readers of
+// core/data/ produce it (XMC text files: xmc_file.h; IDX image files: idx_file.h; the GCIDE
+// builder and the synthetic generator too); the batch loader draws batches from it.
 #pragma once
 
 #include <cstdint>

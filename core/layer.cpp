@@ -7,6 +7,8 @@
 
 namespace frugal {
 
+std::string_view to_string(Inference mode) { return mode == Inference::lsh ? "lsh" : "exact"; }
+
 std::string Layer::describe() const {
   return fmt::format("{}({} -> {})", kind(), in_features(), out_features());
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/act.h"
@@ -68,6 +69,7 @@ class HiddenLayer : public Layer {
 // How an output layer scores labels at evaluation and prediction: every label (exact top-k), or
 // only the labels its LSH tables return for the point (fast retrieval, approximate).
 enum class Inference { exact, lsh };
+std::string_view to_string(Inference mode);  // "exact", "lsh" (as flags and run configs name them)
 struct InferenceOptions {
   Inference mode = Inference::exact;
   // LSH: at most this many labels scored per point, those found in the most tables (0: every

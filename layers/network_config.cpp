@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/data/data_format.h"
 
 namespace frugal::layers {
 
@@ -11,8 +12,9 @@ nlohmann::json network_config(const NetworkSpec& s) {
                       {"sampler", s.sampler},   {"hash", s.hash},     {"k", s.k},
                       {"tables", s.tables},     {"bucket", s.bucket}, {"seed", s.seed}};
   if (!s.layers.empty()) c["layers"] = s.layers;  // only when set: older checkpoints stay resumable
-  if (s.format != "xmc") c["format"] = s.format;
-  if (s.sampler == "lsh") {  // how the LSH softmax trains (absent from checkpoints made before them)
+  if (data::data_format_from_string(s.format) != data::DataFormat::xmc) c["format"] = s.format;
+  // How the LSH softmax trains (absent from checkpoints made before them).
+  if (sampler_from_string(s.sampler) == Sampler::lsh) {
     c["negatives"] = s.negatives;
     c["negatives_uniform"] = s.negatives_uniform;
     c["logq"] = s.logq ? "on" : "off";
@@ -57,7 +59,7 @@ NetworkSpec network_spec_from_config(const nlohmann::json& config, const std::st
   FRUGAL_CHECK(s.features > 0 && s.labels > 0 && s.hidden > 0,
                fmt::format("{}: config has features = {}, labels = {}, hidden = {}: each must be > 0", where,
                            s.features, s.labels, s.hidden));
-  if (!s.layers.empty()) parse_layer_widths(s.layers);  // a damaged value fails here, named
+  if (!s.layers.empty()) parse_layer_widths(s.layers, where + ": config 'layers'");  // a damaged value fails here
   return s;
 }
 

@@ -1,16 +1,32 @@
 #include "layers/network_spec.h"
 
-#include <charconv>
 #include <string_view>
 #include <variant>
 
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/data/data_format.h"
+#include "core/parse.h"
 #include "layers/mlp_network.h"
 #include "layers/xmc_network.h"
 
 namespace frugal::layers {
+
+std::string_view to_string(Sampler sampler) { return sampler == Sampler::lsh ? "lsh" : "exact"; }
+std::string_view to_string(HashKind kind) { return kind == HashKind::dwta ? "dwta" : "simhash"; }
+
+Sampler sampler_from_string(std::string_view name) {
+  for (const Sampler s : {Sampler::lsh, Sampler::exact})
+    if (name == to_string(s)) return s;
+  throw Error(fmt::format("unknown sampler '{}': expected lsh or exact", name));
+}
+
+HashKind hash_kind_from_string(std::string_view name) {
+  for (const HashKind k : {HashKind::dwta, HashKind::simhash})
+    if (name == to_string(k)) return k;
+  throw Error(fmt::format("unknown LSH family '{}': expected dwta or simhash", name));
+}
 
 std::vector<size_t> NetworkSpec::hidden_widths() const {
   return layers.empty() ? std::vector<size_t>{hidden} : parse_layer_widths(layers);
@@ -18,7 +34,7 @@ std::vector<size_t> NetworkSpec::hidden_widths() const {
 
 lsh::LshOptions NetworkSpec::lsh_options() const {
   lsh::LshOptions o;
-  if (hash == "dwta")
+  if (hash_kind_from_string(hash) == HashKind::dwta)
     o.family = lsh::Dwta{.k = k, .bin_size = bin_size};
   else
     o.family = lsh::SimHash{.k = k};
@@ -40,12 +56,9 @@ lsh::LshOptions NetworkSpec::lsh_options() const {
 }
 
 void build_network(Model& model, const NetworkSpec& spec, const Placement& placement) {
-  FRUGAL_CHECK(spec.sampler == "lsh" || spec.sampler == "exact",
-               fmt::format("unknown sampler '{}': expected lsh or exact", spec.sampler));
-  FRUGAL_CHECK(spec.hash == "dwta" || spec.hash == "simhash",
-               fmt::format("unknown LSH family '{}': expected dwta or simhash", spec.hash));
-  const auto sampler = spec.sampler == "lsh" ? Sampler::lsh : Sampler::exact;
-  if (spec.layers.empty() && spec.format == "xmc") {
+  const Sampler sampler = sampler_from_string(spec.sampler);
+  hash_kind_from_string(spec.hash);  // an unknown family fails here, whichever the sampler
+  if (spec.layers.empty() && data::data_format_from_string(spec.format) == data::DataFormat::xmc) {
     build_xmc_network(model, {.features = spec.features, .labels = spec.labels, .hidden = spec.hidden,
                               .sampler = sampler, .lsh = spec.lsh_options(), .seed = spec.seed,
                               .placement = placement});
@@ -56,23 +69,9 @@ void build_network(Model& model, const NetworkSpec& spec, const Placement& place
                             .placement = placement});
 }
 
-std::vector<size_t> parse_layer_widths(const std::string& text) {
-  std::vector<size_t> out;
-  std::string_view rest = text;
-  while (true) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    size_t width = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), width);
-    if (ec != std::errc() || end != item.data() + item.size() || width == 0)
-      throw Error(fmt::format("--layers '{}': bad width '{}': expected positive integers separated by commas, "
-                              "e.g. 1024,1024",
-                              text, item));
-    out.push_back(width);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return out;
+std::vector<size_t> parse_layer_widths(const std::string& text, std::string_view what) {
+  return parse_list<size_t>(what, text, "width", "positive integers separated by commas, e.g. 1024,1024",
+                            [](size_t w) { return w > 0; });
 }
 
 }  // namespace frugal::layers

@@ -8,22 +8,36 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model.h"
 #include "core/placement.h"
 #include "layers/lsh/lsh_sampler.h"
+#include "layers/softmax_output.h"
 
 namespace frugal::layers {
 
+// The LSH families by name; lsh::Family is the family with its parameters.
+enum class HashKind { dwta, simhash };
+
+// The names of NetworkSpec's choices, which are also those of a checkpoint's config and of the
+// flags: "exact" / "lsh", "dwta" / "simhash" (data::to_string names the data formats). A name
+// that is none of them throws, naming the accepted ones.
+std::string_view to_string(Sampler sampler);
+std::string_view to_string(HashKind kind);
+Sampler sampler_from_string(std::string_view name);
+HashKind hash_kind_from_string(std::string_view name);
+
+// Strings rather than enums, as a checkpoint's config records them (layers/network_config.h).
 struct NetworkSpec {
   size_t features = 0, labels = 0;
   size_t hidden = 128;
   std::string layers{};         // "W1,W2,...": hidden widths, input side first; empty: one of `hidden`
-  std::string format = "xmc";   // the data the network was made for: xmc or idx
-  std::string sampler = "lsh";  // output neurons computed in training: lsh or exact
-  // LSH (sampler lsh): family and its K (0: lsh::default_k for the label count), tables, buckets,
-  // active-set bounds, rebuild schedule.
+  std::string format = "xmc";   // the data the network was made for: data::DataFormat xmc or idx
+  std::string sampler = "lsh";  // output neurons computed in training: Sampler lsh or exact
+  // LSH (sampler lsh): family (HashKind) and its K (0: lsh::default_k for the label count), tables,
+  // buckets, active-set bounds, rebuild schedule.
   std::string hash = "dwta";
   int k = 0, bin_size = 8;
   size_t tables = 100, bucket = 128, min_active = 0, max_active = 0;
@@ -43,7 +57,8 @@ struct NetworkSpec {
 // Adds the network's layers to `model`, every layer sliced over `placement`'s group.
 void build_network(Model& model, const NetworkSpec& spec, const Placement& placement);
 
-// Parses "1024,512" into {1024, 512}; every width must be a positive integer.
-std::vector<size_t> parse_layer_widths(const std::string& text);
+// Parses "1024,512" into {1024, 512}; every width must be a positive integer. `what` names the
+// text in errors.
+std::vector<size_t> parse_layer_widths(const std::string& text, std::string_view what = "NetworkSpec::layers");
 
 }  // namespace frugal::layers

@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const size_t k = argc == 4 ? std::strtoul(argv[3], nullptr, 10) : 5;
+    const size_t k = argc == 4 ? frugal::parse_number<size_t>("K", argv[3], "a positive integer",
+                                                              [](size_t n) { return n > 0; })
+                               : 5;
     frugal::Predictor predictor(argv[1]);
     frugal::data::XmcReader reader(argv[2]);
     std::optional<frugal::Propensities> propensities;

@@ -74,7 +74,7 @@ void BoundaryExchange::check_message(int from, const std::vector<std::byte>& byt
   const size_t entry = index_bytes(from) + value_bytes(options_.wire);
   FRUGAL_CHECK(bytes.size() == batch * kept_[from] * entry,
                fmt::format("model-parallel exchange: rank {} sent {} bytes of activations, expected {} ({} samples x {} "
-                           "kept x {} bytes): the ranks disagree on the batch or on --mp-keep",
+                           "kept x {} bytes): the ranks disagree on the batch or on MpCompression::keep",
                            from, bytes.size(), batch * kept_[from] * entry, batch, kept_[from], entry));
 }
 

@@ -58,8 +58,9 @@ struct Definition {
 }  // namespace
 
 void GcideOptions::validate() const {
-  FRUGAL_CHECK(min_count >= 1, "gcide: --min-count must be >= 1");
-  FRUGAL_CHECK(max_df > 0.0 && max_df <= 1.0, fmt::format("gcide: --max-df {}: expected a share in (0, 1]", max_df));
+  FRUGAL_CHECK(min_count >= 1, "GcideOptions::min_count must be >= 1");
+  FRUGAL_CHECK(max_df > 0.0 && max_df <= 1.0,
+               fmt::format("GcideOptions::max_df {}: expected a share in (0, 1]", max_df));
   SplitOptions{.test_fraction = test_fraction, .seed = seed}.validate();
 }
 

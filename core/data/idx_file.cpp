@@ -144,7 +144,7 @@ Dataset IdxFile::open(const std::string& prefix) {
   const std::string base = strip_suffix(prefix);
   for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"})
     if (!std::filesystem::exists(base + kind) && !std::filesystem::exists(base + kind + ".gz"))
-      throw Error(fmt::format("{}{}[.gz]: no such file: --format idx expects a prefix such as "
+      throw Error(fmt::format("{}{}[.gz]: no such file: an IDX data set is named by its prefix, such as "
                               "/usr/share/datasets/fashion-mnist/train (apt-get install dataset-fashion-mnist)",
                               base, kind));
   const IdxImages images = read_images(images_file);

@@ -91,13 +91,13 @@ class Generator {
 }  // namespace
 
 void SynthXmcOptions::validate() const {
-  FRUGAL_CHECK(features > 0, "synth-xmc: --features must be > 0");
-  FRUGAL_CHECK(labels > 0, "synth-xmc: --labels must be > 0");
-  FRUGAL_CHECK(nnz > 0, "synth-xmc: --nnz must be > 0");
-  FRUGAL_CHECK(labels_per_point > 0, "synth-xmc: --labels-per-point must be > 0");
-  FRUGAL_CHECK(prototype_size > 0, "synth-xmc: --prototype-size must be > 0");
-  FRUGAL_CHECK(noise >= 0.0 && noise <= 1.0, fmt::format("synth-xmc: --noise must be in [0, 1], got {}", noise));
-  FRUGAL_CHECK(zipf >= 0.0 && std::isfinite(zipf), "synth-xmc: --zipf must be >= 0");
+  FRUGAL_CHECK(features > 0, "SynthXmcOptions::features must be > 0");
+  FRUGAL_CHECK(labels > 0, "SynthXmcOptions::labels must be > 0");
+  FRUGAL_CHECK(nnz > 0, "SynthXmcOptions::nnz must be > 0");
+  FRUGAL_CHECK(labels_per_point > 0, "SynthXmcOptions::labels_per_point must be > 0");
+  FRUGAL_CHECK(prototype_size > 0, "SynthXmcOptions::prototype_size must be > 0");
+  FRUGAL_CHECK(noise >= 0.0 && noise <= 1.0, fmt::format("SynthXmcOptions::noise must be in [0, 1], got {}", noise));
+  FRUGAL_CHECK(zipf >= 0.0 && std::isfinite(zipf), "SynthXmcOptions::zipf must be >= 0");
 }
 
 SynthXmc generate_synth_xmc(const SynthXmcOptions& options) {

@@ -41,8 +41,8 @@ void TrainerOptions::validate() const {
   mp.validate();
   if (dp) {
     dp->validate();
-    FRUGAL_CHECK(!parallel.dense_gradients, "TrainerOptions: DCT-DP thresholds (dp) contradict the dense "
-                                            "all-reduce (parallel.dense_gradients): choose one");
+    FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (TrainerOptions::dp) contradict the dense "
+                                            "all-reduce (TrainerOptions::parallel.dense_gradients): choose one");
   }
 }
 

@@ -22,18 +22,19 @@ struct LshSampler::Scratch {
 using ScratchPerThread = tbb::enumerable_thread_specific<LshSampler::Scratch>;
 
 void LshOptions::validate() const {
-  FRUGAL_CHECK(tables >= 1, "LSH: tables must be >= 1");
-  FRUGAL_CHECK(bucket_capacity >= 1, "LSH: bucket capacity must be >= 1");
+  FRUGAL_CHECK(tables >= 1, "LshOptions::tables must be >= 1");
+  FRUGAL_CHECK(bucket_capacity >= 1, "LshOptions::bucket_capacity must be >= 1");
   FRUGAL_CHECK(max_active == 0 || max_active >= min_active,
-               fmt::format("LSH: max_active ({}) must be >= min_active ({})", max_active, min_active));
-  FRUGAL_CHECK(rebuild_first >= 1, "LSH: rebuild_first must be >= 1 step");
-  FRUGAL_CHECK(rebuild_growth >= 1.0 && std::isfinite(rebuild_growth), "LSH: rebuild_growth must be >= 1");
-  FRUGAL_CHECK(rebuild_max >= rebuild_first, "LSH: rebuild_max must be >= rebuild_first");
+               fmt::format("LshOptions::max_active ({}) must be >= LshOptions::min_active ({})", max_active,
+                           min_active));
+  FRUGAL_CHECK(rebuild_first >= 1, "LshOptions::rebuild_first must be >= 1 step");
+  FRUGAL_CHECK(rebuild_growth >= 1.0 && std::isfinite(rebuild_growth), "LshOptions::rebuild_growth must be >= 1");
+  FRUGAL_CHECK(rebuild_max >= rebuild_first, "LshOptions::rebuild_max must be >= LshOptions::rebuild_first");
   // Each draw is kept per sample and thread while the set is built: bound it well below memory.
   FRUGAL_CHECK(negatives <= (size_t{1} << 20),
-               fmt::format("LSH: negatives must be at most 1048576 per point, got {}", negatives));
+               fmt::format("LshOptions::negatives must be at most 1048576 per point, got {}", negatives));
   FRUGAL_CHECK(negative_uniform_share >= 0.0 && negative_uniform_share <= 1.0,
-               fmt::format("LSH: negative_uniform_share must be in [0, 1], got {}", negative_uniform_share));
+               fmt::format("LshOptions::negative_uniform_share must be in [0, 1], got {}", negative_uniform_share));
 }
 
 LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, uint64_t seed)

@@ -192,7 +192,7 @@ TEST_CASE("DCT-MP: ranks that disagree on --mp-keep fail with a clear error, not
     }
   });
   REQUIRE(errors.size() == 2);
-  for (const auto& e : errors) REQUIRE_THAT(e, Catch::Contains("--mp-keep"));
+  for (const auto& e : errors) REQUIRE_THAT(e, Catch::Contains("MpCompression::keep"));
 }
 
 TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically to --mp-keep") {

@@ -22,6 +22,7 @@
 
 // Data sets: readers, generators, splits, statistics, reference rankers, the batch loader.
 #include "core/data/batch_loader.h"
+#include "core/data/data_format.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
 #include "core/data/dictd_file.h"

@@ -1,0 +1,81 @@
+// What every subcommand does with its flags, in one place:
+//  - add_choice: a flag whose value is one of a few names becomes the enum (or bool) the name
+//    stands for, once, while CLI11 parses; nothing compares option strings afterwards. The names
+//    are the library's own (to_string of the enum) unless given; help and errors are CLI11's
+//    IsMember ones ("--format: bad not in {xmc,idx}").
+//  - with_flag_names: the library names option fields in its errors ("SynthXmcOptions::features
+//    must be > 0"), never flags; a command knows which flag fills which field and rethrows the
+//    error naming the flag instead ("synth-xmc: --features must be > 0").
+// Numbers in flags are CLI11's; numbers in other text ("AxB", lists, variables) are core/parse.h's.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+
+namespace frugal::cli {
+
+// `flag` takes one of the names and stores its value in `target` (which must outlive parsing);
+// help shows `target`'s name as the default.
+template <class T>
+CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, T& target, std::vector<std::pair<std::string, T>> names,
+                        const std::string& help) {
+  std::vector<std::string> accepted;
+  std::string current;
+  for (const auto& [name, value] : names) {
+    accepted.push_back(name);
+    if (value == target) current = name;
+  }
+  CLI::Option* option = cmd->add_option_function<std::string>(
+      flag,
+      [&target, names](const std::string& given) {
+        for (const auto& [name, value] : names)
+          if (name == given) target = value;  // the one conversion; IsMember has checked `given`
+      },
+      help);
+  option->check(CLI::IsMember(accepted));
+  option->default_str(current);
+  return option;
+}
+
+// The same with the library's names of `values` (to_string), in this order.
+template <class E>
+CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, E& target, std::initializer_list<E> values,
+                        const std::string& help) {
+  std::vector<std::pair<std::string, E>> names;
+  for (const E v : values) names.emplace_back(std::string(to_string(v)), v);
+  return add_choice(cmd, flag, target, std::move(names), help);
+}
+
+// Option field -> the flag that fills it, e.g. {"SynthXmcOptions::features", "--features"}.
+using FlagNames = std::vector<std::pair<std::string_view, std::string_view>>;
+
+// Runs `body`; a frugal::Error whose message names a field of `names` is rethrown with the flags'
+// names instead, after `prefix` (e.g. "synth-xmc: "). Other errors pass unchanged.
+template <class F>
+void with_flag_names(FlagNames names, std::string_view prefix, F&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    // Longest first: LshOptions::rebuild_first must not be taken for a shorter field it starts with.
+    std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    std::string what = e.what();
+    bool named = false;
+    for (const auto& [field, flag] : names) {
+      for (size_t at = what.find(field); at != std::string::npos; at = what.find(field, at + flag.size())) {
+        what.replace(at, field.size(), flag);
+        named = true;
+      }
+    }
+    if (!named) throw;
+    throw Error(std::string(prefix) + what);
+  }
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,30 @@
+// The environment variables of a run, each named once: `frugal launch` (apps/launcher.cpp) writes
+// them for every rank it starts and comm::init (comm/init.cpp) reads them. A person starting ranks
+// by hand sets them the same way (README.md, comm/README.md, where shell scripts and documentation
+// spell the names out). Flags of comm::init(argc, argv) win over them.
+#pragma once
+
+#include <string_view>
+
+namespace frugal::comm::env {
+
+// zmq, mpi or local: the backend, instead of init's own choice (mpirun -> MPI, FRUGAL_SIZE -> ZeroMQ).
+inline constexpr std::string_view kTransport = "FRUGAL_TRANSPORT";
+// The number of ranks of a ZeroMQ run (--size); set, it makes init choose ZeroMQ.
+inline constexpr std::string_view kSize = "FRUGAL_SIZE";
+// This process's rank, 0..size-1 (--rank).
+inline constexpr std::string_view kRank = "FRUGAL_RANK";
+// host:port that rank 0 binds and the other ranks dial (--coordinator).
+inline constexpr std::string_view kCoordinator = "FRUGAL_COORDINATOR";
+// The CURVE key file made by `frugal keygen` (--cluster-key); on every rank or none.
+inline constexpr std::string_view kClusterKey = "FRUGAL_CLUSTER_KEY";
+// Seconds of silence after which a peer is declared dead (--comm-timeout; default 30).
+inline constexpr std::string_view kCommTimeout = "FRUGAL_COMM_TIMEOUT";
+// Seconds start-up waits for every rank to join (default 120).
+inline constexpr std::string_view kRendezvousTimeout = "FRUGAL_RENDEZVOUS_TIMEOUT";
+// The address this rank listens on for its peers (default: the local address facing the coordinator).
+inline constexpr std::string_view kBindHost = "FRUGAL_BIND_HOST";
+// Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
+inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
+
+}  // namespace frugal::comm::env

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# How `frugal` turns flags into the library's typed options and names them in errors:
+#  1. choice flags keep their spellings in run configs and checkpoints (sampler, hash, logq, ...);
+#  2. an error the library raises about an option field names the flag that set it
+#     (LshOptions::negatives -> --negatives, SynthXmcOptions::features -> --features, ...);
+#  3. values outside flags (--grid, --slice-weights, --layers, FRUGAL_* variables) fail naming the
+#     flag or variable and the bad text, in one style;
+#  4. an unknown choice is refused by the parser, naming the accepted ones.
+# Usage: test_cli_options.sh FRUGAL SOURCE_ROOT
+set -euo pipefail
+FRUGAL=$1
+SRC=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails_with() {  # fails_with TEXT CMD...: the command must fail and its output contain TEXT
+  local text=$1; shift
+  echo "+ $* (must fail: $text)"
+  if "$@" > "$TMP/fail.log" 2>&1; then cat "$TMP/fail.log"; echo "succeeded, expected a failure"; exit 1; fi
+  grep -qF -- "$text" "$TMP/fail.log" || { cat "$TMP/fail.log"; echo "the error does not say '$text'"; exit 1; }
+}
+"$FRUGAL" data synth-xmc --features 300 --labels 40 --train 200 --test 50 --nnz 10 --labels-per-point 2 --seed 1 \
+  --out "$TMP/data" > /dev/null
+T=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 --threads 1 --quiet --hidden 8
+   --tables 4 --max-steps 2)
+
+# 1. Every choice flag set away from its default; the run config records the flags' spellings.
+"$FRUGAL" "${T[@]}" --sampler exact --hash simhash --logq off --infer lsh --output-init centroid --optimizer sgd \
+  --sparse-updates catchup --lr-schedule cosine --wire-dtype bf16 --dp-tau exact --parallel data \
+  --metrics "$TMP/m.jsonl" --checkpoint "$TMP/ckpt" > /dev/null
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+start = json.loads(open(os.path.join(d, "m.jsonl")).readline())
+c = start["config"]
+want = {"sampler": "exact", "hash": "simhash", "infer": "lsh", "output_init": "centroid", "optimizer": "sgd",
+        "sparse_updates": "catchup", "lr_schedule": "cosine", "wire_dtype": "bf16", "dp_tau": "exact",
+        "parallel": "data"}
+assert {k: c.get(k) for k in want} == want, c
+manifest = json.load(open(os.path.join(d, "ckpt", "manifest.json")))
+assert manifest["config"]["sampler"] == "exact" and manifest["config"]["hash"] == "simhash", manifest["config"]
+PY
+"$FRUGAL" "${T[@]}" --logq off --metrics "$TMP/lsh.jsonl" > /dev/null
+python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert c["logq"] == "off" and c["sampler"] == "lsh", c' \
+  "$TMP/lsh.jsonl"
+
+# 2. Library errors name option fields; the command names its flags.
+fails_with "--negatives must be at most 1048576 per point, got 2000000" "$FRUGAL" "${T[@]}" --negatives 2000000
+fails_with "--max-active (5) must be >= --min-active (10)" "$FRUGAL" "${T[@]}" --max-active 5 --min-active 10
+fails_with "synth-xmc: --features must be > 0" "$FRUGAL" data synth-xmc --features 0 --out "$TMP/x"
+fails_with "synth-xmc: --labels-per-point must be > 0" "$FRUGAL" data synth-xmc --labels-per-point 0 --out "$TMP/x"
+G=$SRC/tests/data/fixtures/gcide
+fails_with "gcide: --max-df 2: expected a share in (0, 1]" \
+  "$FRUGAL" data gcide --dict "$G/gcide.dict" --index "$G/gcide.index" --max-df 2 --out "$TMP/g"
+fails_with "gcide: --min-count must be >= 1" \
+  "$FRUGAL" data gcide --dict "$G/gcide.dict" --index "$G/gcide.index" --min-count 0 --out "$TMP/g"
+fails_with "--format idx: $TMP/none-images-idx3-ubyte[.gz]: no such file" \
+  "$FRUGAL" train --format idx --train "$TMP/none" --test "$TMP/none" --quiet
+fails_with "--format idx: $TMP/none-images-idx3-ubyte[.gz]: no such file" "$FRUGAL" data stats --format idx "$TMP/none"
+
+# 3. Values outside flags.
+fails_with "--grid '2y2': expected DxM, e.g. 2x2" "$FRUGAL" "${T[@]}" --grid 2y2
+fails_with "--grid '0x1': expected DxM, e.g. 2x2" "$FRUGAL" "${T[@]}" --grid 0x1
+fails_with "--grid 2x2 needs 4 ranks, but the run has 1" "$FRUGAL" "${T[@]}" --grid 2x2
+fails_with "--slice-weights '1,x': bad weight 'x'" "$FRUGAL" "${T[@]}" --slice-weights 1,x
+fails_with "--layers '8,0': bad width '0': expected positive integers separated by commas" \
+  "$FRUGAL" "${T[@]}" --layers 8,0
+fails_with "FRUGAL_SIZE 'four': expected an integer" env FRUGAL_SIZE=four "$FRUGAL" "${T[@]}"
+fails_with "FRUGAL_TRANSPORT 'tcp': expected zmq, mpi or local" env FRUGAL_TRANSPORT=tcp "$FRUGAL" "${T[@]}"
+fails_with "a ZeroMQ run needs the rank: FRUGAL_RANK" env FRUGAL_SIZE=2 "$FRUGAL" "${T[@]}"
+fails_with "FRUGAL_COMM_TIMEOUT 'x': expected a positive number of seconds" \
+  env FRUGAL_SIZE=2 FRUGAL_RANK=1 FRUGAL_COORDINATOR=127.0.0.1:1 FRUGAL_COMM_TIMEOUT=x "$FRUGAL" "${T[@]}"
+
+# 4. Unknown choices.
+fails_with "--sampler: bad not in {lsh,exact}" "$FRUGAL" "${T[@]}" --sampler bad
+fails_with "--wire-dtype: f64 not in {f32,bf16,f16}" "$FRUGAL" "${T[@]}" --wire-dtype f64
+fails_with "--transport: tcp not in {zmq,mpi}" "$FRUGAL" launch -n 2 --transport tcp -- true
+echo "OK: choices keep their spellings; errors name flags and variables"
