@@ -7,9 +7,11 @@
 //   g++ -std=c++20 predict_xmc.cpp $(pkg-config --cflags --libs frugal)
 #include <frugal/frugal.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
@@ -17,9 +19,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const size_t k = argc == 4 ? frugal::parse_number<size_t>("K", argv[3], "a positive integer",
-                                                              [](size_t n) { return n > 0; })
-                               : 5;
+    size_t k = 5;
+    if (argc == 4) {
+      const std::string_view text = argv[3];
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), k);
+      if (error != std::errc{} || end != text.data() + text.size() || k == 0) {
+        std::fprintf(stderr, "K '%s': expected a positive integer\n", argv[3]);
+        return 2;
+      }
+    }
     frugal::Predictor predictor(argv[1]);
     frugal::data::XmcReader reader(argv[2]);
     std::optional<frugal::Propensities> propensities;
