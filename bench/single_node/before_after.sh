@@ -41,7 +41,7 @@ rate() {  # metrics file -> train samples/s of its epoch line
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     e=json.loads(l)
-    if e.get("event")=="epoch": print(e["samples_per_s"]); break' "$1"
+    if e.get("event")=="epoch": print(e["train_samples_per_s"]); break' "$1"
 }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/summary.txt"
 for sampler in lsh exact; do
