@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/device.h"
 
 namespace frugal::cli {
 
@@ -51,6 +52,20 @@ CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, E& target, std::
   std::vector<std::pair<std::string, E>> names;
   for (const E v : values) names.emplace_back(std::string(to_string(v)), v);
   return add_choice(cmd, flag, target, std::move(names), help);
+}
+
+// --device cpu|cuda|cuda:N|auto (core/device.h): the name is checked while CLI11 parses; whether
+// that device exists is the command's to find out (resolve_device), once it runs.
+inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
+  CLI::Option* option = cmd->add_option("--device", target, "compute device: cpu, cuda, cuda:N, or auto (cuda when a "
+                                                            "CUDA backend is available, else cpu)");
+  option->capture_default_str();
+  option->check(CLI::Validator(
+      [](std::string& given) {
+        return is_device_spec(given) ? std::string() : "'" + given + "' is not one of cpu, cuda, cuda:N, auto";
+      },
+      "cpu|cuda|cuda:N|auto", "device"));
+  return option;
 }
 
 // Option field -> the flag that fills it, e.g. {"SynthXmcOptions::features", "--features"}.

@@ -24,6 +24,7 @@
 #include "core/ranking_metrics.h"
 #include "core/data/xmc_reader.h"
 #include "core/backend.h"
+#include "core/device.h"
 #include "layers/predictor.h"
 
 namespace frugal::cli {
@@ -35,9 +36,12 @@ struct Session {
   std::unique_ptr<Predictor> predictor;
 };
 
-Session open_session(const std::string& model, int threads, Inference infer, size_t candidates,
-                     comm::RunConfig config) {
-  default_backend().set_num_threads(threads);
+Session open_session(const std::string& model, const std::string& device, int threads, Inference infer,
+                     size_t candidates, comm::RunConfig config) {
+  // The device is per rank (a mixed cluster may differ), so it is not in the run config.
+  Backend& backend = resolve_device(device);
+  set_default_backend(&backend);
+  backend.set_num_threads(threads);
   config["model"] = model;
   config["infer"] = std::string(to_string(infer));
   config["infer_candidates"] = std::to_string(candidates);
@@ -98,12 +102,13 @@ struct PredictArgs {
   std::string model, input, out;
   size_t top_k = 5, batch = 512;
   int threads = 0;
+  std::string device = "auto";
   Inference infer = Inference::exact;
   size_t infer_candidates = InferenceOptions{}.candidates;
 };
 
 void run_predict(const PredictArgs& a) {
-  Session s = open_session(a.model, a.threads, a.infer, a.infer_candidates, {{"command", "predict"}, {"input", a.input},
+  Session s = open_session(a.model, a.device, a.threads, a.infer, a.infer_candidates, {{"command", "predict"}, {"input", a.input},
                                                {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
   data::XmcReader reader = open_input(a.input, *s.predictor);
   const bool writer = s.world->rank() == 0;
@@ -136,6 +141,7 @@ struct EvaluateArgs {
   PropensityOptions propensity;
   size_t batch = 512;
   int threads = 0;
+  std::string device = "auto";
   bool json = false;
   Inference infer = Inference::exact;
   size_t infer_candidates = InferenceOptions{}.candidates;
@@ -157,7 +163,7 @@ std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Pr
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  Session s = open_session(a.model, a.threads, a.infer, a.infer_candidates, {{"command", "evaluate"}, {"test", a.test},
+  Session s = open_session(a.model, a.device, a.threads, a.infer, a.infer_candidates, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
   Predictor& predictor = *s.predictor;
@@ -204,7 +210,8 @@ void run_evaluate(const EvaluateArgs& a) {
 
 // The options predict and evaluate share.
 void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, Inference& infer,
-                        size_t& candidates) {
+                        size_t& candidates, std::string& device) {
+  add_device_option(cmd, device);
   cmd->add_option("--infer-candidates", candidates, "--infer lsh: labels scored per point at most, those found in "
                                                     "the most tables (0: all the tables return)")
       ->capture_default_str();
@@ -226,7 +233,7 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
   cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file (default: stdout)");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates, a->device);
   cmd->callback([a] { run_predict(*a); });
 }
 
@@ -242,7 +249,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
   cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates, a->device);
   cmd->callback([a] {
     a->propensity.validate();  // before the model is loaded
     run_evaluate(*a);

@@ -10,10 +10,15 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
+#include <numeric>
 #include <memory>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,6 +40,8 @@
 #include "core/train/trainer.h"
 #include "core/data/xmc_file.h"
 #include "core/backend.h"
+#include "core/device.h"
+#include "core/train/rebalance.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
 
@@ -76,6 +83,10 @@ struct TrainArgs {
   std::string grid, slice_weights;
   std::optional<Grid> grid_shape;
   std::vector<double> weights;
+  // --slice-weights auto: calibrate over --calibration-steps after --calibration-warmup steps.
+  bool auto_weights = false;
+  size_t calibration_steps = 20, calibration_warmup = 5;
+  std::string device = "auto";  // --device cpu|cuda|cuda:N|auto (core/device.h)
   ParallelMode parallel = ParallelMode::model;
   bool quiet = false;
   data::DataFormat format = data::DataFormat::xmc;
@@ -117,7 +128,8 @@ void parse_grid_and_weights(TrainArgs& a) {
     const auto [d, m] = parse_pair<int>("--grid", a.grid, 'x', "DxM, e.g. 2x2", [](int n) { return n > 0; });
     a.grid_shape = Grid{d, m};
   }
-  if (!a.slice_weights.empty())
+  a.auto_weights = a.slice_weights == "auto";
+  if (!a.slice_weights.empty() && !a.auto_weights)
     a.weights = parse_list<double>("--slice-weights", a.slice_weights, "weight",
                                    "positive numbers separated by commas, e.g. 1,1,2",
                                    [](double w) { return w > 0 && std::isfinite(w); });
@@ -215,8 +227,96 @@ comm::RunConfig to_run_config(const nlohmann::json& config) {
   return out;
 }
 
+// The run's compute backend: the device --device names (core/device.h), made the default backend
+// every layer and optimizer uses.
+Backend& choose_device(const std::string& device, int threads) {
+  Backend& backend = resolve_device(device);
+  set_default_backend(&backend);
+  backend.set_num_threads(threads);
+  return backend;
+}
+
+// The folder the ranks reslice through (core/train/rebalance.h): rank 0 names it, every rank gets
+// the name. Under --checkpoint DIR (which every rank sees), a subfolder of it; else the temporary
+// folder (the ranks must share it: one host).
+std::string reslice_folder(comm::Communicator& world, const std::string& checkpoint) {
+  std::string name;
+  if (world.rank() == 0) {
+    const auto base = checkpoint.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(checkpoint);
+    const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+    name = (base / fmt::format("reslice-{}-{}", static_cast<long>(::getpid()), ticks)).string();
+  }
+  std::vector<std::byte> bytes(name.size());
+  std::memcpy(bytes.data(), name.data(), name.size());
+  world.broadcast_bytes(bytes, 0).wait();
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// The first epoch of a --slice-weights auto run: --calibration-warmup steps, --calibration-steps
+// timed steps, the new weights from the group's step times, the model resliced onto them, then the
+// rest of the epoch. Every rank computes the same weights from the same gathered times.
+FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const FitOptions& fit_options,
+                           comm::Communicator& world, const Grid& grid, Model& model,
+                           std::optional<Trainer>& trainer,
+                           const std::function<void(Model&, const std::vector<double>&)>& build, MetricsLog& log) {
+  const Parallelism parallel = trainer->parallel();
+  // A part of the epoch: `steps` steps (0: to the end) after `skip`, within --max-steps.
+  const auto part = [&](size_t skip, size_t steps, bool end, const char* label) {
+    FitOptions o = fit_options;
+    o.skip_steps = skip;
+    o.end_epoch = end;
+    o.label = label;
+    o.max_steps = steps;
+    if (a.max_steps > 0) {
+      const size_t left = a.max_steps > skip ? a.max_steps - skip : 0;
+      o.max_steps = steps == 0 ? left : std::min(steps, left);
+      if (left == 0) o.skip_steps = std::numeric_limits<size_t>::max();  // nothing left: skip every batch
+    }
+    return trainer->fit_epoch(train, o);
+  };
+  FitResult fit = a.calibration_warmup > 0 ? part(0, a.calibration_warmup, false, "warm-up") : FitResult{};
+  const FitResult timed = part(fit.steps, a.calibration_steps, false, "calibrate");
+  fit.merge(timed);
+  const double mine = timed.steps > 0 ? timed.step_seconds() : fit.step_seconds();
+  if (fit.steps == 0 || mine <= 0) {
+    if (world.rank() == 0)
+      fmt::print("--slice-weights auto: the epoch has no steps to calibrate on; the slices stay as they are\n");
+  } else {
+    const std::vector<double> times = gather_step_seconds(mine, parallel.model, parallel.data);
+    const std::vector<double> current = model.input().placement().weights;
+    // The Backend interface reports no memory limit (the CPU backend has none to report): no cap.
+    const RebalancePlan plan = throughput_weights(times, current, {});
+    std::vector<size_t> labels(static_cast<size_t>(grid.model));
+    const auto bounds = slice_bounds(model.output().out_features(), static_cast<size_t>(grid.model), plan.weights);
+    for (size_t r = 0; r < labels.size(); ++r) labels[r] = bounds[r + 1] - bounds[r];
+    if (world.rank() == 0) {
+      fmt::print("--slice-weights auto: calibrated over {} steps (after {} warm-up), no memory cap (the {} backend "
+                 "reports no memory limit)\n", timed.steps > 0 ? timed.steps : fit.steps,
+                 timed.steps > 0 ? fit.steps - timed.steps : 0, default_backend().name());
+      const double total_throughput = std::accumulate(plan.throughput.begin(), plan.throughput.end(), 0.0);
+      for (size_t r = 0; r < times.size(); ++r) {
+        fmt::print("  model rank {}: {:.5f} s/step, new share {:.4f} ({} labels){}\n", r, times[r], plan.weights[r],
+                   labels[r],
+                   plan.raised[r] ? fmt::format(" raised to the minimum share: its throughput is {:.1f}% of the "
+                                                "group's and a slice cannot be empty",
+                                                100.0 * plan.throughput[r] / total_throughput)
+                                  : "");
+      }
+    }
+    log.write({{"event", "calibration"}, {"steps", timed.steps > 0 ? timed.steps : fit.steps},
+               {"rank_step_seconds", times}, {"slice_weights", plan.weights}, {"slice_labels", labels},
+               {"raised_to_minimum", plan.raised}, {"memory_cap", false}, {"rank", world.rank()}});
+    const std::string folder = reslice_folder(world, a.checkpoint);
+    reslice(folder, model, trainer, build, plan.weights);
+    world.barrier().wait();  // every rank has read the folder
+    if (world.rank() == 0) std::filesystem::remove_all(folder);
+  }
+  fit.merge(part(fit.steps, 0, true, "train"));
+  return fit;
+}
+
 int run_train(TrainArgs a) {
-  default_backend().set_num_threads(a.threads);
+  Backend& backend = choose_device(a.device, a.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
   const data::Dataset& test = inputs.test;
@@ -246,6 +346,12 @@ int run_train(TrainArgs a) {
   config["infer"] = std::string(to_string(a.infer));
   config["infer_candidates"] = a.infer_candidates;
   config["early_stopping"] = a.early_stopping;
+  // Calibration is collective: ranks must calibrate over the same steps. (The device is per rank:
+  // a mixed cluster may give ranks of one group different devices.)
+  if (a.auto_weights) {
+    config["calibration_steps"] = a.calibration_steps;
+    config["calibration_warmup"] = a.calibration_warmup;
+  }
   const auto world = comm::init({.run_config = to_run_config(config)});
   const int rank = world->rank();
   const Grid grid = process_grid(a, world->size());
@@ -261,13 +367,18 @@ int run_train(TrainArgs a) {
     fmt::print("validation: {} points held out of the training set, {} train on\n", valid->size(), train.size());
 
   Model model;
-  layers::build_network(model, network_spec(a, train), Placement::sliced(*model_group, a.weights));
+  const auto build = [&](Model& m, const std::vector<double>& weights) {
+    layers::build_network(m, network_spec(a, train), Placement::sliced(*model_group, weights));
+  };
+  build(model, a.weights);
   TrainerOptions options = trainer_options(a, train.size());
   options.parallel = {.model = model_group.get(), .data = data_group.get(),
                       .dense_gradients = a.parallel == ParallelMode::data};
   options.mp = {.keep = a.mp_keep, .wire = a.wire_dtype, .warmup_steps = a.mp_warmup_steps};
   options.dp = dp_compression(a);
-  Trainer trainer(model, options);
+  // In an optional so that --slice-weights auto can remake it in place (the same object).
+  std::optional<Trainer> trainer_slot;
+  Trainer& trainer = trainer_slot.emplace(model, options);
   EarlyStopping stopper(a.early_stopping);
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
@@ -288,9 +399,9 @@ int run_train(TrainArgs a) {
                  info.has_dct_residuals ? "on another grid" : "without --dp-keep");
   }
   if (!a.quiet)
-    fmt::print("model: {} ({} parameters on this rank), {} threads, {} rank(s) as a {}x{} grid ({})\n",
-               model.describe(), model.num_parameters(), default_backend().num_threads(), world->size(), grid.data, grid.model,
-               world->backend());
+    fmt::print("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
+               model.describe(), model.num_parameters(), device_name(backend), backend.num_threads(), world->size(),
+               grid.data, grid.model, world->backend());
   // Propensity-scored metrics weigh hits by the training label counts; the counts are kept next to
   // the checkpoint so a saved model can be scored the same way without its training file.
   const LabelCounts label_counts = LabelCounts::of(train);
@@ -303,7 +414,7 @@ int run_train(TrainArgs a) {
   const std::string metrics_file = metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
-             {"threads", default_backend().num_threads()}, {"parse_seconds", parse_seconds},
+             {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});
@@ -324,10 +435,28 @@ int run_train(TrainArgs a) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
   const Rng seeds(a.seed);
+  // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
+  bool calibrate = a.auto_weights && grid.model > 1;
+  if (a.auto_weights && grid.model == 1 && !a.quiet)
+    fmt::print("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
   while (trainer.epoch() < a.epochs && !stopper.should_stop()) {
     const uint64_t epoch = trainer.epoch() + 1;
-    const FitResult fit = trainer.fit_epoch(train, {.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
-                                                    .progress = !a.quiet, .max_steps = a.max_steps});
+    const FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
+                                 .progress = !a.quiet, .max_steps = a.max_steps};
+    FitResult fit;
+    if (calibrate) {
+      calibrate = false;
+      fit = calibrated_epoch(a, train, fit_options, *world, grid, model, trainer_slot, build, log);
+    } else {
+      fit = trainer.fit_epoch(train, fit_options);
+    }
+    // Compute seconds per step (communication waits excluded), the slowest and fastest rank of the
+    // model group: what --slice-weights balances.
+    std::vector<float> step_max{static_cast<float>(fit.step_seconds())}, step_min = step_max;
+    if (grid.model > 1) {
+      model_group->all_reduce(step_max, comm::ReduceOp::max).wait();
+      model_group->all_reduce(step_min, comm::ReduceOp::min).wait();
+    }
     const EvalResult ev = trainer.evaluate(test, eval_options);
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
     double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch}).p(1) : -1.0;
@@ -354,6 +483,9 @@ int run_train(TrainArgs a) {
           line += fmt::format(", data-parallel {:.0f} ({:.1f}x less than a dense all-reduce)",
                               per_sample(fit.dp_bytes_sent), fit.dp_compression());
         fmt::print("{}\n", line);
+        if (grid.model > 1)
+          fmt::print("  step compute time over the model ranks: {:.4f} s (slowest) / {:.4f} s (fastest)\n",
+                     step_max[0], step_min[0]);
       }
     }
     std::fflush(stdout);
@@ -377,6 +509,8 @@ int run_train(TrainArgs a) {
                {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
                {"active_per_sample", fit.labels_scored_per_sample},
                {"steps", trainer.step()},
+               {"rank_step_seconds_max", step_max[0]},
+               {"rank_step_seconds_min", step_min[0]},
                {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
                {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
                // DCT: achieved compression (uncompressed payload / payload sent; 0: no such traffic)
@@ -516,7 +650,13 @@ void add_train_command(CLI::App& app) {
   add_choice(cmd, "--parallel", a->parallel, {ParallelMode::model, ParallelMode::data},
              "model: slice the model (with --grid); data: the whole model on every rank, gradients summed by a "
              "dense all-reduce every step (Horovod)");
-  cmd->add_option("--slice-weights", a->slice_weights, "relative share of the neurons per model rank, e.g. 1,1,2");
+  cmd->add_option("--slice-weights", a->slice_weights, "relative share of the neurons per model rank, e.g. 1,1,2; "
+                                                       "auto: measured (calibrated in the first epoch)");
+  cmd->add_option("--calibration-steps", a->calibration_steps, "--slice-weights auto: steps timed to size the slices")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--calibration-warmup", a->calibration_warmup, "--slice-weights auto: steps before the timed ones")
+      ->capture_default_str();
+  add_device_option(cmd, a->device);
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
                                          "touched row travels")

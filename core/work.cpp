@@ -44,14 +44,41 @@ bool WorkState::done() const {
 
 }  // namespace detail
 
+namespace {
+thread_local double waited = 0.0;
+
+// Adds the time an unfinished operation keeps this thread blocked to `waited`.
+class WaitClock {
+ public:
+  explicit WaitClock(const detail::WorkState& state) : running_(!state.done()) {
+    if (running_) start_ = std::chrono::steady_clock::now();
+  }
+  ~WaitClock() {
+    if (running_) waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  WaitClock(const WaitClock&) = delete;
+  WaitClock& operator=(const WaitClock&) = delete;
+
+ private:
+  bool running_;
+  std::chrono::steady_clock::time_point start_{};
+};
+}  // namespace
+
+double waited_seconds() { return waited; }
+
 Work::Work() : state_(std::make_shared<detail::WorkState>()) { state_->complete(); }
 
 void Work::wait() const {
-  state_->wait();
+  {
+    const WaitClock clock(*state_);
+    state_->wait();
+  }
   if (auto e = state_->error()) std::rethrow_exception(e);
 }
 
 void Work::wait(std::chrono::milliseconds timeout) const {
+  const WaitClock clock(*state_);
   if (!state_->wait_until(std::chrono::steady_clock::now() + timeout)) {
     throw TimeoutError(fmt::format("communication still running after {} ms (rank {})",
                                    timeout.count(), error_rank()));

@@ -64,6 +64,10 @@ class Work {
   std::shared_ptr<detail::WorkState> state_;
 };
 
+// Seconds the calling thread has spent blocked in Work::wait so far (a thread-local clock): the
+// trainer subtracts it from a step's wall time to get the step's compute time.
+double waited_seconds();
+
 // Waits for every Work in order; the first error is rethrown after all of them finished.
 template <class Range>
 void wait_all(const Range& works) {

@@ -28,6 +28,29 @@ double FitResult::mp_compression() const {
   return mp_payload_sent > 0 ? static_cast<double>(mp_payload_uncompressed) / static_cast<double>(mp_payload_sent) : 0.0;
 }
 
+void FitResult::merge(const FitResult& later) {
+  const auto weighted = [](double a, double wa, double b, double wb) { return wa + wb > 0 ? (a * wa + b * wb) / (wa + wb) : 0.0; };
+  loss = weighted(loss, static_cast<double>(samples), later.loss, static_cast<double>(later.samples));
+  labels_scored_per_sample = weighted(labels_scored_per_sample, static_cast<double>(group_samples),
+                                      later.labels_scored_per_sample, static_cast<double>(later.group_samples));
+  grad_norm = weighted(grad_norm, static_cast<double>(steps), later.grad_norm, static_cast<double>(later.steps));
+  samples += later.samples;
+  steps += later.steps;
+  seconds += later.seconds;
+  samples_per_s = seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
+  bytes_sent += later.bytes_sent;
+  bytes_received += later.bytes_received;
+  group_samples += later.group_samples;
+  mp_bytes_sent += later.mp_bytes_sent;
+  dp_bytes_sent += later.dp_bytes_sent;
+  mp_payload_sent += later.mp_payload_sent;
+  mp_payload_uncompressed += later.mp_payload_uncompressed;
+  dp_payload_sent += later.dp_payload_sent;
+  dp_payload_uncompressed += later.dp_payload_uncompressed;
+  clipped_steps += later.clipped_steps;
+  compute_seconds += later.compute_seconds;
+}
+
 double FitResult::dp_compression() const {
   return dp_payload_sent > 0 ? static_cast<double>(dp_payload_uncompressed) / static_cast<double>(dp_payload_sent) : 0.0;
 }
@@ -245,15 +268,21 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
   double norm_sum = 0.0;
+  for (size_t skipped = 0; skipped < options.skip_steps && loader.next(batch, &global); ++skipped) {
+  }
   while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
+    const double waited_before = comm::waited_seconds();
+    const auto step_start = std::chrono::steady_clock::now();
     loss_sum += train_step(batch, global);
+    result.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count() -
+                              (comm::waited_seconds() - waited_before);
     result.samples += batch.size();
     ++result.steps;
     norm_sum += last_grad_norm_;
     if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > options_.clip_norm) ++result.clipped_steps;
     progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
   }
-  catch_up();
+  if (options.end_epoch) catch_up();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.grad_norm = result.steps > 0 ? norm_sum / static_cast<double>(result.steps) : 0.0;
   comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
@@ -278,7 +307,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.samples_per_s = result.seconds > 0 ? result.samples / result.seconds : 0.0;
   result.labels_scored_per_sample = result.group_samples > 0
       ? static_cast<double>(model_.output().labels_scored() - scored_before) / result.group_samples : 0.0;
-  ++epoch_;
+  if (options.end_epoch) ++epoch_;
   progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", result.samples,
                               result.seconds, result.samples_per_s, result.loss));
   return result;

@@ -67,6 +67,12 @@ struct FitOptions {
   bool progress = true;
   std::string label = "train";
   size_t max_steps = 0;  // stop the epoch after this many steps (0: the whole data set)
+  // A part of an epoch (what calibrating slice weights in the middle of one needs): skip_steps
+  // batches of the epoch's order are skipped (they were trained by an earlier part); with
+  // end_epoch = false the call neither counts the epoch nor catches rows up, so a later call with
+  // skip_steps = the steps done so far continues the same epoch.
+  size_t skip_steps = 0;
+  bool end_epoch = true;
 };
 
 struct FitResult {
@@ -90,6 +96,14 @@ struct FitResult {
   // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
   double grad_norm = 0.0;
   size_t clipped_steps = 0;
+  // Compute time of this rank's steps, summed: each step's wall time minus the time this thread
+  // waited for communication in it (comm::waited_seconds), so a rank's own speed shows whatever
+  // its peers do. step_seconds() is the mean per step.
+  double compute_seconds = 0.0;
+  double step_seconds() const { return steps > 0 ? compute_seconds / static_cast<double>(steps) : 0.0; }
+  // Appends the result of a later part of the same epoch (FitOptions::skip_steps): sums, and means
+  // weighted by points or steps.
+  void merge(const FitResult& later);
   double mp_compression() const;
   double dp_compression() const;
 };
@@ -157,6 +171,7 @@ class Trainer {
     optimizer_->set_steps(step);
   }
   const Parallelism& parallel() const { return options_.parallel; }
+  const TrainerOptions& options() const { return options_; }
   // How the replicas sum their gradients (null without an active data-parallel group). Checkpoints
   // save and restore its error feedback (DCT-DP's residuals).
   comm::ReplicaReducer* reducer() { return reducer_.get(); }

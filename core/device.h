@@ -1,0 +1,28 @@
+// Choosing the compute backend from a device name ("cpu", "cuda", "cuda:N", "auto"), as the
+// `--device` flag of `frugal train`, `predict` and `evaluate` names it. The choice is made through
+// the backend registry of core/backend.h; nothing here knows CUDA: a CUDA backend registers itself
+// as "cuda" (gpu/) only when the build has CUDA and a device is visible.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace frugal {
+
+class Backend;
+
+// Whether `spec` is a device name this function set understands: cpu, cuda, cuda:N (N a decimal
+// number), auto. Says nothing about whether that device exists.
+bool is_device_spec(std::string_view spec);
+
+// The backend `spec` names. auto: "cuda" when a CUDA backend is registered, else "cpu". cuda:N: the
+// backend registered as "cuda:N" when there is one, else device 0 is the "cuda" backend (the
+// Backend interface has no device index, so the "cuda" backend is the one device it drives) and
+// any other N fails naming N. Throws frugal::Error naming the problem (no CUDA backend: a build
+// without CUDA or no GPU visible).
+Backend& resolve_device(std::string_view spec);
+
+// The device name of a resolved backend, as logs and metrics record it ("cpu", "cuda", ...).
+std::string device_name(const Backend& backend);
+
+}  // namespace frugal

@@ -1,0 +1,107 @@
+#include "core/train/rebalance.h"
+
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/communicator.h"
+#include "core/train/checkpoint.h"
+
+namespace frugal {
+
+RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span<const double> current_weights,
+                                 const RebalanceOptions& options) {
+  const size_t n = step_seconds.size();
+  FRUGAL_CHECK(n >= 1, "throughput_weights: no step times");
+  FRUGAL_CHECK(current_weights.empty() || current_weights.size() == n,
+               fmt::format("throughput_weights: {} current weights for {} ranks", current_weights.size(), n));
+  FRUGAL_CHECK(options.max_share.empty() || options.max_share.size() == n,
+               fmt::format("RebalanceOptions::max_share has {} entries for {} ranks", options.max_share.size(), n));
+  FRUGAL_CHECK(options.min_share >= 0 && options.min_share * static_cast<double>(n) <= 1.0,
+               fmt::format("RebalanceOptions::min_share {} does not fit {} ranks", options.min_share, n));
+  double current_sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    FRUGAL_CHECK(step_seconds[r] > 0 && std::isfinite(step_seconds[r]),
+                 fmt::format("rank {}'s step time {} s is not a positive number", r, step_seconds[r]));
+    const double w = current_weights.empty() ? 1.0 : current_weights[r];
+    FRUGAL_CHECK(w > 0 && std::isfinite(w), "throughput_weights: current weights must be positive");
+    current_sum += w;
+  }
+  RebalancePlan plan;
+  plan.throughput.resize(n);
+  for (size_t r = 0; r < n; ++r)
+    plan.throughput[r] = (current_weights.empty() ? 1.0 : current_weights[r]) / current_sum / step_seconds[r];
+  std::vector<double> cap(n, 1.0);
+  double cap_sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (!options.max_share.empty()) cap[r] = options.max_share[r];
+    FRUGAL_CHECK(cap[r] >= options.min_share, fmt::format("RebalanceOptions::max_share of rank {} ({}) is below "
+                                                          "min_share ({})", r, cap[r], options.min_share));
+    cap_sum += cap[r];
+  }
+  FRUGAL_CHECK(cap_sum >= 1.0 - 1e-12, fmt::format("the ranks' memory caps hold {:.3f} of the model, less than all of it",
+                                                   cap_sum));
+  // Water-filling: the free ranks share what the fixed ones leave, by throughput; a rank over its
+  // cap is fixed at the cap first, then a rank under the minimum at the minimum; repeat.
+  plan.weights.assign(n, 0.0);
+  plan.raised.assign(n, false);
+  plan.capped.assign(n, false);
+  std::vector<bool> fixed(n, false);
+  for (size_t round = 0; round <= 2 * n; ++round) {
+    double left = 1.0, free_throughput = 0;
+    for (size_t r = 0; r < n; ++r) {
+      if (fixed[r]) left -= plan.weights[r];
+      else free_throughput += plan.throughput[r];
+    }
+    if (free_throughput <= 0) break;
+    for (size_t r = 0; r < n; ++r)
+      if (!fixed[r]) plan.weights[r] = left * plan.throughput[r] / free_throughput;
+    bool changed = false;
+    for (size_t r = 0; r < n; ++r)
+      if (!fixed[r] && plan.weights[r] > cap[r]) {
+        plan.weights[r] = cap[r];
+        fixed[r] = plan.capped[r] = changed = true;
+      }
+    if (changed) continue;
+    for (size_t r = 0; r < n; ++r)
+      if (!fixed[r] && plan.weights[r] < options.min_share) {
+        plan.weights[r] = options.min_share;
+        fixed[r] = plan.raised[r] = changed = true;
+      }
+    if (!changed) break;
+  }
+  return plan;
+}
+
+std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, comm::Communicator* data) {
+  const bool sliced = comm::is_active(model);
+  const size_t n = sliced ? static_cast<size_t>(model->size()) : 1;
+  std::vector<float> times(n, 0.0f);
+  times[sliced ? static_cast<size_t>(model->rank()) : 0] = static_cast<float>(mine);
+  // One non-zero per position: the sum is exact, every rank gets the same bits.
+  if (sliced) model->all_reduce(times, comm::ReduceOp::sum).wait();
+  if (comm::is_active(data)) data->all_reduce(times, comm::ReduceOp::max).wait();
+  return {times.begin(), times.end()};
+}
+
+void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer>& trainer,
+             const std::function<void(Model&, const std::vector<double>&)>& build, const std::vector<double>& weights) {
+  FRUGAL_CHECK(trainer.has_value() && &trainer->model() == &model, "reslice: the trainer must train this model");
+  const TrainerOptions options = trainer->options();
+  comm::Communicator* mp = comm::is_active(options.parallel.model) ? options.parallel.model : nullptr;
+  comm::Communicator* dp = comm::is_active(options.parallel.data) ? options.parallel.data : nullptr;
+  save_checkpoint(scratch_dir, model, *trainer);
+  // The manifest is written by replica 0's slice 0 last: replicas wait for their replica 0, then
+  // the model group for its slice 0 (which has waited for replica 0's slice 0).
+  if (dp != nullptr) dp->barrier().wait();
+  if (mp != nullptr) mp->barrier().wait();
+  trainer.reset();
+  model = Model();
+  build(model, weights);
+  trainer.emplace(model, options);
+  load_checkpoint(scratch_dir, model, *trainer);
+}
+
+}  // namespace frugal

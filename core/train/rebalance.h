@@ -1,0 +1,61 @@
+// Slice weights from measured speed (`frugal train --slice-weights auto`; Poplar / Whale style):
+// every rank of a model-parallel group times its compute per step on its slice over a few
+// calibration steps, the times are gathered, and each rank's new share of the neurons is
+// proportional to its throughput (its current share / its step time), capped by what its memory
+// holds and at least a minimum share (a Placement has no empty slices). The model and the trainer
+// are then resliced in place through a checkpoint, exactly what --resume does onto other weights.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/train/trainer.h"
+
+namespace frugal {
+
+namespace comm {
+class Communicator;
+}
+
+struct RebalanceOptions {
+  // The smallest share of the neurons a rank keeps (a fraction of all of them): a Placement gives
+  // every rank a non-empty slice, so a very slow rank is raised to this instead of getting none.
+  double min_share = 0.05;
+  // Per rank: the largest share its memory holds (empty: no cap; the CPU backend reports none).
+  std::vector<double> max_share;
+};
+
+struct RebalancePlan {
+  std::vector<double> weights;     // the new shares, summing to 1
+  std::vector<double> throughput;  // current share / step seconds, per rank (relative units)
+  std::vector<bool> raised;        // raised to min_share
+  std::vector<bool> capped;        // lowered to its max_share
+};
+
+// The pure weighting: shares proportional to current_weights[r] / step_seconds[r] (current_weights
+// empty: equal), then clamped to [min_share, max_share[r]] with the rest shared among the others in
+// proportion (water-filling). Deterministic: the same inputs give the same bits on every rank.
+// Throws when a time is not positive and finite or the bounds cannot be met.
+RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span<const double> current_weights = {},
+                                 const RebalanceOptions& options = {});
+
+// Every model rank's step seconds, indexed by its rank in `model`, the same on every rank of the
+// run: all-gathered over `model` and the largest over the replicas of `data` (replicas must keep
+// the same slicing). Either group may be null.
+std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, comm::Communicator* data);
+
+// Reslices `model` and `trainer` onto `weights` without losing anything the optimizer or the
+// schedule holds: saves a checkpoint of them in `scratch_dir` (every rank of the run must see that
+// folder: one host, or a shared file system), empties the model and calls build(model, weights),
+// which must add the same layers sliced over the same group with those weights, remakes the
+// trainer with its options, and loads the checkpoint (weights and optimizer state resliced; LSH
+// tables rebuilt at the next step; DCT-DP residuals start empty). Collective over the whole run.
+// Removes nothing: the caller owns scratch_dir.
+void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer>& trainer,
+             const std::function<void(Model&, const std::vector<double>&)>& build, const std::vector<double>& weights);
+
+}  // namespace frugal

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# --slice-weights auto and --device through the built binary:
+#  1. `frugal launch -n 2 -- frugal train --slice-weights auto`: rank 0 logs the calibration (per-rank
+#     step times and new shares), every rank logs a `calibration` record with the same weights, the
+#     start record names the device, and every epoch line has rank_step_seconds_max >= _min > 0
+#     (also without auto); the checkpoint saved on the calibrated slices resumes on 1 rank with the
+#     P@1 it was saved with;
+#  2. --device cpu works; --device cuda / cuda:N without a CUDA backend fail saying why, in train
+#     and predict; a malformed --device is refused while parsing.
+set -euo pipefail
+FRUGAL=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+run() { echo "+ $*"; "$@" > "$TMP/last.log" 2>&1 || { cat "$TMP/last.log"; exit 1; }; }
+fails_with() {  # fails_with TEXT CMD...: the command must fail and its output contain TEXT
+  local text=$1; shift
+  echo "+ $* (must fail: $text)"
+  if "$@" > "$TMP/fail.log" 2>&1; then cat "$TMP/fail.log"; echo "succeeded, expected a failure"; exit 1; fi
+  grep -q -- "$text" "$TMP/fail.log" || { cat "$TMP/fail.log"; echo "the error does not say '$text'"; exit 1; }
+}
+"$FRUGAL" data synth-xmc --features 2000 --labels 400 --train 2000 --test 200 --nnz 15 --labels-per-point 3 \
+  --seed 2 --out "$TMP/data" > /dev/null
+COMMON=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 --sampler exact --hidden 32
+        --batch 64 --seed 3)
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 2 --slice-weights auto --calibration-steps 6 \
+  --calibration-warmup 2 --metrics "$TMP/auto.jsonl" --checkpoint "$TMP/ckpt"
+cp "$TMP/last.log" "$TMP/auto.log"
+grep -q -- "--slice-weights auto: calibrated over 6 steps (after 2 warm-up), no memory cap" "$TMP/auto.log" ||
+  { cat "$TMP/auto.log"; echo "no calibration line"; exit 1; }
+grep -q "model rank 1: .* s/step, new share" "$TMP/auto.log" || { cat "$TMP/auto.log"; echo "no per-rank share"; exit 1; }
+grep -q "device cpu" "$TMP/auto.log" || { cat "$TMP/auto.log"; echo "the start line names no device"; exit 1; }
+ls "$TMP/ckpt" | grep -q reslice && { echo "the reslice folder was left behind"; exit 1; }
+run "$FRUGAL" "${COMMON[@]}" --epochs 3 --resume "$TMP/ckpt" --metrics "$TMP/resumed.jsonl" --quiet
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cpu --metrics "$TMP/fixed.jsonl"
+# Devices: what exists here decides; without a CUDA backend the errors say why.
+if ! "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda > "$TMP/cuda.log" 2>&1; then
+  grep -q "device cuda: no CUDA backend is registered" "$TMP/cuda.log" || { cat "$TMP/cuda.log"; exit 1; }
+  fails_with "no CUDA backend is registered" "$FRUGAL" predict --model "$TMP/ckpt" --input "$TMP/data/test.txt" \
+    --device cuda
+  fails_with "device cuda:3: no CUDA backend" "$FRUGAL" evaluate --model "$TMP/ckpt" --test "$TMP/data/test.txt" \
+    --device cuda:3
+else
+  fails_with "no CUDA device 9" "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda:9
+fi
+fails_with "not one of cpu, cuda, cuda:N, auto" "$FRUGAL" "${COMMON[@]}" --device gpu
+run "$FRUGAL" predict --model "$TMP/ckpt" --input "$TMP/data/test.txt" --device cpu --out "$TMP/pred.txt"
+python3 - "$TMP" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+def records(name, kind):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == kind]
+for name in ("auto.jsonl", "auto.rank1.jsonl"):
+    start = records(name, "start")[0]
+    assert start["device"] == "cpu" and "device" not in start["config"], start
+    assert start["config"]["slice_weights"] == "auto", start["config"]
+cal0, cal1 = records("auto.jsonl", "calibration")[0], records("auto.rank1.jsonl", "calibration")[0]
+assert cal0["slice_weights"] == cal1["slice_weights"] and cal0["rank_step_seconds"] == cal1["rank_step_seconds"], (cal0, cal1)
+assert abs(sum(cal0["slice_weights"]) - 1) < 1e-9 and sum(cal0["slice_labels"]) == 400 and cal0["steps"] == 6, cal0
+for name in ("auto.jsonl", "auto.rank1.jsonl", "fixed.jsonl", "fixed.rank1.jsonl", "resumed.jsonl"):
+    for e in records(name, "epoch"):
+        assert e["rank_step_seconds_max"] >= e["rank_step_seconds_min"] > 0, (name, e)
+auto = records("auto.jsonl", "epoch")
+assert len(auto) == 2 and auto[0]["steps"] == 32 and auto[1]["steps"] == 64, auto
+resume = records("resumed.jsonl", "resume")[0]
+assert resume["p@1"] == auto[-1]["p@1"], (resume, auto[-1])
+one = records("resumed.jsonl", "epoch")
+assert one[0]["rank_step_seconds_max"] == one[0]["rank_step_seconds_min"], one
+print("OK: calibrated shares %s from step times %s; resumed on 1 rank at P@1 %.4f" %
+      (cal0["slice_weights"], cal0["rank_step_seconds"], resume["p@1"]))
+PY
