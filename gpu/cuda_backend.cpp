@@ -87,7 +87,10 @@ Backend* register_if_device() {
 }  // namespace
 
 CudaBackend::CudaBackend() = default;
-CudaBackend::~CudaBackend() { dev::context_destroy(ctx_); }
+// The registry keeps its backends until the process exits, when the CUDA runtime may already be
+// torn down (its exit handlers run first): freeing device memory or destroying the cuBLAS handle then
+// is not safe, so the context is left to the process's end, which releases everything anyway.
+CudaBackend::~CudaBackend() = default;
 
 dev::Context& CudaBackend::context() {
   if (ctx_ == nullptr) ctx_ = dev::context_create();

@@ -17,7 +17,7 @@ namespace frugal::gpu::dev {
 // A device (0), one stream, a cuBLAS handle and staging buffers that grow and are kept.
 struct Context;
 Context* context_create();
-void context_destroy(Context* ctx) noexcept;
+void context_destroy(Context* ctx) noexcept;  // not at process exit (gpu/cuda_backend.cpp)
 void synchronize(Context& ctx);
 
 // C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32).
