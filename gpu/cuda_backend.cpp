@@ -1,0 +1,417 @@
+// The CUDA Backend's host half: argument checks, the host-side preparation (sorting entries by
+// row, gathering the rows an op reads, flattening catch-up plans) and the calls into
+// gpu/cuda_kernels.cu. Compiled by the host compiler: no CUDA header.
+#include "gpu/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "gpu/cuda_info.h"
+#include "gpu/cuda_kernels.h"
+
+namespace frugal::gpu {
+namespace {
+
+// Row accumulation's host state, kept between calls (kernels/sparse_ops.cpp's RowAccumulator,
+// steps 1 and 2; step 3, the sums, runs on the device).
+class CudaRowWorkspace : public RowWorkspace {
+ public:
+  CudaRowWorkspace(const Backend* owner, size_t num_rows) : RowWorkspace(owner, num_rows), slot(num_rows, -1) {}
+  std::vector<int32_t> slot;  // row -> position in the output, -1 when not touched
+  std::vector<uint64_t> row_start, fill;
+  std::vector<uint32_t> entry_sample;
+  std::vector<float> entry_coef;
+};
+
+// The distinct ids (sorted) and, per entry, its position among them: the rows an op reads.
+struct Gathered {
+  std::vector<uint32_t> rows;
+  std::vector<uint32_t> local;
+};
+
+Gathered gather_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
+  Gathered g;
+  g.rows.assign(ids, ids + n);
+  std::sort(g.rows.begin(), g.rows.end());
+  g.rows.erase(std::unique(g.rows.begin(), g.rows.end()), g.rows.end());
+  FRUGAL_CHECK(g.rows.empty() || g.rows.back() < limit,
+               fmt::format("{}: row id {} out of range (the matrix has {} rows)", what, g.rows.back(), limit));
+  g.local.resize(n);
+  for (size_t e = 0; e < n; ++e)
+    g.local[e] = static_cast<uint32_t>(std::lower_bound(g.rows.begin(), g.rows.end(), ids[e]) - g.rows.begin());
+  return g;
+}
+
+// Rows `rows` of t, one after another.
+std::vector<float> gather_rows(const Tensor& t, std::span<const uint32_t> rows) {
+  std::vector<float> out(rows.size() * t.cols());
+  for (size_t j = 0; j < rows.size(); ++j) std::copy_n(t.row(rows[j]), t.cols(), out.data() + j * t.cols());
+  return out;
+}
+
+void check_batch(size_t logits, const XentBatch& batch) {
+  FRUGAL_CHECK(!batch.offsets.empty() && batch.offsets.back() == logits,
+               fmt::format("softmax: the offsets cover {} logits, there are {}",
+                           batch.offsets.empty() ? 0 : batch.offsets.back(), logits));
+  FRUGAL_CHECK(batch.pos_offsets.size() == batch.offsets.size() && batch.label_offsets.size() == batch.offsets.size(),
+               "softmax: positions or labels do not match the samples");
+}
+
+void check_update(const RowUpdate& u, bool second_moment) {
+  FRUGAL_CHECK(u.w != nullptr && u.m != nullptr && (!second_moment || u.v != nullptr),
+               "optimizer rows: missing weights or state");
+  const size_t rows = u.w->rows(), cols = u.w->cols();
+  FRUGAL_CHECK(u.m->rows() == rows && u.m->cols() == cols &&
+                   (!second_moment || (u.v->rows() == rows && u.v->cols() == cols)),
+               "optimizer rows: the state's shape differs from the weights'");
+  FRUGAL_CHECK(u.grad == nullptr || (u.grad->rows() == u.rows.size() && (u.rows.empty() || u.grad->cols() == cols)),
+               "optimizer rows: the gradient's shape does not match the row list");
+  FRUGAL_CHECK(u.plans.empty() || u.plans.size() == u.rows.size(), "optimizer rows: one catch-up plan per row");
+  FRUGAL_CHECK(!second_moment || u.grad == nullptr || u.counts.size() == u.rows.size(),
+               "optimizer rows: one update count per row");
+  for (const uint32_t r : u.rows) FRUGAL_CHECK(r < rows, fmt::format("optimizer rows: row {} of {}", r, rows));
+}
+
+// Registered when libfrugal is loaded (libfrugal links this object whole), and only when the
+// process sees a CUDA device: without one, find_backend("cuda") is null.
+Backend* register_if_device() {
+  if (device_count() < 1) return nullptr;
+  return &register_backend(std::make_unique<CudaBackend>());
+}
+[[maybe_unused]] const Backend* const registered = register_if_device();
+
+}  // namespace
+
+CudaBackend::CudaBackend() = default;
+// The registry keeps its backends until the process exits, when the CUDA runtime may already be
+// torn down (its exit handlers run first): freeing device memory or destroying the cuBLAS handle then
+// is not safe, so the context is left to the process's end, which releases everything anyway.
+CudaBackend::~CudaBackend() = default;
+
+dev::Context& CudaBackend::context() {
+  if (ctx_ == nullptr) ctx_ = dev::context_create();
+  return *ctx_;
+}
+
+bool CudaBackend::supports(Op) const { return true; }
+
+void CudaBackend::synchronize() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ctx_ != nullptr) dev::synchronize(*ctx_);
+}
+
+void CudaBackend::set_num_threads(int threads) {
+  FRUGAL_CHECK(threads >= 0, "the thread count must be >= 0");
+  threads_ = threads;
+}
+
+void CudaBackend::matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+                         int64_t k, bool accumulate) {
+  FRUGAL_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul: negative dimensions");
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::matmul(context(), a, trans_a, b, trans_b, c, m, n, k, accumulate);
+}
+
+void CudaBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {
+  FRUGAL_CHECK(bias.size() == y.cols(),
+               fmt::format("bias has {} entries, the output {} columns", bias.size(), y.cols()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::bias_act_forward(context(), y.data(), y.rows(), y.cols(), bias.data(), act == Act::relu);
+}
+
+void CudaBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {
+  const size_t rows = grad.rows(), n = grad.cols();
+  FRUGAL_CHECK(bias_grad.size() == n,
+               fmt::format("bias gradient has {} entries, the output {} columns", bias_grad.size(), n));
+  const bool relu = act == Act::relu;
+  if (relu)
+    FRUGAL_CHECK(y.rows() == rows && y.cols() == n, "bias_act_backward: output and gradient shapes differ");
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::bias_act_backward(context(), grad.data(), relu ? y.data() : nullptr, rows, n, relu, bias_grad.data());
+}
+
+void CudaBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+                                       Tensor& out) {
+  const size_t h = w.cols();
+  FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
+  out.resize(x.size(), h);
+  if (x.size() == 0 || h == 0) return;
+  // Only the rows of the features present in the batch go to the device.
+  const Gathered g = gather_ids(x.feature_ids.data(), x.feature_ids.size(), w.rows(), "sparse_input_forward");
+  const std::vector<float> rows = gather_rows(w, g.rows);
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::sparse_forward(context(), x.feature_offsets.data(), x.size(), g.local.data(), x.feature_values.data(),
+                      rows.data(), g.rows.size(), h, bias.data(), act == Act::relu, out.data());
+}
+
+void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+                                        RowGrad& grad) {
+  FRUGAL_CHECK(grad_pre.rows() == x.size(), fmt::format("sparse_input_backward: {} gradient rows for {} points",
+                                                        grad_pre.rows(), x.size()));
+  accumulate(ws, x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre, grad, nullptr);
+}
+
+void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                                std::vector<float>& logits) {
+  const size_t samples = active.num_samples(), entries = active.total(), d = h.cols();
+  logits.resize(entries);
+  if (entries == 0) return;
+  FRUGAL_CHECK(h.rows() >= samples && w.cols() == d,
+               fmt::format("active_logits: {} x {} inputs for {} samples, weights of {} columns", h.rows(), d,
+                           samples, w.cols()));
+  FRUGAL_CHECK(active.logit_offsets.empty() || active.logit_offsets.size() == entries,
+               "active_logits: one logit offset per entry");
+  const Gathered g = gather_ids(active.ids.data(), entries, std::min(w.rows(), bias.size()), "active_logits");
+  const std::vector<float> rows = gather_rows(w, g.rows);
+  std::vector<float> row_bias(g.rows.size());
+  for (size_t j = 0; j < g.rows.size(); ++j) row_bias[j] = bias.data()[g.rows[j]];
+  std::vector<uint32_t> sample(entries);
+  for (size_t i = 0; i < samples; ++i)
+    std::fill(sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i]),
+              sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i + 1]), static_cast<uint32_t>(i));
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::active_logits(context(), h.data(), samples, d, sample.data(), g.local.data(), entries, rows.data(),
+                     row_bias.data(), g.rows.size(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
+                     logits.data());
+}
+
+void CudaBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                                        Tensor& grad_h) {
+  const size_t samples = active.num_samples(), d = w.cols();
+  FRUGAL_CHECK(dlogits.size() >= active.total(),
+               fmt::format("active_backward_input: {} gradients for {} entries", dlogits.size(), active.total()));
+  grad_h.resize(samples, d);
+  if (samples == 0 || d == 0) return;
+  const Gathered g = gather_ids(active.ids.data(), active.total(), w.rows(), "active_backward_input");
+  const std::vector<float> rows = gather_rows(w, g.rows);
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::active_backward(context(), active.offsets.data(), samples, g.local.data(), dlogits.data(), rows.data(),
+                       g.rows.size(), d, grad_h.data());
+}
+
+std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
+  return std::make_unique<CudaRowWorkspace>(this, num_rows);
+}
+
+void CudaBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
+                                 const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+  FRUGAL_CHECK(!offsets.empty() && offsets.size() - 1 <= vecs.rows(),
+               fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
+  accumulate(ws, offsets, ids, coefs, vecs, grad, bias_grad);
+}
+
+void CudaBackend::accumulate(RowWorkspace& base, std::span<const uint64_t> offsets, const uint32_t* ids,
+                             const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+  auto* ws = dynamic_cast<CudaRowWorkspace*>(&base);
+  FRUGAL_CHECK(ws != nullptr && base.owner() == this, "cuda backend: the row workspace was made by another backend");
+  const size_t samples = offsets.size() - 1;
+  const uint64_t entries = offsets.back();
+  std::vector<int32_t>& slot = ws->slot;
+  // 1. The distinct rows, sorted.
+  grad.rows.clear();
+  for (uint64_t e = 0; e < entries; ++e) {
+    const uint32_t r = ids[e];
+    FRUGAL_CHECK(r < slot.size(), fmt::format("row id {} out of range (layer has {} rows)", r, slot.size()));
+    if (slot[r] < 0) {
+      slot[r] = 0;
+      grad.rows.push_back(r);
+    }
+  }
+  std::sort(grad.rows.begin(), grad.rows.end());
+  const size_t nrows = grad.rows.size();
+  for (size_t j = 0; j < nrows; ++j) slot[grad.rows[j]] = static_cast<int32_t>(j);
+  // 2. Counting sort of the entries by row, keeping sample order within a row.
+  ws->row_start.assign(nrows + 1, 0);
+  for (uint64_t e = 0; e < entries; ++e) ++ws->row_start[slot[ids[e]] + 1];
+  for (size_t j = 0; j < nrows; ++j) ws->row_start[j + 1] += ws->row_start[j];
+  ws->entry_sample.resize(entries);
+  ws->entry_coef.resize(entries);
+  ws->fill.assign(ws->row_start.begin(), ws->row_start.end() - 1);
+  for (size_t i = 0; i < samples; ++i)
+    for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+      const uint64_t pos = ws->fill[slot[ids[e]]]++;
+      ws->entry_sample[pos] = static_cast<uint32_t>(i);
+      ws->entry_coef[pos] = coefs[e];
+    }
+  for (const uint32_t r : grad.rows) slot[r] = -1;
+  // 3. On the device: a block per row, each row's sum in sample order.
+  const size_t d = vecs.cols();
+  grad.values.resize(nrows, d);
+  if (bias_grad != nullptr) {
+    bias_grad->rows = grad.rows;
+    bias_grad->values.resize(nrows, 1);
+  }
+  if (nrows == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::row_sums(context(), ws->row_start.data(), nrows, ws->entry_sample.data(), ws->entry_coef.data(), vecs.data(),
+                samples, d, grad.values.data(), bias_grad != nullptr ? bias_grad->values.data() : nullptr);
+}
+
+void CudaBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+  check_batch(z.size(), batch);
+  FRUGAL_CHECK(max.size() == batch.num_samples(), "xent_max: one maximum per sample");
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::xent_max(context(), z.data(), z.size(), batch.offsets.data(), batch.num_samples(), max.data());
+}
+
+void CudaBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
+                            std::span<float> sums) {
+  check_batch(z.size(), batch);
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_sums: one maximum and two sums per sample");
+  FRUGAL_CHECK(batch.positions.size() >= batch.pos_offsets.back(), "xent_sums: positions missing");
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::xent_sums(context(), z.data(), z.size(), batch.offsets.data(), batch.pos_offsets.data(),
+                 batch.positions.data(), b, max.data(), sums.data());
+}
+
+void CudaBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                                 std::span<const float> sums, std::span<double> losses) {
+  check_batch(z.size(), batch);
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b && losses.size() == b,
+               "xent_loss_grad: one maximum, two sums and one loss per sample");
+  FRUGAL_CHECK(batch.positions.size() >= batch.pos_offsets.back(), "xent_loss_grad: positions missing");
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::xent_loss_grad(context(), z.data(), z.size(), batch.offsets.data(), batch.pos_offsets.data(),
+                      batch.positions.data(), batch.label_offsets.data(), b, max.data(), sums.data(), losses.data());
+}
+
+void CudaBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+  FRUGAL_CHECK(labels.size() == in.rows * k && scores.size() == in.rows * k,
+               fmt::format("top_k: outputs hold {} and {} entries, expected {} x {}", labels.size(), scores.size(),
+                           in.rows, k));
+  if (k == 0 || in.rows == 0) return;
+  // Dense rows become CSR rows of `width` candidates.
+  std::vector<uint64_t> dense_offsets;
+  const uint64_t* offsets = in.offsets;
+  if (offsets == nullptr) {
+    dense_offsets.resize(in.rows + 1);
+    for (size_t i = 0; i <= in.rows; ++i) dense_offsets[i] = i * in.width;
+    offsets = dense_offsets.data();
+  }
+  // The bias entries the candidates' labels reach.
+  size_t bias_size = 0;
+  if (in.bias != nullptr) {
+    if (in.ids != nullptr) {
+      for (uint64_t e = 0; e < offsets[in.rows]; ++e) bias_size = std::max<size_t>(bias_size, in.ids[e] + size_t{1});
+    } else {
+      for (size_t i = 0; i < in.rows; ++i) bias_size = std::max<size_t>(bias_size, offsets[i + 1] - offsets[i]);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::top_k(context(), in.rows, in.scores, offsets, in.ids, in.bias, bias_size, in.label_base, k, labels.data(),
+             scores.data());
+}
+
+void CudaBackend::optimizer_rows(const RowUpdate& u, bool adam) {
+  check_update(u, adam);
+  const size_t n = u.rows.size(), cols = u.w->cols();
+  if (n == 0 || cols == 0) return;
+  // The listed rows of the weights and state, gathered; scattered back afterwards.
+  std::vector<float> w = gather_rows(*u.w, u.rows), m = gather_rows(*u.m, u.rows);
+  std::vector<float> v = adam ? gather_rows(*u.v, u.rows) : std::vector<float>();
+  dev::OptimRows r;
+  r.n = n;
+  r.cols = cols;
+  r.w = w.data();
+  r.m = m.data();
+  r.v = adam ? v.data() : nullptr;
+  r.grad = u.grad != nullptr ? u.grad->data() : nullptr;
+  r.keep = u.keep;
+  r.beta1 = u.beta1;
+  r.beta2 = u.beta2;
+  r.eps = u.eps;
+  r.lr = u.lr;
+  r.momentum = u.momentum;
+  std::vector<uint8_t> has_plan;
+  std::vector<float> plan, terms;
+  std::vector<uint32_t> term_start;
+  if (!u.plans.empty()) {
+    has_plan.assign(n, 0);
+    plan.assign(4 * n, 0.0f);
+    term_start.assign(n + 1, 0);
+    for (size_t j = 0; j < n; ++j) {
+      const CatchUpPlan* p = u.plans[j];
+      if (p != nullptr) {
+        has_plan[j] = 1;
+        plan[4 * j] = p->decay;
+        plan[4 * j + 1] = p->move;
+        plan[4 * j + 2] = p->m_decay;
+        plan[4 * j + 3] = p->v_decay;
+        if (adam) terms.insert(terms.end(), p->terms, p->terms + 2 * size_t{p->terms_count});
+      }
+      term_start[j + 1] = static_cast<uint32_t>(terms.size() / 2);
+    }
+    r.has_plan = has_plan.data();
+    r.plan = plan.data();
+    r.term_start = term_start.data();
+    r.terms = terms.data();
+  }
+  std::vector<float> step, c2;
+  if (adam && u.grad != nullptr) {
+    step.resize(n);
+    c2.resize(n);
+    for (size_t j = 0; j < n; ++j) {
+      const uint32_t count = u.counts[j];
+      FRUGAL_CHECK(count < u.correction1.size() && count < u.correction2.size(),
+                   fmt::format("adam rows: update count {} beyond the bias corrections", count));
+      step[j] = u.lr * u.correction1[count];
+      c2[j] = u.correction2[count];
+    }
+    r.step = step.data();
+    r.c2 = c2.data();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (adam)
+      dev::adam_rows(context(), r);
+    else
+      dev::sgd_rows(context(), r);
+  }
+  for (size_t j = 0; j < n; ++j) {
+    std::copy_n(w.data() + j * cols, cols, u.w->row(u.rows[j]));
+    std::copy_n(m.data() + j * cols, cols, u.m->row(u.rows[j]));
+    if (adam) std::copy_n(v.data() + j * cols, cols, u.v->row(u.rows[j]));
+  }
+}
+
+void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, true); }
+void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, false); }
+
+void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                                uint32_t* codes) {
+  FRUGAL_CHECK(spec.planes != nullptr && spec.planes->rows() == spec.tables * spec.k &&
+                   spec.planes->cols() == x.cols(),
+               fmt::format("SimHash: {} x {} planes for {} tables of {} bits over {} dimensions",
+                           spec.planes == nullptr ? 0 : spec.planes->rows(),
+                           spec.planes == nullptr ? 0 : spec.planes->cols(), spec.tables, spec.k, x.cols()));
+  for (const uint32_t r : rows) FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
+  const std::vector<float> listed = rows.empty() ? std::vector<float>() : gather_rows(x, rows);
+  const size_t n = rows.empty() ? x.rows() : rows.size();
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::simhash(context(), spec.planes->data(), spec.tables, spec.k, rows.empty() ? x.data() : listed.data(), n,
+               x.cols(), codes);
+}
+
+void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
+  const size_t bins = spec.tables * spec.k;
+  FRUGAL_CHECK(spec.coords.size() == bins * spec.bin_size,
+               fmt::format("DWTA: {} coordinates for {} bins of {}", spec.coords.size(), bins, spec.bin_size));
+  for (const uint32_t c : spec.coords)
+    FRUGAL_CHECK(c < x.cols(), fmt::format("DWTA: coordinate {} of {}-dimensional vectors", c, x.cols()));
+  for (const uint32_t r : rows) FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
+  const std::vector<float> listed = rows.empty() ? std::vector<float>() : gather_rows(x, rows);
+  const size_t n = rows.empty() ? x.rows() : rows.size();
+  const dev::DwtaParams p{.tables = spec.tables, .k = spec.k, .bin_size = spec.bin_size, .bin_bits = spec.bin_bits,
+                          .bucket_bits = spec.bucket_bits, .max_bucket_bits = spec.max_bucket_bits,
+                          .seed = spec.seed};
+  std::lock_guard<std::mutex> lock(mutex_);
+  dev::dwta(context(), p, spec.coords.data(), rows.empty() ? x.data() : listed.data(), n, x.cols(), codes);
+}
+
+}  // namespace frugal::gpu

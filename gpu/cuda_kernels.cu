@@ -1,0 +1,698 @@
+// The device half of the CUDA backend (gpu/cuda_kernels.h): staging buffers, cuBLAS and the kernels.
+// Every kernel uses grid-stride loops (any size fits one launch) and gives each output element to
+// one thread, which sums in the order the CPU kernels (kernels/*_ops.cpp) use: no atomics, so the
+// results do not depend on scheduling, and with -fmad=false most ops give the CPU's bits.
+#include "gpu/cuda_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "core/check.h"
+
+namespace frugal::gpu::dev {
+namespace {
+
+[[noreturn]] void fail(const char* file, int line, const char* what, const std::string& message) {
+  throw_check_failure(file, line, what, "CUDA backend: " + message);
+}
+
+void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
+  if (e != cudaSuccess) fail(file, line, what, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
+}
+
+void check_blas(cublasStatus_t s, const char* what, const char* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail(file, line, what, "cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+#define FRUGAL_CUDA(call) check_cuda((call), #call, __FILE__, __LINE__)
+#define FRUGAL_CUBLAS(call) check_blas((call), #call, __FILE__, __LINE__)
+#define FRUGAL_LAUNCHED() check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+struct Buffer {
+  void* p = nullptr;
+  size_t capacity = 0;
+};
+
+}  // namespace
+
+struct Context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::vector<Buffer> slots;  // staging buffers, by position within an op; grown, never shrunk
+};
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Blocks for n grid-stride items (at least 1; capped, the loops cover the rest).
+unsigned blocks_for(size_t n, size_t per_block = kThreads) {
+  const size_t b = (n + per_block - 1) / per_block;
+  return static_cast<unsigned>(std::clamp<size_t>(b, 1, size_t{1} << 20));
+}
+
+// The device buffers of one op: the i-th request of an op uses slot i, grown when too small.
+class Staging {
+ public:
+  explicit Staging(Context& ctx) : ctx_(ctx) { FRUGAL_CUDA(cudaSetDevice(ctx.device)); }
+  template <class T>
+  T* alloc(size_t n) {
+    return static_cast<T*>(get(std::max<size_t>(n, 1) * sizeof(T)));
+  }
+  template <class T>
+  T* up(const T* host, size_t n) {
+    T* d = alloc<T>(n);
+    if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, ctx_.stream));
+    return d;
+  }
+  template <class T>
+  void down(T* host, const T* d, size_t n) {
+    if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(host, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
+  }
+  // Waits for the op's copies and kernels: its host outputs are filled when this returns.
+  void finish() { FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream)); }
+  cudaStream_t stream() const { return ctx_.stream; }
+
+ private:
+  void* get(size_t bytes) {
+    if (next_ == ctx_.slots.size()) ctx_.slots.emplace_back();
+    Buffer& b = ctx_.slots[next_++];
+    if (bytes > b.capacity) {
+      const size_t capacity = std::max(bytes, b.capacity * 2);
+      if (b.p != nullptr) FRUGAL_CUDA(cudaFree(b.p));
+      b.p = nullptr;
+      b.capacity = 0;
+      FRUGAL_CUDA(cudaMalloc(&b.p, capacity));
+      b.capacity = capacity;
+    }
+    return b.p;
+  }
+  Context& ctx_;
+  size_t next_ = 0;
+};
+
+// kernels/vector_ops.cpp's dot: 16 partial sums, then a pairwise reduction in a fixed order.
+__device__ float dot16(const float* a, const float* b, size_t n) {
+  constexpr size_t kLanes = 16;
+  float acc[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) acc[l] = 0.0f;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  for (size_t l = 0; i + l < n; ++l) acc[l] += a[i + l] * b[i + l];
+  for (size_t w = kLanes / 2; w > 0; w /= 2)
+    for (size_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+__device__ uint32_t mix32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+__device__ size_t global_id() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ size_t global_stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+
+// --- dense ------------------------------------------------------------------------------------
+
+__global__ void bias_act_kernel(float* y, size_t n, size_t cols, const float* bias, bool relu) {
+  for (size_t idx = global_id(); idx < n; idx += global_stride()) {
+    const float v = y[idx] + bias[idx % cols];
+    y[idx] = (relu && v < 0.0f) ? 0.0f : v;
+  }
+}
+
+__global__ void relu_mask_kernel(float* grad, const float* y, size_t n) {
+  for (size_t idx = global_id(); idx < n; idx += global_stride())
+    if (y[idx] <= 0.0f) grad[idx] = 0.0f;
+}
+
+// One thread per column, rows in order (the CPU's column sums).
+__global__ void column_sums_kernel(const float* grad, size_t rows, size_t cols, float* out) {
+  for (size_t c = global_id(); c < cols; c += global_stride()) {
+    float s = 0.0f;
+    for (size_t i = 0; i < rows; ++i) s += grad[i * cols + c];
+    out[c] = s;
+  }
+}
+
+// --- sparse and active sets ---------------------------------------------------------------------
+
+// A block per point, its threads over the columns.
+__global__ void sparse_forward_kernel(const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
+                                      const float* w, size_t h, const float* bias, bool relu, float* out) {
+  for (size_t i = blockIdx.x; i < points; i += gridDim.x)
+    for (size_t c = threadIdx.x; c < h; c += blockDim.x) {
+      float o = bias[c];
+      for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) o += vals[e] * w[static_cast<size_t>(ids[e]) * h + c];
+      out[i * h + c] = relu ? (o > 0.0f ? o : 0.0f) : o;
+    }
+}
+
+__global__ void active_logits_kernel(const float* h, size_t d, const uint32_t* sample, const uint32_t* ids,
+                                     size_t entries, const float* w, const float* bias, const float* logit_offsets,
+                                     float* logits) {
+  for (size_t e = global_id(); e < entries; e += global_stride()) {
+    const size_t r = ids[e];
+    float z = dot16(h + static_cast<size_t>(sample[e]) * d, w + r * d, d) + bias[r];
+    if (logit_offsets != nullptr) z += logit_offsets[e];  // a separate rounding step, as on the CPU
+    logits[e] = z;
+  }
+}
+
+__global__ void active_backward_kernel(const uint64_t* offsets, size_t samples, const uint32_t* ids,
+                                       const float* dlogits, const float* w, size_t d, float* grad_h) {
+  for (size_t i = blockIdx.x; i < samples; i += gridDim.x)
+    for (size_t c = threadIdx.x; c < d; c += blockDim.x) {
+      float g = 0.0f;
+      for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+        const float dl = dlogits[e];
+        if (dl != 0.0f) g += dl * w[static_cast<size_t>(ids[e]) * d + c];
+      }
+      grad_h[i * d + c] = g;
+    }
+}
+
+// A block per output row, its threads over the columns; entries in sample order.
+__global__ void row_sums_kernel(const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
+                                const float* vecs, size_t d, float* out, float* bias_out) {
+  for (size_t j = blockIdx.x; j < rows; j += gridDim.x) {
+    const uint64_t first = row_start[j], last = row_start[j + 1];
+    for (size_t c = threadIdx.x; c < d; c += blockDim.x) {
+      float g = coef[first] * vecs[static_cast<size_t>(sample[first]) * d + c];
+      for (uint64_t p = first + 1; p < last; ++p) g += coef[p] * vecs[static_cast<size_t>(sample[p]) * d + c];
+      out[j * d + c] = g;
+    }
+    if (bias_out != nullptr && threadIdx.x == 0) {
+      float b = coef[first];
+      for (uint64_t p = first + 1; p < last; ++p) b += coef[p];
+      bias_out[j] = b;
+    }
+  }
+}
+
+// --- softmax cross-entropy ----------------------------------------------------------------------
+
+__global__ void xent_max_kernel(const float* z, const uint64_t* offsets, size_t samples, float* max) {
+  for (size_t i = global_id(); i < samples; i += global_stride()) {
+    float m = -INFINITY;
+    for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) m = (m < z[e]) ? z[e] : m;  // std::max
+    max[i] = m;
+  }
+}
+
+__global__ void xent_sums_kernel(const float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
+                                 const uint32_t* positions, size_t samples, const float* max, float* sums) {
+  for (size_t i = global_id(); i < samples; i += global_stride()) {
+    const float* zi = z + offsets[i];
+    const size_t nj = offsets[i + 1] - offsets[i];
+    double s = 0.0;
+    for (size_t j = 0; j < nj; ++j) s += exp(static_cast<double>(zi[j] - max[i]));
+    double y = 0.0;
+    for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) y += zi[positions[p]];
+    sums[i] = static_cast<float>(s);
+    sums[samples + i] = static_cast<float>(y);
+  }
+}
+
+__global__ void xent_loss_grad_kernel(float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
+                                      const uint32_t* positions, const uint64_t* label_offsets, size_t samples,
+                                      const float* max, const float* sums, double* losses) {
+  for (size_t i = global_id(); i < samples; i += global_stride()) {
+    float* zi = z + offsets[i];
+    const size_t nj = offsets[i + 1] - offsets[i];
+    const uint64_t labels = label_offsets[i + 1] - label_offsets[i];
+    if (labels == 0) {
+      for (size_t j = 0; j < nj; ++j) zi[j] = 0.0f;
+      losses[i] = 0.0;
+      continue;
+    }
+    const float w = 1.0f / static_cast<float>(labels);
+    losses[i] = log(static_cast<double>(sums[i])) + max[i] - w * static_cast<double>(sums[samples + i]);
+    const float inv = 1.0f / sums[i];
+    for (size_t j = 0; j < nj; ++j) zi[j] = expf(zi[j] - max[i]) * inv;
+    for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) zi[positions[p]] -= w;
+  }
+}
+
+// --- ranking ------------------------------------------------------------------------------------
+
+__device__ bool better(float sa, uint32_t la, float sb, uint32_t lb) { return sa != sb ? sa > sb : la < lb; }
+
+// One thread per row: insertion into the row's sorted k outputs (labels are distinct, so the order
+// is total and the k best are those of the CPU's heap), then the CPU's completion with -inf labels.
+__global__ void top_k_kernel(size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
+                             const float* bias, uint32_t label_base, size_t k, uint32_t* labels, float* out) {
+  for (size_t i = global_id(); i < rows; i += global_stride()) {
+    const uint64_t start = offsets[i];
+    const size_t found = offsets[i + 1] - start;
+    float* S = out + i * k;
+    uint32_t* L = labels + i * k;
+    size_t filled = 0;
+    for (size_t j = 0; j < found; ++j) {
+      const uint32_t label = ids != nullptr ? ids[start + j] : static_cast<uint32_t>(j);
+      const float s = bias != nullptr ? scores[start + j] + bias[label] : scores[start + j];
+      size_t pos;
+      if (filled < k)
+        pos = filled++;
+      else if (better(s, label, S[k - 1], L[k - 1]))
+        pos = k - 1;
+      else
+        continue;
+      while (pos > 0 && better(s, label, S[pos - 1], L[pos - 1])) {
+        S[pos] = S[pos - 1];
+        L[pos] = L[pos - 1];
+        --pos;
+      }
+      S[pos] = s;
+      L[pos] = label;
+    }
+    for (uint32_t j = 0; filled < k; ++j) {
+      bool listed = false;
+      if (ids != nullptr) {
+        for (size_t e = 0; e < found && !listed; ++e) listed = ids[start + e] == j;
+      } else {
+        listed = j < found;
+      }
+      if (!listed) {
+        S[filled] = -INFINITY;
+        L[filled++] = j;
+      }
+    }
+    for (size_t j = 0; j < k; ++j) L[j] += label_base;
+  }
+}
+
+// --- optimizers ---------------------------------------------------------------------------------
+
+// One thread per element of the listed rows: the catch-up, then the step (kernels/optim_ops.cpp).
+__global__ void adam_kernel(OptimRows r) {
+  const size_t total = r.n * r.cols;
+  for (size_t idx = global_id(); idx < total; idx += global_stride()) {
+    const size_t j = idx / r.cols;
+    float w = r.w[idx], m = r.m[idx], v = r.v[idx];
+    if (r.has_plan != nullptr && r.has_plan[j] != 0) {
+      const float* p = r.plan + 4 * j;
+      const float root_v = sqrtf(v);
+      float sum = 0.0f;
+      for (uint32_t s = r.term_start[j]; s < r.term_start[j + 1]; ++s)
+        sum += r.terms[2 * s] / (r.terms[2 * s + 1] * root_v + r.eps);
+      w = p[0] * w - sum * m;
+      m *= p[2];
+      v *= p[3];
+    }
+    if (r.grad != nullptr) {
+      const float g = r.grad[idx];
+      m = r.beta1 * m + (1.0f - r.beta1) * g;
+      v = r.beta2 * v + (1.0f - r.beta2) * g * g;
+      w = r.keep * w - r.step[j] * m / (sqrtf(v * r.c2[j]) + r.eps);
+    }
+    r.w[idx] = w;
+    r.m[idx] = m;
+    r.v[idx] = v;
+  }
+}
+
+__global__ void sgd_kernel(OptimRows r) {
+  const size_t total = r.n * r.cols;
+  for (size_t idx = global_id(); idx < total; idx += global_stride()) {
+    const size_t j = idx / r.cols;
+    float w = r.w[idx], m = r.m[idx];
+    if (r.has_plan != nullptr && r.has_plan[j] != 0) {
+      const float* p = r.plan + 4 * j;
+      w = p[0] * w - p[1] * m;
+      m *= p[2];
+    }
+    if (r.grad != nullptr) {
+      m = r.momentum * m + r.grad[idx];
+      w = r.keep * w - r.lr * m;
+    }
+    r.w[idx] = w;
+    r.m[idx] = m;
+  }
+}
+
+// --- LSH ----------------------------------------------------------------------------------------
+
+__global__ void simhash_kernel(const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
+                               uint32_t* codes) {
+  for (size_t idx = global_id(); idx < n * tables; idx += global_stride()) {
+    const size_t j = idx / tables, t = idx % tables;
+    uint32_t code = 0;
+    for (int b = 0; b < k; ++b)
+      code = (code << 1) | (dot16(planes + (t * k + b) * dim, x + j * dim, dim) > 0.0f ? 1u : 0u);
+    codes[idx] = code;
+  }
+}
+
+// Winner of every (row, bin): the position of its largest positive value, -1 for none.
+__global__ void dwta_winners_kernel(const uint32_t* coords, size_t bins, int bin_size, const float* x, size_t n,
+                                    size_t dim, int32_t* winners) {
+  for (size_t idx = global_id(); idx < n * bins; idx += global_stride()) {
+    const size_t j = idx / bins, b = idx % bins;
+    const uint32_t* c = coords + b * bin_size;
+    const float* v = x + j * dim;
+    float best = 0.0f;
+    int32_t arg = -1;
+    for (int i = 0; i < bin_size; ++i)
+      if (v[c[i]] > best) {
+        best = v[c[i]];
+        arg = i;
+      }
+    winners[idx] = arg;
+  }
+}
+
+__global__ void dwta_codes_kernel(DwtaParams p, const int32_t* winners, size_t n, uint32_t* codes) {
+  const size_t bins = p.tables * p.k;
+  for (size_t idx = global_id(); idx < n * p.tables; idx += global_stride()) {
+    const size_t j = idx / p.tables, t = idx % p.tables;
+    const int32_t* win = winners + j * bins;
+    uint64_t code = 0;
+    for (int i = 0; i < p.k; ++i) {
+      const size_t b = t * p.k + i;
+      int32_t w = win[b];
+      for (int attempt = 1; w < 0 && attempt <= 64; ++attempt)
+        w = win[mix32(p.seed ^ (b * 0x9e3779b97f4a7c15ULL) ^ static_cast<uint64_t>(attempt)) % bins];
+      code = (code << p.bin_bits) | static_cast<uint64_t>(w < 0 ? 0 : w);
+    }
+    codes[idx] = (p.k * p.bin_bits <= p.max_bucket_bits)
+                     ? static_cast<uint32_t>(code)
+                     : mix32(code * 0x9e3779b97f4a7c15ULL + t) & ((1u << p.bucket_bits) - 1);
+  }
+}
+
+}  // namespace
+
+// --- the entry points -----------------------------------------------------------------------------
+
+Context* context_create() {
+  auto ctx = std::make_unique<Context>();
+  FRUGAL_CUDA(cudaSetDevice(ctx->device));
+  FRUGAL_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  FRUGAL_CUBLAS(cublasCreate(&ctx->blas));
+  FRUGAL_CUBLAS(cublasSetStream(ctx->blas, ctx->stream));
+  // Full fp32: no TF32 or other reduced-precision shortcut, whatever the environment says.
+  FRUGAL_CUBLAS(cublasSetMathMode(ctx->blas, CUBLAS_PEDANTIC_MATH));
+  return ctx.release();
+}
+
+void context_destroy(Context* ctx) noexcept {
+  if (ctx == nullptr) return;
+  // At process exit the runtime may be gone already: errors are ignored here.
+  for (Buffer& b : ctx->slots)
+    if (b.p != nullptr) (void)cudaFree(b.p);
+  if (ctx->blas != nullptr) (void)cublasDestroy(ctx->blas);
+  if (ctx->stream != nullptr) (void)cudaStreamDestroy(ctx->stream);
+  delete ctx;
+}
+
+void synchronize(Context& ctx) {
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
+}
+
+void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+            int64_t k, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C stays (accumulate) or becomes 0
+    if (!accumulate) std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  constexpr int64_t kMax = 0x7fffffff;
+  FRUGAL_CHECK(m <= kMax && n <= kMax && k <= kMax, "CUDA backend: matmul dimensions beyond cuBLAS's int range");
+  Staging st(ctx);
+  const float* da = st.up(a, static_cast<size_t>(m * k));
+  const float* db = st.up(b, static_cast<size_t>(k * n));
+  float* dc = accumulate ? st.up(c, static_cast<size_t>(m * n)) : st.alloc<float>(static_cast<size_t>(m * n));
+  // Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T: a row-major matrix read as
+  // column-major is its transpose, so B goes first and each operand's flag is its own.
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  FRUGAL_CUBLAS(cublasSgemm(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, db,
+                            static_cast<int>(trans_b ? k : n), da, static_cast<int>(trans_a ? m : k), &beta, dc,
+                            static_cast<int>(n)));
+  st.down(c, dc, static_cast<size_t>(m * n));
+  st.finish();
+}
+
+void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, const float* bias, bool relu) {
+  const size_t n = rows * cols;
+  if (n == 0) return;
+  Staging st(ctx);
+  float* dy = st.up(y, n);
+  const float* db = st.up(bias, cols);
+  bias_act_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(dy, n, cols, db, relu);
+  FRUGAL_LAUNCHED();
+  st.down(y, dy, n);
+  st.finish();
+}
+
+void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, size_t cols, bool relu,
+                       float* bias_grad) {
+  const size_t n = rows * cols;
+  if (cols == 0) return;
+  Staging st(ctx);
+  float* dg = st.up(grad, n);
+  float* dbias = st.alloc<float>(cols);
+  if (relu && n > 0) {
+    const float* dy = st.up(y, n);
+    relu_mask_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(dg, dy, n);
+    FRUGAL_LAUNCHED();
+  }
+  column_sums_kernel<<<blocks_for(cols), kThreads, 0, st.stream()>>>(dg, rows, cols, dbias);
+  FRUGAL_LAUNCHED();
+  st.down(grad, dg, n);
+  st.down(bias_grad, dbias, cols);
+  st.finish();
+}
+
+void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
+                    const float* w, size_t w_rows, size_t h, const float* bias, bool relu, float* out) {
+  if (points == 0 || h == 0) return;
+  const size_t nnz = offsets[points];
+  Staging st(ctx);
+  const uint64_t* doff = st.up(offsets, points + 1);
+  const uint32_t* dids = st.up(ids, nnz);
+  const float* dvals = st.up(vals, nnz);
+  const float* dw = st.up(w, w_rows * h);
+  const float* db = st.up(bias, h);
+  float* dout = st.alloc<float>(points * h);
+  sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(doff, points, dids, dvals, dw, h, db,
+                                                                             relu, dout);
+  FRUGAL_LAUNCHED();
+  st.down(out, dout, points * h);
+  st.finish();
+}
+
+void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
+                   const uint32_t* ids, size_t entries, const float* w, const float* bias, size_t w_rows,
+                   const float* logit_offsets, float* logits) {
+  if (entries == 0) return;
+  Staging st(ctx);
+  const float* dh = st.up(h, samples * d);
+  const uint32_t* dsample = st.up(sample, entries);
+  const uint32_t* dids = st.up(ids, entries);
+  const float* dw = st.up(w, w_rows * d);
+  const float* db = st.up(bias, w_rows);
+  const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
+  float* dz = st.alloc<float>(entries);
+  active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dh, d, dsample, dids, entries, dw, db,
+                                                                           doff, dz);
+  FRUGAL_LAUNCHED();
+  st.down(logits, dz, entries);
+  st.finish();
+}
+
+void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
+                     const float* dlogits, const float* w, size_t w_rows, size_t d, float* grad_h) {
+  if (samples == 0 || d == 0) return;
+  const size_t entries = offsets[samples];
+  Staging st(ctx);
+  const uint64_t* doff = st.up(offsets, samples + 1);
+  const uint32_t* dids = st.up(ids, entries);
+  const float* ddl = st.up(dlogits, entries);
+  const float* dw = st.up(w, w_rows * d);
+  float* dg = st.alloc<float>(samples * d);
+  active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(doff, samples, dids, ddl, dw, d, dg);
+  FRUGAL_LAUNCHED();
+  st.down(grad_h, dg, samples * d);
+  st.finish();
+}
+
+void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
+              const float* vecs, size_t vec_rows, size_t d, float* out, float* bias_out) {
+  if (rows == 0) return;
+  const size_t entries = row_start[rows];
+  Staging st(ctx);
+  const uint64_t* dstart = st.up(row_start, rows + 1);
+  const uint32_t* dsample = st.up(sample, entries);
+  const float* dcoef = st.up(coef, entries);
+  const float* dvecs = st.up(vecs, vec_rows * d);
+  float* dout = st.alloc<float>(rows * d);
+  float* dbias = bias_out != nullptr ? st.alloc<float>(rows) : nullptr;
+  row_sums_kernel<<<blocks_for(rows, 1), kThreads, 0, st.stream()>>>(dstart, rows, dsample, dcoef, dvecs, d, dout,
+                                                                     dbias);
+  FRUGAL_LAUNCHED();
+  st.down(out, dout, rows * d);
+  if (bias_out != nullptr) st.down(bias_out, dbias, rows);
+  st.finish();
+}
+
+void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, size_t samples, float* max) {
+  if (samples == 0) return;
+  Staging st(ctx);
+  const float* dz = st.up(z, nz);
+  const uint64_t* doff = st.up(offsets, samples + 1);
+  float* dmax = st.alloc<float>(samples);
+  xent_max_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, samples, dmax);
+  FRUGAL_LAUNCHED();
+  st.down(max, dmax, samples);
+  st.finish();
+}
+
+void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+               const uint32_t* positions, size_t samples, const float* max, float* sums) {
+  if (samples == 0) return;
+  Staging st(ctx);
+  const float* dz = st.up(z, nz);
+  const uint64_t* doff = st.up(offsets, samples + 1);
+  const uint64_t* dpoff = st.up(pos_offsets, samples + 1);
+  const uint32_t* dpos = st.up(positions, pos_offsets[samples]);
+  const float* dmax = st.up(max, samples);
+  float* dsums = st.alloc<float>(2 * samples);
+  xent_sums_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, samples, dmax, dsums);
+  FRUGAL_LAUNCHED();
+  st.down(sums, dsums, 2 * samples);
+  st.finish();
+}
+
+void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+                    const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
+                    const float* sums, double* losses) {
+  if (samples == 0) return;
+  Staging st(ctx);
+  float* dz = st.up(z, nz);
+  const uint64_t* doff = st.up(offsets, samples + 1);
+  const uint64_t* dpoff = st.up(pos_offsets, samples + 1);
+  const uint32_t* dpos = st.up(positions, pos_offsets[samples]);
+  const uint64_t* dloff = st.up(label_offsets, samples + 1);
+  const float* dmax = st.up(max, samples);
+  const float* dsums = st.up(sums, 2 * samples);
+  double* dloss = st.alloc<double>(samples);
+  xent_loss_grad_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, dloff, samples,
+                                                                           dmax, dsums, dloss);
+  FRUGAL_LAUNCHED();
+  st.down(z, dz, nz);
+  st.down(losses, dloss, samples);
+  st.finish();
+}
+
+void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
+           const float* bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores) {
+  if (rows == 0 || k == 0) return;
+  const size_t n = offsets[rows];
+  Staging st(ctx);
+  const float* ds = st.up(scores, n);
+  const uint64_t* doff = st.up(offsets, rows + 1);
+  const uint32_t* dids = ids != nullptr ? st.up(ids, n) : nullptr;
+  const float* db = bias != nullptr ? st.up(bias, bias_size) : nullptr;
+  uint32_t* dl = st.alloc<uint32_t>(rows * k);
+  float* dout = st.alloc<float>(rows * k);
+  top_k_kernel<<<blocks_for(rows, 64), 64, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k, dl, dout);
+  FRUGAL_LAUNCHED();
+  st.down(labels, dl, rows * k);
+  st.down(out_scores, dout, rows * k);
+  st.finish();
+}
+
+namespace {
+
+// The device copy of r (state and gradients uploaded; w, m, v downloaded by the caller).
+OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
+  OptimRows d = r;
+  const size_t total = r.n * r.cols;
+  d.w = st.up(r.w, total);
+  d.m = st.up(r.m, total);
+  d.v = adam ? st.up(r.v, total) : nullptr;
+  d.grad = r.grad != nullptr ? st.up(r.grad, total) : nullptr;
+  if (r.has_plan != nullptr) {
+    d.has_plan = st.up(r.has_plan, r.n);
+    d.plan = st.up(r.plan, 4 * r.n);
+    d.term_start = st.up(r.term_start, r.n + 1);
+    d.terms = st.up(r.terms, 2 * static_cast<size_t>(r.term_start[r.n]));
+  }
+  if (adam && r.grad != nullptr) {
+    d.step = st.up(r.step, r.n);
+    d.c2 = st.up(r.c2, r.n);
+  }
+  return d;
+}
+
+}  // namespace
+
+void adam_rows(Context& ctx, const OptimRows& r) {
+  const size_t total = r.n * r.cols;
+  if (total == 0) return;
+  Staging st(ctx);
+  const OptimRows d = upload(st, r, true);
+  adam_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
+  FRUGAL_LAUNCHED();
+  st.down(r.w, d.w, total);
+  st.down(r.m, d.m, total);
+  st.down(r.v, d.v, total);
+  st.finish();
+}
+
+void sgd_rows(Context& ctx, const OptimRows& r) {
+  const size_t total = r.n * r.cols;
+  if (total == 0) return;
+  Staging st(ctx);
+  const OptimRows d = upload(st, r, false);
+  sgd_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
+  FRUGAL_LAUNCHED();
+  st.down(r.w, d.w, total);
+  st.down(r.m, d.m, total);
+  st.finish();
+}
+
+void simhash(Context& ctx, const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
+             uint32_t* codes) {
+  if (n == 0 || tables == 0) return;
+  Staging st(ctx);
+  const float* dp = st.up(planes, tables * static_cast<size_t>(k) * dim);
+  const float* dx = st.up(x, n * dim);
+  uint32_t* dc = st.alloc<uint32_t>(n * tables);
+  simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(dp, tables, k, dx, n, dim, dc);
+  FRUGAL_LAUNCHED();
+  st.down(codes, dc, n * tables);
+  st.finish();
+}
+
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, const float* x, size_t n, size_t dim,
+          uint32_t* codes) {
+  const size_t bins = p.tables * static_cast<size_t>(p.k);
+  if (n == 0 || p.tables == 0) return;
+  Staging st(ctx);
+  const uint32_t* dcoords = st.up(coords, bins * static_cast<size_t>(p.bin_size));
+  const float* dx = st.up(x, n * dim);
+  int32_t* dwin = st.alloc<int32_t>(n * bins);
+  uint32_t* dc = st.alloc<uint32_t>(n * p.tables);
+  dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(dcoords, bins, p.bin_size, dx, n, dim, dwin);
+  FRUGAL_LAUNCHED();
+  dwta_codes_kernel<<<blocks_for(n * p.tables), kThreads, 0, st.stream()>>>(p, dwin, n, dc);
+  FRUGAL_LAUNCHED();
+  st.down(codes, dc, n * p.tables);
+  st.finish();
+}
+
+}  // namespace frugal::gpu::dev

@@ -1,0 +1,89 @@
+// The device half of the CUDA backend (gpu/cuda_kernels.cu): plain functions over host arrays, so
+// that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header. Each function
+// copies its inputs into the context's device buffers, runs cuBLAS or a kernel of its own, copies
+// the results back and returns when they are in host memory. Host staging per op is the first step
+// (correct before fast); device-resident weights and optimizer state come later.
+//
+// Every kernel gives each output element to one thread that sums in a fixed order (no atomics), so
+// results are deterministic; the .cu files are built with -fmad=false, so the element-wise ops round
+// as the CPU kernels do (no contracted multiply-adds). Errors throw frugal::Error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace frugal::gpu::dev {
+
+// A device (0), one stream, a cuBLAS handle and staging buffers that grow and are kept.
+struct Context;
+Context* context_create();
+void context_destroy(Context* ctx) noexcept;  // not at process exit (gpu/cuda_backend.cpp)
+void synchronize(Context& ctx);
+
+// C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32).
+void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+            int64_t k, bool accumulate);
+void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, const float* bias, bool relu);
+// y is read only with relu.
+void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, size_t cols, bool relu,
+                       float* bias_grad);
+
+// out[i] = act(bias + sum over point i's entries e, in order, of vals[e] * w[ids[e]]): w holds the
+// w_rows rows the ids refer to, h columns each.
+void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
+                    const float* w, size_t w_rows, size_t h, const float* bias, bool relu, float* out);
+// logits[e] = <h[sample[e]], w[ids[e]]> + bias[ids[e]] (then + offsets[e] when not null), the dot
+// product with the CPU kernels' 16 partial sums.
+void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
+                   const uint32_t* ids, size_t entries, const float* w, const float* bias, size_t w_rows,
+                   const float* logit_offsets, float* logits);
+// grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
+void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
+                     const float* dlogits, const float* w, size_t w_rows, size_t d, float* grad_h);
+// Row j of out = sum over p in [row_start[j], row_start[j+1]) (in order) of coef[p] vecs[sample[p]];
+// bias_out[j] (when not null) = the sum of those coefficients.
+void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
+              const float* vecs, size_t vec_rows, size_t d, float* out, float* bias_out);
+
+// The softmax cross-entropy ops of Backend, one thread per sample.
+void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, size_t samples, float* max);
+void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+               const uint32_t* positions, size_t samples, const float* max, float* sums);
+void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+                    const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
+                    const float* sums, double* losses);
+
+// Backend::top_k with CSR rows (offsets always given); bias has bias_size entries (or is null).
+void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
+           const float* bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores);
+
+// The listed rows of an optimizer step, gathered on the host (n x cols each, updated in place).
+// Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
+// terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
+// correction2[count]. grad null: catch-up only.
+struct OptimRows {
+  size_t n = 0, cols = 0;
+  float *w = nullptr, *m = nullptr, *v = nullptr;
+  const float* grad = nullptr;
+  const uint8_t* has_plan = nullptr;  // null: no plans
+  const float* plan = nullptr;
+  const uint32_t* term_start = nullptr;
+  const float* terms = nullptr;
+  const float *step = nullptr, *c2 = nullptr;
+  float keep = 1, beta1 = 0, beta2 = 0, eps = 0, lr = 0, momentum = 0;
+};
+void adam_rows(Context& ctx, const OptimRows& r);
+void sgd_rows(Context& ctx, const OptimRows& r);
+
+// codes[j * tables + t] for the n rows of x (gathered, dim columns), as Backend's LSH ops.
+void simhash(Context& ctx, const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
+             uint32_t* codes);
+struct DwtaParams {
+  size_t tables = 0;
+  int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
+  uint64_t seed = 0;
+};
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, const float* x, size_t n, size_t dim,
+          uint32_t* codes);
+
+}  // namespace frugal::gpu::dev

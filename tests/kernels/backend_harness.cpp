@@ -1,0 +1,799 @@
+// The backend parity harness (in the style of ggml's test-backend-ops): every op of every
+// registered Backend runs on random inputs of a few shapes (odd sizes, empty batches, a sample with
+// no active ids) and is compared with a plain scalar reference written here (simple loops, double
+// accumulation). Floating outputs are compared by their normalized mean squared error against a
+// bound per op; discrete outputs (rows, labels, codes) and non-finite values must match exactly.
+// One line per (backend, op, shape): OK, FAIL or SKIP (the backend does not support the op; never
+// counted as a pass). A second test breaks every reference on purpose and requires the harness to
+// fail each case: a harness that cannot fail checks nothing.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/backend.h"
+#include "core/rng.h"
+#include "tests/kernels/backend_harness.h"
+
+namespace frugal::harness {
+namespace {
+
+Tensor random_tensor(Rng& rng, size_t rows, size_t cols, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t(rows, cols);
+  for (size_t i = 0; i < t.size(); ++i) t.data()[i] = rng.uniform(lo, hi);
+  return t;
+}
+
+std::vector<double> to_double(const Tensor& t) { return {t.data(), t.data() + t.size()}; }
+
+// `count` distinct ids below n, in random order.
+std::vector<uint32_t> distinct(Rng& rng, size_t n, size_t count) {
+  std::vector<uint32_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = static_cast<uint32_t>(i);
+  count = std::min(count, n);
+  for (size_t i = 0; i < count; ++i) std::swap(all[i], all[i + rng.below(n - i)]);
+  all.resize(count);
+  return all;
+}
+
+// A sparse batch of b points over `features` features with up to max_nnz each; point b / 2 has no
+// features when empty_point is set.
+SparseBatch random_batch(Rng& rng, size_t b, size_t features, size_t max_nnz, bool empty_point) {
+  SparseBatch x;
+  for (size_t i = 0; i < b; ++i) {
+    const size_t nnz = (empty_point && i == b / 2) ? 0 : 1 + rng.below(std::min(max_nnz, features));
+    const std::vector<uint32_t> ids = distinct(rng, features, nnz);
+    std::vector<float> vals(ids.size());
+    for (float& v : vals) v = rng.uniform(0.1f, 2.0f);
+    const std::vector<uint32_t> labels = distinct(rng, 10, rng.below(3));
+    x.add_point(ids, vals, labels);
+  }
+  return x;
+}
+
+// Active sets of b samples over n rows, up to max_per distinct ids each; sample b / 2 has none when
+// empty_sample is set; with offsets, logit offsets (0 for some entries).
+ActiveSets random_active(Rng& rng, size_t b, size_t n, size_t max_per, bool empty_sample, bool offsets) {
+  ActiveSets a;
+  for (size_t i = 0; i < b; ++i) {
+    const size_t count = (empty_sample && i == b / 2) ? 0 : 1 + rng.below(std::min(max_per, n));
+    for (const uint32_t id : distinct(rng, n, count)) a.ids.push_back(id);
+    a.offsets.push_back(a.ids.size());
+  }
+  if (offsets)
+    for (size_t e = 0; e < a.ids.size(); ++e) a.logit_offsets.push_back(e % 3 == 0 ? 0.0f : rng.uniform(-3.0f, 1.0f));
+  return a;
+}
+
+// --- dense --------------------------------------------------------------------------------------
+
+Case matmul_case(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) {
+  return {fmt::format("m={} n={} k={} ta={} tb={} acc={}", m, n, k, ta, tb, acc), [=](Backend& be, Compare& cmp) {
+            Rng rng(static_cast<uint64_t>(m * 1000003 + n * 1009 + k) ^ (ta * 4u + tb * 2u + acc));
+            std::vector<float> a(m * k), b(k * n), c(m * n);
+            for (float& v : a) v = rng.uniform(-1, 1);
+            for (float& v : b) v = rng.uniform(-1, 1);
+            for (float& v : c) v = rng.uniform(-1, 1);
+            const std::vector<float> c0 = c;
+            be.matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k, acc);
+            be.synchronize();
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double s = acc ? c0[i * n + j] : 0.0;
+                for (int64_t p = 0; p < k; ++p) {
+                  const double x = ta ? a[p * m + i] : a[i * k + p];
+                  const double y = tb ? b[j * k + p] : b[p * n + j];
+                  s += x * y;
+                }
+                cmp.add(c[i * n + j], s);
+              }
+          }};
+}
+
+Case bias_act_forward_case(size_t rows, size_t cols, Act act) {
+  return {fmt::format("rows={} cols={} act={}", rows, cols, act == Act::relu ? "relu" : "none"),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 31 + cols);
+            Tensor y = random_tensor(rng, rows, cols);
+            const Tensor bias = random_tensor(rng, cols, 1);  // a column, as Dense keeps it
+            const Tensor y0 = y;
+            be.bias_act_forward(y, bias, act);
+            be.synchronize();
+            std::vector<double> want(rows * cols);
+            for (size_t i = 0; i < rows; ++i)
+              for (size_t c = 0; c < cols; ++c) {
+                const double v = static_cast<double>(y0.at(i, c)) + bias.data()[c];
+                want[i * cols + c] = act == Act::relu ? std::max(0.0, v) : v;
+              }
+            cmp.tensor(y, want);
+          }};
+}
+
+Case bias_act_backward_case(size_t rows, size_t cols, Act act) {
+  return {fmt::format("rows={} cols={} act={}", rows, cols, act == Act::relu ? "relu" : "none"),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 37 + cols);
+            Tensor grad = random_tensor(rng, rows, cols);
+            Tensor y = random_tensor(rng, rows, cols);
+            for (size_t i = 0; i < y.size(); ++i) y.data()[i] = std::max(0.0f, y.data()[i]);  // a ReLU's output
+            const Tensor g0 = grad;
+            Tensor bias_grad(1, cols);
+            be.bias_act_backward(grad, y, act, bias_grad);
+            be.synchronize();
+            std::vector<double> want(rows * cols), bias(cols, 0.0);
+            for (size_t i = 0; i < rows; ++i)
+              for (size_t c = 0; c < cols; ++c) {
+                const double g = (act == Act::relu && y.at(i, c) <= 0.0f) ? 0.0 : g0.at(i, c);
+                want[i * cols + c] = g;
+                bias[c] += g;
+              }
+            cmp.tensor(grad, want);
+            cmp.tensor(bias_grad, bias);
+          }};
+}
+
+// --- sparse input layer -------------------------------------------------------------------------
+
+Case sparse_forward_case(size_t b, size_t features, size_t h, Act act, bool empty_point) {
+  return {fmt::format("B={} F={} H={} act={}{}", b, features, h, act == Act::relu ? "relu" : "none",
+                      empty_point ? " (a point without features)" : ""),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(b * 41 + features * 7 + h);
+            const SparseBatch x = random_batch(rng, b, features, 12, empty_point);
+            const Tensor w = random_tensor(rng, features, h);
+            const Tensor bias = random_tensor(rng, 1, h);
+            Tensor out;
+            be.sparse_input_forward(x, w, bias, act, out);
+            be.synchronize();
+            std::vector<double> want(b * h);
+            for (size_t i = 0; i < b; ++i)
+              for (size_t c = 0; c < h; ++c) {
+                double s = bias.data()[c];
+                const auto ids = x.features_of(i);
+                const auto vals = x.values_of(i);
+                for (size_t j = 0; j < ids.size(); ++j) s += static_cast<double>(vals[j]) * w.at(ids[j], c);
+                want[i * h + c] = act == Act::relu ? std::max(0.0, s) : s;
+              }
+            cmp.same_size(out.rows(), b);
+            cmp.tensor(out, want);
+          }};
+}
+
+// The row gradients that entries (ids, coefs per sample) give: rows sorted, sums in double.
+void reference_rows(std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs, const Tensor& vecs,
+                    std::map<uint32_t, std::vector<double>>& rows, std::map<uint32_t, double>& bias) {
+  for (size_t i = 0; i + 1 < offsets.size(); ++i)
+    for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+      auto& row = rows[ids[e]];
+      row.resize(vecs.cols(), 0.0);
+      for (size_t c = 0; c < vecs.cols(); ++c) row[c] += static_cast<double>(coefs[e]) * vecs.at(i, c);
+      bias[ids[e]] += coefs[e];
+    }
+}
+
+void compare_rows(Compare& cmp, const RowGrad& got, const std::map<uint32_t, std::vector<double>>& want) {
+  cmp.same_size(got.rows.size(), want.size());
+  size_t j = 0;
+  for (const auto& [row, values] : want) {
+    if (j >= got.rows.size()) break;
+    cmp.exact(got.rows[j], row);
+    for (size_t c = 0; c < values.size(); ++c) cmp.add(got.values.at(j, c), values[c]);
+    ++j;
+  }
+}
+
+Case sparse_backward_case(size_t b, size_t features, size_t h, bool empty_point) {
+  return {fmt::format("B={} F={} H={}{}, workspace reused", b, features, h,
+                      empty_point ? " (a point without features)" : ""),
+          [=](Backend& be, Compare& cmp) {
+            std::unique_ptr<RowWorkspace> ws = be.make_row_workspace(features);
+            for (int round = 0; round < 2; ++round) {  // the second call reuses the workspace
+              Rng rng(b * 43 + features * 5 + h + round);
+              const SparseBatch x = random_batch(rng, b, features, 9, empty_point);
+              const Tensor grad_pre = random_tensor(rng, b, h);
+              RowGrad grad;
+              be.sparse_input_backward(*ws, x, grad_pre, grad);
+              be.synchronize();
+              std::map<uint32_t, std::vector<double>> rows;
+              std::map<uint32_t, double> bias;
+              reference_rows(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre, rows, bias);
+              compare_rows(cmp, grad, rows);
+            }
+          }};
+}
+
+// --- active sets --------------------------------------------------------------------------------
+
+Case active_logits_case(size_t b, size_t n, size_t d, bool empty_sample, bool offsets) {
+  return {fmt::format("B={} N={} D={}{}{}", b, n, d, empty_sample ? " (a sample without ids)" : "",
+                      offsets ? " logit offsets" : ""),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(b * 47 + n * 3 + d + offsets);
+            const ActiveSets active = random_active(rng, b, n, 20, empty_sample, offsets);
+            const Tensor h = random_tensor(rng, b, d), w = random_tensor(rng, n, d), bias = random_tensor(rng, n, 1);
+            std::vector<float> logits;
+            be.active_logits(h, active, w, bias, logits);
+            be.synchronize();
+            cmp.same_size(logits.size(), active.total());
+            for (size_t i = 0; i < b; ++i)
+              for (uint64_t e = active.offsets[i]; e < std::min<uint64_t>(active.offsets[i + 1], logits.size()); ++e) {
+                double s = bias.data()[active.ids[e]];
+                for (size_t c = 0; c < d; ++c) s += static_cast<double>(h.at(i, c)) * w.at(active.ids[e], c);
+                if (offsets) s += active.logit_offsets[e];
+                cmp.add(logits[e], s);
+              }
+          }};
+}
+
+Case active_backward_case(size_t b, size_t n, size_t d, bool empty_sample) {
+  return {fmt::format("B={} N={} D={}{}", b, n, d, empty_sample ? " (a sample without ids)" : ""),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(b * 53 + n * 3 + d);
+            const ActiveSets active = random_active(rng, b, n, 20, empty_sample, false);
+            std::vector<float> dlogits(active.total());
+            for (size_t e = 0; e < dlogits.size(); ++e) dlogits[e] = e % 4 == 1 ? 0.0f : rng.uniform(-1, 1);
+            const Tensor w = random_tensor(rng, n, d);
+            Tensor grad_h;
+            be.active_backward_input(active, dlogits, w, grad_h);
+            be.synchronize();
+            std::vector<double> want(b * d, 0.0);
+            for (size_t i = 0; i < b; ++i)
+              for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e)
+                for (size_t c = 0; c < d; ++c) want[i * d + c] += static_cast<double>(dlogits[e]) * w.at(active.ids[e], c);
+            cmp.same_size(grad_h.rows(), b);
+            cmp.tensor(grad_h, want);
+          }};
+}
+
+Case row_accumulate_case(size_t b, size_t n, size_t d, bool empty_sample, bool with_bias) {
+  return {fmt::format("B={} N={} D={}{}{}, workspace reused", b, n, d, empty_sample ? " (a sample without ids)" : "",
+                      with_bias ? " bias" : ""),
+          [=](Backend& be, Compare& cmp) {
+            std::unique_ptr<RowWorkspace> ws = be.make_row_workspace(n);
+            for (int round = 0; round < 2; ++round) {
+              Rng rng(b * 59 + n * 3 + d + round);
+              const ActiveSets active = random_active(rng, b, n, 15, empty_sample, false);
+              std::vector<float> coefs(active.total());
+              for (float& c : coefs) c = rng.uniform(-1, 1);
+              const Tensor vecs = random_tensor(rng, b, d);
+              RowGrad grad, bias_grad;
+              be.row_accumulate(*ws, active.offsets, active.ids.data(), coefs.data(), vecs, grad,
+                                with_bias ? &bias_grad : nullptr);
+              be.synchronize();
+              std::map<uint32_t, std::vector<double>> rows;
+              std::map<uint32_t, double> bias;
+              reference_rows(active.offsets, active.ids.data(), coefs.data(), vecs, rows, bias);
+              compare_rows(cmp, grad, rows);
+              if (!with_bias) continue;
+              cmp.same_size(bias_grad.rows.size(), bias.size());
+              size_t j = 0;
+              for (const auto& [row, sum] : bias) {
+                if (j >= bias_grad.rows.size()) break;
+                cmp.exact(bias_grad.rows[j], row);
+                cmp.add(bias_grad.values.data()[j], sum);
+                ++j;
+              }
+            }
+          }};
+}
+
+// --- softmax cross-entropy ----------------------------------------------------------------------
+
+// Logits of b samples in CSR form, up to max_per each (sample b / 2 has none when empty_sample),
+// with the positions of their labels owned here and their label counts over the group: sample 1
+// has no labels, sample 2 has labels but none owned here.
+struct XentInput {
+  std::vector<float> z;
+  std::vector<uint64_t> offsets{0}, pos_offsets{0}, label_offsets{0};
+  std::vector<uint32_t> positions;
+  XentBatch batch() const { return {offsets, pos_offsets, positions, label_offsets}; }
+};
+
+XentInput random_xent(Rng& rng, size_t b, size_t max_per, bool empty_sample) {
+  XentInput in;
+  for (size_t i = 0; i < b; ++i) {
+    const size_t n = (empty_sample && i == b / 2) ? 0 : 1 + rng.below(max_per);
+    for (size_t j = 0; j < n; ++j) in.z.push_back(rng.uniform(-5, 5));
+    in.offsets.push_back(in.z.size());
+    const size_t labels = i == 1 ? 0 : 1 + rng.below(3);
+    const size_t owned = (i == 1 || i == 2) ? 0 : std::min(labels, n);
+    for (const uint32_t p : distinct(rng, n, owned)) in.positions.push_back(p);
+    in.pos_offsets.push_back(in.positions.size());
+    in.label_offsets.push_back(in.label_offsets.back() + labels);
+  }
+  return in;
+}
+
+double reference_max(const XentInput& in, size_t i) {
+  double m = -INFINITY;
+  for (uint64_t e = in.offsets[i]; e < in.offsets[i + 1]; ++e) m = std::max<double>(m, in.z[e]);
+  return m;
+}
+
+std::string xent_shape(size_t b, size_t max_per, bool empty_sample) {
+  return fmt::format("B={} logits<={}{}", b, max_per, empty_sample ? " (a sample without ids)" : "");
+}
+
+Case xent_max_case(size_t b, size_t max_per, bool empty_sample) {
+  return {xent_shape(b, max_per, empty_sample), [=](Backend& be, Compare& cmp) {
+            Rng rng(b * 61 + max_per);
+            const XentInput in = random_xent(rng, b, max_per, empty_sample);
+            std::vector<float> max(b);
+            be.xent_max(in.z, in.batch(), max);
+            be.synchronize();
+            for (size_t i = 0; i < b; ++i) cmp.add(max[i], reference_max(in, i));
+          }};
+}
+
+Case xent_sums_case(size_t b, size_t max_per, bool empty_sample) {
+  return {xent_shape(b, max_per, empty_sample), [=](Backend& be, Compare& cmp) {
+            Rng rng(b * 67 + max_per);
+            const XentInput in = random_xent(rng, b, max_per, empty_sample);
+            std::vector<float> max(b), sums(2 * b);
+            for (size_t i = 0; i < b; ++i) {  // the group's maximum: at least the local one
+              const double m = reference_max(in, i);
+              max[i] = static_cast<float>(std::isfinite(m) ? m + rng.uniform(0, 1) : rng.uniform(-1, 1));
+            }
+            be.xent_sums(in.z, in.batch(), max, sums);
+            be.synchronize();
+            for (size_t i = 0; i < b; ++i) {
+              double s = 0, y = 0;
+              for (uint64_t e = in.offsets[i]; e < in.offsets[i + 1]; ++e) s += std::exp(double{in.z[e]} - max[i]);
+              for (uint64_t p = in.pos_offsets[i]; p < in.pos_offsets[i + 1]; ++p)
+                y += in.z[in.offsets[i] + in.positions[p]];
+              cmp.add(sums[i], s);
+              cmp.add(sums[b + i], y);
+            }
+          }};
+}
+
+Case xent_loss_grad_case(size_t b, size_t max_per, bool empty_sample) {
+  return {xent_shape(b, max_per, empty_sample), [=](Backend& be, Compare& cmp) {
+            Rng rng(b * 71 + max_per);
+            XentInput in = random_xent(rng, b, max_per, empty_sample);
+            // The group's max and sums: the local parts plus what other ranks add.
+            std::vector<float> max(b), sums(2 * b);
+            for (size_t i = 0; i < b; ++i) {
+              const double m = reference_max(in, i);
+              max[i] = static_cast<float>(std::isfinite(m) ? m + rng.uniform(0, 1) : rng.uniform(-1, 1));
+              double s = 0;
+              for (uint64_t e = in.offsets[i]; e < in.offsets[i + 1]; ++e) s += std::exp(double{in.z[e]} - max[i]);
+              sums[i] = static_cast<float>(s + rng.uniform(0.5f, 3.0f));
+              sums[b + i] = rng.uniform(-3, 3);
+            }
+            const std::vector<float> z0 = in.z;
+            std::vector<double> losses(b, -1.0);
+            be.xent_loss_grad(in.z, in.batch(), max, sums, losses);
+            be.synchronize();
+            for (size_t i = 0; i < b; ++i) {
+              const uint64_t labels = in.label_offsets[i + 1] - in.label_offsets[i];
+              std::vector<double> g(in.offsets[i + 1] - in.offsets[i], 0.0);
+              double loss = 0;
+              if (labels > 0) {
+                const double w = 1.0 / static_cast<double>(labels);
+                loss = std::log(double{sums[i]}) + max[i] - w * sums[b + i];
+                for (size_t j = 0; j < g.size(); ++j) g[j] = std::exp(double{z0[in.offsets[i] + j]} - max[i]) / sums[i];
+                for (uint64_t p = in.pos_offsets[i]; p < in.pos_offsets[i + 1]; ++p) g[in.positions[p]] -= w;
+              }
+              cmp.add(losses[i], loss);
+              for (size_t j = 0; j < g.size(); ++j) cmp.add(in.z[in.offsets[i] + j], g[j]);
+            }
+          }};
+}
+
+// --- ranking ------------------------------------------------------------------------------------
+
+// rows of candidates: dense (width each, labels = positions) or CSR (ids below n, some rows with
+// fewer than k, one with none). Scores on a coarse grid when ties is set, so the order of equal
+// scores (lower label first) is checked.
+Case top_k_case(size_t rows, size_t width, size_t k, bool csr, bool ties, bool with_bias = false) {
+  return {fmt::format("rows={} {}={} k={}{}{}", rows, csr ? "N" : "width", width, k, ties ? " ties" : "",
+                      with_bias ? " bias" : ""),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 73 + width * 3 + k + csr + with_bias);
+            std::vector<float> bias(width);
+            for (float& b : bias) b = ties ? std::round(rng.uniform(-1, 1) * 2.0f) / 2.0f : rng.uniform(-1, 1);
+            std::vector<float> scores;
+            std::vector<uint64_t> offsets{0};
+            std::vector<uint32_t> ids;
+            for (size_t i = 0; i < rows; ++i) {
+              const size_t n = !csr ? width : (i == rows / 2 ? 0 : rng.below(std::min(width, 2 * k + 2) + 1));
+              if (csr)
+                for (const uint32_t id : distinct(rng, width, n)) ids.push_back(id);
+              for (size_t j = 0; j < n; ++j)
+                scores.push_back(ties ? std::round(rng.uniform(-2, 2) * 2.0f) / 2.0f : rng.uniform(-2, 2));
+              offsets.push_back(scores.size());
+            }
+            const uint32_t base = csr ? 100 : 7;
+            TopKInput in{.rows = rows, .scores = scores.data(), .offsets = csr ? offsets.data() : nullptr,
+                         .width = width, .ids = csr ? ids.data() : nullptr, .label_base = base,
+                         .bias = with_bias ? bias.data() : nullptr};
+            std::vector<uint32_t> labels(rows * k);
+            std::vector<float> best(rows * k);
+            be.top_k(in, k, labels, best);
+            be.synchronize();
+            for (size_t i = 0; i < rows; ++i) {
+              std::vector<std::pair<float, uint32_t>> cand;
+              for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+                const uint32_t label = csr ? ids[e] : static_cast<uint32_t>(e - offsets[i]);
+                // A float sum, as the op's contract says: the order of near-equal scores is exact.
+                cand.emplace_back(with_bias ? scores[e] + bias[label] : scores[e], label);
+              }
+              std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& c) {
+                return a.first != c.first ? a.first > c.first : a.second < c.second;
+              });
+              std::set<uint32_t> listed;
+              for (const auto& c : cand) listed.insert(c.second);
+              if (cand.size() > k) cand.resize(k);
+              for (uint32_t j = 0; cand.size() < k; ++j)
+                if (!listed.contains(j)) cand.emplace_back(-INFINITY, j);
+              for (size_t j = 0; j < k; ++j) {
+                cmp.exact(labels[i * k + j], cand[j].second + base);
+                cmp.add(best[i * k + j], cand[j].first);
+              }
+            }
+          }};
+}
+
+// --- optimizers ---------------------------------------------------------------------------------
+
+// A row update over `listed` of `rows` rows: gradients (unless catch_up_only), catch-up plans for
+// about half the rows (none when no_plans), update counts 1..5.
+struct OptimInput {
+  Tensor w, m, v, grad;
+  std::vector<uint32_t> rows;
+  std::vector<std::vector<float>> terms;
+  std::vector<CatchUpPlan> plan_store;
+  std::vector<const CatchUpPlan*> plans;
+  std::vector<uint32_t> counts;
+  std::vector<float> c1, c2;
+};
+
+OptimInput random_optim(Rng& rng, size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans) {
+  OptimInput in;
+  in.w = random_tensor(rng, rows, cols);
+  in.m = random_tensor(rng, rows, cols, -0.1f, 0.1f);
+  in.v = random_tensor(rng, rows, cols, 0.0f, 0.01f);
+  in.rows = distinct(rng, rows, listed);
+  std::sort(in.rows.begin(), in.rows.end());
+  if (!catch_up_only) in.grad = random_tensor(rng, in.rows.size(), cols, -0.5f, 0.5f);
+  in.terms.resize(in.rows.size());
+  in.plan_store.resize(in.rows.size());
+  for (size_t j = 0; j < in.rows.size(); ++j) {
+    in.counts.push_back(static_cast<uint32_t>(1 + rng.below(5)));
+    if (no_plans) continue;
+    if (!catch_up_only && rng.below(2) == 0) {
+      in.plans.push_back(nullptr);
+      continue;
+    }
+    const size_t steps = rng.below(5);
+    for (size_t s = 0; s < steps; ++s) {
+      in.terms[j].push_back(rng.uniform(1e-4f, 1e-3f));
+      in.terms[j].push_back(rng.uniform(0.5f, 1.5f));
+    }
+    CatchUpPlan& p = in.plan_store[j];
+    p.decay = rng.uniform(0.99f, 1.0f);
+    p.move = rng.uniform(0.0f, 0.01f);
+    p.m_decay = rng.uniform(0.5f, 1.0f);
+    p.v_decay = rng.uniform(0.5f, 1.0f);
+    p.terms = in.terms[j].data();
+    p.terms_count = static_cast<uint32_t>(steps);
+    in.plans.push_back(&p);
+  }
+  const double b1 = 0.9, b2 = 0.999;
+  in.c1.push_back(0.0f);
+  in.c2.push_back(0.0f);
+  for (int t = 1; t <= 5; ++t) {
+    in.c1.push_back(static_cast<float>(1.0 / (1.0 - std::pow(b1, t))));
+    in.c2.push_back(static_cast<float>(1.0 / (1.0 - std::pow(b2, t))));
+  }
+  return in;
+}
+
+std::string optim_shape(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
+  return fmt::format("rows={} cols={} listed={}{}{}{}", rows, cols, listed, catch_up_only ? " catch-up only" : "",
+                     no_plans ? " no plans" : "", keep != 1.0f ? " weight decay" : "");
+}
+
+Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
+  return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep), [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 79 + cols * 3 + listed + catch_up_only);
+            OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
+            const Tensor w0 = in.w, m0 = in.m, v0 = in.v;
+            RowUpdate u;
+            u.w = &in.w;
+            u.m = &in.m;
+            u.v = &in.v;
+            u.rows = in.rows;
+            u.grad = catch_up_only ? nullptr : &in.grad;
+            u.plans = in.plans;
+            u.counts = in.counts;
+            u.correction1 = in.c1;
+            u.correction2 = in.c2;
+            u.keep = keep;
+            u.lr = 1e-2f;
+            u.beta1 = 0.9f;
+            u.beta2 = 0.999f;
+            u.eps = 1e-8f;
+            be.adam_rows(u);
+            be.synchronize();
+            std::vector<double> w = to_double(w0), m = to_double(m0), v = to_double(v0);
+            for (size_t j = 0; j < in.rows.size(); ++j) {
+              const size_t r = in.rows[j];
+              const CatchUpPlan* plan = in.plans.empty() ? nullptr : in.plans[j];
+              for (size_t c = 0; c < cols; ++c) {
+                double& W = w[r * cols + c];
+                double& M = m[r * cols + c];
+                double& V = v[r * cols + c];
+                if (plan != nullptr) {
+                  double sum = 0;
+                  for (uint32_t s = 0; s < plan->terms_count; ++s)
+                    sum += plan->terms[2 * s] / (plan->terms[2 * s + 1] * std::sqrt(V) + u.eps);
+                  W = plan->decay * W - sum * M;
+                  M *= plan->m_decay;
+                  V *= plan->v_decay;
+                }
+                if (u.grad == nullptr) continue;
+                const double g = in.grad.at(j, c), b1 = u.beta1, b2 = u.beta2;
+                M = b1 * M + (1 - b1) * g;
+                V = b2 * V + (1 - b2) * g * g;
+                const double step = double{u.lr} * in.c1[in.counts[j]];
+                W = keep * W - step * M / (std::sqrt(V * in.c2[in.counts[j]]) + u.eps);
+              }
+            }
+            cmp.tensor(in.w, w);
+            cmp.tensor(in.m, m);
+            cmp.tensor(in.v, v);
+          }};
+}
+
+Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
+  return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep), [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 83 + cols * 3 + listed + catch_up_only);
+            OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
+            const Tensor w0 = in.w, m0 = in.m;
+            RowUpdate u;
+            u.w = &in.w;
+            u.m = &in.m;
+            u.rows = in.rows;
+            u.grad = catch_up_only ? nullptr : &in.grad;
+            u.plans = in.plans;
+            u.keep = keep;
+            u.lr = 0.1f;
+            u.momentum = 0.9f;
+            be.sgd_rows(u);
+            be.synchronize();
+            std::vector<double> w = to_double(w0), m = to_double(m0);
+            for (size_t j = 0; j < in.rows.size(); ++j) {
+              const size_t r = in.rows[j];
+              const CatchUpPlan* plan = in.plans.empty() ? nullptr : in.plans[j];
+              for (size_t c = 0; c < cols; ++c) {
+                double& W = w[r * cols + c];
+                double& M = m[r * cols + c];
+                if (plan != nullptr) {
+                  W = plan->decay * W - double{plan->move} * M;
+                  M *= plan->m_decay;
+                }
+                if (u.grad == nullptr) continue;
+                M = double{u.momentum} * M + in.grad.at(j, c);
+                W = keep * W - double{u.lr} * M;
+              }
+            }
+            cmp.tensor(in.w, w);
+            cmp.tensor(in.m, m);
+          }};
+}
+
+// --- LSH ----------------------------------------------------------------------------------------
+
+Case simhash_case(size_t tables, int k, size_t dim, size_t rows, size_t listed) {
+  return {fmt::format("tables={} k={} dim={} rows={}{}", tables, k, dim, rows,
+                      listed > 0 ? fmt::format(" listed={}", listed) : std::string()),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(tables * 89 + k * 7 + dim + rows);
+            const Tensor planes = random_tensor(rng, tables * k, dim);
+            const Tensor x = random_tensor(rng, rows, dim);
+            std::vector<uint32_t> list = distinct(rng, rows, listed);
+            const size_t n = listed > 0 ? list.size() : rows;
+            std::vector<uint32_t> codes(n * tables, 0xdeadbeef);
+            be.simhash_codes({.planes = &planes, .k = k, .tables = tables}, x, list, codes.data());
+            be.synchronize();
+            for (size_t j = 0; j < n; ++j) {
+              const size_t r = listed > 0 ? list[j] : j;
+              for (size_t t = 0; t < tables; ++t) {
+                uint32_t want = 0, unsure = 0;  // bits whose projection is too close to 0 to call
+                for (int b = 0; b < k; ++b) {
+                  double dot = 0, norm = 0;
+                  for (size_t c = 0; c < dim; ++c) {
+                    const double p = planes.at(t * k + b, c), v = x.at(r, c);
+                    dot += p * v;
+                    norm += std::abs(p * v);
+                  }
+                  want = (want << 1) | (dot > 0 ? 1u : 0u);
+                  unsure = (unsure << 1) | (std::abs(dot) <= 1e-5 * norm ? 1u : 0u);
+                }
+                cmp.exact(codes[j * tables + t] & ~unsure, want & ~unsure);
+              }
+            }
+          }};
+}
+
+uint32_t ref_mix32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+Case dwta_case(size_t tables, int k, int bin_size, size_t dim, size_t rows, size_t listed) {
+  return {fmt::format("tables={} k={} bin={} dim={} rows={}{}", tables, k, bin_size, dim, rows,
+                      listed > 0 ? fmt::format(" listed={}", listed) : std::string()),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(tables * 97 + k * 7 + bin_size + dim + rows);
+            int bin_bits = 0;
+            while ((1 << bin_bits) < bin_size) ++bin_bits;
+            const int max_bits = 18, bucket_bits = std::min(k * bin_bits, max_bits);
+            const size_t bins = tables * k;
+            std::vector<uint32_t> coords(bins * bin_size);
+            for (uint32_t& c : coords) c = static_cast<uint32_t>(rng.below(dim));
+            // Rows like ReLU outputs: mostly zeros; row 0 has no positive value at all.
+            Tensor x(rows, dim);
+            for (size_t r = 0; r < rows; ++r)
+              for (size_t c = 0; c < dim; ++c)
+                x.at(r, c) = r == 0 ? -rng.uniform(0, 1) : (rng.below(3) == 0 ? rng.uniform(0, 1) : 0.0f);
+            const uint64_t seed = rng.next_u64();
+            const DwtaSpec spec{.coords = coords, .k = k, .bin_size = bin_size, .bin_bits = bin_bits,
+                                .bucket_bits = bucket_bits, .max_bucket_bits = max_bits, .tables = tables,
+                                .seed = seed};
+            std::vector<uint32_t> list = distinct(rng, rows, listed);
+            const size_t n = listed > 0 ? list.size() : rows;
+            std::vector<uint32_t> codes(n * tables, 0xdeadbeef);
+            be.dwta_codes(spec, x, list, codes.data());
+            be.synchronize();
+            for (size_t j = 0; j < n; ++j) {
+              const size_t r = listed > 0 ? list[j] : j;
+              std::vector<int> winners(bins, -1);
+              for (size_t b = 0; b < bins; ++b) {
+                float best = 0;
+                for (int i = 0; i < bin_size; ++i) {
+                  const float v = x.at(r, coords[b * bin_size + i]);
+                  if (v > best) {
+                    best = v;
+                    winners[b] = i;
+                  }
+                }
+              }
+              for (size_t t = 0; t < tables; ++t) {
+                uint64_t code = 0;
+                for (int i = 0; i < k; ++i) {
+                  const size_t b = t * k + i;
+                  int w = winners[b];
+                  for (uint64_t attempt = 1; w < 0 && attempt <= 64; ++attempt)
+                    w = winners[ref_mix32(seed ^ (b * 0x9e3779b97f4a7c15ULL) ^ attempt) % bins];
+                  code = (code << bin_bits) | static_cast<uint64_t>(w < 0 ? 0 : w);
+                }
+                const uint32_t want = k * bin_bits <= max_bits
+                                          ? static_cast<uint32_t>(code)
+                                          : ref_mix32(code * 0x9e3779b97f4a7c15ULL + t) & ((1u << bucket_bits) - 1);
+                cmp.exact(codes[j * tables + t], want);
+              }
+            }
+          }};
+}
+
+}  // namespace
+
+// Every op with its cases.
+std::vector<OpCases> all_cases() {
+  return {
+      {Op::matmul, kGemm,
+       {matmul_case(0, 5, 3, false, false, false), matmul_case(1, 1, 1, false, false, false),
+        matmul_case(7, 13, 5, false, true, false), matmul_case(33, 17, 65, true, false, true),
+        matmul_case(16, 130, 64, false, true, false), matmul_case(9, 11, 3, true, true, true)}},
+      {Op::sparse_input_forward, kExact,
+       {sparse_forward_case(0, 10, 8, Act::relu, false), sparse_forward_case(1, 1, 1, Act::none, false),
+        sparse_forward_case(7, 37, 17, Act::relu, true), sparse_forward_case(9, 100, 130, Act::none, false)}},
+      {Op::sparse_input_backward, kExact,
+       {sparse_backward_case(0, 10, 8, false), sparse_backward_case(1, 1, 1, false),
+        sparse_backward_case(7, 37, 17, true), sparse_backward_case(12, 50, 130, false)}},
+      {Op::active_logits, kExact,
+       {active_logits_case(0, 10, 8, false, false), active_logits_case(1, 1, 1, false, false),
+        active_logits_case(6, 50, 17, true, true), active_logits_case(9, 300, 130, false, false)}},
+      {Op::active_backward_input, kExact,
+       {active_backward_case(0, 10, 8, false), active_backward_case(1, 1, 1, false),
+        active_backward_case(6, 50, 17, true), active_backward_case(9, 300, 130, false)}},
+      {Op::row_accumulate, kExact,
+       {row_accumulate_case(0, 10, 8, false, true), row_accumulate_case(1, 1, 1, false, true),
+        row_accumulate_case(6, 20, 17, true, true), row_accumulate_case(9, 300, 130, false, false)}},
+      {Op::bias_act_forward, kExact,
+       {bias_act_forward_case(0, 5, Act::relu), bias_act_forward_case(1, 1, Act::none),
+        bias_act_forward_case(7, 300, Act::relu), bias_act_forward_case(33, 17, Act::none)}},
+      {Op::bias_act_backward, kExact,
+       {bias_act_backward_case(0, 5, Act::relu), bias_act_backward_case(1, 1, Act::none),
+        bias_act_backward_case(7, 300, Act::relu), bias_act_backward_case(33, 17, Act::none)}},
+      {Op::xent_max, kExact,
+       {xent_max_case(0, 4, false), xent_max_case(1, 1, false), xent_max_case(7, 40, true),
+        xent_max_case(5, 1000, false)}},
+      {Op::xent_sums, kExact,
+       {xent_sums_case(0, 4, false), xent_sums_case(1, 1, false), xent_sums_case(7, 40, true),
+        xent_sums_case(5, 1000, false)}},
+      {Op::xent_loss_grad, kExact,
+       {xent_loss_grad_case(0, 4, false), xent_loss_grad_case(1, 1, false), xent_loss_grad_case(7, 40, true),
+        xent_loss_grad_case(5, 1000, false)}},
+      {Op::top_k, kExact,
+       {top_k_case(0, 5, 3, false, false), top_k_case(1, 1, 1, false, false), top_k_case(6, 37, 5, false, true),
+        top_k_case(3, 1000, 10, false, false), top_k_case(7, 50, 4, true, true), top_k_case(2, 5, 0, false, false),
+        top_k_case(4, 300, 7, false, false, true), top_k_case(5, 40, 6, true, true, true)}},
+      {Op::adam_rows, kExact,
+       {adam_case(4, 3, 0, false, false, 1.0f), adam_case(1, 1, 1, false, true, 1.0f),
+        adam_case(20, 33, 7, false, false, 1.0f), adam_case(10, 130, 10, true, false, 1.0f),
+        adam_case(5, 17, 3, false, false, 0.999f)}},
+      {Op::sgd_rows, kExact,
+       {sgd_case(4, 3, 0, false, false, 1.0f), sgd_case(1, 1, 1, false, true, 1.0f),
+        sgd_case(20, 33, 7, false, false, 1.0f), sgd_case(10, 130, 10, true, false, 1.0f),
+        sgd_case(5, 17, 3, false, false, 0.999f)}},
+      {Op::simhash_codes, kExact,
+       {simhash_case(3, 4, 8, 0, 0), simhash_case(1, 1, 1, 1, 0), simhash_case(5, 8, 17, 9, 0),
+        simhash_case(3, 24, 130, 20, 6)}},
+      {Op::dwta_codes, kExact,
+       {dwta_case(2, 3, 8, 10, 0, 0), dwta_case(1, 1, 2, 3, 1, 0), dwta_case(5, 3, 8, 40, 12, 0),
+        dwta_case(200, 6, 8, 64, 5, 0), dwta_case(7, 8, 16, 50, 9, 4)}},
+  };
+}
+
+// Runs every case of every op on `be`, printing one line each. With perturb, the references are
+// wrong on purpose and every case that compares something must FAIL.
+Tally run_all(Backend& be, bool perturb) {
+  Tally tally;
+  const std::vector<OpCases> ops = all_cases();
+  std::set<Op> covered;
+  for (const OpCases& oc : ops) {
+    covered.insert(oc.op);
+    for (const Case& c : oc.cases) {
+      const std::string head =
+          fmt::format("{}{:>6}  {:<22} {:<58}", perturb ? "[self-test] " : "", be.name(), op_name(oc.op), c.shape);
+      if (!be.supports(oc.op)) {
+        std::printf("%s SKIP (not supported)\n", head.c_str());
+        ++tally.skip;
+        continue;
+      }
+      Compare cmp;
+      cmp.perturb = perturb;
+      std::string error;
+      try {
+        c.run(be, cmp);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      const bool ok = error.empty() && cmp.mismatches == 0 && cmp.nmse() <= oc.bound;
+      std::printf("%s %s  nmse=%.2e (bound %.0e) mismatches=%zu/%zu%s%s\n", head.c_str(), ok ? "OK  " : "FAIL",
+                  cmp.nmse(), oc.bound, cmp.mismatches, cmp.count, error.empty() ? "" : " error: ", error.c_str());
+      if (perturb) {
+        // Nothing compared (an empty batch) cannot fail; everything else must.
+        INFO(be.name() << " " << op_name(oc.op) << " " << c.shape << ": a wrong reference went unnoticed");
+        if (cmp.perturbed > 0) CHECK_FALSE(ok);
+      } else {
+        INFO(be.name() << " " << op_name(oc.op) << " " << c.shape << ": nmse " << cmp.nmse() << " mismatches "
+                       << cmp.mismatches << " " << error);
+        CHECK(ok);
+      }
+      ++(ok ? tally.ok : tally.fail);
+    }
+  }
+  INFO("the harness must have cases for every op");
+  CHECK(covered.size() == kNumOps);
+  for (const Op op : all_ops()) CHECK(covered.contains(op));
+  return tally;
+}
+
+
+}  // namespace frugal::harness

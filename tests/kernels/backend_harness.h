@@ -1,0 +1,93 @@
+// The backend parity harness (tests/kernels/backend_harness.cpp), shared by the `kernels` test
+// (every registered backend) and the `kernels_cuda` test (the "cuda" backend, also against "cpu").
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace frugal::harness {
+
+// The comparison of one case: NMSE over the floating outputs, exact counts for the rest. With
+// `perturb`, every reference value is made wrong before it is compared (the self-test).
+struct Compare {
+  bool perturb = false;
+  // When set, every value an op produced (`got`), in the order compared, with whether it is
+  // compared exactly: two backends' outputs for the same case can then be compared directly.
+  struct Recorded {
+    double value;
+    bool exact;
+  };
+  std::vector<Recorded>* record = nullptr;
+  double err2 = 0, ref2 = 0;
+  size_t count = 0, mismatches = 0, perturbed = 0;
+
+  void add(double got, double want) {
+    ++count;
+    if (record != nullptr) record->push_back({got, false});
+    if (perturb && std::isfinite(want)) {
+      want = want * 1.01 + 1e-3;
+      ++perturbed;
+    }
+    if (!std::isfinite(want) || !std::isfinite(got)) {
+      if (!(got == want || (std::isnan(got) && std::isnan(want)))) ++mismatches;
+      return;
+    }
+    err2 += (got - want) * (got - want);
+    ref2 += want * want;
+  }
+  // Sizes and row counts: structure, compared but never perturbed (the self-test must fail on values).
+  void same_size(uint64_t got, uint64_t want) {
+    ++count;
+    if (record != nullptr) record->push_back({static_cast<double>(got), true});
+    if (got != want) ++mismatches;
+  }
+  void exact(uint64_t got, uint64_t want) {
+    ++count;
+    if (record != nullptr) record->push_back({static_cast<double>(got), true});
+    if (perturb) {
+      want ^= 1;
+      ++perturbed;
+    }
+    if (got != want) ++mismatches;
+  }
+  void tensor(const Tensor& got, const std::vector<double>& want) {
+    same_size(got.size(), want.size());
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) add(got.data()[i], want[i]);
+  }
+  double nmse() const { return ref2 > 0 ? err2 / ref2 : err2; }
+};
+
+struct Case {
+  std::string shape;
+  std::function<void(Backend&, Compare&)> run;
+};
+
+struct OpCases {
+  Op op;
+  double bound;  // largest NMSE that passes
+  std::vector<Case> cases;
+};
+
+// Exact-order ops (a fixed summation order, float vs the reference's double) and GEMM (oneDNN or
+// a device BLAS may block and reorder the sums).
+constexpr double kExact = 1e-10, kGemm = 1e-8;
+
+struct Tally {
+  size_t ok = 0, fail = 0, skip = 0;
+};
+
+// Every op with its cases (each case seeds its own inputs: two runs see the same inputs).
+std::vector<OpCases> all_cases();
+
+// Runs every case of every op on `be`, printing one line each (Catch CHECKs per case). With
+// perturb, the references are wrong on purpose and every case that compares something must FAIL.
+Tally run_all(Backend& be, bool perturb);
+
+}  // namespace frugal::harness

@@ -1,0 +1,109 @@
+// The `kernels_cuda` test: the parity harness (tests/kernels/backend_harness.h) on the "cuda"
+// backend, against the scalar reference and against the "cpu" backend's outputs for the same
+// inputs. Without a visible CUDA device it exits 77, which Meson reports as SKIP: never a pass.
+//
+// NMSE bounds (fp32): against the scalar reference, the harness's own: 1e-10 for every op with a
+// fixed summation order, 1e-8 for matmul (cuBLAS blocks and reorders its sums). Against the CPU
+// backend, 4x those (each side within the bound of the reference: sqrt-NMSEs add, so the
+// difference is within (1 + 1)^2 = 4 bounds). Rows, labels, codes and non-finite values: equal.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "gpu/cuda_info.h"
+#include "tests/kernels/backend_harness.h"
+
+using namespace frugal;
+
+namespace {
+
+constexpr int kSkip = 77;  // Meson's exit code for a skipped test
+
+// One case's outputs on a backend (what the harness's comparisons saw), or the error it threw.
+std::vector<harness::Compare::Recorded> outputs(Backend& be, const harness::Case& c, std::string& error) {
+  std::vector<harness::Compare::Recorded> got;
+  harness::Compare cmp;
+  cmp.record = &got;
+  try {
+    c.run(be, cmp);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA backend is registered and supports every op") {
+  Backend* cuda = find_backend("cuda");
+  REQUIRE(cuda != nullptr);
+  CHECK(gpu::cuda_built());
+  CHECK(gpu::device_count() >= 1);
+  for (const Op op : all_ops()) {
+    INFO(op_name(op));
+    CHECK(cuda->supports(op));
+  }
+  CHECK(&default_backend() == find_backend("cpu"));  // registering does not change the default
+}
+
+TEST_CASE("every op of the CUDA backend matches the scalar reference") {
+  Backend* cuda = find_backend("cuda");
+  REQUIRE(cuda != nullptr);
+  const harness::Tally t = harness::run_all(*cuda, false);
+  std::printf("cuda parity: %zu OK, %zu FAIL, %zu SKIP\n", t.ok, t.fail, t.skip);
+  CHECK(t.fail == 0);
+  CHECK(t.skip == 0);
+  CHECK(t.ok > 0);
+}
+
+TEST_CASE("every op of the CUDA backend matches the CPU backend") {
+  Backend* cuda = find_backend("cuda");
+  Backend* cpu = find_backend("cpu");
+  REQUIRE(cuda != nullptr);
+  REQUIRE(cpu != nullptr);
+  size_t ok = 0, fail = 0;
+  for (const harness::OpCases& oc : harness::all_cases())
+    for (const harness::Case& c : oc.cases) {
+      std::string cpu_error, cuda_error;
+      const auto want = outputs(*cpu, c, cpu_error);
+      const auto got = outputs(*cuda, c, cuda_error);
+      double err2 = 0, ref2 = 0;
+      size_t mismatches = 0, same_bits = 0;
+      const bool same_count = got.size() == want.size();
+      for (size_t i = 0; same_count && i < got.size(); ++i) {
+        const double g = got[i].value, w = want[i].value;
+        if (g == w || (std::isnan(g) && std::isnan(w))) ++same_bits;
+        if (got[i].exact || want[i].exact || !std::isfinite(g) || !std::isfinite(w)) {
+          if (!(g == w || (std::isnan(g) && std::isnan(w)))) ++mismatches;
+          continue;
+        }
+        err2 += (g - w) * (g - w);
+        ref2 += w * w;
+      }
+      const double nmse = ref2 > 0 ? err2 / ref2 : err2, bound = 4 * oc.bound;
+      const bool pass = cpu_error.empty() && cuda_error.empty() && same_count && mismatches == 0 && nmse <= bound;
+      std::printf("cuda vs cpu  %-22s %-58s %s  nmse=%.2e (bound %.0e) mismatches=%zu identical=%zu/%zu%s%s%s%s\n",
+                  std::string(op_name(oc.op)).c_str(), c.shape.c_str(), pass ? "OK  " : "FAIL", nmse, bound,
+                  mismatches, same_bits, got.size(), cpu_error.empty() ? "" : " cpu error: ", cpu_error.c_str(),
+                  cuda_error.empty() ? "" : " cuda error: ", cuda_error.c_str());
+      INFO("cuda vs cpu " << op_name(oc.op) << " " << c.shape << ": nmse " << nmse << " mismatches " << mismatches
+                          << " outputs " << got.size() << " vs " << want.size() << " " << cpu_error << cuda_error);
+      CHECK(pass);
+      ++(pass ? ok : fail);
+    }
+  std::printf("cuda vs cpu: %zu OK, %zu FAIL\n", ok, fail);
+}
+
+int main(int argc, char** argv) {
+  if (find_backend("cuda") == nullptr) {
+    std::printf("SKIP: no CUDA device visible (CUDA backend %s, device_count() = %d): nothing was checked\n",
+                gpu::cuda_built() ? "built" : "not built", gpu::device_count());
+    return kSkip;
+  }
+  return Catch::Session().run(argc, argv);
+}
