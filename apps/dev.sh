@@ -66,12 +66,15 @@ is_system_lib() {  # is_system_lib SONAME: glibc or the GPU driver (never bundle
 }
 
 # ldd_deps ELF: "soname path" for every library ELF needs (ldd lists the whole closure), glibc
-# and driver libraries left out; a library ldd cannot find fails.
+# and driver libraries left out; a library ldd cannot find fails (the driver's libcuda may be
+# missing on a build machine without a GPU).
 ldd_deps() {
-  local out
+  local out missing
   out=$(ldd "$1") || { echo "ldd failed on $1" >&2; return 1; }
-  if grep -q "not found" <<<"$out"; then
-    echo "$1 needs libraries that are not found:" >&2; grep "not found" <<<"$out" >&2; return 1
+  missing=$(awk '/not found/ { print $1 }' <<<"$out" | while read -r name; do
+              is_system_lib "$name" || echo "$name"; done)
+  if [ -n "$missing" ]; then
+    echo "$1 needs libraries that are not found:" $missing >&2; return 1
   fi
   awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' <<<"$out" | while read -r name path; do
     is_system_lib "$name" || echo "$name $path"
@@ -153,9 +156,11 @@ SH
     cp -L "$path" "$tree/lib/$soname"
   done
   rm -f "$libs"
+  # Libraries that already look beside themselves (CUDA's: libcublas -> libcublasLt) are left
+  # as they are rather than rewritten (libcublasLt is half a gigabyte).
   for f in "$tree"/lib/*; do
     chmod u+w "$f"
-    patchelf --force-rpath --set-rpath '$ORIGIN' "$f"
+    [ "$(patchelf --print-rpath "$f")" = '$ORIGIN' ] || patchelf --force-rpath --set-rpath '$ORIGIN' "$f"
   done
   local glibc
   glibc=$(for f in "$tree"/bin/* "$tree"/lib/*; do if is_elf "$f"; then objdump -T "$f"; fi; done |
@@ -173,6 +178,15 @@ SH
 # bundle: build, then $BUILD/frugal-<version>-x86_64.tar.xz; an unchanged tree is not recompressed.
 bundle() {
   install_packages
+  if [ -f "$BUILD/build.ninja" ]; then
+    local buildtype
+    buildtype=$(meson introspect --buildoptions "$BUILD" |
+                python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))')
+    if [ "$buildtype" != release ]; then
+      say "$BUILD is a $buildtype build; the bundle is a release build: meson configure -Dbuildtype=release"
+      meson configure "$BUILD" -Dbuildtype=release
+    fi
+  fi
   build
   local version name out stamp
   version=$(project_version)
@@ -180,14 +194,14 @@ bundle() {
   out="$BUILD/$name-x86_64.tar.xz"
   stamp="$BUILD/$name-x86_64.manifest"
   bundle_tree "$BUILD/bundle"
-  # The MANIFEST's first lines name the date and the commit; the file list decides staleness.
-  if [ -f "$out" ] && [ -f "$stamp" ] && cmp -s <(grep -E '^[0-9a-f]{64} ' "$BUILD/bundle/$name/MANIFEST") "$stamp"; then
+  # Everything in MANIFEST but its build date (commit, checksums) decides whether to pack again.
+  if [ -f "$out" ] && [ -f "$stamp" ] && cmp -s <(grep -v '^built ' "$BUILD/bundle/$name/MANIFEST") "$stamp"; then
     say "$out is up to date"
   else
     say "packing $out (xz ${FRUGAL_BUNDLE_XZ:=-T$JOBS -3})"
     XZ_OPT="$FRUGAL_BUNDLE_XZ" tar -C "$BUILD/bundle" -cJf "$out.tmp" "$name"
     mv "$out.tmp" "$out"
-    grep -E '^[0-9a-f]{64} ' "$BUILD/bundle/$name/MANIFEST" > "$stamp"
+    grep -v '^built ' "$BUILD/bundle/$name/MANIFEST" > "$stamp"
   fi
   say "bundle: $out ($(du -h "$out" | cut -f1)); on the target: tar xf $(basename "$out") && $name/bin/frugal --help"
 }

@@ -18,8 +18,9 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 say() { printf '==> %s\n' "$*"; }
 
-# glibc's libraries and the kernel's vdso: the only ones allowed outside the bundle. Written out here
-# rather than taken from apps/dev.sh, so that the test checks dev.sh instead of repeating it.
+# glibc's libraries and the kernel's vdso (and the GPU driver's libcuda, skipped in check_libs): the
+# only ones allowed outside the bundle. Written out here rather than taken from apps/dev.sh, so
+# that the test checks dev.sh instead of repeating it.
 GLIBC=" linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1
   libresolv.so.2 libutil.so.1 libanl.so.1 libnsl.so.1 libthread_db.so.1 "
 
@@ -47,6 +48,7 @@ check_libs() {
     n=$((n + 1))
     out=$(env -i PATH=/usr/bin:/bin ldd "$f" 2>&1) || { echo "ldd $f failed: $out"; bad=1; continue; }
     while read -r name arrow path _; do
+      case "$name" in libcuda.so*|libnvidia-*) continue ;; esac   # the GPU driver's: the target's own
       if [ "$arrow" = "=>" ]; then
         [ "$path" = "not" ] || path=$(realpath -m "$path")   # "$B/bin/../lib/x" -> "$B/lib/x"
         case "$path" in
