@@ -2,7 +2,11 @@
 # The two README commands live here:
 #   bash apps/dev.sh demo   install what is missing, build, and run a real training run
 #   bash apps/dev.sh test   install what is missing, build, and run the whole test suite
-# Both are idempotent: packages already present and an up-to-date build are left as they are.
+# and, for machines without Debian packages (the GPU machine, see bench/gpu/README.md):
+#   bash apps/dev.sh bundle build, then pack frugal, the kernels/core/layers test executables and
+#                           every shared library they need except glibc into
+#                           build/frugal-<version>-x86_64.tar.xz (RPATH $ORIGIN/../lib)
+# All are idempotent: packages already present and an up-to-date build are left as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -19,6 +23,7 @@ PACKAGES=(
   libtbb-dev libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
   libcereal-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   iproute2 clang libclang-rt-14-dev
+  patchelf xz-utils
   dataset-fashion-mnist dict-gcide
 )
 
@@ -45,6 +50,160 @@ build() {
   fi
   say "building with $JOBS jobs"
   ninja -C "$BUILD" -j "$JOBS"
+}
+
+# ---- the bundle: a tree that runs on a machine without Debian packages --------------------------
+# Libraries never copied: glibc's own (the target's C library must be glibc >= the one built
+# against; the bundle's MANIFEST says which version) and the GPU driver's (they must match the
+# target's kernel driver: libcuda is found on the target, never shipped).
+GLIBC_LIBS=" linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2
+  librt.so.1 libresolv.so.2 libutil.so.1 libanl.so.1 libnsl.so.1 libBrokenLocale.so.1 libthread_db.so.1
+  libc_malloc_debug.so.0 libnss_files.so.2 libnss_dns.so.2 libnss_compat.so.2 libnss_hesiod.so.2 "
+is_system_lib() {  # is_system_lib SONAME: glibc or the GPU driver (never bundled)
+  case "$GLIBC_LIBS" in *" $1 "*) return 0 ;; esac
+  case "$1" in libcuda.so*|libnvidia-*|libnvcuvid.so*) return 0 ;; esac
+  return 1
+}
+
+# ldd_deps ELF: "soname path" for every library ELF needs (ldd lists the whole closure), glibc
+# and driver libraries left out; a library ldd cannot find fails (the driver's libcuda may be
+# missing on a build machine without a GPU).
+ldd_deps() {
+  local out missing
+  out=$(ldd "$1") || { echo "ldd failed on $1" >&2; return 1; }
+  missing=$(awk '/not found/ { print $1 }' <<<"$out" | while read -r name; do
+              is_system_lib "$name" || echo "$name"; done)
+  if [ -n "$missing" ]; then
+    echo "$1 needs libraries that are not found:" $missing >&2; return 1
+  fi
+  awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' <<<"$out" | while read -r name path; do
+    is_system_lib "$name" || echo "$name $path"
+  done
+}
+
+is_elf() { [ "$(head -c 4 "$1" | tail -c 3)" = ELF ]; }
+
+project_version() {
+  meson introspect --projectinfo "$BUILD" | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])'
+}
+
+# bundle_tree DIR: (re)creates DIR/frugal-<version>/ from the build (no build, no compression):
+#   bin/frugal, bin/test_* (kernels, core, optim, layers, any CUDA test), bin/run-tests.sh
+#   lib/libfrugal.so and every library of the closure but glibc's (libstdc++ and libgcc_s included)
+#   bench/gpu/ and bench/baselines/torch_xmc.py (the GPU benchmark, run from the unpacked tree)
+#   MANIFEST (version, commit, glibc needed, sha256 of every file)
+# Executables get RPATH $ORIGIN/../lib, libraries $ORIGIN (DT_RPATH: it wins over a target's
+# LD_LIBRARY_PATH, which stays in use for libcuda only). Open MPI's dlopen'ed plugins are not
+# included: the bundle runs one rank, `frugal launch` (ZeroMQ) and threads, never mpirun.
+bundle_tree() {
+  local dest=$1 version name tree f
+  command -v patchelf > /dev/null || { echo "patchelf is missing: bash apps/dev.sh build installs it" >&2; return 1; }
+  version=$(project_version)
+  name="frugal-$version"
+  tree="$dest/$name"
+  say "bundle tree $tree"
+  rm -rf "$tree"
+  mkdir -p "$tree/bin" "$tree/lib" "$tree/bench/gpu" "$tree/bench/baselines"
+  cp -L "$BUILD/apps/frugal" "$tree/bin/"
+  cp -L "$BUILD/libfrugal.so" "$tree/lib/"
+  # Test executables that run standalone (no source tree): the parity harness and the
+  # core/optim/layers suites, plus every test_* of tests/kernels and gpu (the CUDA parity test
+  # when the CUDA backend is built).
+  for f in "$BUILD"/tests/kernels/test_* "$BUILD"/tests/core/test_* "$BUILD"/tests/layers/test_* \
+           "$BUILD"/tests/gpu/test_* "$BUILD"/gpu/test_*; do
+    if [ -f "$f" ] && [ -x "$f" ]; then cp -L "$f" "$tree/bin/"; fi
+  done
+  cp "$ROOT/bench/gpu/"*.sh "$ROOT/bench/gpu/README.md" "$tree/bench/gpu/"
+  cp "$ROOT/bench/baselines/torch_xmc.py" "$tree/bench/baselines/"
+  cat > "$tree/bin/run-tests.sh" <<'SH'
+#!/usr/bin/env bash
+# Runs every test executable of the bundle; prints one line per executable (PASS/FAIL) and
+# exits non-zero when one failed. Usage: bin/run-tests.sh [catch2 arguments]
+cd "$(dirname "$0")"
+rc=0
+for t in ./test_*; do
+  [ -x "$t" ] || continue
+  if "$t" "$@" > "$t.log" 2>&1; then echo "PASS ${t#./}"; else echo "FAIL ${t#./} (log: bin/${t#./}.log)"; rc=1; fi
+done
+exit $rc
+SH
+  chmod +x "$tree/bin/run-tests.sh"
+  # RPATHs first (the build tree's own RPATHs point into the build tree), so that ldd below finds
+  # libfrugal.so in the tree's lib/.
+  for f in "$tree"/bin/*; do
+    if is_elf "$f"; then patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$f"; fi
+  done
+  patchelf --force-rpath --set-rpath '$ORIGIN' "$tree/lib/libfrugal.so"
+  # The library closure: ldd of every executable (ldd is recursive), plus oneTBB's optional
+  # companions that libtbb dlopens from its own directory (tbbmalloc, tbbbind).
+  local libs="$tree/.libs" tbbdir
+  : > "$libs"
+  for f in "$tree"/bin/*; do
+    is_elf "$f" || continue
+    ldd_deps "$f" >> "$libs"
+  done
+  tbbdir=$(awk '$1 ~ /^libtbb\.so/ { print $2 }' "$libs" | head -1)
+  if [ -n "$tbbdir" ]; then
+    for f in "$(dirname "$tbbdir")"/libtbbmalloc*.so.* "$(dirname "$tbbdir")"/libtbbbind*.so.*; do
+      # one file per library, under its SONAME (the name libtbb dlopens)
+      [ -f "$f" ] && [ "$(patchelf --print-soname "$f" 2>/dev/null)" = "$(basename "$f")" ] || continue
+      echo "$(basename "$f") $f" >> "$libs"
+      ldd_deps "$f" >> "$libs" || true   # tbbbind without its hwloc is skipped by TBB itself
+    done
+  fi
+  sort -u "$libs" | while read -r soname path; do
+    case "$path" in "$tree"/*) continue ;; esac   # already in the tree (libfrugal.so)
+    cp -L "$path" "$tree/lib/$soname"
+  done
+  rm -f "$libs"
+  # Libraries that already look beside themselves (CUDA's: libcublas -> libcublasLt) are left
+  # as they are rather than rewritten (libcublasLt is half a gigabyte).
+  for f in "$tree"/lib/*; do
+    chmod u+w "$f"
+    [ "$(patchelf --print-rpath "$f")" = '$ORIGIN' ] || patchelf --force-rpath --set-rpath '$ORIGIN' "$f"
+  done
+  local glibc
+  glibc=$(for f in "$tree"/bin/* "$tree"/lib/*; do if is_elf "$f"; then objdump -T "$f"; fi; done |
+          grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1) || true
+  {
+    echo "frugal $version"
+    echo "commit $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+    echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), needs ${glibc:-GLIBC_?} or newer"
+    echo "cuda $(ls "$tree"/lib | grep -qE '^libcudart' && echo yes || echo no)"
+    (cd "$tree" && find bin lib bench -type f | sort | xargs sha256sum)
+  } > "$tree/MANIFEST"
+  say "bundle tree: $(ls "$tree/bin" | wc -l) files in bin/, $(ls "$tree/lib" | wc -l) libraries in lib/, $(du -sh "$tree" | cut -f1), needs ${glibc:-?}"
+}
+
+# bundle: build, then $BUILD/frugal-<version>-x86_64.tar.xz; an unchanged tree is not recompressed.
+bundle() {
+  install_packages
+  if [ -f "$BUILD/build.ninja" ]; then
+    local buildtype
+    buildtype=$(meson introspect --buildoptions "$BUILD" |
+                python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))')
+    if [ "$buildtype" != release ]; then
+      say "$BUILD is a $buildtype build; the bundle is a release build: meson configure -Dbuildtype=release"
+      meson configure "$BUILD" -Dbuildtype=release
+    fi
+  fi
+  build
+  local version name out stamp
+  version=$(project_version)
+  name="frugal-$version"
+  out="$BUILD/$name-x86_64.tar.xz"
+  stamp="$BUILD/$name-x86_64.manifest"
+  bundle_tree "$BUILD/bundle"
+  # Everything in MANIFEST but its build date (commit, checksums) decides whether to pack again.
+  if [ -f "$out" ] && [ -f "$stamp" ] && cmp -s <(grep -v '^built ' "$BUILD/bundle/$name/MANIFEST") "$stamp"; then
+    say "$out is up to date"
+  else
+    say "packing $out (xz ${FRUGAL_BUNDLE_XZ:=-T$JOBS -3})"
+    XZ_OPT="$FRUGAL_BUNDLE_XZ" tar -C "$BUILD/bundle" -cJf "$out.tmp" "$name"
+    mv "$out.tmp" "$out"
+    grep -v '^built ' "$BUILD/bundle/$name/MANIFEST" > "$stamp"
+  fi
+  say "bundle: $out ($(du -h "$out" | cut -f1)); on the target: tar xf $(basename "$out") && $name/bin/frugal --help"
 }
 
 demo() {
@@ -74,5 +233,7 @@ case "${1:-}" in
   demo) demo ;;
   test) run_tests ;;
   build) install_packages; build ;;
-  *) echo "usage: bash apps/dev.sh demo|test|build" >&2; exit 2 ;;
+  bundle) bundle ;;
+  bundle-tree) bundle_tree "${2:?usage: bash apps/dev.sh bundle-tree DIR (needs a build)}" ;;
+  *) echo "usage: bash apps/dev.sh demo|test|build|bundle" >&2; exit 2 ;;
 esac

@@ -14,6 +14,7 @@ The network, loss and metrics are the ones `frugal train` uses, so the two can b
 Usage (Debian's python3-torch, CPU):
   /usr/bin/python3 bench/baselines/torch_xmc.py --train train.txt --test test.txt \
       --hidden 128 --batch 128 --epochs 3 --lr 1e-3 --threads 2 --seed 1 --device cpu --metrics out.jsonl
+  (on a GPU: --device cuda [--amp bf16]; --max-steps N ends each epoch after N steps)
 
 Fairness: Debian's torch links the generic libblas.so.3. If that resolves to the reference BLAS the
 output layer's matmuls run ~10x slower than they should, so the script re-executes itself with
@@ -53,11 +54,18 @@ def parse_args(argv):
                     help='first layer with sparse gradients + torch.optim.SparseAdam (lazy, like frugal); '
                          'default: dense gradients + Adam, as a typical dense user would run it')
     ap.add_argument('--eval-batch', type=int, default=512, help='test points per evaluation batch')
+    ap.add_argument('--amp', choices=('none', 'bf16'), default='none',
+                    help='bf16: forward and loss under torch.autocast(bfloat16) (weights, gradients and Adam '
+                         'stay fp32; log_softmax runs in fp32 as autocast does); default none: fp32 throughout')
+    ap.add_argument('--max-steps', type=int, default=0,
+                    help='end each epoch after N steps, as frugal train --max-steps (throughput runs); 0: whole epochs')
     ap.add_argument('--progress-every', type=float, default=10.0, help='seconds between progress lines')
     ap.add_argument('--no-env-fix', action='store_true',
                     help='do not re-execute with OpenBLAS on LD_LIBRARY_PATH, OpenBLAS threads = --threads and the '
                          'malloc tunables (to measure the setup a user gets without them)')
     a = ap.parse_args(argv)
+    if a.max_steps < 0:
+        ap.error('--max-steps must be >= 0')
     for name in ('hidden', 'batch', 'epochs', 'threads', 'eval_batch'):
         if getattr(a, name) < 1:
             ap.error(f'--{name.replace("_", "-")} must be >= 1')
@@ -293,14 +301,19 @@ def main():
                                 'device': args.device, 'threads': args.threads, 'blas': blas,
                                 'glibc_tunables': os.environ.get('GLIBC_TUNABLES', ''),
                                 'optimizer': 'adam+sparse_adam' if args.sparse_adam else 'adam',
+                                'amp': args.amp, 'max_steps': args.max_steps,
                                 'hidden': H, 'batch': args.batch, 'lr': args.lr, 'seed': args.seed,
                                 'train': args.train, 'test': args.test}) + '\n')
 
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     steps = (train.n + args.batch - 1) // args.batch
+    if args.max_steps:
+        steps = min(steps, args.max_steps)
+    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp == 'bf16')
     for epoch in range(1, args.epochs + 1):
         perm = torch.randperm(train.n, generator=shuffle_gen).to(device)
         loss_sum = torch.zeros((), device=device)
+        samples = 0
         sync()
         start = time.perf_counter()
         last_print = start
@@ -313,9 +326,10 @@ def main():
             # weight 1/|labels| per label: the target distribution is uniform over the point's labels
             lw = 1.0 / llen.clamp(min=1).to(torch.float32)[lrows]
 
-            logits = model(train.indices[pos], offs, train.values[pos])
-            logp = torch.log_softmax(logits, dim=1)
-            loss = -(logp[lrows, train.labels[lpos]] * lw).sum() / b
+            with amp:
+                logits = model(train.indices[pos], offs, train.values[pos])
+                logp = torch.log_softmax(logits, dim=1)
+                loss = -(logp[lrows, train.labels[lpos]].float() * lw).sum() / b
 
             for o in optims:
                 # set_to_none: the fresh gradient tensor is adopted instead of being added into a
@@ -325,22 +339,23 @@ def main():
             for o in optims:
                 o.step()
             loss_sum += loss.detach() * b
+            samples += b
 
             now = time.perf_counter()
             if now - last_print >= args.progress_every or step + 1 == steps:
                 last_print = now
-                done = min((step + 1) * args.batch, train.n)
-                print(f'epoch {epoch} step {step + 1}/{steps} samples {done}/{train.n} '
-                      f'loss {float(loss):.4f} {done / (now - start):.1f} samples/s', flush=True)
+                print(f'epoch {epoch} step {step + 1}/{steps} samples {samples}/{train.n} '
+                      f'loss {float(loss):.4f} {samples / (now - start):.1f} samples/s', flush=True)
         sync()
         train_seconds = time.perf_counter() - start
-        epoch_loss = float(loss_sum) / train.n
+        epoch_loss = float(loss_sum) / samples
 
         t_eval = time.perf_counter()
         p1, p5 = evaluate(torch, model, test, device, args.eval_batch)
         eval_seconds = time.perf_counter() - t_eval
         rec = {'event': 'epoch', 'epoch': epoch, 'loss': epoch_loss,
-               'train_samples_per_s': train.n / train_seconds, 'train_seconds': train_seconds,
+               'train_samples_per_s': samples / train_seconds, 'train_seconds': train_seconds,
+               'steps': steps, 'samples': samples,
                'p@1': p1, 'p@5': p5,
                'peak_rss_bytes': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
         print(f'epoch {epoch}: loss {epoch_loss:.4f}  {rec["train_samples_per_s"]:.1f} samples/s '

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# frugal on the GPU machine (one H200, 16 cores, no network, python3 with PyTorch + CUDA), from the
+# bundle (`bash apps/dev.sh bundle`, see bench/gpu/README.md). Sized to finish within 8 minutes
+# there (a global deadline, BUDGET_S, skips what would not fit; every run also has its own timeout):
+#  (a) every kernels test executable of the bundle (bin/test_kernels*): pass/fail, parity OK/FAIL/SKIP;
+#  (b) synthetic sets of 100k and 1M labels (`frugal data synth-xmc`), hidden 128, batches 1024 and
+#      128: frugal --device cuda --sampler exact, frugal --device cuda --sampler lsh, PyTorch on CUDA
+#      (bench/baselines/torch_xmc.py --device cuda, fp32 and --amp bf16), frugal --device cpu
+#      --threads 16; each for STEPS steps (samples/s, P@1 after them), then whole epochs until
+#      the P@1 target (time to target: summed training seconds of the epochs up to the first one
+#      at or above the target);
+#  (c) a mixed group: frugal launch -n 3 -- frugal train --device auto --slice-weights auto with
+#      rank 0 on the GPU and ranks 1-2 on CPU cores (CUDA_VISIBLE_DEVICES="" set by a wrapper from
+#      FRUGAL_RANK), against the GPU rank alone.
+# Each run's failure is recorded (its exit status and the end of its log) and never stops the others.
+# Writes $OUT/results.json and $OUT/REPORT-gpu.md (plus $OUT/runs/*.log and *.jsonl).
+#
+# Usage: bash bench/gpu/run.sh            (from the unpacked bundle, or a checkout with the bundle beside it)
+#        GPU_BENCH_TINY=1 bash bench/gpu/run.sh   tiny sets, --device cpu, 2 threads: checks the script (< 1 min)
+# Environment: OUT (default ./gpu-bench-out), FRUGAL (the frugal executable; default: found, below),
+#   PYTHON (python3), BUDGET_S (450), STEPS (100), EPOCHS (max epochs of a target run), CPU_THREADS (16),
+#   TARGET_100K / TARGET_1M (P@1 targets), RUN_TIMEOUT_S, TARGET_TIMEOUT_S, TESTS_TIMEOUT_S (per run).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OUT=${OUT:-$PWD/gpu-bench-out}
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+PYTHON=${PYTHON:-python3}
+TINY=${GPU_BENCH_TINY:-0}
+T0=$(date +%s)
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# The frugal executable: $FRUGAL, else the bundle this script sits in (frugal-X/bench/gpu/run.sh),
+# else a bundle unpacked beside the checkout or the current directory, else a checkout's build/.
+if [ -z "${FRUGAL:-}" ]; then
+  for c in "$ROOT/bin/frugal" "$ROOT"/frugal-*/bin/frugal "$PWD"/frugal-*/bin/frugal "$ROOT"/../frugal-*/bin/frugal \
+           "$ROOT/build/apps/frugal"; do
+    [ -x "$c" ] && { FRUGAL=$c; break; }
+  done
+fi
+[ -n "${FRUGAL:-}" ] && [ -x "$FRUGAL" ] || { echo "no frugal executable found: set FRUGAL=/path/to/frugal-X/bin/frugal" >&2; exit 1; }
+FRUGAL=$(cd "$(dirname "$FRUGAL")" && pwd)/$(basename "$FRUGAL")
+BIN=$(dirname "$FRUGAL")
+TORCH_XMC=$ROOT/bench/baselines/torch_xmc.py
+
+if [ "$TINY" = 1 ]; then
+  SETS=("1k:1000" "5k:5000"); FEATURES=2000; TRAIN=2000; TEST=200
+  STEPS=${STEPS:-5}; EPOCHS=${EPOCHS:-2}; CPU_THREADS=${CPU_THREADS:-2}; BUDGET_S=${BUDGET_S:-120}
+  RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-30}; TARGET_TIMEOUT_S=${TARGET_TIMEOUT_S:-30}
+  TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-30}
+  GPU=cpu; TARGET_100K=${TARGET_100K:-0.1}; TARGET_1M=${TARGET_1M:-0.05}
+else
+  SETS=("100k:100000" "1M:1000000"); FEATURES=100000; TRAIN=50000; TEST=2000
+  STEPS=${STEPS:-100}; EPOCHS=${EPOCHS:-3}; CPU_THREADS=${CPU_THREADS:-16}; BUDGET_S=${BUDGET_S:-450}
+  RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-40}; TARGET_TIMEOUT_S=${TARGET_TIMEOUT_S:-60}
+  TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-90}
+  GPU=cuda; TARGET_100K=${TARGET_100K:-0.5}; TARGET_1M=${TARGET_1M:-0.2}
+fi
+BATCHES=(1024 128)
+mkdir -p "$OUT/runs" "$OUT/data"
+RUNS=$OUT/runs.jsonl
+: > "$RUNS"
+NOTES=()
+[ "$TINY" = 1 ] && NOTES+=("tiny mode: the systems named cuda ran on the CPU (torch_xmc.py --device cpu)")
+
+# --device and --slice-weights auto come with the CUDA backend. A frugal without --device: the tiny
+# mode drops the flag (and uses equal slices) so the script's CPU path still runs; the real mode
+# keeps it, so those runs fail and are recorded as failures.
+DEVICE_FLAG=yes
+if ! "$FRUGAL" train --help 2>&1 | grep -q -- '--device'; then
+  if [ "$TINY" = 1 ]; then
+    DEVICE_FLAG=no
+    NOTES+=("this frugal has no --device flag: tiny mode ran without --device and with --slice-weights 1,1,1")
+  else
+    NOTES+=("this frugal has no --device flag: the --device runs fail")
+  fi
+fi
+device_args() {  # device_args DEV
+  [ $DEVICE_FLAG = yes ] && printf '%s\n' --device "$1"
+  return 0
+}
+
+# record NAME SYSTEM LABELS BATCH PHASE METRICS TIMEOUT CMD...: runs CMD with a timeout (cut to the
+# global deadline), logs to runs/NAME.log and appends its outcome to runs.jsonl. Never fails.
+record() {
+  local name=$1 system=$2 labels=$3 batch=$4 phase=$5 metrics=$6 limit=$7; shift 7
+  local left=$((BUDGET_S - ($(date +%s) - T0))) rc start=$EPOCHREALTIME
+  if [ $left -lt 10 ]; then
+    echo "skip $name: time budget spent"
+    rc=-1
+    printf 'skipped: the %ss budget was spent\n' "$BUDGET_S" > "$OUT/runs/$name.log"
+  else
+    [ $limit -gt $left ] && limit=$left
+    echo "+ [$name, ${limit}s] $*"
+    timeout -k 5 "$limit" "$@" > "$OUT/runs/$name.log" 2>&1
+    rc=$?
+    [ $rc -eq 124 ] && echo "timed out after ${limit}s" >> "$OUT/runs/$name.log"
+    echo "  rc $rc"
+  fi
+  "$PYTHON" - "$RUNS" "$name" "$system" "$labels" "$batch" "$phase" "$metrics" "$rc" "$start" "$EPOCHREALTIME" "$OUT/runs/$name.log" <<'PY' || true
+import json, sys
+runs, name, system, labels, batch, phase, metrics, rc, start, end, log = sys.argv[1:]
+secs = 0.0 if rc == "-1" else float(end) - float(start)
+rec = {"name": name, "system": system, "labels": labels, "batch": int(batch) if batch.isdigit() else batch,
+       "phase": phase, "metrics": metrics, "rc": int(rc), "seconds": round(secs, 2)}
+if rc != "0":
+    try:
+        tail = open(log, errors="replace").read().strip().splitlines()[-8:]
+    except OSError:
+        tail = []
+    rec["error"] = {"-1": "skipped (time budget)", "124": "timeout"}.get(rc, f"exit status {rc}")
+    if tail and rc not in ("-1", "124"):
+        rec["error"] += ": " + tail[-1][:160]
+    rec["log_tail"] = tail
+open(runs, "a").write(json.dumps(rec) + "\n")
+PY
+}
+
+say "frugal: $FRUGAL; output: $OUT; tiny: $TINY; budget ${BUDGET_S}s"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$OUT/gpu.txt"
+cat "$OUT/gpu.txt"
+
+# (a) kernels test executables of the bundle.
+say "(a) kernels tests"
+KTESTS=("$BIN"/test_kernels*)
+# In a checkout (frugal from build/apps): the build's kernels tests.
+[ -e "${KTESTS[0]}" ] || KTESTS=("$BIN"/../tests/kernels/test_kernels* "$BIN"/../gpu/test_*)
+for t in "${KTESTS[@]}"; do
+  [ -x "$t" ] && [ "${t%.log}" = "$t" ] || continue
+  record "tests-$(basename "$t")" "$(basename "$t")" - - tests - "$TESTS_TIMEOUT_S" "$t"
+done
+
+# (b) the data sets and the single-device runs.
+say "(b) data sets"
+for set in "${SETS[@]}"; do
+  tag=${set%%:*}; labels=${set#*:}; d=$OUT/data/$tag
+  if [ ! -f "$d/test.txt" ]; then
+    record "data-$tag" synth-xmc "$tag" - data - "$RUN_TIMEOUT_S" "$FRUGAL" data synth-xmc --features "$FEATURES" \
+      --labels "$labels" --train "$TRAIN" --test "$TEST" --nnz 75 --labels-per-point 5 --seed 1 --out "$d"
+  fi
+done
+
+# one_run NAME-PREFIX SYSTEM TAG BATCH PHASE: one system on one set (PHASE steps: STEPS steps, one
+# evaluation; PHASE target: up to EPOCHS whole epochs, evaluated after each).
+one_run() {
+  local system=$1 tag=$2 batch=$3 phase=$4 d=$OUT/data/$2 name="$1-$2-b$3-$4" m limit=$RUN_TIMEOUT_S
+  m=$OUT/runs/$name.jsonl
+  rm -f "$m"
+  local len=(--epochs 1 --max-steps "$STEPS")
+  [ "$phase" = target ] && { len=(--epochs "$EPOCHS"); limit=$TARGET_TIMEOUT_S; }
+  [ -f "$d/test.txt" ] || { record "$name" "$system" "$tag" "$batch" "$phase" "$m" 1 false; return; }
+  local ft=(train --train "$d/train.txt" --test "$d/test.txt" --hidden 128 --batch "$batch" --lr 1e-3 --seed 1
+            --quiet --metrics "$m" "${len[@]}")
+  local tt=("$PYTHON" "$TORCH_XMC" --train "$d/train.txt" --test "$d/test.txt" --hidden 128 --batch "$batch"
+            --lr 1e-3 --seed 1 --threads "$CPU_THREADS" --device "$GPU" --metrics "$m" --progress-every 30 "${len[@]}")
+  case $system in
+    frugal-cuda-exact) record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
+                         $(device_args "$GPU") --sampler exact --threads 4 ;;
+    frugal-cuda-lsh)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
+                         $(device_args "$GPU") --sampler lsh --threads 4 ;;
+    torch-cuda-fp32)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "${tt[@]}" ;;
+    torch-cuda-bf16)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "${tt[@]}" --amp bf16 ;;
+    frugal-cpu-lsh)    record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
+                         $(device_args cpu) --sampler lsh --threads "$CPU_THREADS" ;;
+  esac
+}
+SYSTEMS=(frugal-cuda-exact frugal-cuda-lsh torch-cuda-fp32 torch-cuda-bf16 frugal-cpu-lsh)
+
+say "(b) $STEPS-step runs"
+for set in "${SETS[@]}"; do
+  for batch in "${BATCHES[@]}"; do
+    for s in "${SYSTEMS[@]}"; do one_run "$s" "${set%%:*}" "$batch" steps; done
+  done
+done
+
+# (c) the mixed group, batch 1024 on the smaller set: rank 0 on the GPU, ranks 1-2 on CPU cores.
+say "(c) mixed group (rank 0 GPU, ranks 1-2 CPU) against the GPU rank alone"
+WRAP=$OUT/rank_device.sh
+cat > "$WRAP" <<SH
+#!/bin/sh
+# Ranks other than 0 see no GPU, so --device auto puts them on CPU cores.
+[ "\${FRUGAL_RANK:-0}" = 0 ] || export CUDA_VISIBLE_DEVICES=""
+exec "$FRUGAL" "\$@"
+SH
+chmod +x "$WRAP"
+tag=${SETS[0]%%:*}; d=$OUT/data/$tag
+SW=(--slice-weights auto)
+[ $DEVICE_FLAG = no ] && SW=(--slice-weights 1,1,1)
+mixed=(train --train "$d/train.txt" --test "$d/test.txt" --hidden 128 --batch 1024 --lr 1e-3 --seed 1 --quiet
+       --epochs 1 --max-steps "$STEPS" --sampler lsh --threads $(( CPU_THREADS / 3 > 0 ? CPU_THREADS / 3 : 1 )))
+record "mixed-gpu-alone-$tag-b1024-steps" "frugal-gpu-rank-alone" "$tag" 1024 steps "$OUT/runs/mixed-gpu-alone.jsonl" \
+  "$RUN_TIMEOUT_S" "$WRAP" "${mixed[@]}" $(device_args auto) --metrics "$OUT/runs/mixed-gpu-alone.jsonl"
+record "mixed-3ranks-$tag-b1024-steps" "frugal-mixed-1gpu+2cpu" "$tag" 1024 steps "$OUT/runs/mixed-3ranks.jsonl" \
+  "$TARGET_TIMEOUT_S" "$FRUGAL" launch -n 3 -- "$WRAP" "${mixed[@]}" $(device_args auto) "${SW[@]}" \
+  --metrics "$OUT/runs/mixed-3ranks.jsonl"
+
+say "(b) runs to the P@1 target (up to $EPOCHS epochs each)"
+for set in "${SETS[@]}"; do
+  for batch in "${BATCHES[@]}"; do
+    for s in "${SYSTEMS[@]}"; do one_run "$s" "${set%%:*}" "$batch" target; done
+  done
+done
+
+say "results"
+COMMIT=$(grep -m1 '^commit ' "$ROOT/MANIFEST" 2>/dev/null | cut -d' ' -f2- || true)
+[ -n "$COMMIT" ] || COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+"$PYTHON" - "$OUT" "$TINY" "$COMMIT" "$STEPS" "$TARGET_100K" "$TARGET_1M" "${SETS[0]%%:*}" "$BUDGET_S" \
+  "$(( $(date +%s) - T0 ))" "$FRUGAL" "${NOTES[@]}" <<'PY'
+import datetime, json, os, sys
+out, tiny, commit, steps, t_small, t_big, small_tag, budget, elapsed, frugal = sys.argv[1:11]
+notes = sys.argv[11:]
+runs = [json.loads(l) for l in open(os.path.join(out, "runs.jsonl")) if l.strip()]
+gpu = open(os.path.join(out, "gpu.txt")).read().strip()
+
+def epochs(path):
+    try:
+        recs = [json.loads(l) for l in open(path) if l.strip()]
+    except (OSError, ValueError):
+        return []
+    return [r for r in recs if r.get("event") == "epoch"]
+
+for r in runs:
+    target = float(t_small) if r["labels"] == small_tag else float(t_big)
+    e = epochs(r["metrics"]) if r["metrics"] not in ("-", "") else []
+    if r["phase"] == "tests":
+        log = os.path.join(out, "runs", r["name"] + ".log")
+        lines = [l.strip() for l in open(log, errors="replace") if l.startswith("parity:")] if os.path.exists(log) else []
+        r["parity"] = lines[-1] if lines else None
+        r["result"] = "pass" if r["rc"] == 0 else ("skip" if r["rc"] == 77 else "fail")
+    if e:
+        r["samples_per_s"] = e[0].get("train_samples_per_s")
+        if r["phase"] == "steps":
+            r["p@1"] = e[-1].get("p@1")
+        if r["phase"] == "target":
+            r["target_p@1"] = target
+            t = 0.0
+            r["time_to_target_s"] = None
+            r["best_p@1"] = max(x.get("p@1", 0) for x in e)
+            for x in e:
+                t += x.get("train_seconds", 0)
+                if x.get("p@1", 0) >= target:
+                    r["time_to_target_s"] = round(t, 2)
+                    r["epochs_to_target"] = x.get("epoch")
+                    break
+    elif r["rc"] == 0 and r["phase"] in ("steps", "target"):
+        r.setdefault("error", "no epoch record in the metrics file")
+
+result = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "commit": commit,
+          "device": gpu, "tiny": tiny == "1", "steps": int(steps), "targets": {"small": float(t_small), "large": float(t_big)},
+          "budget_s": int(budget), "elapsed_s": int(elapsed), "frugal": frugal, "notes": notes, "runs": runs}
+json.dump(result, open(os.path.join(out, "results.json"), "w"), indent=1)
+
+def fmt(v, spec):
+    return format(v, spec) if isinstance(v, (int, float)) else "-"
+rows = {}
+for r in runs:
+    if r["phase"] not in ("steps", "target"):
+        continue
+    key = (r["system"], r["labels"], r["batch"])
+    row = rows.setdefault(key, {"sps": None, "p1": None, "ttt": None, "errors": []})
+    if r["phase"] == "steps":
+        row["sps"], row["p1"] = r.get("samples_per_s"), r.get("p@1")
+    elif r.get("time_to_target_s") is not None:
+        row["ttt"] = f'{r["time_to_target_s"]:.1f} s ({r["epochs_to_target"]} ep)'
+    elif "best_p@1" in r:
+        row["ttt"] = f'not reached (best {r["best_p@1"]:.3f})'
+    if "error" in r:
+        row["errors"].append(f'{r["phase"]}: {r["error"]}')
+md = [f"## GPU machine ({'tiny check, not a benchmark' if tiny == '1' else 'bench/gpu/run.sh'})", "",
+      f"- date: {result['date']}", f"- commit: {commit}", f"- device: {gpu}",
+      f"- P@1 after {steps} steps; time to target = training seconds (evaluation excluded) of the epochs up to "
+      f"the first with P@1 >= {t_small} ({small_tag}) / {t_big} (larger set); elapsed {elapsed} s of {budget} s"]
+md += [f"- note: {n}" for n in notes]
+tests = [r for r in runs if r["phase"] == "tests"]
+md += ["", "| kernels test | result | parity |", "|---|---|---|"]
+md += [f"| {r['system']} | {r['result']} | {r.get('parity') or '-'} |" for r in tests] or ["| (none in the bundle) | - | - |"]
+md += ["", f"| system | labels | batch | samples/s | P@1 at {steps} steps | time to target | errors |", "|---|---|---|---|---|---|---|"]
+for (system, labels, batch), row in rows.items():
+    md.append(f"| {system} | {labels} | {batch} | {fmt(row['sps'], '.0f')} | {fmt(row['p1'], '.3f')} | "
+              f"{row['ttt'] or '-'} | {'; '.join(row['errors']) or '-'} |")
+open(os.path.join(out, "REPORT-gpu.md"), "w").write("\n".join(md) + "\n")
+print("\n".join(md))
+failed = sum(1 for r in runs if r["rc"] != 0)
+print(f"\n{len(runs)} runs, {failed} failed or skipped; {out}/results.json, {out}/REPORT-gpu.md")
+PY
