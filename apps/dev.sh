@@ -15,6 +15,12 @@ JOBS=${FRUGAL_JOBS:-2}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# The CUDA toolkit lives outside PATH on these machines; Meson finds nvcc only on PATH, and with it
+# -Dcuda=auto builds gpu/ (the CUDA backend) on every machine that has the toolkit.
+if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
 # Debian packages the build, tests, demo and baselines need (dataset-fashion-mnist and dict-gcide:
 # the real data sets of `frugal train --format idx` and `frugal data gcide`, see bench/data).
 PACKAGES=(

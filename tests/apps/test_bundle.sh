@@ -21,7 +21,7 @@ say() { printf '==> %s\n' "$*"; }
 # glibc's libraries and the kernel's vdso (and the GPU driver's libcuda, skipped in check_libs): the
 # only ones allowed outside the bundle. Written out here rather than taken from apps/dev.sh, so
 # that the test checks dev.sh instead of repeating it.
-GLIBC=" linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1
+GLIBC=" linux-vdso.so.1 ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 
   libresolv.so.2 libutil.so.1 libanl.so.1 libnsl.so.1 libthread_db.so.1 "
 
 say "bundle tree from $BUILD"
