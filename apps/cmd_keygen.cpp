@@ -1,4 +1,4 @@
-// `frugal keygen -o FILE`: a new cluster key (CURVE key pair) for authenticated, encrypted runs.
+// `frugal keygen FILE` (or -o FILE): a new cluster key (CURVE key pair) for authenticated, encrypted runs.
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
@@ -14,7 +14,7 @@ void add_keygen_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("keygen", "write a new cluster key (give the same file to "
                                      "every rank with --cluster-key)");
-  cmd->add_option("-o,--output", *path, "key file to create (mode 0600; never overwritten)")->required();
+  cmd->add_option("file,-o,--output", *path, "key file to create (mode 0600; never overwritten)")->required();
   cmd->callback([path] {
     try {
       const auto key = comm::generate_cluster_key();

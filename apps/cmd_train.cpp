@@ -63,6 +63,9 @@ struct Grid {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
+  // A ZeroMQ run's key file and peer timeout (else FRUGAL_CLUSTER_KEY / FRUGAL_COMM_TIMEOUT).
+  std::optional<std::string> cluster_key;
+  std::optional<double> comm_timeout;
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
@@ -352,7 +355,8 @@ int run_train(TrainArgs a) {
     config["calibration_steps"] = a.calibration_steps;
     config["calibration_warmup"] = a.calibration_warmup;
   }
-  const auto world = comm::init({.run_config = to_run_config(config)});
+  const auto world = comm::init({.run_config = to_run_config(config), .cluster_key = a.cluster_key,
+                                  .comm_timeout_seconds = a.comm_timeout});
   const int rank = world->rank();
   const Grid grid = process_grid(a, world->size());
   check_weights(a, grid.model);
@@ -566,6 +570,8 @@ const FlagNames kTrainFlags = {
     {"DpCompression::reestimate_every", "--dp-reestimate-every"},
     {"MpCompression::keep", "--mp-keep"},
     {"MpCompression::warmup_steps", "--mp-warmup-steps"},
+    {"InitOptions::cluster_key", "--cluster-key"},
+    {"InitOptions::comm_timeout_seconds", "--comm-timeout"},
 };
 
 }  // namespace
@@ -657,6 +663,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--calibration-warmup", a->calibration_warmup, "--slice-weights auto: steps before the timed ones")
       ->capture_default_str();
   add_device_option(cmd, a->device);
+  cmd->add_option("--cluster-key", a->cluster_key, "ZeroMQ runs: the cluster key file (frugal keygen) that "
+                                                  "authenticates and encrypts every link; else FRUGAL_CLUSTER_KEY")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--comm-timeout", a->comm_timeout, "ZeroMQ runs: seconds of silence after which a peer is "
+                                                    "declared dead (default 30); else FRUGAL_COMM_TIMEOUT")
+      ->check(CLI::Range(1e-3, 1e8));
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
                                          "touched row travels")

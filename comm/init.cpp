@@ -128,10 +128,13 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
                fmt::format("a ZeroMQ run needs the coordinator: {}",
                            how_to_set(f, env::kCoordinator, fmt::format("{} host:port", kCoordinatorFlag))));
   if (coordinator) o.coordinator = coordinator->text;
-  if (const auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey)) {
-    o.cluster_key = load_cluster_key(key->text);
-  }
-  if (const auto t = setting(f.timeout, kTimeoutFlag, env::kCommTimeout)) o.timeout = parse_seconds(*t);
+  auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey);
+  if (!f.cluster_key && options.cluster_key) key = Setting{*options.cluster_key, "InitOptions::cluster_key"};
+  if (key) o.cluster_key = load_cluster_key(key->text);
+  auto timeout = setting(f.timeout, kTimeoutFlag, env::kCommTimeout);
+  if (!f.timeout && options.comm_timeout_seconds)
+    timeout = Setting{fmt::format("{}", *options.comm_timeout_seconds), "InitOptions::comm_timeout_seconds"};
+  if (timeout) o.timeout = parse_seconds(*timeout);
   if (const auto t = setting(std::nullopt, "", env::kRendezvousTimeout)) o.rendezvous_timeout = parse_seconds(*t);
   if (const auto h = setting(std::nullopt, "", env::kBindHost)) o.bind_host = h->text;
   o.run_config = options.run_config;

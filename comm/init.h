@@ -13,6 +13,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/communicator.h"
@@ -29,6 +31,12 @@ struct InitOptions {
   // Settings that must agree on every rank (model shape, seed, learning rate, ...); ranks that
   // differ refuse to start together and the error names the setting.
   RunConfig run_config;
+  // A ZeroMQ run's cluster key file and peer timeout, as a program's own options give them (frugal
+  // train --cluster-key / --comm-timeout). Precedence: init(argc, argv)'s flags, then these, then
+  // FRUGAL_CLUSTER_KEY / FRUGAL_COMM_TIMEOUT. Errors name them as InitOptions::cluster_key and
+  // InitOptions::comm_timeout_seconds.
+  std::optional<std::string> cluster_key{};
+  std::optional<double> comm_timeout_seconds{};
 };
 
 std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& options = {});

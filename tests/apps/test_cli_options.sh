@@ -74,4 +74,17 @@ fails_with "FRUGAL_COMM_TIMEOUT 'x': expected a positive number of seconds" \
 fails_with "--sampler: bad not in {lsh,exact}" "$FRUGAL" "${T[@]}" --sampler bad
 fails_with "--wire-dtype: f64 not in {f32,bf16,f16}" "$FRUGAL" "${T[@]}" --wire-dtype f64
 fails_with "--transport: tcp not in {zmq,mpi}" "$FRUGAL" launch -n 2 --transport tcp -- true
+
+# 5. A ZeroMQ run's key and timeout as flags of `frugal train` (not only FRUGAL_* variables), and
+#    `frugal keygen FILE` as the README writes it.
+if "$FRUGAL" keygen "$TMP/cluster.key" > "$TMP/keygen.log" 2>&1; then
+  test -f "$TMP/cluster.key"
+  "$FRUGAL" launch -n 2 -- "$FRUGAL" "${T[@]}" --cluster-key "$TMP/cluster.key" --comm-timeout 20 \
+    --metrics "$TMP/keyed.jsonl" > "$TMP/keyed.log" 2>&1 || { cat "$TMP/keyed.log"; echo "keyed run failed"; exit 1; }
+  grep -q '"event":"epoch"' "$TMP/keyed.jsonl" || { echo "keyed run wrote no epoch"; exit 1; }
+else  # a build without ZeroMQ has no cluster keys, and says why
+  grep -q "built without it" "$TMP/keygen.log" || { cat "$TMP/keygen.log"; echo "keygen failed unexplained"; exit 1; }
+fi
+fails_with "--cluster-key" "$FRUGAL" "${T[@]}" --cluster-key /nonexistent/key
+fails_with "--comm-timeout" "$FRUGAL" "${T[@]}" --comm-timeout -1
 echo "OK: choices keep their spellings; errors name flags and variables"
