@@ -17,7 +17,10 @@ PrecisionAtK::PrecisionAtK(std::vector<size_t> ks) : ks_(std::move(ks)) {
 
 void PrecisionAtK::add(const SparseBatch& batch, const std::vector<uint32_t>& top) {
   const size_t b = batch.size();
-  FRUGAL_CHECK(top.size() >= b * max_k_ || max_k_ == 0, "P@k: too few predictions for the batch");
+  // Rows may be shorter than the largest k (a model with L < k labels ranks only L): missing
+  // predictions are misses, and P@k still divides by k.
+  FRUGAL_CHECK(b == 0 || top.size() % b == 0,
+               fmt::format("P@k: {} predictions do not split into {} equal rows", top.size(), b));
   const size_t stride = b == 0 ? 0 : top.size() / b;
   for (size_t i = 0; i < b; ++i) {
     const auto labels = batch.labels_of(i);

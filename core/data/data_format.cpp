@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/quote.h"
 #include "core/data/idx_file.h"
 #include "core/data/xmc_file.h"
 
@@ -13,7 +14,7 @@ std::string_view to_string(DataFormat format) { return format == DataFormat::idx
 DataFormat data_format_from_string(std::string_view name) {
   for (const DataFormat f : {DataFormat::xmc, DataFormat::idx})
     if (name == to_string(f)) return f;
-  throw Error(fmt::format("unknown data format '{}': expected xmc or idx", name));
+  throw Error(fmt::format("unknown data format {}: expected xmc or idx", quote_input(name)));
 }
 
 Dataset open_dataset(DataFormat format, const std::string& path) {

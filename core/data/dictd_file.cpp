@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "core/check.h"
+#include "core/quote.h"
 
 namespace frugal::data {
 namespace {
@@ -35,7 +36,7 @@ std::string read_gzip_or_plain(const std::string& path) {
 }  // namespace
 
 uint64_t DictdFile::decode_number(std::string_view digits) {
-  if (digits.empty() || digits.size() > 10) throw Error(fmt::format("bad dictd number '{}'", digits));
+  if (digits.empty() || digits.size() > 10) throw Error(fmt::format("bad dictd number {}", quote_input(digits)));
   uint64_t v = 0;
   for (const char c : digits) {
     int d = -1;
@@ -44,7 +45,7 @@ uint64_t DictdFile::decode_number(std::string_view digits) {
     else if (c >= '0' && c <= '9') d = c - '0' + 52;
     else if (c == '+') d = 62;
     else if (c == '/') d = 63;
-    if (d < 0) throw Error(fmt::format("bad dictd number '{}': '{}' is not a base64 digit", digits, c));
+    if (d < 0) throw Error(fmt::format("bad dictd number {}: '{}' is not a base64 digit", quote_input(digits), c));
     v = v * 64 + static_cast<uint64_t>(d);
   }
   return v;
@@ -63,7 +64,8 @@ DictdFile DictdFile::open(const std::string& index_path, const std::string& dict
     if (line.empty()) continue;
     const size_t t1 = line.find('\t'), t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
     if (t2 == std::string::npos || line.find('\t', t2 + 1) != std::string::npos)
-      throw Error(fmt::format("{}:{}: expected 'headword<TAB>offset<TAB>length', got '{}'", index_path, line_no, line));
+      throw Error(fmt::format("{}:{}: expected 'headword<TAB>offset<TAB>length', got {}", index_path, line_no,
+                              quote_input(line)));
     DictdEntry e;
     e.headword = line.substr(0, t1);
     try {
@@ -73,9 +75,9 @@ DictdFile DictdFile::open(const std::string& index_path, const std::string& dict
       throw Error(fmt::format("{}:{}: {}", index_path, line_no, err.what()));
     }
     if (e.offset > d.text_.size() || e.length > d.text_.size() - e.offset)
-      throw Error(fmt::format("{}:{}: '{}' points at bytes {}..{}, past the end of {} ({} bytes): index and "
+      throw Error(fmt::format("{}:{}: {} points at bytes {}..{}, past the end of {} ({} bytes): index and "
                               "dictionary do not belong together",
-                              index_path, line_no, e.headword, e.offset, e.offset + e.length, dict_path,
+                              index_path, line_no, quote_input(e.headword), e.offset, e.offset + e.length, dict_path,
                               d.text_.size()));
     d.entries_.push_back(std::move(e));
   }

@@ -74,6 +74,8 @@ class GzReader {
   }
 
   const std::string& path() const { return path_; }
+  size_t offset() const { return offset_; }
+  bool direct() { return gzdirect(file_) == 1; }  // the file is not compressed
 
  private:
   std::string path_;
@@ -92,8 +94,24 @@ void check_magic(GzReader& in, uint32_t expected, const char* what) {
 std::vector<uint8_t> read_payload(GzReader& in, uint64_t bytes, const std::string& what) {
   if (bytes > kMaxBytes)
     throw Error(fmt::format("{}: implausible size in the header: {} bytes of {}", in.path(), bytes, what));
-  std::vector<uint8_t> out(bytes);
-  in.read_exactly(out.data(), out.size(), what);
+  // An uncompressed file's size is known: hold the header to it before reading.
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(in.path(), ec);
+  if (!ec && in.direct() && in.offset() + bytes > file_bytes)
+    throw Error(fmt::format("{}: truncated file: the header says {} ({} bytes from byte {}) but the file has {} bytes",
+                            in.path(), what, bytes, in.offset(), file_bytes));
+  // A gzip file's is not: grow as the data comes rather than trust the header with the allocation.
+  std::vector<uint8_t> out;
+  const size_t start = in.offset();
+  while (out.size() < bytes) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(bytes - out.size(), uint64_t{1} << 26));
+    const size_t have = out.size();
+    out.resize(have + chunk);
+    const size_t got = in.read(out.data() + have, chunk);
+    if (got != chunk)
+      throw Error(fmt::format("{}: truncated file: expected {} ({} bytes from byte {}), the file ends after {}",
+                              in.path(), what, bytes, start, have + got));
+  }
   in.expect_end();
   return out;
 }

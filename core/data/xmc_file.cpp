@@ -1,5 +1,6 @@
 #include "core/data/xmc_file.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -40,7 +41,9 @@ Dataset read_xmc(XmcReader& reader, const Counts* counts) {
   data.source = reader.name();
   data.num_features = reader.num_features();
   data.num_labels = reader.num_labels();
-  const uint64_t n = reader.num_points();
+  // N is the header's word, not yet the file's: reserve no more than the lines the file has (or, from
+  // a stream, a modest start), and grow as points come.
+  const uint64_t n = std::min<uint64_t>(reader.num_points(), counts != nullptr ? counts->lines + 1 : uint64_t{1} << 16);
   data.points.feature_offsets.reserve(n + 1);
   data.points.label_offsets.reserve(n + 1);
   if (counts != nullptr) {

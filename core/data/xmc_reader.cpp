@@ -1,13 +1,16 @@
 #include "core/data/xmc_reader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/quote.h"
 
 namespace frugal::data {
 namespace {
@@ -26,7 +29,7 @@ class LineParser {
     T value{};
     const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
     if (ec != std::errc() || end != token.data() + token.size() || token.empty())
-      fail(fmt::format("bad token '{}': expected {}", token, what));
+      fail(fmt::format("bad token {}: expected {}", quote_input(token), what));
     return value;
   }
 
@@ -49,6 +52,30 @@ class LineParser {
   std::string_view text_;
 };
 
+// std::getline without a bound: a file with no newline would be read whole into one string. Reads
+// one line (without its '\n') in chunks; false at the end of the stream; throws past `cap` bytes.
+bool read_line(std::istream& in, std::string& line, size_t cap, const std::string& name, size_t line_no) {
+  line.clear();
+  char buf[1 << 16];
+  while (true) {
+    in.getline(buf, sizeof buf);
+    const auto got = static_cast<size_t>(in.gcount());
+    if (in.eof()) {
+      line.append(buf, got);
+      if (line.size() <= cap) return !line.empty() || got > 0;
+    } else if (in.fail()) {
+      if (in.bad() || got == 0) return false;
+      line.append(buf, got);  // the buffer filled up before the newline
+      in.clear(in.rdstate() & ~std::ios_base::failbit);
+    } else {
+      line.append(buf, got - 1);  // gcount counts the newline
+      if (line.size() <= cap) return true;
+    }
+    if (line.size() > cap)
+      throw Error(fmt::format("{}:{}: line longer than {} bytes: is this an XMC text file?", name, line_no, cap));
+  }
+}
+
 bool is_feature(std::string_view token) { return token.find(':') != std::string_view::npos; }
 
 const char* one_based_hint(uint32_t id, uint32_t limit) {
@@ -60,6 +87,9 @@ const char* one_based_hint(uint32_t id, uint32_t limit) {
 XmcReader::XmcReader(const std::string& path) : owned_(std::make_unique<std::ifstream>(path)), name_(path) {
   if (!*owned_) throw Error(fmt::format("{}: cannot open for reading", path));
   in_ = owned_.get();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (!ec) size_limit_ = bytes;
   read_header();
 }
 
@@ -70,15 +100,27 @@ XmcReader::XmcReader(XmcReader&&) noexcept = default;
 XmcReader& XmcReader::operator=(XmcReader&&) noexcept = default;
 
 void XmcReader::read_header() {
-  if (!std::getline(*in_, line_)) throw Error(fmt::format("{}:1: empty file: expected header 'N F L'", name_));
+  if (!read_line(*in_, line_, kMaxLineBytes, name_, line_no_))
+    throw Error(fmt::format("{}:1: empty file: expected header 'N F L'", name_));
   // A UTF-8 byte-order mark, as some Windows editors write, is not part of the header.
   if (line_.starts_with("\xEF\xBB\xBF")) line_.erase(0, 3);
   LineParser p(name_, line_no_, line_);
   const auto tok = p.tokens();
-  if (tok.size() != 3) p.fail(fmt::format("bad header '{}': expected 'N F L' (points, features, labels)", line_));
+  if (tok.size() != 3)
+    p.fail(fmt::format("bad header {}: expected 'N F L' (points, features, labels)", quote_input(line_)));
   num_points_ = p.parse_number<uint64_t>(tok[0], "the number of points N");
   num_features_ = p.parse_number<uint32_t>(tok[1], "the number of features F");
   num_labels_ = p.parse_number<uint32_t>(tok[2], "the number of labels L");
+  // Ids are uint32: a count past that is a corrupt header, not a data set (and must not be reserved).
+  if (num_points_ > UINT32_MAX)
+    p.fail(fmt::format("N = {} points in the header: expected at most {}", num_points_, UINT32_MAX));
+  // Every point takes a line, so a file of S bytes holds at most S points.
+  if (size_limit_ != UINT64_MAX) {
+    const uint64_t rest = size_limit_ - std::min<uint64_t>(size_limit_, line_.size() + 1);
+    if (num_points_ > rest)
+      p.fail(fmt::format("the header says N = {} points but the file has only {} bytes after it", num_points_,
+                         rest));
+  }
 }
 
 void XmcReader::limit_features(uint32_t limit, const std::string& what) {
@@ -90,7 +132,7 @@ size_t XmcReader::read(SparseBatch& out, size_t max_points) {
   FRUGAL_CHECK(max_points > 0, "XmcReader::read: ask for at least one point");
   if (finished_) return 0;
   size_t added = 0;
-  while (added < max_points && std::getline(*in_, line_)) {
+  while (added < max_points && read_line(*in_, line_, kMaxLineBytes, name_, line_no_ + 1)) {
     ++line_no_;
     if (parse_point(out)) ++added;
   }
@@ -140,19 +182,20 @@ bool XmcReader::parse_point(SparseBatch& out) {
         labels_.push_back(label);
         if (comma == std::string_view::npos) break;
         list.remove_prefix(comma + 1);
-        if (list.empty()) p.fail(fmt::format("bad token '{}': trailing comma in label list", tok[t]));
+        if (list.empty()) p.fail(fmt::format("bad token {}: trailing comma in label list", quote_input(tok[t])));
       }
     }
   }
   for (size_t t = first_feature; t < tok.size(); ++t) {
     const size_t colon = tok[t].find(':');
-    if (colon == std::string_view::npos) p.fail(fmt::format("bad token '{}': expected feature:value", tok[t]));
+    if (colon == std::string_view::npos)
+      p.fail(fmt::format("bad token {}: expected feature:value", quote_input(tok[t])));
     const auto id = p.parse_number<uint32_t>(tok[t].substr(0, colon), "a feature id");
     const auto value = p.parse_number<float>(tok[t].substr(colon + 1), "a feature value");
     if (id >= num_features_)
       p.fail(fmt::format("feature id {} >= F = {}{}", id, num_features_, one_based_hint(id, num_features_)));
     if (id >= feature_limit_) p.fail(fmt::format("feature id {} >= {} = {}", id, limit_what_, feature_limit_));
-    if (!std::isfinite(value)) p.fail(fmt::format("non-finite value in '{}'", tok[t]));
+    if (!std::isfinite(value)) p.fail(fmt::format("non-finite value in {}", quote_input(tok[t])));
     ids_.push_back(id);
     values_.push_back(value);
   }

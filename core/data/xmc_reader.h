@@ -22,6 +22,9 @@ class XmcReader {
   XmcReader(XmcReader&&) noexcept;
   XmcReader& operator=(XmcReader&&) noexcept;
 
+  // Longer lines are refused ("file:line: line longer than ... bytes"): no XMC data set comes near.
+  static constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
   uint64_t num_points() const { return num_points_; }  // N of the header
   uint32_t num_features() const { return num_features_; }
   uint32_t num_labels() const { return num_labels_; }
@@ -44,6 +47,7 @@ class XmcReader {
   std::string name_, line_;
   size_t line_no_ = 1;
   uint64_t num_points_ = 0;
+  uint64_t size_limit_ = UINT64_MAX;  // the file's size in bytes, when reading a file
   uint32_t num_features_ = 0, num_labels_ = 0;
   uint32_t feature_limit_ = UINT32_MAX;
   std::string limit_what_;

@@ -2,11 +2,16 @@
 // name file:line, including those found only at the end (too few or too many points) and feature
 // ids beyond a model's input width.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "core/check.h"
 #include "core/data/xmc_file.h"
 #include "core/data/xmc_reader.h"
+#include "core/quote.h"
 
 using frugal::SparseBatch;
 using frugal::data::XmcReader;
@@ -70,4 +75,72 @@ TEST_CASE("xmc reader: errors name file:line, whatever the chunk size") {
   CHECK(error_of("2 10 4\n0 1:1\n1 4:1\n", 1, 5) == "no error");
   CHECK_THAT(error_of("", 1), Catch::Contains("t.txt:1: empty file"));
   CHECK_THROWS_WITH(XmcReader("/nonexistent/x.txt"), Catch::Contains("/nonexistent/x.txt: cannot open"));
+}
+
+namespace {
+
+// The message XmcFile::open gives for a file holding `text`.
+std::string open_error(const std::string& text) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("frugal_xmc_limits_" + std::to_string(::getpid()) + ".txt")).string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+  }
+  std::string message = "no error";
+  try {
+    frugal::data::XmcFile::open(path);
+  } catch (const frugal::Error& e) {
+    message = e.what();
+  }
+  std::filesystem::remove(path);
+  return message;
+}
+
+}  // namespace
+
+TEST_CASE("xmc reader: header counts are checked, never reserved blindly") {
+  // From a file: N must fit uint32 and the lines the file has.
+  const std::string huge = open_error("1000000000000 5 5\n0 1:1\n");
+  CHECK_THAT(huge, Catch::Contains("frugal_xmc_limits_") && Catch::Contains(".txt:1: N = 1000000000000 points"));
+  const std::string more = open_error("1000000 5 5\n0 1:1\n");
+  CHECK_THAT(more, Catch::Contains(".txt:1: the header says N = 1000000 points but the file has only 6 bytes"));
+  CHECK_THAT(open_error("99999999999999999999999 5 5\n"), Catch::Contains(".txt:1: bad token") &&
+                                                              Catch::Contains("the number of points N"));
+  CHECK_THAT(open_error("1 5 4294967296\n0 1:1\n"), Catch::Contains(".txt:1: bad token '4294967296'"));
+  CHECK(open_error("1 5 5\n0 1:1\n") == "no error");
+  // From a stream (size unknown): the count is still bounded, and a large N that fits only fails at the end.
+  CHECK_THAT(error_of("1000000000000 5 5\n0 1:1\n", 1), Catch::Contains("t.txt:1: N = 1000000000000 points"));
+  std::istringstream in("4000000000 5 5\n0 1:1\n");
+  CHECK_THROWS_WITH(frugal::data::XmcFile::read(in, "t.txt"),
+                    Catch::Contains("t.txt:2: file has 1 points but the header says N = 4000000000"));
+}
+
+TEST_CASE("xmc reader: a line over the cap is an error naming file:line") {
+  std::string text = "2 10 4\n0 1:1\n0 ";
+  text.append(XmcReader::kMaxLineBytes + 10, '1');
+  text += ":1\n";
+  const std::string message = error_of(text, 1);
+  CHECK_THAT(message, Catch::Contains("t.txt:3: line longer than 67108864 bytes"));
+  CHECK(message.size() < 200);
+  // No newline at all: the same error, not a read of the whole stream into one line.
+  std::string header(XmcReader::kMaxLineBytes + 1, '7');
+  CHECK_THAT(error_of(header, 1), Catch::Contains("t.txt:1: line longer than"));
+  // Just under the cap is still read (and fails on its content).
+  std::string below = "1 10 4\n0 ";
+  below.append(100000, 'x');
+  CHECK_THAT(error_of(below + "\n", 1), Catch::Contains("t.txt:2: bad token 'xxx"));
+}
+
+TEST_CASE("xmc reader: a 10 MB bad token is quoted truncated") {
+  std::string text = "1 10 4\n0 ";
+  text.append(size_t{10} << 20, 'z');
+  text += "\n";
+  const std::string message = error_of(text, 1);
+  CHECK_THAT(message, Catch::Contains("t.txt:2: bad token 'zzzz") && Catch::Contains("... (10485760 bytes)") &&
+                          Catch::Contains("expected feature:value"));
+  CHECK(message.size() < 200);
+  CHECK(frugal::quote_input("abc") == "'abc'");
+  CHECK(frugal::quote_input(std::string(64, 'a')) == "'" + std::string(64, 'a') + "'");
+  CHECK(frugal::quote_input(std::string(65, 'a')) == "'" + std::string(64, 'a') + "'... (65 bytes)");
 }

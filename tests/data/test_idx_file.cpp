@@ -153,3 +153,22 @@ TEST_CASE("idx: a gzip stream cut in the middle is reported as truncated, not re
   write_plain(cut, bytes);
   CHECK_THAT(error_of([&] { IdxFile::read_images(cut); }), Contains(cut) && Contains("truncated"));
 }
+
+TEST_CASE("idx: a header claiming more items than the file holds is an error naming the file, no huge allocation") {
+  TempDir dir;
+  // 4e9 images of 2 x 2 pixels: 16 GB claimed (under the implausible-size bound), 12 bytes present.
+  const auto claim = cat({u32(0x803), u32(4000000000u), u32(2), u32(2), kPixels});
+  const std::string plain = dir.file("p-images-idx3-ubyte"), gz = dir.file("g-images-idx3-ubyte.gz");
+  write_plain(plain, claim);
+  CHECK_THAT(error_of([&] { IdxFile::read_images(plain); }),
+             Contains(plain) && Contains("truncated file") && Contains("4000000000 images of 2 x 2 pixels") &&
+                 Contains("the file has 28 bytes"));
+  write_gz(gz, claim);
+  CHECK_THAT(error_of([&] { IdxFile::read_images(gz); }),
+             Contains(gz) && Contains("truncated file") && Contains("4000000000 images of 2 x 2 pixels") &&
+                 Contains("the file ends after 12"));
+  const std::string labels = dir.file("l-labels-idx1-ubyte");
+  write_plain(labels, cat({u32(0x801), u32(4000000000u), kLabels}));
+  CHECK_THAT(error_of([&] { IdxFile::read_labels(labels); }),
+             Contains(labels) && Contains("truncated file") && Contains("4000000000 labels"));
+}
