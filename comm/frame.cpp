@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/comm_stats.h"
-#include "comm/crc32c.h"
+#include "core/crc32c.h"
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/crc32c.h"
+#include "core/crc32c.h"
 
 namespace frugal::comm {
 namespace {

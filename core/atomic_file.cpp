@@ -25,15 +25,22 @@ void fsync_path(const fs::path& p, bool directory) {
 
 void write_atomically(const fs::path& target, const std::string& bytes) {
   const fs::path tmp = target.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw Error(fmt::format("{}: write failed (disk full?)", tmp.string()));
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      out.flush();
+      if (!out) throw Error(fmt::format("{}: write failed (disk full?)", tmp.string()));
+    }
+    fsync_path(tmp, false);
+    fs::rename(tmp, target);
+  } catch (...) {
+    // A failed write leaves no temporary file behind (the target keeps its old content).
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
   }
-  fsync_path(tmp, false);
-  fs::rename(tmp, target);
   fsync_path(target.parent_path().empty() ? fs::path(".") : target.parent_path(), true);
 }
 

@@ -1,6 +1,7 @@
 // Writing a file so that readers see either the old or the new content, never a mix: write a
 // temporary file next to it, fsync it, rename it over the target, fsync the directory. What
-// checkpoints and their side files use (internal header, not installed).
+// checkpoints and their side files use (internal header, not installed). On any failure before the
+// rename (open, write, fsync, rename itself) the temporary file is removed and the error rethrown.
 #pragma once
 
 #include <filesystem>

@@ -13,6 +13,7 @@
 #include "core/communicator.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/crc32c.h"
 #include "core/train/dct_state_file.h"
 #include "core/tensor_io.h"
 
@@ -30,6 +31,35 @@ void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, con
       throw Error(fmt::format("{}: checkpoint was made with {} = {}, this run has {} = {}", dir, key, it->dump(),
                               key, value.dump()));
   }
+}
+
+// The CRC32C of a whole file, read in chunks.
+uint32_t file_crc32c(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<size_t>(in.gcount());
+    if (n > 0) crc = crc32c(std::as_bytes(std::span<const char>(buf.data(), n)), crc);
+  }
+  if (in.bad()) throw Error(fmt::format("{}: read failed", path.string()));
+  return crc;
+}
+
+// Checks `relative` (a path under `dir` the manifest names) against its recorded CRC32C before it is
+// decoded. Manifests from before checksums record none: their files load unchecked.
+void verify_checksum(const std::string& dir, const CheckpointManifest& info, const std::string& relative) {
+  if (info.checksums.empty()) return;
+  const fs::path path = fs::path(dir) / relative;
+  const auto it = info.checksums.find(relative);
+  if (it == info.checksums.end())
+    throw Error(fmt::format("{}: manifest.json records no checksum for this file", path.string()));
+  const uint32_t have = file_crc32c(path);
+  if (have != it->second)
+    throw Error(fmt::format("{}: checksum mismatch (stored {:08x}, computed {:08x}): the file is truncated or corrupt",
+                            path.string(), it->second, have));
 }
 
 comm::Communicator* group_of(comm::Communicator* c) { return comm::is_active(c) ? c : nullptr; }
@@ -205,7 +235,9 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
   if (same_layout) sources.push_back(slice);
   else for (int s = 0; s < info.model_slices; ++s) sources.push_back(s);
   for (const int s : sources) {
-    const fs::path path = fs::path(dir) / info.folder / fmt::format("slice{}.ckpt", s);
+    const std::string relative = info.folder + "/" + fmt::format("slice{}.ckpt", s);
+    const fs::path path = fs::path(dir) / relative;
+    verify_checksum(dir, info, relative);
     const SliceFile f = decode_slice(path, trainer != nullptr);
     FRUGAL_CHECK(f.params.size() == params.size(),
                  fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(), params.size()));
@@ -217,6 +249,14 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
                        sp.full_cols == (p.sliced_axis < 0 ? p.value.cols() : p.full_cols),
                    fmt::format("{}: parameter {} has another shape or slicing than the model's", path.string(), p.name));
       auto* st = trainer != nullptr ? &trainer->optimizer().state(i) : nullptr;
+      // A row's step count never exceeds the checkpoint's step (the optimizer sizes its per-step
+      // tables by it): a larger one is damage, not a long run.
+      if (st != nullptr)
+        for (size_t r = 0; r < sp.row_steps.size(); ++r)
+          FRUGAL_CHECK(sp.row_steps[r] <= info.step,
+                       fmt::format("{}: parameter {} row {} has step count {}, beyond the checkpoint's step {}: the "
+                                   "file is corrupt",
+                                   path.string(), p.name, r, sp.row_steps[r], info.step));
       // Adam has two moments, SGD one: the state must be the kind this run's optimizer keeps.
       FRUGAL_CHECK(st == nullptr || (sp.m.rows() == sp.value.rows() && sp.m.cols() == sp.value.cols() &&
                                      sp.v.empty() == st->v.empty()),
@@ -295,13 +335,19 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
     if (dct)
       for (int r = 0; r < replicas; ++r)
         for (int s = 0; s < slices; ++s) dct_files.push_back(folder + "/" + dct_state_file_name(r, s));
+    // Every file is on disk (the barriers above): checksum them as written.
+    nlohmann::json checksums = nlohmann::json::object();
+    for (const auto& list : {files, dct_files})
+      for (const auto& f : list)
+        checksums[f.get<std::string>()] = fmt::format("{:08x}", file_crc32c(fs::path(dir) / f.get<std::string>()));
     const int world = (mp != nullptr ? mp->size() : 1) * (dp != nullptr ? dp->size() : 1);
     const nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
                                      {"epoch", trainer.epoch()},      {"step", trainer.step()},
                                      {"world_size", world},           {"grid", {world / slices, slices}},
                                      {"model_slices", slices},        {"folder", folder},
                                      {"files", files},                {"parameters", params},
-                                     {"dct_residual_files", dct_files}, {"config", config},
+                                     {"dct_residual_files", dct_files}, {"checksums", checksums},
+                                     {"config", config},
                                      {"optimizer", optimizer_record(trainer.optimizer().options())},
                                      {"run_state", run_state}};
     write_atomically(fs::path(dir) / "manifest.json", manifest.dump(2) + "\n");
@@ -323,26 +369,96 @@ CheckpointManifest read_manifest(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: corrupt manifest: {}", path.string(), e.what()));
   }
-  if (!m.is_object() || m.value("format", "") != "frugal-checkpoint")
+  if (!m.is_object() || !m.contains("format") || m["format"] != "frugal-checkpoint")
     throw Error(fmt::format("{}: not a frugal checkpoint manifest", path.string()));
-  const auto version = m.value("version", 0u);
+  const std::string file = path.string();
+  const auto fail = [&](const std::string& field, const std::string& what) {
+    throw Error(fmt::format("{}: field '{}' {}", file, field, what));
+  };
+  // An absent field takes its default (older manifests); a present one must have the right type and range.
+  const auto unsigned_field = [&](const char* field, uint64_t fallback, uint64_t lo, uint64_t hi) {
+    if (!m.contains(field)) return fallback;
+    const auto& v = m[field];
+    if (!v.is_number_unsigned()) fail(field, fmt::format("must be an unsigned integer (found {})", v.dump()));
+    const auto x = v.get<uint64_t>();
+    if (x < lo || x > hi) fail(field, fmt::format("is {}, outside [{}, {}]", x, lo, hi));
+    return x;
+  };
+  const auto typed_field = [&](const char* field, nlohmann::json fallback, bool array) {
+    if (!m.contains(field)) return fallback;
+    const auto& v = m[field];
+    if (array ? !v.is_array() : !v.is_object()) fail(field, array ? "must be an array" : "must be an object");
+    return v;
+  };
+  const auto plain_name = [](const std::string& s) {
+    return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+           s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
+  };
+  const auto version = unsigned_field("version", 0, 0, UINT32_MAX);
   if (version != kCheckpointVersion)
-    throw Error(fmt::format("{}: checkpoint format version {} is not supported (this build reads {})", path.string(),
-                            version, kCheckpointVersion));
+    throw Error(fmt::format("{}: checkpoint format version {} is not supported (this build reads {})", file, version,
+                            kCheckpointVersion));
+  // Row step counts are 32-bit: no step (nor epoch) beyond that is real.
+  constexpr uint64_t kMaxStep = UINT32_MAX, kMaxRanks = 1 << 20;
   CheckpointManifest info;
-  info.epoch = m.value("epoch", uint64_t{0});
-  info.step = m.value("step", uint64_t{0});
-  info.world_size = m.value("world_size", 1);
-  info.model_slices = m.value("model_slices", 1);
-  info.config = m.value("config", nlohmann::json::object());
-  info.parameters = m.value("parameters", nlohmann::json::array());
-  info.optimizer = m.value("optimizer", nlohmann::json::object());
-  info.run_state = m.value("run_state", nlohmann::json::object());
-  FRUGAL_CHECK(info.model_slices >= 1 && m.contains("folder"), path.string() + ": manifest lacks its slices");
-  info.folder = m.at("folder").get<std::string>();
-  const auto grid = m.value("grid", nlohmann::json::array());
-  info.replicas = grid.is_array() && grid.size() == 2 ? grid[0].get<int>() : 1;
-  info.has_dct_residuals = !m.value("dct_residual_files", nlohmann::json::array()).empty();
+  info.epoch = unsigned_field("epoch", 0, 0, kMaxStep);
+  info.step = unsigned_field("step", 0, 0, kMaxStep);
+  info.world_size = static_cast<int>(unsigned_field("world_size", 1, 1, kMaxRanks));
+  info.model_slices = static_cast<int>(unsigned_field("model_slices", 1, 1, kMaxRanks));
+  if (info.model_slices > info.world_size)
+    fail("model_slices", fmt::format("is {}, more than world_size {}", info.model_slices, info.world_size));
+  info.config = typed_field("config", nlohmann::json::object(), false);
+  info.parameters = typed_field("parameters", nlohmann::json::array(), true);
+  info.optimizer = typed_field("optimizer", nlohmann::json::object(), false);
+  info.run_state = typed_field("run_state", nlohmann::json::object(), false);
+  if (!m.contains("folder")) fail("folder", "is missing: the manifest lacks its slices");
+  if (!m["folder"].is_string()) fail("folder", "must be a string");
+  info.folder = m["folder"].get<std::string>();
+  if (!plain_name(info.folder))
+    fail("folder", fmt::format("must be a plain folder name (no '/', not '..'), found \"{}\"", info.folder));
+  if (m.contains("grid")) {
+    const auto& g = m["grid"];
+    if (!g.is_array() || g.size() != 2 || !g[0].is_number_unsigned() || !g[1].is_number_unsigned())
+      fail("grid", "must be [replicas, model_slices], two unsigned integers");
+    const auto replicas = g[0].get<uint64_t>(), slices = g[1].get<uint64_t>();
+    if (replicas < 1 || slices != static_cast<uint64_t>(info.model_slices) ||
+        replicas * slices != static_cast<uint64_t>(info.world_size))
+      fail("grid", fmt::format("is {}, inconsistent with world_size {} and model_slices {}", g.dump(),
+                               info.world_size, info.model_slices));
+    info.replicas = static_cast<int>(replicas);
+  }
+  // Files the manifest names: each "<folder>/<plain name>", inside the epoch folder.
+  const auto file_list = [&](const char* field) {
+    std::vector<std::string> names;
+    const nlohmann::json list = typed_field(field, nlohmann::json::array(), true);
+    for (const auto& f : list) {
+      const std::string prefix = info.folder + "/";
+      if (!f.is_string() || f.get<std::string>().rfind(prefix, 0) != 0 ||
+          !plain_name(f.get<std::string>().substr(prefix.size())))
+        fail(field, fmt::format("entry {} is not a file inside the folder \"{}\"", f.dump(), info.folder));
+      names.push_back(f.get<std::string>());
+    }
+    return names;
+  };
+  const auto files = file_list("files"), dct_files = file_list("dct_residual_files");
+  if (m.contains("files") && files.size() != static_cast<size_t>(info.model_slices))
+    fail("files", fmt::format("names {} files, model_slices is {}", files.size(), info.model_slices));
+  info.has_dct_residuals = !dct_files.empty();
+  if (m.contains("checksums")) {
+    const nlohmann::json checksums = typed_field("checksums", nlohmann::json::object(), false);
+    for (const auto& [name, crc] : checksums.items()) {
+      const std::string text = crc.is_string() ? crc.get<std::string>() : "";
+      if (text.size() != 8 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+        fail("checksums", fmt::format("entry \"{}\" must be 8 lowercase hex digits, found {}", name, crc.dump()));
+      if (std::find(files.begin(), files.end(), name) == files.end() &&
+          std::find(dct_files.begin(), dct_files.end(), name) == dct_files.end())
+        fail("checksums", fmt::format("names \"{}\", which is not among the manifest's files", name));
+      info.checksums[name] = static_cast<uint32_t>(std::stoul(text, nullptr, 16));
+    }
+    for (const auto& list : {files, dct_files})
+      for (const auto& name : list)
+        if (!info.checksums.contains(name)) fail("checksums", fmt::format("lacks the file \"{}\"", name));
+  }
   return info;
 }
 
@@ -361,7 +477,9 @@ CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
   if (trainer.has_feedback_state() && info.has_dct_residuals && same_layout && info.replicas == replicas) {
-    load_dct_state((fs::path(dir) / info.folder / dct_state_file_name(replica, slice)).string(), trainer);
+    const std::string relative = info.folder + "/" + dct_state_file_name(replica, slice);
+    verify_checksum(dir, info, relative);
+    load_dct_state((fs::path(dir) / relative).string(), trainer);
     info.dct_residuals_restored = true;
   }
   return info;

@@ -3,6 +3,8 @@
 // Internal (the frugal command, the Predictor and tests use it): the public API stays free of JSON.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +19,9 @@ struct CheckpointManifest : CheckpointInfo {
   // The optimizer whose state the files hold ({"method", "sparse_updates"}; empty: lazy Adam) and
   // what the run saved with it (e.g. early stopping's state).
   nlohmann::json optimizer, run_state;
+  // CRC32C of each file the manifest names (slice files, DCT residual files), by its path relative
+  // to the checkpoint directory; empty for checkpoints saved before checksums (loaded unchecked).
+  std::map<std::string, uint32_t> checksums;
 };
 
 // save_checkpoint with the run's configuration and `run_state`: anything else the run needs to
@@ -26,7 +31,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
 // load_checkpoint; settings present in both `config` and the checkpoint must agree.
 CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
                                    const nlohmann::json& config);
-// The whole manifest, checked (format, version, slices).
+// The whole manifest, checked: every field's type and range (errors name manifest.json and the field).
 CheckpointManifest read_manifest(const std::string& dir);
 
 }  // namespace frugal

@@ -5,12 +5,13 @@
 #include <limits>
 
 #include "comm/codec.h"
-#include "comm/crc32c.h"
+#include "core/crc32c.h"
 #include "comm/frame.h"
 #include "comm/half.h"
 #include "comm/run_config.h"
 #include "core/rng.h"
 
+using namespace frugal;
 using namespace frugal::comm;
 
 namespace {

@@ -1,4 +1,4 @@
-#include "comm/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace frugal::comm {
+namespace frugal {
 namespace {
 
 constexpr uint32_t kPoly = 0x82f63b78u;  // reflected Castagnoli polynomial
@@ -64,4 +64,4 @@ uint32_t crc32c(std::span<const std::byte> data, uint32_t crc) {
   return ~crc_software(p, data.size(), c);
 }
 
-}  // namespace frugal::comm
+}  // namespace frugal
