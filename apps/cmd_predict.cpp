@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
+#include "core/data/fingerprint.h"
 #include "core/data/xmc_reader.h"
 #include "core/backend.h"
 #include "core/device.h"
@@ -45,6 +46,12 @@ Session open_session(const std::string& model, const std::string& device, int th
   config["model"] = model;
   config["infer"] = std::string(to_string(infer));
   config["infer_candidates"] = std::to_string(candidates);
+  // Ranks must read the same input (compared at rendezvous; see core/data/fingerprint.h).
+  for (const char* key : {"input", "test"}) {
+    const auto it = config.find(key);
+    if (it != config.end() && std::filesystem::is_regular_file(it->second))
+      config[std::string(key) + "_fingerprint"] = data::fingerprint(it->second).to_string();
+  }
   Session s;
   s.world = comm::init({.run_config = config});
   s.predictor = std::make_unique<Predictor>(

@@ -33,6 +33,7 @@
 #include "core/train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/dataset_split.h"
+#include "core/data/fingerprint.h"
 #include "core/train/early_stopping.h"
 #include "core/train/metrics_log.h"
 #include "core/propensity.h"
@@ -355,6 +356,12 @@ int run_train(TrainArgs a) {
     config["calibration_steps"] = a.calibration_steps;
     config["calibration_warmup"] = a.calibration_warmup;
   }
+  // Ranks must read the same data: a copy with the same header but other lines (say, shuffled) is
+  // other data. Compared at rendezvous only: resume_config (below, what --resume compares) leaves the
+  // fingerprints out, so a checkpoint resumes on another file of the same data. An IDX prefix is no
+  // single file and gets none.
+  if (std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = data::fingerprint(a.train).to_string();
+  if (std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = data::fingerprint(a.test).to_string();
   const auto world = comm::init({.run_config = to_run_config(config), .cluster_key = a.cluster_key,
                                   .comm_timeout_seconds = a.comm_timeout});
   const int rank = world->rank();

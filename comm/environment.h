@@ -24,6 +24,12 @@ inline constexpr std::string_view kCommTimeout = "FRUGAL_COMM_TIMEOUT";
 inline constexpr std::string_view kRendezvousTimeout = "FRUGAL_RENDEZVOUS_TIMEOUT";
 // The address this rank listens on for its peers (default: the local address facing the coordinator).
 inline constexpr std::string_view kBindHost = "FRUGAL_BIND_HOST";
+// The largest message part (a frame's payload) a rank accepts from a socket, in bytes (default
+// 1 GiB, kDefaultMaxMessageBytes in comm/zmq_communicator.h; every rank should use the same). A peer
+// that sends a larger one is disconnected by ZeroMQ (ZMQ_MAXMSGSIZE) before it is allocated, so a
+// stranger cannot make a rank allocate without bound; a rank refuses to send one. Legitimate frames
+// are far smaller: collectives cut their data into segments (CollectiveTuning::segment_bytes).
+inline constexpr std::string_view kMaxMessageBytes = "FRUGAL_MAX_MESSAGE_BYTES";
 // Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
 inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
 

@@ -137,6 +137,9 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
   if (timeout) o.timeout = parse_seconds(*timeout);
   if (const auto t = setting(std::nullopt, "", env::kRendezvousTimeout)) o.rendezvous_timeout = parse_seconds(*t);
   if (const auto h = setting(std::nullopt, "", env::kBindHost)) o.bind_host = h->text;
+  if (const auto m = setting(std::nullopt, "", env::kMaxMessageBytes))
+    o.max_message_bytes = parse_number<int64_t>(m->source, m->text, "a number of bytes, at least 1024",
+                                                [](int64_t x) { return x >= 1024; });
   o.run_config = options.run_config;
   return join_zmq(o, f);
 }

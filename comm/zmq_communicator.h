@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@
 #include "comm/run_config.h"
 
 namespace frugal::comm {
+
+// ZmqOptions::max_message_bytes unless FRUGAL_MAX_MESSAGE_BYTES says otherwise: 1 GiB.
+inline constexpr int64_t kDefaultMaxMessageBytes = int64_t{1} << 30;
 
 struct ZmqOptions {
   int rank = 0;
@@ -29,6 +33,9 @@ struct ZmqOptions {
   std::string bind_host;  // address this rank binds for its peers; empty: the one facing rank 0
   RunConfig run_config;   // must be equal on every rank
   CollectiveTuning tuning;
+  // The largest frame payload accepted from a socket (ZMQ_MAXMSGSIZE: a peer sending a larger one is
+  // disconnected) and sent (larger sends throw).
+  int64_t max_message_bytes = kDefaultMaxMessageBytes;
 };
 
 // Blocks until every rank has joined (or throws CommError saying who is missing or what differs).

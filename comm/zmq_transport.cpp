@@ -1,4 +1,5 @@
 #include "comm/zmq_transport.h"
+#include "comm/environment.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -114,6 +115,10 @@ void* ZmqTransport::make_socket(int type, bool server) {
   set_int(s, ZMQ_LINGER, 1000);
   set_int(s, ZMQ_SNDHWM, 0);  // never drop or block: the collectives bound what is in flight
   set_int(s, ZMQ_RCVHWM, 0);
+  // A peer announcing a larger message part is disconnected before anything is allocated for it
+  // (frames are two parts: the 56-byte header and the payload).
+  const int64_t max_bytes = std::max<int64_t>(opt_.max_message_bytes, static_cast<int64_t>(kFrameHeaderBytes));
+  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes);
   if (opt_.cluster_key) {
     const auto& k = *opt_.cluster_key;
     if (server) {
@@ -163,6 +168,10 @@ void ZmqTransport::service_zap() {
 
 uint64_t ZmqTransport::send(int dst, const FrameHeader& header, Payload payload) {
   const uint64_t bytes = kFrameHeaderBytes + payload.size();
+  // The receiver would drop the connection (ZMQ_MAXMSGSIZE) and this rank would wait in vain.
+  FRUGAL_CHECK(payload.size() <= static_cast<uint64_t>(opt_.max_message_bytes),
+               fmt::format("a {}-byte message to rank {} exceeds the {}-byte limit ({})", payload.size(), dst,
+                           opt_.max_message_bytes, env::kMaxMessageBytes));
   if (dst == world_rank()) {
     deliver({header, std::move(payload), true});
     return bytes;

@@ -3,7 +3,9 @@
 
 #include <zmq.h>
 
+#include <atomic>
 #include <cstring>
+#include <vector>
 #include <thread>
 
 #include <fmt/format.h>
@@ -182,4 +184,87 @@ TEST_CASE("zmq: a forged frame (bad header checksum) is rejected with a clear er
   fake.join();
   CHECK_THAT(error, Catch::Contains("header checksum"));
   CHECK_THAT(error, Catch::Contains("rejected a frame from rank 1"));
+}
+
+TEST_CASE("zmq: a stranger sending an oversized frame is disconnected; the ranks keep working") {
+  const int port = free_port();
+  constexpr int64_t kLimit = int64_t{1} << 20;
+  std::atomic<bool> started{false}, stranger_done{false}, disconnected{false};
+  // After the ranks started, a stranger connects to rank 0's address and sends a frame whose
+  // payload is twice the limit: ZeroMQ (ZMQ_MAXMSGSIZE) drops the connection before allocating it.
+  std::thread stranger([&] {
+    while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    void* ctx = zmq_ctx_new();
+    void* s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, "x9", 2);
+    zmq_socket_monitor(s, "inproc://stranger-monitor", ZMQ_EVENT_DISCONNECTED);
+    void* mon = zmq_socket(ctx, ZMQ_PAIR);
+    zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(mon, "inproc://stranger-monitor");
+    zmq_connect(s, fmt::format("tcp://127.0.0.1:{}", port).c_str());
+    FrameHeader h;
+    h.src = 1;
+    h.seq = 1;
+    const std::vector<std::byte> payload(2 * kLimit, std::byte{1});
+    const auto header = encode_header(h, payload);
+    zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+    zmq_send(s, payload.data(), payload.size(), 0);
+    zmq_pollitem_t item{mon, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, 10000) == 1) {
+      zmq_msg_t event;
+      zmq_msg_init(&event);
+      if (zmq_msg_recv(&event, mon, 0) >= 6) {
+        uint16_t id = 0;
+        std::memcpy(&id, zmq_msg_data(&event), sizeof id);
+        disconnected = id == ZMQ_EVENT_DISCONNECTED;
+      }
+      zmq_msg_close(&event);
+    }
+    zmq_socket_monitor(s, nullptr, 0);
+    zmq_close(mon);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    stranger_done = true;
+  });
+  std::string error;
+  try {
+    run_zmq(2, [&](Communicator& c) {
+      check_all_reduce(c, 100);
+      started = true;
+      // Keep working until the stranger is done (bounded either way), then once more.
+      for (int i = 0; i < 20000; ++i) {
+        std::vector<float> go(1, stranger_done ? 1.0f : 0.0f);
+        c.all_reduce(go, ReduceOp::min).wait();
+        if (go[0] == 1.0f) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      check_all_reduce(c, 1000);
+    }, [&](ZmqOptions& o) {
+      o.coordinator = fmt::format("127.0.0.1:{}", port);
+      o.max_message_bytes = kLimit;
+    });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  started = true;
+  stranger.join();
+  CHECK(error == "");
+  CHECK(disconnected);
+}
+
+TEST_CASE("zmq: a rank refuses to send a frame over the message-size limit, naming the variable") {
+  std::string error;
+  run_zmq(2, [&](Communicator& c) {
+    if (c.rank() != 0) return;
+    const std::vector<std::byte> big((1 << 20) + 1, std::byte{1});
+    try {
+      c.send(1, 0, big);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }, [](ZmqOptions& o) { o.max_message_bytes = int64_t{1} << 20; });
+  CHECK_THAT(error, Catch::Contains("FRUGAL_MAX_MESSAGE_BYTES"));
+  CHECK_THAT(error, Catch::Contains("1048577-byte message to rank 1"));
 }
