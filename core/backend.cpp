@@ -108,4 +108,26 @@ RowWorkspace& row_workspace(Backend& backend, std::unique_ptr<RowWorkspace>& slo
   return *slot;
 }
 
+void RowUpdate::validate(bool second_moment) const {
+  FRUGAL_CHECK(w != nullptr && m != nullptr && (!second_moment || v != nullptr),
+               "optimizer rows: missing weights or state");
+  const size_t n = w->rows(), cols = w->cols();
+  FRUGAL_CHECK(m->rows() == n && m->cols() == cols && (!second_moment || (v->rows() == n && v->cols() == cols)),
+               "optimizer rows: the state's shape differs from the weights'");
+  FRUGAL_CHECK(grad == nullptr || (grad->rows() == rows.size() && (rows.empty() || grad->cols() == cols)),
+               "optimizer rows: the gradient's shape does not match the row list");
+  FRUGAL_CHECK(plans.empty() || plans.size() == rows.size(), "optimizer rows: one catch-up plan per row");
+  FRUGAL_CHECK(!second_moment || grad == nullptr || counts.size() == rows.size(),
+               "optimizer rows: one update count per row");
+  for (const uint32_t r : rows) FRUGAL_CHECK(r < n, fmt::format("optimizer rows: row {} of {}", r, n));
+}
+
+void XentBatch::validate(size_t logits) const {
+  FRUGAL_CHECK(!offsets.empty() && offsets.back() == logits,
+               fmt::format("softmax: the offsets cover {} logits, there are {}", offsets.empty() ? 0 : offsets.back(),
+                           logits));
+  FRUGAL_CHECK(pos_offsets.size() == offsets.size() && label_offsets.size() == offsets.size(),
+               "softmax: positions or labels do not match the samples");
+}
+
 }  // namespace frugal

@@ -95,6 +95,9 @@ struct RowUpdate {
   std::span<const float> correction1, correction2;
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
   float momentum = 0;  // SGD
+  // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
+  // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
+  void validate(bool second_moment) const;
 };
 
 // Logits of a batch in CSR form for the softmax cross-entropy ops: sample i's logits are
@@ -107,6 +110,8 @@ struct XentBatch {
   std::span<const uint32_t> positions;
   std::span<const uint64_t> label_offsets;
   size_t num_samples() const { return offsets.size() - 1; }
+  // The offsets cover `logits` logits and positions and labels have one entry per sample.
+  void validate(size_t logits) const;
 };
 
 // Rows of candidates for top_k: row i's candidates are scores[offsets[i] .. offsets[i+1]) or, when

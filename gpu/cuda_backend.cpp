@@ -53,29 +53,6 @@ std::vector<float> gather_rows(const Tensor& t, std::span<const uint32_t> rows) 
   return out;
 }
 
-void check_batch(size_t logits, const XentBatch& batch) {
-  FRUGAL_CHECK(!batch.offsets.empty() && batch.offsets.back() == logits,
-               fmt::format("softmax: the offsets cover {} logits, there are {}",
-                           batch.offsets.empty() ? 0 : batch.offsets.back(), logits));
-  FRUGAL_CHECK(batch.pos_offsets.size() == batch.offsets.size() && batch.label_offsets.size() == batch.offsets.size(),
-               "softmax: positions or labels do not match the samples");
-}
-
-void check_update(const RowUpdate& u, bool second_moment) {
-  FRUGAL_CHECK(u.w != nullptr && u.m != nullptr && (!second_moment || u.v != nullptr),
-               "optimizer rows: missing weights or state");
-  const size_t rows = u.w->rows(), cols = u.w->cols();
-  FRUGAL_CHECK(u.m->rows() == rows && u.m->cols() == cols &&
-                   (!second_moment || (u.v->rows() == rows && u.v->cols() == cols)),
-               "optimizer rows: the state's shape differs from the weights'");
-  FRUGAL_CHECK(u.grad == nullptr || (u.grad->rows() == u.rows.size() && (u.rows.empty() || u.grad->cols() == cols)),
-               "optimizer rows: the gradient's shape does not match the row list");
-  FRUGAL_CHECK(u.plans.empty() || u.plans.size() == u.rows.size(), "optimizer rows: one catch-up plan per row");
-  FRUGAL_CHECK(!second_moment || u.grad == nullptr || u.counts.size() == u.rows.size(),
-               "optimizer rows: one update count per row");
-  for (const uint32_t r : u.rows) FRUGAL_CHECK(r < rows, fmt::format("optimizer rows: row {} of {}", r, rows));
-}
-
 // Registered when libfrugal is loaded (libfrugal links this object whole), and only when the
 // process sees a CUDA device: without one, find_backend("cuda") is null.
 Backend* register_if_device() {
@@ -252,7 +229,7 @@ void CudaBackend::accumulate(RowWorkspace& base, std::span<const uint64_t> offse
 }
 
 void CudaBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
-  check_batch(z.size(), batch);
+  batch.validate(z.size());
   FRUGAL_CHECK(max.size() == batch.num_samples(), "xent_max: one maximum per sample");
   std::lock_guard<std::mutex> lock(mutex_);
   dev::xent_max(context(), z.data(), z.size(), batch.offsets.data(), batch.num_samples(), max.data());
@@ -260,7 +237,7 @@ void CudaBackend::xent_max(std::span<const float> z, const XentBatch& batch, std
 
 void CudaBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
                             std::span<float> sums) {
-  check_batch(z.size(), batch);
+  batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_sums: one maximum and two sums per sample");
   FRUGAL_CHECK(batch.positions.size() >= batch.pos_offsets.back(), "xent_sums: positions missing");
@@ -271,7 +248,7 @@ void CudaBackend::xent_sums(std::span<const float> z, const XentBatch& batch, st
 
 void CudaBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
                                  std::span<const float> sums, std::span<double> losses) {
-  check_batch(z.size(), batch);
+  batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b && losses.size() == b,
                "xent_loss_grad: one maximum, two sums and one loss per sample");
@@ -309,7 +286,7 @@ void CudaBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> label
 }
 
 void CudaBackend::optimizer_rows(const RowUpdate& u, bool adam) {
-  check_update(u, adam);
+  u.validate(adam);
   const size_t n = u.rows.size(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
   // The listed rows of the weights and state, gathered; scattered back afterwards.

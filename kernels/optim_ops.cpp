@@ -69,20 +69,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_catch_up_r
   }
 }
 
-void check_update(const RowUpdate& u, bool second_moment) {
-  FRUGAL_CHECK(u.w != nullptr && u.m != nullptr && (!second_moment || u.v != nullptr),
-               "optimizer rows: missing weights or state");
-  const size_t rows = u.w->rows(), cols = u.w->cols();
-  FRUGAL_CHECK(u.m->rows() == rows && u.m->cols() == cols &&
-                   (!second_moment || (u.v->rows() == rows && u.v->cols() == cols)),
-               "optimizer rows: the state's shape differs from the weights'");
-  FRUGAL_CHECK(u.grad == nullptr || (u.grad->rows() == u.rows.size() && (u.rows.empty() || u.grad->cols() == cols)),
-               "optimizer rows: the gradient's shape does not match the row list");
-  FRUGAL_CHECK(u.plans.empty() || u.plans.size() == u.rows.size(), "optimizer rows: one catch-up plan per row");
-  FRUGAL_CHECK(!second_moment || u.grad == nullptr || u.counts.size() == u.rows.size(),
-               "optimizer rows: one update count per row");
-}
-
 template <class F>
 void for_rows(size_t n, F&& body) {
   // Rows are independent, so the result does not depend on how TBB splits the range.
@@ -94,7 +80,7 @@ void for_rows(size_t n, F&& body) {
 }  // namespace
 
 void adam_rows(const RowUpdate& u) {
-  check_update(u, true);
+  u.validate(true);
   const size_t cols = u.w->cols();
   for_rows(u.rows.size(), [&](size_t j) {
     const uint32_t r = u.rows[j];
@@ -113,7 +99,7 @@ void adam_rows(const RowUpdate& u) {
 }
 
 void sgd_rows(const RowUpdate& u) {
-  check_update(u, false);
+  u.validate(false);
   const size_t cols = u.w->cols();
   for_rows(u.rows.size(), [&](size_t j) {
     const uint32_t r = u.rows[j];

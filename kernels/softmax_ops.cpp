@@ -21,14 +21,6 @@ void parallel_rows(size_t n, F&& body) {
   });
 }
 
-void check_batch(size_t logits, const XentBatch& batch) {
-  FRUGAL_CHECK(!batch.offsets.empty() && batch.offsets.back() == logits,
-               fmt::format("softmax: the offsets cover {} logits, there are {}",
-                           batch.offsets.empty() ? 0 : batch.offsets.back(), logits));
-  FRUGAL_CHECK(batch.pos_offsets.size() == batch.offsets.size() && batch.label_offsets.size() == batch.offsets.size(),
-               "softmax: positions or labels do not match the samples");
-}
-
 // Best first: higher score, then lower label id.
 bool better(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
   return a.first != c.first ? a.first > c.first : a.second < c.second;
@@ -57,7 +49,7 @@ void heap_top_k(size_t n, size_t k, Entry entry, std::vector<std::pair<float, ui
 }  // namespace
 
 void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
-  check_batch(z.size(), batch);
+  batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b, "xent_max: one maximum per sample");
   parallel_rows(b, [&](size_t i) {
@@ -68,7 +60,7 @@ void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float>
 }
 
 void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max, std::span<float> sums) {
-  check_batch(z.size(), batch);
+  batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_sums: one maximum and two sums per sample");
   parallel_rows(b, [&](size_t i) {
@@ -85,7 +77,7 @@ void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const
 
 void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
                     std::span<const float> sums, std::span<double> losses) {
-  check_batch(z.size(), batch);
+  batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b && losses.size() == b,
                "xent_loss_grad: one maximum, two sums and one loss per sample");

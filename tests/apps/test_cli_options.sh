@@ -12,12 +12,7 @@ FRUGAL=$1
 SRC=$2
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-fails_with() {  # fails_with TEXT CMD...: the command must fail and its output contain TEXT
-  local text=$1; shift
-  echo "+ $* (must fail: $text)"
-  if "$@" > "$TMP/fail.log" 2>&1; then cat "$TMP/fail.log"; echo "succeeded, expected a failure"; exit 1; fi
-  grep -qF -- "$text" "$TMP/fail.log" || { cat "$TMP/fail.log"; echo "the error does not say '$text'"; exit 1; }
-}
+source "$(dirname "$0")/../shell_helpers.sh"
 "$FRUGAL" data synth-xmc --features 300 --labels 40 --train 200 --test 50 --nnz 10 --labels-per-point 2 --seed 1 \
   --out "$TMP/data" > /dev/null
 T=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 --threads 1 --quiet --hidden 8

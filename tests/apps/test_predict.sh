@@ -11,13 +11,7 @@ set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-run() { echo "+ $*"; "$@" > "$TMP/last.log" 2>&1 || { cat "$TMP/last.log"; exit 1; }; }
-fails_with() {  # fails_with MESSAGE CMD...: CMD must fail and say MESSAGE
-  local message=$1; shift
-  echo "+ (must fail) $*"
-  if "$@" > "$TMP/fail.log" 2>&1; then echo "succeeded: $*"; exit 1; fi
-  grep -qF -- "$message" "$TMP/fail.log" || { cat "$TMP/fail.log"; echo "the error does not say: $message"; exit 1; }
-}
+source "$(dirname "$0")/../shell_helpers.sh"
 "$FRUGAL" data synth-xmc --features 1000 --labels 200 --train 1500 --test 150 --nnz 15 --labels-per-point 3 \
   --seed 4 --out "$TMP/data" > /dev/null
 D=$TMP/data

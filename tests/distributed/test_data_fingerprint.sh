@@ -8,7 +8,7 @@ set -euo pipefail
 FRUGAL=$(realpath "$1")  # absolute: predict ranks below run in other folders
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-run() { echo "+ $*"; "$@" > "$TMP/last.log" 2>&1 || { cat "$TMP/last.log"; exit 1; }; }
+source "$(dirname "$0")/../shell_helpers.sh"
 "$FRUGAL" data synth-xmc --features 500 --labels 100 --train 400 --test 50 --nnz 10 --labels-per-point 2 \
   --seed 4 --out "$TMP/data" > /dev/null
 { head -n 1 "$TMP/data/train.txt"; tail -n +2 "$TMP/data/train.txt" | sort -R --random-source=<(yes); } \

@@ -11,7 +11,7 @@ set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-run() { echo "+ $*"; "$@" > "$TMP/last.log" 2>&1 || { cat "$TMP/last.log"; exit 1; }; }
+source "$(dirname "$0")/../shell_helpers.sh"
 "$FRUGAL" data synth-xmc --features 3000 --labels 600 --train 3000 --test 300 --nnz 20 --labels-per-point 3 \
   --seed 2 --out "$TMP/data" > /dev/null
 COMMON=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 2 --threads 1 --quiet

@@ -13,13 +13,7 @@ set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-run() { echo "+ $*"; "$@" > "$TMP/last.log" 2>&1 || { cat "$TMP/last.log"; exit 1; }; }
-fails_with() {  # fails_with TEXT CMD...: the command must fail and its output contain TEXT
-  local text=$1; shift
-  echo "+ $* (must fail: $text)"
-  if "$@" > "$TMP/fail.log" 2>&1; then cat "$TMP/fail.log"; echo "succeeded, expected a failure"; exit 1; fi
-  grep -q -- "$text" "$TMP/fail.log" || { cat "$TMP/fail.log"; echo "the error does not say '$text'"; exit 1; }
-}
+source "$(dirname "$0")/../shell_helpers.sh"
 "$FRUGAL" data synth-xmc --features 3000 --labels 600 --train 3000 --test 300 --nnz 20 --labels-per-point 3 \
   --seed 2 --out "$TMP/data" > /dev/null
 COMMON=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 --quiet --hidden 32 --batch 64
