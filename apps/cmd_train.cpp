@@ -25,6 +25,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
+#include "apps/dp_transport.h"
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
 #include "comm/codec.h"
@@ -91,6 +92,7 @@ struct TrainArgs {
   bool auto_weights = false;
   size_t calibration_steps = 20, calibration_warmup = 5;
   std::string device = "auto";  // --device cpu|cuda|cuda:N|auto (core/device.h)
+  cli::DpTransport dp_transport = cli::DpTransport::auto_;  // --dp-transport (apps/dp_transport.h)
   ParallelMode parallel = ParallelMode::model;
   bool quiet = false;
   data::DataFormat format = data::DataFormat::xmc;
@@ -338,6 +340,7 @@ int run_train(TrainArgs a) {
   nlohmann::json config = run_config(a, train);
   config["grid"] = a.grid;
   config["parallel"] = std::string(to_string(a.parallel));
+  config["dp_transport"] = std::string(cli::to_string(a.dp_transport));
   config["slice_weights"] = a.slice_weights;
   config["batch"] = a.batch;
   // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
@@ -368,8 +371,9 @@ int run_train(TrainArgs a) {
   const Grid grid = process_grid(a, world->size());
   check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
-  auto data_group = world->split(rank % grid.model, rank);
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
+  auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
+                                             a.comm_timeout, !a.quiet);
   if (!a.quiet)
     fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
                inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
@@ -670,6 +674,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--calibration-warmup", a->calibration_warmup, "--slice-weights auto: steps before the timed ones")
       ->capture_default_str();
   add_device_option(cmd, a->device);
+  add_choice(cmd, "--dp-transport", a->dp_transport,
+             {cli::DpTransport::auto_, cli::DpTransport::host, cli::DpTransport::nccl},
+             "what sums the data-parallel replicas' gradients: host (the ranks' ZeroMQ/MPI transport), nccl "
+             "(NCCL between their GPUs; every replica on --device cuda), auto (nccl when every replica runs on a "
+             "GPU and this build has NCCL, else host)");
   cmd->add_option("--cluster-key", a->cluster_key, "ZeroMQ runs: the cluster key file (frugal keygen) that "
                                                   "authenticates and encrypts every link; else FRUGAL_CLUSTER_KEY")
       ->check(CLI::ExistingFile);

@@ -6,7 +6,9 @@
 #     (also without auto); the checkpoint saved on the calibrated slices resumes on 1 rank with the
 #     P@1 it was saved with;
 #  2. --device cpu works; --device cuda / cuda:N without a CUDA backend fail saying why, in train
-#     and predict; a malformed --device is refused while parsing.
+#     and predict; a malformed --device is refused while parsing;
+#  3. --dp-transport: nccl on CPU replicas fails on every rank naming them, auto keeps the host
+#     transport, nccl without a data-parallel group is ignored with a note.
 set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
@@ -37,6 +39,20 @@ else
   fails_with "no CUDA device 9" "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda:9
 fi
 fails_with "not one of cpu, cuda, cuda:N, auto" "$FRUGAL" "${COMMON[@]}" --device gpu
+# --dp-transport nccl needs a GPU on every replica: CPU replicas make every rank fail naming them;
+# auto (the default) keeps the host transport there; without a data-parallel group nccl is ignored, saying so.
+fails_with "rank(s) 0, 1 of the data-parallel group run on the CPU" "$FRUGAL" launch -n 2 -- "$FRUGAL" \
+  "${COMMON[@]}" --epochs 1 --quiet --device cpu --grid 2x1 --dp-transport nccl
+for r in 0 1; do
+  grep -qF "[$r] frugal: error: --dp-transport nccl: rank(s) 0, 1" "$TMP/fail.log" ||
+    { cat "$TMP/fail.log"; echo "rank $r did not fail with the NCCL message"; exit 1; }
+done
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --device cpu --grid 2x1 --dp-transport auto
+grep -q "NCCL" "$TMP/last.log" && { cat "$TMP/last.log"; echo "auto chose NCCL on CPU replicas"; exit 1; }
+run "$FRUGAL" "${COMMON[@]}" --epochs 1 --device cpu --dp-transport nccl
+grep -qF -- "--dp-transport nccl: ignored, there is no data-parallel group" "$TMP/last.log" ||
+  { cat "$TMP/last.log"; echo "no note that nccl was ignored"; exit 1; }
+fails_with "--dp-transport: gloo not in" "$FRUGAL" "${COMMON[@]}" --dp-transport gloo
 run "$FRUGAL" predict --model "$TMP/ckpt" --input "$TMP/data/test.txt" --device cpu --out "$TMP/pred.txt"
 python3 - "$TMP" <<'PY'
 import json, sys, os

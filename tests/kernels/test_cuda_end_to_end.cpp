@@ -1,6 +1,9 @@
 // The `cuda_end_to_end` test (issue 12): whole trainings on the CUDA backend against the CPU one.
 //  - the same 3 epochs of the XMC network with the exact softmax, once on "cpu" and once on
 //    "cuda" (layers and optimizer): the epoch losses agree to 1e-4 (relative);
+//  - the NCCL data-parallel group (gpu/nccl_communicator.h) of one GPU rank: every float collective
+//    goes through the staging and NCCL and gives the host transport's result (one GPU: NCCL refuses
+//    two ranks on one device, so more ranks need a machine with more GPUs);
 //  - a mixed model-parallel group of 2 ranks (threads), rank 0 on "cuda" and rank 1 on "cpu", with
 //    the exact softmax: its losses equal 1 rank's on "cpu" to 1e-4 (the wire and the normalizer's
 //    all-reduce do not care which device a rank computes on).
@@ -18,6 +21,7 @@
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
 #include "gpu/cuda_info.h"
+#include "gpu/nccl_communicator.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;
@@ -99,6 +103,35 @@ TEST_CASE("cuda end to end: a mixed group (rank 0 on cuda, rank 1 on cpu) equals
     }
   });
   require_close(mixed, alone);
+}
+
+TEST_CASE("cuda end to end: an NCCL group of one GPU rank gives the host transport's results") {
+  REQUIRE(gpu::nccl_built());  // a CUDA build finds nccl.h in the toolkit (gpu/meson.build)
+  auto nccl = gpu::make_nccl_communicator(std::move(comm::make_local_communicators(1).at(0)), 0, 30.0);
+  CHECK(nccl->backend() == "nccl");
+  std::vector<float> x = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f};
+  const std::vector<float> original = x;
+  nccl->all_reduce(x).wait();
+  CHECK(x == original);
+  nccl->all_reduce(x, comm::ReduceOp::max).wait();
+  CHECK(x == original);
+  std::vector<float> all(x.size());
+  const std::vector<size_t> counts = {x.size()};
+  nccl->all_gatherv(x, all, counts).wait();
+  CHECK(all == original);
+  std::vector<float> mine(x.size());
+  nccl->reduce_scatterv(all, mine, counts).wait();
+  CHECK(mine == original);
+  nccl->broadcast(x, 0).wait();
+  CHECK(x == original);
+  // Larger than the first staging buffers: they grow.
+  std::vector<float> big(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 977) * 0.5f;
+  const std::vector<float> big_before = big;
+  nccl->all_reduce(big).wait();
+  CHECK(big == big_before);
+  const std::vector<size_t> wrong = {x.size() + 1};
+  CHECK_THROWS_WITH(nccl->all_gatherv(x, all, wrong), Catch::Contains("the counts add up to 6"));
 }
 
 int main(int argc, char** argv) {

@@ -1,0 +1,53 @@
+#include "apps/dp_transport.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "comm/environment.h"
+#include "core/backend.h"
+#include "core/device.h"
+#include "core/parse.h"
+#include "gpu/nccl_communicator.h"
+
+namespace frugal::cli {
+namespace {
+
+double effective_timeout(std::optional<double> comm_timeout) {
+  if (comm_timeout) return *comm_timeout;
+  const std::string name(comm::env::kCommTimeout);
+  if (const char* text = std::getenv(name.c_str()); text != nullptr && *text != '\0')
+    return parse_number<double>(name, text, "seconds, more than 0", [](double s) { return s > 0; });
+  return 30.0;
+}
+
+}  // namespace
+
+std::string_view to_string(DpTransport t) {
+  switch (t) {
+    case DpTransport::host: return "host";
+    case DpTransport::nccl: return "nccl";
+    case DpTransport::auto_: return "auto";
+  }
+  return "?";
+}
+
+std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, const Backend& backend,
+                                                        std::unique_ptr<comm::Communicator> group,
+                                                        std::optional<double> comm_timeout, bool say) {
+  if (!comm::is_active(group.get())) {
+    if (transport == DpTransport::nccl && say)
+      fmt::print("--dp-transport nccl: ignored, there is no data-parallel group (--grid DxM with D > 1 makes one)\n");
+    return group;
+  }
+  // The CUDA backend drives one device, device 0 of what the process sees (core/device.h).
+  const int device = device_name(backend) == "cpu" ? -1 : 0;
+  if (transport == DpTransport::host) return group;
+  if (transport == DpTransport::auto_ && !gpu::nccl_usable(*group, device)) return group;
+  const int replicas = group->size();
+  auto nccl = gpu::make_nccl_communicator(std::move(group), device, effective_timeout(comm_timeout));
+  if (say) fmt::print("data-parallel gradient sums over NCCL between {} GPU replicas\n", replicas);
+  return nccl;
+}
+
+}  // namespace frugal::cli
