@@ -6,6 +6,10 @@
 #   bash apps/dev.sh bundle build, then pack frugal, the kernels/core/layers test executables and
 #                           every shared library they need except glibc into
 #                           build/frugal-<version>-x86_64.tar.xz (RPATH $ORIGIN/../lib)
+#   bash apps/dev.sh bundle --cuda-from-target
+#                           the same without CUDA's runtime and cuBLAS (found on the target: a CUDA
+#                           toolkit or PyTorch's nvidia-* wheels), about 20x smaller:
+#                           build/frugal-<version>-x86_64-cuda-from-target.tar.xz
 # All are idempotent: packages already present and an up-to-date build are left as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,6 +91,12 @@ ldd_deps() {
   done
 }
 
+# The CUDA toolkit's libraries a --cuda-from-target bundle leaves out (the driver's are never in).
+is_cuda_toolkit_lib() {
+  case "$1" in libcudart.so*|libcublas.so*|libcublasLt.so*) return 0 ;; esac
+  return 1
+}
+
 is_elf() { [ "$(head -c 4 "$1" | tail -c 3)" = ELF ]; }
 
 project_version() {
@@ -157,10 +167,18 @@ SH
       ldd_deps "$f" >> "$libs" || true   # tbbbind without its hwloc is skipped by TBB itself
     done
   fi
+  # FRUGAL_BUNDLE_CUDA_FROM_TARGET=1 (bundle --cuda-from-target): CUDA's runtime and cuBLAS are left
+  # out (0.6 GB, most of the bundle) and found on the target, which has them wherever it has a CUDA
+  # toolkit or PyTorch's nvidia-* wheels (bench/gpu/run.sh looks there).
+  local from_target=""
   sort -u "$libs" | while read -r soname path; do
     case "$path" in "$tree"/*) continue ;; esac   # already in the tree (libfrugal.so)
+    if [ "${FRUGAL_BUNDLE_CUDA_FROM_TARGET:-0}" = 1 ] && is_cuda_toolkit_lib "$soname"; then
+      echo "$soname" >> "$tree/.from_target"; continue
+    fi
     cp -L "$path" "$tree/lib/$soname"
   done
+  if [ -f "$tree/.from_target" ]; then from_target=$(sort -u "$tree/.from_target" | tr '\n' ' '); rm -f "$tree/.from_target"; fi
   rm -f "$libs"
   # Libraries that already look beside themselves (CUDA's: libcublas -> libcublasLt) are left
   # as they are rather than rewritten (libcublasLt is half a gigabyte).
@@ -176,6 +194,7 @@ SH
     echo "commit $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
     echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), needs ${glibc:-GLIBC_?} or newer"
     echo "cuda $(ls "$tree"/lib | grep -qE '^libcudart' && echo yes || echo no)"
+    [ -z "$from_target" ] || echo "from the target: ${from_target% }"
     (cd "$tree" && find bin lib bench -type f | sort | xargs sha256sum)
   } > "$tree/MANIFEST"
   say "bundle tree: $(ls "$tree/bin" | wc -l) files in bin/, $(ls "$tree/lib" | wc -l) libraries in lib/, $(du -sh "$tree" | cut -f1), needs ${glibc:-?}"
@@ -197,8 +216,10 @@ bundle() {
   local version name out stamp
   version=$(project_version)
   name="frugal-$version"
-  out="$BUILD/$name-x86_64.tar.xz"
-  stamp="$BUILD/$name-x86_64.manifest"
+  local flavour=x86_64
+  [ "${FRUGAL_BUNDLE_CUDA_FROM_TARGET:-0}" = 1 ] && flavour=x86_64-cuda-from-target
+  out="$BUILD/$name-$flavour.tar.xz"
+  stamp="$BUILD/$name-$flavour.manifest"
   bundle_tree "$BUILD/bundle"
   # Everything in MANIFEST but its build date (commit, checksums) decides whether to pack again.
   if [ -f "$out" ] && [ -f "$stamp" ] && cmp -s <(grep -v '^built ' "$BUILD/bundle/$name/MANIFEST") "$stamp"; then
@@ -239,7 +260,13 @@ case "${1:-}" in
   demo) demo ;;
   test) run_tests ;;
   build) install_packages; build ;;
-  bundle) bundle ;;
+  bundle)
+    case "${2:-}" in
+      "") ;;
+      --cuda-from-target) export FRUGAL_BUNDLE_CUDA_FROM_TARGET=1 ;;
+      *) echo "usage: bash apps/dev.sh bundle [--cuda-from-target]" >&2; exit 2 ;;
+    esac
+    bundle ;;
   bundle-tree) bundle_tree "${2:?usage: bash apps/dev.sh bundle-tree DIR (needs a build)}" ;;
   *) echo "usage: bash apps/dev.sh demo|test|build|bundle" >&2; exit 2 ;;
 esac

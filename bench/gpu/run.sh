@@ -41,6 +41,31 @@ fi
 [ -n "${FRUGAL:-}" ] && [ -x "$FRUGAL" ] || { echo "no frugal executable found: set FRUGAL=/path/to/frugal-X/bin/frugal" >&2; exit 1; }
 FRUGAL=$(cd "$(dirname "$FRUGAL")" && pwd)/$(basename "$FRUGAL")
 BIN=$(dirname "$FRUGAL")
+
+# A --cuda-from-target bundle (apps/dev.sh) has no CUDA runtime or cuBLAS of its own: they come from
+# this machine's CUDA toolkit or PyTorch's nvidia-* wheels, found here and put on LD_LIBRARY_PATH
+# (the bundle's RPATH is searched first, so a full bundle is never affected). NCCL likewise, for
+# --dp-transport nccl (FRUGAL_NCCL_LIBRARY).
+cuda_lib_dirs() {  # folders holding libcublas.so.* / libcudart.so.* / libnccl.so.*
+  local roots=("${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib")
+  local site
+  site=$("$PYTHON" -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null) || site=""
+  [ -n "$site" ] && while read -r d; do roots+=("$d"); done <<<"$site"
+  for r in "${roots[@]}"; do
+    [ -d "$r" ] && find -H "$r" -maxdepth 3 \( -name 'libcublas.so.*' -o -name 'libcudart.so.*' -o -name 'libnccl.so.*' \) \
+      -printf '%h\n' 2>/dev/null
+  done | awk '!seen[$0]++'
+}
+if ldd "$FRUGAL" 2>/dev/null | grep -qE 'lib(cudart|cublas|cublasLt)\.so[^ ]* => not found'; then
+  CUDA_DIRS=$(cuda_lib_dirs | paste -sd: -)
+  export LD_LIBRARY_PATH=${CUDA_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  say "CUDA libraries from this machine: ${CUDA_DIRS:-none found}"
+  ldd "$FRUGAL" | grep "not found" && echo "warning: libraries still missing (the cuda runs will fail)" >&2
+fi
+if [ -z "${FRUGAL_NCCL_LIBRARY:-}" ]; then
+  NCCL_LIB=$(for d in $(cuda_lib_dirs); do ls "$d"/libnccl.so.2 2>/dev/null; done | head -1)
+  [ -n "$NCCL_LIB" ] && export FRUGAL_NCCL_LIBRARY=$NCCL_LIB
+fi
 TORCH_XMC=$ROOT/bench/baselines/torch_xmc.py
 
 if [ "$TINY" = 1 ]; then

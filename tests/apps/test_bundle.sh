@@ -8,7 +8,9 @@
 #     and, where a mount namespace can be made (root), once more with every library directory but
 #     glibc's hidden (what a machine without the packages looks like);
 #  4. the check is checked: with one library deleted from lib/, steps 2 and 3 must fail; restored,
-#     they pass again.
+#     they pass again;
+#  5. in a CUDA build, the --cuda-from-target tree (FRUGAL_BUNDLE_CUDA_FROM_TARGET=1) has no CUDA
+#     runtime or cuBLAS, says so in MANIFEST, fails to start without them and starts with them.
 # Usage: test_bundle.sh SOURCE_ROOT BUILD_DIR
 set -euo pipefail
 SRC=$1
@@ -128,4 +130,31 @@ fi
 mv "$TMP/$victim" "$B/lib/$victim"
 say "restored lib/$victim"
 check_libs
+
+# A --cuda-from-target bundle (CUDA builds only): no CUDA runtime or cuBLAS in lib/, MANIFEST names
+# them, and frugal runs once the target's folder is on LD_LIBRARY_PATH (as bench/gpu/run.sh sets it).
+if ls "$B/lib" | grep -q '^libcudart'; then
+  say "bundle tree with FRUGAL_BUNDLE_CUDA_FROM_TARGET=1"
+  full_size=$(du -sh "$B" | cut -f1)
+  rm -rf "$TMP/unpacked"
+  FRUGAL_BUILD_DIR=$BUILD FRUGAL_BUNDLE_CUDA_FROM_TARGET=1 bash "$SRC/apps/dev.sh" bundle-tree "$TMP/slim"
+  S=$(echo "$TMP"/slim/frugal-*)
+  if ls "$S/lib" | grep -qE '^lib(cudart|cublas)'; then ls "$S/lib"; echo "FAIL: CUDA libraries in the slim bundle"; exit 1; fi
+  grep -q '^from the target: libcublas.so.13 libcublasLt.so.13 libcudart.so.13$' "$S/MANIFEST" ||
+    { grep -v '^[0-9a-f]\{64\}' "$S/MANIFEST"; echo "FAIL: MANIFEST does not name the libraries from the target"; exit 1; }
+  cuda_dir=$(dirname "$(ldd "$BUILD/libfrugal.so" | awk '$1 ~ /^libcublas\.so/ { print $3 }')")
+  # Without them (only where a mount namespace hides /usr/local and the loader cache): no start.
+  if [ $ISOLATION = yes ]; then
+    if isolated "$S/bin/frugal" --help > "$TMP/slim.log" 2>&1; then
+      echo "FAIL: the slim frugal started without the target's CUDA libraries"; exit 1
+    fi
+    grep -q "libcu.*: cannot open shared object file" "$TMP/slim.log" || { cat "$TMP/slim.log"; exit 1; }
+    echo "isolated, without the CUDA libraries: the slim frugal does not start, as it must"
+  fi
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$cuda_dir" "$S/bin/frugal" --help > "$TMP/slim.log" 2>&1 ||
+    { cat "$TMP/slim.log"; echo "FAIL: the slim frugal does not start with $cuda_dir"; exit 1; }
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$cuda_dir" ldd "$S/lib/libfrugal.so" | grep -q "libcublas.so.13 => $cuda_dir/" ||
+    { echo "FAIL: libcublas does not come from LD_LIBRARY_PATH=$cuda_dir"; exit 1; }
+  echo "slim bundle: $(du -sh "$S" | cut -f1) unpacked (the full one: $full_size), runs with LD_LIBRARY_PATH=$cuda_dir"
+fi
 echo "bundle OK"
