@@ -35,6 +35,9 @@ if ! "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda > "$TMP/cuda.log"
     --device cuda
   fails_with "device cuda:3: no CUDA backend" "$FRUGAL" evaluate --model "$TMP/ckpt" --test "$TMP/data/test.txt" \
     --device cuda:3
+  # A checkpoint saved on CPU ranks, resumed by a run configured for CUDA: the device error, never a crash.
+  fails_with "device cuda: no CUDA backend is registered" "$FRUGAL" "${COMMON[@]}" --epochs 3 --resume "$TMP/ckpt" \
+    --device cuda
 else
   fails_with "no CUDA device 9" "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda:9
 fi
