@@ -1,0 +1,125 @@
+#include "layers/dlrm/dlrm_network.h"
+
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::layers {
+namespace {
+
+// Dense layers of widths in -> widths[0] -> ... (ReLU), then -> last with `last_act`.
+std::vector<std::unique_ptr<Dense>> mlp(size_t in, const std::vector<size_t>& widths, size_t last, Act last_act,
+                                        uint64_t seed) {
+  std::vector<std::unique_ptr<Dense>> layers;
+  std::vector<size_t> all = widths;
+  all.push_back(last);
+  for (size_t l = 0; l < all.size(); ++l) {
+    const Act act = l + 1 == all.size() ? last_act : Act::relu;
+    layers.push_back(std::make_unique<Dense>(DenseOptions{.in = in, .out = all[l], .act = act, .seed = seed + l}));
+    in = all[l];
+  }
+  return layers;
+}
+
+}  // namespace
+
+void DlrmOptions::validate() const {
+  FRUGAL_CHECK(num_dense > 0, "DLRM: no dense features");
+  FRUGAL_CHECK(!table_rows.empty(), "DLRM: no categorical fields");
+  FRUGAL_CHECK(dim > 0, "DLRM: --embedding-dim must be > 0");
+  for (size_t w : bottom) FRUGAL_CHECK(w > 0, "DLRM: a bottom MLP layer has width 0");
+  for (size_t w : top) FRUGAL_CHECK(w > 0, "DLRM: a top MLP layer has width 0");
+}
+
+DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
+    : options_((options.validate(), options)),
+      tables_(options.table_rows, options.dim, Rng(options.seed).split(2).next_u64()),
+      interaction_(options.table_rows.size(), options.dim),
+      bottom_(mlp(options.num_dense, options.bottom, options.dim, Act::relu, Rng(options.seed).split(1).next_u64())),
+      top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {}
+
+std::vector<Parameter*> DlrmNetwork::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& l : bottom_)
+    for (Parameter* p : l->parameters()) out.push_back(p);
+  for (Parameter* p : tables_.parameters()) out.push_back(p);
+  for (auto& l : top_)
+    for (Parameter* p : l->parameters()) out.push_back(p);
+  return out;
+}
+
+size_t DlrmNetwork::num_parameters() {
+  size_t n = 0;
+  for (Parameter* p : parameters()) n += p->value.size();
+  return n;
+}
+
+void DlrmNetwork::set_backend(Backend* backend) {
+  for (auto& l : bottom_) l->set_backend(backend);
+  for (auto& l : top_) l->set_backend(backend);
+}
+
+std::string DlrmNetwork::describe() const {
+  return fmt::format("DLRM(bottom {} -> [{}] -> {}, {} tables x {} dims ({} rows), dot interaction -> {}, top [{}] -> 1)",
+                     options_.num_dense, fmt::join(options_.bottom, ", "), options_.dim, options_.table_rows.size(),
+                     options_.dim, std::accumulate(options_.table_rows.begin(), options_.table_rows.end(), size_t{0}),
+                     interaction_.out_features(), fmt::join(options_.top, ", "));
+}
+
+const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_t> rows) {
+  FRUGAL_CHECK(batch.num_dense == options_.num_dense && batch.num_fields == options_.table_rows.size(),
+               fmt::format("DLRM of {} dense and {} categorical features given a batch of {} and {}", options_.num_dense,
+                           options_.table_rows.size(), batch.num_dense, batch.num_fields));
+  dense_in_.resize(batch.size, batch.num_dense);
+  std::copy(batch.dense.begin(), batch.dense.end(), dense_in_.data());
+  bottom_in_.clear();
+  const Tensor* h = &dense_in_;
+  for (auto& l : bottom_) {
+    bottom_in_.push_back(h);
+    h = &l->forward(*h);
+  }
+  const Tensor& embeddings = tables_.forward(rows, batch.size);
+  const Tensor* x = &interaction_.forward(*h, embeddings);
+  top_in_.clear();
+  for (auto& l : top_) {
+    top_in_.push_back(x);
+    x = &l->forward(*x);
+  }
+  logits_ = x;
+  return *x;
+}
+
+double DlrmNetwork::forward_backward(const CtrView& batch, std::span<const uint32_t> rows, bool train) {
+  const Tensor& z = forward(batch, rows);
+  const size_t b = batch.size;
+  double loss = 0;
+  grad_logits_.resize(b, 1);
+  for (size_t i = 0; i < b; ++i) {
+    const double zi = z.data()[i], y = batch.labels[i];
+    // log(1 + e^z) - y z, computed without overflow for large |z|.
+    loss += std::max(zi, 0.0) - zi * y + std::log1p(std::exp(-std::abs(zi)));
+    grad_logits_.data()[i] = static_cast<float>((1.0 / (1.0 + std::exp(-zi)) - y) / static_cast<double>(b));
+  }
+  if (!train) return loss;
+  const Tensor* g = &grad_logits_;
+  for (size_t l = top_.size(); l-- > 0;) g = &top_[l]->backward(*top_in_[l], *g);
+  interaction_.backward(*g, grad_bottom_, grad_embeddings_);
+  tables_.backward(grad_embeddings_);
+  g = &grad_bottom_;
+  for (size_t l = bottom_.size(); l-- > 0;) g = &bottom_[l]->backward(*bottom_in_[l], *g);
+  return loss;
+}
+
+void DlrmNetwork::predict(const CtrView& batch, std::span<const uint32_t> rows, std::vector<float>& probabilities) {
+  const Tensor& z = forward(batch, rows);
+  probabilities.resize(batch.size);
+  for (size_t i = 0; i < batch.size; ++i)
+    probabilities[i] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(z.data()[i]))));
+}
+
+}  // namespace frugal::layers

@@ -1,0 +1,79 @@
+#include "layers/dlrm/dlrm_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::layers {
+
+DlrmTrainer::DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrainOptions& options)
+    : network_(network), ids_(ids), options_(options),
+      optimizer_(optim::Optimizer::create(options.optimizer, network.parameters())) {
+  FRUGAL_CHECK(options_.batch > 0, "DLRM: --batch must be > 0");
+  FRUGAL_CHECK(ids_.num_fields() == network_.options().table_rows.size(),
+               fmt::format("DLRM: the id map has {} fields, the network {} tables", ids_.num_fields(),
+                           network_.options().table_rows.size()));
+}
+
+DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps) {
+  train.validate();
+  order_.resize(train.size);
+  std::iota(order_.begin(), order_.end(), 0u);
+  Rng rng(seed);
+  for (size_t i = train.size; i > 1; --i) std::swap(order_[i - 1], order_[rng.below(i)]);
+  DlrmEpoch epoch;
+  double loss = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t begin = 0; begin < train.size; begin += options_.batch) {
+    if (max_steps > 0 && epoch.steps == max_steps) break;
+    const size_t n = std::min(options_.batch, train.size - begin);
+    labels_.resize(n);
+    dense_.resize(n * train.num_dense);
+    cats_.resize(n * train.num_fields);
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = order_[begin + j];
+      labels_[j] = train.labels[i];
+      std::copy_n(train.dense.begin() + static_cast<std::ptrdiff_t>(i * train.num_dense), train.num_dense,
+                  dense_.begin() + static_cast<std::ptrdiff_t>(j * train.num_dense));
+      std::copy_n(train.cats.begin() + static_cast<std::ptrdiff_t>(i * train.num_fields), train.num_fields,
+                  cats_.begin() + static_cast<std::ptrdiff_t>(j * train.num_fields));
+    }
+    const CtrView batch{n, train.num_dense, train.num_fields, labels_, dense_, cats_};
+    ids_.map(batch, rows_);
+    loss += network_.forward_backward(batch, rows_, /*train=*/true);
+    optimizer_->step();
+    epoch.samples += n;
+    ++epoch.steps;
+  }
+  epoch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  epoch.loss = epoch.samples > 0 ? loss / static_cast<double>(epoch.samples) : 0;
+  FRUGAL_CHECK(std::isfinite(epoch.loss), fmt::format("DLRM: the training loss is {} (diverged; lower --lr)",
+                                                      epoch.loss));
+  return epoch;
+}
+
+void DlrmTrainer::predict(const CtrView& data, std::vector<float>& probabilities, size_t batch) {
+  data.validate();
+  probabilities.resize(data.size);
+  std::vector<float> part;
+  for (size_t begin = 0; begin < data.size; begin += batch) {
+    const CtrView b = data.slice(begin, std::min(data.size, begin + batch));
+    ids_.map(b, rows_);
+    network_.predict(b, rows_, part);
+    std::copy(part.begin(), part.end(), probabilities.begin() + static_cast<std::ptrdiff_t>(begin));
+  }
+}
+
+ClickMetrics DlrmTrainer::evaluate(const CtrView& test, size_t batch) {
+  std::vector<float> probabilities;
+  predict(test, probabilities, batch);
+  return click_metrics(probabilities, test.labels);
+}
+
+}  // namespace frugal::layers

@@ -1,0 +1,55 @@
+// DlrmTrainer: mini-batch training and evaluation of a DlrmNetwork on click-through data held in a
+// CtrView (a data set in memory). Each epoch visits the samples in a seeded random order; each step
+// maps the batch's ids to rows (IdMap), runs forward and backward, and applies the optimizer
+// (lazy Adam by default: an embedding row is updated only in the steps that used it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/train/optimizer.h"
+#include "layers/dlrm/click_metrics.h"
+#include "layers/dlrm/ctr_view.h"
+#include "layers/dlrm/dlrm_network.h"
+#include "layers/dlrm/id_map.h"
+
+namespace frugal::layers {
+
+struct DlrmTrainOptions {
+  optim::Options optimizer = optim::Adam{};
+  size_t batch = 128;
+};
+
+struct DlrmEpoch {
+  double loss = 0;  // mean logistic loss over the epoch's samples
+  size_t samples = 0, steps = 0;
+  double seconds = 0;  // wall time of the steps
+  double samples_per_second() const { return seconds > 0 ? static_cast<double>(samples) / seconds : 0; }
+};
+
+class DlrmTrainer {
+ public:
+  DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrainOptions& options);
+
+  // One pass over `train` in the order Rng(seed) shuffles it; at most max_steps steps (0: all).
+  DlrmEpoch fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps = 0);
+  // AUC and logloss of the network's click probabilities on `test`.
+  ClickMetrics evaluate(const CtrView& test, size_t batch = 4096);
+  // Click probabilities of every sample of `data`, in order.
+  void predict(const CtrView& data, std::vector<float>& probabilities, size_t batch = 4096);
+
+  optim::Optimizer& optimizer() { return *optimizer_; }
+
+ private:
+  DlrmNetwork& network_;
+  const IdMap& ids_;
+  DlrmTrainOptions options_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::vector<uint32_t> rows_, order_;
+  std::vector<float> labels_, dense_;
+  std::vector<uint64_t> cats_;
+};
+
+}  // namespace frugal::layers
