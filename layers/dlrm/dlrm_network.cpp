@@ -30,7 +30,7 @@ std::vector<std::unique_ptr<Dense>> mlp(size_t in, const std::vector<size_t>& wi
 
 void DlrmOptions::validate() const {
   FRUGAL_CHECK(num_dense > 0, "DLRM: no dense features");
-  FRUGAL_CHECK(!table_rows.empty(), "DLRM: no categorical fields");
+  FRUGAL_CHECK(!fields.empty(), "DLRM: no categorical fields");
   FRUGAL_CHECK(dim > 0, "DLRM: --embedding-dim must be > 0");
   for (size_t w : bottom) FRUGAL_CHECK(w > 0, "DLRM: a bottom MLP layer has width 0");
   for (size_t w : top) FRUGAL_CHECK(w > 0, "DLRM: a top MLP layer has width 0");
@@ -38,8 +38,8 @@ void DlrmOptions::validate() const {
 
 DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
     : options_((options.validate(), options)),
-      tables_(options.table_rows, options.dim, Rng(options.seed).split(2).next_u64()),
-      interaction_(options.table_rows.size(), options.dim),
+      tables_(options.fields, options.lookups, options.dim, Rng(options.seed).split(2).next_u64()),
+      interaction_(options.fields.size(), options.dim),
       bottom_(mlp(options.num_dense, options.bottom, options.dim, Act::relu, Rng(options.seed).split(1).next_u64())),
       top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {}
 
@@ -65,16 +65,21 @@ void DlrmNetwork::set_backend(Backend* backend) {
 }
 
 std::string DlrmNetwork::describe() const {
-  return fmt::format("DLRM(bottom {} -> [{}] -> {}, {} tables x {} dims ({} rows), dot interaction -> {}, top [{}] -> 1)",
-                     options_.num_dense, fmt::join(options_.bottom, ", "), options_.dim, options_.table_rows.size(),
-                     options_.dim, std::accumulate(options_.table_rows.begin(), options_.table_rows.end(), size_t{0}),
-                     interaction_.out_features(), fmt::join(options_.top, ", "));
+  size_t rows = 0, tables = 0;
+  for (const EmbeddingField& f : options_.fields) {
+    tables += f.tables.size();
+    rows += std::accumulate(f.tables.begin(), f.tables.end(), size_t{0});
+  }
+  return fmt::format("DLRM(bottom {} -> [{}] -> {}, {} fields: {} tables x {} dims ({} rows), dot interaction -> {}, "
+                     "top [{}] -> 1)",
+                     options_.num_dense, fmt::join(options_.bottom, ", "), options_.dim, options_.fields.size(), tables,
+                     options_.dim, rows, interaction_.out_features(), fmt::join(options_.top, ", "));
 }
 
 const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_t> rows) {
-  FRUGAL_CHECK(batch.num_dense == options_.num_dense && batch.num_fields == options_.table_rows.size(),
+  FRUGAL_CHECK(batch.num_dense == options_.num_dense && batch.num_fields == options_.fields.size(),
                fmt::format("DLRM of {} dense and {} categorical features given a batch of {} and {}", options_.num_dense,
-                           options_.table_rows.size(), batch.num_dense, batch.num_fields));
+                           options_.fields.size(), batch.num_dense, batch.num_fields));
   dense_in_.resize(batch.size, batch.num_dense);
   std::copy(batch.dense.begin(), batch.dense.end(), dense_in_.data());
   bottom_in_.clear();

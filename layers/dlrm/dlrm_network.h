@@ -27,7 +27,8 @@ namespace frugal::layers {
 
 struct DlrmOptions {
   size_t num_dense = 13;
-  std::vector<size_t> table_rows;   // per categorical field (IdMap::rows)
+  std::vector<EmbeddingField> fields;  // per categorical field: its tables (embedding_fields(IdMap))
+  size_t lookups = 1;                  // rows per field in a lookup (IdMap::lookups())
   size_t dim = 16;                  // embedding dimension, also the bottom MLP's output width
   std::vector<size_t> bottom = {64};   // hidden widths of the bottom MLP before its dim-wide output
   std::vector<size_t> top = {64, 32};  // hidden widths of the top MLP before its 1-wide output

@@ -16,9 +16,9 @@ DlrmTrainer::DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrain
     : network_(network), ids_(ids), options_(options),
       optimizer_(optim::Optimizer::create(options.optimizer, network.parameters())) {
   FRUGAL_CHECK(options_.batch > 0, "DLRM: --batch must be > 0");
-  FRUGAL_CHECK(ids_.num_fields() == network_.options().table_rows.size(),
-               fmt::format("DLRM: the id map has {} fields, the network {} tables", ids_.num_fields(),
-                           network_.options().table_rows.size()));
+  FRUGAL_CHECK(ids_.num_fields() == network_.options().fields.size() && ids_.lookups() == network_.options().lookups,
+               fmt::format("DLRM: the id map has {} fields x {} lookups, the network {} x {}", ids_.num_fields(),
+                           ids_.lookups(), network_.options().fields.size(), network_.options().lookups));
 }
 
 DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps) {

@@ -1,6 +1,7 @@
 #include "layers/dlrm/id_map.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -17,14 +18,38 @@ uint64_t mix64(uint64_t x) {  // SplitMix64's finalizer: every input bit reaches
   return x ^ (x >> 31);
 }
 
+// The ids seen at least min_count times, most frequent first (ties: smaller id first), so the
+// numbering is independent of the hash map's iteration order: every rank and run agrees.
+std::vector<uint64_t> kept_by_frequency(const std::unordered_map<uint64_t, uint32_t>& counts, size_t min_count) {
+  std::vector<std::pair<uint32_t, uint64_t>> kept;
+  for (const auto& [id, n] : counts)
+    if (n >= min_count) kept.emplace_back(n, id);
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<uint64_t> ids(kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) ids[i] = kept[i].second;
+  return ids;
+}
+
 }  // namespace
 
-std::string_view to_string(IdMode mode) { return mode == IdMode::hash ? "hash" : "full"; }
+std::string_view to_string(IdMode mode) {
+  switch (mode) {
+    case IdMode::hash: return "hash";
+    case IdMode::freq_double: return "freq-double";
+    case IdMode::qr: return "qr";
+    case IdMode::full: break;
+  }
+  return "full";
+}
 
 void IdMapOptions::validate() const {
   FRUGAL_CHECK(min_count >= 1, "--min-id-count must be at least 1");
   FRUGAL_CHECK(hash_rows >= 1 && hash_rows <= (size_t{1} << 31),
                fmt::format("--hash-rows must be in [1, 2^31], not {}", hash_rows));
+  FRUGAL_CHECK(compression >= 1 && std::isfinite(compression),
+               fmt::format("--id-compression must be at least 1, not {}", compression));
 }
 
 void CtrView::validate() const {
@@ -48,56 +73,109 @@ void IdCounts::add(const CtrView& batch) {
     }
 }
 
-IdMap::IdMap(const IdMapOptions& options, size_t num_fields) : options_(options), rows_(num_fields) {
+IdMap::IdMap(const IdMapOptions& options, size_t num_fields) : options_(options), fields_(num_fields) {
   options_.validate();
-  FRUGAL_CHECK(options_.mode == IdMode::hash, "IdMap: the full mode needs the training data's id counts");
-  std::fill(rows_.begin(), rows_.end(), options_.hash_rows);
+  FRUGAL_CHECK(options_.mode == IdMode::hash,
+               fmt::format("--ids {} needs the training data's id counts", to_string(options_.mode)));
+  for (Field& f : fields_) {
+    f.mode = IdMode::hash;
+    f.tables = {options_.hash_rows};
+  }
 }
 
-IdMap::IdMap(const IdMapOptions& options, const IdCounts& counts) : options_(options), rows_(counts.num_fields()) {
+IdMap::IdMap(const IdMapOptions& options, const IdCounts& counts) : options_(options), fields_(counts.num_fields()) {
   options_.validate();
   if (options_.mode == IdMode::hash) {
-    std::fill(rows_.begin(), rows_.end(), options_.hash_rows);
+    *this = IdMap(options_, counts.num_fields());
     return;
   }
-  vocab_.resize(counts.num_fields());
-  for (size_t f = 0; f < counts.num_fields(); ++f) {
-    // Rows in id order: independent of the hash map's iteration order, so every rank (and every
-    // run) numbers the vocabulary alike.
-    std::vector<uint64_t> kept;
-    for (const auto& [id, n] : counts.field(f))
-      if (n >= options_.min_count) kept.push_back(id);
-    std::sort(kept.begin(), kept.end());
-    FRUGAL_CHECK(kept.size() < UINT32_MAX, fmt::format("field {} has {} ids, too many for 32-bit rows", f + 1,
-                                                       kept.size()));
-    auto& v = vocab_[f];
-    v.reserve(kept.size());
-    for (size_t r = 0; r < kept.size(); ++r) v.emplace(kept[r], static_cast<uint32_t>(r + 1));
-    rows_[f] = kept.size() + 1;  // row 0: ids below min_count, unseen and missing
+  const bool squeeze = options_.mode == IdMode::freq_double || options_.mode == IdMode::qr;
+  lookups_ = squeeze ? 2 : 1;
+  for (size_t fi = 0; fi < fields_.size(); ++fi) {
+    Field& f = fields_[fi];
+    const std::vector<uint64_t> kept = kept_by_frequency(counts.field(fi), options_.min_count);
+    FRUGAL_CHECK(kept.size() < UINT32_MAX / 2,
+                 fmt::format("field C{} has {} ids, too many for 32-bit rows", fi + 1, kept.size()));
+    const size_t full_rows = kept.size() + 1;  // row 0: ids below min_count, unseen and missing
+    const size_t budget = static_cast<size_t>(std::ceil(static_cast<double>(full_rows) / options_.compression));
+    if (!squeeze || full_rows < kSmallField || budget < 8) {
+      f.mode = IdMode::full;
+      for (size_t r = 0; r < kept.size(); ++r) f.vocab.emplace(kept[r], static_cast<uint32_t>(r + 1));
+      f.tables = {full_rows};
+      continue;
+    }
+    f.mode = options_.mode;
+    if (options_.mode == IdMode::freq_double) {
+      // Table 0: the B/2 most frequent ids (row 0 stays the shared "other" row), then B/4 hashed
+      // rows; table 1: B/4 hashed rows.
+      f.frequent = budget / 2;
+      f.hashed = budget / 4;
+      for (size_t r = 0; r + 1 < f.frequent && r < kept.size(); ++r)
+        f.vocab.emplace(kept[r], static_cast<uint32_t>(r + 1));
+      f.tables = {f.frequent + f.hashed, f.hashed};
+    } else {
+      // m + ceil(V / m) rows in all, about the budget: m = budget - ceil(V / budget).
+      for (size_t r = 0; r < kept.size(); ++r) f.vocab.emplace(kept[r], static_cast<uint32_t>(r + 1));
+      const size_t quotient_guess = (full_rows + budget - 1) / budget;
+      f.modulus = std::max<size_t>(2, budget > quotient_guess ? budget - quotient_guess : budget);
+      f.combine = Combine::product;
+      f.tables = {(full_rows + f.modulus - 1) / f.modulus, f.modulus};
+    }
   }
 }
 
 size_t IdMap::total_rows() const {
   size_t total = 0;
-  for (size_t r : rows_) total += r;
+  for (const Field& f : fields_)
+    for (size_t r : f.tables) total += r;
   return total;
 }
 
-uint32_t IdMap::row(size_t field, uint64_t id) const {
-  if (options_.mode == IdMode::hash)
-    return static_cast<uint32_t>(mix64(id ^ mix64(options_.seed + field)) % options_.hash_rows);
-  const auto& v = vocab_[field];
-  const auto it = v.find(id);
-  return it == v.end() ? 0u : it->second;
+uint32_t IdMap::hash(size_t field, uint64_t id, uint64_t salt, size_t n) const {
+  return static_cast<uint32_t>(mix64(id ^ mix64(options_.seed + field * 0x9e3779b97f4a7c15ULL + salt)) % n);
+}
+
+void IdMap::rows(size_t field, uint64_t id, uint32_t* out) const {
+  const Field& f = fields_[field];
+  for (size_t l = 1; l < lookups_; ++l) out[l] = kNoRow;
+  switch (f.mode) {
+    case IdMode::hash:
+      out[0] = hash(field, id, 0, options_.hash_rows);
+      return;
+    case IdMode::full: {
+      const auto it = f.vocab.find(id);
+      out[0] = it == f.vocab.end() ? 0u : it->second;
+      return;
+    }
+    case IdMode::freq_double: {
+      const auto it = f.vocab.find(id);
+      if (it != f.vocab.end()) {
+        out[0] = it->second;
+      } else if (id == kMissingId) {
+        out[0] = 0;  // missing: the shared row, as in the full mode
+      } else {
+        out[0] = static_cast<uint32_t>(f.frequent + hash(field, id, 1, f.hashed));
+        out[1] = hash(field, id, 2, f.hashed);
+      }
+      return;
+    }
+    case IdMode::qr: {
+      const auto it = f.vocab.find(id);
+      const uint32_t v = it == f.vocab.end() ? 0u : it->second;
+      out[0] = static_cast<uint32_t>(v / f.modulus);
+      out[1] = static_cast<uint32_t>(v % f.modulus);
+      return;
+    }
+  }
 }
 
 void IdMap::map(const CtrView& batch, std::vector<uint32_t>& rows_out) const {
-  FRUGAL_CHECK(batch.num_fields == rows_.size(),
-               fmt::format("id map of {} fields given a batch of {} fields", rows_.size(), batch.num_fields));
-  rows_out.resize(batch.size * batch.num_fields);
+  FRUGAL_CHECK(batch.num_fields == fields_.size(),
+               fmt::format("id map of {} fields given a batch of {} fields", fields_.size(), batch.num_fields));
+  rows_out.resize(batch.size * batch.num_fields * lookups_);
   for (size_t i = 0; i < batch.size; ++i)
     for (size_t f = 0; f < batch.num_fields; ++f)
-      rows_out[i * batch.num_fields + f] = row(f, batch.cats[i * batch.num_fields + f]);
+      rows(f, batch.cats[i * batch.num_fields + f], rows_out.data() + (i * batch.num_fields + f) * lookups_);
 }
 
 }  // namespace frugal::layers

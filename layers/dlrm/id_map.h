@@ -1,10 +1,19 @@
-// IdMap: which embedding row each categorical id of each field uses (`frugal train --ids`).
+// IdMap: which embedding rows each categorical id of each field uses (`frugal train --ids`). A
+// field has one or two tables; a lookup gives one row per table (kNoRow: none), and the field's
+// vector is their sum or, for qr, their element-wise product (Combine).
 //  - full: every id seen at least min_count times in the training data gets a row of its own;
-//    row 0 is shared by the rest (rare, unseen and missing ids). The vocabulary comes from a
-//    counting pass over the training data (IdCounts) and is saved beside the model.
-//  - hash: row = a seeded hash of (field, id) modulo hash_rows (rows per field); no counting pass,
-//    collisions shared. Missing ids hash like any other value.
-// Deterministic: the same counts and options give the same rows on every rank.
+//    row 0 is shared by the rest (rare, unseen and missing ids). One table per field.
+//  - hash: row = a seeded hash of (field, id) modulo hash_rows; collisions shared, no counting.
+//  - freq-double (Zhang et al., RecSys 2020): the field's budget of B = ceil(V / compression) rows
+//    (V: its full-mode rows) goes half to its most frequent ids, a row each in table 0, and half
+//    to the rest, which are double-hashed: one row among the hashed part of table 0 and one in
+//    table 1 (B / 4 rows each), summed.
+//  - qr (Shi et al., KDD 2020): the id's full-mode row v is split into quotient and remainder,
+//    v / m in table 0 (ceil(V / m) rows) and v % m in table 1 (m rows), multiplied element-wise:
+//    every id keeps a distinct vector with about V / compression rows in all.
+// freq-double and qr leave fields of fewer than kSmallField full-mode rows as full tables (they
+// cost nothing and lose quality when squeezed). Deterministic: the same counts and options give
+// the same rows on every rank.
 #pragma once
 
 #include <cstddef>
@@ -17,18 +26,22 @@
 
 namespace frugal::layers {
 
-enum class IdMode { full, hash };
-std::string_view to_string(IdMode mode);  // "full", "hash" (as --ids names them)
+enum class IdMode { full, hash, freq_double, qr };
+std::string_view to_string(IdMode mode);  // "full", "hash", "freq-double", "qr" (as --ids names them)
+enum class Combine { sum, product };
+
+inline constexpr uint32_t kNoRow = UINT32_MAX;
 
 struct IdMapOptions {
   IdMode mode = IdMode::full;
-  size_t min_count = 2;           // full: ids seen fewer times share row 0 (seen once: as if unseen)
+  size_t min_count = 2;           // full/freq-double/qr: ids seen fewer times share row 0
   size_t hash_rows = 1 << 16;     // hash: rows per field
+  double compression = 10;        // freq-double/qr: full-mode rows / rows kept, per large field
   uint64_t seed = 0x1d5;
   void validate() const;
 };
 
-// Per field, how often each id occurs in the training data (the full mode's counting pass).
+// Per field, how often each id occurs in the training data (the counting pass).
 class IdCounts {
  public:
   explicit IdCounts(size_t num_fields) : counts_(num_fields) {}
@@ -42,30 +55,39 @@ class IdCounts {
 
 class IdMap {
  public:
+  static constexpr size_t kSmallField = 1024;
+
   IdMap() = default;
-  // full: from the counts; hash: the counts are not needed (num_fields only).
   IdMap(const IdMapOptions& options, const IdCounts& counts);
+  // The hash mode needs no counts.
   IdMap(const IdMapOptions& options, size_t num_fields);
 
   const IdMapOptions& options() const { return options_; }
-  size_t num_fields() const { return rows_.size(); }
-  // Rows of field f's table.
-  size_t rows(size_t field) const { return rows_.at(field); }
+  size_t num_fields() const { return fields_.size(); }
+  // Lookups per field (1, or 2 for freq-double and qr): the stride of map()'s rows.
+  size_t lookups() const { return lookups_; }
+  // The rows of each table of field f (one entry per lookup slot it uses; 1 or 2 tables).
+  const std::vector<size_t>& table_rows(size_t field) const { return fields_.at(field).tables; }
+  Combine combine(size_t field) const { return fields_.at(field).combine; }
   size_t total_rows() const;
-  // The row of `id` in field f's table.
-  uint32_t row(size_t field, uint64_t id) const;
-  // rows_out[i * num_fields + f] for every sample and field of the batch.
+  // Field f's rows for `id`, one per lookup slot (kNoRow where the slot is unused).
+  void rows(size_t field, uint64_t id, uint32_t* out) const;
+  // rows_out[(i * num_fields + f) * lookups() + l] for every sample i, field f and slot l.
   void map(const CtrView& batch, std::vector<uint32_t>& rows_out) const;
 
-  // The full mode's vocabulary as text (one line per field: its ids in row order, hex), for the
-  // file beside a model; load() reads it back. The hash mode writes only its options.
-  std::string save() const;
-  static IdMap load(const std::string& text, const std::string& where);
-
  private:
+  struct Field {
+    std::vector<size_t> tables;
+    Combine combine = Combine::sum;
+    IdMode mode = IdMode::full;                   // what this field does (small fields: full)
+    std::unordered_map<uint64_t, uint32_t> vocab;  // full/qr: id -> row >= 1; freq-double: frequent id -> row
+    size_t frequent = 0, hashed = 0, modulus = 0;  // freq-double: rows of each part; qr: m
+  };
+  uint32_t hash(size_t field, uint64_t id, uint64_t salt, size_t n) const;
+
   IdMapOptions options_;
-  std::vector<size_t> rows_;
-  std::vector<std::unordered_map<uint64_t, uint32_t>> vocab_;  // full: id -> row (>= 1)
+  std::vector<Field> fields_;
+  size_t lookups_ = 1;
 };
 
 }  // namespace frugal::layers

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <vector>
 
 #include "core/rng.h"
@@ -60,14 +61,31 @@ double numeric(float* x, const std::function<double()>& f) {
 
 }  // namespace
 
+// Counts in which field 1 has 4000 ids (a large field, which freq-double and qr squeeze), the most
+// frequent ones those of `batch`.
+IdCounts large_field_counts(const CtrView& batch) {
+  IdCounts counts(batch.num_fields);
+  for (int rep = 0; rep < 3; ++rep) counts.add(batch);
+  std::vector<float> labels(4000, 0.0f), dense(4000 * batch.num_dense, 0.0f);
+  std::vector<uint64_t> cats(4000 * batch.num_fields, 0);
+  for (size_t i = 0; i < 4000; ++i) cats[i * batch.num_fields + 1] = 0x100000 + i;
+  counts.add({4000, batch.num_dense, batch.num_fields, labels, dense, cats});
+  return counts;
+}
+
 TEST_CASE("dlrm: finite-difference gradients of every parameter") {
   const Planted data = planted(6, 3);
-  const CtrView batch = data.view();
-  IdCounts counts(batch.num_fields);
-  counts.add(batch);
-  const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
-  DlrmNetwork net({.num_dense = batch.num_dense,
-                   .table_rows = {ids.rows(0), ids.rows(1), ids.rows(2), ids.rows(3)},
+  const IdMode mode = GENERATE(IdMode::full, IdMode::hash, IdMode::freq_double, IdMode::qr);
+  INFO("--ids " << to_string(mode));
+  const IdCounts counts = large_field_counts(data.view());
+  // Half the batch has field-1 ids the counts never saw: rare ids (freq-double's double-hashed
+  // rows, the shared row 0 elsewhere) get gradients too.
+  std::vector<uint64_t> cats = data.cats;
+  for (size_t i = 3; i < data.n; ++i) cats[i * data.fields + 1] = 0x900000 + i;
+  const CtrView batch{data.n, data.dense, data.fields, data.labels, data.x, cats};
+  const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 64}, counts);
+  if (mode == IdMode::freq_double || mode == IdMode::qr) REQUIRE(ids.table_rows(1).size() == 2);
+  DlrmNetwork net({.num_dense = batch.num_dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
                    .dim = 4, .bottom = {5}, .top = {6}, .seed = 7});
   std::vector<uint32_t> rows;
   ids.map(batch, rows);
@@ -92,6 +110,46 @@ TEST_CASE("dlrm: finite-difference gradients of every parameter") {
     }
   }
   CHECK(checked >= 4 * (2 * 2 + 4 + 2 * 2));
+}
+
+TEST_CASE("dlrm: freq-double and qr squeeze large fields about 10x") {
+  const Planted data = planted(50, 3);
+  const IdCounts counts = large_field_counts(data.view());
+  const IdMap full({.mode = IdMode::full, .min_count = 1}, counts);
+  const size_t v = full.table_rows(1)[0];
+  REQUIRE(v > IdMap::kSmallField);
+  for (const IdMode mode : {IdMode::freq_double, IdMode::qr}) {
+    INFO("--ids " << to_string(mode));
+    const IdMap m({.mode = mode, .min_count = 1, .compression = 10}, counts);
+    CHECK(m.lookups() == 2);
+    const std::vector<size_t>& t = m.table_rows(1);
+    REQUIRE(t.size() == 2);
+    const size_t kept = t[0] + t[1];
+    CHECK(kept * 10 <= v * 11 / 10 + 20);  // about V / 10 rows, rounding aside
+    CHECK(kept * 10 >= v * 7 / 10);
+    CHECK(m.table_rows(0) == full.table_rows(0));  // a small field stays full
+    // Every id keeps a distinct row pair under qr; under freq-double the frequent ones own a row.
+    std::set<std::pair<uint32_t, uint32_t>> pairs;
+    size_t own = 0;
+    for (size_t i = 0; i < 4000; ++i) {
+      uint32_t r[2];
+      m.rows(1, 0x100000 + i, r);
+      pairs.emplace(r[0], r[1]);
+      if (r[1] == kNoRow) ++own;
+    }
+    if (mode == IdMode::qr) CHECK(pairs.size() == 4000);
+    if (mode == IdMode::freq_double) {
+      // The frequent part of table 0 (row 0 shared) holds the 4000 ids' most frequent and the
+      // batch's field-1 ids (counted 3 times: the most frequent of all).
+      std::set<uint64_t> batch_ids;
+      for (size_t i = 0; i < data.n; ++i) batch_ids.insert(data.cats[i * data.fields + 1]);
+      CHECK(own + batch_ids.size() + 1 == t[0] - t[1]);
+      uint32_t r[2];
+      m.rows(1, data.cats[1], r);  // the batch's ids are the most frequent: a row of their own
+      CHECK(r[1] == kNoRow);
+      CHECK(r[0] >= 1);
+    }
+  }
 }
 
 TEST_CASE("dlrm: the dot interaction outputs the bottom vector then the lower triangle") {
@@ -123,24 +181,30 @@ TEST_CASE("dlrm: id maps") {
     if (n >= 2) ++kept;
     if (n == 1) ++once, rare = id;
   }
-  CHECK(full.rows(0) == kept + 1);
+  CHECK(full.table_rows(0) == std::vector<size_t>{kept + 1});
   REQUIRE(once > 0);
-  CHECK(full.row(0, rare) == 0);        // seen once: shares row 0 with the unseen
-  CHECK(full.row(0, 0xbeef) == 0);      // unseen
-  CHECK(full.row(3, kMissingId) == 0);  // missing
-  // Rows in id order: the smallest kept id gets row 1.
-  uint64_t smallest = UINT64_MAX;
+  const auto row = [](const IdMap& m, size_t f, uint64_t id) {
+    uint32_t r[2] = {kNoRow, kNoRow};
+    m.rows(f, id, r);
+    return r[0];
+  };
+  CHECK(row(full, 0, rare) == 0);        // seen once: shares row 0 with the unseen
+  CHECK(row(full, 0, 0xbeef) == 0);      // unseen
+  CHECK(row(full, 3, kMissingId) == 0);  // missing
+  // Rows by frequency: the most frequent id (the smallest among equals) gets row 1.
+  uint64_t top = 0;
+  uint32_t top_count = 0;
   for (const auto& [id, n] : counts.field(0))
-    if (n >= 2) smallest = std::min(smallest, id);
-  CHECK(full.row(0, smallest) == 1);
+    if (n > top_count || (n == top_count && id < top)) top = id, top_count = n;
+  CHECK(row(full, 0, top) == 1);
   const IdMap hash({.mode = IdMode::hash, .hash_rows = 16}, data.fields);
-  CHECK(hash.rows(2) == 16);
-  CHECK(hash.row(1, 12345) == hash.row(1, 12345));
-  CHECK(hash.row(1, 12345) < 16);
+  CHECK(hash.table_rows(2) == std::vector<size_t>{16});
+  CHECK(row(hash, 1, 12345) == row(hash, 1, 12345));
+  CHECK(row(hash, 1, 12345) < 16);
   const IdMap other_seed({.mode = IdMode::hash, .hash_rows = 1 << 20, .seed = 99}, data.fields);
   const IdMap same_seed({.mode = IdMode::hash, .hash_rows = 1 << 20}, data.fields);
-  CHECK(other_seed.row(1, 12345) != same_seed.row(1, 12345));
-  CHECK_THROWS_WITH(IdMap({.mode = IdMode::full}, data.fields), Catch::Contains("needs the training data's id counts"));
+  CHECK(row(other_seed, 1, 12345) != row(same_seed, 1, 12345));
+  CHECK_THROWS_WITH(IdMap({.mode = IdMode::full}, data.fields), Catch::Contains("--ids full needs the training data's id counts"));
 }
 
 TEST_CASE("dlrm: AUC and logloss against hand-computed values") {
@@ -163,9 +227,9 @@ TEST_CASE("dlrm: training learns a planted click model") {
   IdCounts counts(train.fields);
   counts.add(train.view());
   const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
-  std::vector<size_t> rows;
-  for (size_t f = 0; f < ids.num_fields(); ++f) rows.push_back(ids.rows(f));
-  DlrmNetwork net({.num_dense = train.dense, .table_rows = rows, .dim = 8, .bottom = {16}, .top = {16}, .seed = 1});
+  const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
+                            .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
+  DlrmNetwork net(options);
   DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   const double before = trainer.evaluate(test.view()).auc;
   DlrmEpoch first{}, last{};
@@ -180,7 +244,7 @@ TEST_CASE("dlrm: training learns a planted click model") {
   CHECK(last.loss < first.loss);
   CHECK(first.steps == (4000 + 63) / 64);
   // The same seed gives the same run.
-  DlrmNetwork net2({.num_dense = train.dense, .table_rows = rows, .dim = 8, .bottom = {16}, .top = {16}, .seed = 1});
+  DlrmNetwork net2(options);
   DlrmTrainer trainer2(net2, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   for (uint64_t e = 1; e <= 3; ++e) trainer2.fit_epoch(train.view(), e);
   CHECK(trainer2.evaluate(test.view()).auc == after.auc);
