@@ -1,5 +1,6 @@
 #include "layers/dlrm/dlrm_network.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -38,10 +39,14 @@ void DlrmOptions::validate() const {
 
 DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
     : options_((options.validate(), options)),
-      tables_(options.fields, options.lookups, options.dim, Rng(options.seed).split(2).next_u64()),
+      tables_(options.fields, options.lookups, options.dim, Rng(options.seed).split(2).next_u64(),
+              comm::is_active(options.group) ? options.group->rank() : 0,
+              comm::is_active(options.group) ? options.group->size() : 1),
       interaction_(options.fields.size(), options.dim),
       bottom_(mlp(options.num_dense, options.bottom, options.dim, Act::relu, Rng(options.seed).split(1).next_u64())),
-      top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {}
+      top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {
+  if (comm::is_active(options_.group)) exchange_ = std::make_unique<TableExchange>(*options_.group, tables_);
+}
 
 std::vector<Parameter*> DlrmNetwork::parameters() {
   std::vector<Parameter*> out;
@@ -80,6 +85,10 @@ const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_
   FRUGAL_CHECK(batch.num_dense == options_.num_dense && batch.num_fields == options_.fields.size(),
                fmt::format("DLRM of {} dense and {} categorical features given a batch of {} and {}", options_.num_dense,
                            options_.fields.size(), batch.num_dense, batch.num_fields));
+  // The tables first: with a group the exchange is collective, also for a rank without samples.
+  const Tensor& embeddings = exchange_ ? exchange_->forward(rows, batch.size) : tables_.forward(rows, batch.size);
+  logits_ = nullptr;
+  if (batch.size == 0) return embeddings;  // nothing to score here
   dense_in_.resize(batch.size, batch.num_dense);
   std::copy(batch.dense.begin(), batch.dense.end(), dense_in_.data());
   bottom_in_.clear();
@@ -88,7 +97,6 @@ const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_
     bottom_in_.push_back(h);
     h = &l->forward(*h);
   }
-  const Tensor& embeddings = tables_.forward(rows, batch.size);
   const Tensor* x = &interaction_.forward(*h, embeddings);
   top_in_.clear();
   for (auto& l : top_) {
@@ -99,32 +107,73 @@ const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_
   return *x;
 }
 
+void DlrmNetwork::sum_dense_gradients() {
+  std::vector<Parameter*> dense;
+  for (auto* layers : {&bottom_, &top_})
+    for (auto& l : *layers)
+      for (Parameter* p : l->parameters()) dense.push_back(p);
+  size_t total = 0;
+  for (Parameter* p : dense) total += p->value.size();
+  dense_grads_.resize(total);
+  size_t at = 0;
+  for (Parameter* p : dense) {
+    std::copy(p->grad.values.data(), p->grad.values.data() + p->value.size(), dense_grads_.begin() + static_cast<std::ptrdiff_t>(at));
+    at += p->value.size();
+  }
+  options_.group->all_reduce(dense_grads_).wait();
+  at = 0;
+  for (Parameter* p : dense) {
+    std::copy_n(dense_grads_.begin() + static_cast<std::ptrdiff_t>(at), p->value.size(), p->grad.values.data());
+    at += p->value.size();
+  }
+}
+
 double DlrmNetwork::forward_backward(const CtrView& batch, std::span<const uint32_t> rows, bool train) {
-  const Tensor& z = forward(batch, rows);
+  forward(batch, rows);
   const size_t b = batch.size;
+  // The mean over the group's whole batch: every rank scales by the same count.
+  const size_t total = exchange_ ? exchange_->group_samples() : b;
   double loss = 0;
   grad_logits_.resize(b, 1);
   for (size_t i = 0; i < b; ++i) {
-    const double zi = z.data()[i], y = batch.labels[i];
+    const double zi = logits_->data()[i], y = batch.labels[i];
     // log(1 + e^z) - y z, computed without overflow for large |z|.
     loss += std::max(zi, 0.0) - zi * y + std::log1p(std::exp(-std::abs(zi)));
-    grad_logits_.data()[i] = static_cast<float>((1.0 / (1.0 + std::exp(-zi)) - y) / static_cast<double>(b));
+    grad_logits_.data()[i] = static_cast<float>((1.0 / (1.0 + std::exp(-zi)) - y) / static_cast<double>(total));
   }
   if (!train) return loss;
-  const Tensor* g = &grad_logits_;
-  for (size_t l = top_.size(); l-- > 0;) g = &top_[l]->backward(*top_in_[l], *g);
-  interaction_.backward(*g, grad_bottom_, grad_embeddings_);
-  tables_.backward(grad_embeddings_);
-  g = &grad_bottom_;
-  for (size_t l = bottom_.size(); l-- > 0;) g = &bottom_[l]->backward(*bottom_in_[l], *g);
+  if (b > 0) {
+    const Tensor* g = &grad_logits_;
+    for (size_t l = top_.size(); l-- > 0;) g = &top_[l]->backward(*top_in_[l], *g);
+    interaction_.backward(*g, grad_bottom_, grad_embeddings_);
+    g = &grad_bottom_;
+    for (size_t l = bottom_.size(); l-- > 0;) g = &bottom_[l]->backward(*bottom_in_[l], *g);
+  } else {
+    // No samples here: zero gradients, so this rank adds nothing to the group's sums.
+    grad_embeddings_.resize(0, tables_.num_fields() * tables_.dim());
+    for (auto* layers : {&bottom_, &top_})
+      for (auto& l : *layers)
+        for (Parameter* p : l->parameters()) {
+          p->grad.rows.resize(p->value.rows());
+          std::iota(p->grad.rows.begin(), p->grad.rows.end(), 0u);
+          p->grad.values.resize(p->value.rows(), p->value.cols());
+          p->grad.values.zero();
+        }
+  }
+  if (exchange_) {
+    exchange_->backward(grad_embeddings_);
+    sum_dense_gradients();
+  } else {
+    tables_.backward(grad_embeddings_);
+  }
   return loss;
 }
 
 void DlrmNetwork::predict(const CtrView& batch, std::span<const uint32_t> rows, std::vector<float>& probabilities) {
-  const Tensor& z = forward(batch, rows);
+  forward(batch, rows);
   probabilities.resize(batch.size);
   for (size_t i = 0; i < batch.size; ++i)
-    probabilities[i] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(z.data()[i]))));
+    probabilities[i] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits_->data()[i]))));
 }
 
 }  // namespace frugal::layers

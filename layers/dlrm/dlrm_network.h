@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/parameter.h"
 #include "core/tensor.h"
 #include "layers/dense.h"
 #include "layers/dlrm/ctr_view.h"
 #include "layers/dlrm/dot_interaction.h"
 #include "layers/dlrm/embedding_tables.h"
+#include "layers/dlrm/table_exchange.h"
 
 namespace frugal {
 class Backend;
@@ -33,6 +35,10 @@ struct DlrmOptions {
   std::vector<size_t> bottom = {64};   // hidden widths of the bottom MLP before its dim-wide output
   std::vector<size_t> top = {64, 32};  // hidden widths of the top MLP before its 1-wide output
   uint64_t seed = 1;
+  // The group the tables are sliced over by rows (DES, layers/dlrm/table_exchange.h): each rank
+  // trains on its own samples, the MLPs are replicated and their gradients summed over the group.
+  // Null or one rank: everything on this rank.
+  comm::Communicator* group = nullptr;
   void validate() const;
 };
 
@@ -42,9 +48,11 @@ class DlrmNetwork {
   const DlrmOptions& options() const { return options_; }
 
   // The summed logistic loss of the batch; with `train`, also every parameter's gradient of the
-  // mean loss. rows: the batch's embedding rows (IdMap::map).
+  // mean loss. rows: the batch's embedding rows (IdMap::map). With a group: collective, the batch is
+  // this rank's part of the group's (any size, 0 too), and the gradients are those of the mean
+  // over the group's whole batch, the same on every rank (the tables': of the owned rows).
   double forward_backward(const CtrView& batch, std::span<const uint32_t> rows, bool train);
-  // Click probabilities of the batch.
+  // Click probabilities of the batch (collective with a group).
   void predict(const CtrView& batch, std::span<const uint32_t> rows, std::vector<float>& probabilities);
 
   std::vector<Parameter*> parameters();
@@ -52,16 +60,18 @@ class DlrmNetwork {
   size_t embedding_parameters() const { return tables_.num_parameters(); }
   void set_backend(Backend* backend);
   std::string describe() const;
-  // The logits of the last forward (B x 1).
-  const Tensor& logits() const { return *logits_; }
 
  private:
   const Tensor& forward(const CtrView& batch, std::span<const uint32_t> rows);
+  // The MLPs' gradients summed over the group (one all-reduce).
+  void sum_dense_gradients();
 
   DlrmOptions options_;
   EmbeddingTables tables_;
   DotInteraction interaction_;
   std::vector<std::unique_ptr<Dense>> bottom_, top_;
+  std::unique_ptr<TableExchange> exchange_;  // with a group of more than one rank
+  std::vector<float> dense_grads_;
   Tensor dense_in_, grad_logits_, grad_bottom_, grad_embeddings_;
   std::vector<const Tensor*> bottom_in_, top_in_;  // each Dense layer's input of the last forward
   const Tensor* logits_ = nullptr;

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/placement.h"
 #include "core/rng.h"
 
 namespace frugal::layers {
@@ -21,6 +23,28 @@ DlrmTrainer::DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrain
                            ids_.lookups(), network_.options().fields.size(), network_.options().lookups));
 }
 
+std::pair<size_t, size_t> DlrmTrainer::my_part(size_t n) const {
+  const comm::Communicator* g = network_.options().group;
+  if (!comm::is_active(g)) return {0, n};
+  const std::vector<size_t> bounds = slice_bounds(n, static_cast<size_t>(g->size()));
+  return {bounds[static_cast<size_t>(g->rank())], bounds[static_cast<size_t>(g->rank()) + 1]};
+}
+
+double DlrmTrainer::group_sum(double value) const {
+  comm::Communicator* g = network_.options().group;
+  if (!comm::is_active(g)) return value;
+  std::vector<std::vector<std::byte>> all;
+  g->all_gather_bytes(std::as_bytes(std::span<const double>(&value, 1)), all).wait();
+  double sum = 0;
+  for (const auto& bytes : all) {
+    FRUGAL_CHECK(bytes.size() == sizeof(double), "DLRM: a rank sent a loss of the wrong size");
+    double v = 0;
+    std::memcpy(&v, bytes.data(), sizeof(double));
+    sum += v;
+  }
+  return sum;
+}
+
 DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps) {
   train.validate();
   order_.resize(train.size);
@@ -32,12 +56,14 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t begin = 0; begin < train.size; begin += options_.batch) {
     if (max_steps > 0 && epoch.steps == max_steps) break;
-    const size_t n = std::min(options_.batch, train.size - begin);
+    const size_t global = std::min(options_.batch, train.size - begin);
+    const auto [first, last] = my_part(global);
+    const size_t n = last - first;
     labels_.resize(n);
     dense_.resize(n * train.num_dense);
     cats_.resize(n * train.num_fields);
     for (size_t j = 0; j < n; ++j) {
-      const size_t i = order_[begin + j];
+      const size_t i = order_[begin + first + j];
       labels_[j] = train.labels[i];
       std::copy_n(train.dense.begin() + static_cast<std::ptrdiff_t>(i * train.num_dense), train.num_dense,
                   dense_.begin() + static_cast<std::ptrdiff_t>(j * train.num_dense));
@@ -48,10 +74,11 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
     ids_.map(batch, rows_);
     loss += network_.forward_backward(batch, rows_, /*train=*/true);
     optimizer_->step();
-    epoch.samples += n;
+    epoch.samples += global;
     ++epoch.steps;
   }
   epoch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  loss = group_sum(loss);
   epoch.loss = epoch.samples > 0 ? loss / static_cast<double>(epoch.samples) : 0;
   FRUGAL_CHECK(std::isfinite(epoch.loss), fmt::format("DLRM: the training loss is {} (diverged; lower --lr)",
                                                       epoch.loss));
@@ -60,13 +87,26 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
 
 void DlrmTrainer::predict(const CtrView& data, std::vector<float>& probabilities, size_t batch) {
   data.validate();
+  FRUGAL_CHECK(batch > 0, "DLRM: the evaluation batch must be > 0");
   probabilities.resize(data.size);
+  comm::Communicator* g = network_.options().group;
   std::vector<float> part;
   for (size_t begin = 0; begin < data.size; begin += batch) {
-    const CtrView b = data.slice(begin, std::min(data.size, begin + batch));
+    const size_t global = std::min(batch, data.size - begin);
+    const auto [first, last] = my_part(global);
+    const CtrView b = data.slice(begin + first, begin + last);
     ids_.map(b, rows_);
     network_.predict(b, rows_, part);
-    std::copy(part.begin(), part.end(), probabilities.begin() + static_cast<std::ptrdiff_t>(begin));
+    std::span<float> out(probabilities.data() + begin, global);
+    if (!comm::is_active(g)) {
+      std::copy(part.begin(), part.end(), out.begin());
+      continue;
+    }
+    // Every rank gets the whole batch's probabilities, in sample order.
+    const std::vector<size_t> bounds = slice_bounds(global, static_cast<size_t>(g->size()));
+    std::vector<size_t> counts(bounds.size() - 1);
+    for (size_t r = 0; r < counts.size(); ++r) counts[r] = bounds[r + 1] - bounds[r];
+    g->all_gatherv(part, out, counts).wait();
   }
 }
 

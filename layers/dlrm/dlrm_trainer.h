@@ -2,6 +2,11 @@
 // CtrView (a data set in memory). Each epoch visits the samples in a seeded random order; each step
 // maps the batch's ids to rows (IdMap), runs forward and backward, and applies the optimizer
 // (lazy Adam by default: an embedding row is updated only in the steps that used it).
+//
+// With the network's group (DlrmOptions::group, DES): every rank holds the whole data set and walks
+// the same shuffled order; each global batch of `batch` samples is split into contiguous parts, one
+// per rank (slice_bounds), so the group trains as one rank would with that batch. Losses, AUC and
+// logloss are over the group's samples, the same on every rank.
 #pragma once
 
 #include <cstddef>
@@ -23,8 +28,8 @@ struct DlrmTrainOptions {
 };
 
 struct DlrmEpoch {
-  double loss = 0;  // mean logistic loss over the epoch's samples
-  size_t samples = 0, steps = 0;
+  double loss = 0;  // mean logistic loss over the epoch's samples (the group's)
+  size_t samples = 0, steps = 0;  // the group's samples
   double seconds = 0;  // wall time of the steps
   double samples_per_second() const { return seconds > 0 ? static_cast<double>(samples) / seconds : 0; }
 };
@@ -48,6 +53,11 @@ class DlrmTrainer {
   DlrmTrainOptions options_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<uint32_t> rows_, order_;
+  // This rank's part [first, last) of n samples of a global batch.
+  std::pair<size_t, size_t> my_part(size_t n) const;
+  // The sum of `value` over the group (exactly: gathered, then summed in rank order).
+  double group_sum(double value) const;
+
   std::vector<float> labels_, dense_;
   std::vector<uint64_t> cats_;
 };
