@@ -27,6 +27,9 @@ std::vector<std::unique_ptr<Dense>> mlp(size_t in, const std::vector<size_t>& wi
   return layers;
 }
 
+// Whether the tables are sliced by rows over the group (des, ps) rather than whole on every rank.
+bool sliced(const DlrmOptions& o) { return comm::is_active(o.group) && o.tables != TableMode::replicated; }
+
 }  // namespace
 
 void DlrmOptions::validate() const {
@@ -40,12 +43,11 @@ void DlrmOptions::validate() const {
 DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
     : options_((options.validate(), options)),
       tables_(options.fields, options.lookups, options.dim, Rng(options.seed).split(2).next_u64(),
-              comm::is_active(options.group) ? options.group->rank() : 0,
-              comm::is_active(options.group) ? options.group->size() : 1),
+              sliced(options) ? options.group->rank() : 0, sliced(options) ? options.group->size() : 1),
       interaction_(options.fields.size(), options.dim),
       bottom_(mlp(options.num_dense, options.bottom, options.dim, Act::relu, Rng(options.seed).split(1).next_u64())),
       top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {
-  if (comm::is_active(options_.group)) exchange_ = std::make_unique<TableExchange>(*options_.group, tables_);
+  if (comm::is_active(options_.group)) exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
 }
 
 std::vector<Parameter*> DlrmNetwork::parameters() {

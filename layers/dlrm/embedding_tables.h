@@ -49,6 +49,10 @@ class EmbeddingTables {
   size_t slot_width() const { return fields_.size() * lookups_ * dim_; }
   size_t num_parameters() const;  // this rank's rows
   std::vector<Parameter*> parameters();
+  // Slot s of field f's table (its Parameter: this rank's rows [offset, offset + rows), of full_rows).
+  Parameter& table(size_t field, size_t slot) { return tables_[table_of_[field][slot]]; }
+  const Parameter& table(size_t field, size_t slot) const { return tables_[table_of_[field][slot]]; }
+  size_t tables_of(size_t field) const { return table_of_[field].size(); }
 
   // 1. slots (n x slot_width()): the owned rows' vectors, zero elsewhere. rows: n x num_fields x
   //    lookups (IdMap::map), each below its table's rows (all of them, not only the owned).
@@ -65,7 +69,6 @@ class EmbeddingTables {
   void backward(const Tensor& grad_out);
 
  private:
-  const Parameter& table(size_t field, size_t slot) const { return tables_[table_of_[field][slot]]; }
   void check_rows(std::span<const uint32_t> rows, size_t n) const;
 
   size_t dim_, lookups_;

@@ -1,8 +1,8 @@
-// DES for the DLRM tables (layers/dlrm/table_exchange.h): 2 and 3 ranks with their tables sliced
-// by rows, each training on its part of every global batch, equal 1 rank on the whole batch. The
-// tables' forward is exact (one owner per row, the others add zeros), the MLP gradients are summed
-// over the ranks in another order than one rank's matrix product, so losses and AUC agree to 1e-5
-// rather than bit for bit. Every --ids mode, and a global batch that leaves a rank without samples.
+// The DLRM tables over a group (layers/dlrm/table_exchange.h: des, ps, replicated): 2 and 3 ranks,
+// each training on its part of every global batch, equal 1 rank on the whole batch. The MLP
+// gradients (and ps's and replicated's table gradients) are summed over the ranks in another order
+// than one rank's sums, so losses and AUC agree to 1e-5 rather than bit for bit. Every --ids mode,
+// and a global batch that leaves a rank without samples.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -52,9 +52,10 @@ struct Run {
   uint64_t bytes = 0;
 };
 
-Run train(const Data& train_set, const Data& test_set, const IdMap& ids, size_t batch, comm::Communicator* group) {
+Run train(const Data& train_set, const Data& test_set, const IdMap& ids, size_t batch, comm::Communicator* group,
+          TableMode tables = TableMode::des) {
   DlrmNetwork net({.num_dense = train_set.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(), .dim = 8,
-                   .bottom = {16}, .top = {16}, .seed = 5, .group = group});
+                   .bottom = {16}, .top = {16}, .seed = 5, .group = group, .tables = tables});
   DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = batch});
   Run run;
   for (uint64_t e = 1; e <= 2; ++e) run.losses.push_back(trainer.fit_epoch(train_set.view(), e).loss);
@@ -72,20 +73,21 @@ void require_close(double a, double b, const char* what) {
 
 }  // namespace
 
-TEST_CASE("dlrm DES: sliced tables on 2 and 3 ranks train as 1 rank on the whole batch") {
+TEST_CASE("dlrm tables over a group (des, ps, replicated) train as 1 rank on the whole batch") {
   const Data train_set = make_data(1500, 1), test_set = make_data(400, 2);
   IdCounts counts(train_set.fields);
   counts.add(train_set.view());
   const IdMode mode = GENERATE(IdMode::full, IdMode::hash, IdMode::freq_double, IdMode::qr);
   const int ranks = GENERATE(2, 3);
-  INFO("--ids " << to_string(mode) << ", " << ranks << " ranks");
+  const TableMode tables = GENERATE(TableMode::des, TableMode::ps, TableMode::replicated);
+  INFO("--ids " << to_string(mode) << ", " << ranks << " ranks, tables " << to_string(tables));
   const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 512}, counts);
   // 1500 = 23 x 64 + 28: the last global batch is short; with batch 64 every rank has samples.
   const Run alone = train(train_set, test_set, ids, 64, nullptr);
   std::mutex mu;
   std::vector<Run> runs(static_cast<size_t>(ranks));
   comm::run_local(ranks, [&](comm::Communicator& c) {
-    Run r = train(train_set, test_set, ids, 64, &c);
+    Run r = train(train_set, test_set, ids, 64, &c, tables);
     std::lock_guard<std::mutex> lock(mu);
     runs[static_cast<size_t>(c.rank())] = r;
   });
@@ -99,16 +101,18 @@ TEST_CASE("dlrm DES: sliced tables on 2 and 3 ranks train as 1 rank on the whole
   CHECK(alone.auc > 0.7);
 }
 
-TEST_CASE("dlrm DES: a global batch smaller than the group leaves ranks idle, not stuck") {
+TEST_CASE("dlrm tables over a group: a global batch smaller than the group leaves ranks idle, not stuck") {
   const Data train_set = make_data(10, 3), test_set = make_data(5, 4);
   IdCounts counts(train_set.fields);
   counts.add(train_set.view());
   const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
   const Run alone = train(train_set, test_set, ids, 2, nullptr);
   std::mutex mu;
+  const TableMode tables = GENERATE(TableMode::des, TableMode::ps, TableMode::replicated);
+  INFO("tables " << to_string(tables));
   std::vector<Run> runs(3);
   comm::run_local(3, [&](comm::Communicator& c) {
-    Run r = train(train_set, test_set, ids, 2, &c);  // batches of 2 over 3 ranks: one rank idle
+    Run r = train(train_set, test_set, ids, 2, &c, tables);  // batches of 2 over 3 ranks: one rank idle
     std::lock_guard<std::mutex> lock(mu);
     runs[static_cast<size_t>(c.rank())] = r;
   });
