@@ -2,7 +2,7 @@
 // samples and click rate; per integer feature the missing share and range; per categorical field
 // the distinct ids, the missing share, the most frequent id's share and how many ids occur once,
 // 2-9, 10-99 and 100+ times. The long tail there is what hashed and frequency-split embeddings
-// are about. Memory grows with the distinct ids (16-32 bytes each), not with the samples.
+// are about. Memory grows with the distinct ids (32-64 bytes each), not with the samples.
 #pragma once
 
 #include <cstdint>
