@@ -1,5 +1,5 @@
 // `frugal data ...`: the data set tools. synth-xmc, here, writes a seeded, learnable XMC data set
-// (core/data/synth_xmc.h); the others are in cmd_data_tools.cpp and cmd_data_gcide.cpp.
+// (core/data/synth_xmc.h); the others are in cmd_data_tools.cpp, cmd_data_gcide.cpp and cmd_data_ctr.cpp.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -18,6 +18,7 @@ void add_data_command(CLI::App& app) {
   CLI::App* data = app.add_subcommand("data", "data set tools");
   data->require_subcommand(1);
   add_data_tools(*data);
+  add_data_ctr(*data);
   auto o = std::make_shared<data::SynthXmcOptions>();
   auto out = std::make_shared<std::string>();
   CLI::App* synth = data->add_subcommand("synth-xmc", "generate a learnable synthetic XMC data set (train.txt, test.txt)");

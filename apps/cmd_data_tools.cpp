@@ -1,5 +1,5 @@
-// `frugal data stats|shuffle|split|fashion-mnist|references`: statistics of an XMC file or an IDX
-// set (--format), shuffling and splitting XMC files, the Fashion-MNIST conversion and the reference
+// `frugal data stats|shuffle|split|fashion-mnist|references`: statistics of an XMC file, an IDX
+// set or a Criteo-format file (--format; .tsv and .tsv.gz files are Criteo's unless it says else), shuffling and splitting XMC files, the Fashion-MNIST conversion and the reference
 // rankers; add_data_tools also registers `gcide` (cmd_data_gcide.cpp). Each reads whole data sets
 // (the XMC reader streams the text; only the parsed points stay in memory) and writes XMC files
 // through XmcFile::write.
@@ -15,6 +15,7 @@
 #include "apps/commands.h"
 #include "apps/train_inputs.h"
 #include "core/check.h"
+#include "core/data/ctr_stats.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
 #include "core/data/idx_file.h"
@@ -33,11 +34,21 @@ void add_stats(CLI::App& data) {
     data::DataFormat format = data::DataFormat::xmc;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = data.add_subcommand("stats", "print statistics of a data set (points, dimensions, label histogram)");
-  cmd->add_option("file", a->file, "XMC file, or IDX prefix with --format idx")->required();
-  add_choice(cmd, "--format", a->format, {data::DataFormat::xmc, data::DataFormat::idx}, "xmc or idx");
-  cmd->callback([a] {
-    const data::Dataset d = open_input(a->format, a->file);
+  CLI::App* cmd = data.add_subcommand(
+      "stats", "print statistics of a data set (points, dimensions, label histogram; for Criteo files, ids per field)");
+  cmd->add_option("file", a->file, "XMC file, IDX prefix with --format idx, or Criteo-format file (.tsv[.gz])")
+      ->required();
+  CLI::Option* format = add_choice(cmd, "--format", a->format,
+                                   {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
+                                   "xmc, idx or criteo (default: criteo for .tsv and .tsv.gz files, else xmc)");
+  cmd->callback([a, format] {
+    const data::DataFormat f = format->count() > 0 ? a->format : data::guess_data_format(a->file);
+    if (f == data::DataFormat::criteo) {
+      data::CtrReader reader(a->file);  // streams: memory grows with the distinct ids only
+      fmt::print("{} (criteo)\n{}", a->file, data::compute_ctr_stats(reader).format("  "));
+      return;
+    }
+    const data::Dataset d = open_input(f, a->file);
     fmt::print("{}\n{}", a->file, data::compute_stats(d).format("  "));
   });
 }

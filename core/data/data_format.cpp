@@ -9,15 +9,29 @@
 
 namespace frugal::data {
 
-std::string_view to_string(DataFormat format) { return format == DataFormat::idx ? "idx" : "xmc"; }
+std::string_view to_string(DataFormat format) {
+  switch (format) {
+    case DataFormat::idx: return "idx";
+    case DataFormat::criteo: return "criteo";
+    default: return "xmc";
+  }
+}
 
 DataFormat data_format_from_string(std::string_view name) {
-  for (const DataFormat f : {DataFormat::xmc, DataFormat::idx})
+  for (const DataFormat f : {DataFormat::xmc, DataFormat::idx, DataFormat::criteo})
     if (name == to_string(f)) return f;
-  throw Error(fmt::format("unknown data format {}: expected xmc or idx", quote_input(name)));
+  throw Error(fmt::format("unknown data format {}: expected xmc, idx or criteo", quote_input(name)));
+}
+
+DataFormat guess_data_format(std::string_view path) {
+  return path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? DataFormat::criteo : DataFormat::xmc;
 }
 
 Dataset open_dataset(DataFormat format, const std::string& path) {
+  if (format == DataFormat::criteo)
+    throw Error(fmt::format("{}: Criteo-format click logs are no sparse Dataset: read them with CtrReader or load_ctr "
+                            "(core/data/ctr_reader.h)",
+                            path));
   return format == DataFormat::idx ? IdxFile::open(path) : XmcFile::open(path);
 }
 

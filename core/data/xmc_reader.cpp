@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/data/line_input.h"
 #include "core/quote.h"
 
 namespace frugal::data {
@@ -52,29 +53,7 @@ class LineParser {
   std::string_view text_;
 };
 
-// std::getline without a bound: a file with no newline would be read whole into one string. Reads
-// one line (without its '\n') in chunks; false at the end of the stream; throws past `cap` bytes.
-bool read_line(std::istream& in, std::string& line, size_t cap, const std::string& name, size_t line_no) {
-  line.clear();
-  char buf[1 << 16];
-  while (true) {
-    in.getline(buf, sizeof buf);
-    const auto got = static_cast<size_t>(in.gcount());
-    if (in.eof()) {
-      line.append(buf, got);
-      if (line.size() <= cap) return !line.empty() || got > 0;
-    } else if (in.fail()) {
-      if (in.bad() || got == 0) return false;
-      line.append(buf, got);  // the buffer filled up before the newline
-      in.clear(in.rdstate() & ~std::ios_base::failbit);
-    } else {
-      line.append(buf, got - 1);  // gcount counts the newline
-      if (line.size() <= cap) return true;
-    }
-    if (line.size() > cap)
-      throw Error(fmt::format("{}:{}: line longer than {} bytes: is this an XMC text file?", name, line_no, cap));
-  }
-}
+constexpr std::string_view kHint = "is this an XMC text file?";
 
 bool is_feature(std::string_view token) { return token.find(':') != std::string_view::npos; }
 
@@ -100,7 +79,7 @@ XmcReader::XmcReader(XmcReader&&) noexcept = default;
 XmcReader& XmcReader::operator=(XmcReader&&) noexcept = default;
 
 void XmcReader::read_header() {
-  if (!read_line(*in_, line_, kMaxLineBytes, name_, line_no_))
+  if (!read_line(*in_, line_, kMaxLineBytes, name_, line_no_, kHint))
     throw Error(fmt::format("{}:1: empty file: expected header 'N F L'", name_));
   // A UTF-8 byte-order mark, as some Windows editors write, is not part of the header.
   if (line_.starts_with("\xEF\xBB\xBF")) line_.erase(0, 3);
@@ -132,7 +111,7 @@ size_t XmcReader::read(SparseBatch& out, size_t max_points) {
   FRUGAL_CHECK(max_points > 0, "XmcReader::read: ask for at least one point");
   if (finished_) return 0;
   size_t added = 0;
-  while (added < max_points && read_line(*in_, line_, kMaxLineBytes, name_, line_no_ + 1)) {
+  while (added < max_points && read_line(*in_, line_, kMaxLineBytes, name_, line_no_ + 1, kHint)) {
     ++line_no_;
     if (parse_point(out)) ++added;
   }

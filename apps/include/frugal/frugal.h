@@ -6,6 +6,7 @@
 // The ground: tensors, batches, errors, rng, parameters, placement, layers, models, metrics, and
 // the compute backends (default_backend().set_num_threads(n) sets the threads).
 #include "core/backend.h"
+#include "core/binary_metrics.h"
 #include "core/check.h"
 #include "core/dataset.h"
 #include "core/metrics.h"
@@ -22,6 +23,9 @@
 
 // Data sets: readers, generators, splits, statistics, reference rankers, the batch loader.
 #include "core/data/batch_loader.h"
+#include "core/data/ctr_format.h"
+#include "core/data/ctr_reader.h"
+#include "core/data/ctr_stats.h"
 #include "core/data/data_format.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
@@ -30,6 +34,7 @@
 #include "core/data/idx_file.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/reference_rankers.h"
+#include "core/data/synth_ctr.h"
 #include "core/data/synth_xmc.h"
 #include "core/data/xmc_file.h"
 #include "core/data/xmc_reader.h"
