@@ -25,6 +25,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
+#include "apps/dlrm_train.h"
 #include "apps/dp_transport.h"
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
@@ -51,6 +52,8 @@ namespace frugal::cli {
 namespace {
 
 // Choices that exist only as flags of this command (the library's own are enums of their headers).
+enum class ModelKind { xmc, dlrm };  // --model: the XMC network, or DLRM on click logs (apps/dlrm_train.h)
+std::string_view to_string(ModelKind m) { return m == ModelKind::dlrm ? "dlrm" : "xmc"; }
 enum class ParallelMode { model, data };  // --parallel: slice the model, or dense data parallelism
 enum class TauEstimate { sampled, exact };  // --dp-tau: DpCompression::exact_tau
 enum class OutputInit { random, centroid };  // --output-init
@@ -92,6 +95,7 @@ struct TrainArgs {
   bool auto_weights = false;
   size_t calibration_steps = 20, calibration_warmup = 5;
   std::string device = "auto";  // --device cpu|cuda|cuda:N|auto (core/device.h)
+  ModelKind model = ModelKind::xmc;
   cli::DpTransport dp_transport = cli::DpTransport::auto_;  // --dp-transport (apps/dp_transport.h)
   ParallelMode parallel = ParallelMode::model;
   bool quiet = false;
@@ -587,14 +591,43 @@ const FlagNames kTrainFlags = {
 
 }  // namespace
 
+// --model dlrm (or --format criteo): the flags of the XMC network do not apply and say so; the
+// shared ones go to run_dlrm.
+int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
+  FRUGAL_CHECK(a.model == ModelKind::dlrm, "--format criteo is click-log data: it trains --model dlrm");
+  FRUGAL_CHECK(cmd.count("--format") == 0 || a.format == data::DataFormat::criteo,
+               fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
+                           data::to_string(a.format)));
+  FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
+                               "--table-exchange or --parallel data say how the tables are shared)");
+  std::vector<std::string> ignored;
+  for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
+                           "--negatives", "--infer", "--output-init", "--slice-weights", "--checkpoint", "--resume",
+                           "--valid-fraction", "--early-stopping", "--dp-keep", "--mp-keep", "--optimizer",
+                           "--lr-schedule", "--clip-norm", "--dropout", "--weight-decay"})
+    if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
+  if (!ignored.empty())
+    fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
+  return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .epochs = a.epochs, .batch = a.batch,
+                   .eval_batch = a.eval_batch, .max_steps = a.max_steps, .lr = a.lr, .seed = a.seed,
+                   .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
+                   .device = a.device, .cluster_key = a.cluster_key, .comm_timeout = a.comm_timeout, .dlrm = dlrm});
+}
+
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train the XMC network: sparse input -> hidden (ReLU) -> softmax");
   cmd->add_option("--train", a->train, "training file (XMC format), or IDX prefix such as .../fashion-mnist/train")
       ->required();
   cmd->add_option("--test", a->test, "test file (XMC format), or IDX prefix such as .../fashion-mnist/t10k")->required();
-  add_choice(cmd, "--format", a->format, {data::DataFormat::xmc, data::DataFormat::idx},
-             "xmc: text files; idx: PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]");
+  add_choice(cmd, "--model", a->model, {ModelKind::xmc, ModelKind::dlrm},
+             "xmc: sparse input -> hidden layers -> softmax over labels; dlrm: the DLRM click-through model "
+             "(embedding tables, bottom/top MLPs, dot interaction; --format criteo)");
+  add_choice(cmd, "--format", a->format, {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
+             "xmc: text files; idx: PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]; criteo: "
+             "Criteo-format click logs (--model dlrm; its default)");
+  auto dlrm = std::make_shared<DlrmArgs>();
+  add_dlrm_options(cmd, *dlrm);
   cmd->add_option("--layers", a->layers, "hidden layer widths, input side first, e.g. 1024,1024 (replaces --hidden)");
   cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
@@ -704,8 +737,13 @@ void add_train_command(CLI::App& app) {
   add_choice(cmd, "--wire-dtype", a->wire_dtype, {comm::ValueType::f32, comm::ValueType::bf16, comm::ValueType::f16},
              "value type of DCT messages (activations, their gradients, thresholded parameter gradients)");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
-  cmd->callback([a] {
+  cmd->callback([a, dlrm, cmd] {
     TrainArgs args = *a;
+    if (args.model == ModelKind::dlrm || args.format == data::DataFormat::criteo) {
+      const int rc = train_dlrm(args, *dlrm, *cmd);
+      if (rc != 0) throw CLI::RuntimeError(rc);
+      return;
+    }
     // IDX data has 10 labels: sampling would only lose accuracy.
     if (args.format == data::DataFormat::idx) args.sampler = layers::Sampler::exact;
     with_flag_names(kTrainFlags, "", [&] {

@@ -15,12 +15,18 @@
 #include <vector>
 
 #include "core/train/optimizer.h"
-#include "layers/dlrm/click_metrics.h"
 #include "layers/dlrm/ctr_view.h"
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
 
 namespace frugal::layers {
+
+// AUC and logloss of click probabilities (core/binary_metrics.h): AUC is NaN when the set has only
+// clicks or only non-clicks.
+struct ClickMetrics {
+  double auc = 0, logloss = 0;
+  size_t samples = 0, clicks = 0;
+};
 
 struct DlrmTrainOptions {
   optim::Options optimizer = optim::Adam{};

@@ -1,7 +1,6 @@
 // The DLRM layers (layers/dlrm/): finite-difference gradients of the whole network (bottom MLP,
 // embedding rows, dot interaction, top MLP, logistic loss), the interaction's values, the id maps,
-// AUC and logloss against hand-computed values, and a training run that learns a planted click
-// model.
+// and a training run that learns a planted click model.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "layers/dlrm/click_metrics.h"
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/dlrm_trainer.h"
 #include "layers/dlrm/dot_interaction.h"
@@ -205,21 +203,6 @@ TEST_CASE("dlrm: id maps") {
   const IdMap same_seed({.mode = IdMode::hash, .hash_rows = 1 << 20}, data.fields);
   CHECK(row(other_seed, 1, 12345) != row(same_seed, 1, 12345));
   CHECK_THROWS_WITH(IdMap({.mode = IdMode::full}, data.fields), Catch::Contains("--ids full needs the training data's id counts"));
-}
-
-TEST_CASE("dlrm: AUC and logloss against hand-computed values") {
-  // scikit-learn's roc_auc_score example: 0.75.
-  const std::vector<float> p = {0.1f, 0.4f, 0.35f, 0.8f}, y = {0, 0, 1, 1};
-  const ClickMetrics m = click_metrics(p, y);
-  CHECK(m.auc == Approx(0.75));
-  const double ll = -(std::log(0.9) + std::log(0.6) + std::log(0.35) + std::log(0.8)) / 4;
-  CHECK(m.logloss == Approx(ll).epsilon(1e-6));
-  CHECK(m.clicks == 2);
-  // Ties count one half: every score equal gives 0.5.
-  CHECK(click_metrics(std::vector<float>{0.3f, 0.3f, 0.3f}, std::vector<float>{1, 0, 1}).auc == Approx(0.5));
-  // One class only: AUC is undefined and reported as 0.5.
-  CHECK(click_metrics(std::vector<float>{0.3f, 0.6f}, std::vector<float>{1, 1}).auc == 0.5);
-  CHECK_THROWS_WITH(click_metrics(p, std::vector<float>{0, 1}), Catch::Contains("4 probabilities for 2 labels"));
 }
 
 TEST_CASE("dlrm: training learns a planted click model") {

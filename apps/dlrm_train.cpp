@@ -1,0 +1,168 @@
+#include "apps/dlrm_train.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/cli_options.h"
+#include "comm/init.h"
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/data/ctr_reader.h"
+#include "core/data/fingerprint.h"
+#include "core/device.h"
+#include "core/parse.h"
+#include "core/rng.h"
+#include "core/train/metrics_log.h"
+#include "layers/dlrm/dlrm_trainer.h"
+
+namespace frugal::cli {
+namespace {
+
+layers::CtrView view_of(const data::CtrDataset& d) {
+  return {d.size, data::kCtrDense, data::kCtrCats, d.labels, d.dense, d.cats};
+}
+
+std::vector<size_t> widths(const std::string& flag, const std::string& text) {
+  if (text.empty() || text == "none") return {};
+  return parse_list<size_t>(flag, text, "width", "comma-separated positive widths, or none",
+                            [](size_t w) { return w > 0; });
+}
+
+std::string metrics_file(const std::string& path, int rank) {
+  if (path.empty() || rank == 0) return path;
+  const std::string ext = ".jsonl";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return fmt::format("{}.rank{}{}", path.substr(0, path.size() - ext.size()), rank, ext);
+  return fmt::format("{}.rank{}", path, rank);
+}
+
+}  // namespace
+
+void add_dlrm_options(CLI::App* cmd, DlrmArgs& a) {
+  add_choice(cmd, "--ids", a.ids,
+             {layers::IdMode::full, layers::IdMode::hash, layers::IdMode::freq_double, layers::IdMode::qr},
+             "--model dlrm: embedding rows of the categorical ids: full (a row per id seen --min-id-count times), "
+             "hash (--hash-rows per field), freq-double (frequent ids own rows, rare ones double-hashed) or qr "
+             "(quotient x remainder tables); freq-double and qr keep 1/--id-compression of full's rows");
+  cmd->add_option("--embedding-dim", a.embedding_dim, "--model dlrm: embedding dimension (and the bottom MLP's output)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--bottom", a.bottom, "--model dlrm: hidden widths of the bottom (dense-feature) MLP, e.g. 64 or "
+                                        "256,64; none: one layer")->capture_default_str();
+  cmd->add_option("--top", a.top, "--model dlrm: hidden widths of the top MLP before its click logit")
+      ->capture_default_str();
+  cmd->add_option("--min-id-count", a.min_id_count, "--model dlrm: ids seen fewer times in the training data share "
+                                                     "one row (--ids full, freq-double, qr)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--hash-rows", a.hash_rows, "--model dlrm --ids hash: rows per field")
+      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 31));
+  cmd->add_option("--id-compression", a.id_compression, "--model dlrm --ids freq-double|qr: full-mode rows per row "
+                                                         "kept in a large field")
+      ->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  add_choice(cmd, "--table-exchange", a.table_exchange, {layers::TableMode::des, layers::TableMode::ps},
+             "--model dlrm on several ranks: des (tables sliced by rows, partial lookups summed: ids cross the "
+             "network, weights never) or ps (rows pulled from and gradients pushed to their owners); --parallel "
+             "data replicates the tables instead");
+}
+
+int run_dlrm(const DlrmRun& a) {
+  Backend& backend = resolve_device(a.device);
+  FRUGAL_CHECK(backend.name() == "cpu", fmt::format("--model dlrm runs on the CPU backend; --device {} is not "
+                                                    "supported yet", a.device));
+  set_default_backend(&backend);
+  backend.set_num_threads(a.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  const data::CtrDataset train = data::load_ctr(a.train), test = data::load_ctr(a.test);
+  const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const DlrmArgs& d = a.dlrm;
+  const std::vector<size_t> bottom = widths("--bottom", d.bottom), top = widths("--top", d.top);
+  const float lr = a.lr.value_or(optim::Adam{}.lr);
+  nlohmann::json config = {{"model", "dlrm"},
+                           {"ids", std::string(layers::to_string(d.ids))},
+                           {"embedding_dim", d.embedding_dim},
+                           {"bottom", d.bottom},
+                           {"top", d.top},
+                           {"min_id_count", d.min_id_count},
+                           {"hash_rows", d.hash_rows},
+                           {"id_compression", d.id_compression},
+                           {"table_exchange", a.data_parallel ? "replicated" : std::string(layers::to_string(d.table_exchange))},
+                           {"lr", lr},
+                           {"batch", a.batch},
+                           {"seed", a.seed},
+                           {"epochs", a.epochs},
+                           {"train_fingerprint", data::fingerprint(a.train).to_string()},
+                           {"test_fingerprint", data::fingerprint(a.test).to_string()}};
+  comm::RunConfig run_config;
+  for (const auto& [key, value] : config.items()) run_config[key] = value.dump();
+  const auto world = comm::init({.run_config = run_config, .cluster_key = a.cluster_key,
+                                  .comm_timeout_seconds = a.comm_timeout});
+  const int rank = world->rank();
+  const bool say = rank == 0 && !a.quiet;
+  if (say)
+    fmt::print("read {} train and {} test samples ({} dense, {} categorical features, CTR {:.4f}) in {:.1f} s\n",
+               train.size, test.size, data::kCtrDense, data::kCtrCats,
+               train.size > 0 ? std::accumulate(train.labels.begin(), train.labels.end(), 0.0) / train.size : 0.0,
+               parse_seconds);
+  // The id map: a counting pass over the training data (every rank makes the same one).
+  layers::IdCounts counts(data::kCtrCats);
+  if (d.ids != layers::IdMode::hash) counts.add(view_of(train));
+  const layers::IdMap ids({.mode = d.ids, .min_count = d.min_id_count, .hash_rows = d.hash_rows,
+                           .compression = d.id_compression, .seed = Rng(a.seed).split(0x1d).next_u64()},
+                          counts);
+  comm::Communicator* group = world->size() > 1 ? world.get() : nullptr;
+  const layers::TableMode tables = a.data_parallel ? layers::TableMode::replicated : d.table_exchange;
+  layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
+                           .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
+                           .seed = a.seed, .group = group, .tables = tables});
+  layers::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = lr}, .batch = a.batch});
+  // Embedding parameters of the whole model (every rank's slice counted once).
+  const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
+  if (say)
+    fmt::print("model: {} ({} embedding parameters, --ids {}), {} rank(s){}, {} threads\n", net.describe(),
+               embedding_parameters, layers::to_string(d.ids), world->size(),
+               world->size() > 1 ? fmt::format(", tables {}", layers::to_string(tables)) : "", backend.num_threads());
+  const std::string metrics = metrics_file(a.metrics, rank);
+  MetricsLog log = metrics.empty() ? MetricsLog() : MetricsLog(metrics);
+  log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test}, {"rank", rank},
+             {"world_size", world->size()}, {"device", device_name(backend)}});
+  const Rng seeds(a.seed);
+  for (size_t epoch = 1; epoch <= a.epochs; ++epoch) {
+    const comm::ByteCount before = world->stats().total();
+    const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps);
+    comm::ByteCount wire = world->stats().total();
+    wire -= before;
+    const auto e0 = std::chrono::steady_clock::now();
+    const layers::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
+    const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+    const double per = fit.samples > 0 ? 1.0 / static_cast<double>(fit.samples) : 0.0;
+    if (say) {
+      fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
+                 fit.loss, fit.samples_per_second(), m.auc, m.logloss, eval_seconds);
+      if (world->size() > 1)
+        fmt::print("  wire: {:.0f} B/sample sent ({} tables)\n", static_cast<double>(wire.sent) * per,
+                   layers::to_string(tables));
+    }
+    std::fflush(stdout);
+    log.write({{"event", "epoch"},
+               {"epoch", epoch},
+               {"loss", fit.loss},
+               {"train_samples_per_s", fit.samples_per_second()},
+               {"train_seconds", fit.seconds},
+               {"steps", fit.steps},
+               {"auc", m.auc},
+               {"logloss", m.logloss},
+               {"eval_seconds", eval_seconds},
+               {"embedding_parameters", embedding_parameters},
+               {"bytes_sent_per_sample", static_cast<double>(wire.sent) * per},
+               {"bytes_received_per_sample", static_cast<double>(wire.received) * per},
+               {"rank", rank},
+               {"peak_rss_bytes", peak_rss_bytes()}});
+  }
+  return 0;
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,47 @@
+// `frugal train --model dlrm`: the DLRM click-through model (layers/dlrm/) on Criteo-format data
+// (--format criteo). The options of its own (add_dlrm_options) and the run itself (run_dlrm),
+// which cmd_train.cpp calls with the flags `frugal train` shares between its models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "layers/dlrm/id_map.h"
+#include "layers/dlrm/table_exchange.h"
+
+namespace CLI {
+class App;
+}
+
+namespace frugal::cli {
+
+struct DlrmArgs {
+  layers::IdMode ids = layers::IdMode::full;
+  size_t embedding_dim = 16;
+  std::string bottom = "64", top = "64,32";  // hidden widths of the MLPs
+  size_t min_id_count = 2;
+  size_t hash_rows = size_t{1} << 16;
+  double id_compression = 10;
+  layers::TableMode table_exchange = layers::TableMode::des;
+};
+void add_dlrm_options(CLI::App* cmd, DlrmArgs& a);
+
+// The shared flags of `frugal train` that a DLRM run uses.
+struct DlrmRun {
+  std::string train, test, metrics;
+  size_t epochs = 3, batch = 128, eval_batch = 4096, max_steps = 0;
+  std::optional<float> lr;
+  uint64_t seed = 1;
+  int threads = 0;
+  bool quiet = false;
+  bool data_parallel = false;  // --parallel data: tables replicated and all-reduced in full
+  std::string device = "auto";
+  std::optional<std::string> cluster_key;
+  std::optional<double> comm_timeout;
+  DlrmArgs dlrm;
+};
+int run_dlrm(const DlrmRun& a);
+
+}  // namespace frugal::cli

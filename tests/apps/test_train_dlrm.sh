@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `frugal train --model dlrm` through the built binary (20000 synth-ctr samples, whose large fields
+# freq-double and qr squeeze):
+#  1. one rank on a synth-ctr set: progress lines with AUC and logloss, epoch records with auc,
+#     logloss, embedding_parameters and the byte counts; the model learns (AUC above 0.6); the same
+#     seed gives the same records; every --ids mode trains, freq-double and qr with fewer
+#     embedding parameters than full;
+#  2. `frugal launch -n 3`: --table-exchange des and ps and --parallel data give the 1-rank run's
+#     loss and AUC (to 1e-4) and report bytes on the wire per sample;
+#  3. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
+#     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
+set -euo pipefail
+FRUGAL=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../shell_helpers.sh"
+"$FRUGAL" data synth-ctr --train 20000 --test 2000 --seed 4 --out "$TMP/d" > /dev/null
+COMMON=(train --model dlrm --format criteo --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" --threads 1 --epochs 2
+        --seed 3)
+run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/one.jsonl"
+grep -q "^epoch 2: loss .*, AUC 0\.[0-9]*, logloss 0\.[0-9]*" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/again.jsonl" --quiet
+[ ! -s "$TMP/last.log" ] || { cat "$TMP/last.log"; echo "--quiet printed something"; exit 1; }
+for ids in hash freq-double qr; do
+  run "$FRUGAL" "${COMMON[@]}" --ids "$ids" --metrics "$TMP/$ids.jsonl" --quiet --min-id-count 1
+done
+for mode in des ps; do
+  run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --table-exchange "$mode" --metrics "$TMP/$mode.jsonl"
+  grep -q "wire: [0-9]* B/sample sent ($mode tables)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+done
+run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --parallel data --metrics "$TMP/replicated.jsonl"
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def epochs(name):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == "epoch"]
+one = epochs("one.jsonl")
+assert len(one) == 2, one
+for e in one:
+    for key in ("auc", "logloss", "embedding_parameters", "bytes_sent_per_sample", "bytes_received_per_sample",
+                "train_samples_per_s", "loss"):
+        assert key in e, (key, e)
+assert one[-1]["auc"] > 0.6, one[-1]
+assert [(e["loss"], e["auc"]) for e in epochs("again.jsonl")] == [(e["loss"], e["auc"]) for e in one], "not deterministic"
+full_params = one[0]["embedding_parameters"]
+for ids in ("hash", "freq-double", "qr"):
+    e = epochs(ids + ".jsonl")[-1]
+    assert e["auc"] > 0.55, (ids, e)
+    if ids != "hash":
+        assert e["embedding_parameters"] < full_params, (ids, e["embedding_parameters"], full_params)
+for mode in ("des", "ps", "replicated"):
+    for rank_file in (mode + ".jsonl", mode + ".rank1.jsonl", mode + ".rank2.jsonl"):
+        runs = epochs(rank_file)
+        for a, b in zip(runs, one):
+            assert abs(a["loss"] - b["loss"]) <= 1e-4 * max(1, abs(b["loss"])), (rank_file, a["loss"], b["loss"])
+            assert abs(a["auc"] - b["auc"]) <= 1e-4, (rank_file, a["auc"], b["auc"])
+        assert runs[-1]["bytes_sent_per_sample"] > 0, (rank_file, runs[-1])
+print("dlrm: 1 rank AUC %.4f; bytes/sample des %.0f, ps %.0f, replicated %.0f" % (
+    one[-1]["auc"], epochs("des.jsonl")[-1]["bytes_sent_per_sample"], epochs("ps.jsonl")[-1]["bytes_sent_per_sample"],
+    epochs("replicated.jsonl")[-1]["bytes_sent_per_sample"]))
+PY
+fails_with "--model dlrm reads Criteo-format click logs (--format criteo), not --format xmc" \
+  "$FRUGAL" train --model dlrm --format xmc --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
+fails_with "--format criteo is click-log data: it trains --model dlrm" \
+  "$FRUGAL" train --format criteo --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
+run "$FRUGAL" "${COMMON[@]}" --hidden 64 --sampler exact --quiet
+grep -qF "note: --hidden, --sampler do(es) not apply to --model dlrm: ignored" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+head -3 "$TMP/d/train.tsv" > "$TMP/bad.tsv"
+printf '1\tx\n' >> "$TMP/bad.tsv"
+fails_with "bad.tsv:4:" "$FRUGAL" train --model dlrm --train "$TMP/bad.tsv" --test "$TMP/d/test.tsv"
+echo "train --model dlrm OK"
