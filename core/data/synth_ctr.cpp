@@ -201,7 +201,8 @@ class LineFile {
 }  // namespace
 
 void SynthCtrOptions::validate() const {
-  FRUGAL_CHECK(vocab_scale > 0 && vocab_scale <= 1000, "SynthCtrOptions::vocab_scale must be in (0, 1000]");
+  // 100 gives fields of up to 10M ids (the Kaggle set's largest) and ~1.5 GB of planted parameters.
+  FRUGAL_CHECK(vocab_scale > 0 && vocab_scale <= 100, "SynthCtrOptions::vocab_scale must be in (0, 100]");
   FRUGAL_CHECK(zipf > 0 && zipf <= 10, "SynthCtrOptions::zipf must be in (0, 10]");
   FRUGAL_CHECK(embedding_dim >= 1 && embedding_dim <= 1024, "SynthCtrOptions::embedding_dim must be in 1..1024");
   FRUGAL_CHECK(noise >= 0 && noise <= 10, "SynthCtrOptions::noise must be in [0, 10]");
