@@ -21,10 +21,14 @@ struct LaunchSpec {
   // Non-empty (e.g. "100mbit"): every rank in its own network namespace behind a bridge, each
   // link capped at this rate in both directions (apps/netns_cluster.h). Needs root; zmq only.
   std::string bandwidth;
+  // When a rank fails: stop the others and start the whole job again, at most this many times,
+  // resuming from the command's --checkpoint DIR once it holds one (apps/restart_policy.h).
+  int max_restarts = 0;
 };
 
-// Returns the exit status for the launcher: 0 when every rank exited 0, else the status of the
-// first rank that failed (128 + signal number for a rank killed by a signal).
+// Returns the exit status for the launcher: 0 when every rank exited 0 (in the last start, under
+// --max-restarts), else the status of the first rank that failed (128 + signal number for a rank
+// killed by a signal).
 int launch(const LaunchSpec& spec);
 
 }  // namespace frugal::cli
