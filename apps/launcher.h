@@ -1,6 +1,7 @@
 // Starts the ranks of a run on this machine and supervises them: every output line is prefixed
 // with its rank, and when one rank fails the others are stopped (SIGTERM, then SIGKILL after a
-// grace period) so that a run never half-hangs.
+// grace period) so that a run never half-hangs; under --max-restarts the whole job is then started
+// again (apps/restart_policy.h).
 #pragma once
 
 #include <map>
