@@ -301,18 +301,27 @@ int launch(const LaunchSpec& spec) {
       return 128 + g_signal;
     }
   }
+  FRUGAL_CHECK(spec.min_ranks == 0 || spec.max_restarts > 0,
+               fmt::format("frugal launch: --min-ranks {} needs --max-restarts N (it shrinks restarts)", spec.min_ranks));
+  FRUGAL_CHECK(spec.min_ranks >= 0 && spec.min_ranks <= spec.ranks,
+               fmt::format("frugal launch: --min-ranks {} must be between 1 and -n {}", spec.min_ranks, spec.ranks));
   const RestartPolicy policy(spec.command, spec.max_restarts);
   if (policy.max_restarts() > 0 && policy.checkpoint().empty())
     fmt::print(stderr, "frugal launch: --max-restarts {}: the command has no --checkpoint DIR, so a restart starts "
                        "the run from scratch\n", policy.max_restarts());
+  int ranks = spec.ranks;
   for (int restarts = 0;; ++restarts) {
     LaunchSpec attempt = spec;
+    attempt.ranks = ranks;
     attempt.command = policy.command_for(restarts);
     // Only under --max-restarts: without it the ranks' environment is what it always was.
     if (policy.max_restarts() > 0) attempt.env[std::string(comm::env::kRestartCount)] = std::to_string(restarts);
     if (restarts > 0)
-      fmt::print(stderr, "frugal launch: restart {} of {} (--max-restarts): every rank starts again, {}\n", restarts,
-                 policy.max_restarts(), policy.describe(restarts));
+      fmt::print(stderr, "frugal launch: restart {} of {} (--max-restarts): every rank starts again, {}{}\n", restarts,
+                 policy.max_restarts(), policy.describe(restarts),
+                 ranks < spec.ranks ? fmt::format(", on {} of the {} ranks (--min-ranks {})", ranks, spec.ranks,
+                                                  spec.min_ranks)
+                                    : "");
     const Attempt result = run_attempt(attempt, net ? &*net : nullptr);
     if (result.status == 0 || result.interrupted || g_signal) return result.status;
     if (!policy.can_restart(restarts)) {
@@ -321,6 +330,7 @@ int launch(const LaunchSpec& spec) {
                            "giving up with status {}\n", policy.max_restarts(), result.status);
       return result.status;
     }
+    if (spec.min_ranks > 0 && ranks > spec.min_ranks) --ranks;  // the failed rank's place is left out
   }
 }
 

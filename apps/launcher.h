@@ -25,6 +25,10 @@ struct LaunchSpec {
   // When a rank fails: stop the others and start the whole job again, at most this many times,
   // resuming from the command's --checkpoint DIR once it holds one (apps/restart_policy.h).
   int max_restarts = 0;
+  // > 0: each restart runs on one rank fewer than the start that failed (the failed rank's place is
+  // left out, as torchrun leaves out a lost node), never fewer than this; the command's --resume
+  // reslices the checkpoint onto the ranks left. 0: every restart uses all `ranks`.
+  int min_ranks = 0;
 };
 
 // Returns the exit status for the launcher: 0 when every rank exited 0 (in the last start, under
