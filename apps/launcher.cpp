@@ -271,6 +271,11 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
 int launch(const LaunchSpec& spec) {
   FRUGAL_CHECK(spec.ranks >= 1, fmt::format("frugal launch: -n {} is not a rank count", spec.ranks));
   FRUGAL_CHECK(!spec.command.empty(), "frugal launch: no command given (frugal launch -n N -- CMD ...)");
+  FRUGAL_CHECK(spec.min_ranks == 0 || spec.max_restarts > 0,
+               fmt::format("frugal launch: --min-ranks {} needs --max-restarts N (it shrinks restarts)", spec.min_ranks));
+  FRUGAL_CHECK(spec.min_ranks >= 0 && spec.min_ranks <= spec.ranks,
+               fmt::format("frugal launch: --min-ranks {} must be between 0 (off) and -n {}", spec.min_ranks,
+                           spec.ranks));
   std::optional<LinkRate> rate;
   if (!spec.bandwidth.empty()) {
     rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root
@@ -301,10 +306,6 @@ int launch(const LaunchSpec& spec) {
       return 128 + g_signal;
     }
   }
-  FRUGAL_CHECK(spec.min_ranks == 0 || spec.max_restarts > 0,
-               fmt::format("frugal launch: --min-ranks {} needs --max-restarts N (it shrinks restarts)", spec.min_ranks));
-  FRUGAL_CHECK(spec.min_ranks >= 0 && spec.min_ranks <= spec.ranks,
-               fmt::format("frugal launch: --min-ranks {} must be between 1 and -n {}", spec.min_ranks, spec.ranks));
   const RestartPolicy policy(spec.command, spec.max_restarts);
   if (policy.max_restarts() > 0 && policy.checkpoint().empty())
     fmt::print(stderr, "frugal launch: --max-restarts {}: the command has no --checkpoint DIR, so a restart starts "

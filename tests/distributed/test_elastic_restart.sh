@@ -128,5 +128,5 @@ fails_with "all 2 restart(s) of --max-restarts are used; giving up with status 3
 [ "$(grep -c "restart [12] of 2" "$TMP/fail.log")" = 2 ] || { cat "$TMP/fail.log"; exit 1; }
 fails_with "--max-restarts" "$FRUGAL" launch -n 1 --max-restarts -1 -- true
 fails_with "--min-ranks 2 needs --max-restarts" "$FRUGAL" launch -n 2 --min-ranks 2 -- true
-fails_with "--min-ranks 3 must be between 1 and -n 2" "$FRUGAL" launch -n 2 --max-restarts 1 --min-ranks 3 -- true
+fails_with "--min-ranks 3 must be between 0 (off) and -n 2" "$FRUGAL" launch -n 2 --max-restarts 1 --min-ranks 3 -- true
 echo "OK: elastic restart"
