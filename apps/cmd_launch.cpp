@@ -1,5 +1,6 @@
-// `frugal launch -n N [--transport zmq|mpi] [--bandwidth RATE] -- CMD ARGS...`: N local ranks of a
-// run, optionally each in its own network namespace behind a rate-capped link.
+// `frugal launch -n N [--transport zmq|mpi] [--bandwidth RATE] [--max-restarts K [--min-ranks M]]
+// -- CMD ARGS...`: N local ranks of a run, optionally each in its own network namespace behind a
+// rate-capped link, optionally restarted as a whole when a rank dies.
 // `frugal launch --cleanup-stale`: removes the namespaces of launchers that were SIGKILLed.
 #include <CLI/CLI.hpp>
 
@@ -33,6 +34,15 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--cluster-key", *key, "CURVE key file made by `frugal keygen`")->check(CLI::ExistingFile);
   cmd->add_option("--comm-timeout", *timeout, "seconds of silence before a rank is declared dead");
   cmd->add_option("--grace", spec->grace_seconds, "seconds between SIGTERM and SIGKILL when a rank fails");
+  cmd->add_option("--max-restarts", spec->max_restarts,
+                  "when a rank fails, stop the others and restart the whole job, at most N times; a restart "
+                  "resumes from the command's --checkpoint DIR (the newest intact checkpoint) once it holds one")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-ranks", spec->min_ranks,
+                  "with --max-restarts: each restart runs on one rank fewer (the failed rank's place is left out, "
+                  "as if its node were lost), down to M ranks; --resume reslices the checkpoint onto them (the "
+                  "command must not fix the rank count, as --grid or a --slice-weights list do). 0: all ranks")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--bandwidth", spec->bandwidth,
                   "emulate a cluster on this machine: every rank in its own network namespace, each "
                   "link capped at RATE both ways (e.g. 100mbit, 1gbit, 10gbit; needs root)");

@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 #include <memory>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -30,8 +31,10 @@
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
 #include "comm/codec.h"
+#include "comm/environment.h"
 #include "comm/init.h"
 #include "core/parse.h"
+#include "core/train/checkpoint_history.h"
 #include "core/train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/dataset_split.h"
@@ -71,6 +74,8 @@ struct TrainArgs {
   // A ZeroMQ run's key file and peer timeout (else FRUGAL_CLUSTER_KEY / FRUGAL_COMM_TIMEOUT).
   std::optional<std::string> cluster_key;
   std::optional<double> comm_timeout;
+  // Checkpoints kept in --checkpoint DIR: the newest and the ones before it, for --resume's fallback.
+  size_t keep_checkpoints = 2;
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
@@ -237,6 +242,20 @@ comm::RunConfig to_run_config(const nlohmann::json& config) {
   return out;
 }
 
+// How many times `frugal launch --max-restarts` has restarted the job this rank belongs to
+// (FRUGAL_RESTART_COUNT; unset: 0), recorded in every epoch line.
+uint64_t restart_count() {
+  const char* text = std::getenv(std::string(comm::env::kRestartCount).c_str());
+  if (text == nullptr || *text == '\0') return 0;
+  return parse_number<uint64_t>(comm::env::kRestartCount, text, "a restart count (0, 1, 2, ...)");
+}
+
+nlohmann::json skipped_json(const std::vector<SkippedCheckpoint>& skipped) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : skipped) out.push_back({{"manifest", s.manifest}, {"reason", s.reason}});
+  return out;
+}
+
 // The run's compute backend: the device --device names (core/device.h), made the default backend
 // every layer and optimizer uses.
 Backend& choose_device(const std::string& device, int threads) {
@@ -372,6 +391,7 @@ int run_train(TrainArgs a) {
   const auto world = comm::init({.run_config = to_run_config(config), .cluster_key = a.cluster_key,
                                   .comm_timeout_seconds = a.comm_timeout});
   const int rank = world->rank();
+  const uint64_t restarts = restart_count();
   const Grid grid = process_grid(a, world->size());
   check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
@@ -402,9 +422,20 @@ int run_train(TrainArgs a) {
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
   std::optional<CheckpointInfo> resumed_from;
+  std::vector<SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
-    const CheckpointManifest info = load_checkpoint(a.resume, model, trainer, resume_config);
+    // The newest checkpoint whose files are all intact (every rank reads the same directory and
+    // chooses the same one); a damaged one is passed over out loud, even with --quiet.
+    const CheckpointChoice choice = newest_intact_checkpoint(a.resume);
+    if (rank == 0)
+      for (const SkippedCheckpoint& s : choice.skipped)
+        fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", a.resume, s.manifest, s.reason);
+    const CheckpointManifest info = load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
     resumed_from = info;
+    resume_skipped = choice.skipped;
+    if (rank == 0 && !choice.skipped.empty())
+      fmt::print(stderr, "--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
+                 choice.manifest_file, info.epoch, info.step);
     if (info.run_state.contains("early_stopping")) {
       const auto& e = info.run_state["early_stopping"];
       stopper = EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
@@ -444,6 +475,7 @@ int run_train(TrainArgs a) {
     log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
                {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
                {"dct_residuals_restored", resumed_from->dct_residuals_restored},
+               {"folder", resumed_from->folder}, {"skipped_checkpoints", skipped_json(resume_skipped)},
                {"p@1", ev.p(1)}, {"p@3", ev.p(3)}, {"p@5", ev.p(5)}});
   }
   if (!resumed_from && a.output_init == OutputInit::centroid) {
@@ -546,7 +578,9 @@ int run_train(TrainArgs a) {
                {"dp_payload_sent", fit.dp_payload_sent},
                {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
                {"rank", rank},
-               {"peak_rss_bytes", peak_rss_bytes()}};
+               {"peak_rss_bytes", peak_rss_bytes()},
+               // Whole-job restarts so far under `frugal launch --max-restarts` (0 otherwise).
+               {"restarts", restarts}};
     if (valid != nullptr) line["valid_p@1"] = valid_p1;
     if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;
@@ -559,7 +593,7 @@ int run_train(TrainArgs a) {
                             {"epochs_without_improvement", stopper.state().epochs_without_improvement}}}};
     if (best && a.early_stopping > 0)
       save_checkpoint((std::filesystem::path(a.checkpoint) / "best").string(), model, trainer, resume_config, run_state);
-    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config, run_state);
+    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config, run_state, a.keep_checkpoints);
     if (stopper.should_stop() && !a.quiet)
       fmt::print("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
                  "in {}/best\n",
@@ -694,7 +728,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--eval-batch", a->eval_batch, "points per evaluation batch")->capture_default_str();
   cmd->add_option("--metrics", a->metrics, "append-free JSON-lines metrics log (FILE.jsonl)");
   cmd->add_option("--checkpoint", a->checkpoint, "save a checkpoint here after every epoch");
-  cmd->add_option("--resume", a->resume, "continue from the checkpoint in this directory");
+  cmd->add_option("--resume", a->resume, "continue from the newest intact checkpoint in this directory (a damaged "
+                                        "newer one is skipped, saying why)");
+  cmd->add_option("--keep-checkpoints", a->keep_checkpoints, "--checkpoint: keep the newest K checkpoints (older "
+                                                             "ones are --resume's fallback); 1: the newest only")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--grid", a->grid, "process grid DxM: D data-parallel replicas of M ranks slicing the model "
                                       "(default 1xN: all ranks slice the model)");
   add_choice(cmd, "--parallel", a->parallel, {ParallelMode::model, ParallelMode::data},

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "apps/netns_cluster.h"
+#include "apps/restart_policy.h"
 #include "comm/environment.h"
 #include "core/check.h"
 
@@ -149,44 +150,19 @@ std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int 
   return env;
 }
 
-}  // namespace
+// One start of the job: the ranks of `spec` (its command and environment), supervised until every
+// one has exited. When one fails the others are stopped; `interrupted`: the launcher itself was
+// signalled (no restart then).
+struct Attempt {
+  int status = 0;
+  bool interrupted = false;
+};
 
-int launch(const LaunchSpec& spec) {
-  FRUGAL_CHECK(spec.ranks >= 1, fmt::format("frugal launch: -n {} is not a rank count", spec.ranks));
-  FRUGAL_CHECK(!spec.command.empty(), "frugal launch: no command given (frugal launch -n N -- CMD ...)");
-  std::optional<LinkRate> rate;
-  if (!spec.bandwidth.empty()) {
-    rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root
-    if (spec.transport != comm::Transport::zmq) {
-      throw Error("--bandwidth works with --transport zmq only (mpirun starts every rank itself, "
-                  "outside the namespaces)");
-    }
-    if (!spec.coordinator.empty()) {
-      throw Error("--bandwidth chooses the coordinator address inside the emulated network: drop "
-                  "--coordinator");
-    }
-  }
-  // Before the network is built: a Ctrl-C or SIGTERM from here on still removes what was made.
-  struct sigaction sa{};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGHUP, &sa, nullptr);
-
-  // Destroyed on every way out of this function, after the ranks have been reaped.
-  std::optional<NetnsCluster> net;
-  if (rate) {
-    try {
-      net.emplace(spec.ranks, *rate, &g_signal);
-    } catch (const Error& e) {
-      if (!g_signal) throw;
-      fmt::print(stderr, "frugal launch: {}; removed what was built\n", e.what());
-      return 128 + g_signal;
-    }
-  }
+Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
+  bool interrupted = false;
   std::vector<Stream> streams;
   std::vector<Child> children;
-  if (spec.transport == comm::Transport::zmq && net) {
+  if (spec.transport == comm::Transport::zmq && net != nullptr) {
     // Fresh namespaces: nothing else listens there, so a fixed port cannot collide.
     const int port = 29500;
     fmt::print(stderr, "{}", net->describe(port));
@@ -271,6 +247,7 @@ int launch(const LaunchSpec& spec) {
     }
     if (g_signal && !status) {
       status = 128 + g_signal;
+      interrupted = true;
       stop_others(fmt::format("received signal {}", static_cast<int>(g_signal)).c_str());
     }
     if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
@@ -286,7 +263,76 @@ int launch(const LaunchSpec& spec) {
       if (std::chrono::steady_clock::now() >= *kill_at) break;
     }
   }
-  return status.value_or(0);
+  return {status.value_or(0), interrupted};
+}
+
+}  // namespace
+
+int launch(const LaunchSpec& spec) {
+  FRUGAL_CHECK(spec.ranks >= 1, fmt::format("frugal launch: -n {} is not a rank count", spec.ranks));
+  FRUGAL_CHECK(!spec.command.empty(), "frugal launch: no command given (frugal launch -n N -- CMD ...)");
+  FRUGAL_CHECK(spec.min_ranks == 0 || spec.max_restarts > 0,
+               fmt::format("frugal launch: --min-ranks {} needs --max-restarts N (it shrinks restarts)", spec.min_ranks));
+  FRUGAL_CHECK(spec.min_ranks >= 0 && spec.min_ranks <= spec.ranks,
+               fmt::format("frugal launch: --min-ranks {} must be between 0 (off) and -n {}", spec.min_ranks,
+                           spec.ranks));
+  std::optional<LinkRate> rate;
+  if (!spec.bandwidth.empty()) {
+    rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root
+    if (spec.transport != comm::Transport::zmq) {
+      throw Error("--bandwidth works with --transport zmq only (mpirun starts every rank itself, "
+                  "outside the namespaces)");
+    }
+    if (!spec.coordinator.empty()) {
+      throw Error("--bandwidth chooses the coordinator address inside the emulated network: drop "
+                  "--coordinator");
+    }
+  }
+  // Before the network is built: a Ctrl-C or SIGTERM from here on still removes what was made.
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);
+
+  // Destroyed on every way out of this function, after the ranks have been reaped.
+  std::optional<NetnsCluster> net;
+  if (rate) {
+    try {
+      net.emplace(spec.ranks, *rate, &g_signal);
+    } catch (const Error& e) {
+      if (!g_signal) throw;
+      fmt::print(stderr, "frugal launch: {}; removed what was built\n", e.what());
+      return 128 + g_signal;
+    }
+  }
+  const RestartPolicy policy(spec.command, spec.max_restarts);
+  if (policy.max_restarts() > 0 && policy.checkpoint().empty())
+    fmt::print(stderr, "frugal launch: --max-restarts {}: the command has no --checkpoint DIR, so a restart starts "
+                       "the run from scratch\n", policy.max_restarts());
+  int ranks = spec.ranks;
+  for (int restarts = 0;; ++restarts) {
+    LaunchSpec attempt = spec;
+    attempt.ranks = ranks;
+    attempt.command = policy.command_for(restarts);
+    // Only under --max-restarts: without it the ranks' environment is what it always was.
+    if (policy.max_restarts() > 0) attempt.env[std::string(comm::env::kRestartCount)] = std::to_string(restarts);
+    if (restarts > 0)
+      fmt::print(stderr, "frugal launch: restart {} of {} (--max-restarts): every rank starts again, {}{}\n", restarts,
+                 policy.max_restarts(), policy.describe(restarts),
+                 ranks < spec.ranks ? fmt::format(", on {} of the {} ranks (--min-ranks {})", ranks, spec.ranks,
+                                                  spec.min_ranks)
+                                    : "");
+    const Attempt result = run_attempt(attempt, net ? &*net : nullptr);
+    if (result.status == 0 || result.interrupted || g_signal) return result.status;
+    if (!policy.can_restart(restarts)) {
+      if (policy.max_restarts() > 0)
+        fmt::print(stderr, "frugal launch: the job failed again and all {} restart(s) of --max-restarts are used; "
+                           "giving up with status {}\n", policy.max_restarts(), result.status);
+      return result.status;
+    }
+    if (spec.min_ranks > 0 && ranks > spec.min_ranks) --ranks;  // the failed rank's place is left out
+  }
 }
 
 }  // namespace frugal::cli

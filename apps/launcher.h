@@ -1,6 +1,7 @@
 // Starts the ranks of a run on this machine and supervises them: every output line is prefixed
 // with its rank, and when one rank fails the others are stopped (SIGTERM, then SIGKILL after a
-// grace period) so that a run never half-hangs.
+// grace period) so that a run never half-hangs; under --max-restarts the whole job is then started
+// again (apps/restart_policy.h).
 #pragma once
 
 #include <map>
@@ -21,10 +22,18 @@ struct LaunchSpec {
   // Non-empty (e.g. "100mbit"): every rank in its own network namespace behind a bridge, each
   // link capped at this rate in both directions (apps/netns_cluster.h). Needs root; zmq only.
   std::string bandwidth;
+  // When a rank fails: stop the others and start the whole job again, at most this many times,
+  // resuming from the command's --checkpoint DIR once it holds one (apps/restart_policy.h).
+  int max_restarts = 0;
+  // > 0: each restart runs on one rank fewer than the start that failed (the failed rank's place is
+  // left out, as torchrun leaves out a lost node), never fewer than this; the command's --resume
+  // reslices the checkpoint onto the ranks left. 0: every restart uses all `ranks`.
+  int min_ranks = 0;
 };
 
-// Returns the exit status for the launcher: 0 when every rank exited 0, else the status of the
-// first rank that failed (128 + signal number for a rank killed by a signal).
+// Returns the exit status for the launcher: 0 when every rank exited 0 (in the last start, under
+// --max-restarts), else the status of the first rank that failed (128 + signal number for a rank
+// killed by a signal).
 int launch(const LaunchSpec& spec);
 
 }  // namespace frugal::cli

@@ -30,6 +30,9 @@ inline constexpr std::string_view kBindHost = "FRUGAL_BIND_HOST";
 // stranger cannot make a rank allocate without bound; a rank refuses to send one. Legitimate frames
 // are far smaller: collectives cut their data into segments (CollectiveTuning::segment_bytes).
 inline constexpr std::string_view kMaxMessageBytes = "FRUGAL_MAX_MESSAGE_BYTES";
+// How many times `frugal launch --max-restarts` has restarted the whole job (0 on the first start);
+// `frugal train` records it in its epoch lines. Not read by comm::init.
+inline constexpr std::string_view kRestartCount = "FRUGAL_RESTART_COUNT";
 // Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
 inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
 

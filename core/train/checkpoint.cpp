@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/crc32c.h"
+#include "core/train/checkpoint_history.h"
 #include "core/train/dct_state_file.h"
 #include "core/tensor_io.h"
 
@@ -61,6 +62,18 @@ void verify_checksum(const std::string& dir, const CheckpointManifest& info, con
     throw Error(fmt::format("{}: checksum mismatch (stored {:08x}, computed {:08x}): the file is truncated or corrupt",
                             path.string(), it->second, have));
 }
+
+}  // namespace
+
+void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& info) {
+  for (const std::string& relative : info.files) {
+    const fs::path path = fs::path(dir) / relative;
+    if (!fs::is_regular_file(path)) throw Error(fmt::format("{}: missing (manifest.json names it)", path.string()));
+    verify_checksum(dir, info, relative);
+  }
+}
+
+namespace {
 
 comm::Communicator* group_of(comm::Communicator* c) { return comm::is_active(c) ? c : nullptr; }
 
@@ -298,7 +311,8 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config,
-                     const nlohmann::json& run_state) {
+                     const nlohmann::json& run_state, size_t keep) {
+  FRUGAL_CHECK(keep >= 1, fmt::format("{}: a checkpoint directory must keep at least 1 checkpoint (keep = {})", dir, keep));
   comm::Communicator* mp = group_of(trainer.parallel().model);
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
@@ -350,19 +364,21 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
                                      {"config", config},
                                      {"optimizer", optimizer_record(trainer.optimizer().options())},
                                      {"run_state", run_state}};
-    write_atomically(fs::path(dir) / "manifest.json", manifest.dump(2) + "\n");
-    // Older epochs are no longer referenced: remove them (the new one is committed).
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.is_directory() && entry.path().filename() != folder &&
-          entry.path().filename().string().rfind("epoch-", 0) == 0)
-        fs::remove_all(entry.path());
+    // A copy inside the epoch folder first, so that the checkpoint stays findable (for --resume's
+    // fallback) once the top manifest has moved on to a newer one; the top one is the commit point.
+    const std::string text = manifest.dump(2) + "\n";
+    write_atomically(fs::path(dir) / folder / "manifest.json", text);
+    keep_folder_manifest(dir);
+    write_atomically(fs::path(dir) / "manifest.json", text);
+    prune_checkpoints(dir, folder, keep);
   }
 }
 
-CheckpointManifest read_manifest(const std::string& dir) {
-  const fs::path path = fs::path(dir) / "manifest.json";
+CheckpointManifest read_manifest(const std::string& dir) { return read_manifest(dir, fs::path(dir) / "manifest.json"); }
+
+CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: no checkpoint here (cannot read manifest.json)", dir));
+  if (!in) throw Error(fmt::format("{}: no checkpoint here (cannot read {})", dir, path.filename().string()));
   nlohmann::json m;
   try {
     m = nlohmann::json::parse(in);
@@ -444,6 +460,10 @@ CheckpointManifest read_manifest(const std::string& dir) {
   if (m.contains("files") && files.size() != static_cast<size_t>(info.model_slices))
     fail("files", fmt::format("names {} files, model_slices is {}", files.size(), info.model_slices));
   info.has_dct_residuals = !dct_files.empty();
+  // Every file of the checkpoint (older manifests list no slice files: their names are fixed).
+  for (int s = 0; s < info.model_slices; ++s)
+    info.files.push_back(files.empty() ? info.folder + "/" + fmt::format("slice{}.ckpt", s) : files[s]);
+  info.files.insert(info.files.end(), dct_files.begin(), dct_files.end());
   if (m.contains("checksums")) {
     const nlohmann::json checksums = typed_field("checksums", nlohmann::json::object(), false);
     for (const auto& [name, crc] : checksums.items()) {
@@ -464,7 +484,11 @@ CheckpointManifest read_manifest(const std::string& dir) {
 
 CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
                                    const nlohmann::json& config) {
-  CheckpointManifest info = read_manifest(dir);
+  return load_checkpoint(dir, read_manifest(dir), model, trainer, config);
+}
+
+CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest info, Model& model, Trainer& trainer,
+                                   const nlohmann::json& config) {
   check_config(info.config, config, dir);
   const std::string method = info.optimizer.value("method", "adam"),
                     wanted = optim::to_string(trainer.optimizer().options().method);

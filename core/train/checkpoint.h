@@ -4,7 +4,9 @@
 // state -- Adam's moments or SGD's momentum, per-row step counts -- each layer's extra state such as
 // LSH tables). The learning-rate schedule's position is the trainer's step. Files are written to a
 // temporary name, fsync'ed and renamed; the manifest is replaced last and is the commit point, so a
-// run that dies while saving leaves the previous checkpoint whole.
+// run that dies while saving leaves the previous checkpoint whole. Each epoch folder also holds a copy
+// of its manifest, so that the older checkpoints a run keeps (core/train/checkpoint_history.h) can
+// still be found and resumed.
 //
 // Loading onto the same number of model slices restores everything bit for bit (resume continues
 // exactly; DCT-DP residuals, one file per rank, too when the grid is the same). Onto another

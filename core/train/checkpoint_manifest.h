@@ -3,9 +3,12 @@
 // Internal (the frugal command, the Predictor and tests use it): the public API stays free of JSON.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,16 +25,28 @@ struct CheckpointManifest : CheckpointInfo {
   // CRC32C of each file the manifest names (slice files, DCT residual files), by its path relative
   // to the checkpoint directory; empty for checkpoints saved before checksums (loaded unchecked).
   std::map<std::string, uint32_t> checksums;
+  // Every file of the checkpoint (slice files, then DCT residual files), relative to the directory.
+  std::vector<std::string> files;
 };
 
 // save_checkpoint with the run's configuration and `run_state`: anything else the run needs to
-// resume (kept in the manifest, returned by load).
+// resume (kept in the manifest, returned by load). The newest `keep` checkpoints stay in `dir`, each
+// epoch folder with a copy of its manifest (core/train/checkpoint_history.h); older ones are removed.
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config,
-                     const nlohmann::json& run_state = nlohmann::json::object());
+                     const nlohmann::json& run_state = nlohmann::json::object(), size_t keep = 1);
 // load_checkpoint; settings present in both `config` and the checkpoint must agree.
 CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,
                                    const nlohmann::json& config);
+// The same from a manifest already read (e.g. the one newest_intact_checkpoint chose).
+CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest manifest, Model& model, Trainer& trainer,
+                                   const nlohmann::json& config);
 // The whole manifest, checked: every field's type and range (errors name manifest.json and the field).
 CheckpointManifest read_manifest(const std::string& dir);
+// The manifest in file `path` (dir/manifest.json, or the copy in an epoch folder); the files it
+// names are relative to `dir`.
+CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path);
+// Every file the manifest names exists and matches its CRC32C (all slices, not only this rank's):
+// what makes a checkpoint intact. Throws an Error naming the first file that is not.
+void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest);
 
 }  // namespace frugal

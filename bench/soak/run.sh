@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Soak test of elastic restart (issue 17; not part of the test suite): 4 ranks train under
+# `frugal launch --max-restarts` for about DURATION seconds while a random rank is killed with
+# kill -9 every KILL_EVERY seconds on average (uniform between half and one and a half times that);
+# then the same run undisturbed. Training is deterministic and every restart resumes all ranks from
+# the newest intact checkpoint, so the final P@1 must be equal, not just close: the script fails
+# when it is not, or when the disturbed launch fails.
+# Usage: bash bench/soak/run.sh [BUILD_DIR] [OUT_DIR]. DURATION (1800 s), KILL_EVERY (180 s),
+# RANKS (4), SEED (1) override. It takes about twice DURATION (the disturbed run, then the reference).
+# Prints every command it runs; logs and metrics go to OUT_DIR (default .bench/soak).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+OUT=${2:-.bench/soak}
+DURATION=${DURATION:-1800}
+KILL_EVERY=${KILL_EVERY:-180}
+RANKS=${RANKS:-4}
+SEED=${SEED:-1}
+FRUGAL="$(pwd)/$BUILD/apps/frugal"
+[ -x "$FRUGAL" ] || { echo "no $FRUGAL: build first (bash apps/dev.sh build)" >&2; exit 1; }
+rm -rf "$OUT"
+mkdir -p "$OUT"
+run() { echo "+ $*" >&2; "$@"; }
+LAUNCHER=
+trap '[ -n "$LAUNCHER" ] && kill "$LAUNCHER" 2> /dev/null || true' EXIT
+
+run "$FRUGAL" data synth-xmc --features 20000 --labels 2000 --train 20000 --test 1000 --nnz 20 \
+  --labels-per-point 3 --seed "$SEED" --out "$OUT/data" > /dev/null
+TRAIN=(train --train "$OUT/data/train.txt" --test "$OUT/data/test.txt" --threads 1 --quiet --hidden 64
+       --batch 128 --tables 20 --seed "$SEED")
+
+# Epochs to fill DURATION, from the wall time of a one-epoch run (start-up included: an overestimate).
+t0=$(date +%s.%N)
+run "$FRUGAL" launch -n "$RANKS" -- "$FRUGAL" "${TRAIN[@]}" --epochs 1 > "$OUT/calibrate.log" 2>&1
+EPOCH_SECONDS=$(python3 -c "import sys; print(round(max(0.1, float(sys.argv[2]) - float(sys.argv[1])), 2))" "$t0" "$(date +%s.%N)")
+EPOCHS=$(python3 -c "import math, sys; print(max(2, math.ceil(float(sys.argv[1]) / float(sys.argv[2]))))" \
+  "$DURATION" "$EPOCH_SECONDS")
+# Enough restarts for every kill the duration can hold, and some to spare.
+MAX_RESTARTS=$(( 2 * DURATION / KILL_EVERY + 5 ))
+echo "soak: $RANKS ranks, $EPOCHS epochs (~$EPOCH_SECONDS s each), a kill every ~$KILL_EVERY s, --max-restarts $MAX_RESTARTS"
+
+# The pid of rank $2 among the children of launcher $1 (empty while the job is between starts).
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1" || true); do
+    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "FRUGAL_RANK=$2"; then echo "$p"; return; fi
+  done
+}
+
+start=$(date +%s)
+echo "+ $FRUGAL launch -n $RANKS --max-restarts $MAX_RESTARTS -- $FRUGAL ${TRAIN[*]} --epochs $EPOCHS --checkpoint $OUT/ckpt --metrics $OUT/soak.jsonl" >&2
+"$FRUGAL" launch -n "$RANKS" --max-restarts "$MAX_RESTARTS" -- "$FRUGAL" "${TRAIN[@]}" --epochs "$EPOCHS" \
+  --checkpoint "$OUT/ckpt" --metrics "$OUT/soak.jsonl" > "$OUT/soak.log" 2>&1 &
+LAUNCHER=$!
+kills=0
+while kill -0 "$LAUNCHER" 2> /dev/null; do
+  wait_s=$(( KILL_EVERY / 2 + RANDOM % (KILL_EVERY + 1) ))
+  for _ in $(seq 1 "$wait_s"); do kill -0 "$LAUNCHER" 2> /dev/null || break; sleep 1; done
+  kill -0 "$LAUNCHER" 2> /dev/null || break
+  rank=$(( RANDOM % RANKS ))
+  pid=$(rank_pid "$LAUNCHER" "$rank")
+  if [ -n "$pid" ] && kill -9 "$pid" 2> /dev/null; then
+    kills=$(( kills + 1 ))
+    echo "soak: $(( $(date +%s) - start )) s: killed rank $rank (pid $pid)"
+  fi
+done
+status=0
+wait "$LAUNCHER" || status=$?
+LAUNCHER=
+soak_seconds=$(( $(date +%s) - start ))
+[ "$status" = 0 ] || { tail -30 "$OUT/soak.log"; echo "soak: the disturbed launch failed with status $status"; exit 1; }
+
+run "$FRUGAL" launch -n "$RANKS" -- "$FRUGAL" "${TRAIN[@]}" --epochs "$EPOCHS" --checkpoint "$OUT/ref-ckpt" \
+  --metrics "$OUT/reference.jsonl" > "$OUT/reference.log" 2>&1
+
+restarts=$(grep -c "frugal launch: restart [0-9]* of" "$OUT/soak.log" || true)
+python3 - "$OUT" "$kills" "$soak_seconds" "$restarts" <<'PY'
+import json, os, sys
+out, kills, seconds, restarts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def epochs(name):
+    return [r for r in map(json.loads, open(os.path.join(out, name))) if r["event"] == "epoch"]
+soak, ref = epochs("soak.jsonl")[-1], epochs("reference.jsonl")[-1]
+print(f"soak: {seconds} s, {kills} kill(s), {restarts} restart(s) ({soak['restarts']} before the last epoch); after epoch {soak['epoch']}: "
+      f"P@1 {soak['p@1']:.4f} (undisturbed {ref['p@1']:.4f}), P@5 {soak['p@5']:.4f} (undisturbed {ref['p@5']:.4f}), "
+      f"loss {soak['loss']:.6f} (undisturbed {ref['loss']:.6f})")
+same = soak["epoch"] == ref["epoch"] and all(soak[k] == ref[k] for k in ("p@1", "p@3", "p@5", "loss"))
+print("soak: final metrics " + ("equal to the undisturbed run's" if same else "DIFFER from the undisturbed run's"))
+sys.exit(0 if same else 1)
+PY
