@@ -9,8 +9,10 @@ The same model, data handling, optimizer and metrics as frugal (layers/dlrm/, ap
   tables  one per field, --embedding-dim wide, rows U(-1/sqrt(rows), 1/sqrt(rows))
   interact the bottom vector, then the dot products of every pair of the 1 + 26 vectors (lower triangle)
   top     -> --top widths (ReLU) -> 1 (the click logit); loss: logistic, averaged over the batch
-  Adam    lazy for the tables (sparse gradients + torch.optim.SparseAdam, as frugal's lazy Adam:
-          a row is updated only in steps that use it) and torch.optim.Adam for the MLPs, lr --lr
+  Adam    lazy for the tables, as frugal's lazy Adam (core/train/adam.cpp): a row is updated only in
+          steps that use it, with the bias corrections of its own update count t,
+          w -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps) (RowAdam below; torch's SparseAdam
+          corrects by the table's step count instead, --sparse-adam); torch.optim.Adam for the MLPs
   AUC     exact (average ranks for ties); logloss with probabilities clamped to [1e-7, 1 - 1e-7]
 Each epoch visits the training samples in a seeded random order, batches of --batch.
 
@@ -42,6 +44,9 @@ def parse_args(argv):
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--eval-batch', type=int, default=4096)
     ap.add_argument('--metrics', help='JSON-lines file: one line per epoch')
+    ap.add_argument('--sparse-adam', action='store_true',
+                    help="the tables with torch.optim.SparseAdam (bias corrections by the table's step count) "
+                         "instead of RowAdam (by each row's own update count, as frugal)")
     return ap.parse_args(argv)
 
 
@@ -103,6 +108,37 @@ def logloss(probs, labels):
     return total / max(len(labels), 1)
 
 
+class RowAdam:
+    """Lazy Adam over the rows of sparse-gradient embedding tables, per-row bias corrections."""
+
+    def __init__(self, weights, lr, b1=0.9, b2=0.999, eps=1e-8):
+        import torch
+        self.torch, self.lr, self.b1, self.b2, self.eps = torch, lr, b1, b2, eps
+        self.state = [(w, torch.zeros_like(w), torch.zeros_like(w), torch.zeros(w.shape[0], dtype=torch.float64))
+                      for w in weights]
+
+    def zero_grad(self):
+        for w, _, _, _ in self.state:
+            w.grad = None
+
+    def step(self):
+        torch = self.torch
+        with torch.no_grad():
+            for w, m, v, count in self.state:
+                if w.grad is None:
+                    continue
+                g = w.grad.coalesce()
+                rows, vals = g.indices()[0], g.values()
+                count[rows] += 1
+                t = count[rows]
+                c1 = (1.0 / (1.0 - self.b1 ** t)).float().unsqueeze(1)
+                c2 = (1.0 / (1.0 - self.b2 ** t)).float().unsqueeze(1)
+                mr = self.b1 * m[rows] + (1 - self.b1) * vals
+                vr = self.b2 * v[rows] + (1 - self.b2) * vals * vals
+                m[rows], v[rows] = mr, vr
+                w[rows] -= self.lr * c1 * mr / (torch.sqrt(vr * c2) + self.eps)
+
+
 def main(argv):
     a = parse_args(argv)
     import torch
@@ -147,7 +183,8 @@ def main(argv):
 
     dense_params = list(bottom.parameters()) + list(top.parameters())
     opt_dense = torch.optim.Adam(dense_params, lr=a.lr)
-    opt_sparse = torch.optim.SparseAdam(list(tables.parameters()), lr=a.lr)
+    opt_sparse = (torch.optim.SparseAdam(list(tables.parameters()), lr=a.lr) if a.sparse_adam
+                  else RowAdam(list(tables.parameters()), lr=a.lr))
     loss_fn = torch.nn.BCEWithLogitsLoss()
     gen = torch.Generator().manual_seed(a.seed)
     out = open(a.metrics, 'a') if a.metrics else None
