@@ -63,10 +63,11 @@ void add_dlrm_options(CLI::App* cmd, DlrmArgs& a) {
   cmd->add_option("--id-compression", a.id_compression, "--model dlrm --ids freq-double|qr: full-mode rows per row "
                                                          "kept in a large field")
       ->capture_default_str()->check(CLI::Range(1.0, 1e6));
-  add_choice(cmd, "--table-exchange", a.table_exchange, {layers::TableMode::des, layers::TableMode::ps},
-             "--model dlrm on several ranks: des (tables sliced by rows, partial lookups summed: ids cross the "
-             "network, weights never) or ps (rows pulled from and gradients pushed to their owners); --parallel "
-             "data replicates the tables instead");
+  add_choice(cmd, "--table-exchange", a.table_exchange, {layers::TableMode::ps, layers::TableMode::des},
+             "--model dlrm on several ranks, tables sliced by rows: ps (each rank pulls the rows its samples use "
+             "from their owners and pushes their gradients back; the fewest bytes with one id per field) or des "
+             "(partial lookups of every sample summed over the ranks: ids cross the network, weights never); "
+             "--parallel data replicates the tables instead");
 }
 
 int run_dlrm(const DlrmRun& a) {

@@ -24,7 +24,8 @@ struct DlrmArgs {
   size_t min_id_count = 2;
   size_t hash_rows = size_t{1} << 16;
   double id_compression = 10;
-  layers::TableMode table_exchange = layers::TableMode::des;
+  // ps: measured fastest where it matters, on slow links (bench/REPORT.md, "Recommendation models").
+  layers::TableMode table_exchange = layers::TableMode::ps;
 };
 void add_dlrm_options(CLI::App* cmd, DlrmArgs& a);
 

@@ -107,7 +107,7 @@ def row(name, key):
 lines_bayes = [res['seeds'][s]['bayes_auc'] for s in seeds if res['seeds'][s]['bayes_auc'] is not None]
 for ids in ('full', 'hash', 'freq-double', 'qr'):
     row(f'frugal --ids {ids}', ids)
-row('PyTorch (same model, SparseAdam)', 'torch')
+row('PyTorch (same model and optimizer)', 'torch')
 if lines_bayes: lines.append(f'| Bayes-optimal (planted model) | {mean_sd(lines_bayes)} | | | | |')
 lines += ['', f'Tables over {ranks} local ranks (seed {seeds[0]}, 1 epoch):', '',
           '| tables | bytes sent per sample (mean over ranks) | train samples/s | AUC |', '|---|---|---|---|']

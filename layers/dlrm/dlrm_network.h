@@ -39,7 +39,7 @@ struct DlrmOptions {
   // trains on its own samples, the MLPs are replicated and their gradients summed over the group.
   // Null or one rank: everything on this rank.
   comm::Communicator* group = nullptr;
-  TableMode tables = TableMode::des;  // how the group shares the tables (layers/dlrm/table_exchange.h)
+  TableMode tables = TableMode::ps;  // how the group shares the tables (layers/dlrm/table_exchange.h)
   void validate() const;
 };
 
