@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
+#include "apps/rank_threads.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "comm/init.h"
@@ -42,7 +43,7 @@ Session open_session(const std::string& model, const std::string& device, int th
   // The device is per rank (a mixed cluster may differ), so it is not in the run config.
   Backend& backend = resolve_device(device);
   set_default_backend(&backend);
-  backend.set_num_threads(threads);
+  backend.set_num_threads(threads_for_rank(threads));
   config["model"] = model;
   config["infer"] = std::string(to_string(infer));
   config["infer_candidates"] = std::to_string(candidates);
@@ -228,7 +229,7 @@ void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& t
   cmd->add_option("--model", model, "checkpoint directory (frugal train --checkpoint)")->required();
   cmd->add_option("--batch", batch, "points read and scored at a time")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", threads, "compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", threads, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)")->capture_default_str();
 }
 
 }  // namespace

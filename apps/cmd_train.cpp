@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
+#include "apps/rank_threads.h"
 #include "apps/commands.h"
 #include "apps/dlrm_train.h"
 #include "apps/dp_transport.h"
@@ -261,7 +262,7 @@ nlohmann::json skipped_json(const std::vector<SkippedCheckpoint>& skipped) {
 Backend& choose_device(const std::string& device, int threads) {
   Backend& backend = resolve_device(device);
   set_default_backend(&backend);
-  backend.set_num_threads(threads);
+  backend.set_num_threads(threads_for_rank(threads));
   return backend;
 }
 
@@ -721,7 +722,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--rebuild-first", a->rebuild_first, "steps before the first LSH table rebuild")->capture_default_str();
   cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str();
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of every random choice")->capture_default_str();
   cmd->add_option("--max-steps", a->max_steps, "end each epoch after this many steps (0: whole epochs); for "
                                                "throughput measurements")->capture_default_str();

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
+#include "apps/rank_threads.h"
 #include "comm/init.h"
 #include "core/backend.h"
 #include "core/check.h"
@@ -75,7 +76,7 @@ int run_dlrm(const DlrmRun& a) {
   FRUGAL_CHECK(backend.name() == "cpu", fmt::format("--model dlrm runs on the CPU backend; --device {} is not "
                                                     "supported yet", a.device));
   set_default_backend(&backend);
-  backend.set_num_threads(a.threads);
+  backend.set_num_threads(threads_for_rank(a.threads));
   const auto t0 = std::chrono::steady_clock::now();
   const data::CtrDataset train = data::load_ctr(a.train), test = data::load_ctr(a.test);
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -145,6 +145,7 @@ std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int 
   auto env = spec.env;
   env[std::string(comm::env::kRank)] = std::to_string(rank);
   env[std::string(comm::env::kSize)] = std::to_string(spec.ranks);
+  env[std::string(comm::env::kLocalSize)] = std::to_string(spec.ranks);  // one host: they share its cores
   env[std::string(comm::env::kCoordinator)] = coordinator;
   env[std::string(comm::env::kTransport)] = comm::to_string(comm::Transport::zmq);
   return env;

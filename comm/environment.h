@@ -33,6 +33,11 @@ inline constexpr std::string_view kMaxMessageBytes = "FRUGAL_MAX_MESSAGE_BYTES";
 // How many times `frugal launch --max-restarts` has restarted the whole job (0 on the first start);
 // `frugal train` records it in its epoch lines. Not read by comm::init.
 inline constexpr std::string_view kRestartCount = "FRUGAL_RESTART_COUNT";
+// Ranks `frugal launch` started on this host (it starts all of them on one): `--threads 0` gives each
+// rank its share of the cores (apps/rank_threads.h). Not read by comm::init.
+inline constexpr std::string_view kLocalSize = "FRUGAL_LOCAL_SIZE";
+// Not ours: Open MPI's count of the ranks on this host, read for the same purpose.
+inline constexpr std::string_view kMpiLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
 // Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
 inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
 

@@ -7,6 +7,7 @@
 #     embedding parameters than full;
 #  2. `frugal launch -n 3`: --table-exchange des and ps and --parallel data give the 1-rank run's
 #     loss and AUC (to 1e-4) and report bytes on the wire per sample;
+#     and, without --threads, each launched rank takes its share of the host's cores;
 #  3. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
 #     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
 set -euo pipefail
@@ -29,6 +30,11 @@ for mode in des ps; do
   grep -q "wire: [0-9]* B/sample sent ($mode tables)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 done
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --parallel data --metrics "$TMP/replicated.jsonl"
+# Without --threads, launched ranks share the host's cores (FRUGAL_LOCAL_SIZE): max(1, cores / 3) each.
+run "$FRUGAL" launch -n 3 -- "$FRUGAL" train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" \
+  --epochs 1 --max-steps 5
+share=$(( $(nproc) / 3 )); [ "$share" -ge 1 ] || share=1
+grep -q "^\[0\] model: DLRM.*, $share threads$" "$TMP/last.log" || { cat "$TMP/last.log"; echo "not $share threads"; exit 1; }
 python3 - "$TMP" <<'PY'
 import json, os, sys
 d = sys.argv[1]

@@ -1,0 +1,34 @@
+#include "apps/rank_threads.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "comm/environment.h"
+#include "core/parse.h"
+
+namespace frugal::cli {
+namespace {
+
+std::optional<int> local_ranks() {
+  for (const std::string_view name : {comm::env::kLocalSize, comm::env::kMpiLocalSize}) {
+    const std::string key(name);
+    if (const char* text = std::getenv(key.c_str()); text != nullptr && *text != '\0')
+      return parse_number<int>(key, text, "a rank count, at least 1", [](int n) { return n >= 1; });
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int threads_for_rank(int requested) {
+  if (requested > 0) return requested;
+  const std::optional<int> ranks = local_ranks();
+  if (!ranks) return 0;  // the backend's "all cores"
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / *ranks);
+}
+
+}  // namespace frugal::cli
