@@ -638,7 +638,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   std::vector<std::string> ignored;
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
                            "--negatives", "--infer", "--output-init", "--slice-weights", "--checkpoint", "--resume",
-                           "--valid-fraction", "--early-stopping", "--dp-keep", "--mp-keep", "--optimizer",
+                           "--valid-fraction", "--early-stopping", "--mp-keep", "--optimizer",
                            "--lr-schedule", "--clip-norm", "--dropout", "--weight-decay"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
@@ -646,7 +646,8 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps, .lr = a.lr, .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
-                   .device = a.device, .cluster_key = a.cluster_key, .comm_timeout = a.comm_timeout, .dlrm = dlrm});
+                   .device = a.device, .cluster_key = a.cluster_key, .comm_timeout = a.comm_timeout,
+                   .dp = dp_compression(a), .dlrm = dlrm});
 }
 
 void add_train_command(CLI::App& app) {

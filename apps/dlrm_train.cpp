@@ -96,6 +96,7 @@ int run_dlrm(const DlrmRun& a) {
                            {"batch", a.batch},
                            {"seed", a.seed},
                            {"epochs", a.epochs},
+                           {"dp_keep", a.dp ? a.dp->keep : 1.0f},
                            {"train_fingerprint", data::fingerprint(a.train).to_string()},
                            {"test_fingerprint", data::fingerprint(a.test).to_string()}};
   comm::RunConfig run_config;
@@ -119,7 +120,7 @@ int run_dlrm(const DlrmRun& a) {
   const layers::TableMode tables = a.data_parallel ? layers::TableMode::replicated : d.table_exchange;
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
-                           .seed = a.seed, .group = group, .tables = tables});
+                           .seed = a.seed, .group = group, .tables = tables, .dp = a.dp});
   layers::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = lr}, .batch = a.batch});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
@@ -134,6 +135,7 @@ int run_dlrm(const DlrmRun& a) {
   const Rng seeds(a.seed);
   for (size_t epoch = 1; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
+    const uint64_t dp_sent_before = net.dp_payload_sent(), dp_full_before = net.dp_payload_uncompressed();
     const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps);
     comm::ByteCount wire = world->stats().total();
     wire -= before;
@@ -141,12 +143,16 @@ int run_dlrm(const DlrmRun& a) {
     const layers::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     const double per = fit.samples > 0 ? 1.0 / static_cast<double>(fit.samples) : 0.0;
+    const uint64_t dp_sent = net.dp_payload_sent() - dp_sent_before;
+    const uint64_t dp_full = net.dp_payload_uncompressed() - dp_full_before;
+    const double dp_compression = dp_sent > 0 ? static_cast<double>(dp_full) / static_cast<double>(dp_sent) : 0.0;
     if (say) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
                  fit.loss, fit.samples_per_second(), m.auc, m.logloss, eval_seconds);
       if (world->size() > 1)
-        fmt::print("  wire: {:.0f} B/sample sent ({} tables)\n", static_cast<double>(wire.sent) * per,
-                   layers::to_string(tables));
+        fmt::print("  wire: {:.0f} B/sample sent ({} tables{})\n", static_cast<double>(wire.sent) * per,
+                   layers::to_string(tables),
+                   a.dp ? fmt::format(", MLP gradients {:.1f}x compressed by DCT-DP", dp_compression) : "");
     }
     std::fflush(stdout);
     log.write({{"event", "epoch"},
@@ -161,6 +167,9 @@ int run_dlrm(const DlrmRun& a) {
                {"embedding_parameters", embedding_parameters},
                {"bytes_sent_per_sample", static_cast<double>(wire.sent) * per},
                {"bytes_received_per_sample", static_cast<double>(wire.received) * per},
+               {"dp_compression", dp_compression},
+               {"dp_payload_sent", dp_sent},
+               {"dp_payload_uncompressed", dp_full},
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()}});
   }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/exchange.h"
 #include "layers/dlrm/id_map.h"
 #include "layers/dlrm/table_exchange.h"
 
@@ -41,6 +42,7 @@ struct DlrmRun {
   std::string device = "auto";
   std::optional<std::string> cluster_key;
   std::optional<double> comm_timeout;
+  std::optional<comm::DpCompression> dp;  // --dp-keep ...: DCT-DP on the MLP gradients
   DlrmArgs dlrm;
 };
 int run_dlrm(const DlrmRun& a);

@@ -47,7 +47,23 @@ DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
       interaction_(options.fields.size(), options.dim),
       bottom_(mlp(options.num_dense, options.bottom, options.dim, Act::relu, Rng(options.seed).split(1).next_u64())),
       top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {
-  if (comm::is_active(options_.group)) exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
+  if (comm::is_active(options_.group)) {
+    exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
+    if (options_.dp) {
+      std::vector<Parameter*> dense;
+      for (auto* layers : {&bottom_, &top_})
+        for (auto& l : *layers)
+          for (Parameter* p : l->parameters()) dense.push_back(p);
+      dp_reducer_ = comm::exchange_factory("DLRM with DCT-DP")
+                        .replica_reducer(*options_.group, dense, {.mode = comm::ReduceMode::thresholded, .dp = *options_.dp});
+    }
+  }
+}
+
+uint64_t DlrmNetwork::dp_payload_sent() const { return dp_reducer_ ? dp_reducer_->payload_sent() : dense_payload_; }
+
+uint64_t DlrmNetwork::dp_payload_uncompressed() const {
+  return dp_reducer_ ? dp_reducer_->payload_uncompressed() : dense_payload_;
 }
 
 std::vector<Parameter*> DlrmNetwork::parameters() {
@@ -110,6 +126,10 @@ const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_
 }
 
 void DlrmNetwork::sum_dense_gradients() {
+  if (dp_reducer_) {
+    dp_reducer_->reduce();
+    return;
+  }
   std::vector<Parameter*> dense;
   for (auto* layers : {&bottom_, &top_})
     for (auto& l : *layers)
@@ -123,6 +143,7 @@ void DlrmNetwork::sum_dense_gradients() {
     at += p->value.size();
   }
   options_.group->all_reduce(dense_grads_).wait();
+  dense_payload_ += comm::ring_all_reduce_bytes(dense_grads_.size() * sizeof(float), options_.group->size());
   at = 0;
   for (Parameter* p : dense) {
     std::copy_n(dense_grads_.begin() + static_cast<std::ptrdiff_t>(at), p->value.size(), p->grad.values.data());

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/exchange.h"
 #include "core/parameter.h"
 #include "core/tensor.h"
 #include "layers/dense.h"
@@ -40,6 +42,9 @@ struct DlrmOptions {
   // Null or one rank: everything on this rank.
   comm::Communicator* group = nullptr;
   TableMode tables = TableMode::ps;  // how the group shares the tables (layers/dlrm/table_exchange.h)
+  // DCT-DP on the MLPs' gradients over the group (core/exchange.h's thresholded ReplicaReducer):
+  // each rank sends the entries above its threshold, the rest is fed back. Unset: an exact sum.
+  std::optional<comm::DpCompression> dp = std::nullopt;
   void validate() const;
 };
 
@@ -60,6 +65,10 @@ class DlrmNetwork {
   size_t num_parameters();
   size_t embedding_parameters() const { return tables_.num_parameters(); }
   void set_backend(Backend* backend);
+  // The MLP gradients' payload this rank sent over the group, and what the exact sum would have
+  // sent (both 0 without a group); their ratio is DCT-DP's compression.
+  uint64_t dp_payload_sent() const;
+  uint64_t dp_payload_uncompressed() const;
   std::string describe() const;
 
  private:
@@ -73,6 +82,8 @@ class DlrmNetwork {
   std::vector<std::unique_ptr<Dense>> bottom_, top_;
   std::unique_ptr<TableExchange> exchange_;  // with a group of more than one rank
   std::vector<float> dense_grads_;
+  std::unique_ptr<comm::ReplicaReducer> dp_reducer_;  // with DlrmOptions::dp
+  uint64_t dense_payload_ = 0;                       // the exact sums' payload
   Tensor dense_in_, grad_logits_, grad_bottom_, grad_embeddings_;
   std::vector<const Tensor*> bottom_in_, top_in_;  // each Dense layer's input of the last forward
   const Tensor* logits_ = nullptr;

@@ -7,6 +7,7 @@
 #     embedding parameters than full;
 #  2. `frugal launch -n 3`: --table-exchange des and ps and --parallel data give the 1-rank run's
 #     loss and AUC (to 1e-4) and report bytes on the wire per sample;
+#     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02;
 #     and, without --threads, each launched rank takes its share of the host's cores;
 #  3. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
 #     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
@@ -30,6 +31,8 @@ for mode in des ps; do
   grep -q "wire: [0-9]* B/sample sent ($mode tables)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 done
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --parallel data --metrics "$TMP/replicated.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --dp-keep 0.1 --metrics "$TMP/dct.jsonl"
+grep -q "MLP gradients [0-9.]*x compressed by DCT-DP" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 # Without --threads, launched ranks share the host's cores (FRUGAL_LOCAL_SIZE): max(1, cores / 3) each.
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" \
   --epochs 1 --max-steps 5
@@ -61,6 +64,10 @@ for mode in ("des", "ps", "replicated"):
             assert abs(a["loss"] - b["loss"]) <= 1e-4 * max(1, abs(b["loss"])), (rank_file, a["loss"], b["loss"])
             assert abs(a["auc"] - b["auc"]) <= 1e-4, (rank_file, a["auc"], b["auc"])
         assert runs[-1]["bytes_sent_per_sample"] > 0, (rank_file, runs[-1])
+dct = epochs("dct.jsonl")[-1]
+assert dct["dp_compression"] > 1.5 and dct["dp_payload_sent"] < dct["dp_payload_uncompressed"], dct
+assert abs(dct["auc"] - one[-1]["auc"]) < 0.02, (dct["auc"], one[-1]["auc"])
+assert epochs("des.jsonl")[-1]["dp_compression"] == 1.0, "an exact MLP sum reports compression 1"
 print("dlrm: 1 rank AUC %.4f; bytes/sample des %.0f, ps %.0f, replicated %.0f" % (
     one[-1]["auc"], epochs("des.jsonl")[-1]["bytes_sent_per_sample"], epochs("ps.jsonl")[-1]["bytes_sent_per_sample"],
     epochs("replicated.jsonl")[-1]["bytes_sent_per_sample"]))
