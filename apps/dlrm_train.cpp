@@ -64,6 +64,8 @@ void add_dlrm_options(CLI::App* cmd, DlrmArgs& a) {
   cmd->add_option("--id-compression", a.id_compression, "--model dlrm --ids freq-double|qr: full-mode rows per row "
                                                          "kept in a large field")
       ->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  add_choice(cmd, "--qr-combine", a.qr_combine, {layers::Combine::sum, layers::Combine::product},
+             "--model dlrm --ids qr: the quotient and remainder rows added or multiplied element-wise");
   add_choice(cmd, "--table-exchange", a.table_exchange, {layers::TableMode::ps, layers::TableMode::des},
              "--model dlrm on several ranks, tables sliced by rows: ps (each rank pulls the rows its samples use "
              "from their owners and pushes their gradients back; the fewest bytes with one id per field) or des "
@@ -91,6 +93,7 @@ int run_dlrm(const DlrmRun& a) {
                            {"min_id_count", d.min_id_count},
                            {"hash_rows", d.hash_rows},
                            {"id_compression", d.id_compression},
+                           {"qr_combine", std::string(layers::to_string(d.qr_combine))},
                            {"table_exchange", a.data_parallel ? "replicated" : std::string(layers::to_string(d.table_exchange))},
                            {"lr", lr},
                            {"batch", a.batch},
@@ -114,7 +117,7 @@ int run_dlrm(const DlrmRun& a) {
   layers::IdCounts counts(data::kCtrCats);
   if (d.ids != layers::IdMode::hash) counts.add(view_of(train));
   const layers::IdMap ids({.mode = d.ids, .min_count = d.min_id_count, .hash_rows = d.hash_rows,
-                           .compression = d.id_compression, .seed = Rng(a.seed).split(0x1d).next_u64()},
+                           .compression = d.id_compression, .qr_combine = d.qr_combine, .seed = Rng(a.seed).split(0x1d).next_u64()},
                           counts);
   comm::Communicator* group = world->size() > 1 ? world.get() : nullptr;
   const layers::TableMode tables = a.data_parallel ? layers::TableMode::replicated : d.table_exchange;

@@ -25,6 +25,7 @@ struct DlrmArgs {
   size_t min_id_count = 2;
   size_t hash_rows = size_t{1} << 16;
   double id_compression = 10;
+  layers::Combine qr_combine = layers::Combine::sum;
   // ps: measured fastest where it matters, on slow links (bench/REPORT.md, "Recommendation models").
   layers::TableMode table_exchange = layers::TableMode::ps;
 };

@@ -44,6 +44,8 @@ std::string_view to_string(IdMode mode) {
   return "full";
 }
 
+std::string_view to_string(Combine c) { return c == Combine::product ? "product" : "sum"; }
+
 void IdMapOptions::validate() const {
   FRUGAL_CHECK(min_count >= 1, "--min-id-count must be at least 1");
   FRUGAL_CHECK(hash_rows >= 1 && hash_rows <= (size_t{1} << 31),
@@ -118,7 +120,7 @@ IdMap::IdMap(const IdMapOptions& options, const IdCounts& counts) : options_(opt
       for (size_t r = 0; r < kept.size(); ++r) f.vocab.emplace(kept[r], static_cast<uint32_t>(r + 1));
       const size_t quotient_guess = (full_rows + budget - 1) / budget;
       f.modulus = std::max<size_t>(2, budget > quotient_guess ? budget - quotient_guess : budget);
-      f.combine = Combine::product;
+      f.combine = options_.qr_combine;
       f.tables = {(full_rows + f.modulus - 1) / f.modulus, f.modulus};
     }
   }

@@ -9,8 +9,9 @@
 //    to the rest, which are double-hashed: one row among the hashed part of table 0 and one in
 //    table 1 (B / 4 rows each), summed.
 //  - qr (Shi et al., KDD 2020): the id's full-mode row v is split into quotient and remainder,
-//    v / m in table 0 (ceil(V / m) rows) and v % m in table 1 (m rows), multiplied element-wise:
-//    every id keeps a distinct vector with about V / compression rows in all.
+//    v / m in table 0 (ceil(V / m) rows) and v % m in table 1 (m rows), added (or, with
+//    qr_combine product, multiplied element-wise): every id keeps a distinct vector with about
+//    V / compression rows in all.
 // freq-double and qr leave fields of fewer than kSmallField full-mode rows as full tables (they
 // cost nothing and lose quality when squeezed). Deterministic: the same counts and options give
 // the same rows on every rank.
@@ -29,6 +30,7 @@ namespace frugal::layers {
 enum class IdMode { full, hash, freq_double, qr };
 std::string_view to_string(IdMode mode);  // "full", "hash", "freq-double", "qr" (as --ids names them)
 enum class Combine { sum, product };
+std::string_view to_string(Combine c);  // "sum", "product" (as --qr-combine names them)
 
 inline constexpr uint32_t kNoRow = UINT32_MAX;
 
@@ -37,6 +39,7 @@ struct IdMapOptions {
   size_t min_count = 2;           // full/freq-double/qr: ids seen fewer times share row 0
   size_t hash_rows = 1 << 16;     // hash: rows per field
   double compression = 10;        // freq-double/qr: full-mode rows / rows kept, per large field
+  Combine qr_combine = Combine::sum;  // qr: the two rows added (measured best here) or multiplied
   uint64_t seed = 0x1d5;
   void validate() const;
 };

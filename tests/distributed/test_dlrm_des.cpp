@@ -77,11 +77,16 @@ TEST_CASE("dlrm tables over a group (des, ps, replicated) train as 1 rank on the
   const Data train_set = make_data(1500, 1), test_set = make_data(400, 2);
   IdCounts counts(train_set.fields);
   counts.add(train_set.view());
-  const IdMode mode = GENERATE(IdMode::full, IdMode::hash, IdMode::freq_double, IdMode::qr);
+  const auto [mode, combine] = GENERATE(table<IdMode, Combine>({{IdMode::full, Combine::sum},
+                                                                 {IdMode::hash, Combine::sum},
+                                                                 {IdMode::freq_double, Combine::sum},
+                                                                 {IdMode::qr, Combine::sum},
+                                                                 {IdMode::qr, Combine::product}}));
   const int ranks = GENERATE(2, 3);
   const TableMode tables = GENERATE(TableMode::des, TableMode::ps, TableMode::replicated);
-  INFO("--ids " << to_string(mode) << ", " << ranks << " ranks, tables " << to_string(tables));
-  const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 512}, counts);
+  INFO("--ids " << to_string(mode) << " (" << to_string(combine) << "), " << ranks << " ranks, tables "
+                  << to_string(tables));
+  const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 512, .qr_combine = combine}, counts);
   // 1500 = 23 x 64 + 28: the last global batch is short; with batch 64 every rank has samples.
   const Run alone = train(train_set, test_set, ids, 64, nullptr);
   std::mutex mu;

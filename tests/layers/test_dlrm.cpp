@@ -73,16 +73,21 @@ IdCounts large_field_counts(const CtrView& batch) {
 
 TEST_CASE("dlrm: finite-difference gradients of every parameter") {
   const Planted data = planted(6, 3);
-  const IdMode mode = GENERATE(IdMode::full, IdMode::hash, IdMode::freq_double, IdMode::qr);
-  INFO("--ids " << to_string(mode));
+  const auto [mode, combine] = GENERATE(table<IdMode, Combine>({{IdMode::full, Combine::sum},
+                                                                 {IdMode::hash, Combine::sum},
+                                                                 {IdMode::freq_double, Combine::sum},
+                                                                 {IdMode::qr, Combine::sum},
+                                                                 {IdMode::qr, Combine::product}}));
+  INFO("--ids " << to_string(mode) << ", --qr-combine " << to_string(combine));
   const IdCounts counts = large_field_counts(data.view());
   // Half the batch has field-1 ids the counts never saw: rare ids (freq-double's double-hashed
   // rows, the shared row 0 elsewhere) get gradients too.
   std::vector<uint64_t> cats = data.cats;
   for (size_t i = 3; i < data.n; ++i) cats[i * data.fields + 1] = 0x900000 + i;
   const CtrView batch{data.n, data.dense, data.fields, data.labels, data.x, cats};
-  const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 64}, counts);
+  const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 64, .qr_combine = combine}, counts);
   if (mode == IdMode::freq_double || mode == IdMode::qr) REQUIRE(ids.table_rows(1).size() == 2);
+  if (mode == IdMode::qr) CHECK(ids.combine(1) == combine);
   DlrmNetwork net({.num_dense = batch.num_dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
                    .dim = 4, .bottom = {5}, .top = {6}, .seed = 7});
   std::vector<uint32_t> rows;
