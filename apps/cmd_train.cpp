@@ -637,13 +637,14 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
-                           "--negatives", "--infer", "--output-init", "--slice-weights", "--checkpoint", "--resume",
+                           "--negatives", "--infer", "--output-init", "--slice-weights",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--optimizer",
                            "--lr-schedule", "--clip-norm", "--dropout", "--weight-decay"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
-  return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .epochs = a.epochs, .batch = a.batch,
+  return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
+                   .resume = a.resume, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps, .lr = a.lr, .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .cluster_key = a.cluster_key, .comm_timeout = a.comm_timeout,

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "core/parse.h"
 #include "core/rng.h"
 #include "core/train/metrics_log.h"
+#include "layers/dlrm/dlrm_checkpoint.h"
 #include "layers/dlrm/dlrm_trainer.h"
 
 namespace frugal::cli {
@@ -113,12 +115,29 @@ int run_dlrm(const DlrmRun& a) {
                train.size, test.size, data::kCtrDense, data::kCtrCats,
                train.size > 0 ? std::accumulate(train.labels.begin(), train.labels.end(), 0.0) / train.size : 0.0,
                parse_seconds);
-  // The id map: a counting pass over the training data (every rank makes the same one).
+  // What a checkpoint must agree with to be resumed: the model, ids and optimizer (not the epochs,
+  // the data files or how ranks share the tables, which may change).
+  nlohmann::json resume_config = config;
+  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "table_exchange", "dp_keep"})
+    resume_config.erase(key);
+  std::optional<layers::DlrmCheckpointInfo> resumed;
+  if (!a.resume.empty()) {
+    resumed = layers::read_dlrm_checkpoint(a.resume);
+    for (const auto& [key, value] : resume_config.items())
+      FRUGAL_CHECK(!resumed->config.contains(key) || resumed->config[key] == value,
+                   fmt::format("--resume {}: the checkpoint was saved with {} = {}, this run has {}", a.resume, key,
+                               resumed->config[key].dump(), value.dump()));
+  }
+  // The id map: from the checkpoint, or a counting pass over the training data (every rank makes
+  // the same one).
   layers::IdCounts counts(data::kCtrCats);
-  if (d.ids != layers::IdMode::hash) counts.add(view_of(train));
-  const layers::IdMap ids({.mode = d.ids, .min_count = d.min_id_count, .hash_rows = d.hash_rows,
-                           .compression = d.id_compression, .qr_combine = d.qr_combine, .seed = Rng(a.seed).split(0x1d).next_u64()},
-                          counts);
+  if (!resumed && d.ids != layers::IdMode::hash) counts.add(view_of(train));
+  const layers::IdMap ids =
+      resumed ? layers::load_dlrm_ids(a.resume, *resumed)
+              : layers::IdMap({.mode = d.ids, .min_count = d.min_id_count, .hash_rows = d.hash_rows,
+                               .compression = d.id_compression, .qr_combine = d.qr_combine,
+                               .seed = Rng(a.seed).split(0x1d).next_u64()},
+                              counts);
   comm::Communicator* group = world->size() > 1 ? world.get() : nullptr;
   const layers::TableMode tables = a.data_parallel ? layers::TableMode::replicated : d.table_exchange;
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
@@ -132,11 +151,20 @@ int run_dlrm(const DlrmRun& a) {
                embedding_parameters, layers::to_string(d.ids), world->size(),
                world->size() > 1 ? fmt::format(", tables {}", layers::to_string(tables)) : "", backend.num_threads());
   const std::string metrics = metrics_file(a.metrics, rank);
-  MetricsLog log = metrics.empty() ? MetricsLog() : MetricsLog(metrics);
+  MetricsLog log = metrics.empty() ? MetricsLog() : MetricsLog(metrics, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test}, {"rank", rank},
              {"world_size", world->size()}, {"device", device_name(backend)}});
+  size_t first_epoch = 1;
+  if (resumed) {
+    layers::load_dlrm_state(a.resume, *resumed, net, &trainer.optimizer());
+    first_epoch = resumed->epoch + 1;
+    if (say)
+      fmt::print("resumed from {} at epoch {} (saved by {} rank(s))\n", a.resume, resumed->epoch, resumed->world_size);
+    log.write({{"event", "resume"}, {"checkpoint", a.resume}, {"epoch", resumed->epoch},
+               {"saved_world_size", resumed->world_size}, {"rank", rank}});
+  }
   const Rng seeds(a.seed);
-  for (size_t epoch = 1; epoch <= a.epochs; ++epoch) {
+  for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = net.dp_payload_sent(), dp_full_before = net.dp_payload_uncompressed();
     const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps);
@@ -175,6 +203,8 @@ int run_dlrm(const DlrmRun& a) {
                {"dp_payload_uncompressed", dp_full},
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()}});
+    if (!a.checkpoint.empty())
+      layers::save_dlrm_checkpoint(a.checkpoint, resume_config, epoch, ids, net, trainer.optimizer(), group);
   }
   return 0;
 }

@@ -34,6 +34,7 @@ void add_dlrm_options(CLI::App* cmd, DlrmArgs& a);
 // The shared flags of `frugal train` that a DLRM run uses.
 struct DlrmRun {
   std::string train, test, metrics;
+  std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
   size_t epochs = 3, batch = 128, eval_batch = 4096, max_steps = 0;
   std::optional<float> lr;
   uint64_t seed = 1;

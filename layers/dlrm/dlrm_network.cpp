@@ -47,6 +47,13 @@ DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
       interaction_(options.fields.size(), options.dim),
       bottom_(mlp(options.num_dense, options.bottom, options.dim, Act::relu, Rng(options.seed).split(1).next_u64())),
       top_(mlp(interaction_.out_features(), options.top, 1, Act::none, Rng(options.seed).split(3).next_u64())) {
+  // Unique names (checkpoints find parameters by name): bottom.<layer>.weight, top.<layer>.bias, ...
+  for (const auto& [prefix, layers] : {std::pair{"bottom", &bottom_}, std::pair{"top", &top_}})
+    for (size_t l = 0; l < layers->size(); ++l)
+      for (Parameter* p : (*layers)[l]->parameters()) {
+        const std::string kind = p->name.substr(p->name.find('.') + 1);  // "weight" or "bias"
+        p->name = fmt::format("{}.{}.{}", prefix, l, kind);
+      }
   if (comm::is_active(options_.group)) {
     exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
     if (options_.dp) {

@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include <sstream>
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/utility.hpp>
+#include <cereal/types/vector.hpp>
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -178,6 +184,76 @@ void IdMap::map(const CtrView& batch, std::vector<uint32_t>& rows_out) const {
   for (size_t i = 0; i < batch.size; ++i)
     for (size_t f = 0; f < batch.num_fields; ++f)
       rows(f, batch.cats[i * batch.num_fields + f], rows_out.data() + (i * batch.num_fields + f) * lookups_);
+}
+
+}  // namespace frugal::layers
+
+namespace frugal::layers {
+
+std::string IdMap::to_bytes() const {
+  std::ostringstream out;
+  {
+    cereal::BinaryOutputArchive ar(out);
+    ar(std::string("frugal-idmap-1"), static_cast<uint32_t>(options_.mode), static_cast<uint64_t>(options_.min_count),
+       static_cast<uint64_t>(options_.hash_rows), options_.compression, static_cast<uint32_t>(options_.qr_combine),
+       options_.seed, static_cast<uint64_t>(lookups_), static_cast<uint64_t>(fields_.size()));
+    for (const Field& f : fields_) {
+      std::vector<uint64_t> tables(f.tables.begin(), f.tables.end());
+      // The vocabulary in row order (a hash map's order would make the bytes differ run to run).
+      std::vector<std::pair<uint64_t, uint32_t>> vocab(f.vocab.begin(), f.vocab.end());
+      std::sort(vocab.begin(), vocab.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      ar(tables, static_cast<uint32_t>(f.combine), static_cast<uint32_t>(f.mode), vocab,
+         static_cast<uint64_t>(f.frequent), static_cast<uint64_t>(f.hashed), static_cast<uint64_t>(f.modulus));
+    }
+  }
+  return out.str();
+}
+
+IdMap IdMap::from_bytes(const std::string& bytes, const std::string& where) {
+  IdMap m;
+  try {
+    std::istringstream in(bytes);
+    cereal::BinaryInputArchive ar(in);
+    std::string magic;
+    ar(magic);
+    FRUGAL_CHECK(magic == "frugal-idmap-1", fmt::format("{}: not an id map (no frugal-idmap-1 header)", where));
+    uint32_t mode = 0, combine = 0;
+    uint64_t min_count = 0, hash_rows = 0, lookups = 0, fields = 0;
+    ar(mode, min_count, hash_rows, m.options_.compression, combine, m.options_.seed, lookups, fields);
+    FRUGAL_CHECK(mode <= 3 && combine <= 1 && (lookups == 1 || lookups == 2) && fields > 0 && fields < 100000,
+                 fmt::format("{}: corrupt id map header", where));
+    m.options_.mode = static_cast<IdMode>(mode);
+    m.options_.min_count = min_count;
+    m.options_.hash_rows = hash_rows;
+    m.options_.qr_combine = static_cast<Combine>(combine);
+    m.options_.validate();
+    m.lookups_ = lookups;
+    m.fields_.resize(fields);
+    for (Field& f : m.fields_) {
+      std::vector<uint64_t> tables;
+      std::vector<std::pair<uint64_t, uint32_t>> vocab;
+      uint32_t fcombine = 0, fmode = 0;
+      uint64_t frequent = 0, hashed = 0, modulus = 0;
+      ar(tables, fcombine, fmode, vocab, frequent, hashed, modulus);
+      FRUGAL_CHECK(!tables.empty() && tables.size() <= lookups && fcombine <= 1 && fmode <= 3,
+                   fmt::format("{}: corrupt id map field", where));
+      f.tables.assign(tables.begin(), tables.end());
+      f.combine = static_cast<Combine>(fcombine);
+      f.mode = static_cast<IdMode>(fmode);
+      f.frequent = frequent;
+      f.hashed = hashed;
+      f.modulus = modulus;
+      for (const auto& [id, row] : vocab) {
+        FRUGAL_CHECK(row < f.tables[0] || f.mode == IdMode::qr, fmt::format("{}: id map row {} out of range", where, row));
+        f.vocab.emplace(id, row);
+      }
+      FRUGAL_CHECK((f.mode != IdMode::qr || f.modulus > 0) && (f.mode != IdMode::freq_double || f.hashed > 0),
+                   fmt::format("{}: corrupt id map field sizes", where));
+    }
+  } catch (const cereal::Exception& e) {
+    throw Error(fmt::format("{}: truncated or corrupt id map ({})", where, e.what()));
+  }
+  return m;
 }
 
 }  // namespace frugal::layers

@@ -78,6 +78,11 @@ class IdMap {
   // rows_out[(i * num_fields + f) * lookups() + l] for every sample i, field f and slot l.
   void map(const CtrView& batch, std::vector<uint32_t>& rows_out) const;
 
+  // The whole map as bytes (options and every field's vocabulary), for checkpoints; from_bytes
+  // throws frugal::Error naming `where` when the bytes are not a map.
+  std::string to_bytes() const;
+  static IdMap from_bytes(const std::string& bytes, const std::string& where);
+
  private:
   struct Field {
     std::vector<size_t> tables;

@@ -9,7 +9,9 @@
 #     loss and AUC (to 1e-4) and report bytes on the wire per sample;
 #     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02;
 #     and, without --threads, each launched rank takes its share of the host's cores;
-#  3. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
+#  3. --checkpoint / --resume: resuming continues exactly (1 rank) and on 3 ranks (resliced); a
+#     damaged file and another configuration are refused, naming them;
+#  4. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
 #     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
 set -euo pipefail
 FRUGAL=$1
@@ -72,6 +74,34 @@ print("dlrm: 1 rank AUC %.4f; bytes/sample des %.0f, ps %.0f, replicated %.0f" %
     one[-1]["auc"], epochs("des.jsonl")[-1]["bytes_sent_per_sample"], epochs("ps.jsonl")[-1]["bytes_sent_per_sample"],
     epochs("replicated.jsonl")[-1]["bytes_sent_per_sample"]))
 PY
+# Checkpoints: 2 epochs saved, resumed to 3 = 3 uninterrupted (bit for bit on 1 rank), also on 3
+# ranks (resliced tables, to 1e-4); a damaged file or another configuration is refused, named.
+CK=(train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" --threads 1 --seed 3 --ids qr
+    --min-id-count 1)
+run "$FRUGAL" "${CK[@]}" --epochs 3 --metrics "$TMP/three.jsonl" --quiet
+run "$FRUGAL" "${CK[@]}" --epochs 2 --checkpoint "$TMP/ck" --quiet
+[ -f "$TMP/ck/manifest.json" ] && [ -f "$TMP/ck/dlrm-epoch-2/rank0.bin" ] && [ -f "$TMP/ck/dlrm-epoch-2/ids.bin" ] ||
+  { ls -R "$TMP/ck"; echo "checkpoint files missing"; exit 1; }
+cp -r "$TMP/ck" "$TMP/ck-copy"
+run "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck" --metrics "$TMP/resumed.jsonl"
+grep -q "resumed from $TMP/ck at epoch 2" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck" \
+  --metrics "$TMP/resumed3.jsonl" --checkpoint "$TMP/ck3"
+[ -f "$TMP/ck3/dlrm-epoch-3/rank2.bin" ] || { ls -R "$TMP/ck3"; echo "3-rank checkpoint missing"; exit 1; }
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def epochs(name):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == "epoch"]
+three, resumed, resumed3 = epochs("three.jsonl")[-1], epochs("resumed.jsonl")[-1], epochs("resumed3.jsonl")[-1]
+assert resumed["epoch"] == 3 and (resumed["loss"], resumed["auc"]) == (three["loss"], three["auc"]), (resumed, three)
+assert abs(resumed3["loss"] - three["loss"]) < 1e-4 and abs(resumed3["auc"] - three["auc"]) < 1e-4, (resumed3, three)
+PY
+fails_with "--resume $TMP/ck-copy: the checkpoint was saved with embedding_dim = 16, this run has 8" \
+  "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck-copy" --embedding-dim 8
+printf '\xff' | dd of="$TMP/ck-copy/dlrm-epoch-2/rank0.bin" bs=1 seek=100 conv=notrunc status=none
+fails_with "$TMP/ck-copy/dlrm-epoch-2/rank0.bin: checksum mismatch" \
+  "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck-copy"
 fails_with "--model dlrm reads Criteo-format click logs (--format criteo), not --format xmc" \
   "$FRUGAL" train --model dlrm --format xmc --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
 fails_with "--format criteo is click-log data: it trains --model dlrm" \

@@ -1,0 +1,240 @@
+#include "layers/dlrm/dlrm_checkpoint.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+#include <fmt/format.h>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/crc32c.h"
+
+namespace frugal::layers {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kFormat = "frugal-dlrm";
+constexpr int kVersion = 1;
+
+struct StoredParam {
+  std::string name;
+  uint64_t offset = 0, rows = 0, full_rows = 0, cols = 0;
+  std::vector<float> value, m, v;
+  std::vector<uint32_t> row_steps;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(name, offset, rows, full_rows, cols, value, m, v, row_steps);
+  }
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  FRUGAL_CHECK(in.good(), fmt::format("{}: cannot be read", path.string()));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+uint32_t crc_of(const std::string& bytes) {
+  return crc32c(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+}
+
+std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps) {
+  const std::string bytes = read_file(path);
+  std::vector<StoredParam> params;
+  try {
+    std::istringstream in(bytes);
+    cereal::BinaryInputArchive ar(in);
+    ar(steps, params);
+  } catch (const cereal::Exception& e) {
+    throw Error(fmt::format("{}: truncated or corrupt ({})", path.string(), e.what()));
+  }
+  for (const StoredParam& p : params)
+    FRUGAL_CHECK(p.value.size() == p.rows * p.cols && p.offset + p.rows <= p.full_rows &&
+                     (p.m.empty() || p.m.size() == p.value.size()) && (p.v.empty() || p.v.size() == p.value.size()) &&
+                     (p.row_steps.empty() || p.row_steps.size() == p.rows),
+                 fmt::format("{}: parameter '{}' has inconsistent sizes", path.string(), p.name));
+  return params;
+}
+
+}  // namespace
+
+void save_dlrm_checkpoint(const std::string& dir, const nlohmann::json& config, uint64_t epoch, const IdMap& ids,
+                          DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group) {
+  const int rank = comm::is_active(group) ? group->rank() : 0, ranks = comm::is_active(group) ? group->size() : 1;
+  const std::string folder = fmt::format("dlrm-epoch-{}", epoch);
+  const fs::path root(dir), path = root / folder;
+  fs::create_directories(path);
+  // This rank's slices with their optimizer state.
+  std::vector<StoredParam> params;
+  const std::vector<Parameter*> list = network.parameters();
+  FRUGAL_CHECK(list.size() == optimizer.size(), "DLRM checkpoint: the optimizer does not hold the network's parameters");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Parameter& p = *list[i];
+    const optim::Optimizer::State& st = optimizer.state(i);
+    StoredParam s{p.name, p.offset, p.value.rows(), p.sliced_axis == 0 ? p.full_rows : p.value.rows(), p.value.cols(),
+                  std::vector<float>(p.value.data(), p.value.data() + p.value.size()), {}, {}, st.row_steps};
+    if (st.m.size() == p.value.size()) s.m.assign(st.m.data(), st.m.data() + st.m.size());
+    if (st.v.size() == p.value.size()) s.v.assign(st.v.data(), st.v.data() + st.v.size());
+    params.push_back(std::move(s));
+  }
+  std::ostringstream out;
+  {
+    cereal::BinaryOutputArchive ar(out);
+    ar(static_cast<uint64_t>(optimizer.steps()), params);
+  }
+  const std::string mine = out.str();
+  const std::string file = fmt::format("rank{}.bin", rank);
+  write_atomically(path / file, mine);
+  std::vector<std::pair<std::string, uint32_t>> files = {{file, crc_of(mine)}};
+  if (rank == 0) {
+    const std::string id_bytes = ids.to_bytes();
+    write_atomically(path / "ids.bin", id_bytes);
+    files.emplace_back("ids.bin", crc_of(id_bytes));
+  }
+  // Every rank's checksums to rank 0, which commits the manifest.
+  nlohmann::json sums = nlohmann::json::object();
+  if (comm::is_active(group)) {
+    const uint32_t crc = files[0].second;
+    std::vector<std::vector<std::byte>> all;
+    group->all_gather_bytes(std::as_bytes(std::span<const uint32_t>(&crc, 1)), all).wait();
+    for (size_t r = 0; r < all.size(); ++r) {
+      FRUGAL_CHECK(all[r].size() == sizeof(uint32_t), fmt::format("DLRM checkpoint: rank {} sent a bad checksum", r));
+      uint32_t c = 0;
+      std::memcpy(&c, all[r].data(), sizeof(c));
+      sums[fmt::format("rank{}.bin", r)] = c;
+    }
+  } else {
+    sums[file] = files[0].second;
+  }
+  if (rank == 0) {
+    sums["ids.bin"] = files.back().second;
+    const nlohmann::json manifest = {{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
+                                     {"world_size", ranks}, {"folder", folder},  {"config", config},
+                                     {"checksums", sums}};
+    std::string previous;
+    if (fs::exists(root / "manifest.json")) {
+      try {
+        previous = nlohmann::json::parse(read_file(root / "manifest.json")).value("folder", "");
+      } catch (const std::exception&) {
+        previous.clear();  // an unreadable old manifest: nothing to clean up by name
+      }
+    }
+    write_atomically(root / "manifest.json", manifest.dump(1));
+    if (!previous.empty() && previous != folder && previous.find('/') == std::string::npos &&
+        previous.rfind("dlrm-epoch-", 0) == 0)
+      fs::remove_all(root / previous);
+  }
+  if (comm::is_active(group)) group->barrier().wait();  // the manifest is in place for every rank
+}
+
+bool is_dlrm_checkpoint(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "manifest.json";
+  if (!fs::exists(p)) return false;
+  try {
+    return nlohmann::json::parse(read_file(p)).value("format", "") == kFormat;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir) {
+  const fs::path mpath = fs::path(dir) / "manifest.json";
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(read_file(mpath));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not JSON ({})", mpath.string(), e.what()));
+  }
+  const auto field = [&](const char* name) -> const nlohmann::json& {
+    FRUGAL_CHECK(m.contains(name), fmt::format("{}: no field '{}'", mpath.string(), name));
+    return m.at(name);
+  };
+  FRUGAL_CHECK(field("format").is_string() && m["format"] == kFormat,
+               fmt::format("{}: field 'format' is not \"{}\" (not a DLRM checkpoint)", mpath.string(), kFormat));
+  FRUGAL_CHECK(field("version").is_number_integer() && m["version"] == kVersion,
+               fmt::format("{}: field 'version' is not {}", mpath.string(), kVersion));
+  DlrmCheckpointInfo info;
+  FRUGAL_CHECK(field("epoch").is_number_unsigned(), fmt::format("{}: field 'epoch' is not a count", mpath.string()));
+  info.epoch = m["epoch"].get<uint64_t>();
+  FRUGAL_CHECK(field("world_size").is_number_integer() && m["world_size"].get<int64_t>() >= 1 &&
+                   m["world_size"].get<int64_t>() <= 65536,
+               fmt::format("{}: field 'world_size' is not a rank count", mpath.string()));
+  info.world_size = m["world_size"].get<int>();
+  FRUGAL_CHECK(field("folder").is_string() && m["folder"].get<std::string>().rfind("dlrm-epoch-", 0) == 0 &&
+                   m["folder"].get<std::string>().find('/') == std::string::npos,
+               fmt::format("{}: field 'folder' is not an epoch folder", mpath.string()));
+  info.folder = m["folder"];
+  FRUGAL_CHECK(field("config").is_object(), fmt::format("{}: field 'config' is not an object", mpath.string()));
+  info.config = m["config"];
+  FRUGAL_CHECK(field("checksums").is_object(), fmt::format("{}: field 'checksums' is not an object", mpath.string()));
+  std::vector<std::string> needed = {"ids.bin"};
+  for (int r = 0; r < info.world_size; ++r) needed.push_back(fmt::format("rank{}.bin", r));
+  for (const std::string& name : needed) {
+    FRUGAL_CHECK(m["checksums"].contains(name) && m["checksums"][name].is_number_unsigned(),
+                 fmt::format("{}: no checksum for {}", mpath.string(), name));
+    const fs::path file = fs::path(dir) / info.folder / name;
+    FRUGAL_CHECK(fs::exists(file), fmt::format("{}: missing (named by {})", file.string(), mpath.string()));
+    FRUGAL_CHECK(crc_of(read_file(file)) == m["checksums"][name].get<uint32_t>(),
+                 fmt::format("{}: checksum mismatch (the file is damaged)", file.string()));
+  }
+  return info;
+}
+
+IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info) {
+  const fs::path file = fs::path(dir) / info.folder / "ids.bin";
+  return IdMap::from_bytes(read_file(file), file.string());
+}
+
+void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, DlrmNetwork& network,
+                     optim::Optimizer* optimizer) {
+  // Every saved slice, by parameter name.
+  std::map<std::string, std::vector<StoredParam>> saved;
+  uint64_t steps = 0;
+  for (int r = 0; r < info.world_size; ++r) {
+    const fs::path file = fs::path(dir) / info.folder / fmt::format("rank{}.bin", r);
+    uint64_t file_steps = 0;
+    for (StoredParam& p : decode_rank_file(file, file_steps)) saved[p.name].push_back(std::move(p));
+    FRUGAL_CHECK(r == 0 || file_steps == steps,
+                 fmt::format("{}: {} optimizer steps, rank 0's file {}", file.string(), file_steps, steps));
+    steps = file_steps;
+  }
+  if (optimizer != nullptr) optimizer->set_steps(steps);
+  const std::vector<Parameter*> list = network.parameters();
+  for (size_t i = 0; i < list.size(); ++i) {
+    Parameter& p = *list[i];
+    const auto it = saved.find(p.name);
+    FRUGAL_CHECK(it != saved.end(), fmt::format("{}: no parameter '{}' (saved by another model?)", dir, p.name));
+    const size_t cols = p.value.cols(), full = p.sliced_axis == 0 ? p.full_rows : p.value.rows();
+    optim::Optimizer::State* st = optimizer != nullptr ? &optimizer->state(i) : nullptr;
+    size_t filled = 0;
+    for (const StoredParam& s : it->second) {
+      FRUGAL_CHECK(s.cols == cols && s.full_rows == full,
+                   fmt::format("{}: parameter '{}' is {} x {} there, {} x {} here", dir, p.name, s.full_rows, s.cols,
+                               full, cols));
+      const size_t lo = std::max<size_t>(s.offset, p.offset), hi = std::min<size_t>(s.offset + s.rows, p.offset + p.value.rows());
+      for (size_t g = lo; g < hi; ++g) {
+        const size_t from = g - s.offset, to = g - p.offset;
+        std::memcpy(p.value.row(to), s.value.data() + from * cols, cols * sizeof(float));
+        if (st != nullptr) {
+          if (!s.m.empty() && st->m.size() == p.value.size())
+            std::memcpy(st->m.row(to), s.m.data() + from * cols, cols * sizeof(float));
+          if (!s.v.empty() && st->v.size() == p.value.size())
+            std::memcpy(st->v.row(to), s.v.data() + from * cols, cols * sizeof(float));
+          if (!s.row_steps.empty() && to < st->row_steps.size()) st->row_steps[to] = s.row_steps[from];
+        }
+        ++filled;
+      }
+      if (p.sliced_axis != 0 && filled >= p.value.rows()) break;  // a replicated parameter: one copy
+    }
+    FRUGAL_CHECK(filled >= p.value.rows(), fmt::format("{}: parameter '{}' has rows no file holds", dir, p.name));
+  }
+}
+
+}  // namespace frugal::layers

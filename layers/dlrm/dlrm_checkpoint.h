@@ -1,0 +1,45 @@
+// DLRM checkpoints (`frugal train --model dlrm --checkpoint DIR / --resume DIR`, `frugal evaluate
+// --model DIR`). DIR/manifest.json names the format ("frugal-dlrm"), the epoch, the ranks that saved
+// it, the run's configuration and the files of the epoch's folder with a CRC32C each; the folder
+// holds ids.bin (the id map, written by rank 0) and one rank<r>.bin per rank (cereal binary: each of
+// its parameters' slice of rows with the optimizer's moments and per-row step counts). Files are
+// written atomically and the manifest last, so a run that dies while saving leaves the previous
+// checkpoint whole; the previous epoch's folder is removed once the new manifest is in place.
+// Loading reslices: each rank takes the rows of its slice of every table from whichever files hold
+// them, so a checkpoint saved on N ranks resumes on any number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/communicator.h"
+#include "core/train/optimizer.h"
+#include "layers/dlrm/dlrm_network.h"
+#include "layers/dlrm/id_map.h"
+
+namespace frugal::layers {
+
+struct DlrmCheckpointInfo {
+  uint64_t epoch = 0;
+  int world_size = 1;
+  nlohmann::json config;
+  std::string folder;
+};
+
+// Collective over `group` (null: one rank). `config`: what a resume must agree with.
+void save_dlrm_checkpoint(const std::string& dir, const nlohmann::json& config, uint64_t epoch, const IdMap& ids,
+                          DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group);
+// Reads and checks DIR/manifest.json and every file's checksum; throws frugal::Error naming the
+// file or field that is wrong.
+DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir);
+// Whether DIR holds a DLRM checkpoint (its manifest says so).
+bool is_dlrm_checkpoint(const std::string& dir);
+IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info);
+// This rank's slices of every parameter (and, with an optimizer, its state and step count) from
+// the checkpoint, whatever the number of ranks that saved it.
+void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, DlrmNetwork& network,
+                     optim::Optimizer* optimizer);
+
+}  // namespace frugal::layers
