@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
+#include "apps/dlrm_train.h"
+#include "layers/dlrm/dlrm_checkpoint.h"
 #include "apps/rank_threads.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
@@ -242,7 +244,10 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file (default: stdout)");
   add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates, a->device);
-  cmd->callback([a] { run_predict(*a); });
+  cmd->callback([a] {
+    if (layers::is_dlrm_checkpoint(a->model)) return predict_dlrm(a->model, a->input, a->out, a->batch, a->threads);
+    run_predict(*a);
+  });
 }
 
 void add_evaluate_command(CLI::App& app) {
@@ -259,6 +264,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
   add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates, a->device);
   cmd->callback([a] {
+    if (layers::is_dlrm_checkpoint(a->model)) return evaluate_dlrm(a->model, a->test, a->batch, a->threads, a->json);
     a->propensity.validate();  // before the model is loaded
     run_evaluate(*a);
   });

@@ -1,6 +1,7 @@
 #include "apps/dlrm_train.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "apps/rank_threads.h"
 #include "comm/init.h"
 #include "core/backend.h"
+#include "core/binary_metrics.h"
 #include "core/check.h"
 #include "core/data/ctr_reader.h"
 #include "core/data/fingerprint.h"
@@ -207,6 +209,84 @@ int run_dlrm(const DlrmRun& a) {
       layers::save_dlrm_checkpoint(a.checkpoint, resume_config, epoch, ids, net, trainer.optimizer(), group);
   }
   return 0;
+}
+
+namespace {
+
+// The network and id map a DLRM checkpoint holds, on the CPU backend of this process.
+struct LoadedDlrm {
+  layers::DlrmCheckpointInfo info;
+  layers::IdMap ids;
+  std::unique_ptr<layers::DlrmNetwork> net;
+};
+
+LoadedDlrm load_dlrm(const std::string& model, int threads) {
+  Backend& backend = resolve_device("cpu");
+  set_default_backend(&backend);
+  backend.set_num_threads(threads_for_rank(threads));
+  LoadedDlrm m{layers::read_dlrm_checkpoint(model), {}, nullptr};
+  m.ids = layers::load_dlrm_ids(model, m.info);
+  const nlohmann::json& c = m.info.config;
+  const auto get = [&](const char* key) -> const nlohmann::json& {
+    FRUGAL_CHECK(c.contains(key), fmt::format("{}/manifest.json: the configuration has no '{}'", model, key));
+    return c.at(key);
+  };
+  m.net = std::make_unique<layers::DlrmNetwork>(layers::DlrmOptions{
+      .num_dense = data::kCtrDense, .fields = layers::embedding_fields(m.ids), .lookups = m.ids.lookups(),
+      .dim = get("embedding_dim").get<size_t>(), .bottom = widths("bottom", get("bottom").get<std::string>()),
+      .top = widths("top", get("top").get<std::string>()), .seed = get("seed").get<uint64_t>()});
+  layers::load_dlrm_state(model, m.info, *m.net, nullptr);
+  return m;
+}
+
+// Click probabilities of every sample of `path`, streamed in batches.
+template <class Sink>
+void score_file(LoadedDlrm& m, const std::string& path, size_t batch, Sink&& sink) {
+  FRUGAL_CHECK(batch > 0, "--batch must be > 0");
+  data::CtrReader reader(path);
+  data::CtrBatch b;
+  std::vector<uint32_t> rows;
+  std::vector<float> probabilities;
+  while (reader.next(batch, b) > 0) {
+    const layers::CtrView view{b.size, data::kCtrDense, data::kCtrCats, b.labels, b.dense, b.cats};
+    m.ids.map(view, rows);
+    m.net->predict(view, rows, probabilities);
+    sink(view, probabilities);
+  }
+}
+
+}  // namespace
+
+void evaluate_dlrm(const std::string& model, const std::string& test, size_t batch, int threads, bool json) {
+  LoadedDlrm m = load_dlrm(model, threads);
+  std::vector<float> all_p, all_y;
+  score_file(m, test, batch, [&](const layers::CtrView& v, const std::vector<float>& p) {
+    all_p.insert(all_p.end(), p.begin(), p.end());
+    all_y.insert(all_y.end(), v.labels.begin(), v.labels.end());
+  });
+  const double a = auc(all_p, all_y), l = logloss(all_p, all_y);
+  const auto clicks = static_cast<size_t>(std::count_if(all_y.begin(), all_y.end(), [](float y) { return y > 0.5f; }));
+  if (json) {
+    fmt::print("{}\n", nlohmann::ordered_json{{"auc", a}, {"logloss", l}, {"samples", all_y.size()}, {"clicks", clicks}}.dump());
+  } else {
+    fmt::print("auc {:.4f}\nlogloss {:.4f}\nsamples {}\nclicks {}\n", a, l, all_y.size(), clicks);
+  }
+}
+
+void predict_dlrm(const std::string& model, const std::string& input, const std::string& out, size_t batch,
+                  int threads) {
+  LoadedDlrm m = load_dlrm(model, threads);
+  std::FILE* f = out.empty() ? stdout : std::fopen(out.c_str(), "w");
+  FRUGAL_CHECK(f != nullptr, fmt::format("--out {}: cannot be written", out));
+  try {
+    score_file(m, input, batch, [&](const layers::CtrView&, const std::vector<float>& p) {
+      for (float x : p) fmt::print(f, "{:.6f}\n", x);
+    });
+  } catch (...) {
+    if (f != stdout) std::fclose(f);
+    throw;
+  }
+  FRUGAL_CHECK(std::fflush(f) == 0 && (f == stdout || std::fclose(f) == 0), fmt::format("--out {}: write failed", out));
 }
 
 }  // namespace frugal::cli

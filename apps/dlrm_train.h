@@ -49,4 +49,12 @@ struct DlrmRun {
 };
 int run_dlrm(const DlrmRun& a);
 
+// `frugal evaluate --model DIR` / `frugal predict --model DIR` when DIR holds a DLRM checkpoint (one
+// process; the tables are assembled from every rank's file): AUC, logloss, samples and clicks of
+// `test` (one "name value" line each, or one JSON object), and one click probability per line of
+// `input` (to `out`, or stdout).
+void evaluate_dlrm(const std::string& model, const std::string& test, size_t batch, int threads, bool json);
+void predict_dlrm(const std::string& model, const std::string& input, const std::string& out, size_t batch,
+                  int threads);
+
 }  // namespace frugal::cli

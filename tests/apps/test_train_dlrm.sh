@@ -10,7 +10,8 @@
 #     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02;
 #     and, without --threads, each launched rank takes its share of the host's cores;
 #  3. --checkpoint / --resume: resuming continues exactly (1 rank) and on 3 ranks (resliced); a
-#     damaged file and another configuration are refused, naming them;
+#     damaged file and another configuration are refused, naming them; frugal evaluate / predict
+#     on the 3-rank checkpoint give the training run's AUC and one probability per test sample;
 #  4. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
 #     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
 set -euo pipefail
@@ -96,6 +97,19 @@ def epochs(name):
 three, resumed, resumed3 = epochs("three.jsonl")[-1], epochs("resumed.jsonl")[-1], epochs("resumed3.jsonl")[-1]
 assert resumed["epoch"] == 3 and (resumed["loss"], resumed["auc"]) == (three["loss"], three["auc"]), (resumed, three)
 assert abs(resumed3["loss"] - three["loss"]) < 1e-4 and abs(resumed3["auc"] - three["auc"]) < 1e-4, (resumed3, three)
+PY
+# evaluate / predict on the 3-rank checkpoint (one process assembles the sliced tables).
+"$FRUGAL" evaluate --model "$TMP/ck3" --test "$TMP/d/test.tsv" --json > "$TMP/eval.json"
+"$FRUGAL" predict --model "$TMP/ck3" --input "$TMP/d/test.tsv" --out "$TMP/pred.txt"
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+final = [r for r in map(json.loads, open(os.path.join(d, "resumed3.jsonl"))) if r["event"] == "epoch"][-1]
+ev = json.load(open(os.path.join(d, "eval.json")))
+assert abs(ev["auc"] - final["auc"]) < 1e-4 and abs(ev["logloss"] - final["logloss"]) < 1e-4, (ev, final)
+assert ev["samples"] == 2000, ev
+p = [float(x) for x in open(os.path.join(d, "pred.txt"))]
+assert len(p) == 2000 and all(0 < x < 1 for x in p), len(p)
 PY
 fails_with "--resume $TMP/ck-copy: the checkpoint was saved with embedding_dim = 16, this run has 8" \
   "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck-copy" --embedding-dim 8
