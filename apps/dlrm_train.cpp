@@ -125,10 +125,11 @@ int run_dlrm(const DlrmRun& a) {
   std::optional<layers::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {
     resumed = layers::read_dlrm_checkpoint(a.resume);
+    const nlohmann::json saved = nlohmann::json::parse(resumed->config);
     for (const auto& [key, value] : resume_config.items())
-      FRUGAL_CHECK(!resumed->config.contains(key) || resumed->config[key] == value,
+      FRUGAL_CHECK(!saved.contains(key) || saved[key] == value,
                    fmt::format("--resume {}: the checkpoint was saved with {} = {}, this run has {}", a.resume, key,
-                               resumed->config[key].dump(), value.dump()));
+                               saved[key].dump(), value.dump()));
   }
   // The id map: from the checkpoint, or a counting pass over the training data (every rank makes
   // the same one).
@@ -206,7 +207,7 @@ int run_dlrm(const DlrmRun& a) {
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()}});
     if (!a.checkpoint.empty())
-      layers::save_dlrm_checkpoint(a.checkpoint, resume_config, epoch, ids, net, trainer.optimizer(), group);
+      layers::save_dlrm_checkpoint(a.checkpoint, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group);
   }
   return 0;
 }
@@ -226,7 +227,7 @@ LoadedDlrm load_dlrm(const std::string& model, int threads) {
   backend.set_num_threads(threads_for_rank(threads));
   LoadedDlrm m{layers::read_dlrm_checkpoint(model), {}, nullptr};
   m.ids = layers::load_dlrm_ids(model, m.info);
-  const nlohmann::json& c = m.info.config;
+  const nlohmann::json c = nlohmann::json::parse(m.info.config);
   const auto get = [&](const char* key) -> const nlohmann::json& {
     FRUGAL_CHECK(c.contains(key), fmt::format("{}/manifest.json: the configuration has no '{}'", model, key));
     return c.at(key);

@@ -10,6 +10,7 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -65,8 +66,15 @@ std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps)
 
 }  // namespace
 
-void save_dlrm_checkpoint(const std::string& dir, const nlohmann::json& config, uint64_t epoch, const IdMap& ids,
+void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text, uint64_t epoch, const IdMap& ids,
                           DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(config_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("DLRM checkpoint: the configuration is not JSON ({})", e.what()));
+  }
+  FRUGAL_CHECK(config.is_object(), "DLRM checkpoint: the configuration is not a JSON object");
   const int rank = comm::is_active(group) ? group->rank() : 0, ranks = comm::is_active(group) ? group->size() : 1;
   const std::string folder = fmt::format("dlrm-epoch-{}", epoch);
   const fs::path root(dir), path = root / folder;
@@ -172,7 +180,7 @@ DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir) {
                fmt::format("{}: field 'folder' is not an epoch folder", mpath.string()));
   info.folder = m["folder"];
   FRUGAL_CHECK(field("config").is_object(), fmt::format("{}: field 'config' is not an object", mpath.string()));
-  info.config = m["config"];
+  info.config = m["config"].dump();
   FRUGAL_CHECK(field("checksums").is_object(), fmt::format("{}: field 'checksums' is not an object", mpath.string()));
   std::vector<std::string> needed = {"ids.bin"};
   for (int r = 0; r < info.world_size; ++r) needed.push_back(fmt::format("rank{}.bin", r));

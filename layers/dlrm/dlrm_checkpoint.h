@@ -12,8 +12,6 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/communicator.h"
 #include "core/train/optimizer.h"
 #include "layers/dlrm/dlrm_network.h"
@@ -24,12 +22,13 @@ namespace frugal::layers {
 struct DlrmCheckpointInfo {
   uint64_t epoch = 0;
   int world_size = 1;
-  nlohmann::json config;
+  std::string config;  // the saved configuration, a JSON object as text
   std::string folder;
 };
 
-// Collective over `group` (null: one rank). `config`: what a resume must agree with.
-void save_dlrm_checkpoint(const std::string& dir, const nlohmann::json& config, uint64_t epoch, const IdMap& ids,
+// Collective over `group` (null: one rank). `config`: a JSON object (as text), what a resume must
+// agree with.
+void save_dlrm_checkpoint(const std::string& dir, const std::string& config, uint64_t epoch, const IdMap& ids,
                           DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group);
 // Reads and checks DIR/manifest.json and every file's checksum; throws frugal::Error naming the
 // file or field that is wrong.

@@ -28,6 +28,7 @@ fi
 echo "ok: <frugal/frugal.h> compiles from the installed headers alone ($(grep -c "$TMP/root" "$TMP/umbrella.deps") of them) and reaches no internal or third-party header"
 g++ -std=c++20 -O1 "$SRC/apps/examples/train_xmc.cpp" -o "$TMP/train_xmc" $FLAGS
 g++ -std=c++20 -O1 "$SRC/apps/examples/predict_xmc.cpp" -o "$TMP/predict_xmc" $FLAGS
+g++ -std=c++20 -O1 "$SRC/apps/examples/train_dlrm.cpp" -o "$TMP/train_dlrm" $FLAGS
 LIBDIR=$(dirname "$(find "$TMP/root" -name 'libfrugal.so' | head -1)")
 "$BUILD/apps/frugal" data synth-xmc --features 500 --labels 50 --train 400 --test 100 --nnz 10 \
   --labels-per-point 2 --seed 3 --out "$TMP/data" >/dev/null
@@ -38,4 +39,8 @@ test -f "$TMP/train_xmc.ckpt/manifest.json"
   --threads 1 --quiet --checkpoint "$TMP/ckpt" >/dev/null
 LD_LIBRARY_PATH="$LIBDIR" "$TMP/predict_xmc" "$TMP/ckpt" "$TMP/data/test.txt" 3 > "$TMP/predictions.txt"
 test "$(wc -l < "$TMP/predictions.txt")" = 100
+# DLRM through the API; its checkpoint read back by `frugal evaluate`.
+"$BUILD/apps/frugal" data synth-ctr --train 3000 --test 500 --seed 2 --out "$TMP/ctr" >/dev/null
+(cd "$TMP" && LD_LIBRARY_PATH="$LIBDIR" ./train_dlrm ctr/train.tsv ctr/test.tsv)
+"$BUILD/apps/frugal" evaluate --model "$TMP/train_dlrm.ckpt" --test "$TMP/ctr/test.tsv" | grep -q "^samples 500$"
 echo "OK: programs built from the installed headers and pkg-config train, checkpoint and predict"

@@ -52,6 +52,8 @@
 
 // Layers, networks and the Predictor.
 #include "layers/dense.h"
+#include "layers/dlrm/dlrm_checkpoint.h"
+#include "layers/dlrm/dlrm_trainer.h"
 #include "layers/lsh/hash_family.h"
 #include "layers/mlp_network.h"
 #include "layers/network_spec.h"
