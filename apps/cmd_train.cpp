@@ -638,14 +638,17 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   std::vector<std::string> ignored;
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
                            "--negatives", "--infer", "--output-init", "--slice-weights",
-                           "--valid-fraction", "--early-stopping", "--mp-keep", "--optimizer",
-                           "--lr-schedule", "--clip-norm", "--dropout", "--weight-decay"})
+                           "--valid-fraction", "--early-stopping", "--mp-keep", "--lr-schedule", "--clip-norm",
+                           "--dropout"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
   return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
                    .resume = a.resume, .epochs = a.epochs, .batch = a.batch,
-                   .eval_batch = a.eval_batch, .max_steps = a.max_steps, .lr = a.lr, .seed = a.seed,
+                   .eval_batch = a.eval_batch, .max_steps = a.max_steps,
+                   .optimizer = {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
+                                 .weight_decay = a.weight_decay, .updates = a.sparse_updates},
+                   .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .cluster_key = a.cluster_key, .comm_timeout = a.comm_timeout,
                    .dp = dp_compression(a), .dlrm = dlrm});

@@ -88,7 +88,7 @@ int run_dlrm(const DlrmRun& a) {
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const DlrmArgs& d = a.dlrm;
   const std::vector<size_t> bottom = widths("--bottom", d.bottom), top = widths("--top", d.top);
-  const float lr = a.lr.value_or(optim::Adam{}.lr);
+  a.optimizer.validate();
   nlohmann::json config = {{"model", "dlrm"},
                            {"ids", std::string(layers::to_string(d.ids))},
                            {"embedding_dim", d.embedding_dim},
@@ -99,7 +99,11 @@ int run_dlrm(const DlrmRun& a) {
                            {"id_compression", d.id_compression},
                            {"qr_combine", std::string(layers::to_string(d.qr_combine))},
                            {"table_exchange", a.data_parallel ? "replicated" : std::string(layers::to_string(d.table_exchange))},
-                           {"lr", lr},
+                           {"optimizer", optim::to_string(a.optimizer.method)},
+                           {"lr", a.optimizer.lr},
+                           {"momentum", a.optimizer.momentum},
+                           {"weight_decay", a.optimizer.weight_decay},
+                           {"sparse_updates", optim::to_string(a.optimizer.updates)},
                            {"batch", a.batch},
                            {"seed", a.seed},
                            {"epochs", a.epochs},
@@ -146,7 +150,7 @@ int run_dlrm(const DlrmRun& a) {
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
                            .seed = a.seed, .group = group, .tables = tables, .dp = a.dp});
-  layers::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = lr}, .batch = a.batch});
+  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
   if (say)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/exchange.h"
+#include "core/train/optimizer.h"
 #include "layers/dlrm/id_map.h"
 #include "layers/dlrm/table_exchange.h"
 
@@ -36,7 +37,7 @@ struct DlrmRun {
   std::string train, test, metrics;
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
   size_t epochs = 3, batch = 128, eval_batch = 4096, max_steps = 0;
-  std::optional<float> lr;
+  optim::Options optimizer = optim::Adam{};  // --optimizer, --lr, --momentum, --weight-decay
   uint64_t seed = 1;
   int threads = 0;
   bool quiet = false;

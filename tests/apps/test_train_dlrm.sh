@@ -29,6 +29,7 @@ run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/again.jsonl" --quiet
 for ids in hash freq-double qr; do
   run "$FRUGAL" "${COMMON[@]}" --ids "$ids" --metrics "$TMP/$ids.jsonl" --quiet --min-id-count 1
 done
+run "$FRUGAL" "${COMMON[@]}" --optimizer sgd --metrics "$TMP/sgd.jsonl" --quiet
 for mode in des ps; do
   run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --table-exchange "$mode" --metrics "$TMP/$mode.jsonl"
   grep -q "wire: [0-9]* B/sample sent ($mode tables)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
@@ -54,6 +55,7 @@ for e in one:
         assert key in e, (key, e)
 assert one[-1]["auc"] > 0.6, one[-1]
 assert [(e["loss"], e["auc"]) for e in epochs("again.jsonl")] == [(e["loss"], e["auc"]) for e in one], "not deterministic"
+assert epochs("sgd.jsonl")[-1]["auc"] > 0.55, epochs("sgd.jsonl")[-1]
 full_params = one[0]["embedding_parameters"]
 for ids in ("hash", "freq-double", "qr"):
     e = epochs(ids + ".jsonl")[-1]
