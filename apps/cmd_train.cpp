@@ -171,15 +171,6 @@ void check_weights(const TrainArgs& a, int model_ranks) {
                            model_ranks));
 }
 
-// Rank 0 writes FILE.jsonl; rank r > 0 writes FILE.rank<r>.jsonl.
-std::string metrics_path(const std::string& path, int rank) {
-  if (path.empty() || rank == 0) return path;
-  const std::string ext = ".jsonl";
-  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
-    return fmt::format("{}.rank{}{}", path.substr(0, path.size() - ext.size()), rank, ext);
-  return fmt::format("{}.rank{}", path, rank);
-}
-
 // The network the flags describe (what checkpoints record and predict/evaluate rebuild).
 layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train) {
   return {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden, .layers = a.layers,
@@ -462,7 +453,7 @@ int run_train(TrainArgs a) {
                                  .inference = a.infer,
                                  .inference_candidates = a.infer_candidates,
                                  .propensities = &propensities};
-  const std::string metrics_file = metrics_path(a.metrics, rank);
+  const std::string metrics_file = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
              {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},

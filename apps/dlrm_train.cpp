@@ -38,14 +38,6 @@ std::vector<size_t> widths(const std::string& flag, const std::string& text) {
                             [](size_t w) { return w > 0; });
 }
 
-std::string metrics_file(const std::string& path, int rank) {
-  if (path.empty() || rank == 0) return path;
-  const std::string ext = ".jsonl";
-  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
-    return fmt::format("{}.rank{}{}", path.substr(0, path.size() - ext.size()), rank, ext);
-  return fmt::format("{}.rank{}", path, rank);
-}
-
 }  // namespace
 
 void add_dlrm_options(CLI::App* cmd, DlrmArgs& a) {
@@ -157,7 +149,7 @@ int run_dlrm(const DlrmRun& a) {
     fmt::print("model: {} ({} embedding parameters, --ids {}), {} rank(s){}, {} threads\n", net.describe(),
                embedding_parameters, layers::to_string(d.ids), world->size(),
                world->size() > 1 ? fmt::format(", tables {}", layers::to_string(tables)) : "", backend.num_threads());
-  const std::string metrics = metrics_file(a.metrics, rank);
+  const std::string metrics = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics.empty() ? MetricsLog() : MetricsLog(metrics, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test}, {"rank", rank},
              {"world_size", world->size()}, {"device", device_name(backend)}});

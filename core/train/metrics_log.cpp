@@ -31,4 +31,12 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(usage.ru_maxrss) * 1024;
 }
 
+std::string rank_metrics_path(const std::string& path, int rank) {
+  if (path.empty() || rank == 0) return path;
+  const std::string ext = ".jsonl";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return fmt::format("{}.rank{}{}", path.substr(0, path.size() - ext.size()), rank, ext);
+  return fmt::format("{}.rank{}", path, rank);
+}
+
 }  // namespace frugal

@@ -24,6 +24,10 @@ class MetricsLog {
   std::string path_;
 };
 
+// The metrics file of a rank: rank 0 writes FILE.jsonl (`path` as given), rank r > 0
+// FILE.rank<r>.jsonl (or PATH.rank<r> when `path` does not end in .jsonl). Empty stays empty.
+std::string rank_metrics_path(const std::string& path, int rank);
+
 // Peak resident set size of this process in bytes (getrusage).
 size_t peak_rss_bytes();
 
