@@ -31,11 +31,14 @@ class ZmqTransport final : public Transport {
     Payload payload;
   };
   using Clock = std::chrono::steady_clock;
+  // How long rank 0, having refused to start, keeps telling ranks whose hello comes late why.
+  static constexpr std::chrono::milliseconds kRejectGrace{1000};
 
   // zmq_rendezvous.cpp
   void rendezvous();
   void rendezvous_as_coordinator();
   void rendezvous_as_member();
+  void reject_latecomers(const std::string& problem, std::vector<std::string> told);
   void* make_dealer(int peer, const std::string& endpoint);
 
   // zmq_transport.cpp
