@@ -30,6 +30,11 @@ inline constexpr std::string_view kBindHost = "FRUGAL_BIND_HOST";
 // stranger cannot make a rank allocate without bound; a rank refuses to send one. Legitimate frames
 // are far smaller: collectives cut their data into segments (CollectiveTuning::segment_bytes).
 inline constexpr std::string_view kMaxMessageBytes = "FRUGAL_MAX_MESSAGE_BYTES";
+// The most bytes of frames received from one peer that a rank holds before an operation takes them
+// (default 1 GiB, kDefaultMaxQueuedBytes in comm/zmq_communicator.h; at least one largest message is
+// always admitted). A peer past it, running far ahead or flooding the rank with frames no operation
+// asks for, fails the run with an error naming it, instead of making the rank allocate without bound.
+inline constexpr std::string_view kMaxQueuedBytes = "FRUGAL_MAX_QUEUED_BYTES";
 // Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
 inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
 

@@ -140,6 +140,9 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
   if (const auto m = setting(std::nullopt, "", env::kMaxMessageBytes))
     o.max_message_bytes = parse_number<int64_t>(m->source, m->text, "a number of bytes, at least 1024",
                                                 [](int64_t x) { return x >= 1024; });
+  if (const auto q = setting(std::nullopt, "", env::kMaxQueuedBytes))
+    o.max_queued_bytes = parse_number<int64_t>(q->source, q->text, "a number of bytes, at least 1024",
+                                               [](int64_t x) { return x >= 1024; });
   o.run_config = options.run_config;
   return join_zmq(o, f);
 }

@@ -195,13 +195,14 @@ void fake_rank_one(int port, const std::function<void(void*)>& misbehave) {
   zmq_ctx_term(ctx);
 }
 
-std::string rank_zero_error(int port) {
+std::string rank_zero_error(int port, const std::function<void(ZmqOptions&)>& configure = {}) {
   try {
     ZmqOptions o;
     o.rank = 0;
     o.size = 2;
     o.coordinator = fmt::format("127.0.0.1:{}", port);
     o.rendezvous_timeout = std::chrono::seconds(10);
+    if (configure) configure(o);
     auto c = make_zmq_communicator(o);
     std::vector<float> v(100, 1.0f);
     c->all_reduce(v).wait();
@@ -248,6 +249,35 @@ TEST_CASE("zmq: a forged frame (bad header checksum) is rejected with a clear er
   fake.join();
   CHECK_THAT(error, Catch::Contains("header checksum"));
   CHECK_THAT(error, Catch::Contains("rejected a frame from rank 1"));
+}
+
+TEST_CASE("zmq: a peer flooding frames that no operation takes fails the run at the per-peer limit") {
+  // Rank 1 floods well-formed frames for a communicator rank 0 has not created (frames may come
+  // before their communicator, so they are kept): 3.2 MB against a 1 MiB limit. Without the limit
+  // rank 0 would hold all of them, and any amount more.
+  const int port = free_port();
+  std::thread fake([&] {
+    fake_rank_one(port, [](void* s) {
+      const std::vector<std::byte> payload(16 << 10, std::byte{1});
+      for (uint32_t i = 0; i < 200; ++i) {
+        FrameHeader h;
+        h.src = 1;
+        h.comm_id = 12345;
+        h.seq = 1;
+        h.part = i;
+        const auto header = encode_header(h, payload);
+        zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+        zmq_send(s, payload.data(), payload.size(), 0);
+      }
+    });
+  });
+  const std::string error = rank_zero_error(port, [](ZmqOptions& o) {
+    o.max_message_bytes = 64 << 10;
+    o.max_queued_bytes = 1 << 20;
+  });
+  fake.join();
+  CHECK_THAT(error, Catch::Contains("bytes of frames from rank 1 that no operation has taken yet"));
+  CHECK_THAT(error, Catch::Contains("exceed the limit of 1048576 bytes per peer (FRUGAL_MAX_QUEUED_BYTES)"));
 }
 
 TEST_CASE("zmq: a stranger sending an oversized frame is disconnected; the ranks keep working") {
