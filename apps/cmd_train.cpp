@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
+#include "apps/comm_flags.h"
 #include "apps/commands.h"
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
@@ -64,9 +65,8 @@ struct Grid {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
-  // A ZeroMQ run's key file and peer timeout (else FRUGAL_CLUSTER_KEY / FRUGAL_COMM_TIMEOUT).
-  std::optional<std::string> cluster_key;
-  std::optional<double> comm_timeout;
+  // How this rank joins its run: every FRUGAL_* setting as a flag (apps/comm_flags.h).
+  CommFlags comm;
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
@@ -362,8 +362,7 @@ int run_train(TrainArgs a) {
   // single file and gets none.
   if (std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = data::fingerprint(a.train).to_string();
   if (std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = data::fingerprint(a.test).to_string();
-  const auto world = comm::init({.run_config = to_run_config(config), .cluster_key = a.cluster_key,
-                                  .comm_timeout_seconds = a.comm_timeout});
+  const auto world = comm::init(a.comm.init_options(to_run_config(config)));
   const int rank = world->rank();
   const Grid grid = process_grid(a, world->size());
   check_weights(a, grid.model);
@@ -577,8 +576,6 @@ const FlagNames kTrainFlags = {
     {"DpCompression::reestimate_every", "--dp-reestimate-every"},
     {"MpCompression::keep", "--mp-keep"},
     {"MpCompression::warmup_steps", "--mp-warmup-steps"},
-    {"InitOptions::cluster_key", "--cluster-key"},
-    {"InitOptions::comm_timeout_seconds", "--comm-timeout"},
 };
 
 }  // namespace
@@ -670,12 +667,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--calibration-warmup", a->calibration_warmup, "--slice-weights auto: steps before the timed ones")
       ->capture_default_str();
   add_device_option(cmd, a->device);
-  cmd->add_option("--cluster-key", a->cluster_key, "ZeroMQ runs: the cluster key file (frugal keygen) that "
-                                                  "authenticates and encrypts every link; else FRUGAL_CLUSTER_KEY")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--comm-timeout", a->comm_timeout, "ZeroMQ runs: seconds of silence after which a peer is "
-                                                    "declared dead (default 30); else FRUGAL_COMM_TIMEOUT")
-      ->check(CLI::Range(1e-3, 1e8));
+  a->comm.add_to(cmd);
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
                                          "touched row travels")
@@ -702,6 +694,7 @@ void add_train_command(CLI::App& app) {
     with_flag_names(kTrainFlags, "", [&] {
       if (!args.layers.empty()) layers::parse_layer_widths(args.layers, "--layers");  // fails before data is read
       parse_grid_and_weights(args);
+      args.comm.check();
       FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
                    "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "
                    "F (the validation split it watches)");
