@@ -302,6 +302,9 @@ void ZmqTransport::rendezvous_as_member() {
                                {zap_, 0, ZMQ_POLLIN, 0}};
     zmq_poll(items, zap_ ? 3 : 2, std::min<long>(left.count(), 100));
     if (zap_ && (items[2].revents & ZMQ_POLLIN)) service_zap();
+    // Rank 0's answer first: a refusal it sent just before closing the connection arrives together
+    // with the disconnect, and it says why.
+    if ((items[0].revents & ZMQ_POLLIN) && take_answer(coord)) return;
     if (items[1].revents & ZMQ_POLLIN) {
       const auto ev = recv_parts(mon);
       uint16_t event = 0;
@@ -310,30 +313,40 @@ void ZmqTransport::rendezvous_as_member() {
         std::memcpy(&event, ev[0].data(), 2);
         std::memcpy(&value, ev[0].data() + 2, 4);
       }
+      if (event == ZMQ_EVENT_DISCONNECTED) {  // an answer may still be on its way through the socket
+        zmq_pollitem_t answer{coord, 0, ZMQ_POLLIN, 0};
+        while (zmq_poll(&answer, 1, 200) > 0) {
+          if (take_answer(coord)) return;
+        }
+      }
       throw CommError(fmt::format("rank {}: {}", world_rank(),
                                   connection_failure(event, value, coordinator, opt_.cluster_key.has_value())));
     }
-    if (!(items[0].revents & ZMQ_POLLIN)) continue;
-    const auto parts = recv_parts(coord);
-    auto frame = parse_frame(parts, 0, world_rank());
-    if (!frame) continue;
-    if (frame->first.kind == FrameKind::reject) {
-      throw CommError(fmt::format("rank 0 refused to start the run: {}", frame->second));
-    }
-    if (frame->first.kind != FrameKind::welcome) continue;
-    std::vector<std::string> addresses;
-    try {
-      addresses = json::parse(frame->second).at("addresses").get<std::vector<std::string>>();
-    } catch (const json::exception& e) {
-      throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), e.what()));
-    }
-    FRUGAL_CHECK(static_cast<int>(addresses.size()) == world_size(),
-                 "welcome from rank 0 lists the wrong number of ranks");
-    for (int r = 1; r < world_size(); ++r) {
-      if (r != world_rank()) make_dealer(r, addresses[r]);
-    }
-    return;
   }
+}
+
+// One message from the coordinator: a welcome connects this rank to its peers (true), a refusal
+// throws with rank 0's reason, anything else is ignored (false).
+bool ZmqTransport::take_answer(void* coord) {
+  const auto parts = recv_parts(coord);
+  auto frame = parse_frame(parts, 0, world_rank());
+  if (!frame) return false;
+  if (frame->first.kind == FrameKind::reject) {
+    throw CommError(fmt::format("rank 0 refused to start the run: {}", frame->second));
+  }
+  if (frame->first.kind != FrameKind::welcome) return false;
+  std::vector<std::string> addresses;
+  try {
+    addresses = json::parse(frame->second).at("addresses").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), e.what()));
+  }
+  FRUGAL_CHECK(static_cast<int>(addresses.size()) == world_size(),
+               "welcome from rank 0 lists the wrong number of ranks");
+  for (int r = 1; r < world_size(); ++r) {
+    if (r != world_rank()) make_dealer(r, addresses[r]);
+  }
+  return true;
 }
 
 }  // namespace frugal::comm::detail

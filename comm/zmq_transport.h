@@ -42,6 +42,7 @@ class ZmqTransport final : public Transport {
   void rendezvous_as_coordinator();
   void rendezvous_as_member();
   void reject_latecomers(const std::string& problem, std::vector<std::string> told);
+  bool take_answer(void* coord);
   void* make_dealer(int peer, const std::string& endpoint);
 
   // zmq_transport.cpp
