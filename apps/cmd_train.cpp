@@ -26,6 +26,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/rank_threads.h"
+#include "apps/comm_flags.h"
 #include "apps/commands.h"
 #include "apps/dlrm_train.h"
 #include "apps/dp_transport.h"
@@ -72,9 +73,8 @@ struct Grid {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
-  // A ZeroMQ run's key file and peer timeout (else FRUGAL_CLUSTER_KEY / FRUGAL_COMM_TIMEOUT).
-  std::optional<std::string> cluster_key;
-  std::optional<double> comm_timeout;
+  // How this rank joins its run: every FRUGAL_* setting as a flag (apps/comm_flags.h).
+  CommFlags comm;
   // Checkpoints kept in --checkpoint DIR: the newest and the ones before it, for --resume's fallback.
   size_t keep_checkpoints = 2;
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
@@ -380,8 +380,7 @@ int run_train(TrainArgs a) {
   // single file and gets none.
   if (std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = data::fingerprint(a.train).to_string();
   if (std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = data::fingerprint(a.test).to_string();
-  const auto world = comm::init({.run_config = to_run_config(config), .cluster_key = a.cluster_key,
-                                  .comm_timeout_seconds = a.comm_timeout});
+  const auto world = comm::init(a.comm.init_options(to_run_config(config)));
   const int rank = world->rank();
   const uint64_t restarts = restart_count();
   const Grid grid = process_grid(a, world->size());
@@ -389,7 +388,7 @@ int run_train(TrainArgs a) {
   auto model_group = world->split(rank / grid.model, rank);
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
-                                             a.comm_timeout, !a.quiet);
+                                             comm_timeout_flag(a.comm), !a.quiet);
   if (!a.quiet)
     fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
                inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
@@ -611,8 +610,6 @@ const FlagNames kTrainFlags = {
     {"DpCompression::reestimate_every", "--dp-reestimate-every"},
     {"MpCompression::keep", "--mp-keep"},
     {"MpCompression::warmup_steps", "--mp-warmup-steps"},
-    {"InitOptions::cluster_key", "--cluster-key"},
-    {"InitOptions::comm_timeout_seconds", "--comm-timeout"},
 };
 
 }  // namespace
@@ -641,7 +638,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                                  .weight_decay = a.weight_decay, .updates = a.sparse_updates},
                    .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
-                   .device = a.device, .cluster_key = a.cluster_key, .comm_timeout = a.comm_timeout,
+                   .device = a.device, .comm = a.comm,
                    .dp = dp_compression(a), .dlrm = dlrm});
 }
 
@@ -747,12 +744,7 @@ void add_train_command(CLI::App& app) {
              "what sums the data-parallel replicas' gradients: host (the ranks' ZeroMQ/MPI transport), nccl "
              "(NCCL between their GPUs; every replica on --device cuda), auto (nccl when every replica runs on a "
              "GPU and this build has NCCL, else host)");
-  cmd->add_option("--cluster-key", a->cluster_key, "ZeroMQ runs: the cluster key file (frugal keygen) that "
-                                                  "authenticates and encrypts every link; else FRUGAL_CLUSTER_KEY")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--comm-timeout", a->comm_timeout, "ZeroMQ runs: seconds of silence after which a peer is "
-                                                    "declared dead (default 30); else FRUGAL_COMM_TIMEOUT")
-      ->check(CLI::Range(1e-3, 1e8));
+  a->comm.add_to(cmd);
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
                                          "touched row travels")
@@ -784,6 +776,7 @@ void add_train_command(CLI::App& app) {
     with_flag_names(kTrainFlags, "", [&] {
       if (!args.layers.empty()) layers::parse_layer_widths(args.layers, "--layers");  // fails before data is read
       parse_grid_and_weights(args);
+      args.comm.check();
       FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
                    "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "
                    "F (the validation split it watches)");

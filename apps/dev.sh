@@ -2,6 +2,10 @@
 # The two README commands live here:
 #   bash apps/dev.sh demo   install what is missing, build, and run a real training run
 #   bash apps/dev.sh test   install what is missing, build, and run the whole test suite
+#   bash apps/dev.sh test --sanitize
+#                           the same in its own build folder (build-sanitize) with AddressSanitizer
+#                           and UndefinedBehaviorSanitizer (-Db_sanitize=address,undefined); any
+#                           report fails the test that triggered it
 # and, for machines without Debian packages (the GPU machine, see bench/gpu/README.md):
 #   bash apps/dev.sh bundle build, then pack frugal, the kernels/core/layers test executables and
 #                           every shared library they need except glibc into
@@ -239,16 +243,87 @@ demo() {
   "$ROOT/apps/demo.sh" "$BUILD"
 }
 
+# The sanitizer build: its own folder, so the normal build stays as it is. CUDA is left out: nvcc's
+# device code is not instrumented and the CUDA runtime does not start under ASan's default
+# shadow-memory layout.
+SANITIZE_BUILD=${FRUGAL_SANITIZE_BUILD_DIR:-$ROOT/build-sanitize}
+sanitize_env() {
+  # Every report fails its test: UBSan would otherwise print and carry on. Leak checking is off:
+  # Open MPI, oneTBB and ZeroMQ keep process-lifetime allocations that LeakSanitizer reports.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+}
+build_sanitize() {
+  if [ ! -f "$SANITIZE_BUILD/build.ninja" ]; then
+    say "configuring $SANITIZE_BUILD (meson setup -Db_sanitize=address,undefined)"
+    meson setup "$SANITIZE_BUILD" "$ROOT" -Db_sanitize=address,undefined -Dbuildtype=debugoptimized -Dcuda=disabled
+  fi
+  say "building the sanitizer build with $JOBS jobs"
+  ninja -C "$SANITIZE_BUILD" -j "$JOBS"
+}
+
+# The tests `bash apps/dev.sh test` (and so CI) also runs under the sanitizers, after the whole suite:
+# the readers of untrusted input (XMC, IDX, dictd, checkpoints: core, data), the wire (frames and
+# codecs: comm_codec, comm_zmq_security) and the command line's error paths (apps-cli-options,
+# distributed-config-mismatch, readme-commands). The whole suite under the sanitizers does not fit
+# CI's hour on 2 cores (README, "Sanitizers and fuzzing"); `test --sanitize` runs all of it.
+SANITIZE_SUBSET=(core data comm_codec comm_zmq_security apps-cli-options distributed-config-mismatch readme-commands)
+
+# ninja targets of the named tests of build folder $1: their executables and what they depend on.
+test_targets() {
+  local dir=$1
+  shift
+  meson introspect --tests --targets "$dir" | python3 -c '
+import json, os, sys
+info, names, build = json.load(sys.stdin), set(sys.argv[2:]), sys.argv[1]
+files = {t["id"]: t["filename"] for t in info["targets"]}
+out = set()
+for t in info["tests"]:
+    if t["name"] in names:
+        out.update(f for d in t["depends"] for f in files.get(d, []))
+        if t["cmd"][0].startswith(build):
+            out.add(t["cmd"][0])
+print("\n".join(os.path.relpath(f, build) for f in sorted(out)))' "$(cd "$dir" && pwd)" "$@"
+}
+
+run_sanitized_subset() {
+  if [ ! -f "$SANITIZE_BUILD/build.ninja" ]; then
+    say "configuring $SANITIZE_BUILD (meson setup -Db_sanitize=address,undefined)"
+    meson setup "$SANITIZE_BUILD" "$ROOT" -Db_sanitize=address,undefined -Dbuildtype=debugoptimized -Dcuda=disabled
+  fi
+  local targets
+  mapfile -t targets < <(test_targets "$SANITIZE_BUILD" "${SANITIZE_SUBSET[@]}")
+  say "building ${#targets[@]} targets of the sanitizer build with $JOBS jobs"
+  ninja -C "$SANITIZE_BUILD" -j "$JOBS" "${targets[@]}" || return 1
+  say "running ${SANITIZE_SUBSET[*]} under ASan + UBSan"
+  (sanitize_env && meson test -C "$SANITIZE_BUILD" --no-rebuild --num-processes "$JOBS" --print-errorlogs \
+     "${SANITIZE_SUBSET[@]}")
+}
+
 run_tests() {
   install_packages
-  build
-  say "running the test suite (meson test)"
+  local build_dir=$BUILD
+  if [ "${1:-}" = --sanitize ]; then
+    build_sanitize
+    sanitize_env
+    build_dir=$SANITIZE_BUILD
+  else
+    build
+  fi
+  say "running the test suite (meson test) in $build_dir"
   local rc=0
-  meson test -C "$BUILD" --num-processes "$JOBS" --print-errorlogs || rc=$?
+  meson test -C "$build_dir" --num-processes "$JOBS" --print-errorlogs || rc=$?
+  if [ "${1:-}" != --sanitize ]; then
+    cp "$build_dir/meson-logs/testlog.json" "$build_dir/meson-logs/testlog-suite.json"
+    run_sanitized_subset || rc=$?
+  fi
   # One plain summary line for tools that read the last line of a test run.
-  python3 - "$BUILD/meson-logs/testlog.json" <<'PY' || true
-import json, sys
-results = [json.loads(line)["result"] for line in open(sys.argv[1]) if line.strip()]
+  local logs=("$build_dir/meson-logs/testlog.json")
+  [ "${1:-}" = --sanitize ] || logs=("$build_dir/meson-logs/testlog-suite.json" "$SANITIZE_BUILD/meson-logs/testlog.json")
+  python3 - "${logs[@]}" <<'PY' || true
+import json, os, sys
+results = [json.loads(line)["result"] for path in sys.argv[1:] if os.path.exists(path)
+           for line in open(path) if line.strip()]
 passed = sum(r == "OK" for r in results)
 skipped = sum(r == "SKIP" for r in results)
 print(f"{passed} passed, {len(results) - passed - skipped} failed, {skipped} skipped")
@@ -258,7 +333,7 @@ PY
 
 case "${1:-}" in
   demo) demo ;;
-  test) run_tests ;;
+  test) run_tests "${2:-}" ;;
   build) install_packages; build ;;
   bundle)
     case "${2:-}" in
@@ -268,5 +343,5 @@ case "${1:-}" in
     esac
     bundle ;;
   bundle-tree) bundle_tree "${2:?usage: bash apps/dev.sh bundle-tree DIR (needs a build)}" ;;
-  *) echo "usage: bash apps/dev.sh demo|test|build|bundle" >&2; exit 2 ;;
+  *) echo "usage: bash apps/dev.sh demo|test [--sanitize]|build|bundle" >&2; exit 2 ;;
 esac

@@ -104,8 +104,7 @@ int run_dlrm(const DlrmRun& a) {
                            {"test_fingerprint", data::fingerprint(a.test).to_string()}};
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump();
-  const auto world = comm::init({.run_config = run_config, .cluster_key = a.cluster_key,
-                                  .comm_timeout_seconds = a.comm_timeout});
+  const auto world = comm::init(a.comm.init_options(run_config));
   const int rank = world->rank();
   const bool say = rank == 0 && !a.quiet;
   if (say)

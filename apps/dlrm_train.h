@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/comm_flags.h"
 #include "core/exchange.h"
 #include "core/train/optimizer.h"
 #include "layers/dlrm/id_map.h"
@@ -43,8 +44,7 @@ struct DlrmRun {
   bool quiet = false;
   bool data_parallel = false;  // --parallel data: tables replicated and all-reduced in full
   std::string device = "auto";
-  std::optional<std::string> cluster_key;
-  std::optional<double> comm_timeout;
+  CommFlags comm;  // how this rank joins its run (every FRUGAL_* setting as a flag)
   std::optional<comm::DpCompression> dp;  // --dp-keep ...: DCT-DP on the MLP gradients
   DlrmArgs dlrm;
 };

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/comm_flags.h"
 #include "comm/environment.h"
 #include "core/backend.h"
 #include "core/device.h"
@@ -22,6 +23,12 @@ double effective_timeout(std::optional<double> comm_timeout) {
 }
 
 }  // namespace
+
+std::optional<double> comm_timeout_flag(const CommFlags& flags) {
+  const std::optional<std::string> text = flags.given(comm::env::kCommTimeout);
+  if (!text) return std::nullopt;
+  return parse_number<double>("--comm-timeout", *text, "seconds, more than 0", [](double s) { return s > 0; });
+}
 
 std::string_view to_string(DpTransport t) {
   switch (t) {

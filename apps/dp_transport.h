@@ -27,5 +27,8 @@ std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, c
                                                         std::unique_ptr<comm::Communicator> group,
                                                         std::optional<double> comm_timeout, bool say);
 
+// --comm-timeout as given (CommFlags), in seconds; nullopt when not given.
+std::optional<double> comm_timeout_flag(const class CommFlags& flags);
+
 }  // namespace cli
 }  // namespace frugal

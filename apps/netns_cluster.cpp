@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -126,19 +125,41 @@ LinkRate parse_link_rate(const std::string& text) {
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  static const std::regex re(R"(^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$)");
-  std::smatch m;
   const std::string expected =
       "expected a number and a unit of bit, kbit, mbit, gbit or tbit per second, e.g. 100mbit, 1gbit, 10gbit";
-  if (!std::regex_match(lower, m, re)) {
-    if (std::regex_match(lower, std::regex(R"(^[0-9.]+[kmgt]?bps$)"))) {
+  // NUMBER UNIT with NUMBER = digits[.digits] (plain string checks: <regex> does not build cleanly
+  // under GCC 12's sanitizer builds, -Werror=maybe-uninitialized inside the header).
+  std::string unit;
+  for (const char* u : {"tbit", "gbit", "mbit", "kbit", "bit"}) {
+    if (lower.ends_with(u)) {
+      unit = u;
+      break;
+    }
+  }
+  const std::string number_text = lower.substr(0, lower.size() - unit.size());
+  const size_t dot = number_text.find('.');
+  const auto digits = [](std::string_view d) {
+    return !d.empty() && std::all_of(d.begin(), d.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  const bool number_ok = dot == std::string::npos
+                             ? digits(number_text)
+                             : digits(std::string_view(number_text).substr(0, dot)) &&
+                                   digits(std::string_view(number_text).substr(dot + 1));
+  if (unit.empty() || !number_ok) {
+    // "100mbps": digits and dots, an optional k/m/g/t, then "bps".
+    std::string_view rest(lower);
+    const bool bps = rest.ends_with("bps") && rest.size() > 3;
+    if (bps) rest.remove_suffix(3);
+    if (bps && !rest.empty() && std::string_view("kmgt").find(rest.back()) != std::string_view::npos)
+      rest.remove_suffix(1);
+    if (bps && !rest.empty() &&
+        std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; })) {
       throw Error(fmt::format("--bandwidth {}: tc reads 'bps' as bytes per second; write the rate in "
                               "bits ({})", text, expected));
     }
     throw Error(fmt::format("--bandwidth {}: {}", text, expected));
   }
-  const double number = parse_number<double>("--bandwidth", m[1].str(), expected);
-  const std::string unit = m[3].str();
+  const double number = parse_number<double>("--bandwidth", number_text, expected);
   const double scale = unit == "bit"    ? 1
                        : unit == "kbit" ? 1e3
                        : unit == "mbit" ? 1e6
@@ -257,16 +278,24 @@ std::vector<std::string> NetnsCluster::cleanup_stale() {
   std::vector<std::string> removed;
   std::error_code ec;
   if (!std::filesystem::is_directory(kNetnsDir, ec)) return removed;
-  static const std::regex re(R"(^frugal-([0-9]+)-(br|r[0-9]+)$)");
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(kNetnsDir, ec)) {
     names.push_back(entry.path().filename().string());
   }
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
-    std::smatch m;
-    if (!std::regex_match(name, m, re)) continue;
-    const long pid = parse_number<long>(name, m[1].str(), "a process id");
+    // Ours are frugal-PID-br and frugal-PID-rN (see namespace_name()).
+    if (!name.starts_with(kPrefix)) continue;
+    const std::string rest = name.substr(std::string_view(kPrefix).size());
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0) continue;
+    const std::string pid_text = rest.substr(0, dash), role = rest.substr(dash + 1);
+    const auto all_digits = [](const std::string& d) {
+      return !d.empty() && std::all_of(d.begin(), d.end(), [](unsigned char c) { return std::isdigit(c); });
+    };
+    if (!all_digits(pid_text) || !(role == "br" || (role.size() > 1 && role[0] == 'r' && all_digits(role.substr(1)))))
+      continue;
+    const long pid = parse_number<long>(name, pid_text, "a process id");
     // Alive (or owned by someone we may not signal): not stale. A recycled pid only keeps a
     // leftover for a later cleanup; it never removes a live launcher's network.
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;

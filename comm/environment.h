@@ -38,6 +38,11 @@ inline constexpr std::string_view kRestartCount = "FRUGAL_RESTART_COUNT";
 inline constexpr std::string_view kLocalSize = "FRUGAL_LOCAL_SIZE";
 // Not ours: Open MPI's count of the ranks on this host, read for the same purpose.
 inline constexpr std::string_view kMpiLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
+// The most bytes of frames received from one peer that a rank holds before an operation takes them
+// (default 1 GiB, kDefaultMaxQueuedBytes in comm/zmq_communicator.h; at least one largest message is
+// always admitted). A peer past it, running far ahead or flooding the rank with frames no operation
+// asks for, fails the run with an error naming it, instead of making the rank allocate without bound.
+inline constexpr std::string_view kMaxQueuedBytes = "FRUGAL_MAX_QUEUED_BYTES";
 // Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
 inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
 

@@ -65,10 +65,13 @@ Flags extract_flags(int& argc, char** argv) {
   return f;
 }
 
-// The flag's value when init took one from argv, else the variable's (unset or empty: none).
+// The flag's value when init took one from argv, else the program's (InitOptions::settings), else
+// the variable's (unset or empty: none).
 std::optional<Setting> setting(const std::optional<std::string>& flag, std::string_view flag_name,
-                               std::string_view variable) {
+                               std::string_view variable, const InitOptions& options) {
   if (flag) return Setting{*flag, std::string(flag_name)};
+  if (const auto it = options.settings.find(variable); it != options.settings.end())
+    return Setting{it->second.value, it->second.source};
   const char* v = std::getenv(std::string(variable).c_str());
   if (v == nullptr || *v == '\0') return std::nullopt;
   return Setting{v, std::string(variable)};
@@ -87,8 +90,8 @@ std::chrono::milliseconds parse_seconds(const Setting& s) {
   return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
 }
 
-std::optional<Transport> forced_transport() {
-  const auto s = setting(std::nullopt, "", env::kTransport);
+std::optional<Transport> forced_transport(const InitOptions& options) {
+  const auto s = setting(std::nullopt, "", env::kTransport, options);
   if (!s) return std::nullopt;
   for (const Transport t : {Transport::zmq, Transport::mpi, Transport::local})
     if (s->text == to_string(t)) return t;
@@ -111,35 +114,39 @@ std::unique_ptr<Communicator> join_zmq(const ZmqOptions& o, const Flags& f) {
 }
 
 std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& options) {
-  const std::optional<Transport> transport = forced_transport();
-  const auto size = setting(f.size, kSizeFlag, env::kSize);
+  const std::optional<Transport> transport = forced_transport(options);
+  const auto size = setting(f.size, kSizeFlag, env::kSize, options);
   if (transport == Transport::mpi || (!transport && started_by_mpirun())) {
     return make_mpi_communicator(options.run_config);
   }
   if (transport == Transport::local || (!transport && !size)) return std::move(make_local_communicators(1)[0]);
   ZmqOptions o;
   o.size = size ? parse_int(*size) : 1;
-  const auto rank = setting(f.rank, kRankFlag, env::kRank);
+  const auto rank = setting(f.rank, kRankFlag, env::kRank, options);
   FRUGAL_CHECK(rank || o.size == 1,
                fmt::format("a ZeroMQ run needs the rank: {}", how_to_set(f, env::kRank, kRankFlag)));
   if (rank) o.rank = parse_int(*rank);
-  const auto coordinator = setting(f.coordinator, kCoordinatorFlag, env::kCoordinator);
+  const auto coordinator = setting(f.coordinator, kCoordinatorFlag, env::kCoordinator, options);
   FRUGAL_CHECK(coordinator || o.size == 1,
                fmt::format("a ZeroMQ run needs the coordinator: {}",
                            how_to_set(f, env::kCoordinator, fmt::format("{} host:port", kCoordinatorFlag))));
   if (coordinator) o.coordinator = coordinator->text;
-  auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey);
-  if (!f.cluster_key && options.cluster_key) key = Setting{*options.cluster_key, "InitOptions::cluster_key"};
+  auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey, options);
+  if (!f.cluster_key && !options.settings.count(env::kClusterKey) && options.cluster_key)
+    key = Setting{*options.cluster_key, "InitOptions::cluster_key"};
   if (key) o.cluster_key = load_cluster_key(key->text);
-  auto timeout = setting(f.timeout, kTimeoutFlag, env::kCommTimeout);
-  if (!f.timeout && options.comm_timeout_seconds)
+  auto timeout = setting(f.timeout, kTimeoutFlag, env::kCommTimeout, options);
+  if (!f.timeout && !options.settings.count(env::kCommTimeout) && options.comm_timeout_seconds)
     timeout = Setting{fmt::format("{}", *options.comm_timeout_seconds), "InitOptions::comm_timeout_seconds"};
   if (timeout) o.timeout = parse_seconds(*timeout);
-  if (const auto t = setting(std::nullopt, "", env::kRendezvousTimeout)) o.rendezvous_timeout = parse_seconds(*t);
-  if (const auto h = setting(std::nullopt, "", env::kBindHost)) o.bind_host = h->text;
-  if (const auto m = setting(std::nullopt, "", env::kMaxMessageBytes))
+  if (const auto t = setting(std::nullopt, "", env::kRendezvousTimeout, options)) o.rendezvous_timeout = parse_seconds(*t);
+  if (const auto h = setting(std::nullopt, "", env::kBindHost, options)) o.bind_host = h->text;
+  if (const auto m = setting(std::nullopt, "", env::kMaxMessageBytes, options))
     o.max_message_bytes = parse_number<int64_t>(m->source, m->text, "a number of bytes, at least 1024",
                                                 [](int64_t x) { return x >= 1024; });
+  if (const auto q = setting(std::nullopt, "", env::kMaxQueuedBytes, options))
+    o.max_queued_bytes = parse_number<int64_t>(q->source, q->text, "a number of bytes, at least 1024",
+                                               [](int64_t x) { return x >= 1024; });
   o.run_config = options.run_config;
   return join_zmq(o, f);
 }

@@ -12,6 +12,7 @@
 // environment. Errors name what was read: the variable, or the flag when init(argc, argv) took one.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,15 @@ struct InitOptions {
   // InitOptions::comm_timeout_seconds.
   std::optional<std::string> cluster_key{};
   std::optional<double> comm_timeout_seconds{};
+  // Any FRUGAL_* setting as a program's own flag gives it (frugal train --rank, --bind-host, ...):
+  // the variable's name (comm/environment.h) -> the value and what errors about it name (the flag).
+  // Precedence: init(argc, argv)'s flags, then these, then the typed fields above, then the
+  // variables.
+  struct Given {
+    std::string value;
+    std::string source;  // e.g. "--rank"
+  };
+  std::map<std::string, Given, std::less<>> settings{};
 };
 
 std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& options = {});

@@ -126,7 +126,7 @@ bool Mailbox::fail(const std::string& reason) {
     std::lock_guard lock(mutex_);
     if (!failure_.empty()) return false;
     failure_ = reason;
-    collective_.assign(collective_.size(), {});
+    for (auto& q : collective_) q.clear();  // releases what the frames held
     p2p_.clear();
   }
   cv_.notify_all();

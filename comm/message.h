@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/frame.h"
+#include "comm/peer_quota.h"
 
 namespace frugal::comm::detail {
 
@@ -39,6 +40,7 @@ struct Message {
   FrameHeader header;
   Payload payload;
   bool payload_checked = false;  // in-process delivery needs no checksum
+  QuotaHold quota{};             // what this frame counts against its sender's share (ZeroMQ)
 };
 
 }  // namespace frugal::comm::detail

@@ -22,6 +22,8 @@ namespace frugal::comm {
 
 // ZmqOptions::max_message_bytes unless FRUGAL_MAX_MESSAGE_BYTES says otherwise: 1 GiB.
 inline constexpr int64_t kDefaultMaxMessageBytes = int64_t{1} << 30;
+// ZmqOptions::max_queued_bytes unless FRUGAL_MAX_QUEUED_BYTES says otherwise: 1 GiB per peer.
+inline constexpr int64_t kDefaultMaxQueuedBytes = int64_t{1} << 30;
 
 struct ZmqOptions {
   int rank = 0;
@@ -36,6 +38,10 @@ struct ZmqOptions {
   // The largest frame payload accepted from a socket (ZMQ_MAXMSGSIZE: a peer sending a larger one is
   // disconnected) and sent (larger sends throw).
   int64_t max_message_bytes = kDefaultMaxMessageBytes;
+  // The most bytes one peer's received frames may hold on this rank before an operation takes them
+  // (a peer far ahead, or frames no operation will take); beyond it the run fails naming the peer.
+  // At least one largest message (max_message_bytes) is always admitted.
+  int64_t max_queued_bytes = kDefaultMaxQueuedBytes;
 };
 
 // Blocks until every rank has joined (or throws CommError saying who is missing or what differs).

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -97,6 +99,36 @@ std::optional<std::pair<FrameHeader, std::string>> parse_frame(const std::vector
   }
 }
 
+// What a monitor event on the link to the coordinator says, in words. Only this side's key is
+// known: a handshake that ends without a reason may be a key on one side only, or no frugal rank 0
+// at that address at all, and the message says both.
+std::string connection_failure(uint16_t event, uint32_t value, const std::string& coordinator, bool keyed) {
+  const std::string key_hint =
+      keyed ? "this process uses a cluster key: if rank 0 uses another one or none, that may be why"
+            : "this process uses no cluster key: if rank 0 uses one (ZmqOptions::cluster_key), that may be why";
+  switch (event) {
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+      return fmt::format("the secure handshake with the coordinator at {} failed (authentication refused): this "
+                         "process's cluster key is not the one rank 0 uses", coordinator);
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+        return fmt::format("the handshake with the coordinator at {} failed (security mechanism mismatch): {}",
+                           coordinator, keyed ? "this process uses a cluster key and rank 0 uses none"
+                                              : "rank 0 requires a cluster key (ZmqOptions::cluster_key) and "
+                                                "this process has none");
+      }
+      return fmt::format("the handshake with the coordinator at {} failed (ZeroMQ protocol error 0x{:08x}): is "
+                         "the process at that address a frugal rank 0? {}", coordinator, value, key_hint);
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+      return fmt::format("the process at the coordinator address {} closed the connection during the handshake "
+                         "({}): is it a frugal rank 0 of this run? {}", coordinator,
+                         value != 0 ? std::strerror(static_cast<int>(value)) : "no reason given", key_hint);
+    default:
+      return fmt::format("the coordinator at {} closed the connection before answering this rank's hello: rank "
+                         "0 has stopped (its output says why)", coordinator);
+  }
+}
+
 std::string config_hash_hex(const RunConfig& c) { return fmt::format("{:016x}", config_hash(c)); }
 
 }  // namespace
@@ -185,6 +217,7 @@ void ZmqTransport::rendezvous_as_coordinator() {
   }
   if (!problem.empty()) {
     for (const auto& id : identities) send_frame(router_, &id, FrameKind::reject, 0, problem);
+    reject_latecomers(problem, identities);
     throw CommError(fmt::format("rank 0 refuses to start: {}", problem));
   }
   std::vector<std::string> addresses(world_size());
@@ -193,6 +226,28 @@ void ZmqTransport::rendezvous_as_coordinator() {
   const std::string welcome = json{{"addresses", addresses}}.dump();
   for (const auto& [r, j] : joined) send_frame(router_, &j.identity, FrameKind::welcome, 0, welcome);
   for (int r = 1; r < world_size(); ++r) make_dealer(r, addresses[r]);
+}
+
+// After rank 0 has given up, the ranks that have not said hello yet would wait for an answer until
+// their own rendezvous timeout. Rank 0 keeps answering hellos with the same reason for a short
+// while, so that every rank started with the run fails at once with the same message; a rank whose
+// hello comes later finds the connection closed (rendezvous_as_member reports that at once too).
+void ZmqTransport::reject_latecomers(const std::string& problem, std::vector<std::string> told) {
+  const auto until = Clock::now() + kRejectGrace;
+  while (static_cast<int>(told.size()) < world_size() - 1) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) return;
+    zmq_pollitem_t items[2] = {{router_, 0, ZMQ_POLLIN, 0}, {zap_, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, zap_ ? 2 : 1, std::min<long>(left.count(), 50));
+    if (zap_ && (items[1].revents & ZMQ_POLLIN)) service_zap();
+    if (!(items[0].revents & ZMQ_POLLIN)) continue;
+    const auto parts = recv_parts(router_);
+    if (parts.empty() || std::find(told.begin(), told.end(), parts[0]) != told.end()) continue;
+    auto frame = parse_frame(parts, 1, 0);
+    if (!frame || frame->first.kind != FrameKind::hello) continue;
+    send_frame(router_, &parts[0], FrameKind::reject, 0, problem);
+    told.push_back(parts[0]);
+  }
 }
 
 void ZmqTransport::rendezvous_as_member() {
@@ -209,11 +264,12 @@ void ZmqTransport::rendezvous_as_member() {
   endpoint_ = ep;
 
   void* coord = make_dealer(0, coordinator);
-  // Watch the handshake so a missing or wrong cluster key is reported at once, not as a timeout.
+  // Watch the connection so a failed handshake (a missing or wrong cluster key, something else on
+  // the port) or a coordinator that stops before answering is reported at once, not as a timeout.
   const std::string mon_ep = fmt::format("inproc://frugal-monitor-{}", static_cast<void*>(this));
   zmq_socket_monitor(coord, mon_ep.c_str(),
                      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED);
   void* mon = zmq_socket(ctx_, ZMQ_PAIR);
   zmq_connect(mon, mon_ep.c_str());
   struct MonitorCloser {
@@ -246,37 +302,51 @@ void ZmqTransport::rendezvous_as_member() {
                                {zap_, 0, ZMQ_POLLIN, 0}};
     zmq_poll(items, zap_ ? 3 : 2, std::min<long>(left.count(), 100));
     if (zap_ && (items[2].revents & ZMQ_POLLIN)) service_zap();
+    // Rank 0's answer first: a refusal it sent just before closing the connection arrives together
+    // with the disconnect, and it says why.
+    if ((items[0].revents & ZMQ_POLLIN) && take_answer(coord)) return;
     if (items[1].revents & ZMQ_POLLIN) {
       const auto ev = recv_parts(mon);
       uint16_t event = 0;
-      if (!ev.empty() && ev[0].size() >= 2) std::memcpy(&event, ev[0].data(), 2);
-      throw CommError(fmt::format(
-          "rank {}: the secure handshake with the coordinator at {} failed ({}): {}", world_rank(),
-          coordinator, event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "authentication refused" : "protocol mismatch",
-          opt_.cluster_key ? "this process's cluster key is not the one rank 0 uses"
-                           : "rank 0 requires a cluster key (ZmqOptions::cluster_key) and this process has none"));
+      uint32_t value = 0;
+      if (!ev.empty() && ev[0].size() >= 6) {
+        std::memcpy(&event, ev[0].data(), 2);
+        std::memcpy(&value, ev[0].data() + 2, 4);
+      }
+      if (event == ZMQ_EVENT_DISCONNECTED) {  // an answer may still be on its way through the socket
+        zmq_pollitem_t answer{coord, 0, ZMQ_POLLIN, 0};
+        while (zmq_poll(&answer, 1, 200) > 0) {
+          if (take_answer(coord)) return;
+        }
+      }
+      throw CommError(fmt::format("rank {}: {}", world_rank(),
+                                  connection_failure(event, value, coordinator, opt_.cluster_key.has_value())));
     }
-    if (!(items[0].revents & ZMQ_POLLIN)) continue;
-    const auto parts = recv_parts(coord);
-    auto frame = parse_frame(parts, 0, world_rank());
-    if (!frame) continue;
-    if (frame->first.kind == FrameKind::reject) {
-      throw CommError(fmt::format("rank 0 refused to start the run: {}", frame->second));
-    }
-    if (frame->first.kind != FrameKind::welcome) continue;
-    std::vector<std::string> addresses;
-    try {
-      addresses = json::parse(frame->second).at("addresses").get<std::vector<std::string>>();
-    } catch (const json::exception& e) {
-      throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), e.what()));
-    }
-    FRUGAL_CHECK(static_cast<int>(addresses.size()) == world_size(),
-                 "welcome from rank 0 lists the wrong number of ranks");
-    for (int r = 1; r < world_size(); ++r) {
-      if (r != world_rank()) make_dealer(r, addresses[r]);
-    }
-    return;
   }
+}
+
+// One message from the coordinator: a welcome connects this rank to its peers (true), a refusal
+// throws with rank 0's reason, anything else is ignored (false).
+bool ZmqTransport::take_answer(void* coord) {
+  const auto parts = recv_parts(coord);
+  auto frame = parse_frame(parts, 0, world_rank());
+  if (!frame) return false;
+  if (frame->first.kind == FrameKind::reject) {
+    throw CommError(fmt::format("rank 0 refused to start the run: {}", frame->second));
+  }
+  if (frame->first.kind != FrameKind::welcome) return false;
+  std::vector<std::string> addresses;
+  try {
+    addresses = json::parse(frame->second).at("addresses").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), e.what()));
+  }
+  FRUGAL_CHECK(static_cast<int>(addresses.size()) == world_size(),
+               "welcome from rank 0 lists the wrong number of ranks");
+  for (int r = 1; r < world_size(); ++r) {
+    if (r != world_rank()) make_dealer(r, addresses[r]);
+  }
+  return true;
 }
 
 }  // namespace frugal::comm::detail

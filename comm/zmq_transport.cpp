@@ -45,7 +45,9 @@ ZmqTransport::ZmqTransport(const ZmqOptions& o)
       last_heard_(o.size),
       last_sent_(o.size),
       last_heard_wall_(o.size),
-      left_(o.size, false) {
+      left_(o.size, false),
+      quota_(std::make_shared<PeerQuota>(
+          o.size, std::max(o.max_queued_bytes, o.max_message_bytes + PeerQuota::kFrameOverhead))) {
   FRUGAL_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size,
                fmt::format("ZeroMQ communicator: rank {} of size {} is not valid", o.rank, o.size));
   FRUGAL_CHECK(o.timeout.count() > 0, "ZeroMQ communicator: the timeout must be positive");
@@ -113,8 +115,13 @@ void* ZmqTransport::make_socket(int type, bool server) {
   void* s = zmq_socket(ctx_, type);
   FRUGAL_CHECK(s != nullptr, fmt::format("zmq_socket: {}", zmq_strerror(zmq_errno())));
   set_int(s, ZMQ_LINGER, 1000);
-  set_int(s, ZMQ_SNDHWM, 0);  // never drop or block: the collectives bound what is in flight
-  set_int(s, ZMQ_RCVHWM, 0);
+  // Sending never blocks: a full send queue would stall the one I/O thread, which must keep
+  // receiving and watching for dead peers; what this rank sends is bounded by its own collectives.
+  set_int(s, ZMQ_SNDHWM, 0);
+  // Receiving is bounded per connection: past kReceiveHwm messages waiting in ZeroMQ, it stops
+  // reading that peer's socket (TCP pushes back; nothing is dropped). The I/O thread drains it at
+  // once anyway; what it drains is bounded per peer by quota_ (FRUGAL_MAX_QUEUED_BYTES).
+  set_int(s, ZMQ_RCVHWM, kReceiveHwm);
   // A peer announcing a larger message part is disconnected before anything is allocated for it
   // (frames are two parts: the 56-byte header and the payload).
   const int64_t max_bytes = std::max<int64_t>(opt_.max_message_bytes, static_cast<int64_t>(kFrameHeaderBytes));
@@ -291,7 +298,22 @@ void ZmqTransport::receive_all() {
     last_heard_wall_[src] = std::chrono::system_clock::now();
     switch (h.kind) {
       case FrameKind::collective:
-      case FrameKind::p2p: deliver({h, std::move(payload), false}); break;
+      case FrameKind::p2p: {
+        Message m{h, std::move(payload), false};
+        if (!quota_->charge(src, static_cast<int64_t>(m.payload.size()), m.quota)) {
+          if (!failed_) {
+            failed_ = true;
+            fail_all(fmt::format("rank {} holds {} bytes of frames from rank {} that no operation has taken yet, "
+                                 "and a {}-byte frame would exceed the limit of {} bytes per peer ({}): rank {} "
+                                 "runs far ahead of this rank or sends frames no operation asks for",
+                                 world_rank(), quota_->held(src), src, m.payload.size(), quota_->limit(),
+                                 env::kMaxQueuedBytes, src));
+          }
+          break;
+        }
+        deliver(std::move(m));
+        break;
+      }
       case FrameKind::abort:
       case FrameKind::goodbye:
         control_stats().add_received(OpKind::control, src, kFrameHeaderBytes + payload.size());

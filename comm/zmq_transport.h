@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/peer_quota.h"
 #include "comm/transport.h"
 #include "comm/zmq_communicator.h"
 
@@ -31,11 +32,17 @@ class ZmqTransport final : public Transport {
     Payload payload;
   };
   using Clock = std::chrono::steady_clock;
+  // How long rank 0, having refused to start, keeps telling ranks whose hello comes late why.
+  static constexpr std::chrono::milliseconds kRejectGrace{1000};
+  // Messages ZeroMQ keeps per incoming connection before it stops reading it (ZMQ_RCVHWM).
+  static constexpr int kReceiveHwm = 1000;
 
   // zmq_rendezvous.cpp
   void rendezvous();
   void rendezvous_as_coordinator();
   void rendezvous_as_member();
+  void reject_latecomers(const std::string& problem, std::vector<std::string> told);
+  bool take_answer(void* coord);
   void* make_dealer(int peer, const std::string& endpoint);
 
   // zmq_transport.cpp
@@ -67,6 +74,7 @@ class ZmqTransport final : public Transport {
   std::vector<std::chrono::system_clock::time_point> last_heard_wall_;
   std::vector<bool> left_;
   bool failed_ = false;
+  std::shared_ptr<PeerQuota> quota_;  // bytes each peer's frames hold here until taken
 };
 
 }  // namespace frugal::comm::detail

@@ -82,4 +82,27 @@ else  # a build without ZeroMQ has no cluster keys, and says why
 fi
 fails_with "--cluster-key" "$FRUGAL" "${T[@]}" --cluster-key /nonexistent/key
 fails_with "--comm-timeout" "$FRUGAL" "${T[@]}" --comm-timeout -1
+fails_with "--max-queued-bytes" "$FRUGAL" "${T[@]}" --max-queued-bytes 10
+fails_with "--transport: tcp not in {zmq,mpi,local}" "$FRUGAL" "${T[@]}" --transport tcp
+
+# 6. Every FRUGAL_* setting is a flag of `frugal train`, and the flag wins over the variable: two ranks
+#    joined by flags alone, their variables set to values that would fail; a rendezvous timeout given
+#    as a flag (1 s) beats the variable's 600 s.
+if "$FRUGAL" keygen "$TMP/k2" > /dev/null 2>&1; then  # a build with ZeroMQ
+  PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  BAD=(env FRUGAL_SIZE=9 FRUGAL_RANK=8 FRUGAL_COORDINATOR=nowhere:1 FRUGAL_COMM_TIMEOUT=x FRUGAL_RENDEZVOUS_TIMEOUT=x
+       FRUGAL_BIND_HOST=no.such.host FRUGAL_MAX_MESSAGE_BYTES=x FRUGAL_MAX_QUEUED_BYTES=x FRUGAL_TRANSPORT=mpi)
+  FLAGS=(--transport zmq --size 2 --coordinator "127.0.0.1:$PORT" --comm-timeout 20 --rendezvous-timeout 30
+         --bind-host 127.0.0.1 --max-message-bytes 100000000 --max-queued-bytes 200000000)
+  for r in 0 1; do
+    "${BAD[@]}" "$FRUGAL" "${T[@]}" "${FLAGS[@]}" --rank $r --metrics "$TMP/flags$r.jsonl" > "$TMP/flags$r.log" 2>&1 &
+  done
+  wait %1 || { cat "$TMP/flags0.log" "$TMP/flags1.log"; echo "rank 0 joined by flags failed"; exit 1; }
+  wait %2 || { cat "$TMP/flags1.log"; echo "rank 1 joined by flags failed"; exit 1; }
+  grep -q '"event":"epoch"' "$TMP/flags0.jsonl" || { echo "the run joined by flags wrote no epoch"; exit 1; }
+  fails_with "no answer from the coordinator at tcp://127.0.0.1:1 within 1 s" \
+    env FRUGAL_RENDEZVOUS_TIMEOUT=600 timeout 60 "$FRUGAL" "${T[@]}" --size 2 --rank 1 --coordinator 127.0.0.1:1 \
+    --rendezvous-timeout 1
+  fails_with "--size 'x': expected an integer" env FRUGAL_SIZE=2 "$FRUGAL" "${T[@]}" --size x --transport zmq
+fi
 echo "OK: choices keep their spellings; errors name flags and variables"

@@ -1,10 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "collective_checks.h"
 #include "zmq_harness.h"
 
 using namespace frugal::comm;
 using frugal::comm::testing::run_zmq;
+using frugal::comm::testing::run_zmq_collect;
 
 TEST_CASE("zmq: every collective, world sizes 1..4, small sizes, direct and ring") {
   for (int p = 1; p <= 4; ++p) {
@@ -51,6 +55,23 @@ TEST_CASE("zmq: ranks with different run configurations refuse to start, naming 
     CHECK_THAT(std::string(e.what()), Catch::Contains("setting 'lr' differs: rank 0 has '0.001', "
                                                       "rank 2 has '0.01'"));
   }
+}
+
+TEST_CASE("zmq: a configuration mismatch fails every rank at once, also one whose hello comes after it") {
+  // Rank 2 differs; rank 1 says hello only after rank 0 has found that out. Before rank 0 kept
+  // answering late hellos, rank 1 waited for its whole rendezvous timeout (here 20 s).
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = run_zmq_collect(3, [](Communicator&) {}, [](ZmqOptions& o) {
+    o.run_config = {{"hidden", "128"}, {"lr", o.rank == 2 ? "0.01" : "0.001"}};
+    if (o.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK_THAT(errors[r], Catch::Contains("ranks 0 and 2 were started with different configurations: setting "
+                                          "'lr' differs: rank 0 has '0.001', rank 2 has '0.01'"));
+  }
+  CHECK(seconds < 10);  // about 1 s; the old behaviour took the 20 s rendezvous timeout
 }
 
 TEST_CASE("zmq: byte accounting counts header and payload per peer") {

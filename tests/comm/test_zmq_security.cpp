@@ -3,6 +3,11 @@
 
 #include <zmq.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -32,8 +37,67 @@ TEST_CASE("zmq+curve: a process without the cluster key is refused") {
     o.rendezvous_timeout = std::chrono::seconds(3);
   });
   INFO(errors[0] << "\n" << errors[1]);
-  CHECK_THAT(errors[1], Catch::Contains("requires a cluster key"));
+  // Rank 0 drops the connection when the security mechanisms differ, so rank 1 usually learns only
+  // that the handshake ended; either way its error must point at the cluster key.
+  CHECK_THAT(errors[1], Catch::Contains("handshake") && Catch::Contains("cluster key"));
+  CHECK_THAT(errors[1], Catch::Contains("requires a cluster key") || Catch::Contains("if rank 0 uses one"));
   CHECK_THAT(errors[0], Catch::Contains("rank(s) 1 never said hello"));
+}
+
+namespace {
+// Rank 1 of a 2-rank run whose coordinator address is a plain TCP listener that reads what comes
+// and closes the connection (not a frugal rank 0 at all); returns rank 1's error.
+std::string error_against_closing_listener(bool keyed) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  REQUIRE(::listen(fd, 8) == 0);
+  std::atomic<bool> done{false};
+  std::thread listener([&] {
+    while (!done) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int c = ::accept(fd, nullptr, nullptr);
+      if (c < 0) continue;
+      char buf[64];
+      [[maybe_unused]] auto n = ::recv(c, buf, sizeof buf, 0);  // the greeting's first bytes
+      ::close(c);
+    }
+  });
+  std::string error;
+  try {
+    ZmqOptions o;
+    o.rank = 1;
+    o.size = 2;
+    o.coordinator = fmt::format("127.0.0.1:{}", ntohs(a.sin_port));
+    o.rendezvous_timeout = std::chrono::seconds(20);
+    if (keyed) o.cluster_key = generate_cluster_key();
+    make_zmq_communicator(o);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  done = true;
+  listener.join();
+  ::close(fd);
+  return error;
+}
+}  // namespace
+
+TEST_CASE("zmq: a coordinator address that accepts and closes is reported as that, not as a missing key") {
+  const std::string unkeyed = error_against_closing_listener(false);
+  INFO(unkeyed);
+  CHECK_THAT(unkeyed, Catch::Contains("closed the connection during the handshake"));
+  CHECK_THAT(unkeyed, Catch::Contains("this process uses no cluster key: if rank 0 uses one"));
+  CHECK_THAT(unkeyed, !Catch::Contains("requires a cluster key"));
+  CHECK_THAT(unkeyed, !Catch::Contains("no answer from the coordinator"));  // not the 20 s timeout
+  const std::string keyed = error_against_closing_listener(true);
+  INFO(keyed);
+  CHECK_THAT(keyed, Catch::Contains("closed the connection during the handshake"));
+  CHECK_THAT(keyed, Catch::Contains("this process uses a cluster key: if rank 0 uses another one or none"));
 }
 
 TEST_CASE("zmq+curve: a process with another key is refused") {
@@ -131,13 +195,14 @@ void fake_rank_one(int port, const std::function<void(void*)>& misbehave) {
   zmq_ctx_term(ctx);
 }
 
-std::string rank_zero_error(int port) {
+std::string rank_zero_error(int port, const std::function<void(ZmqOptions&)>& configure = {}) {
   try {
     ZmqOptions o;
     o.rank = 0;
     o.size = 2;
     o.coordinator = fmt::format("127.0.0.1:{}", port);
     o.rendezvous_timeout = std::chrono::seconds(10);
+    if (configure) configure(o);
     auto c = make_zmq_communicator(o);
     std::vector<float> v(100, 1.0f);
     c->all_reduce(v).wait();
@@ -184,6 +249,35 @@ TEST_CASE("zmq: a forged frame (bad header checksum) is rejected with a clear er
   fake.join();
   CHECK_THAT(error, Catch::Contains("header checksum"));
   CHECK_THAT(error, Catch::Contains("rejected a frame from rank 1"));
+}
+
+TEST_CASE("zmq: a peer flooding frames that no operation takes fails the run at the per-peer limit") {
+  // Rank 1 floods well-formed frames for a communicator rank 0 has not created (frames may come
+  // before their communicator, so they are kept): 3.2 MB against a 1 MiB limit. Without the limit
+  // rank 0 would hold all of them, and any amount more.
+  const int port = free_port();
+  std::thread fake([&] {
+    fake_rank_one(port, [](void* s) {
+      const std::vector<std::byte> payload(16 << 10, std::byte{1});
+      for (uint32_t i = 0; i < 200; ++i) {
+        FrameHeader h;
+        h.src = 1;
+        h.comm_id = 12345;
+        h.seq = 1;
+        h.part = i;
+        const auto header = encode_header(h, payload);
+        zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+        zmq_send(s, payload.data(), payload.size(), 0);
+      }
+    });
+  });
+  const std::string error = rank_zero_error(port, [](ZmqOptions& o) {
+    o.max_message_bytes = 64 << 10;
+    o.max_queued_bytes = 1 << 20;
+  });
+  fake.join();
+  CHECK_THAT(error, Catch::Contains("bytes of frames from rank 1 that no operation has taken yet"));
+  CHECK_THAT(error, Catch::Contains("exceed the limit of 1048576 bytes per peer (FRUGAL_MAX_QUEUED_BYTES)"));
 }
 
 TEST_CASE("zmq: a stranger sending an oversized frame is disconnected; the ranks keep working") {

@@ -1,0 +1,86 @@
+#include "apps/comm_flags.h"
+
+#include <fmt/format.h>
+
+#include "comm/environment.h"
+#include "comm/zmq_communicator.h"
+#include "core/parse.h"
+
+namespace frugal::cli {
+namespace {
+
+namespace env = comm::env;
+
+// The same expectations as comm::init has of the variables.
+void integer_above_0(std::string_view flag, std::string_view v) {
+  parse_number<int>(flag, v, "an integer above 0", [](int x) { return x > 0; });
+}
+void integer_from_0(std::string_view flag, std::string_view v) {
+  parse_number<int>(flag, v, "an integer, at least 0", [](int x) { return x >= 0; });
+}
+void seconds(std::string_view flag, std::string_view v) {
+  parse_number<double>(flag, v, "a positive number of seconds", [](double x) { return x > 0 && x < 1e9; });
+}
+void bytes(std::string_view flag, std::string_view v) {
+  parse_number<int64_t>(flag, v, "a number of bytes, at least 1024", [](int64_t x) { return x >= 1024; });
+}
+
+}  // namespace
+
+void CommFlags::add_to(CLI::App* cmd) {
+  const std::string group = "Cluster (ZeroMQ runs; each flag wins over its FRUGAL_* variable)";
+  auto add = [&](std::string_view flag, std::string_view variable, const std::string& help,
+                 void (*check)(std::string_view, std::string_view) = nullptr) {
+    Given& given = values_[variable];
+    given.flag = flag;
+    given.check = check;
+    CLI::Option* o = cmd->add_option(std::string(flag), given.value,
+                                     fmt::format("{}; else {}", help, variable));
+    o->group(group);
+    return o;
+  };
+  add("--transport", env::kTransport, "zmq, mpi or local: the backend, instead of the automatic choice (mpirun: "
+                                      "mpi; --size or FRUGAL_SIZE set: zmq; else one rank)")
+      ->check(CLI::IsMember({"zmq", "mpi", "local"}));
+  add("--size", env::kSize, "number of ranks of a ZeroMQ run", integer_above_0);
+  add("--rank", env::kRank, "this process's rank, 0..size-1", integer_from_0);
+  add("--coordinator", env::kCoordinator, "host:port that rank 0 binds and the other ranks dial");
+  add("--cluster-key", env::kClusterKey, "the cluster key file (frugal keygen) that authenticates and encrypts "
+                                         "every link; on every rank or none")
+      ->check(CLI::ExistingFile);
+  add("--comm-timeout", env::kCommTimeout, "seconds of silence after which a peer is declared dead (default 30)",
+      seconds);
+  add("--rendezvous-timeout", env::kRendezvousTimeout, "seconds start-up waits for every rank to join (default 120)",
+      seconds);
+  add("--bind-host", env::kBindHost, "address this rank listens on for its peers (default: the local address "
+                                     "facing the coordinator)");
+  add("--max-message-bytes", env::kMaxMessageBytes,
+      fmt::format("largest frame payload accepted or sent (default {}; the same on every rank)",
+                  comm::kDefaultMaxMessageBytes),
+      bytes);
+  add("--max-queued-bytes", env::kMaxQueuedBytes,
+      fmt::format("most bytes of frames from one peer held until an operation takes them (default {})",
+                  comm::kDefaultMaxQueuedBytes),
+      bytes);
+}
+
+void CommFlags::check() const {
+  for (const auto& [variable, given] : values_) {
+    if (given.value && given.check) given.check(given.flag, *given.value);
+  }
+}
+
+std::optional<std::string> CommFlags::given(std::string_view variable) const {
+  const auto it = values_.find(variable);
+  return it == values_.end() ? std::nullopt : it->second.value;
+}
+
+comm::InitOptions CommFlags::init_options(comm::RunConfig run_config) const {
+  comm::InitOptions o{.run_config = std::move(run_config)};
+  for (const auto& [variable, given] : values_) {
+    if (given.value) o.settings[std::string(variable)] = {*given.value, given.flag};
+  }
+  return o;
+}
+
+}  // namespace frugal::cli

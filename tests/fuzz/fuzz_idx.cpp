@@ -1,0 +1,50 @@
+// libFuzzer target: the IDX readers (core/data/idx_file.h) on a file holding the input; the first
+// byte picks images (even) or labels (odd), and whether to go on to a Dataset. Any input must be
+// read or refused with frugal::Error naming the file; a header that claims more data than the file
+// holds must not allocate the claimed size.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/data/idx_file.h"
+
+namespace {
+// One scratch file per fuzzing process, rewritten for every input.
+const std::string& scratch_file() {
+  static const std::string path = [] {
+    char dir[] = "/tmp/frugal-fuzz-idx-XXXXXX";
+    if (mkdtemp(dir) == nullptr) std::abort();
+    return std::string(dir) + "/input-idx-ubyte";
+  }();
+  return path;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string& path = scratch_file();
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) std::abort();
+  if (size > 1) std::fwrite(data + 1, 1, size - 1, f);
+  std::fclose(f);
+  try {
+    if (data[0] % 2 == 0) {
+      const auto images = frugal::data::IdxFile::read_images(path);
+      if (images.pixels.size() != images.count * images.rows * images.cols) __builtin_trap();
+      if (data[0] % 4 == 0) {
+        const std::vector<uint8_t> labels(images.count, 1);
+        frugal::data::IdxFile::to_dataset(images, labels, path);
+      }
+    } else {
+      frugal::data::IdxFile::read_labels(path);
+    }
+  } catch (const frugal::Error&) {
+  }
+  return 0;
+}

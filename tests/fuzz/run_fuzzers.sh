@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) from the sources
+# tests/fuzz/meson.build lists and runs each for FUZZ_SECONDS (default 30) on a copy of its seed
+# corpus (tests/fuzz/corpus/<target>/). A crash, a sanitizer report, an uncaught exception or a
+# timeout fails the test; the input is left in OUT/findings/<target>/. Exit 77 (skipped) when
+# clang++ or libFuzzer is missing (Debian: clang, libclang-rt-14-dev; apps/dev.sh installs them).
+#   run_fuzzers.sh SOURCE_ROOT OUT TARGET=SRC,SRC,... [TARGET=...]
+set -euo pipefail
+SRC=$1
+OUT=$2
+shift 2
+SECS=${FUZZ_SECONDS:-30}
+CXX_FUZZ=${CXX_FUZZ:-clang++}
+FLAGS=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$SRC")
+mkdir -p "$OUT"
+
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' > "$OUT/probe.cpp"
+if ! command -v "$CXX_FUZZ" > /dev/null || ! "$CXX_FUZZ" "${FLAGS[@]}" "$OUT/probe.cpp" -o "$OUT/probe" \
+    > "$OUT/probe.log" 2>&1; then
+  echo "SKIP: no $CXX_FUZZ with libFuzzer: $(head -c 300 "$OUT/probe.log" 2>/dev/null)"
+  exit 77
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+status=0
+for spec in "$@"; do
+  t=${spec%%=*}
+  IFS=, read -r -a rel <<< "${spec#*=}"
+  sources=("${rel[@]/#/$SRC/}")
+  exe="$OUT/$t"
+  # Rebuilt when a source or any header of the tree is newer than the executable.
+  if [ ! -x "$exe" ] || [ -n "$(find "${sources[@]}" "$SRC/core" "$SRC/comm" -name '*.h' -newer "$exe" -o \
+      -name '*.cpp' -newer "$exe" 2>/dev/null | head -1)" ]; then
+    start=$(date +%s)
+    "$CXX_FUZZ" "${FLAGS[@]}" "${sources[@]}" -lfmt -lz -o "$exe" > "$OUT/$t.build.log" 2>&1 ||
+      { cat "$OUT/$t.build.log"; echo "$t: build failed"; status=1; continue; }
+    echo "$t: built in $(( $(date +%s) - start )) s"
+  fi
+  corpus="$OUT/corpus/$t"
+  mkdir -p "$corpus" "$OUT/findings/$t"
+  cp -n "$SRC/tests/fuzz/corpus/$t/"* "$corpus/" 2>/dev/null || true
+  log="$OUT/$t.log"
+  if "$exe" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+      -artifact_prefix="$OUT/findings/$t/" "$corpus" > "$log" 2>&1; then
+    result=ok
+  else
+    result=FAILED
+    status=1
+  fi
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+  echo "$t: $result, $execs executions in $SECS s, $cov coverage edges, corpus $(ls "$corpus" | wc -l) inputs"
+  if [ $result = FAILED ]; then
+    grep -E "ERROR|SUMMARY|uncaught|what\(\)|deadly" "$log" | head -20
+    echo "  the input: $OUT/findings/$t/$(ls "$OUT/findings/$t" | head -1)"
+  fi
+done
+exit $status
