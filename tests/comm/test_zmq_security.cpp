@@ -38,9 +38,13 @@ TEST_CASE("zmq+curve: a process without the cluster key is refused") {
   });
   INFO(errors[0] << "\n" << errors[1]);
   // Rank 0 drops the connection when the security mechanisms differ, so rank 1 usually learns only
-  // that the handshake ended; either way its error must point at the cluster key.
-  CHECK_THAT(errors[1], Catch::Contains("handshake") && Catch::Contains("cluster key"));
-  CHECK_THAT(errors[1], Catch::Contains("requires a cluster key") || Catch::Contains("if rank 0 uses one"));
+  // that the handshake ended ("... if rank 0 uses one (ZmqOptions::cluster_key), that may be why").
+  // When rank 0 drops it before rank 1's side of the handshake has started, ZeroMQ reports a failed
+  // connect, not a handshake, and retries: rank 1 then waits for its rendezvous timeout, whose
+  // message names the key as well. Either way its error must point at the cluster key.
+  CHECK_THAT(errors[1], Catch::Contains("cluster key"));
+  CHECK_THAT(errors[1], Catch::Contains("requires a cluster key") || Catch::Contains("if rank 0 uses one") ||
+                            Catch::Contains("no answer from the coordinator"));
   CHECK_THAT(errors[0], Catch::Contains("rank(s) 1 never said hello"));
 }
 
