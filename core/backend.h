@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/act.h"
@@ -113,6 +114,11 @@ struct XentBatch {
   // The offsets cover `logits` logits and positions and labels have one entry per sample.
   void validate(size_t logits) const;
 };
+
+// The order of top_k's results: a higher score first, then a lower label id.
+inline bool top_k_before(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& b) {
+  return a.first != b.first ? a.first > b.first : a.second < b.second;
+}
 
 // Rows of candidates for top_k: row i's candidates are scores[offsets[i] .. offsets[i+1]) or, when
 // offsets is null, scores[i * width .. (i+1) * width). Candidate e is label ids[e] (+ label_base),

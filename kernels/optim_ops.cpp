@@ -8,6 +8,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
+#include "core/parallel_rows.h"
 
 namespace frugal::kernels {
 namespace {
@@ -69,20 +70,15 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_catch_up_r
   }
 }
 
-template <class F>
-void for_rows(size_t n, F&& body) {
-  // Rows are independent, so the result does not depend on how TBB splits the range.
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 64), [&](const auto& range) {
-    for (size_t j = range.begin(); j < range.end(); ++j) body(j);
-  });
-}
+// Rows per task of the row updates (each row is cheap: a task of one would cost more than it does).
+constexpr size_t kOptimRowGrain = 64;
 
 }  // namespace
 
 void adam_rows(const RowUpdate& u) {
   u.validate(true);
   const size_t cols = u.w->cols();
-  for_rows(u.rows.size(), [&](size_t j) {
+  parallel_rows(u.rows.size(), [&](size_t j) {
     const uint32_t r = u.rows[j];
     float* w = u.w->row(r);
     float* m = u.m->row(r);
@@ -95,13 +91,13 @@ void adam_rows(const RowUpdate& u) {
     const uint32_t count = u.counts[j];
     adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * u.correction1[count], u.correction2[count], u.eps,
              u.keep);
-  });
+  }, kOptimRowGrain);
 }
 
 void sgd_rows(const RowUpdate& u) {
   u.validate(false);
   const size_t cols = u.w->cols();
-  for_rows(u.rows.size(), [&](size_t j) {
+  parallel_rows(u.rows.size(), [&](size_t j) {
     const uint32_t r = u.rows[j];
     float* w = u.w->row(r);
     float* m = u.m->row(r);
@@ -109,7 +105,7 @@ void sgd_rows(const RowUpdate& u) {
     if (plan != nullptr) sgd_catch_up_row(w, m, cols, plan->decay, plan->move, plan->m_decay);
     if (u.grad == nullptr) return;
     sgd_row(w, m, u.grad->row(j), cols, u.momentum, u.lr, u.keep);
-  });
+  }, kOptimRowGrain);
 }
 
 }  // namespace frugal::kernels

@@ -10,21 +10,10 @@
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
+#include "core/parallel_rows.h"
 
 namespace frugal::kernels {
 namespace {
-
-template <class F>
-void parallel_rows(size_t n, F&& body) {
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1), [&](const auto& r) {
-    for (size_t i = r.begin(); i < r.end(); ++i) body(i);
-  });
-}
-
-// Best first: higher score, then lower label id.
-bool better(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
-  return a.first != c.first ? a.first > c.first : a.second < c.second;
-}
 
 // The k best of n (score, label) candidates produced by `entry(j)`, best first, through a k-entry
 // min-heap: one pass, no scratch of the candidates' size.
@@ -36,14 +25,14 @@ void heap_top_k(size_t n, size_t k, Entry entry, std::vector<std::pair<float, ui
     const std::pair<float, uint32_t> e = entry(j);
     if (heap.size() < k) {
       heap.push_back(e);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(e, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), better);
+      std::push_heap(heap.begin(), heap.end(), top_k_before);
+    } else if (top_k_before(e, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), top_k_before);
       heap.back() = e;
-      std::push_heap(heap.begin(), heap.end(), better);
+      std::push_heap(heap.begin(), heap.end(), top_k_before);
     }
   }
-  std::sort_heap(heap.begin(), heap.end(), better);
+  std::sort_heap(heap.begin(), heap.end(), top_k_before);
 }
 
 }  // namespace

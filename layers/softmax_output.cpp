@@ -15,23 +15,12 @@
 #include "core/backend.h"
 #include "core/communicator.h"
 #include "core/check.h"
+#include "core/parallel_rows.h"
 #include "core/rng.h"
 #include "layers/init.h"
 
 namespace frugal::layers {
 namespace {
-
-template <class F>
-void parallel_rows(size_t n, F&& body) {
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1), [&](const auto& r) {
-    for (size_t i = r.begin(); i < r.end(); ++i) body(i);
-  });
-}
-
-// Best first: higher score, then lower label id (the order of the Backend's top_k).
-bool better(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& c) {
-  return a.first != c.first ? a.first > c.first : a.second < c.second;
-}
 
 }  // namespace
 
@@ -209,7 +198,7 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
         std::memcpy(&id, e + 1, sizeof id);
         cand.emplace_back(e[0], id);
       }
-    std::sort(cand.begin(), cand.end(), better);
+    std::sort(cand.begin(), cand.end(), top_k_before);
     for (size_t j = 0; j < k; ++j) {
       labels[i * k + j] = cand[j].second;
       scores[i * k + j] = cand[j].first;
