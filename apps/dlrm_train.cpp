@@ -141,7 +141,7 @@ int run_dlrm(const DlrmRun& a) {
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
                            .seed = a.seed, .group = group, .tables = tables, .dp = a.dp});
-  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch});
+  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = say});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
   if (say)
@@ -165,7 +165,8 @@ int run_dlrm(const DlrmRun& a) {
   for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = net.dp_payload_sent(), dp_full_before = net.dp_payload_uncompressed();
-    const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps);
+    const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
+                                                         fmt::format("train epoch {}", epoch));
     comm::ByteCount wire = world->stats().total();
     wire -= before;
     const auto e0 = std::chrono::steady_clock::now();

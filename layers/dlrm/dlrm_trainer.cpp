@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/placement.h"
 #include "core/rng.h"
+#include "core/train/progress.h"
 
 namespace frugal::layers {
 
@@ -46,7 +47,7 @@ double DlrmTrainer::group_sum(double value) const {
   return sum;
 }
 
-DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps) {
+DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps, const std::string& label) {
   train.validate();
   order_.resize(train.size);
   std::iota(order_.begin(), order_.end(), 0u);
@@ -54,6 +55,9 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
   for (size_t i = train.size; i > 1; --i) std::swap(order_[i - 1], order_[rng.below(i)]);
   DlrmEpoch epoch;
   double loss = 0;
+  size_t local_samples = 0;
+  const size_t total = max_steps > 0 ? std::min(train.size, max_steps * options_.batch) : train.size;
+  Progress progress(label, total, options_.progress);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t begin = 0; begin < train.size; begin += options_.batch) {
     if (max_steps > 0 && epoch.steps == max_steps) break;
@@ -76,13 +80,17 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
     loss += network_.forward_backward(batch, rows_, /*train=*/true);
     optimizer_->step();
     epoch.samples += global;
+    local_samples += n;
     ++epoch.steps;
+    progress.update(epoch.samples, local_samples > 0 ? loss / static_cast<double>(local_samples) : 0.0);
   }
   epoch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loss = group_sum(loss);
   epoch.loss = epoch.samples > 0 ? loss / static_cast<double>(epoch.samples) : 0;
   FRUGAL_CHECK(std::isfinite(epoch.loss), fmt::format("DLRM: the training loss is {} (diverged; lower --lr)",
                                                       epoch.loss));
+  progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", epoch.samples,
+                              epoch.seconds, epoch.samples_per_second(), epoch.loss));
   return epoch;
 }
 

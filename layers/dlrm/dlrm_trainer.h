@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/train/optimizer.h"
@@ -31,6 +32,9 @@ struct ClickMetrics {
 struct DlrmTrainOptions {
   optim::Options optimizer = optim::Adam{};
   size_t batch = 128;
+  // Progress lines during fit_epoch (core/train/progress.h): a bar on a terminal, every ~10% or
+  // 30 s otherwise. Its loss is this rank's running mean (the epoch line has the group's).
+  bool progress = false;
 };
 
 struct DlrmEpoch {
@@ -45,7 +49,8 @@ class DlrmTrainer {
   DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrainOptions& options);
 
   // One pass over `train` in the order Rng(seed) shuffles it; at most max_steps steps (0: all).
-  DlrmEpoch fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps = 0);
+  // label names the pass in progress lines ("train epoch 3").
+  DlrmEpoch fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train");
   // AUC and logloss of the network's click probabilities on `test`.
   ClickMetrics evaluate(const CtrView& test, size_t batch = 4096);
   // Click probabilities of every sample of `data`, in order.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `frugal train --model dlrm` through the built binary (20000 synth-ctr samples, whose large fields
 # freq-double and qr squeeze):
-#  1. one rank on a synth-ctr set: progress lines with AUC and logloss, epoch records with auc,
-#     logloss, embedding_parameters and the byte counts; the model learns (AUC above 0.6); the same
+#  1. one rank on a synth-ctr set: progress lines within an epoch, epoch lines with AUC and
+#     logloss, epoch records with auc, logloss, embedding_parameters and the byte counts; the model learns (AUC above 0.6); the same
 #     seed gives the same records; every --ids mode trains, freq-double and qr with fewer
 #     embedding parameters than full;
 #  2. `frugal launch -n 3`: --table-exchange des and ps and --parallel data give the 1-rank run's
@@ -24,6 +24,9 @@ COMMON=(train --model dlrm --format criteo --train "$TMP/d/train.tsv" --test "$T
         --seed 3)
 run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/one.jsonl"
 grep -q "^epoch 2: loss .*, AUC 0\.[0-9]*, logloss 0\.[0-9]*" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+# Progress lines within the epoch (stderr is a file here: plain lines every ~10%).
+grep -q "^train epoch 2  50\.[0-9]% ([0-9]*/20000) [0-9]* samples/s loss 0\.[0-9]*$" "$TMP/last.log" ||
+  { cat "$TMP/last.log"; echo "no progress line"; exit 1; }
 run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/again.jsonl" --quiet
 [ ! -s "$TMP/last.log" ] || { cat "$TMP/last.log"; echo "--quiet printed something"; exit 1; }
 for ids in hash freq-double qr; do
