@@ -100,6 +100,9 @@ struct TrainArgs {
   // --slice-weights auto: calibrate over --calibration-steps after --calibration-warmup steps.
   bool auto_weights = false;
   size_t calibration_steps = 20, calibration_warmup = 5;
+  // --memory-limit MiB: the most this rank's model state may take when auto slicing (0: no limit
+  // beyond the machine's free memory). Per rank, like --device: not part of the run config.
+  double memory_limit_mib = 0;
   std::string device = "auto";  // --device cpu|cuda|cuda:N|auto (core/device.h)
   ModelKind model = ModelKind::xmc;
   cli::DpTransport dp_transport = cli::DpTransport::auto_;  // --dp-transport (apps/dp_transport.h)
@@ -305,28 +308,46 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
   } else {
     const std::vector<double> times = gather_step_seconds(mine, parallel.model, parallel.data);
     const std::vector<double> current = model.input().placement().weights;
-    // The Backend interface reports no memory limit (the CPU backend has none to report): no cap.
-    const RebalancePlan plan = throughput_weights(times, current, {});
+    // Each rank's share is capped by what its memory holds (Backend::state_memory_available()).
+    // (No weights: equal slices.)
+    const size_t me = comm::is_active(parallel.model) ? static_cast<size_t>(parallel.model->rank()) : 0;
+    const double my_share = current.empty() ? 1.0 / static_cast<double>(times.size())
+                                            : current[me] / std::accumulate(current.begin(), current.end(), 0.0);
+    const double state_bytes = model_state_bytes(model, *trainer);
+    std::optional<double> room;
+    if (const std::optional<uint64_t> available = default_backend().state_memory_available())
+      room = static_cast<double>(*available);
+    if (a.memory_limit_mib > 0) {
+      const double limit_room = std::max(0.0, a.memory_limit_mib * 1048576.0 - state_bytes);
+      room = room ? std::min(*room, limit_room) : limit_room;
+    }
+    const std::vector<double> caps =
+        gather_memory_caps(memory_cap(my_share, state_bytes, room), parallel.model, parallel.data);
+    const RebalancePlan plan = throughput_weights(times, current, {.max_share = caps});
     std::vector<size_t> labels(static_cast<size_t>(grid.model));
     const auto bounds = slice_bounds(model.output().out_features(), static_cast<size_t>(grid.model), plan.weights);
     for (size_t r = 0; r < labels.size(); ++r) labels[r] = bounds[r + 1] - bounds[r];
     if (world.rank() == 0) {
-      fmt::print("--slice-weights auto: calibrated over {} steps (after {} warm-up), no memory cap (the {} backend "
-                 "reports no memory limit)\n", timed.steps > 0 ? timed.steps : fit.steps,
-                 timed.steps > 0 ? fit.steps - timed.steps : 0, default_backend().name());
+      fmt::print("--slice-weights auto: calibrated over {} steps (after {} warm-up); shares capped by each rank's "
+                 "free memory\n", timed.steps > 0 ? timed.steps : fit.steps,
+                 timed.steps > 0 ? fit.steps - timed.steps : 0);
       const double total_throughput = std::accumulate(plan.throughput.begin(), plan.throughput.end(), 0.0);
       for (size_t r = 0; r < times.size(); ++r) {
-        fmt::print("  model rank {}: {:.5f} s/step, new share {:.4f} ({} labels){}\n", r, times[r], plan.weights[r],
-                   labels[r],
+        fmt::print("  model rank {}: {:.5f} s/step, new share {:.4f} ({} labels), memory holds {}{}\n", r, times[r],
+                   plan.weights[r], labels[r], caps[r] >= 1.0 ? std::string("all") : fmt::format("{:.4f}", caps[r]),
                    plan.raised[r] ? fmt::format(" raised to the minimum share: its throughput is {:.1f}% of the "
                                                 "group's and a slice cannot be empty",
                                                 100.0 * plan.throughput[r] / total_throughput)
-                                  : "");
+                   : plan.capped[r] ? std::string(", capped by its memory")
+                                    : std::string());
       }
     }
     log.write({{"event", "calibration"}, {"steps", timed.steps > 0 ? timed.steps : fit.steps},
                {"rank_step_seconds", times}, {"slice_weights", plan.weights}, {"slice_labels", labels},
-               {"raised_to_minimum", plan.raised}, {"memory_cap", false}, {"rank", world.rank()}});
+               {"raised_to_minimum", plan.raised},
+               {"memory_cap", std::find(plan.capped.begin(), plan.capped.end(), true) != plan.capped.end()},
+               {"memory_caps", caps}, {"capped_by_memory", plan.capped},
+               {"rank", world.rank()}});
     const std::string folder = reslice_folder(world, a.checkpoint);
     reslice(folder, model, trainer, build, plan.weights);
     world.barrier().wait();  // every rank has read the folder
@@ -625,7 +646,8 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
-                           "--negatives", "--infer", "--output-init", "--slice-weights",
+                           "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
+                           "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--lr-schedule", "--clip-norm",
                            "--dropout"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
@@ -736,6 +758,10 @@ void add_train_command(CLI::App& app) {
                                                        "auto: measured (calibrated in the first epoch)");
   cmd->add_option("--calibration-steps", a->calibration_steps, "--slice-weights auto: steps timed to size the slices")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-limit", a->memory_limit_mib,
+                  "--slice-weights auto: MiB this rank's weights and optimizer state may take at most (0: the "
+                  "machine's free memory is the limit)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--calibration-warmup", a->calibration_warmup, "--slice-weights auto: steps before the timed ones")
       ->capture_default_str();
   add_device_option(cmd, a->device);
@@ -776,6 +802,13 @@ void add_train_command(CLI::App& app) {
     with_flag_names(kTrainFlags, "", [&] {
       if (!args.layers.empty()) layers::parse_layer_widths(args.layers, "--layers");  // fails before data is read
       parse_grid_and_weights(args);
+      if (!args.auto_weights) {
+        std::vector<std::string> unused;
+        for (const char* flag : {"--calibration-steps", "--calibration-warmup", "--memory-limit"})
+          if (cmd->count(flag) > 0) unused.emplace_back(flag);
+        if (!unused.empty())
+          fmt::print(stderr, "note: {} only appl(y/ies) to --slice-weights auto: ignored\n", fmt::join(unused, ", "));
+      }
       args.comm.check();
       FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
                    "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "

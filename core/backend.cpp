@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/host_memory.h"
 
 namespace frugal {
 namespace {
@@ -23,6 +24,8 @@ Registry& registry() {
 }
 
 }  // namespace
+
+std::optional<uint64_t> Backend::state_memory_available() const { return host_memory_available(); }
 
 std::string_view op_name(Op op) {
   switch (op) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -171,6 +172,11 @@ class Backend {
   // Threads the backend's ops use on the host for the rest of the process; 0 = all cores.
   virtual void set_num_threads(int threads) = 0;
   virtual int num_threads() const = 0;
+  // Bytes of model state (weights and optimizer state) this backend can still take where it keeps
+  // them; nullopt: unknown. `--slice-weights auto` caps a rank's share by it. The default is host
+  // memory (core/host_memory.h): the CPU backend, and the CUDA backend while it stages every op
+  // through host memory, keep weights and optimizer state there.
+  virtual std::optional<uint64_t> state_memory_available() const;
 
   // --- dense -------------------------------------------------------------------------------
   // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major; op(A) is A (M x K) or, with

@@ -1,5 +1,6 @@
 #include "core/train/rebalance.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -75,15 +76,45 @@ RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span
   return plan;
 }
 
-std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, comm::Communicator* data) {
+namespace {
+
+// Every model rank's value, indexed by its rank in `model`; over the replicas of `data`, `across`.
+std::vector<double> gather_per_model_rank(double mine, comm::Communicator* model, comm::Communicator* data,
+                                          comm::ReduceOp across) {
   const bool sliced = comm::is_active(model);
   const size_t n = sliced ? static_cast<size_t>(model->size()) : 1;
-  std::vector<float> times(n, 0.0f);
-  times[sliced ? static_cast<size_t>(model->rank()) : 0] = static_cast<float>(mine);
+  std::vector<float> values(n, 0.0f);
+  values[sliced ? static_cast<size_t>(model->rank()) : 0] = static_cast<float>(mine);
   // One non-zero per position: the sum is exact, every rank gets the same bits.
-  if (sliced) model->all_reduce(times, comm::ReduceOp::sum).wait();
-  if (comm::is_active(data)) data->all_reduce(times, comm::ReduceOp::max).wait();
-  return {times.begin(), times.end()};
+  if (sliced) model->all_reduce(values, comm::ReduceOp::sum).wait();
+  if (comm::is_active(data)) data->all_reduce(values, across).wait();
+  return {values.begin(), values.end()};
+}
+
+}  // namespace
+
+std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, comm::Communicator* data) {
+  return gather_per_model_rank(mine, model, data, comm::ReduceOp::max);
+}
+
+double memory_cap(double share, double state_bytes, std::optional<double> available_bytes, double headroom) {
+  FRUGAL_CHECK(share > 0 && share <= 1.0 + 1e-9, fmt::format("memory_cap: share {} is not in (0, 1]", share));
+  FRUGAL_CHECK(headroom > 0 && headroom <= 1, fmt::format("memory_cap: headroom {} is not in (0, 1]", headroom));
+  if (!available_bytes || state_bytes <= 0) return 1.0;
+  return std::min(1.0, share * (state_bytes + headroom * std::max(0.0, *available_bytes)) / state_bytes);
+}
+
+std::vector<double> gather_memory_caps(double mine, comm::Communicator* model, comm::Communicator* data) {
+  return gather_per_model_rank(mine, model, data, comm::ReduceOp::min);
+}
+
+double model_state_bytes(const Model& model, const Trainer& trainer) {
+  double floats = 0;
+  for (const Parameter* p : model.parameters()) floats += static_cast<double>(p->value.size());
+  const optim::Optimizer& optimizer = trainer.optimizer();
+  for (size_t i = 0; i < optimizer.size(); ++i)
+    floats += static_cast<double>(optimizer.state(i).m.size() + optimizer.state(i).v.size());
+  return floats * sizeof(float);
 }
 
 void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer>& trainer,

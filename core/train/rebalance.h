@@ -48,6 +48,21 @@ RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span
 // the same slicing). Either group may be null.
 std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, comm::Communicator* data);
 
+// The largest share of the model a rank's memory holds, from what it holds now: its model state
+// (weights and optimizer state) grows in proportion to its share, so with `state_bytes` at share
+// `share` and `available_bytes` more that it may take (Backend::state_memory_available()), of which
+// `headroom` is used (the rest is left for activations, LSH tables and the reslicing itself):
+//   cap = share * (state_bytes + headroom * available_bytes) / state_bytes, at most 1.
+// Counting every parameter as sliced overstates a share's cost (unsliced layers do not grow with
+// it), so the cap errs low. Unknown memory (nullopt) or no state yet: 1 (no cap).
+double memory_cap(double share, double state_bytes, std::optional<double> available_bytes, double headroom = 0.8);
+
+// Every model rank's memory cap (as gather_step_seconds gathers times; the smallest over replicas).
+std::vector<double> gather_memory_caps(double mine, comm::Communicator* model, comm::Communicator* data);
+
+// Bytes of model state a trainer's rank holds: its parameters' values and their optimizer state.
+double model_state_bytes(const Model& model, const Trainer& trainer);
+
 // Reslices `model` and `trainer` onto `weights` without losing anything the optimizer or the
 // schedule holds: saves a checkpoint of them in `scratch_dir` (every rank of the run must see that
 // folder: one host, or a shared file system), empties the model and calls build(model, weights),

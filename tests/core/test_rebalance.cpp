@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "core/host_memory.h"
 #include "core/placement.h"
 #include "core/train/rebalance.h"
 
@@ -82,4 +83,48 @@ TEST_CASE("throughput weights: deterministic", "[rebalance]") {
   const std::vector<double> times{0.013, 0.029, 0.0071, 0.5};
   const RebalancePlan a = throughput_weights(times), b = throughput_weights(times);
   CHECK(a.weights == b.weights);
+}
+
+TEST_CASE("memory cap: the share whose state fits what the rank holds now plus 80% of its free memory",
+          "[rebalance]") {
+  // 100 MB of state at share 0.25 and 100 MB free: 80 MB more state, so share 0.25 * 180 / 100.
+  CHECK(memory_cap(0.25, 100e6, 100e6) == Approx(0.45));
+  CHECK(memory_cap(0.25, 100e6, 100e6, 0.5) == Approx(0.375));
+  CHECK(memory_cap(0.25, 100e6, 1e12) == 1.0);     // plenty: never above the whole model
+  CHECK(memory_cap(0.25, 100e6, 0.0) == Approx(0.25));  // full: keeps what it has
+  CHECK(memory_cap(0.25, 100e6, std::nullopt) == 1.0);  // unknown memory: no cap
+  CHECK(memory_cap(0.25, 0.0, 1e6) == 1.0);             // no state to scale from: no cap
+  CHECK_THROWS_WITH(memory_cap(0.0, 1.0, 1.0), Contains("share 0 is not in (0, 1]"));
+  CHECK_THROWS_WITH(memory_cap(0.5, 1.0, 1.0, 1.5), Contains("headroom 1.5"));
+}
+
+TEST_CASE("memory cap: the caps feed the weighting, and caps that cannot hold the model are refused",
+          "[rebalance]") {
+  // Rank 0 is 3x faster but its memory holds 0.45 of the model: it gets 0.45, rank 1 the rest.
+  const std::vector<double> times{1.0, 3.0}, current{1.0, 1.0};
+  const std::vector<double> caps{memory_cap(0.5, 200e6, 50e6), memory_cap(0.5, 200e6, 1e9)};
+  CHECK(caps[0] == Approx(0.6));
+  CHECK(caps[1] == 1.0);
+  const RebalancePlan plan = throughput_weights(times, current, {.max_share = caps});
+  CHECK(plan.weights[0] == Approx(0.6));
+  CHECK(plan.capped[0]);
+  CHECK_FALSE(plan.capped[1]);
+  CHECK(plan.weights[1] == Approx(0.4));
+  CHECK_THROWS_WITH(throughput_weights(times, current, {.max_share = {0.4, 0.5}}),
+                    Contains("memory caps hold 0.900 of the model"));
+}
+
+TEST_CASE("host memory: MemAvailable and the cgroup's room are read from their texts", "[rebalance]") {
+  CHECK(parse_mem_available("MemTotal:       24576000 kB\nMemFree:  1000 kB\nMemAvailable:   2048 kB\n") ==
+        uint64_t{2048} * 1024);
+  CHECK_FALSE(parse_mem_available("MemTotal: 1 kB\n").has_value());
+  CHECK_FALSE(parse_mem_available("MemAvailable: lots\n").has_value());
+  CHECK_FALSE(parse_mem_available("XMemAvailable: 5 kB\n").has_value());
+  CHECK(cgroup_room("1000\n", "400\n") == uint64_t{600});
+  CHECK(cgroup_room("1000\n", "1400\n") == uint64_t{0});
+  CHECK_FALSE(cgroup_room("max\n", "400\n").has_value());
+  // On this machine (Linux): something is available.
+  const std::optional<uint64_t> here = host_memory_available();
+  REQUIRE(here.has_value());
+  CHECK(*here > 0);
 }

@@ -3,7 +3,8 @@
 #  1. `frugal launch -n 2 -- frugal train --slice-weights auto`: rank 0 logs the calibration (per-rank
 #     step times and new shares), every rank logs a `calibration` record with the same weights, the
 #     start record names the device, and every epoch line has rank_step_seconds_max >= _min > 0
-#     (also without auto); the checkpoint saved on the calibrated slices resumes on 1 rank with the
+#     (also without auto); --memory-limit caps the shares (recorded as memory_caps) and is ignored,
+#     saying so, without auto; the checkpoint saved on the calibrated slices resumes on 1 rank with the
 #     P@1 it was saved with;
 #  2. --device cpu works; --device cuda / cuda:N without a CUDA backend fail saying why, in train
 #     and predict; a malformed --device is refused while parsing;
@@ -21,12 +22,21 @@ COMMON=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --thread
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 2 --slice-weights auto --calibration-steps 6 \
   --calibration-warmup 2 --metrics "$TMP/auto.jsonl" --checkpoint "$TMP/ckpt"
 cp "$TMP/last.log" "$TMP/auto.log"
-grep -q -- "--slice-weights auto: calibrated over 6 steps (after 2 warm-up), no memory cap" "$TMP/auto.log" ||
+grep -q -- "--slice-weights auto: calibrated over 6 steps (after 2 warm-up); shares capped by each rank's free memory" \
+  "$TMP/auto.log" ||
   { cat "$TMP/auto.log"; echo "no calibration line"; exit 1; }
 grep -q "model rank 1: .* s/step, new share" "$TMP/auto.log" || { cat "$TMP/auto.log"; echo "no per-rank share"; exit 1; }
 grep -q "device cpu" "$TMP/auto.log" || { cat "$TMP/auto.log"; echo "the start line names no device"; exit 1; }
 ls "$TMP/ckpt" | grep -q reslice && { echo "the reslice folder was left behind"; exit 1; }
 run "$FRUGAL" "${COMMON[@]}" --epochs 3 --resume "$TMP/ckpt" --metrics "$TMP/resumed.jsonl" --quiet
+# --memory-limit: half a MiB of model state per rank caps both shares below the whole model.
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --slice-weights auto --calibration-steps 4 \
+  --calibration-warmup 1 --memory-limit 0.5 --metrics "$TMP/capped.jsonl"
+grep -q "model rank 1: .* s/step, new share .*, memory holds 0\.[0-9]*" "$TMP/last.log" ||
+  { cat "$TMP/last.log"; echo "no memory cap in the per-rank line"; exit 1; }
+run "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --memory-limit 100
+grep -qF "note: --memory-limit only appl(y/ies) to --slice-weights auto: ignored" "$TMP/last.log" ||
+  { cat "$TMP/last.log"; echo "no note that --memory-limit was ignored"; exit 1; }
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cpu --metrics "$TMP/fixed.jsonl"
 # Devices: what exists here decides; without a CUDA backend the errors say why.
 if ! "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda > "$TMP/cuda.log" 2>&1; then
@@ -72,6 +82,12 @@ assert abs(sum(cal0["slice_weights"]) - 1) < 1e-9 and sum(cal0["slice_labels"]) 
 for name in ("auto.jsonl", "auto.rank1.jsonl", "fixed.jsonl", "fixed.rank1.jsonl", "resumed.jsonl"):
     for e in records(name, "epoch"):
         assert e["rank_step_seconds_max"] >= e["rank_step_seconds_min"] > 0, (name, e)
+capped = [records(n, "calibration")[0] for n in ("capped.jsonl", "capped.rank1.jsonl")]
+assert capped[0]["memory_caps"] == capped[1]["memory_caps"] and capped[0]["slice_weights"] == capped[1]["slice_weights"]
+assert all(0 < c < 1 for c in capped[0]["memory_caps"]), capped[0]
+assert all(w <= c + 1e-6 for w, c in zip(capped[0]["slice_weights"], capped[0]["memory_caps"])), capped[0]
+assert capped[0]["memory_cap"] == any(capped[0]["capped_by_memory"]), capped[0]
+assert len(cal0["memory_caps"]) == 2 and all(0 < c <= 1 for c in cal0["memory_caps"]), cal0
 auto = records("auto.jsonl", "epoch")
 assert len(auto) == 2 and auto[0]["steps"] == 32 and auto[1]["steps"] == 64, auto
 resume = records("resumed.jsonl", "resume")[0]
