@@ -100,8 +100,22 @@ def zmtp_ready(identity):
                       command=True)
 
 
+def is_member_identity(ident, ranks):
+    """Whether a rank would take `ident` for a member's (comm/zmq_transport.cpp, rank_of_routing_id)."""
+    digits = ident[1:]
+    return (ident[:1] == b"r" and digits.isdigit() and digits.isascii() and (digits == b"0" or digits[:1] != b"0")
+            and int(digits) < ranks)
+
+
 def stranger_identity(rng, ranks):
     """A ZMTP routing id that is no member's: members are exactly r0..r<ranks-1>."""
+    while True:
+        ident = random_identity(rng, ranks)
+        if not is_member_identity(ident, ranks):  # random bytes can spell "r1"
+            return ident
+
+
+def random_identity(rng, ranks):
     choice = rng.randrange(5)
     if choice == 0:
         return b""  # the ROUTER makes one up
