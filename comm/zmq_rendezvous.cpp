@@ -84,17 +84,17 @@ void send_frame(void* s, const std::string* identity, FrameKind kind, int src,
   zmq_send(s, payload.data(), payload.size(), 0);
 }
 
-// Decodes [header, payload]; nullopt (with a note on stderr) for anything that is not a frame.
+// Decodes [header, payload]; nullopt (counted in `drops`, which notes it on stderr) for anything
+// that is not a frame.
 std::optional<std::pair<FrameHeader, std::string>> parse_frame(const std::vector<std::string>& p,
-                                                               size_t at, int rank) {
+                                                               size_t at, DropLog& drops) {
   try {
     FRUGAL_CHECK(p.size() == at + 2, "bad frame: wrong number of parts");
     FrameHeader h = decode_header(as_bytes(p[at]));
     check_payload(h, as_bytes(p[at + 1]));
     return std::make_pair(h, p[at + 1]);
   } catch (const Error& e) {
-    fmt::print(stderr, "frugal: rank {}: ignored a malformed message during start-up: {}\n", rank,
-               e.what());
+    drops.drop(fmt::format("malformed message during start-up: {}", e.what()));
     return std::nullopt;
   }
 }
@@ -186,7 +186,7 @@ void ZmqTransport::rendezvous_as_coordinator() {
     if (zap_ && (items[1].revents & ZMQ_POLLIN)) service_zap();
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     const auto parts = recv_parts(router_);
-    auto frame = parse_frame(parts, 1, 0);
+    auto frame = parse_frame(parts, 1, drops_);
     if (!frame || frame->first.kind != FrameKind::hello) continue;
     json hello;
     try {
@@ -212,7 +212,7 @@ void ZmqTransport::rendezvous_as_coordinator() {
         joined[r] = {parts[0], hello.at("address").get<std::string>()};
       }
     } catch (const json::exception& e) {
-      fmt::print(stderr, "frugal: rank 0: ignored a malformed hello: {}\n", e.what());
+      drops_.drop(fmt::format("malformed hello: {}", e.what()));
     }
   }
   if (!problem.empty()) {
@@ -243,7 +243,7 @@ void ZmqTransport::reject_latecomers(const std::string& problem, std::vector<std
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     const auto parts = recv_parts(router_);
     if (parts.empty() || std::find(told.begin(), told.end(), parts[0]) != told.end()) continue;
-    auto frame = parse_frame(parts, 1, 0);
+    auto frame = parse_frame(parts, 1, drops_);
     if (!frame || frame->first.kind != FrameKind::hello) continue;
     send_frame(router_, &parts[0], FrameKind::reject, 0, problem);
     told.push_back(parts[0]);
@@ -329,7 +329,7 @@ void ZmqTransport::rendezvous_as_member() {
 // throws with rank 0's reason, anything else is ignored (false).
 bool ZmqTransport::take_answer(void* coord) {
   const auto parts = recv_parts(coord);
-  auto frame = parse_frame(parts, 0, world_rank());
+  auto frame = parse_frame(parts, 0, drops_);
   if (!frame) return false;
   if (frame->first.kind == FrameKind::reject) {
     throw CommError(fmt::format("rank 0 refused to start the run: {}", frame->second));

@@ -24,19 +24,42 @@ std::string wall_time(std::chrono::system_clock::time_point t) {
 
 void set_int(void* s, int option, int value) { zmq_setsockopt(s, option, &value, sizeof value); }
 
-int rank_of_identity(const zmq_msg_t& id, int size) {
-  const auto* p = static_cast<const char*>(zmq_msg_data(const_cast<zmq_msg_t*>(&id)));
-  const size_t n = zmq_msg_size(const_cast<zmq_msg_t*>(&id));
-  if (n < 2 || n > 11 || p[0] != 'r') return -1;
-  int r = 0;
-  for (size_t i = 1; i < n; ++i) {
-    if (p[i] < '0' || p[i] > '9') return -1;
-    r = r * 10 + (p[i] - '0');
+}  // namespace
+
+int rank_of_routing_id(std::string_view id, int size) {
+  // At most 10 digits: an int's range; no leading zero, so every rank has one spelling.
+  if (id.size() < 2 || id.size() > 11 || id[0] != 'r' || (id[1] == '0' && id.size() > 2)) return -1;
+  int64_t r = 0;
+  for (size_t i = 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return -1;
+    r = r * 10 + (id[i] - '0');
   }
-  return r < size ? r : -1;
+  return r < size ? static_cast<int>(r) : -1;
 }
 
-}  // namespace
+void DropLog::drop(std::string_view reason, Clock::time_point now) {
+  ++total_;
+  ++pending_;
+  latest_ = reason;
+  if (!reported_any_ || now - last_line_ >= kEvery) report(now);
+}
+
+void DropLog::tick(Clock::time_point now) {
+  if (pending_ > 0 && now - last_line_ >= kEvery) report(now);
+}
+
+void DropLog::report(Clock::time_point now) {
+  if (!reported_any_) {
+    fmt::print(stderr, "frugal: rank {}: dropped a message from an unknown sender: {} (further ones are "
+               "counted and reported at most every {} s)\n", rank_, latest_, kEvery.count());
+  } else {
+    fmt::print(stderr, "frugal: rank {}: dropped {} more message(s) from unknown senders ({} in all; the "
+               "latest: {})\n", rank_, pending_, total_, latest_);
+  }
+  reported_any_ = true;
+  pending_ = 0;
+  last_line_ = now;
+}
 
 ZmqTransport::ZmqTransport(const ZmqOptions& o)
     : Transport(o.rank, o.size),
@@ -47,7 +70,8 @@ ZmqTransport::ZmqTransport(const ZmqOptions& o)
       last_heard_wall_(o.size),
       left_(o.size, false),
       quota_(std::make_shared<PeerQuota>(
-          o.size, std::max(o.max_queued_bytes, o.max_message_bytes + PeerQuota::kFrameOverhead))) {
+          o.size, std::max(o.max_queued_bytes, o.max_message_bytes + PeerQuota::kFrameOverhead))),
+      drops_(o.rank) {
   FRUGAL_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size,
                fmt::format("ZeroMQ communicator: rank {} of size {} is not valid", o.rank, o.size));
   FRUGAL_CHECK(o.timeout.count() > 0, "ZeroMQ communicator: the timeout must be positive");
@@ -253,7 +277,8 @@ void ZmqTransport::receive_all() {
       }
       more = zmq_msg_more(&parts.back());
     }
-    const int src = rank_of_identity(parts[0], world_size());
+    const int src = rank_of_routing_id({static_cast<const char*>(zmq_msg_data(&parts[0])), zmq_msg_size(&parts[0])},
+                                       world_size());
     std::string problem;
     FrameHeader h;
     if (parts.size() != 3) {
@@ -263,8 +288,10 @@ void ZmqTransport::receive_all() {
         h = decode_header({static_cast<const std::byte*>(zmq_msg_data(&parts[1])),
                            zmq_msg_size(&parts[1])});
         if (static_cast<int>(h.src) != src) {
-          problem = fmt::format("bad frame: claims to come from rank {} but arrived on rank {}'s "
-                                "connection", h.src, src);
+          problem = src < 0 ? fmt::format("bad frame: claims to come from rank {} but arrived on a connection "
+                                          "that is no rank's", h.src)
+                            : fmt::format("bad frame: claims to come from rank {} but arrived on rank {}'s "
+                                          "connection", h.src, src);
         }
       } catch (const FrameError& e) {
         problem = e.what();
@@ -272,8 +299,7 @@ void ZmqTransport::receive_all() {
     }
     if (src < 0) {
       // Not one of ours (a stray client; with a cluster key it could not even connect).
-      fmt::print(stderr, "frugal: rank {}: dropped a message from an unknown sender: {}\n",
-                 world_rank(), problem.empty() ? "not a member of this run" : problem);
+      drops_.drop(problem.empty() ? "not a member of this run" : problem);
       for (auto& m : parts) zmq_msg_close(&m);
       continue;
     }
@@ -373,6 +399,7 @@ void ZmqTransport::progress() {
       return;
     }
     heartbeat_and_watch(Clock::now());
+    drops_.tick();
   }
 }
 

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -16,6 +18,39 @@
 #include "comm/zmq_communicator.h"
 
 namespace frugal::comm::detail {
+
+// Reports the messages a rank drops because they are not from a rank of the run (a stranger on its
+// port, garbage, a malformed message during start-up): the first in full, then at most one line
+// every kEvery with how many were dropped since. Anything that reaches the port can send thousands
+// a second, and a line for each would flood the log and slow the I/O thread that writes it.
+class DropLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kEvery{10};
+
+  explicit DropLog(int rank) : rank_(rank) {}
+  // One more dropped message; `reason` says what it was and why it was dropped.
+  void drop(std::string_view reason, Clock::time_point now = Clock::now());
+  // Reports the drops not reported yet once kEvery has passed since the last line (called from the
+  // I/O thread's idle loop, so that the last burst of a flood is reported too).
+  void tick(Clock::time_point now = Clock::now());
+  uint64_t dropped() const { return total_; }
+
+ private:
+  void report(Clock::time_point now);
+
+  int rank_;
+  uint64_t total_ = 0;
+  uint64_t pending_ = 0;  // dropped and not reported yet
+  std::string latest_;    // the reason of the latest of those
+  Clock::time_point last_line_{};
+  bool reported_any_ = false;
+};
+
+// The rank whose DEALER uses this ZeroMQ routing id: exactly "r<rank>" as make_dealer sets it,
+// in decimal without leading zeros, of a rank below `size`; -1 for any other id. Only the exact
+// spelling counts: "r01" is another routing id to the ROUTER, so its connection is not rank 1's.
+int rank_of_routing_id(std::string_view id, int size);
 
 class ZmqTransport final : public Transport {
  public:
@@ -75,6 +110,7 @@ class ZmqTransport final : public Transport {
   std::vector<bool> left_;
   bool failed_ = false;
   std::shared_ptr<PeerQuota> quota_;  // bytes each peer's frames hold here until taken
+  DropLog drops_;                     // messages from strangers (I/O thread, or rendezvous before it)
 };
 
 }  // namespace frugal::comm::detail

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "collective_checks.h"
 #include "comm/frame.h"
+#include "comm/zmq_transport.h"
 #include "zmq_harness.h"
 
 using namespace frugal::comm;
@@ -365,4 +367,152 @@ TEST_CASE("zmq: a rank refuses to send a frame over the message-size limit, nami
   }, [](ZmqOptions& o) { o.max_message_bytes = int64_t{1} << 20; });
   CHECK_THAT(error, Catch::Contains("FRUGAL_MAX_MESSAGE_BYTES"));
   CHECK_THAT(error, Catch::Contains("1048577-byte message to rank 1"));
+}
+
+namespace {
+
+// Sends `frames` (header, payload) from a DEALER with routing id `id` to 127.0.0.1:port, then
+// closes it, waiting up to a second for them to leave.
+void send_as_stranger(int port, const std::string& id,
+                      const std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>>& frames) {
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  int linger = 1000;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_ROUTING_ID, id.data(), id.size());
+  zmq_connect(s, fmt::format("tcp://127.0.0.1:{}", port).c_str());
+  for (const auto& [header, payload] : frames) {
+    zmq_send(s, header.data(), header.size(), ZMQ_SNDMORE);
+    zmq_send(s, payload.data(), payload.size(), 0);
+  }
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+}
+
+// Redirects this process's stderr into a file while alive; text() reads what was written.
+class CapturedStderr {
+ public:
+  CapturedStderr() : file_(std::tmpfile()), saved_(dup(2)) {
+    std::fflush(stderr);
+    dup2(fileno(file_), 2);
+  }
+  ~CapturedStderr() {
+    restore();
+    std::fclose(file_);
+  }
+  std::string text() {
+    restore();
+    std::string out;
+    std::rewind(file_);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) out.append(buf, n);
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+  }
+  std::FILE* file_;
+  int saved_;
+};
+
+size_t count_lines(const std::string& text, const std::string& with) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(with, at)) != std::string::npos; at += with.size()) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("zmq: only the exact routing id r<rank> is a member's") {
+  CHECK(detail::rank_of_routing_id("r0", 4) == 0);
+  CHECK(detail::rank_of_routing_id("r3", 4) == 3);
+  CHECK(detail::rank_of_routing_id("r12", 13) == 12);
+  // Other spellings of a member's number are other routing ids to the ROUTER, hence strangers.
+  for (const char* id : {"r4", "r01", "r00", "r003", "r", "", "x1", "r1x", "r-1", "r+1", "r 1", "1",
+                         "r2147483648", "r99999999999", "r999999999999999"}) {
+    INFO(id);
+    CHECK(detail::rank_of_routing_id(id, 4) == -1);
+  }
+}
+
+TEST_CASE("zmq: drops from strangers are logged once, then counted at most every 10 s") {
+  using namespace std::chrono_literals;
+  CapturedStderr captured;
+  detail::DropLog log(2);
+  const auto t0 = detail::DropLog::Clock::now();
+  log.drop("bad frame: one", t0);
+  for (int i = 0; i < 1000; ++i) log.drop("bad frame: many", t0 + 1ms * i);
+  log.tick(t0 + 9s);  // too early for another line
+  log.tick(t0 + 11s);
+  log.tick(t0 + 30s);  // nothing new to report
+  log.drop("bad frame: later", t0 + 31s);
+  const std::string text = captured.text();
+  INFO(text);
+  CHECK(count_lines(text, "\n") == 3);
+  CHECK_THAT(text, Catch::Contains("rank 2: dropped a message from an unknown sender: bad frame: one (further ones"));
+  CHECK_THAT(text, Catch::Contains("rank 2: dropped 1000 more message(s) from unknown senders (1001 in all; the "
+                                   "latest: bad frame: many)"));
+  CHECK_THAT(text, Catch::Contains("dropped 1 more message(s) from unknown senders (1002 in all; the latest: bad "
+                                   "frame: later)"));
+  CHECK(log.dropped() == 1002);
+}
+
+TEST_CASE("zmq: garbage from strangers with near-member routing ids is dropped; the run goes on") {
+  const int port = free_port();
+  std::atomic<bool> started{false}, stranger_done{false};
+  // Frames claiming to be rank 1's, every checksum right or the payload's wrong, from routing ids
+  // that only look like rank 1's ("r01" parsed as rank 1 before: a bad frame from it ended the run,
+  // a good one was taken as rank 1's), and a burst of malformed frames that must not flood the log.
+  std::thread stranger([&] {
+    while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>> frames;
+    for (int i = 0; i < 200; ++i) {
+      FrameHeader h;
+      h.kind = i % 2 ? FrameKind::collective : FrameKind::abort;
+      h.src = 1;
+      h.comm_id = static_cast<uint64_t>(i % 3);
+      h.seq = static_cast<uint64_t>(i / 3 + 1);
+      std::vector<std::byte> payload(64, std::byte{static_cast<unsigned char>(i)});
+      const auto header = encode_header(h, payload);
+      if (i % 4 == 3) payload[0] ^= std::byte{1};  // the payload's checksum no longer matches
+      frames.emplace_back(std::vector<std::byte>(header.begin(), header.end()), payload);
+    }
+    for (const char* id : {"r01", "r001", "r1x", "r99999999999", "r4", "stranger"}) send_as_stranger(port, id, frames);
+    stranger_done = true;
+  });
+  std::string error, log;
+  {
+    CapturedStderr captured;
+    try {
+      run_zmq(2, [&](Communicator& c) {
+        check_all_reduce(c, 100);
+        started = true;
+        for (int i = 0; i < 20000; ++i) {
+          std::vector<float> go(1, stranger_done ? 1.0f : 0.0f);
+          c.all_reduce(go, ReduceOp::min).wait();
+          if (go[0] == 1.0f) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last garbage arrives
+        check_all_reduce(c, 1000);
+        check_collectives(c, 1001);
+      }, [&](ZmqOptions& o) { o.coordinator = fmt::format("127.0.0.1:{}", port); });
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    started = true;
+    stranger.join();
+    log = captured.text();
+  }
+  INFO(log);
+  CHECK(error == "");
+  // 1200 dropped frames, one line (the first drop) within the run's few seconds.
+  CHECK(count_lines(log, "dropped a message from an unknown sender") == 1);
+  CHECK(count_lines(log, "unknown sender") <= 2);
 }
