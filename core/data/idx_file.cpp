@@ -142,8 +142,13 @@ IdxImages IdxFile::read_images(const std::string& path) {
   img.cols = in.read_u32("the column count");
   if (img.rows == 0 || img.cols == 0)
     throw Error(fmt::format("{}: images of {} x {} pixels: expected both sizes > 0", path, img.rows, img.cols));
-  img.pixels = read_payload(in, uint64_t{img.count} * img.rows * img.cols,
-                            fmt::format("{} images of {} x {} pixels", img.count, img.rows, img.cols));
+  const std::string what = fmt::format("{} images of {} x {} pixels", img.count, img.rows, img.cols);
+  // rows x cols fits in 64 bits (each is below 2^32), but times the count it can wrap: 4178444288
+  // images of 2^25 x 3 * 2^24 pixels made 0 bytes, an empty payload for 4e9 images (tests/fuzz/fuzz_idx).
+  const uint64_t pixels = uint64_t{img.rows} * img.cols;
+  if (img.count != 0 && pixels > kMaxBytes / img.count)
+    throw Error(fmt::format("{}: implausible size in the header: {}", path, what));
+  img.pixels = read_payload(in, img.count * pixels, what);
   return img;
 }
 

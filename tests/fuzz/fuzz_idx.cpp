@@ -36,7 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     if (data[0] % 2 == 0) {
       const auto images = frugal::data::IdxFile::read_images(path);
-      if (images.pixels.size() != images.count * images.rows * images.cols) __builtin_trap();
+      // Checked by division: the product of the header's sizes can wrap (as it did in the reader).
+      const uint64_t per_image = uint64_t{images.rows} * images.cols;
+      if (per_image == 0 || images.pixels.size() % per_image != 0 || images.pixels.size() / per_image != images.count)
+        __builtin_trap();
       if (data[0] % 4 == 0) {
         const std::vector<uint8_t> labels(images.count, 1);
         frugal::data::IdxFile::to_dataset(images, labels, path);
