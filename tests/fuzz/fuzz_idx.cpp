@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,19 @@
 #include "core/data/idx_file.h"
 
 namespace {
-// One scratch file per fuzzing process, rewritten for every input.
+// One scratch file per fuzzing process, rewritten for every input; in memory where /dev/shm
+// exists (on a disk-backed /tmp the writes held the target to ~200 executions a second).
 const std::string& scratch_file() {
-  static const std::string path = [] {
-    char dir[] = "/tmp/frugal-fuzz-idx-XXXXXX";
-    if (mkdtemp(dir) == nullptr) std::abort();
-    return std::string(dir) + "/input-idx-ubyte";
+  // Never freed: a static std::string would be destroyed before the exit handler that removes the
+  // folder runs.
+  static const std::string* dir = [] {
+    auto* d = new std::string(std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
+                              "/frugal-fuzz-idx-XXXXXX");
+    if (mkdtemp(d->data()) == nullptr) std::abort();
+    std::atexit([] { std::filesystem::remove_all(*dir); });
+    return d;
   }();
+  static const std::string path = *dir + "/input-idx-ubyte";
   return path;
 }
 }  // namespace
