@@ -38,9 +38,10 @@ status=0
 FUZZ_SECONDS=$SECS bash tests/fuzz/run_fuzzers.sh "$PWD" "$OUT" "${specs[@]}" || status=$?
 [ $status -eq 77 ] && exit 77  # no clang with libFuzzer here
 
+if [ -n "${FUZZ_RUNS:-}" ]; then span="$FUZZ_RUNS executions"; else span="$SECS s"; fi
 {
   echo "Fuzzing campaign, $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
-    "${FUZZ_RUNS:+$FUZZ_RUNS executions}${FUZZ_RUNS:-$SECS s} per target, $(nproc) CPUs, one job per target" \
+    "$span per target, $(nproc) CPUs, one job per target" \
     "(clang $(${CXX_FUZZ:-clang++} -dumpversion), ASan + UBSan):"
   echo
   echo "| target | result | executions | exec/s | wall s | coverage edges | features | corpus | findings |"
