@@ -15,9 +15,11 @@ namespace {
 std::string read_gzip_or_plain(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) throw Error(fmt::format("{}: cannot open for reading", path));
-  gzbuffer(f, 1 << 20);
+  // 128 KiB chunks: GCIDE's ~14 MB text still takes only ~100 reads, and a small file does not pay
+  // for allocating and clearing 1 MiB buffers (they made the dictd fuzz target 1.5x slower).
+  gzbuffer(f, 1 << 17);
   std::string out;
-  std::vector<char> buf(1 << 20);
+  std::vector<char> buf(1 << 17);
   while (true) {
     const int got = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
     if (got < 0) {
@@ -52,10 +54,16 @@ uint64_t DictdFile::decode_number(std::string_view digits) {
 }
 
 DictdFile DictdFile::open(const std::string& index_path, const std::string& dict_path) {
-  DictdFile d;
-  d.text_ = read_gzip_or_plain(dict_path);
+  std::string text = read_gzip_or_plain(dict_path);
   std::ifstream in(index_path);
   if (!in) throw Error(fmt::format("{}: cannot open for reading", index_path));
+  return parse(in, std::move(text), index_path, dict_path);
+}
+
+DictdFile DictdFile::parse(std::istream& in, std::string text, const std::string& index_path,
+                           const std::string& dict_path) {
+  DictdFile d;
+  d.text_ = std::move(text);
   std::string line;
   size_t line_no = 0;
   while (std::getline(in, line)) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,10 @@ class DictdFile {
  public:
   // Reads the whole index and the whole (decompressed) text; errors name index:line.
   static DictdFile open(const std::string& index_path, const std::string& dict_path);
+  // The same from the index as a stream and the text already decompressed (open's second half; the
+  // fuzz target tests/fuzz/fuzz_dictd.cpp feeds it bytes); the names are for messages.
+  static DictdFile parse(std::istream& index, std::string text, const std::string& index_name,
+                         const std::string& dict_name);
 
   const std::vector<DictdEntry>& entries() const { return entries_; }
   std::string_view text(const DictdEntry& e) const { return std::string_view(text_).substr(e.offset, e.length); }

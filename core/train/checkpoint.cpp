@@ -15,14 +15,13 @@
 #include "core/check.h"
 #include "core/crc32c.h"
 #include "core/train/checkpoint_history.h"
+#include "core/train/checkpoint_slice.h"
 #include "core/train/dct_state_file.h"
 #include "core/tensor_io.h"
 
 namespace frugal {
 namespace fs = std::filesystem;
 namespace {
-
-constexpr char kMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'C', 'K'};
 
 void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& dir) {
   if (!saved.is_object() || !wanted.is_object()) return;
@@ -57,10 +56,7 @@ void verify_checksum(const std::string& dir, const CheckpointManifest& info, con
   const auto it = info.checksums.find(relative);
   if (it == info.checksums.end())
     throw Error(fmt::format("{}: manifest.json records no checksum for this file", path.string()));
-  const uint32_t have = file_crc32c(path);
-  if (have != it->second)
-    throw Error(fmt::format("{}: checksum mismatch (stored {:08x}, computed {:08x}): the file is truncated or corrupt",
-                            path.string(), it->second, have));
+  check_checksum(path.string(), it->second, file_crc32c(path));
 }
 
 }  // namespace
@@ -77,25 +73,10 @@ namespace {
 
 comm::Communicator* group_of(comm::Communicator* c) { return comm::is_active(c) ? c : nullptr; }
 
-// One parameter slice as stored in a slice file.
-struct StoredParam {
-  std::string name;
-  int axis = -1;
-  uint64_t offset = 0, full_rows = 0, full_cols = 0;
-  Tensor value, m, v;
-  std::vector<uint32_t> row_steps;
-};
-
-struct SliceFile {
-  std::vector<StoredParam> params;
-  uint64_t step = 0, epoch = 0;
-  std::vector<std::string> layer_states;
-};
-
 std::string encode_slice(const Model& model, const Trainer& trainer) {
   std::ostringstream buf(std::ios::binary);
   cereal::BinaryOutputArchive ar(buf);
-  save_file_header(ar, kMagic, kCheckpointVersion);
+  save_file_header(ar, kSliceFileMagic, kCheckpointVersion);
   const auto params = model.parameters();
   ar(static_cast<uint64_t>(params.size()));
   for (size_t i = 0; i < params.size(); ++i) {
@@ -120,55 +101,6 @@ std::string encode_slice(const Model& model, const Trainer& trainer) {
   }
   ar(states);
   return buf.str();
-}
-
-// Reads past `bytes` bytes of the archive (moments that weights-only loading does not keep)
-// without holding them in memory.
-void skip_bytes(cereal::BinaryInputArchive& ar, uint64_t bytes) {
-  char scratch[1 << 16];
-  for (uint64_t left = bytes; left > 0;) {
-    const uint64_t n = std::min<uint64_t>(left, sizeof scratch);
-    ar(cereal::binary_data(scratch, n));
-    left -= n;
-  }
-}
-
-// `full`: also the Adam moments and the layer states (resume); else the weights only (inference).
-SliceFile decode_slice(const fs::path& path, bool full) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
-  SliceFile f;
-  try {
-    cereal::BinaryInputArchive ar(in);
-    check_file_header(ar, kMagic, kCheckpointVersion, path.string(), "a frugal checkpoint");
-    uint64_t n = 0;
-    ar(n);
-    FRUGAL_CHECK(n < 4096, fmt::format("{}: implausible parameter count {}", path.string(), n));
-    f.params.resize(n);
-    for (StoredParam& p : f.params) {
-      int32_t axis = 0;
-      ar(p.name, axis, p.offset, p.full_rows, p.full_cols);
-      p.axis = axis;
-      uint64_t r = 0, c = 0;
-      // Shapes are read from the file itself: this is what reslicing needs.
-      for (Tensor* t : {&p.value, &p.m, &p.v}) {
-        ar(r, c);
-        FRUGAL_CHECK(r * c < (uint64_t{1} << 40), path.string() + ": implausible tensor shape");
-        if (!full && t != &p.value) {
-          skip_bytes(ar, r * c * sizeof(float));
-          continue;
-        }
-        t->resize(r, c);
-        if (!t->empty()) ar(cereal::binary_data(t->data(), t->size() * sizeof(float)));
-      }
-      ar(p.row_steps);
-    }
-    ar(f.step, f.epoch);
-    if (full) ar(f.layer_states);
-  } catch (const cereal::Exception& e) {
-    throw Error(fmt::format("{}: truncated or corrupt checkpoint ({})", path.string(), e.what()));
-  }
-  return f;
 }
 
 // Copies the part of `from` (an old slice) that overlaps `to` (this rank's new slice) along the
@@ -251,7 +183,9 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
     const std::string relative = info.folder + "/" + fmt::format("slice{}.ckpt", s);
     const fs::path path = fs::path(dir) / relative;
     verify_checksum(dir, info, relative);
-    const SliceFile f = decode_slice(path, trainer != nullptr);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
+    const SliceFile f = decode_slice(in, path.string(), trainer != nullptr);
     FRUGAL_CHECK(f.params.size() == params.size(),
                  fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(), params.size()));
     for (size_t i = 0; i < params.size(); ++i) {
@@ -372,114 +306,6 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
     write_atomically(fs::path(dir) / "manifest.json", text);
     prune_checkpoints(dir, folder, keep);
   }
-}
-
-CheckpointManifest read_manifest(const std::string& dir) { return read_manifest(dir, fs::path(dir) / "manifest.json"); }
-
-CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: no checkpoint here (cannot read {})", dir, path.filename().string()));
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt manifest: {}", path.string(), e.what()));
-  }
-  if (!m.is_object() || !m.contains("format") || m["format"] != "frugal-checkpoint")
-    throw Error(fmt::format("{}: not a frugal checkpoint manifest", path.string()));
-  const std::string file = path.string();
-  const auto fail = [&](const std::string& field, const std::string& what) {
-    throw Error(fmt::format("{}: field '{}' {}", file, field, what));
-  };
-  // An absent field takes its default (older manifests); a present one must have the right type and range.
-  const auto unsigned_field = [&](const char* field, uint64_t fallback, uint64_t lo, uint64_t hi) {
-    if (!m.contains(field)) return fallback;
-    const auto& v = m[field];
-    if (!v.is_number_unsigned()) fail(field, fmt::format("must be an unsigned integer (found {})", v.dump()));
-    const auto x = v.get<uint64_t>();
-    if (x < lo || x > hi) fail(field, fmt::format("is {}, outside [{}, {}]", x, lo, hi));
-    return x;
-  };
-  const auto typed_field = [&](const char* field, nlohmann::json fallback, bool array) {
-    if (!m.contains(field)) return fallback;
-    const auto& v = m[field];
-    if (array ? !v.is_array() : !v.is_object()) fail(field, array ? "must be an array" : "must be an object");
-    return v;
-  };
-  const auto plain_name = [](const std::string& s) {
-    return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
-           s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
-  };
-  const auto version = unsigned_field("version", 0, 0, UINT32_MAX);
-  if (version != kCheckpointVersion)
-    throw Error(fmt::format("{}: checkpoint format version {} is not supported (this build reads {})", file, version,
-                            kCheckpointVersion));
-  // Row step counts are 32-bit: no step (nor epoch) beyond that is real.
-  constexpr uint64_t kMaxStep = UINT32_MAX, kMaxRanks = 1 << 20;
-  CheckpointManifest info;
-  info.epoch = unsigned_field("epoch", 0, 0, kMaxStep);
-  info.step = unsigned_field("step", 0, 0, kMaxStep);
-  info.world_size = static_cast<int>(unsigned_field("world_size", 1, 1, kMaxRanks));
-  info.model_slices = static_cast<int>(unsigned_field("model_slices", 1, 1, kMaxRanks));
-  if (info.model_slices > info.world_size)
-    fail("model_slices", fmt::format("is {}, more than world_size {}", info.model_slices, info.world_size));
-  info.config = typed_field("config", nlohmann::json::object(), false);
-  info.parameters = typed_field("parameters", nlohmann::json::array(), true);
-  info.optimizer = typed_field("optimizer", nlohmann::json::object(), false);
-  info.run_state = typed_field("run_state", nlohmann::json::object(), false);
-  if (!m.contains("folder")) fail("folder", "is missing: the manifest lacks its slices");
-  if (!m["folder"].is_string()) fail("folder", "must be a string");
-  info.folder = m["folder"].get<std::string>();
-  if (!plain_name(info.folder))
-    fail("folder", fmt::format("must be a plain folder name (no '/', not '..'), found \"{}\"", info.folder));
-  if (m.contains("grid")) {
-    const auto& g = m["grid"];
-    if (!g.is_array() || g.size() != 2 || !g[0].is_number_unsigned() || !g[1].is_number_unsigned())
-      fail("grid", "must be [replicas, model_slices], two unsigned integers");
-    const auto replicas = g[0].get<uint64_t>(), slices = g[1].get<uint64_t>();
-    if (replicas < 1 || slices != static_cast<uint64_t>(info.model_slices) ||
-        replicas * slices != static_cast<uint64_t>(info.world_size))
-      fail("grid", fmt::format("is {}, inconsistent with world_size {} and model_slices {}", g.dump(),
-                               info.world_size, info.model_slices));
-    info.replicas = static_cast<int>(replicas);
-  }
-  // Files the manifest names: each "<folder>/<plain name>", inside the epoch folder.
-  const auto file_list = [&](const char* field) {
-    std::vector<std::string> names;
-    const nlohmann::json list = typed_field(field, nlohmann::json::array(), true);
-    for (const auto& f : list) {
-      const std::string prefix = info.folder + "/";
-      if (!f.is_string() || f.get<std::string>().rfind(prefix, 0) != 0 ||
-          !plain_name(f.get<std::string>().substr(prefix.size())))
-        fail(field, fmt::format("entry {} is not a file inside the folder \"{}\"", f.dump(), info.folder));
-      names.push_back(f.get<std::string>());
-    }
-    return names;
-  };
-  const auto files = file_list("files"), dct_files = file_list("dct_residual_files");
-  if (m.contains("files") && files.size() != static_cast<size_t>(info.model_slices))
-    fail("files", fmt::format("names {} files, model_slices is {}", files.size(), info.model_slices));
-  info.has_dct_residuals = !dct_files.empty();
-  // Every file of the checkpoint (older manifests list no slice files: their names are fixed).
-  for (int s = 0; s < info.model_slices; ++s)
-    info.files.push_back(files.empty() ? info.folder + "/" + fmt::format("slice{}.ckpt", s) : files[s]);
-  info.files.insert(info.files.end(), dct_files.begin(), dct_files.end());
-  if (m.contains("checksums")) {
-    const nlohmann::json checksums = typed_field("checksums", nlohmann::json::object(), false);
-    for (const auto& [name, crc] : checksums.items()) {
-      const std::string text = crc.is_string() ? crc.get<std::string>() : "";
-      if (text.size() != 8 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
-        fail("checksums", fmt::format("entry \"{}\" must be 8 lowercase hex digits, found {}", name, crc.dump()));
-      if (std::find(files.begin(), files.end(), name) == files.end() &&
-          std::find(dct_files.begin(), dct_files.end(), name) == dct_files.end())
-        fail("checksums", fmt::format("names \"{}\", which is not among the manifest's files", name));
-      info.checksums[name] = static_cast<uint32_t>(std::stoul(text, nullptr, 16));
-    }
-    for (const auto& list : {files, dct_files})
-      for (const auto& name : list)
-        if (!info.checksums.contains(name)) fail("checksums", fmt::format("lacks the file \"{}\"", name));
-  }
-  return info;
 }
 
 CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer& trainer,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +43,8 @@ CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest ma
                                    const nlohmann::json& config);
 // The whole manifest, checked: every field's type and range (errors name manifest.json and the field).
 CheckpointManifest read_manifest(const std::string& dir);
+// The manifest read from `in`, checked the same way; `file` names it in errors.
+CheckpointManifest parse_manifest(std::istream& in, const std::string& file);
 // The manifest in file `path` (dir/manifest.json, or the copy in an epoch folder); the files it
 // names are relative to `dir`.
 CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path);

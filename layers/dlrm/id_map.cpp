@@ -11,6 +11,7 @@
 #include <cereal/types/vector.hpp>
 #include <fmt/format.h>
 
+#include "core/bounded_read.h"
 #include "core/check.h"
 
 namespace frugal::layers {
@@ -215,7 +216,7 @@ IdMap IdMap::from_bytes(const std::string& bytes, const std::string& where) {
     std::istringstream in(bytes);
     cereal::BinaryInputArchive ar(in);
     std::string magic;
-    ar(magic);
+    read_string(ar, in, magic, where + ": id map header");
     FRUGAL_CHECK(magic == "frugal-idmap-1", fmt::format("{}: not an id map (no frugal-idmap-1 header)", where));
     uint32_t mode = 0, combine = 0;
     uint64_t min_count = 0, hash_rows = 0, lookups = 0, fields = 0;
@@ -229,26 +230,63 @@ IdMap IdMap::from_bytes(const std::string& bytes, const std::string& where) {
     m.options_.validate();
     m.lookups_ = lookups;
     m.fields_.resize(fields);
-    for (Field& f : m.fields_) {
+    for (size_t fi = 0; fi < m.fields_.size(); ++fi) {
+      Field& f = m.fields_[fi];
+      const auto fail = [&](const std::string& what) {
+        throw Error(fmt::format("{}: corrupt id map: field C{} ({}): {}", where, fi + 1, to_string(f.mode), what));
+      };
       std::vector<uint64_t> tables;
-      std::vector<std::pair<uint64_t, uint32_t>> vocab;
       uint32_t fcombine = 0, fmode = 0;
       uint64_t frequent = 0, hashed = 0, modulus = 0;
-      ar(tables, fcombine, fmode, vocab, frequent, hashed, modulus);
+      read_vector(ar, in, tables, where + ": id map tables");
+      ar(fcombine, fmode);
       FRUGAL_CHECK(!tables.empty() && tables.size() <= lookups && fcombine <= 1 && fmode <= 3,
                    fmt::format("{}: corrupt id map field", where));
       f.tables.assign(tables.begin(), tables.end());
       f.combine = static_cast<Combine>(fcombine);
       f.mode = static_cast<IdMode>(fmode);
+      // The vocabulary: cereal's vector of (id, row) pairs, 12 bytes each.
+      const uint64_t vocab = read_count(ar, in, 12, where + ": id map vocabulary");
+      f.vocab.reserve(vocab);
+      for (uint64_t i = 0; i < vocab; ++i) {
+        uint64_t id = 0;
+        uint32_t row = 0;
+        ar(id, row);
+        f.vocab.emplace(id, row);
+      }
+      ar(frequent, hashed, modulus);
       f.frequent = frequent;
       f.hashed = hashed;
       f.modulus = modulus;
-      for (const auto& [id, row] : vocab) {
-        FRUGAL_CHECK(row < f.tables[0] || f.mode == IdMode::qr, fmt::format("{}: id map row {} out of range", where, row));
-        f.vocab.emplace(id, row);
+      // What rows() computes must index the field's tables (embedding rows are 32-bit, kNoRow aside).
+      for (const uint64_t t : tables)
+        if (t == 0 || t >= kNoRow) fail(fmt::format("a table of {} rows", t));
+      const size_t want_tables = f.mode == IdMode::freq_double || f.mode == IdMode::qr ? 2 : 1;
+      if (tables.size() != want_tables) fail(fmt::format("{} tables, expected {}", tables.size(), want_tables));
+      switch (f.mode) {
+        case IdMode::full:
+          for (const auto& [id, row] : f.vocab)
+            if (row >= tables[0]) fail(fmt::format("row {} of a {}-row table", row, tables[0]));
+          break;
+        case IdMode::hash:
+          if (tables[0] != m.options_.hash_rows)
+            fail(fmt::format("{} rows, the map hashes into {}", tables[0], m.options_.hash_rows));
+          break;
+        case IdMode::freq_double:
+          if (hashed == 0 || frequent > tables[0] || hashed > tables[0] - frequent || hashed > tables[1])
+            fail(fmt::format("{} frequent and {} hashed rows do not fit tables of {} and {} rows", frequent, hashed,
+                             tables[0], tables[1]));
+          for (const auto& [id, row] : f.vocab)
+            if (row >= tables[0]) fail(fmt::format("row {} of a {}-row table", row, tables[0]));
+          break;
+        case IdMode::qr:
+          if (modulus == 0 || modulus > tables[1])
+            fail(fmt::format("modulus {} for a remainder table of {} rows", modulus, tables[1]));
+          for (const auto& [id, row] : f.vocab)
+            if (row / modulus >= tables[0])
+              fail(fmt::format("row {} has quotient {}, past the quotient table's {} rows", row, row / modulus, tables[0]));
+          break;
       }
-      FRUGAL_CHECK((f.mode != IdMode::qr || f.modulus > 0) && (f.mode != IdMode::freq_double || f.hashed > 0),
-                   fmt::format("{}: corrupt id map field sizes", where));
     }
   } catch (const cereal::Exception& e) {
     throw Error(fmt::format("{}: truncated or corrupt id map ({})", where, e.what()));

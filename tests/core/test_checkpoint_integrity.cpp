@@ -7,11 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <cstring>
 #include <iterator>
+#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/train/checkpoint_manifest.h"
+#include "core/train/checkpoint_slice.h"
 #include "core/train/trainer.h"
 #include "layers/xmc_network.h"
 
@@ -193,6 +196,44 @@ TEST_CASE("checkpoint: a row step count beyond the checkpoint's step is refused,
                  Catch::Contains("beyond the checkpoint's step 0"));
   // Weights-only loading does not use the optimizer state.
   CHECK_NOTHROW(load_weights(dir, m2));
+  fs::remove_all(dir);
+}
+
+// Inputs of tests/fuzz/fuzz_checkpoint: counts that cereal would have allocated before reading
+// (std::length_error or std::bad_alloc escaped, or gigabytes were allocated for a 10 kB file).
+TEST_CASE("checkpoint: a slice file's counts and shapes are checked against its size before allocating") {
+  const std::string dir = "checkpoint_counts_test";
+  save_small(dir);
+  const std::string original = read_all(fs::path(dir) / read_manifest(dir).folder / "slice0.ckpt");
+  const auto decode = [](const std::string& bytes, bool full) {
+    std::istringstream in(bytes, std::ios::binary);
+    return decode_slice(in, "x/slice0.ckpt", full);
+  };
+  REQUIRE(decode(original, true).params.size() > 0);
+  const auto put64 = [](std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); };
+  // Magic (8 bytes), version (4), parameter count (8), then the first parameter's name size tag.
+  constexpr size_t kName = 20;
+  uint64_t name_len = 0;
+  std::memcpy(&name_len, original.data() + kName, 8);
+  const size_t shape = kName + 8 + name_len + 4 + 3 * 8;  // name, axis, offset, full rows and columns
+  for (const bool full : {true, false}) {
+    std::string b = original;
+    put64(b, kName, uint64_t{1} << 62);
+    CHECK_THAT(error_of([&] { decode(b, full); }),
+               Catch::Contains("x/slice0.ckpt: parameter name") && Catch::Contains("truncated or corrupt"));
+    // 2^32 x 2^32 floats: the product wraps to 0 in 64 bits.
+    b = original;
+    put64(b, shape, uint64_t{1} << 32);
+    put64(b, shape + 8, uint64_t{1} << 32);
+    CHECK_THAT(error_of([&] { decode(b, full); }),
+               Catch::Contains("x/slice0.ckpt") && Catch::Contains("4294967296x4294967296 tensor does not fit"));
+    // A value with one more row than its step counts.
+    b = original;
+    uint64_t rows = 0;
+    std::memcpy(&rows, b.data() + shape, 8);
+    put64(b, shape, rows - 1);
+    CHECK_THAT(error_of([&] { decode(b, full); }), Catch::Contains("x/slice0.ckpt") && Catch::Contains("corrupt"));
+  }
   fs::remove_all(dir);
 }
 

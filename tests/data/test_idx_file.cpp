@@ -126,6 +126,10 @@ TEST_CASE("idx: malformed files give errors naming the file and what was expecte
 
   write_gz(images, cat({u32(0x803), u32(0xffffffff), u32(0xffff), u32(0xffff)}));
   CHECK_THAT(error_of([&] { IdxFile::read_images(images); }), Contains("implausible size"));
+  // count x rows x cols is 0 mod 2^64: it used to pass as an empty payload (tests/fuzz/fuzz_idx).
+  write_gz(images, cat({u32(0x803), u32(0xf90e0000), u32(0x02000000), u32(0x03000000)}));
+  CHECK_THAT(error_of([&] { IdxFile::read_images(images); }),
+             Contains(images) && Contains("implausible size") && Contains("4178444288 images of 33554432 x 50331648"));
 
   write_gz(images, images_file());
   write_gz(labels, cat({u32(0x801), u32(2), std::vector<uint8_t>{1, 2}}));

@@ -4,12 +4,17 @@
 # corpus (tests/fuzz/corpus/<target>/). A crash, a sanitizer report, an uncaught exception or a
 # timeout fails the test; the input is left in OUT/findings/<target>/. Exit 77 (skipped) when
 # clang++ or libFuzzer is missing (Debian: clang, libclang-rt-14-dev; apps/dev.sh installs them).
+# FUZZ_RUNS=N runs each target for N executions instead (no time limit; bench/fuzz/run.sh's
+# campaigns). Each target's numbers are appended to OUT/results.tsv (target, result, executions,
+# exec/s, wall seconds, coverage edges, features, corpus inputs, findings of this run).
 #   run_fuzzers.sh SOURCE_ROOT OUT TARGET=SRC,SRC,... [TARGET=...]
 set -euo pipefail
 SRC=$1
 OUT=$2
 shift 2
 SECS=${FUZZ_SECONDS:-30}
+RUNS=${FUZZ_RUNS:-}
+if [ -n "$RUNS" ]; then LIMIT=(-runs="$RUNS"); SPAN="$RUNS runs"; else LIMIT=(-max_total_time="$SECS"); SPAN="$SECS s"; fi
 CXX_FUZZ=${CXX_FUZZ:-clang++}
 FLAGS=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$SRC")
 mkdir -p "$OUT"
@@ -30,7 +35,7 @@ for spec in "$@"; do
   sources=("${rel[@]/#/$SRC/}")
   exe="$OUT/$t"
   # Rebuilt when a source or any header of the tree is newer than the executable.
-  if [ ! -x "$exe" ] || [ -n "$(find "${sources[@]}" "$SRC/core" "$SRC/comm" -name '*.h' -newer "$exe" -o \
+  if [ ! -x "$exe" ] || [ -n "$(find "${sources[@]}" "$SRC/core" "$SRC/comm" "$SRC/layers" -name '*.h' -newer "$exe" -o \
       -name '*.cpp' -newer "$exe" 2>/dev/null | head -1)" ]; then
     start=$(date +%s)
     "$CXX_FUZZ" "${FLAGS[@]}" "${sources[@]}" -lfmt -lz -o "$exe" > "$OUT/$t.build.log" 2>&1 ||
@@ -41,19 +46,33 @@ for spec in "$@"; do
   mkdir -p "$corpus" "$OUT/findings/$t"
   cp -n "$SRC/tests/fuzz/corpus/$t/"* "$corpus/" 2>/dev/null || true
   log="$OUT/$t.log"
-  if "$exe" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  touch "$OUT/$t.start"  # findings of this run: the artifacts newer than this
+  start=$(date +%s.%N)
+  if "$exe" "${LIMIT[@]}" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       -artifact_prefix="$OUT/findings/$t/" "$corpus" > "$log" 2>&1; then
     result=ok
   else
     result=FAILED
     status=1
   fi
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  wall=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
+  # A crash prints the final stats twice (at the crash and at exit): the last ones count.
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
+  # Over the wall time (corpus loading included), not libFuzzer's average_exec_per_sec, which divides
+  # by whole seconds (20000 executions in 1.5 s read 20000/s).
+  rate=$(echo "$execs $wall" | awk '$1 ~ /^[0-9]+$/ && $2 > 0 {printf "%.0f", $1 / $2; next} {print "?"}')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
-  echo "$t: $result, $execs executions in $SECS s, $cov coverage edges, corpus $(ls "$corpus" | wc -l) inputs"
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+  findings=$(find "$OUT/findings/$t" -type f -newer "$OUT/$t.start" \( -name 'crash-*' -o -name 'leak-*' -o \
+    -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
+  inputs=$(ls "$corpus" | wc -l)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$result" "$execs" "$rate" "$wall" "$cov" "$ft" "$inputs" \
+    "$findings" >> "$OUT/results.tsv"
+  echo "$t: $result, $execs executions in $wall s ($SPAN asked; $rate exec/s), $cov coverage edges, $ft features," \
+    "corpus $inputs inputs, $findings findings"
   if [ $result = FAILED ]; then
     grep -E "ERROR|SUMMARY|uncaught|what\(\)|deadly" "$log" | head -20
-    echo "  the input: $OUT/findings/$t/$(ls "$OUT/findings/$t" | head -1)"
+    echo "  the input: $(ls -t "$OUT/findings/$t" | head -1 | sed "s|^|$OUT/findings/$t/|")"
   fi
 done
 exit $status

@@ -2,11 +2,18 @@
 // embedding rows, dot interaction, top MLP, logistic loss), the interaction's values, the id maps,
 // and a training run that learns a planted click model.
 #include <catch2/catch.hpp>
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/utility.hpp>
+#include <cereal/types/vector.hpp>
 
 #include <cmath>
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -236,4 +243,53 @@ TEST_CASE("dlrm: training learns a planted click model") {
   DlrmTrainer trainer2(net2, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   for (uint64_t e = 1; e <= 3; ++e) trainer2.fit_epoch(train.view(), e);
   CHECK(trainer2.evaluate(test.view()).auc == after.auc);
+}
+
+// Inputs of tests/fuzz/fuzz_idmap: maps whose lookups would land outside their own tables (a
+// freq-double field in a one-lookup map wrote past rows()'s output) or whose vocabulary count asks
+// for more entries than the bytes hold.
+TEST_CASE("IdMap::from_bytes refuses maps whose rows fall outside their tables") {
+  struct Field {
+    IdMode mode = IdMode::full;
+    std::vector<uint64_t> tables;
+    std::vector<std::pair<uint64_t, uint32_t>> vocab;
+    uint64_t frequent = 0, hashed = 0, modulus = 0;
+  };
+  // The bytes of IdMap::to_bytes for one field, hash_rows 100; `vocab_count` overrides the vocabulary's size tag.
+  const auto bytes = [](uint64_t lookups, const Field& f, uint64_t vocab_count = 0) {
+    std::ostringstream out;
+    {
+      cereal::BinaryOutputArchive ar(out);
+      ar(std::string("frugal-idmap-1"), uint32_t{0}, uint64_t{1}, uint64_t{100}, 10.0, uint32_t{0}, uint64_t{1},
+         lookups, uint64_t{1});
+      ar(f.tables, uint32_t{0}, static_cast<uint32_t>(f.mode));
+      if (vocab_count > 0) ar(cereal::make_size_tag(vocab_count));
+      else ar(f.vocab);
+      ar(f.frequent, f.hashed, f.modulus);
+    }
+    return out.str();
+  };
+  const auto error_of = [](const std::string& b) {
+    try {
+      IdMap::from_bytes(b, "x/ids.bin");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const Field full{.mode = IdMode::full, .tables = {3}, .vocab = {{7, 1}, {8, 2}}, .frequent = 0, .hashed = 0, .modulus = 0};
+  const IdMap ok = IdMap::from_bytes(bytes(1, full), "x/ids.bin");
+  uint32_t row = 0;
+  ok.rows(0, 8, &row);
+  CHECK(row == 2);
+  CHECK_THAT(error_of(bytes(1, {.mode = IdMode::full, .tables = {3}, .vocab = {{7, 3}}, .frequent = 0, .hashed = 0, .modulus = 0})), Catch::Contains("row 3 of a 3-row table"));
+  CHECK_THAT(error_of(bytes(1, {.mode = IdMode::freq_double, .tables = {10}, .vocab = {}, .frequent = 4, .hashed = 2, .modulus = 0})),
+             Catch::Contains("x/ids.bin") && Catch::Contains("field C1 (freq-double): 1 tables, expected 2"));
+  CHECK_THAT(error_of(bytes(2, {.mode = IdMode::freq_double, .tables = {5, 2}, .vocab = {}, .frequent = 4, .hashed = 2, .modulus = 0})),
+             Catch::Contains("4 frequent and 2 hashed rows do not fit"));
+  CHECK_THAT(error_of(bytes(2, {.mode = IdMode::qr, .tables = {2, 4}, .vocab = {{5, 9}}, .frequent = 0, .hashed = 0, .modulus = 4})),
+             Catch::Contains("row 9 has quotient 2"));
+  CHECK_THAT(error_of(bytes(1, {.mode = IdMode::hash, .tables = {5}, .vocab = {}, .frequent = 0, .hashed = 0, .modulus = 0})), Catch::Contains("5 rows, the map hashes into 100"));
+  CHECK_THAT(error_of(bytes(1, full, uint64_t{1} << 62)),
+             Catch::Contains("x/ids.bin: id map vocabulary") && Catch::Contains("truncated or corrupt"));
 }
