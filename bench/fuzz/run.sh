@@ -41,7 +41,7 @@ FUZZ_SECONDS=$SECS bash tests/fuzz/run_fuzzers.sh "$PWD" "$OUT" "${specs[@]}" ||
 if [ -n "${FUZZ_RUNS:-}" ]; then span="$FUZZ_RUNS executions"; else span="$SECS s"; fi
 {
   echo "Fuzzing campaign, $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
-    "$span per target, $(nproc) CPUs, one job per target" \
+    "$span per target, $(nproc) CPUs, ${FUZZ_JOBS:-$(nproc)} target(s) at a time" \
     "(clang $(${CXX_FUZZ:-clang++} -dumpversion), ASan + UBSan):"
   echo
   echo "| target | result | executions | exec/s | wall s | coverage edges | features | corpus | findings |"

@@ -7,6 +7,7 @@
 # FUZZ_RUNS=N runs each target for N executions instead (no time limit; bench/fuzz/run.sh's
 # campaigns). Each target's numbers are appended to OUT/results.tsv (target, result, executions,
 # exec/s, wall seconds, coverage edges, features, corpus inputs, findings of this run).
+# FUZZ_JOBS (default: the CPU count) targets are built and run at a time.
 #   run_fuzzers.sh SOURCE_ROOT OUT TARGET=SRC,SRC,... [TARGET=...]
 set -euo pipefail
 SRC=$1
@@ -28,8 +29,10 @@ fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-status=0
-for spec in "$@"; do
+# One target: build it when needed, run it, append its numbers to OUT/results.tsv. Returns non-zero
+# when it failed to build or had a finding.
+fuzz_one() {
+  local spec=$1 t rel sources exe start corpus log result wall execs rate cov ft findings inputs
   t=${spec%%=*}
   IFS=, read -r -a rel <<< "${spec#*=}"
   sources=("${rel[@]/#/$SRC/}")
@@ -39,7 +42,7 @@ for spec in "$@"; do
       -name '*.cpp' -newer "$exe" 2>/dev/null | head -1)" ]; then
     start=$(date +%s)
     "$CXX_FUZZ" "${FLAGS[@]}" "${sources[@]}" -lfmt -lz -o "$exe" > "$OUT/$t.build.log" 2>&1 ||
-      { cat "$OUT/$t.build.log"; echo "$t: build failed"; status=1; continue; }
+      { cat "$OUT/$t.build.log"; echo "$t: build failed"; return 1; }
     echo "$t: built in $(( $(date +%s) - start )) s"
   fi
   corpus="$OUT/corpus/$t"
@@ -53,7 +56,6 @@ for spec in "$@"; do
     result=ok
   else
     result=FAILED
-    status=1
   fi
   wall=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
   # A crash prints the final stats twice (at the crash and at exit): the last ones count.
@@ -73,6 +75,24 @@ for spec in "$@"; do
   if [ $result = FAILED ]; then
     grep -E "ERROR|SUMMARY|uncaught|what\(\)|deadly" "$log" | head -20
     echo "  the input: $(ls -t "$OUT/findings/$t" | head -1 | sed "s|^|$OUT/findings/$t/|")"
+    return 1
   fi
+}
+
+# FUZZ_JOBS targets at a time (default: one per CPU): each fuzzer is single-threaded, so on 2 cores
+# the test's 30 s per target take half the wall time. Each job leaves its status in OUT/<target>.rc.
+JOBS=${FUZZ_JOBS:-$(nproc)}
+targets=()
+for spec in "$@"; do
+  t=${spec%%=*}
+  targets+=("$t")
+  rm -f "$OUT/$t.rc"
+  ( rc=0; fuzz_one "$spec" || rc=$?; echo "$rc" > "$OUT/$t.rc" ) &
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+done
+wait
+status=0
+for t in "${targets[@]}"; do
+  [ "$(cat "$OUT/$t.rc" 2> /dev/null)" = 0 ] || status=1
 done
 exit $status
