@@ -9,7 +9,8 @@
 #     and [rank] prefixes;
 #  2. a 2-host `frugal train` equals a local `frugal launch -n 2` (every epoch's loss and P@k);
 #  3. a rank that fails stops the other host's rank, and the launch exits with its status;
-#  4. a launcher killed with SIGKILL still stops the remote ranks (their ssh connections close).
+#  4. a launcher given SIGTERM stops the remote ranks before it exits 143;
+#  5. a launcher killed with SIGKILL still stops the remote ranks (their ssh connections close).
 # Before the root part: the hostfile and flag errors. Needs root, iproute2 and openssh-server
 # (sshd, ssh-keygen), else exits 77 (meson: skipped).
 set -uo pipefail
@@ -156,7 +157,26 @@ pid=$(cat "$TMP/rank0.pid")
 kill -0 "$pid" 2>/dev/null && fail "rank 0 (pid $pid on 10.77.0.1) still runs after the launch ended"
 echo "ok: rank 1 failed -> rank 0 on the other host stopped, launch exited 3 after $((SECONDS - start)) s"
 
-# 4. SIGKILL to the launcher: the ssh clients' stdin closes and the remote wrappers stop the ranks.
+# 4. SIGTERM to the launcher (Ctrl-C is the same): it stops the remote ranks, waits for them and
+# exits 128+15.
+ip netns exec "$CL" "$FRUGAL" launch --hostfile "$TMP/two" --ssh "$SSH" -n 2 --grace 1 -- \
+  sh -c 'echo $$ > "$0/term.$FRUGAL_RANK"; exec sleep 300' "$TMP" > "$TMP/term.log" 2>&1 &
+launcher=$!; PIDS+=("$launcher")
+for i in $(seq 100); do
+  [ -s "$TMP/term.0" ] && [ -s "$TMP/term.1" ] && break
+  [ "$i" -lt 100 ] || fail "the ranks to be stopped by SIGTERM did not start"
+  sleep 0.1
+done
+kill -TERM "$launcher"
+wait "$launcher"; rc=$?
+[ $rc -eq 143 ] || fail "the launcher exited $rc after SIGTERM, expected 143"
+for r in 0 1; do
+  pid=$(cat "$TMP/term.$r")
+  kill -0 "$pid" 2>/dev/null && fail "rank $r (pid $pid) still runs after its launcher exited on SIGTERM"
+done
+echo "ok: SIGTERM to the launcher -> remote ranks stopped before it exited 143"
+
+# 5. SIGKILL to the launcher: the ssh clients' stdin closes and the remote wrappers stop the ranks.
 # Not through client(): $! must be the launcher itself (ip netns exec execs it), not a subshell.
 ip netns exec "$CL" "$FRUGAL" launch --hostfile "$TMP/two" --ssh "$SSH" -n 2 --grace 1 -- \
   sh -c 'echo $$ > "$0/hold.$FRUGAL_RANK"; exec sleep 300' "$TMP" > "$TMP/kill.log" 2>&1 &
