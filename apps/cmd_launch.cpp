@@ -1,10 +1,13 @@
 // `frugal launch -n N [--transport zmq|mpi] [--bandwidth RATE] [--max-restarts K [--min-ranks M]]
 // -- CMD ARGS...`: N local ranks of a run, optionally each in its own network namespace behind a
 // rate-capped link, optionally restarted as a whole when a rank dies.
+// `frugal launch --hostfile FILE [--ssh CMD] -n N -- CMD ARGS...`: the ranks on the hosts of FILE,
+// over ssh (apps/hostfile.h).
 // `frugal launch --cleanup-stale`: removes the namespaces of launchers that were SIGKILLed.
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -21,6 +24,7 @@ void add_launch_command(CLI::App& app) {
   auto key = std::make_shared<std::string>();
   auto timeout = std::make_shared<std::string>();
   auto cleanup_stale = std::make_shared<bool>(false);
+  auto exported = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "start N ranks of a program on this machine, output prefixed by rank");
   // -n and the command are checked in the callback: --cleanup-stale needs neither.
@@ -46,11 +50,23 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--bandwidth", spec->bandwidth,
                   "emulate a cluster on this machine: every rank in its own network namespace, each "
                   "link capped at RATE both ways (e.g. 100mbit, 1gbit, 10gbit; needs root)");
+  cmd->add_option("--hostfile", spec->hostfile,
+                  "run the ranks on other hosts over ssh: FILE lists one host per line, `host` or `host slots=K` "
+                  "(# comments); ranks fill the slots in order; the coordinator is the first host, port 29500")
+      ->check(CLI::ExistingFile);
+  CLI::Option* ssh_opt = cmd->add_option("--ssh", spec->ssh,
+                                         "with --hostfile: the command that runs a command on a host, e.g. "
+                                         "\"ssh -i KEY -p 2222\" (ssh gets -o BatchMode=yes added)")
+                             ->capture_default_str();
+  cmd->add_option("-x,--env", *exported,
+                  "NAME=VALUE, or NAME to pass on the launcher's value: set for every rank (over ssh the ranks "
+                  "inherit nothing else but the launcher's FRUGAL_* variables); repeatable")
+      ->allow_extra_args(false);  // one value per -x: a list would swallow the `--` before the command
   cmd->add_flag("--cleanup-stale", *cleanup_stale,
                 "remove the network namespaces (and stop the ranks) left by --bandwidth launchers "
                 "that no longer run, then exit");
   cmd->add_option("command", spec->command, "the program and its arguments (after --)");
-  cmd->callback([spec, key, timeout, cleanup_stale, ranks_opt] {
+  cmd->callback([spec, key, timeout, cleanup_stale, ranks_opt, ssh_opt, exported] {
     if (*cleanup_stale) {
       try {
         const auto removed = NetnsCluster::cleanup_stale();
@@ -67,7 +83,22 @@ void add_launch_command(CLI::App& app) {
                          "(or frugal launch --cleanup-stale)\n");
       std::exit(2);
     }
-    if (!key->empty()) spec->env[std::string(comm::env::kClusterKey)] = *key;
+    if (ssh_opt->count() > 0 && spec->hostfile.empty()) {
+      fmt::print(stderr, "frugal launch: --ssh needs --hostfile (local ranks are started without ssh)\n");
+      std::exit(2);
+    }
+    for (const std::string& item : *exported) {
+      const size_t eq = item.find('=');
+      const std::string name = item.substr(0, eq);
+      const char* value = eq == std::string::npos ? std::getenv(name.c_str()) : nullptr;
+      if (name.empty() || (eq == std::string::npos && value == nullptr)) {
+        fmt::print(stderr, "frugal launch: --env '{}': expected NAME=VALUE, or the NAME of a variable set here\n", item);
+        std::exit(2);
+      }
+      spec->env[name] = eq == std::string::npos ? std::string(value) : item.substr(eq + 1);
+    }
+    // A path that means the same file from any working directory: ranks over ssh may start elsewhere.
+    if (!key->empty()) spec->env[std::string(comm::env::kClusterKey)] = std::filesystem::absolute(*key).string();
     if (!timeout->empty()) spec->env[std::string(comm::env::kCommTimeout)] = *timeout;
     try {
       std::exit(launch(*spec));

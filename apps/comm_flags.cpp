@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "comm/environment.h"
+#include "comm/slurm.h"
 #include "comm/zmq_communicator.h"
 #include "core/parse.h"
 
@@ -20,6 +21,9 @@ void integer_from_0(std::string_view flag, std::string_view v) {
 }
 void seconds(std::string_view flag, std::string_view v) {
   parse_number<double>(flag, v, "a positive number of seconds", [](double x) { return x > 0 && x < 1e9; });
+}
+void tcp_port(std::string_view flag, std::string_view v) {
+  parse_number<int>(flag, v, "a TCP port, 1 to 65535", [](int x) { return x >= 1 && x <= 65535; });
 }
 void bytes(std::string_view flag, std::string_view v) {
   parse_number<int64_t>(flag, v, "a number of bytes, at least 1024", [](int64_t x) { return x >= 1024; });
@@ -45,6 +49,10 @@ void CommFlags::add_to(CLI::App* cmd) {
   add("--size", env::kSize, "number of ranks of a ZeroMQ run", integer_above_0);
   add("--rank", env::kRank, "this process's rank, 0..size-1", integer_from_0);
   add("--coordinator", env::kCoordinator, "host:port that rank 0 binds and the other ranks dial");
+  add("--coordinator-port", env::kCoordinatorPort,
+      fmt::format("under srun without --coordinator: the port rank 0 listens on, on the step's first node "
+                  "(default {})", comm::slurm::kDefaultCoordinatorPort),
+      tcp_port);
   add("--cluster-key", env::kClusterKey, "the cluster key file (frugal keygen) that authenticates and encrypts "
                                          "every link; on every rank or none")
       ->check(CLI::ExistingFile);

@@ -30,13 +30,14 @@ if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then
 fi
 
 # Debian packages the build, tests, demo and baselines need (dataset-fashion-mnist and dict-gcide:
-# the real data sets of `frugal train --format idx` and `frugal data gcide`, see bench/data).
+# the real data sets of `frugal train --format idx` and `frugal data gcide`, see bench/data;
+# openssh-server: the sshd per network namespace of tests/distributed/test_launch_hosts.sh).
 PACKAGES=(
   g++ meson ninja-build pkg-config cmake
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libtbb-dev libzmq3-dev cppzmq-dev libopenmpi-dev openmpi-bin
   libcereal-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
-  iproute2 clang libclang-rt-14-dev
+  iproute2 openssh-server clang libclang-rt-14-dev
   patchelf xz-utils
   dataset-fashion-mnist dict-gcide
 )

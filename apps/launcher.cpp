@@ -15,17 +15,22 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "apps/hostfile.h"
 #include "apps/netns_cluster.h"
 #include "apps/restart_policy.h"
 #include "comm/environment.h"
+#include "comm/slurm.h"
 #include "core/check.h"
 
 namespace frugal::cli {
 namespace {
+
+extern "C" char** environ;
 
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
@@ -93,13 +98,21 @@ struct Child {
   pid_t pid = -1;
   int rank;
   bool running = true;
+  // A rank on another host: the write end of its ssh client's stdin, held open while the rank should
+  // run; closing it stops the rank (apps/hostfile.h). -1 for a local rank.
+  int stdin_fd = -1;
 };
 
-// netns_fd >= 0: the child enters that network namespace before exec.
+// netns_fd >= 0: the child enters that network namespace before exec. stdin_pipe: the child's
+// stdin is a pipe whose write end the returned Child holds.
 Child spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-            int rank, std::vector<Stream>& streams, int netns_fd = -1) {
-  int out[2], err[2];
+            int rank, std::vector<Stream>& streams, int netns_fd = -1, bool stdin_pipe = false) {
+  int out[2], err[2], in[2] = {-1, -1};
   FRUGAL_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, "frugal launch: pipe failed");
+  // Close-on-exec: a later child must not hold this rank's pipe open, or closing it would not stop
+  // the rank.
+  FRUGAL_CHECK(!stdin_pipe || ::pipe2(in, O_CLOEXEC) == 0,
+               fmt::format("frugal launch: pipe failed: {}", std::strerror(errno)));
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   FRUGAL_CHECK(pid >= 0, fmt::format("frugal launch: fork failed: {}", std::strerror(errno)));
@@ -116,6 +129,7 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(128 + SIGTERM);
     }
+    if (stdin_pipe) ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     ::close(out[0]);
@@ -133,10 +147,11 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   ::setpgid(pid, pid);
   ::close(out[1]);
   ::close(err[1]);
+  if (stdin_pipe) ::close(in[0]);
   const int label = rank;
   streams.push_back({out[0], stdout, label, {}});
   streams.push_back({err[0], stderr, label, {}});
-  return {pid, rank};
+  return {pid, rank, true, in[1]};
 }
 
 
@@ -151,6 +166,50 @@ std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int 
   return env;
 }
 
+// Variables a rank started over ssh does not inherit from the launcher as a local one does: every
+// FRUGAL_* of the launcher's environment except those that place one rank (set per rank).
+std::map<std::string, std::string> forwarded_environment() {
+  const std::string_view per_rank[] = {comm::env::kRank,      comm::env::kSize,     comm::env::kCoordinator,
+                                       comm::env::kLocalSize, comm::env::kBindHost, comm::env::kTransport,
+                                       comm::env::kRestartCount};
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry = *e;
+    const size_t eq = entry.find('=');
+    if (!entry.starts_with("FRUGAL_") || eq == std::string_view::npos) continue;
+    const std::string_view name = entry.substr(0, eq);
+    if (std::find(std::begin(per_rank), std::end(per_rank), name) != std::end(per_rank)) continue;
+    env.emplace(name, entry.substr(eq + 1));
+  }
+  return env;
+}
+
+// The ranks of `spec` on the hosts of its hostfile, each started by its --ssh command.
+void spawn_remote(const LaunchSpec& spec, std::vector<Stream>& streams, std::vector<Child>& children) {
+  const std::vector<std::string> placed = place_ranks(read_hostfile(spec.hostfile), spec.ranks, spec.hostfile);
+  const std::string coordinator =
+      spec.coordinator.empty() ? fmt::format("{}:{}", host_address(placed[0]), comm::slurm::kDefaultCoordinatorPort)
+                               : spec.coordinator;
+  std::map<std::string, int> on_host;
+  for (const auto& h : placed) ++on_host[h];
+  std::vector<std::string> ssh = split_words(spec.ssh, "--ssh");
+  if (std::filesystem::path(ssh[0]).filename() == "ssh") ssh.insert(ssh.begin() + 1, {"-o", "BatchMode=yes"});
+  LaunchSpec with_env = spec;
+  for (auto& [name, value] : forwarded_environment()) with_env.env.emplace(name, value);  // spec.env wins
+  std::error_code ec;
+  const std::string directory = std::filesystem::current_path(ec).string();
+  fmt::print(stderr, "frugal launch: {} ranks on {} host(s) of {}, coordinator {}\n", spec.ranks, on_host.size(),
+             spec.hostfile, coordinator);
+  for (int r = 0; r < spec.ranks; ++r) {
+    auto env = rank_environment(with_env, r, coordinator);
+    env[std::string(comm::env::kLocalSize)] = std::to_string(on_host[placed[static_cast<size_t>(r)]]);
+    std::vector<std::string> argv = ssh;
+    argv.push_back(placed[static_cast<size_t>(r)]);
+    argv.push_back(remote_command(directory, env, spec.command, spec.grace_seconds));
+    children.push_back(spawn(argv, {}, r, streams, -1, /*stdin_pipe=*/true));
+  }
+}
+
 // One start of the job: the ranks of `spec` (its command and environment), supervised until every
 // one has exited. When one fails the others are stopped; `interrupted`: the launcher itself was
 // signalled (no restart then).
@@ -163,7 +222,9 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
   bool interrupted = false;
   std::vector<Stream> streams;
   std::vector<Child> children;
-  if (spec.transport == comm::Transport::zmq && net != nullptr) {
+  if (spec.transport == comm::Transport::zmq && !spec.hostfile.empty()) {
+    spawn_remote(spec, streams, children);
+  } else if (spec.transport == comm::Transport::zmq && net != nullptr) {
     // Fresh namespaces: nothing else listens there, so a fixed port cannot collide.
     const int port = 29500;
     fmt::print(stderr, "{}", net->describe(port));
@@ -207,10 +268,19 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
   auto stop_others = [&](const char* why) {
     if (kill_at) return;
     fmt::print(stderr, "frugal launch: {}; stopping the other ranks\n", why);
-    for (const Child& c : children) {
-      if (c.running) ::kill(-c.pid, SIGTERM);
+    bool remote = false;
+    for (Child& c : children) {
+      if (c.stdin_fd >= 0) {
+        // The remote wrapper stops the rank (SIGTERM, SIGKILL after the grace) and exits, and ssh
+        // with it; the local ssh client is killed only if that has not happened in time.
+        ::close(c.stdin_fd);
+        c.stdin_fd = -1;
+        remote = true;
+      } else if (c.running) {
+        ::kill(-c.pid, SIGTERM);
+      }
     }
-    kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
+    kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds + (remote ? 5 : 0));
   };
   size_t open_streams = streams.size();
   std::vector<bool> open(streams.size(), true);
@@ -236,6 +306,8 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
       for (Child& c : children) {
         if (c.pid != pid) continue;
         c.running = false;
+        if (c.stdin_fd >= 0) ::close(c.stdin_fd);
+        c.stdin_fd = -1;
         const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
         if (code != 0 && !status) {
           status = code;
@@ -264,6 +336,9 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
       if (std::chrono::steady_clock::now() >= *kill_at) break;
     }
   }
+  for (Child& c : children) {
+    if (c.stdin_fd >= 0) ::close(c.stdin_fd);
+  }
   return {status.value_or(0), interrupted};
 }
 
@@ -277,6 +352,16 @@ int launch(const LaunchSpec& spec) {
   FRUGAL_CHECK(spec.min_ranks >= 0 && spec.min_ranks <= spec.ranks,
                fmt::format("frugal launch: --min-ranks {} must be between 0 (off) and -n {}", spec.min_ranks,
                            spec.ranks));
+  if (!spec.hostfile.empty()) {
+    FRUGAL_CHECK(spec.transport == comm::Transport::zmq,
+                 "--hostfile starts ZeroMQ ranks over ssh; for --transport mpi give mpirun its own --hostfile");
+    FRUGAL_CHECK(spec.bandwidth.empty(), "--bandwidth emulates hosts on this machine: drop it or --hostfile");
+    FRUGAL_CHECK(spec.max_restarts == 0,
+                 "--max-restarts does not work with --hostfile: a restart resumes from the command's --checkpoint "
+                 "DIR as this machine sees it, which need not be what the hosts see");
+    place_ranks(read_hostfile(spec.hostfile), spec.ranks, spec.hostfile);  // errors before anything starts
+    split_words(spec.ssh, "--ssh");
+  }
   std::optional<LinkRate> rate;
   if (!spec.bandwidth.empty()) {
     rate = parse_link_rate(spec.bandwidth);  // a typo is reported before anything needs root

@@ -1,7 +1,7 @@
-// Starts the ranks of a run on this machine and supervises them: every output line is prefixed
-// with its rank, and when one rank fails the others are stopped (SIGTERM, then SIGKILL after a
-// grace period) so that a run never half-hangs; under --max-restarts the whole job is then started
-// again (apps/restart_policy.h).
+// Starts the ranks of a run on this machine, or over ssh on the hosts of a hostfile, and supervises
+// them: every output line is prefixed with its rank, and when one rank fails the others are stopped
+// (SIGTERM, then SIGKILL after a grace period) so that a run never half-hangs; under --max-restarts
+// the whole job is then started again (apps/restart_policy.h).
 #pragma once
 
 #include <map>
@@ -22,6 +22,14 @@ struct LaunchSpec {
   // Non-empty (e.g. "100mbit"): every rank in its own network namespace behind a bridge, each
   // link capped at this rate in both directions (apps/netns_cluster.h). Needs root; zmq only.
   std::string bandwidth;
+  // Non-empty: the ranks run on the hosts this file lists (apps/hostfile.h), each started by `ssh`
+  // with its FRUGAL_* variables (those of the launcher's environment too, and `env`), FRUGAL_LOCAL_SIZE
+  // the ranks on its host, the coordinator the first host at port 29500 unless `coordinator` is set.
+  // zmq only; not with `bandwidth` or `max_restarts`.
+  std::string hostfile;
+  // The command that runs a command on a host: `SSH HOST COMMAND` (words split at blanks, quotes
+  // group them). When it is ssh itself, `-o BatchMode=yes` is added: a password prompt would hang.
+  std::string ssh = "ssh";
   // When a rank fails: stop the others and start the whole job again, at most this many times,
   // resuming from the command's --checkpoint DIR once it holds one (apps/restart_policy.h).
   int max_restarts = 0;

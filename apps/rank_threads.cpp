@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/environment.h"
+#include "comm/slurm.h"
 #include "core/parse.h"
 
 namespace frugal::cli {
@@ -18,6 +19,8 @@ std::optional<int> local_ranks() {
     if (const char* text = std::getenv(key.c_str()); text != nullptr && *text != '\0')
       return parse_number<int>(key, text, "a rank count, at least 1", [](int n) { return n >= 1; });
   }
+  // A task of srun (comm::init reads the same variables for its rank, comm/slurm.h).
+  if (const auto task = comm::slurm::from_environment()) return task->local_size;
   return std::nullopt;
 }
 

@@ -45,5 +45,20 @@ inline constexpr std::string_view kMpiLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";
 inline constexpr std::string_view kMaxQueuedBytes = "FRUGAL_MAX_QUEUED_BYTES";
 // Not ours: Open MPI sets it in every process mpirun starts, which is how init recognizes an MPI run.
 inline constexpr std::string_view kMpiWorldSize = "OMPI_COMM_WORLD_SIZE";
+// The port rank 0 listens on when the coordinator's host comes from Slurm's node list (default
+// comm::slurm::kDefaultCoordinatorPort, 29500); FRUGAL_COORDINATOR, when set, wins over both.
+inline constexpr std::string_view kCoordinatorPort = "FRUGAL_COORDINATOR_PORT";
+
+// Not ours: Slurm sets these in every task `srun` starts (comm/slurm.h). With FRUGAL_RANK and
+// FRUGAL_SIZE unset, init takes the rank and size from them and the coordinator's host from the
+// node list, so `srun frugal train ...` needs no launcher.
+inline constexpr std::string_view kSlurmProcId = "SLURM_PROCID";
+inline constexpr std::string_view kSlurmNTasks = "SLURM_NTASKS";
+inline constexpr std::string_view kSlurmNodeId = "SLURM_NODEID";  // this host's index in the node list
+inline constexpr std::string_view kSlurmStepNodeList = "SLURM_STEP_NODELIST";
+inline constexpr std::string_view kSlurmJobNodeList = "SLURM_JOB_NODELIST";
+inline constexpr std::string_view kSlurmStepTasksPerNode = "SLURM_STEP_TASKS_PER_NODE";  // "2(x3),1"
+inline constexpr std::string_view kSlurmTasksPerNode = "SLURM_TASKS_PER_NODE";          // the job's
+inline constexpr std::string_view kSlurmNTasksPerNode = "SLURM_NTASKS_PER_NODE";        // --ntasks-per-node
 
 }  // namespace frugal::comm::env

@@ -10,6 +10,7 @@
 #include "comm/environment.h"
 #include "comm/local_communicator.h"
 #include "comm/mpi_communicator.h"
+#include "comm/slurm.h"
 #include "comm/zmq_communicator.h"
 #include "core/parse.h"
 
@@ -119,17 +120,36 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
   if (transport == Transport::mpi || (!transport && started_by_mpirun())) {
     return make_mpi_communicator(options.run_config);
   }
-  if (transport == Transport::local || (!transport && !size)) return std::move(make_local_communicators(1)[0]);
-  ZmqOptions o;
-  o.size = size ? parse_int(*size) : 1;
   const auto rank = setting(f.rank, kRankFlag, env::kRank, options);
-  FRUGAL_CHECK(rank || o.size == 1,
+  // A task of `srun`: Slurm's variables place it, unless ours (or their flags) do.
+  std::optional<slurm::Placement> slurm_task;
+  if (!size && !rank) slurm_task = slurm::from_environment();
+  // One Slurm task (an sbatch script runs as task 0 of 1) is one rank, without a coordinator.
+  const bool several_slurm_tasks = slurm_task && slurm_task->size > 1;
+  if (transport == Transport::local || (!transport && !size && !several_slurm_tasks))
+    return std::move(make_local_communicators(1)[0]);
+  ZmqOptions o;
+  o.size = size ? parse_int(*size) : slurm_task ? slurm_task->size : 1;
+  FRUGAL_CHECK(rank || slurm_task || o.size == 1,
                fmt::format("a ZeroMQ run needs the rank: {}", how_to_set(f, env::kRank, kRankFlag)));
   if (rank) o.rank = parse_int(*rank);
-  const auto coordinator = setting(f.coordinator, kCoordinatorFlag, env::kCoordinator, options);
+  if (slurm_task) o.rank = slurm_task->rank;
+  auto coordinator = setting(f.coordinator, kCoordinatorFlag, env::kCoordinator, options);
+  if (!coordinator && slurm_task && !slurm_task->first_host.empty()) {
+    // Rank 0 runs on the step's first node (Slurm gives task 0 to it).
+    const auto port = setting(std::nullopt, "", env::kCoordinatorPort, options);
+    const int number = port ? parse_number<int>(port->source, port->text, "a TCP port, 1 to 65535",
+                                                [](int p) { return p >= 1 && p <= 65535; })
+                            : slurm::kDefaultCoordinatorPort;
+    coordinator = Setting{fmt::format("{}:{}", slurm_task->first_host, number),
+                          fmt::format("the first host of {}", slurm_task->first_host_source)};
+  }
   FRUGAL_CHECK(coordinator || o.size == 1,
-               fmt::format("a ZeroMQ run needs the coordinator: {}",
-                           how_to_set(f, env::kCoordinator, fmt::format("{} host:port", kCoordinatorFlag))));
+               fmt::format("a ZeroMQ run needs the coordinator: {}{}",
+                           how_to_set(f, env::kCoordinator, fmt::format("{} host:port", kCoordinatorFlag)),
+                           slurm_task ? fmt::format(" (a Slurm task takes it from {} or {}, which are unset)",
+                                                    env::kSlurmStepNodeList, env::kSlurmJobNodeList)
+                                      : ""));
   if (coordinator) o.coordinator = coordinator->text;
   auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey, options);
   if (!f.cluster_key && !options.settings.count(env::kClusterKey) && options.cluster_key)

@@ -3,6 +3,9 @@
 //   - under mpirun (OMPI_COMM_WORLD_SIZE is set):           Open MPI
 //   - under `frugal launch` or with FRUGAL_SIZE / --size:   ZeroMQ (rank, size, coordinator, key
 //                                                           from FRUGAL_* or the flags below)
+//   - under `srun` with several tasks (SLURM_PROCID and     ZeroMQ, rank and size from Slurm, the
+//     SLURM_NTASKS set, FRUGAL_RANK and FRUGAL_SIZE not):   coordinator FRUGAL_COORDINATOR or the
+//                                                           node list's first host (comm/slurm.h)
 //   - otherwise:                                            a 1-rank communicator
 // Recognized flags are removed from argv (like MPI_Init), so the program's own parser never sees
 // them: --coordinator HOST:PORT, --cluster-key FILE, --comm-timeout SECONDS, --rank N, --size N.
