@@ -123,6 +123,7 @@ struct TrainArgs {
   optim::SparseUpdates sparse_updates = optim::SparseUpdates::lazy;
   optim::ScheduleKind lr_schedule = optim::ScheduleKind::constant;
   float momentum = 0.9f, weight_decay = 0.0f, clip_norm = 0.0f, dropout = 0.0f;
+  float initial_accumulator = optim::Adagrad{}.initial_accumulator;
   uint64_t warmup_steps = 0;
   double valid_fraction = 0.0;
   size_t early_stopping = 0;
@@ -130,7 +131,18 @@ struct TrainArgs {
 
 float effective_lr(const TrainArgs& a) {
   if (a.lr) return *a.lr;
-  return a.optimizer == optim::Method::sgd ? optim::Sgd{}.lr : optim::Adam{}.lr;
+  switch (a.optimizer) {
+    case optim::Method::sgd: return optim::Sgd{}.lr;
+    case optim::Method::adagrad: return optim::Adagrad{}.lr;
+    case optim::Method::adam: break;
+  }
+  return optim::Adam{}.lr;
+}
+
+// The optimizer the flags ask for (both models).
+optim::Options optimizer_options(const TrainArgs& a) {
+  return {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
+          .initial_accumulator = a.initial_accumulator, .weight_decay = a.weight_decay, .updates = a.sparse_updates};
 }
 
 // Global steps of the whole run (what linear and cosine schedules decay over).
@@ -196,6 +208,7 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
   c["optimizer"] = optim::to_string(a.optimizer);
   c["sparse_updates"] = optim::to_string(a.sparse_updates);
   if (a.optimizer == optim::Method::sgd) c["momentum"] = a.momentum;
+  if (a.optimizer == optim::Method::adagrad) c["initial_accumulator"] = a.initial_accumulator;
   c["weight_decay"] = a.weight_decay;
   c["lr_schedule"] = optim::to_string(a.lr_schedule);
   c["warmup_steps"] = a.warmup_steps;
@@ -209,8 +222,7 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
 
 TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
   TrainerOptions o;
-  o.optimizer = {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
-                 .weight_decay = a.weight_decay, .updates = a.sparse_updates};
+  o.optimizer = optimizer_options(a);
   o.lr_schedule = {.kind = a.lr_schedule, .warmup_steps = a.warmup_steps,
                    .total_steps = total_steps(a, train_points)};
   o.clip_norm = a.clip_norm;
@@ -656,8 +668,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
                    .resume = a.resume, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
-                   .optimizer = {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
-                                 .weight_decay = a.weight_decay, .updates = a.sparse_updates},
+                   .optimizer = optimizer_options(a),
                    .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .comm = a.comm,
@@ -682,15 +693,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
-  cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd)", optim::Adam{}.lr,
-                                              optim::Sgd{}.lr))
+  cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd, {} with adagrad)",
+                                              optim::Adam{}.lr, optim::Sgd{}.lr, optim::Adagrad{}.lr))
       ->check(CLI::PositiveNumber);
-  add_choice(cmd, "--optimizer", a->optimizer, {optim::Method::adam, optim::Method::sgd},
-             "adam, or sgd (with --momentum)");
+  add_choice(cmd, "--optimizer", a->optimizer, {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad},
+             "adam, sgd (with --momentum) or adagrad (with --initial-accumulator)");
   add_choice(cmd, "--sparse-updates", a->sparse_updates, {optim::SparseUpdates::lazy, optim::SparseUpdates::catchup},
              "rows without a gradient in a step: lazy (untouched) or catchup (get the missed steps when next "
              "touched, as the dense optimizer would)");
   cmd->add_option("--momentum", a->momentum, "SGD momentum (0: plain SGD)")->capture_default_str()->check(CLI::Range(0.0, 0.9999));
+  cmd->add_option("--initial-accumulator", a->initial_accumulator,
+                  "Adagrad: the sum of squared gradients every weight starts from (PyTorch's 0: a first step of "
+                  "lr * sign(g); TensorFlow's 0.1 outweighs small gradients and needs a larger --lr)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--weight-decay", a->weight_decay, "decoupled weight decay W: w -= lr * W * w every step (AdamW)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   add_choice(cmd, "--lr-schedule", a->lr_schedule,

@@ -102,6 +102,7 @@ int run_dlrm(const DlrmRun& a) {
                            {"dp_keep", a.dp ? a.dp->keep : 1.0f},
                            {"train_fingerprint", data::fingerprint(a.train).to_string()},
                            {"test_fingerprint", data::fingerprint(a.test).to_string()}};
+  if (a.optimizer.method == optim::Method::adagrad) config["initial_accumulator"] = a.optimizer.initial_accumulator;
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump();
   const auto world = comm::init(a.comm.init_options(run_config));

@@ -38,7 +38,7 @@ struct DlrmRun {
   std::string train, test, metrics;
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
   size_t epochs = 3, batch = 128, eval_batch = 4096, max_steps = 0;
-  optim::Options optimizer = optim::Adam{};  // --optimizer, --lr, --momentum, --weight-decay
+  optim::Options optimizer = optim::Adam{};  // --optimizer, --lr, --momentum, --initial-accumulator, --weight-decay
   uint64_t seed = 1;
   int threads = 0;
   bool quiet = false;

@@ -43,6 +43,7 @@ std::string_view op_name(Op op) {
     case Op::top_k: return "top_k";
     case Op::adam_rows: return "adam_rows";
     case Op::sgd_rows: return "sgd_rows";
+    case Op::adagrad_rows: return "adagrad_rows";
     case Op::simhash_codes: return "simhash_codes";
     case Op::dwta_codes: return "dwta_codes";
   }

@@ -48,10 +48,11 @@ enum class Op : uint8_t {
   top_k,                  // the k best (score, label) of each row of candidates
   adam_rows,              // Adam (with catch-up of missed steps) on a list of rows
   sgd_rows,               // SGD with momentum (with catch-up) on a list of rows
+  adagrad_rows,           // Adagrad (with catch-up) on a list of rows
   simhash_codes,          // SimHash codes of a batch of vectors
   dwta_codes,             // DWTA codes of a batch of vectors
 };
-inline constexpr size_t kNumOps = 16;
+inline constexpr size_t kNumOps = 17;
 std::string_view op_name(Op op);
 const std::array<Op, kNumOps>& all_ops();
 
@@ -73,7 +74,8 @@ class RowWorkspace {
 
 // What a row missed while it had no gradient (core/train/optimizer.h, catch-up mode), element-wise:
 // SGD: w = decay * w - move * m; Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v)
-// + eps) over terms_count steps. Then m *= m_decay, v *= v_decay.
+// + eps) over terms_count steps. Then m *= m_decay, v *= v_decay. Adagrad: w = decay * w only (zero
+// gradients leave its accumulator as it is; the other fields are unused).
 struct CatchUpPlan {
   float decay = 1, move = 0, m_decay = 1, v_decay = 1;
   const float* terms = nullptr;
@@ -85,7 +87,7 @@ struct CatchUpPlan {
 // when grad is given, the step's update with gradient grad->row(j).
 struct RowUpdate {
   Tensor* w = nullptr;
-  Tensor* m = nullptr;  // Adam: first moment; SGD: momentum buffer
+  Tensor* m = nullptr;  // Adam: first moment; SGD: momentum buffer; Adagrad: sum of squared gradients
   Tensor* v = nullptr;  // Adam: second moment; SGD: unused
   std::span<const uint32_t> rows;              // distinct rows
   const Tensor* grad = nullptr;                // rows.size() x cols, or null (catch-up only)
@@ -95,7 +97,7 @@ struct RowUpdate {
   // correction2[counts[j]] (the bias corrections 1 / (1 - beta^t) by update count t).
   std::span<const uint32_t> counts;
   std::span<const float> correction1, correction2;
-  float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0;  // eps: Adam's or Adagrad's
   float momentum = 0;  // SGD
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
@@ -241,6 +243,8 @@ class Backend {
   virtual void adam_rows(const RowUpdate& u) = 0;
   // SGD: m = momentum m + g; w = keep w - lr m, after the catch-up.
   virtual void sgd_rows(const RowUpdate& u) = 0;
+  // Adagrad: m = m + g^2; w = keep w - lr g / (sqrt(m) + eps), after the catch-up.
+  virtual void adagrad_rows(const RowUpdate& u) = 0;
 
   // --- LSH -----------------------------------------------------------------------------------
   // codes[j * tables + t] = table t's code of row rows[j] of x (every row of x, in order, when rows

@@ -285,7 +285,8 @@ void CudaBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> label
              scores.data());
 }
 
-void CudaBackend::optimizer_rows(const RowUpdate& u, bool adam) {
+void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
+  const bool adam = op == Op::adam_rows;
   u.validate(adam);
   const size_t n = u.rows.size(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
@@ -347,8 +348,10 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, bool adam) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (adam)
       dev::adam_rows(context(), r);
-    else
+    else if (op == Op::sgd_rows)
       dev::sgd_rows(context(), r);
+    else
+      dev::adagrad_rows(context(), r);
   }
   for (size_t j = 0; j < n; ++j) {
     std::copy_n(w.data() + j * cols, cols, u.w->row(u.rows[j]));
@@ -357,8 +360,9 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, bool adam) {
   }
 }
 
-void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, true); }
-void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, false); }
+void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam_rows); }
+void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
+void CudaBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
 
 void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                 uint32_t* codes) {

@@ -55,6 +55,7 @@ class CudaBackend : public Backend {
   void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) override;
   void adam_rows(const RowUpdate& u) override;
   void sgd_rows(const RowUpdate& u) override;
+  void adagrad_rows(const RowUpdate& u) override;
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      uint32_t* codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
@@ -65,7 +66,8 @@ class CudaBackend : public Backend {
   dev::Context& context();
   void accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
                   const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad);
-  void optimizer_rows(const RowUpdate& u, bool adam);
+  // adam_rows, sgd_rows or adagrad_rows (op): the rows gathered, updated on the device, scattered back.
+  void optimizer_rows(const RowUpdate& u, Op op);
 
   std::mutex mutex_;
   dev::Context* ctx_ = nullptr;

@@ -341,6 +341,23 @@ __global__ void sgd_kernel(OptimRows r) {
   }
 }
 
+// Adagrad's catch-up is weight decay only (plan[0]); its accumulator is kept.
+__global__ void adagrad_kernel(OptimRows r) {
+  const size_t total = r.n * r.cols;
+  for (size_t idx = global_id(); idx < total; idx += global_stride()) {
+    const size_t j = idx / r.cols;
+    float w = r.w[idx], acc = r.m[idx];
+    if (r.has_plan != nullptr && r.has_plan[j] != 0) w *= r.plan[4 * j];
+    if (r.grad != nullptr) {
+      const float g = r.grad[idx];
+      acc += g * g;
+      w = r.keep * w - r.lr * g / (sqrtf(acc) + r.eps);
+    }
+    r.w[idx] = w;
+    r.m[idx] = acc;
+  }
+}
+
 // --- LSH ----------------------------------------------------------------------------------------
 
 __global__ void simhash_kernel(const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
@@ -659,6 +676,18 @@ void sgd_rows(Context& ctx, const OptimRows& r) {
   Staging st(ctx);
   const OptimRows d = upload(st, r, false);
   sgd_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
+  FRUGAL_LAUNCHED();
+  st.down(r.w, d.w, total);
+  st.down(r.m, d.m, total);
+  st.finish();
+}
+
+void adagrad_rows(Context& ctx, const OptimRows& r) {
+  const size_t total = r.n * r.cols;
+  if (total == 0) return;
+  Staging st(ctx);
+  const OptimRows d = upload(st, r, false);
+  adagrad_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
   FRUGAL_LAUNCHED();
   st.down(r.w, d.w, total);
   st.down(r.m, d.m, total);

@@ -60,7 +60,7 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 // The listed rows of an optimizer step, gathered on the host (n x cols each, updated in place).
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
 // terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
-// correction2[count]. grad null: catch-up only.
+// correction2[count]. Adagrad: m is the accumulator, eps Adagrad's. grad null: catch-up only.
 struct OptimRows {
   size_t n = 0, cols = 0;
   float *w = nullptr, *m = nullptr, *v = nullptr;
@@ -74,6 +74,7 @@ struct OptimRows {
 };
 void adam_rows(Context& ctx, const OptimRows& r);
 void sgd_rows(Context& ctx, const OptimRows& r);
+void adagrad_rows(Context& ctx, const OptimRows& r);
 
 // codes[j * tables + t] for the n rows of x (gathered, dim columns), as Backend's LSH ops.
 void simhash(Context& ctx, const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,

@@ -98,6 +98,7 @@ void CpuBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels
 
 void CpuBackend::adam_rows(const RowUpdate& u) { kernels::adam_rows(u); }
 void CpuBackend::sgd_rows(const RowUpdate& u) { kernels::sgd_rows(u); }
+void CpuBackend::adagrad_rows(const RowUpdate& u) { kernels::adagrad_rows(u); }
 
 void CpuBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                uint32_t* codes) {

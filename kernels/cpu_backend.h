@@ -39,6 +39,7 @@ class CpuBackend : public Backend {
   void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) override;
   void adam_rows(const RowUpdate& u) override;
   void sgd_rows(const RowUpdate& u) override;
+  void adagrad_rows(const RowUpdate& u) override;
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      uint32_t* codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;

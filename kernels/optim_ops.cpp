@@ -70,6 +70,23 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void sgd_catch_up_r
   }
 }
 
+// PyTorch's Adagrad order: the accumulator first, then the step divided by its root.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_row(float* __restrict w,
+                                                                              float* __restrict acc,
+                                                                              const float* __restrict g, size_t n,
+                                                                              float lr, float eps, float keep) {
+  for (size_t c = 0; c < n; ++c) {
+    acc[c] += g[c] * g[c];
+    w[c] = keep * w[c] - lr * g[c] / (std::sqrt(acc[c]) + eps);
+  }
+}
+
+// Adagrad's missed steps are weight decay only (core/train/adagrad.cpp): the accumulator stays.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_catch_up_row(float* __restrict w, size_t n,
+                                                                                       float decay) {
+  for (size_t c = 0; c < n; ++c) w[c] *= decay;
+}
+
 // Rows per task of the row updates (each row is cheap: a task of one would cost more than it does).
 constexpr size_t kOptimRowGrain = 64;
 
@@ -105,6 +122,19 @@ void sgd_rows(const RowUpdate& u) {
     if (plan != nullptr) sgd_catch_up_row(w, m, cols, plan->decay, plan->move, plan->m_decay);
     if (u.grad == nullptr) return;
     sgd_row(w, m, u.grad->row(j), cols, u.momentum, u.lr, u.keep);
+  }, kOptimRowGrain);
+}
+
+void adagrad_rows(const RowUpdate& u) {
+  u.validate(false);
+  const size_t cols = u.w->cols();
+  parallel_rows(u.rows.size(), [&](size_t j) {
+    const uint32_t r = u.rows[j];
+    float* w = u.w->row(r);
+    const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
+    if (plan != nullptr) adagrad_catch_up_row(w, cols, plan->decay);
+    if (u.grad == nullptr) return;
+    adagrad_row(w, u.m->row(r), u.grad->row(j), cols, u.lr, u.eps, u.keep);
   }, kOptimRowGrain);
 }
 

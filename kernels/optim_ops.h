@@ -10,5 +10,6 @@ namespace frugal::kernels {
 
 void adam_rows(const RowUpdate& u);
 void sgd_rows(const RowUpdate& u);
+void adagrad_rows(const RowUpdate& u);
 
 }  // namespace frugal::kernels

@@ -8,6 +8,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/train/adagrad.h"
 #include "core/train/adam.h"
 #include "core/check.h"
 #include "core/train/sgd.h"
@@ -23,8 +24,13 @@ void Options::validate() const {
     FRUGAL_CHECK(beta1 >= 0 && beta1 < 1, fmt::format("Adam: beta1 must be in [0, 1), got {}", beta1));
     FRUGAL_CHECK(beta2 >= 0 && beta2 < 1, fmt::format("Adam: beta2 must be in [0, 1), got {}", beta2));
     FRUGAL_CHECK(eps > 0, fmt::format("Adam: eps must be > 0, got {}", eps));
-  } else {
+  } else if (method == Method::sgd) {
     FRUGAL_CHECK(momentum >= 0 && momentum < 1, fmt::format("SGD: momentum must be in [0, 1), got {}", momentum));
+  } else {
+    // A zero accumulator needs eps > 0: a row's first zero gradient would divide 0 by 0.
+    FRUGAL_CHECK(initial_accumulator >= 0 && std::isfinite(initial_accumulator),
+                 fmt::format("Adagrad: the initial accumulator must be >= 0, got {}", initial_accumulator));
+    FRUGAL_CHECK(adagrad_eps > 0, fmt::format("Adagrad: eps must be > 0, got {}", adagrad_eps));
   }
 }
 
@@ -37,13 +43,26 @@ Sgd::operator Options() const {
   return {.method = Method::sgd, .lr = lr, .momentum = momentum, .weight_decay = weight_decay, .updates = updates};
 }
 
-std::string to_string(Method method) { return method == Method::adam ? "adam" : "sgd"; }
+Adagrad::operator Options() const {
+  return {.method = Method::adagrad, .lr = lr, .initial_accumulator = initial_accumulator, .adagrad_eps = eps,
+          .weight_decay = weight_decay, .updates = updates};
+}
+
+std::string to_string(Method method) {
+  switch (method) {
+    case Method::adam: return "adam";
+    case Method::sgd: return "sgd";
+    case Method::adagrad: return "adagrad";
+  }
+  return "unknown";
+}
 std::string to_string(SparseUpdates updates) { return updates == SparseUpdates::lazy ? "lazy" : "catchup"; }
 
 Method method_from_string(const std::string& name) {
   if (name == "adam") return Method::adam;
   if (name == "sgd") return Method::sgd;
-  throw Error(fmt::format("unknown optimizer '{}': expected adam or sgd", name));
+  if (name == "adagrad") return Method::adagrad;
+  throw Error(fmt::format("unknown optimizer '{}': expected adam, sgd or adagrad", name));
 }
 
 SparseUpdates sparse_updates_from_string(const std::string& name) {
@@ -55,17 +74,20 @@ SparseUpdates sparse_updates_from_string(const std::string& name) {
 std::unique_ptr<Optimizer> Optimizer::create(const Options& options, std::vector<Parameter*> params,
                                              const LrSchedule& schedule) {
   if (options.method == Method::sgd) return std::make_unique<SgdOptimizer>(options, std::move(params), schedule);
+  if (options.method == Method::adagrad)
+    return std::make_unique<AdagradOptimizer>(options, std::move(params), schedule);
   return std::make_unique<AdamOptimizer>(options, std::move(params), schedule);
 }
 
 Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule,
-                     bool second_moment)
+                     bool second_moment, float m_init)
     : options_(options), schedule_(schedule), params_(std::move(params)), state_(params_.size()) {
   options_.validate();
   schedule_.validate();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& w = params_[i]->value;
     state_[i].m = Tensor(w.rows(), w.cols());
+    if (m_init != 0.0f) state_[i].m.fill(m_init);
     if (second_moment) state_[i].v = Tensor(w.rows(), w.cols());
     state_[i].row_steps.assign(w.rows(), 0);
   }

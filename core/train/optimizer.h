@@ -11,10 +11,13 @@
 //    Trainer calls it for a batch's feature and true-label rows) and catch_up() for every row
 //    (Trainer::fit_epoch, at the end of each epoch): the weights follow the dense optimizer's to
 //    float rounding without touching every row in every step. How the missed steps are summed:
-//    catch_up_plan() in adam.cpp and sgd.cpp.
+//    catch_up_plan() in adam.cpp, sgd.cpp and adagrad.cpp (Adagrad has no momentum: a zero
+//    gradient leaves its accumulator and weight alone, so only weight decay is owed, and lazy
+//    Adagrad without weight decay is dense Adagrad exactly).
 // The default is lazy: on the synthetic XMC benchmark it ends 3 epochs of LSH training 4 points of
 // P@1 higher and runs ~15% faster, while catch-up (= dense Adam) leads after 1 epoch (README).
-// Weight decay is decoupled (AdamW, SGDW): w -= lr_t * weight_decay * w before the step's update.
+// Weight decay is decoupled (AdamW, SGDW, and likewise for Adagrad): w -= lr_t * weight_decay * w
+// before the step's update.
 // The learning rate of step t is lr * schedule.factor(t) (core/train/lr_schedule.h).
 #pragma once
 
@@ -30,16 +33,22 @@
 
 namespace frugal::optim {
 
-enum class Method { adam, sgd };
+enum class Method { adam, sgd, adagrad };
 enum class SparseUpdates { lazy, catchup };
 
-// Every optimizer setting. Shorthands below: .optimizer = optim::Adam{.lr = 1e-3f} or
-// optim::Sgd{.lr = 0.2f}; the plain form .optimizer = {.lr = 1e-3f} is Adam.
+// Every optimizer setting. Shorthands below: .optimizer = optim::Adam{.lr = 1e-3f},
+// optim::Sgd{.lr = 0.2f} or optim::Adagrad{.lr = 0.01f}; the plain form .optimizer = {.lr = 1e-3f}
+// is Adam.
 struct Options {
   Method method = Method::adam;
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam
   float momentum = 0.9f;                             // SGD (heavy ball, no dampening; 0: plain SGD)
+  // Adagrad: the accumulator's starting value and its own eps, PyTorch's 0 and 1e-10 (Adam's 1e-8
+  // is a default for another denominator). From 0 a weight's first step is lr * sign(g), as Adam's
+  // is. TensorFlow's 0.1 swamps the sum of squares of gradients of a mean loss (1e-3 and less
+  // here): Adagrad then is SGD at lr / sqrt(0.1), and at lr 0.01 it does not learn (README).
+  float initial_accumulator = 0.0f, adagrad_eps = 1e-10f;
   float weight_decay = 0.0f;                         // decoupled: w -= lr * weight_decay * w per step
   SparseUpdates updates = SparseUpdates::lazy;
   void validate() const;
@@ -59,6 +68,14 @@ struct Sgd {
   void validate() const { Options(*this).validate(); }
 };
 
+// PyTorch's defaults; eps is Options::adagrad_eps.
+struct Adagrad {
+  float lr = 0.01f, initial_accumulator = 0.0f, eps = 1e-10f, weight_decay = 0.0f;
+  SparseUpdates updates = SparseUpdates::lazy;
+  operator Options() const;  // NOLINT: implicit on purpose
+  void validate() const { Options(*this).validate(); }
+};
+
 std::string to_string(Method method);
 std::string to_string(SparseUpdates updates);
 Method method_from_string(const std::string& name);
@@ -68,13 +85,15 @@ class Optimizer {
  public:
   // Per-parameter state, in the order of the parameter list (checkpoints read and write it).
   struct State {
-    Tensor m, v;  // Adam: first and second moments; SGD: m is the momentum buffer, v is empty
+    // Adam: first and second moments; SGD: m is the momentum buffer; Adagrad: m is the sum of
+    // squared gradients (from initial_accumulator). v is empty but for Adam.
+    Tensor m, v;
     // lazy: updates the row has had (its bias-correction count); catchup: global step of its last
     // update (0: never). Either way a checkpoint reslices it row by row.
     std::vector<uint32_t> row_steps;
   };
 
-  // An AdamOptimizer or an SgdOptimizer, as options.method says.
+  // An AdamOptimizer, SgdOptimizer or AdagradOptimizer, as options.method says.
   static std::unique_ptr<Optimizer> create(const Options& options, std::vector<Parameter*> params,
                                            const LrSchedule& schedule = {});
   virtual ~Optimizer() = default;
@@ -107,10 +126,12 @@ class Optimizer {
  protected:
   // What the missed steps (last, now] do to a row, element-wise (core/backend.h): SGD: w = decay *
   // w - move * m; Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v) + eps) over
-  // terms_count steps. Then m *= m_decay, v *= v_decay.
+  // terms_count steps. Then m *= m_decay, v *= v_decay. Adagrad: w = decay * w only.
   using CatchUpPlan = frugal::CatchUpPlan;
 
-  Optimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule, bool second_moment);
+  // m starts at m_init everywhere (0 but for Adagrad's accumulator); v exists with second_moment.
+  Optimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule, bool second_moment,
+            float m_init = 0.0f);
   // Missed steps whose momentum moves are summed: beyond it the moves are below 1e-9 of the first
   // (ratio: the factor by which consecutive moves shrink; the decay still covers every step).
   static uint64_t move_horizon(double ratio);

@@ -4,7 +4,8 @@
 #  1. one rank on a synth-ctr set: progress lines within an epoch, epoch lines with AUC and
 #     logloss, epoch records with auc, logloss, embedding_parameters and the byte counts; the model learns (AUC above 0.6); the same
 #     seed gives the same records; every --ids mode trains, freq-double and qr with fewer
-#     embedding parameters than full;
+#     embedding parameters than full; --optimizer sgd and adagrad learn (the start record names
+#     adagrad with its initial accumulator);
 #  2. `frugal launch -n 3`: --table-exchange des and ps and --parallel data give the 1-rank run's
 #     loss and AUC (to 1e-4) and report bytes on the wire per sample;
 #     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02;
@@ -33,6 +34,7 @@ for ids in hash freq-double qr; do
   run "$FRUGAL" "${COMMON[@]}" --ids "$ids" --metrics "$TMP/$ids.jsonl" --quiet --min-id-count 1
 done
 run "$FRUGAL" "${COMMON[@]}" --optimizer sgd --metrics "$TMP/sgd.jsonl" --quiet
+run "$FRUGAL" "${COMMON[@]}" --optimizer adagrad --metrics "$TMP/adagrad.jsonl" --quiet
 for mode in des ps; do
   run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --table-exchange "$mode" --metrics "$TMP/$mode.jsonl"
   grep -q "wire: [0-9]* B/sample sent ($mode tables)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
@@ -59,6 +61,9 @@ for e in one:
 assert one[-1]["auc"] > 0.6, one[-1]
 assert [(e["loss"], e["auc"]) for e in epochs("again.jsonl")] == [(e["loss"], e["auc"]) for e in one], "not deterministic"
 assert epochs("sgd.jsonl")[-1]["auc"] > 0.55, epochs("sgd.jsonl")[-1]
+adagrad = [r for r in map(json.loads, open(os.path.join(d, "adagrad.jsonl"))) if r["event"] == "start"][0]
+assert adagrad["config"]["optimizer"] == "adagrad" and adagrad["config"]["initial_accumulator"] == 0, adagrad
+assert epochs("adagrad.jsonl")[-1]["auc"] > 0.6, epochs("adagrad.jsonl")[-1]
 full_params = one[0]["embedding_parameters"]
 for ids in ("hash", "freq-double", "qr"):
     e = epochs(ids + ".jsonl")[-1]

@@ -1,10 +1,12 @@
 // Optimizers: catch-up rows equal the dense optimizer (every row, every step, zero gradients where
-// a row has none) for Adam, AdamW, SGD with momentum, with learning-rate schedules, and against a
-// scalar double-precision reference written from the textbook formulas; lazy rows do not. Hand-
-// computed single steps; schedule factors.
+// a row has none) for Adam, AdamW, SGD with momentum and Adagrad, with learning-rate schedules, and
+// against a scalar double-precision reference written from the textbook formulas; lazy rows do not
+// (but for Adagrad without weight decay, which zero gradients leave alone). Hand-computed steps;
+// schedule factors.
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "core/train/adagrad.h"
 #include "core/train/adam.h"
 #include "core/train/lr_schedule.h"
 #include "core/train/optimizer.h"
@@ -56,11 +58,12 @@ Tensor train(const optim::Options& o, const optim::LrSchedule& schedule, bool de
   return p.value;
 }
 
-// Dense AdamW / SGDW in double precision, straight from the formulas (PyTorch's order: decay,
-// moments, update with the bias corrections of the global step).
+// Dense AdamW / SGDW / Adagrad in double precision, straight from the formulas (PyTorch's order:
+// decay, moments, update with the bias corrections of the global step).
 std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& schedule, size_t steps) {
   const Tensor w0 = initial();
-  std::vector<double> w(w0.data(), w0.data() + w0.size()), m(w.size(), 0.0), v(w.size(), 0.0);
+  const double m0 = o.method == optim::Method::adagrad ? o.initial_accumulator : 0.0;
+  std::vector<double> w(w0.data(), w0.data() + w0.size()), m(w.size(), m0), v(w.size(), 0.0);
   for (size_t k = 0; k < steps; ++k) {
     const double lr = o.lr * schedule.factor(k), t = double(k + 1);
     for (size_t r = 0; r < kRows; ++r)
@@ -71,6 +74,9 @@ std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& 
         if (o.method == optim::Method::sgd) {
           m[i] = o.momentum * m[i] + g;
           w[i] -= lr * m[i];
+        } else if (o.method == optim::Method::adagrad) {
+          m[i] += g * g;
+          w[i] -= lr * g / (std::sqrt(m[i]) + o.adagrad_eps);
         } else {
           m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
           v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
@@ -112,6 +118,11 @@ TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
       {"sgdw + cosine + warm-up", {.method = optim::Method::sgd, .lr = 0.1f, .momentum = 0.95f, .weight_decay = 0.3f},
        {ScheduleKind::cosine, 30, steps}},
       {"plain sgd", {.method = optim::Method::sgd, .lr = 0.1f, .momentum = 0.0f, .weight_decay = 0.1f}, {}},
+      {"adagrad", optim::Adagrad{.lr = 0.05f}, {}},
+      {"adagrad + decay + cosine + warm-up", optim::Adagrad{.lr = 0.05f, .weight_decay = 0.4f},
+       {ScheduleKind::cosine, 20, steps}},
+      {"adagrad from 0.1 + linear", optim::Adagrad{.lr = 0.02f, .initial_accumulator = 0.1f, .weight_decay = 0.2f},
+       {ScheduleKind::linear, 0, steps}},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -129,7 +140,9 @@ TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
     CHECK(max_difference(caught_up, exact) < 1e-6);
     // Dense lists every row with the right count: lazy over all rows is dense too.
     CHECK(max_difference(train(lazy, c.schedule, true, steps), dense) == 0.0);
-    if (c.options.momentum > 0 || c.options.weight_decay > 0 || c.options.method == optim::Method::adam)
+    if (c.options.method == optim::Method::adagrad && c.options.weight_decay == 0)
+      CHECK(max_difference(lazy_w, dense) == 0.0);  // zero gradients do nothing to Adagrad
+    else if (c.options.momentum > 0 || c.options.weight_decay > 0 || c.options.method == optim::Method::adam)
       CHECK(max_difference(lazy_w, dense) > 1e-3);
   }
 }
@@ -176,6 +189,62 @@ TEST_CASE("AdamW and catch-up Adam by hand: decoupled decay, global-step bias co
   REQUIRE(p.value.at(1, 0) == Approx(0.95 * 0.95 - 0.1 * mh / std::sqrt(vh)).epsilon(1e-5));
 }
 
+TEST_CASE("Adagrad by hand: accumulated squares, lazy rows untouched, catch-up owes weight decay only") {
+  // Rows 0..2 of one column from w = 1, acc = 0.1: row 0 has gradients 2, -1, 0.5 at steps 1-3,
+  // row 1 only 3 at step 3, row 2 none. Dense Adagrad with lr 0.1 and decoupled decay wd, by hand.
+  const double lr = 0.1, acc0 = 0.1;
+  const std::vector<std::vector<double>> grads{{2.0, -1.0, 0.5}, {0.0, 0.0, 3.0}, {0.0, 0.0, 0.0}};
+  const auto dense = [&](double wd, bool skip_untouched) {
+    std::vector<double> w(3, 1.0), acc(3, acc0);
+    for (size_t k = 0; k < 3; ++k)
+      for (size_t r = 0; r < 3; ++r) {
+        const double g = grads[r][k];
+        if (skip_untouched && g == 0.0) continue;  // lazy: a row without a gradient is not visited
+        w[r] *= 1.0 - lr * wd;
+        acc[r] += g * g;
+        w[r] -= lr * g / (std::sqrt(acc[r]) + 1e-10);
+      }
+    return std::pair{w, acc};
+  };
+  // Row 0 spelled out: acc 4.1, 5.1, 5.35.
+  const double row0 = 1.0 - 0.1 * 2 / std::sqrt(4.1) + 0.1 / std::sqrt(5.1) - 0.05 / std::sqrt(5.35);
+  REQUIRE(dense(0.0, false).first[0] == Approx(row0).epsilon(1e-9));  // eps 1e-10 aside
+  for (const double wd : {0.0, 0.5})
+    for (const auto updates : {optim::SparseUpdates::lazy, optim::SparseUpdates::catchup}) {
+      INFO("weight decay " << wd << ", " << optim::to_string(updates));
+      Parameter p{"w", Tensor(3, 1), {}};
+      p.value.fill(1.0f);
+      optim::AdagradOptimizer adagrad(
+          optim::Adagrad{.lr = 0.1f, .initial_accumulator = 0.1f, .weight_decay = float(wd), .updates = updates},
+          {&p});
+      REQUIRE(adagrad.state(0).m.at(2, 0) == 0.1f);
+      REQUIRE(adagrad.state(0).v.empty());
+      for (size_t k = 0; k < 3; ++k) {
+        p.grad.rows.clear();
+        std::vector<float> g;
+        for (uint32_t r = 0; r < 3; ++r)
+          if (grads[r][k] != 0.0) {
+            p.grad.rows.push_back(r);
+            g.push_back(float(grads[r][k]));
+          }
+        p.grad.values = Tensor(g.size(), 1);
+        std::copy(g.begin(), g.end(), p.grad.values.data());
+        adagrad.step();
+      }
+      adagrad.catch_up();
+      const bool catchup = updates == optim::SparseUpdates::catchup;
+      const auto [w, acc] = dense(wd, !catchup);
+      for (size_t r = 0; r < 3; ++r) {
+        CHECK(p.value.at(r, 0) == Approx(w[r]).epsilon(1e-6));
+        CHECK(adagrad.state(0).m.at(r, 0) == Approx(acc[r]).epsilon(1e-6));
+      }
+      // Lazy: row 2 never moved; catch-up: it decayed by (1 - lr wd)^3 and nothing else.
+      CHECK(p.value.at(2, 0) == Approx(catchup ? std::pow(1.0 - lr * wd, 3) : 1.0).epsilon(1e-6));
+      // Without decay there is nothing to owe: lazy and catch-up are both dense Adagrad.
+      if (wd == 0.0) CHECK(p.value.at(1, 0) == Approx(dense(0.0, false).first[1]).epsilon(1e-6));
+    }
+}
+
 TEST_CASE("learning-rate schedules: warm-up, linear and cosine factors") {
   using optim::ScheduleKind;
   const optim::LrSchedule linear{ScheduleKind::linear, 4, 12}, cosine{ScheduleKind::cosine, 4, 12},
@@ -210,4 +279,18 @@ TEST_CASE("optimizer options: validation and shorthands") {
   Parameter p{"w", Tensor(2, 2), {}};
   REQUIRE(optim::Optimizer::create(sgd, {&p})->state(0).v.empty());
   REQUIRE(optim::Optimizer::create(adam, {&p})->state(0).v.rows() == 2);
+  const optim::Options adagrad = optim::Adagrad{};
+  REQUIRE(adagrad.method == optim::Method::adagrad);
+  REQUIRE(adagrad.lr == 0.01f);  // PyTorch's default
+  REQUIRE(adagrad.initial_accumulator == 0.0f);
+  REQUIRE(adagrad.adagrad_eps == 1e-10f);
+  const auto made = optim::Optimizer::create(optim::Adagrad{.initial_accumulator = 0.25f}, {&p});
+  REQUIRE(dynamic_cast<optim::AdagradOptimizer*>(made.get()) != nullptr);
+  REQUIRE(made->state(0).v.empty());
+  REQUIRE(made->state(0).m.at(1, 1) == 0.25f);
+  REQUIRE_THROWS_WITH(optim::Adagrad{.initial_accumulator = -1}.validate(), Catch::Contains("initial accumulator"));
+  REQUIRE_THROWS_WITH(optim::Adagrad{.eps = 0}.validate(), Catch::Contains("eps"));
+  for (const auto method : {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad})
+    REQUIRE(optim::method_from_string(optim::to_string(method)) == method);
+  REQUIRE_THROWS_WITH(optim::method_from_string("rmsprop"), Catch::Contains("adam, sgd or adagrad"));
 }

@@ -1,5 +1,6 @@
 // The trainer with every optimizer and regularization option on: resume from a checkpoint is
-// bit-identical (catch-up rows, AdamW, cosine schedule with warm-up, clipping, dropout; SGD too),
+// bit-identical (catch-up rows, AdamW, cosine schedule with warm-up, clipping, dropout; SGD and
+// Adagrad too),
 // runs reproduce, evaluation never drops inputs, and checkpoints of another optimizer are refused
 // or converted.
 #include <catch2/catch.hpp>
@@ -58,6 +59,7 @@ TEST_CASE("trainer options: resume with every option on is bit-identical to an u
   const std::vector<optim::Options> optimizers{
       optim::Adam{.lr = 3e-3f, .weight_decay = 0.01f, .updates = optim::SparseUpdates::catchup},
       optim::Sgd{.lr = 0.5f, .momentum = 0.9f, .weight_decay = 1e-3f, .updates = optim::SparseUpdates::catchup},
+      optim::Adagrad{.lr = 0.05f, .weight_decay = 1e-3f, .updates = optim::SparseUpdates::catchup},
   };
   for (const auto& optimizer : optimizers)
     for (const auto sampler : {layers::Sampler::lsh, layers::Sampler::exact}) {
@@ -130,6 +132,10 @@ TEST_CASE("trainer options: a checkpoint of another optimizer is refused; lazy s
   layers::build_xmc_network(other, net(layers::Sampler::lsh));
   Trainer sgd(other, {.optimizer = optim::Sgd{}});
   REQUIRE_THROWS_WITH(load_checkpoint(dir, other, sgd), Catch::Contains("holds adam state, this run uses sgd"));
+  // Refused by the manifest's method, not by the state's shape (Adagrad's one tensor per parameter
+  // would fit an SGD checkpoint).
+  Trainer adagrad(other, {.optimizer = optim::Adagrad{}});
+  REQUIRE_THROWS_WITH(load_checkpoint(dir, other, adagrad), Catch::Contains("holds adam state, this run uses adagrad"));
   Trainer catchup(other, {.optimizer = optim::Adam{.updates = optim::SparseUpdates::catchup}});
   load_checkpoint(dir, other, catchup);
   REQUIRE(read_manifest(dir).optimizer.at("sparse_updates") == "lazy");

@@ -593,6 +593,44 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
           }};
 }
 
+Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
+  return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep), [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 89 + cols * 3 + listed + catch_up_only);
+            OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
+            // An accumulator is a sum of squares: never negative (row 0 at 0, where every run starts).
+            in.m = random_tensor(rng, rows, cols, 0.0f, 0.2f);
+            for (size_t c = 0; c < cols; ++c) in.m.at(0, c) = 0.0f;
+            const Tensor w0 = in.w, m0 = in.m;
+            RowUpdate u;
+            u.w = &in.w;
+            u.m = &in.m;
+            u.rows = in.rows;
+            u.grad = catch_up_only ? nullptr : &in.grad;
+            u.plans = in.plans;
+            u.keep = keep;
+            u.lr = 0.05f;
+            u.eps = 1e-10f;
+            be.adagrad_rows(u);
+            be.synchronize();
+            std::vector<double> w = to_double(w0), m = to_double(m0);
+            for (size_t j = 0; j < in.rows.size(); ++j) {
+              const size_t r = in.rows[j];
+              const CatchUpPlan* plan = in.plans.empty() ? nullptr : in.plans[j];
+              for (size_t c = 0; c < cols; ++c) {
+                double& W = w[r * cols + c];
+                double& M = m[r * cols + c];
+                if (plan != nullptr) W *= plan->decay;  // the plan's move and decays are SGD's and Adam's
+                if (u.grad == nullptr) continue;
+                const double g = in.grad.at(j, c);
+                M += g * g;
+                W = keep * W - double{u.lr} * g / (std::sqrt(M) + u.eps);
+              }
+            }
+            cmp.tensor(in.w, w);
+            cmp.tensor(in.m, m);
+          }};
+}
+
 // --- LSH ----------------------------------------------------------------------------------------
 
 Case simhash_case(size_t tables, int k, size_t dim, size_t rows, size_t listed) {
@@ -741,6 +779,10 @@ std::vector<OpCases> all_cases() {
        {sgd_case(4, 3, 0, false, false, 1.0f), sgd_case(1, 1, 1, false, true, 1.0f),
         sgd_case(20, 33, 7, false, false, 1.0f), sgd_case(10, 130, 10, true, false, 1.0f),
         sgd_case(5, 17, 3, false, false, 0.999f)}},
+      {Op::adagrad_rows, kExact,
+       {adagrad_case(4, 3, 0, false, false, 1.0f), adagrad_case(1, 1, 1, false, true, 1.0f),
+        adagrad_case(20, 33, 7, false, false, 1.0f), adagrad_case(10, 130, 10, true, false, 0.99f),
+        adagrad_case(5, 17, 3, false, false, 0.999f), adagrad_case(6, 9, 6, false, false, 0.98f)}},
       {Op::simhash_codes, kExact,
        {simhash_case(3, 4, 8, 0, 0), simhash_case(1, 1, 1, 1, 0), simhash_case(5, 8, 17, 9, 0),
         simhash_case(3, 24, 130, 20, 6)}},

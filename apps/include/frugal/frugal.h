@@ -40,6 +40,7 @@
 #include "core/data/xmc_reader.h"
 
 // Training: the trainer, optimizers and regularization, checkpoints.
+#include "core/train/adagrad.h"
 #include "core/train/adam.h"
 #include "core/train/checkpoint.h"
 #include "core/train/early_stopping.h"

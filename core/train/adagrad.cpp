@@ -1,0 +1,37 @@
+#include "core/train/adagrad.h"
+
+#include "core/check.h"
+
+namespace frugal::optim {
+
+AdagradOptimizer::AdagradOptimizer(const Options& options, std::vector<Parameter*> params,
+                                   const LrSchedule& schedule)
+    : Optimizer(options, std::move(params), schedule, false, options.initial_accumulator) {
+  FRUGAL_CHECK(options.method == Method::adagrad, "AdagradOptimizer: options.method is not adagrad");
+}
+
+// Dense Adagrad with zero gradients in steps (last, now]: acc += 0 and the move lr_tau * 0 /
+// (sqrt(acc) + eps) is 0, leaving w <- (1 - lr_tau wd) w per step. The whole catch-up is the
+// product of those factors, exact at any distance (no horizon: nothing decays to be summed).
+Optimizer::CatchUpPlan AdagradOptimizer::catch_up_plan(uint64_t last, uint64_t now, size_t) {
+  CatchUpPlan plan;
+  plan.decay = static_cast<float>(keep(last, now));
+  return plan;
+}
+
+void AdagradOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                                   std::span<const CatchUpPlan* const> plans, std::span<const uint32_t>, double lr) {
+  // The rows' arithmetic is the Backend's adagrad_rows.
+  RowUpdate u;
+  u.w = &p.value;
+  u.m = &s.m;
+  u.rows = rows;
+  u.grad = grad;
+  u.plans = plans;
+  u.lr = static_cast<float>(lr);
+  u.keep = static_cast<float>(1.0 - lr * options().weight_decay);
+  u.eps = options().adagrad_eps;
+  backend().adagrad_rows(u);
+}
+
+}  // namespace frugal::optim
