@@ -654,6 +654,11 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   FRUGAL_CHECK(cmd.count("--format") == 0 || a.format == data::DataFormat::criteo,
                fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
                            data::to_string(a.format)));
+  // The DLRM trainer never brings skipped rows up to date before they are read, so catch-up would
+  // silently be lazy with extra bookkeeping.
+  FRUGAL_CHECK(a.sparse_updates == optim::SparseUpdates::lazy,
+               "--model dlrm: --sparse-updates catchup is not implemented (its tables and MLPs update lazily: "
+               "leave --sparse-updates at lazy)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;

@@ -128,6 +128,7 @@ fails_with "$TMP/ck-copy/dlrm-epoch-2/rank0.bin: checksum mismatch" \
   "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck-copy"
 fails_with "--model dlrm reads Criteo-format click logs (--format criteo), not --format xmc" \
   "$FRUGAL" train --model dlrm --format xmc --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
+fails_with "--model dlrm: --sparse-updates catchup is not implemented" "$FRUGAL" "${COMMON[@]}" --sparse-updates catchup
 fails_with "--format criteo is click-log data: it trains --model dlrm" \
   "$FRUGAL" train --format criteo --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
 run "$FRUGAL" "${COMMON[@]}" --hidden 64 --sampler exact --quiet
