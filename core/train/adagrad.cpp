@@ -22,14 +22,7 @@ Optimizer::CatchUpPlan AdagradOptimizer::catch_up_plan(uint64_t last, uint64_t n
 void AdagradOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
                                    std::span<const CatchUpPlan* const> plans, std::span<const uint32_t>, double lr) {
   // The rows' arithmetic is the Backend's adagrad_rows.
-  RowUpdate u;
-  u.w = &p.value;
-  u.m = &s.m;
-  u.rows = rows;
-  u.grad = grad;
-  u.plans = plans;
-  u.lr = static_cast<float>(lr);
-  u.keep = static_cast<float>(1.0 - lr * options().weight_decay);
+  RowUpdate u = row_update(p, s, rows, grad, plans, lr);
   u.eps = options().adagrad_eps;
   backend().adagrad_rows(u);
 }

@@ -77,20 +77,12 @@ Optimizer::CatchUpPlan AdamOptimizer::catch_up_plan(uint64_t last, uint64_t now,
 void AdamOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
                                 std::span<const CatchUpPlan* const> plans, std::span<const uint32_t> counts,
                                 double lr) {
-  // The rows' arithmetic (the Backend's adam_rows): keep = 1 - lr * weight_decay (w * 1.0f is exact:
-  // without decay the update is bitwise what it was before decay existed).
-  RowUpdate u;
-  u.w = &p.value;
-  u.m = &s.m;
+  // The rows' arithmetic is the Backend's adam_rows.
+  RowUpdate u = row_update(p, s, rows, grad, plans, lr);
   u.v = &s.v;
-  u.rows = rows;
-  u.grad = grad;
-  u.plans = plans;
   u.counts = counts;
   u.correction1 = correction1_;
   u.correction2 = correction2_;
-  u.lr = static_cast<float>(lr);
-  u.keep = static_cast<float>(1.0 - lr * options().weight_decay);
   u.beta1 = options().beta1;
   u.beta2 = options().beta2;
   u.eps = options().eps;

@@ -112,6 +112,19 @@ void Optimizer::grow_tables(uint64_t now) {
   }
 }
 
+RowUpdate Optimizer::row_update(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                                std::span<const CatchUpPlan* const> plans, double lr) const {
+  RowUpdate u;
+  u.w = &p.value;
+  u.m = &s.m;
+  u.rows = rows;
+  u.grad = grad;
+  u.plans = plans;
+  u.lr = static_cast<float>(lr);
+  u.keep = static_cast<float>(1.0 - lr * options_.weight_decay);
+  return u;
+}
+
 double Optimizer::keep(uint64_t a, uint64_t b) const {
   return options_.weight_decay > 0 ? std::exp(log_keep_[b] - log_keep_[a]) : 1.0;
 }

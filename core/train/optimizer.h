@@ -149,6 +149,12 @@ class Optimizer {
   // The listed rows of parameter p (one Backend op for them all): row j first gets its catch-up
   // (when plans is not empty and plans[j] is not null), then the step's update with gradient
   // grad->row(j) (when grad is not null) at learning rate `lr`, bias-correction count counts[j] (Adam).
+  // What every optimizer's update_rows hands its Backend op: the weights, the first state tensor
+  // (m), the rows with their gradient and plans, lr, and keep = 1 - lr * weight_decay (w * 1.0f is
+  // exact: without decay the update is bitwise what it was before decay existed). The caller adds
+  // its own fields.
+  RowUpdate row_update(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
+                       std::span<const CatchUpPlan* const> plans, double lr) const;
   virtual void update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
                            std::span<const CatchUpPlan* const> plans, std::span<const uint32_t> counts,
                            double lr) = 0;

@@ -38,14 +38,7 @@ Optimizer::CatchUpPlan SgdOptimizer::catch_up_plan(uint64_t last, uint64_t now, 
 void SgdOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t> rows, const Tensor* grad,
                                std::span<const CatchUpPlan* const> plans, std::span<const uint32_t>, double lr) {
   // The rows' arithmetic is the Backend's sgd_rows.
-  RowUpdate u;
-  u.w = &p.value;
-  u.m = &s.m;
-  u.rows = rows;
-  u.grad = grad;
-  u.plans = plans;
-  u.lr = static_cast<float>(lr);
-  u.keep = static_cast<float>(1.0 - lr * options().weight_decay);
+  RowUpdate u = row_update(p, s, rows, grad, plans, lr);
   u.momentum = options().momentum;
   backend().sgd_rows(u);
 }
