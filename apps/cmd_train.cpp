@@ -115,6 +115,12 @@ struct TrainArgs {
   std::optional<float> dp_keep;
   uint64_t dp_reestimate_every = 1000;
   TauEstimate dp_tau = TauEstimate::sampled;
+  comm::DpTarget dp_compress = comm::DpTarget::gradients;
+  uint64_t dp_warmup_steps = 0;
+  // --dp-wire-dtype; unset (auto): --wire-dtype when given, else bf16 below --dp-keep 1 (the
+  // rounding is fed back, so it costs nothing measurable) and f32 at 1 (exact).
+  std::optional<comm::ValueType> dp_wire;
+  bool wire_dtype_given = false;  // --wire-dtype was on the command line
   comm::ValueType wire_dtype = comm::ValueType::f32;
   double mp_keep = 1.0;
   uint64_t mp_warmup_steps = 0;
@@ -237,10 +243,16 @@ size_t total_parameters(const Model& model) {
   return n;
 }
 
-std::optional<comm::DpCompression> dp_compression(const TrainArgs& a) {
+// `target`: what DCT-DP thresholds, where the trainer supports only one (DLRM: gradients).
+std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optional<comm::DpTarget> target = {}) {
   if (!a.dp_keep) return std::nullopt;
+  const comm::ValueType wire = a.dp_wire ? *a.dp_wire
+                               : a.wire_dtype_given ? a.wire_dtype
+                               : *a.dp_keep < 1.0f  ? comm::ValueType::bf16
+                                                    : comm::ValueType::f32;
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
-                             .exact_tau = a.dp_tau == TauEstimate::exact, .wire = a.wire_dtype, .seed = a.seed};
+                             .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
+                             .target = target.value_or(a.dp_compress), .warmup_steps = a.dp_warmup_steps};
 }
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
@@ -395,6 +407,9 @@ int run_train(TrainArgs a) {
   config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
   config["dp_reestimate_every"] = a.dp_reestimate_every;
   config["dp_tau"] = std::string(to_string(a.dp_tau));
+  config["dp_compress"] = std::string(comm::to_string(a.dp_compress));
+  config["dp_warmup_steps"] = a.dp_warmup_steps;
+  if (const auto dp = dp_compression(a)) config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
@@ -659,6 +674,9 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   FRUGAL_CHECK(a.sparse_updates == optim::SparseUpdates::lazy,
                "--model dlrm: --sparse-updates catchup is not implemented (its tables and MLPs update lazily: "
                "leave --sparse-updates at lazy)");
+  FRUGAL_CHECK(cmd.count("--dp-compress") == 0 || a.dp_compress == comm::DpTarget::gradients,
+               "--model dlrm: --dp-compress updates is not implemented (its DCT-DP thresholds the MLP gradients: "
+               "leave --dp-compress at its default)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
@@ -677,7 +695,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                    .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .comm = a.comm,
-                   .dp = dp_compression(a), .dlrm = dlrm});
+                   .dp = dp_compression(a, comm::DpTarget::gradients), .dlrm = dlrm});
 }
 
 void add_train_command(CLI::App& app) {
@@ -801,6 +819,12 @@ void add_train_command(CLI::App& app) {
   add_choice(cmd, "--dp-tau", a->dp_tau, {TauEstimate::sampled, TauEstimate::exact},
              "DCT-DP: estimate tau from a 10k-entry sample or by exact selection (exact with "
              "--dp-reestimate-every 1: exact top-k every step)");
+  add_choice(cmd, "--dp-compress", a->dp_compress, {comm::DpTarget::gradients, comm::DpTarget::updates},
+             "DCT-DP: what replicas threshold and exchange: gradients (the optimizer steps on their sum) or "
+             "updates (each replica's optimizer steps on its own gradient; the weight changes are averaged)");
+  cmd->add_option("--dp-warmup-steps", a->dp_warmup_steps, "DCT-DP: the kept fraction falls geometrically from "
+                                                           "everything to --dp-keep over the first N steps")
+      ->capture_default_str();
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
       ->capture_default_str();
@@ -809,9 +833,15 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   add_choice(cmd, "--wire-dtype", a->wire_dtype, {comm::ValueType::f32, comm::ValueType::bf16, comm::ValueType::f16},
              "value type of DCT messages (activations, their gradients, thresholded parameter gradients)");
+  add_choice(cmd, "--dp-wire-dtype", a->dp_wire,
+             {{"auto", std::nullopt}, {"f32", comm::ValueType::f32}, {"bf16", comm::ValueType::bf16},
+              {"f16", comm::ValueType::f16}, {"sign", comm::ValueType::sign}},
+             "DCT-DP: value type of the thresholded entries; sign: one bit each plus one scale per message; auto: "
+             "--wire-dtype when given, else bf16 below --dp-keep 1 and f32 at 1");
   cmd->add_flag("--quiet", a->quiet, "no progress output");
   cmd->callback([a, dlrm, cmd] {
     TrainArgs args = *a;
+    args.wire_dtype_given = cmd->count("--wire-dtype") > 0;
     if (args.model == ModelKind::dlrm || args.format == data::DataFormat::criteo) {
       const int rc = train_dlrm(args, *dlrm, *cmd);
       if (rc != 0) throw CLI::RuntimeError(rc);

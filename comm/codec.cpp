@@ -1,6 +1,7 @@
 #include "comm/codec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -74,6 +75,26 @@ class Reader {
   size_t at_ = 0;
 };
 
+// The scale and sign bits of a sign message into `values` (already sized to the entry count).
+void read_signs(Reader& r, std::vector<float>& values) {
+  const size_t n = values.size(), need = sign_bytes(n);
+  if (r.left() != need) {
+    throw CodecError(fmt::format("bad encoded vector: {} sign entries need {} bytes, {} present", n, need, r.left()));
+  }
+  if (n == 0) return;
+  float scale;
+  std::memcpy(&scale, r.take(4, "sign scale"), 4);
+  if (!(scale > 0.0f) || !std::isfinite(scale)) {
+    throw CodecError(fmt::format("bad encoded vector: sign scale {} is not > 0 and finite", scale));
+  }
+  const std::byte* bits = r.take(need - 4, "sign bits");
+  if (n % 8 != 0 && (static_cast<uint8_t>(bits[n / 8]) >> (n % 8)) != 0) {
+    throw CodecError("bad encoded vector: sign bits beyond the last entry are set");
+  }
+  for (size_t k = 0; k < n; ++k)
+    values[k] = (static_cast<uint8_t>(bits[k / 8]) >> (k % 8)) & 1u ? -scale : scale;
+}
+
 struct Parsed {
   EncodedInfo info;
   Reader reader;
@@ -83,7 +104,7 @@ Parsed parse_prefix(std::span<const std::byte> bytes) {
   Reader r(bytes);
   const uint8_t tag = r.byte();
   const uint8_t layout = tag >> 4, type = tag & 0x0f;
-  if (layout > 1 || type > 2) {
+  if (layout > 1 || type > 3 || (layout == 0 && type == static_cast<uint8_t>(ValueType::sign))) {
     throw CodecError(fmt::format("bad encoded vector: unknown tag byte {:#04x}", tag));
   }
   const uint64_t dim = r.varint("dimension");
@@ -100,11 +121,17 @@ std::string_view to_string(ValueType type) {
     case ValueType::f32: return "f32";
     case ValueType::f16: return "f16";
     case ValueType::bf16: return "bf16";
+    case ValueType::sign: return "sign";
   }
   return "?";
 }
 
-size_t value_bytes(ValueType type) { return type == ValueType::f32 ? 4 : 2; }
+size_t value_bytes(ValueType type) {
+  FRUGAL_CHECK(type != ValueType::sign, "sign values take one bit each plus a scale per message (sign_bytes)");
+  return type == ValueType::f32 ? 4 : 2;
+}
+
+size_t sign_bytes(size_t entries) { return entries == 0 ? 0 : 4 + (entries + 7) / 8; }
 
 void write_value(ValueType type, float v, std::byte* out) {
   if (type == ValueType::f32) {
@@ -127,6 +154,7 @@ float read_value(ValueType type, const std::byte* in) {
 }
 
 std::vector<std::byte> encode_dense(std::span<const float> values, ValueType type) {
+  FRUGAL_CHECK(type != ValueType::sign, "encode_dense: sign values travel in sparse messages only");
   std::vector<std::byte> out;
   out.reserve(1 + 10 + values.size() * value_bytes(type));
   out.push_back(static_cast<std::byte>(static_cast<uint8_t>(type)));
@@ -147,7 +175,7 @@ size_t sparse_encoded_bytes(uint64_t dim, std::span<const uint32_t> indices, Val
     n += varint_bytes(static_cast<uint64_t>(static_cast<int64_t>(i) - prev - 1));
     prev = i;
   }
-  return n + indices.size() * value_bytes(type);
+  return n + (type == ValueType::sign ? sign_bytes(indices.size()) : indices.size() * value_bytes(type));
 }
 
 std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> indices,
@@ -169,7 +197,21 @@ std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> ind
     put_varint(out, static_cast<uint64_t>(static_cast<int64_t>(i) - prev - 1));
     prev = i;
   }
-  for (float v : values) put_value(out, v, type);
+  if (type != ValueType::sign) {
+    for (float v : values) put_value(out, v, type);
+    return out;
+  }
+  if (values.empty()) return out;
+  const float scale = std::abs(values[0]);
+  FRUGAL_CHECK(scale > 0.0f && std::isfinite(scale), fmt::format("encode_sparse: sign scale {} is not > 0 and finite", scale));
+  put_value(out, scale, ValueType::f32);
+  const size_t bits = out.size();
+  out.resize(bits + (values.size() + 7) / 8, std::byte{0});
+  for (size_t k = 0; k < values.size(); ++k) {
+    FRUGAL_CHECK(std::abs(values[k]) == scale,
+                 fmt::format("encode_sparse: sign value {} at entry {} is not +-{}", values[k], k, scale));
+    if (values[k] < 0.0f) out[bits + k / 8] |= static_cast<std::byte>(1u << (k % 8));
+  }
   return out;
 }
 
@@ -194,7 +236,7 @@ EncodedInfo peek(std::span<const std::byte> bytes) { return parse_prefix(bytes).
 
 SparseVector decode(std::span<const std::byte> bytes) {
   auto [info, r] = parse_prefix(bytes);
-  const size_t w = value_bytes(info.type);
+  const size_t w = info.type == ValueType::sign ? 0 : value_bytes(info.type);
   SparseVector v;
   v.dim = info.dim;
   if (info.layout == Layout::dense) {
@@ -212,7 +254,8 @@ SparseVector decode(std::span<const std::byte> bytes) {
     return v;
   }
   const uint64_t nnz = r.varint("entry count");
-  // Each entry takes at least one index byte and w value bytes: bound nnz before allocating.
+  // Each entry takes at least one index byte and w value bytes (sign: one index byte and a bit):
+  // bound nnz before allocating.
   if (nnz > info.dim || nnz > r.left() / (1 + w)) {
     throw CodecError(fmt::format("bad encoded vector: {} entries do not fit dimension {} or the {} "
                                  "bytes left", nnz, info.dim, r.left()));
@@ -229,6 +272,10 @@ SparseVector decode(std::span<const std::byte> bytes) {
     }
     v.indices[k] = static_cast<uint32_t>(idx);
     prev = static_cast<int64_t>(idx);
+  }
+  if (info.type == ValueType::sign) {
+    read_signs(r, v.values);
+    return v;
   }
   if (r.left() != nnz * w) {
     throw CodecError(fmt::format("bad encoded vector: {} entries need {} value bytes, {} present",

@@ -5,7 +5,9 @@
 // Layout: one tag byte (layout << 4 | value type), varint dim, then
 //   dense:  dim values;
 //   sparse: varint nnz, nnz varints (first index, then gaps - 1), nnz values.
-// Values are little-endian f32, f16 or bf16. The decoder checks every length, index and gap and
+// Values are little-endian f32, f16 or bf16; or, for ValueType::sign (sparse only), an f32 scale
+// > 0 followed by ceil(nnz / 8) bytes of sign bits (bit k % 8 of byte k / 8 set: entry k is
+// -scale; unused bits zero), nothing at all when nnz is 0. The decoder checks every length, index and gap and
 // never allocates more than the input could describe, so untrusted bytes cannot crash it.
 #pragma once
 
@@ -34,14 +36,18 @@ struct SparseVector {
   std::vector<float> values;
 };
 
+// Bytes per value; ValueType::sign has no whole number of them (sign_bytes says what it takes).
 size_t value_bytes(ValueType type);
+// The bytes that follow the indices of a sign message of `entries` entries.
+size_t sign_bytes(size_t entries);
 // One value as `type` stores it on the wire: value_bytes(type) little-endian bytes at `out`
 // (f16/bf16 rounded to nearest even), and back.
 void write_value(ValueType type, float v, std::byte* out);
 float read_value(ValueType type, const std::byte* in);
 
 std::vector<std::byte> encode_dense(std::span<const float> values, ValueType type = ValueType::f32);
-// indices strictly increasing and < dim (checked).
+// indices strictly increasing and < dim (checked). ValueType::sign: every value must be +s or -s
+// for one s > 0 (checked).
 std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> indices,
                                      std::span<const float> values,
                                      ValueType type = ValueType::f32);

@@ -15,11 +15,17 @@ void ThresholdOptions::validate() const {
   FRUGAL_CHECK(exact || sample_size >= 1, "threshold: sample_size must be >= 1");
 }
 
+float ThresholdOptions::keep_at(uint64_t step) const {
+  if (step >= warmup_steps || keep >= 1.0f) return keep;
+  return static_cast<float>(std::pow(static_cast<double>(keep), static_cast<double>(step) / static_cast<double>(warmup_steps)));
+}
+
 void MpCompression::validate() const {
   FRUGAL_CHECK(keep > 0.0 && (keep <= 1.0 || keep == std::floor(keep)),
                fmt::format("MpCompression::keep {}: expected a fraction in (0, 1] or a whole count of activations",
                            keep));
-  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "MpCompression::wire: unknown value type");
+  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "MpCompression::wire: unknown value type (sign values are for "
+                                                 "DCT-DP's thresholded gradients only)");
 }
 
 size_t MpCompression::kept_of(size_t width, uint64_t step) const {
@@ -34,10 +40,12 @@ size_t MpCompression::kept_of(size_t width, uint64_t step) const {
   return std::clamp<size_t>(k, 1, width);
 }
 
+const char* to_string(DpTarget target) { return target == DpTarget::updates ? "updates" : "gradients"; }
+
 void DpCompression::validate() const {
   ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
                    .sample_size = sample_size, .seed = seed}.validate();
-  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "dp compression: unknown wire value type");
+  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type");
 }
 
 ThresholderState ReplicaReducer::feedback_state(size_t param) const {

@@ -27,7 +27,10 @@ namespace frugal::comm {
 class Communicator;
 
 // Value type of floats on the wire (the codec's tag values: part of the message format).
-enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
+// sign: one bit per value and one f32 scale per message, every value being +scale or -scale
+// (sparse messages only; what error feedback tolerates: DCT-DP sends the mean magnitude of the
+// entries it selects and keeps each entry's difference in its residual).
+enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, sign = 3 };
 
 // DCT-DP's threshold estimator (comm/dct/thresholder.h).
 struct ThresholdOptions {
@@ -36,7 +39,12 @@ struct ThresholdOptions {
   bool exact = false;               // estimate tau by exact selection rather than sampling
   size_t sample_size = 10000;       // entries sampled when not exact
   uint64_t seed = 1;
+  // Steps over which the kept fraction falls geometrically from everything to `keep`; tau is
+  // re-estimated every step meanwhile (as DGC warms up its sparsity).
+  uint64_t warmup_steps = 0;
   void validate() const;
+  // The fraction kept at 0-based step `step`.
+  float keep_at(uint64_t step) const;
 };
 
 // Everything a thresholder carries from step to step, for checkpoints: a resumed run continues
@@ -64,6 +72,19 @@ struct MpCompression {
   size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
 };
 
+// What DCT-DP thresholds and exchanges between replicas.
+//  - gradients: each replica's gradient; the optimizer then steps once on the sum. Error feedback
+//    releases an entry's accumulated gradient in one burst, and Adam's per-entry normalization
+//    turns that burst into one ordinary-sized step (an entry sent every n steps moves ~sqrt(n)
+//    times too little), so Adam trains poorly at small keep fractions.
+//  - updates: each replica runs the optimizer on its own gradient (its moments stay local) and the
+//    replicas threshold and average the resulting weight changes, with error feedback on those.
+//    The optimizer sees every step's gradient, so no normalization undoes the feedback; the
+//    replicas' weights stay bitwise identical (they apply the same averaged sum). Not exact even
+//    at keep 1 (the mean of P local steps, not one step on the summed gradient).
+enum class DpTarget : uint8_t { gradients = 0, updates = 1 };
+const char* to_string(DpTarget target);  // "gradients", "updates" (the --dp-compress names)
+
 // DCT-DP: each replica thresholds its gradients (error feedback) and sends only what passes.
 struct DpCompression {
   float keep = 1.0f;                 // fraction sent when tau is fresh; 1: uncompressed (exact)
@@ -72,6 +93,8 @@ struct DpCompression {
   size_t sample_size = 10000;        // entries sampled when not exact
   ValueType wire = ValueType::f32;   // value type on the wire (rounding error is fed back)
   uint64_t seed = 1;                 // of the tau sampler; split it per rank and parameter
+  DpTarget target = DpTarget::gradients;
+  uint64_t warmup_steps = 0;         // ThresholdOptions::warmup_steps
   void validate() const;
 };
 

@@ -30,7 +30,8 @@ size_t checked_entries(const DpCompression& options, size_t rows, size_t cols, c
 GradientExchange::GradientExchange(const DpCompression& options, size_t rows, size_t cols, std::string name)
     : options_(options), rows_(rows), cols_(cols), name_(std::move(name)),
       thresholder_({.keep = options.keep, .reestimate_every = options.reestimate_every,
-                    .exact = options.exact_tau, .sample_size = options.sample_size, .seed = options.seed},
+                    .exact = options.exact_tau, .sample_size = options.sample_size, .seed = options.seed,
+                    .warmup_steps = options.warmup_steps},
                    checked_entries(options, rows, cols, name_)) {}
 
 void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {

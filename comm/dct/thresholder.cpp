@@ -60,9 +60,10 @@ void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t
   FRUGAL_CHECK(gradient.size() == residual_.size(),
                fmt::format("threshold: gradient has {} entries, the residual {}", gradient.size(), residual_.size()));
   for (size_t i = 0; i < gradient.size(); ++i) residual_[i] += gradient[i];
-  if (steps_ % options_.reestimate_every == 0)
-    tau_ = options_.exact ? exact_threshold(residual_, options_.keep)
-                          : sampled_threshold(residual_, options_.keep, options_.sample_size, rng_);
+  const float keep = options_.keep_at(steps_);
+  if (estimate_due())
+    tau_ = options_.exact ? exact_threshold(residual_, keep)
+                          : sampled_threshold(residual_, keep, options_.sample_size, rng_);
   ++steps_;
   indices.clear();
   values.clear();
@@ -95,8 +96,9 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
   auto acc = [&](size_t k) -> float& { return residual_[rows[k / cols] * cols + k % cols]; };
   for (size_t k = 0; k < n; ++k) acc(k) += values[k];
 
-  const bool send_all = options_.keep >= 1.0f;  // no thresholding: the uncompressed exchange
-  if (steps_ % options_.reestimate_every == 0) estimate_pending_ = true;
+  const float keep = options_.keep_at(steps_);
+  const bool send_all = keep >= 1.0f;  // no thresholding: the uncompressed exchange
+  if (estimate_due()) estimate_pending_ = true;
   if (send_all) {
     tau_ = 0.0f;
     estimate_pending_ = false;
@@ -108,13 +110,17 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
     } else {
       for (float& x : m) x = std::abs(acc(rng_.below(n)));
     }
-    tau_ = kth_largest(m, options_.keep);
+    tau_ = kth_largest(m, keep);
     estimate_pending_ = false;
   }
   ++steps_;
 
   indices.clear();
   sent.clear();
+  if (wire == ValueType::sign) {
+    send_signs(cols, rows, n, indices, sent);
+    return;
+  }
   for (size_t k = 0; k < n; ++k) {
     float& a = acc(k);
     if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
@@ -123,6 +129,32 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
     indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
     sent.push_back(r);
     a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
+  }
+}
+
+void Thresholder::send_signs(size_t cols, std::span<const uint32_t> rows, size_t n, std::vector<uint32_t>& indices,
+                             std::vector<float>& sent) {
+  // Every selected entry travels as +-scale, scale the mean magnitude of the selection (with keep 1,
+  // every non-zero candidate); each keeps what the sign did not carry in its residual.
+  auto acc = [&](size_t k) -> float& { return residual_[rows[k / cols] * cols + k % cols]; };
+  double sum = 0.0;
+  for (size_t k = 0; k < n; ++k) {
+    const float a = acc(k);
+    if (a != 0.0f && std::abs(a) >= tau_) {
+      indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
+      sum += std::abs(a);
+    }
+  }
+  const auto scale = indices.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(indices.size()));
+  if (!(scale > 0.0f) || !std::isfinite(scale)) {  // nothing selected, or magnitudes below float's range
+    indices.clear();
+    return;
+  }
+  sent.resize(indices.size());
+  for (size_t j = 0; j < indices.size(); ++j) {
+    float& a = residual_[indices[j]];
+    sent[j] = std::copysign(scale, a);
+    a -= sent[j];
   }
 }
 

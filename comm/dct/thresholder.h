@@ -43,7 +43,9 @@ class Thresholder {
   // touched again. Selected entries are rounded to `wire` before sending and the rounding error
   // stays in the residual, so sent + residual == accumulated exactly. keep == 1 sends every
   // candidate entry (zeros included); keep < 1 never sends a zero. indices are flat
-  // (row * cols + c) and strictly increasing.
+  // (row * cols + c) and strictly increasing. ValueType::sign sends every selected entry as
+  // +-(their mean magnitude) and keeps the difference (then only up to float rounding); it never
+  // sends a zero, even at keep 1.
   void compress_rows(size_t cols, std::span<const uint32_t> rows, const float* values, ValueType wire,
                      std::vector<uint32_t>& indices, std::vector<float>& sent);
   float tau() const { return tau_; }
@@ -54,6 +56,14 @@ class Thresholder {
   void restore(const ThresholderState& state);
 
  private:
+  // On schedule, and every step of the warm-up including the first after it (keep changes each step).
+  bool estimate_due() const {
+    return steps_ % options_.reestimate_every == 0 || (options_.warmup_steps > 0 && steps_ <= options_.warmup_steps);
+  }
+  // compress_rows' selection under ValueType::sign: the n candidates of `rows` at or above tau_.
+  void send_signs(size_t cols, std::span<const uint32_t> rows, size_t n, std::vector<uint32_t>& indices,
+                  std::vector<float>& sent);
+
   ThresholdOptions options_;
   std::vector<float> residual_;
   float tau_ = 0.0f;

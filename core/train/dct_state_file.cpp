@@ -11,7 +11,27 @@
 namespace frugal {
 namespace {
 constexpr char kMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'D', 'C'};
-constexpr uint32_t kVersion = 1;
+// 1: residuals only; 2: then, under DpTarget::updates, this replica's optimizer state.
+constexpr uint32_t kVersion = 2;
+
+bool local_optimizer_state(const Trainer& trainer) {
+  return trainer.options().dp && trainer.options().dp->target == comm::DpTarget::updates;
+}
+
+void save_tensor(cereal::BinaryOutputArchive& ar, const Tensor& t) {
+  ar(static_cast<uint64_t>(t.rows()), static_cast<uint64_t>(t.cols()));
+  ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+}
+
+// Into `t`, whose shape the run already fixed: a saved shape that differs is an error (checked
+// before reading, so a forged size cannot make it allocate).
+void load_tensor(cereal::BinaryInputArchive& ar, Tensor& t, const std::string& path, const std::string& what) {
+  uint64_t rows = 0, cols = 0;
+  ar(rows, cols);
+  FRUGAL_CHECK(rows == t.rows() && cols == t.cols(),
+               fmt::format("{}: {} is {} x {}, this run's is {} x {}", path, what, rows, cols, t.rows(), t.cols()));
+  ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+}
 }  // namespace
 
 std::string dct_state_file_name(int replica, int slice) {
@@ -31,6 +51,21 @@ std::string encode_dct_state(const Trainer& trainer) {
     ar(cereal::binary_data(s.residual.data(), s.residual.size() * sizeof(float)));
     ar(s.tau, s.steps, s.estimate_pending, s.rng);
   }
+  // Under DpTarget::updates each replica's optimizer moments follow its own gradients: the model
+  // slice files hold replica 0's, so every replica keeps its own here.
+  const bool local = local_optimizer_state(trainer);
+  ar(local);
+  if (local) {
+    const optim::Optimizer& opt = trainer.optimizer();
+    ar(static_cast<uint64_t>(opt.size()));
+    for (size_t i = 0; i < opt.size(); ++i) {
+      const optim::Optimizer::State& st = opt.state(i);
+      save_tensor(ar, st.m);
+      save_tensor(ar, st.v);
+      ar(static_cast<uint64_t>(st.row_steps.size()));
+      ar(cereal::binary_data(st.row_steps.data(), st.row_steps.size() * sizeof(uint32_t)));
+    }
+  }
   return buf.str();
 }
 
@@ -44,8 +79,8 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
     char magic[8];
     uint32_t version = 0;
     ar(cereal::binary_data(magic, sizeof magic), version);
-    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic) && version == kVersion,
-                 fmt::format("{}: not a frugal DCT-DP residual file (version {})", path, kVersion));
+    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic) && (version == 1 || version == kVersion),
+                 fmt::format("{}: not a frugal DCT-DP residual file (version 1 or {})", path, kVersion));
     uint64_t count = 0;
     ar(count);
     FRUGAL_CHECK(count == states, fmt::format("{}: holds {} parameters' residuals, the model has {}", path,
@@ -62,6 +97,27 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
       ar(cereal::binary_data(s.residual.data(), n * sizeof(float)));
       ar(s.tau, s.steps, s.estimate_pending, s.rng);
       reducer->restore_feedback(i, s);
+    }
+    bool local = false;
+    if (version >= 2) ar(local);
+    // A run that exchanges updates resumed from one that exchanged gradients (or the reverse)
+    // keeps the slice files' optimizer state: the replicas' moments were identical there.
+    if (local && local_optimizer_state(trainer)) {
+      optim::Optimizer& opt = trainer.optimizer();
+      uint64_t params = 0;
+      ar(params);
+      FRUGAL_CHECK(params == opt.size(), fmt::format("{}: optimizer state of {} parameters, the model has {}", path,
+                                                     params, opt.size()));
+      for (size_t i = 0; i < opt.size(); ++i) {
+        optim::Optimizer::State& st = opt.state(i);
+        load_tensor(ar, st.m, path, fmt::format("the first moment of parameter {}", i));
+        load_tensor(ar, st.v, path, fmt::format("the second moment of parameter {}", i));
+        uint64_t n = 0;
+        ar(n);
+        FRUGAL_CHECK(n == st.row_steps.size(), fmt::format("{}: {} row step counts for parameter {}, it has {} rows",
+                                                           path, n, i, st.row_steps.size()));
+        ar(cereal::binary_data(st.row_steps.data(), n * sizeof(uint32_t)));
+      }
     }
   } catch (const cereal::Exception& e) {
     throw Error(fmt::format("{}: truncated or corrupt DCT-DP residual file ({})", path, e.what()));

@@ -66,6 +66,12 @@ void TrainerOptions::validate() const {
     dp->validate();
     FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (TrainerOptions::dp) contradict the dense "
                                             "all-reduce (TrainerOptions::parallel.dense_gradients): choose one");
+    // Catch-up moves rows from each replica's own optimizer state before they are read, which
+    // under exchanged updates differs between replicas: their weights would drift apart.
+    FRUGAL_CHECK(dp->target != comm::DpTarget::updates || optimizer.updates == optim::SparseUpdates::lazy,
+                 "DCT-DP over optimizer updates (--dp-compress updates) needs lazy sparse updates: catch-up would "
+                 "move each replica's rows by its own optimizer state (use --sparse-updates lazy or "
+                 "--dp-compress gradients)");
   }
 }
 
@@ -221,13 +227,57 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
 double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
   const double loss = compute_gradients(batch, global_batch);
-  if (reducer_) reducer_->reduce();
-  if (options_.clip_norm > 0.0f)
-    last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
-  optimizer_->step();
+  if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
+    step_on_exchanged_updates();
+  } else {
+    if (reducer_) reducer_->reduce();
+    if (options_.clip_norm > 0.0f)
+      last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
+    optimizer_->step();
+  }
   ++step_;
   for (const auto& layer : model_.layers()) layer->after_update(step_);
   return loss;
+}
+
+void Trainer::step_on_exchanged_updates() {
+  // The gradients are this replica's share of the global batch's mean (scaled by the global
+  // batch): clipping sees the local norm, and the optimizer's moments follow the local gradient.
+  if (options_.clip_norm > 0.0f)
+    last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
+  const std::vector<Parameter*> params = model_.parameters();
+  before_update_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter& p = *params[i];
+    Tensor& before = before_update_[i];
+    before.resize(p.grad.rows.size(), p.value.cols());
+    for (size_t k = 0; k < p.grad.rows.size(); ++k)
+      std::copy_n(p.value.row(p.grad.rows[k]), p.value.cols(), before.row(k));
+  }
+  optimizer_->step();  // lazy rows: moves exactly the rows listed in each gradient
+  // Each parameter's gradient becomes the change the step made, and the weights go back: the
+  // replicas apply the same averaged sum below, so they stay identical.
+  for (size_t i = 0; i < params.size(); ++i) {
+    Parameter& p = *params[i];
+    const Tensor& before = before_update_[i];
+    for (size_t k = 0; k < p.grad.rows.size(); ++k) {
+      float* w = p.value.row(p.grad.rows[k]);
+      float* d = p.grad.values.row(k);
+      const float* b = before.row(k);
+      for (size_t c = 0; c < p.value.cols(); ++c) {
+        d[c] = w[c] - b[c];
+        w[c] = b[c];
+      }
+    }
+  }
+  reducer_->reduce();
+  const float mean = 1.0f / static_cast<float>(options_.parallel.data->size());
+  for (Parameter* p : params)
+    for (size_t k = 0; k < p->grad.rows.size(); ++k) {
+      float* w = p->value.row(p->grad.rows[k]);
+      const float* d = p->grad.values.row(k);
+      for (size_t c = 0; c < p->value.cols(); ++c) w[c] += d[c] * mean;
+    }
 }
 
 void Trainer::catch_up() {

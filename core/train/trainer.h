@@ -196,6 +196,9 @@ class Trainer {
   // Catch-up rows: brings the rows the forward pass of `batch` reads (its features' input rows,
   // its true labels' output rows) up to date first, so they are used as dense training has them.
   void catch_up_read_rows(const SparseBatch& batch);
+  // DpTarget::updates: the optimizer steps on this replica's own gradient, and the replicas
+  // exchange (thresholded, with error feedback) and average the weight changes it made.
+  void step_on_exchanged_updates();
 
   Model& model_;
   TrainerOptions options_;
@@ -206,6 +209,7 @@ class Trainer {
   // The sum over data-parallel replicas (null without an active data-parallel group).
   std::unique_ptr<comm::ReplicaReducer> reducer_;
   Tensor grad_, grad_full_;
+  std::vector<Tensor> before_update_;  // DpTarget::updates: each parameter's touched rows before the step
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;

@@ -137,6 +137,41 @@ TEST_CASE("codecs: f16 and bf16 values halve the bytes") {
   CHECK(sv.values == val);
 }
 
+TEST_CASE("codecs: sign messages carry one bit per value and one scale") {
+  const std::vector<uint32_t> idx = {0, 3, 4, 9, 200, 201, 202, 300, 301, 302, 999};
+  std::vector<float> val(idx.size(), 2.5f);
+  for (const size_t k : {1u, 2u, 7u, 10u}) val[k] = -2.5f;
+  const auto enc = encode_sparse(1000, idx, val, ValueType::sign);
+  // tag, dim (2 varint bytes), count, 11 gaps (those of 190 and 696 take 2 bytes), the scale, 2 bytes of bits
+  CHECK(enc.size() == 1 + 2 + 1 + 13 + 4 + 2);
+  CHECK(enc.size() == sparse_encoded_bytes(1000, idx, ValueType::sign));
+  const SparseVector sv = decode(enc);
+  CHECK(sv.indices == idx);
+  CHECK(sv.values == val);
+  CHECK(peek(enc).type == ValueType::sign);
+  // No entries: no scale either.
+  const auto none = encode_sparse(1000, std::vector<uint32_t>{}, std::vector<float>{}, ValueType::sign);
+  CHECK(none.size() == 1 + 2 + 1);
+  CHECK(decode(none).indices.empty());
+  // Values of more than one magnitude, dense sign messages and broken scales or bits are refused.
+  CHECK_THROWS_WITH(encode_sparse(1000, std::vector<uint32_t>{1, 2}, std::vector<float>{1.0f, -2.0f}, ValueType::sign),
+                    Catch::Contains("not +-1"));
+  CHECK_THROWS_WITH(encode_dense(val, ValueType::sign), Catch::Contains("sparse messages only"));
+  CHECK_THROWS_WITH(decode(std::vector<std::byte>{std::byte{0x03}, std::byte{0}}), Catch::Contains("unknown tag"));
+  auto stray = enc;
+  stray.back() |= std::byte{0x80};  // bit 15: past the 11th entry
+  CHECK_THROWS_WITH(decode(stray), Catch::Contains("beyond the last entry"));
+  auto zero_scale = enc;
+  std::fill_n(zero_scale.begin() + 17, 4, std::byte{0});
+  CHECK_THROWS_WITH(decode(zero_scale), Catch::Contains("scale"));
+  auto nan_scale = enc;
+  std::fill_n(nan_scale.begin() + 17, 4, std::byte{0xff});
+  CHECK_THROWS_WITH(decode(nan_scale), Catch::Contains("scale"));
+  auto cut = enc;
+  cut.pop_back();
+  CHECK_THROWS_WITH(decode(cut), Catch::Contains("sign entries need"));
+}
+
 TEST_CASE("codecs: malformed input is rejected with a clear error") {
   CHECK_THROWS_AS(decode({}), CodecError);
   const std::vector<uint32_t> idx = {1, 5};

@@ -148,6 +148,58 @@ TEST_CASE("threshold rows: mass is conserved exactly, wire rounding included; no
   REQUIRE(comm::round_to_wire(-70000.0f, comm::ValueType::f16) == -65504.0f);
 }
 
+TEST_CASE("threshold rows: sign sends +-(mean magnitude of the selection) and keeps the difference") {
+  const size_t rows = 200, cols = 8;
+  Rng rng(5);
+  comm::Thresholder t({.keep = 0.05f, .reestimate_every = 1, .exact = true}, rows * cols);
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  for (int step = 0; step < 6; ++step) {
+    const auto g = draw_rows(rows, 30, cols, rng, 1.0f);
+    std::vector<float> acc(t.residual().begin(), t.residual().end());
+    for (size_t k = 0; k < g.rows.size(); ++k)
+      for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+    t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::sign, idx, val);
+    INFO("step " << step);
+    REQUIRE(!idx.empty());
+    double mean = 0.0;
+    for (const uint32_t i : idx) mean += std::abs(acc[i]);
+    mean /= static_cast<double>(idx.size());
+    for (size_t j = 0; j < idx.size(); ++j) {
+      REQUIRE(std::abs(acc[idx[j]]) >= t.tau());            // selected by the threshold
+      REQUIRE(val[j] == std::copysign(static_cast<float>(mean), acc[idx[j]]));
+      REQUIRE(t.residual()[idx[j]] == acc[idx[j]] - val[j]);  // the rest waits in the residual
+    }
+    std::vector<bool> sent(rows * cols, false);
+    for (const uint32_t i : idx) sent[i] = true;
+    for (size_t i = 0; i < rows * cols; ++i)
+      if (!sent[i]) REQUIRE(t.residual()[i] == acc[i]);
+  }
+}
+
+TEST_CASE("threshold: the warm-up keeps a fraction that falls geometrically from everything to keep") {
+  const comm::ThresholdOptions o{.keep = 0.01f, .reestimate_every = 1000, .exact = true, .warmup_steps = 100};
+  REQUIRE(o.keep_at(0) == 1.0f);
+  REQUIRE(std::abs(o.keep_at(50) - 0.1f) < 1e-6f);
+  REQUIRE(o.keep_at(100) == 0.01f);
+  REQUIRE(o.keep_at(5000) == 0.01f);
+  // During the warm-up tau follows the schedule every step although reestimate_every is 1000.
+  const size_t rows = 100, cols = 10;
+  comm::Thresholder t(o, rows * cols);
+  std::vector<uint32_t> all(rows), idx;
+  for (uint32_t r = 0; r < rows; ++r) all[r] = r;
+  std::vector<float> val;
+  Rng rng(9);
+  for (uint64_t step = 0; step <= 100; step += 1) {
+    std::vector<float> g(rows * cols);
+    for (float& x : g) x = rng.normal();
+    t.compress_rows(cols, all, g.data(), comm::ValueType::f32, idx, val);
+    if (step == 0) REQUIRE(idx.size() == rows * cols);
+    if (step == 50) REQUIRE(idx.size() == 100);  // exact top-10% of 1000 entries
+    if (step == 100) REQUIRE(idx.size() == 10);
+  }
+}
+
 TEST_CASE("threshold rows: keep = 1 sends every candidate entry, zeros included, and keeps nothing (f32)") {
   Rng rng(13);
   const size_t rows = 50, cols = 8;

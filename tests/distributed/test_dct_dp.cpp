@@ -32,6 +32,7 @@ const data::SynthXmc& problem() {
 struct Run {
   std::vector<double> losses;                 // per epoch
   std::map<std::string, Tensor> weights;      // replica 0's slices, gathered whole
+  std::map<std::string, Tensor> last_replica; // the last replica's, the same way
   double p1 = 0;
   FitResult fit;                              // rank 0's last epoch
 };
@@ -57,6 +58,7 @@ Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int e
     const double p1 = t.evaluate(problem().test, {}).p(1);
     std::lock_guard<std::mutex> lock(mu);
     if (w / slices == 0) testing::add_slices(m, run.weights);
+    if (w / slices == replicas - 1) testing::add_slices(m, run.last_replica);
     if (w == 0) {
       run.losses = losses;
       run.p1 = p1;
@@ -112,6 +114,76 @@ TEST_CASE("DCT-DP: exact top-k every step, bf16 values, 4 replicas") {
   REQUIRE(half.fit.dp_compression() > 5.0);
 }
 
+TEST_CASE("DCT-DP over optimizer updates: replicas stay identical, runs are deterministic, learn and compress") {
+  default_backend().set_num_threads(1);
+  for (const int slices : {1, 2}) {
+    INFO("grid 2x" << slices);
+    const comm::DpCompression dct{.keep = 0.01f, .reestimate_every = 1, .wire = comm::ValueType::bf16,
+                                  .target = comm::DpTarget::updates};
+    const Run a = train(2, slices, dct), b = train(2, slices, dct);
+    require_identical(a, b);
+    for (const auto& [name, w] : a.weights) {  // every replica applied the same averaged update
+      INFO(name);
+      const Tensor& other = a.last_replica.at(name);
+      REQUIRE(std::equal(w.data(), w.data() + w.size(), other.data()));
+    }
+    const Run plain = train(2, slices, std::nullopt);
+    INFO("dp compression " << a.fit.dp_compression() << ", P@1 " << a.p1 << " vs " << plain.p1);
+    REQUIRE(a.losses.back() < a.losses.front());
+    REQUIRE(a.fit.dp_compression() > 20.0);
+    REQUIRE(a.p1 > 0.5 * plain.p1);
+  }
+}
+
+TEST_CASE("DCT-DP over optimizer updates at keep 1 is the mean of the replicas' own optimizer steps") {
+  // Two replicas that see the same points take the same local step, so their mean is that step: the
+  // run equals single-process training on those points, bit for bit.
+  default_backend().set_num_threads(1);
+  const data::Dataset& train_set = problem().train;
+  std::vector<double> losses[2];
+  std::map<std::string, Tensor> weights[2];
+  for (const int replicas : {1, 2}) {
+    std::mutex mu;
+    comm::run_local(replicas, [&](comm::Communicator& c) {
+      Model m;
+      layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
+                                    .sampler = layers::Sampler::exact, .seed = 3});
+      std::optional<comm::DpCompression> dp;
+      if (replicas == 2) dp = comm::DpCompression{.keep = 1.0f, .target = comm::DpTarget::updates};
+      Trainer t(m, {.parallel = {.data = replicas == 2 ? &c : nullptr}, .dp = dp});
+      std::vector<double> mine;
+      for (size_t first = 0; first + kBatch <= 8 * kBatch; first += kBatch) {
+        std::vector<uint32_t> ids(kBatch);
+        for (size_t i = 0; i < kBatch; ++i) ids[i] = static_cast<uint32_t>(first + i);
+        SparseBatch batch;
+        train_set.gather(ids, batch);
+        mine.push_back(t.train_step(batch, kBatch));  // each replica: the whole batch, the same scale
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (c.rank() == 0) {
+        losses[replicas - 1] = mine;
+        testing::add_slices(m, weights[replicas - 1]);
+      }
+    });
+  }
+  REQUIRE(losses[0] == losses[1]);
+  for (const auto& [name, w] : weights[0]) {
+    INFO(name);
+    const Tensor& o = weights[1].at(name);
+    REQUIRE(std::equal(w.data(), w.data() + w.size(), o.data()));
+  }
+}
+
+TEST_CASE("DCT-DP over optimizer updates refuses catch-up sparse updates") {
+  Model m;
+  layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden});
+  optim::Options catchup;
+  catchup.updates = optim::SparseUpdates::catchup;
+  REQUIRE_THROWS_WITH(Trainer(m, {.optimizer = catchup,
+                                  .dp = comm::DpCompression{.keep = 0.1f, .target = comm::DpTarget::updates}}),
+                      Catch::Contains("--dp-compress updates") && Catch::Contains("lazy"));
+}
+
 TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each other") {
   Model m;
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden});
@@ -121,7 +193,9 @@ TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each 
 
 TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the same grid is bit-identical") {
   default_backend().set_num_threads(1);
-  const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7};
+  const auto target = GENERATE(comm::DpTarget::gradients, comm::DpTarget::updates);
+  INFO("--dp-compress " << comm::to_string(target));  // updates: each replica's own optimizer state too
+  const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7, .target = target};
   const Run whole = train(2, 2, dct, 2);
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-ckpt").string();
   std::filesystem::remove_all(dir);
