@@ -64,18 +64,67 @@ std::vector<size_t> BoundaryExchange::block_counts(size_t batch) {
   return counts;
 }
 
-size_t BoundaryExchange::index_bytes(int rank) const {
+bool BoundaryExchange::has_positions(int rank) const {
   // A slice kept whole needs no positions.
-  if (kept_[rank] == bounds_[rank + 1] - bounds_[rank]) return 0;
-  return wide_indices_ ? 4 : 2;
+  return kept_[rank] < bounds_[rank + 1] - bounds_[rank];
 }
 
-void BoundaryExchange::check_message(int from, const std::vector<std::byte>& bytes, size_t batch) const {
-  const size_t entry = index_bytes(from) + value_bytes(options_.wire);
-  FRUGAL_CHECK(bytes.size() == batch * kept_[from] * entry,
-               fmt::format("model-parallel exchange: rank {} sent {} bytes of activations, expected {} ({} samples x {} "
-                           "kept x {} bytes): the ranks disagree on the batch or on MpCompression::keep",
-                           from, bytes.size(), batch * kept_[from] * entry, batch, kept_[from], entry));
+void BoundaryExchange::write_positions(std::span<const uint32_t> positions, size_t per_sample) {
+  // Per sample, ascending: each position as its gap to the previous one (the first: to -1) in one
+  // byte, or, for gaps of 255 and more, the escape byte 255 and the position itself in 2 bytes
+  // (4 for slices wider than 65536). Top-k positions of a wide slice are mostly close together.
+  for (size_t j = 0; j < positions.size(); ++j) {
+    const uint32_t p = positions[j];
+    const uint32_t next = j % per_sample == 0 ? 0 : positions[j - 1] + 1;
+    if (p - next < kEscape) {
+      message_.push_back(static_cast<std::byte>(p - next));
+      continue;
+    }
+    message_.push_back(static_cast<std::byte>(kEscape));
+    const auto narrow = static_cast<uint16_t>(p);
+    const size_t n = wide_indices_ ? 4 : 2;
+    const size_t at = message_.size();
+    message_.resize(at + n);
+    std::memcpy(message_.data() + at, wide_indices_ ? static_cast<const void*>(&p) : &narrow, n);
+  }
+}
+
+const std::byte* BoundaryExchange::read_positions(int from, const std::vector<std::byte>& bytes, size_t batch) {
+  const size_t kr = kept_[from], w = bounds_[from + 1] - bounds_[from], vb = value_bytes(options_.wire);
+  auto& pos = positions_[from];
+  pos.resize(batch * kr);
+  const std::byte* in = bytes.data();
+  const std::byte* end = in + bytes.size();
+  auto fail = [&](const std::string& what) {
+    throw Error(fmt::format("model-parallel exchange: rank {} sent a bad activation message ({} bytes, {} samples x {} "
+                            "kept): {}; the ranks disagree on the batch or on MpCompression::keep, or the bytes are "
+                            "damaged", from, bytes.size(), batch, kr, what));
+  };
+  for (size_t j = 0; j < batch * kr; ++j) {
+    uint32_t p = static_cast<uint32_t>(j % kr);  // kept whole: position j of the sample
+    if (has_positions(from)) {
+      if (in == end) fail(fmt::format("it ends within the positions of sample {}", j / kr));
+      const auto gap = static_cast<uint8_t>(*in++);
+      const uint32_t next = j % kr == 0 ? 0 : pos[j - 1] + 1;
+      if (gap < kEscape) {
+        p = next + gap;
+      } else {
+        const size_t n = wide_indices_ ? 4 : 2;
+        if (static_cast<size_t>(end - in) < n) fail(fmt::format("it ends within an escaped position of sample {}", j / kr));
+        uint16_t narrow = 0;
+        p = 0;
+        std::memcpy(wide_indices_ ? static_cast<void*>(&p) : &narrow, in, n);
+        if (!wide_indices_) p = narrow;
+        in += n;
+      }
+      if (p >= w || (j % kr != 0 && p <= pos[j - 1]))
+        fail(fmt::format("position {} of sample {} is not ascending within its slice of {} neurons", p, j / kr, w));
+    }
+    pos[j] = p;
+  }
+  if (static_cast<size_t>(end - in) != batch * kr * vb)
+    fail(fmt::format("{} value bytes follow the positions, expected {} ({} bytes each)", end - in, batch * kr * vb, vb));
+  return in;
 }
 
 const Tensor& BoundaryExchange::gather(const Tensor& local) {
@@ -102,14 +151,11 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
   }
   select_top_k(local);
   const size_t k = kept_[me], vb = value_bytes(options_.wire);
-  message_.resize(b * k * (index_bytes(me) + vb));
-  std::byte* out = message_.data();
-  for (const uint32_t p : positions_[me]) {
-    if (index_bytes(me) == 0) break;
-    const uint16_t narrow = static_cast<uint16_t>(p);
-    std::memcpy(out, wide_indices_ ? static_cast<const void*>(&p) : &narrow, index_bytes(me));
-    out += index_bytes(me);
-  }
+  message_.clear();
+  if (has_positions(me)) write_positions(positions_[me], k);
+  const size_t values_at = message_.size();
+  message_.resize(values_at + b * k * vb);
+  std::byte* out = message_.data() + values_at;
   for (size_t i = 0; i < b; ++i)
     for (size_t j = 0; j < k; ++j, out += vb) write_value(options_.wire, local.at(i, positions_[me][i * k + j]), out);
   std::vector<std::vector<std::byte>> all;
@@ -117,28 +163,9 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
   payload_sent_ += (parts - 1) * message_.size();
   gathered_.zero();
   for (int r = 0; r < parts; ++r) {  // every rank decodes every message, its own included: one result
-    check_message(r, all[r], b);
-    const size_t kr = kept_[r], w = bounds_[r + 1] - bounds_[r];
-    auto& pos = positions_[r];
-    pos.resize(b * kr);
-    const std::byte* in = all[r].data();
-    for (size_t j = 0; j < b * kr; ++j, in += index_bytes(r)) {
-      uint32_t p = static_cast<uint32_t>(j % kr);
-      if (index_bytes(r) == 0) {
-        // kept whole: position j of the sample
-      } else if (wide_indices_) {
-        std::memcpy(&p, in, 4);
-      } else {
-        uint16_t narrow;
-        std::memcpy(&narrow, in, 2);
-        p = narrow;
-      }
-      FRUGAL_CHECK(p < w && (j % kr == 0 || p > pos[j - 1]),
-                   fmt::format("model-parallel exchange: rank {} sent position {} for sample {}, not ascending within "
-                               "its slice of {} neurons",
-                               r, p, j / kr, w));
-      pos[j] = p;
-    }
+    const std::byte* in = read_positions(r, all[r], b);
+    const size_t kr = kept_[r];
+    const auto& pos = positions_[r];
     for (size_t i = 0; i < b; ++i)
       for (size_t j = 0; j < kr; ++j, in += vb) gathered_.at(i, bounds_[r] + pos[i * kr + j]) = read_value(options_.wire, in);
   }

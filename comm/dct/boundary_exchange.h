@@ -3,7 +3,8 @@
 // activations on rank r; the next layer needs all B x H of them.
 //
 // Forward, each sample keeps only the top-k activations (by magnitude) of each rank's slice and
-// only those travel, as (index, value); the others are zero on every rank, as if a mask were part of
+// only those travel, as (position, value) with positions gap-coded in one byte each (an escape for
+// gaps of 255 or more); the others are zero on every rank, as if a mask were part of
 // the network. Backward, the next layer's partial input gradients are summed over the group at the
 // kept positions only (the mask's gradient is zero elsewhere), so the backward message needs no
 // indices: every rank already knows the kept positions from the forward pass. Values may travel as
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/codec.h"
@@ -48,17 +50,22 @@ class BoundaryExchange : public ActivationExchange {
 
  private:
   void select_top_k(const Tensor& local);
-  size_t index_bytes(int rank) const;
+  bool has_positions(int rank) const;
+  // Appends `positions` (per_sample per sample, ascending within each) to message_, gap-coded.
+  void write_positions(std::span<const uint32_t> positions, size_t per_sample);
+  // Decodes rank `from`'s positions into positions_[from]; returns where its values start. Fails,
+  // naming the rank, on a message that is truncated, not ascending or of the wrong length.
+  const std::byte* read_positions(int from, const std::vector<std::byte>& bytes, size_t batch);
+  static constexpr uint8_t kEscape = 255;
   // Each rank's B x w_r block size in the plain exchange; sizes exchange_ to hold them all.
   std::vector<size_t> block_counts(size_t batch);
-  void check_message(int from, const std::vector<std::byte>& bytes, size_t batch) const;
 
   Placement placement_;
   size_t width_;
   MpCompression options_;
   int tag_;
   std::vector<size_t> bounds_, kept_;  // slice bounds; positions kept per sample, per rank
-  bool wide_indices_;                  // a slice wider than 65536: 4-byte indices, else 2
+  bool wide_indices_;                  // a slice wider than 65536: escaped positions take 4 bytes, else 2
   bool compress_ = false;              // top-k or a narrow wire type this step; else the plain exchange
   // kept positions (slice-relative, ascending per sample) of every rank's slice, B x kept_[r]
   std::vector<std::vector<uint32_t>> positions_;

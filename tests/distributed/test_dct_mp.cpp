@@ -5,10 +5,12 @@
 //  - with top-k masks, finite differences through the masked network match the gradients;
 //  - bf16 on the wire, payload accounting, and ranks that disagree on --mp-keep.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <mutex>
 
+#include "comm/dct/boundary_exchange.h"
 #include "comm/local_communicator.h"
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
@@ -212,4 +214,37 @@ TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically
   const Run short_warmup = train(2, {.keep = 0.25, .warmup_steps = 4});
   REQUIRE(short_warmup.fit.mp_compression() > 1.5);
   REQUIRE(short_warmup.fit.mp_compression() < train(2, {.keep = 0.25}).fit.mp_compression());
+}
+
+TEST_CASE("DCT-MP: positions travel gap-coded, one byte each, escaped when a gap reaches 255") {
+  // Slices of 700 neurons: the kept positions 0, 400 and 699 of each sample take 1 byte (gap 0)
+  // and 3 bytes each (escape + 2-byte position); values are 4 bytes (f32).
+  default_backend().set_num_threads(1);
+  constexpr size_t kSlice = 700, kRows = 3;
+  const std::vector<uint32_t> kept{0, 400, 699};
+  std::mutex mu;
+  std::vector<Tensor> gathered;
+  std::vector<uint64_t> sent;
+  comm::run_local(2, [&](comm::Communicator& c) {
+    comm::BoundaryExchange exchange(Placement::sliced(c), 2 * kSlice, {.keep = 3}, 7);
+    Tensor local(kRows, kSlice);
+    local.zero();
+    for (size_t i = 0; i < kRows; ++i)
+      for (const uint32_t p : kept) local.at(i, p) = static_cast<float>(1 + i + p + 1000 * c.rank());
+    local.at(1, 10) = 0.5f;  // small: not among the top 3
+    const Tensor out = exchange.gather(local);
+    std::lock_guard<std::mutex> lock(mu);
+    if (c.rank() == 0) gathered.push_back(out);
+    sent.push_back(exchange.payload_sent());
+  });
+  REQUIRE(sent.size() == 2);
+  for (const uint64_t s : sent) REQUIRE(s == kRows * (1 + 3 + 3 + 3 * 4));
+  const Tensor& out = gathered.at(0);
+  for (size_t i = 0; i < kRows; ++i)
+    for (size_t j = 0; j < 2 * kSlice; ++j) {
+      const size_t r = j / kSlice, p = j % kSlice;
+      const bool is_kept = std::find(kept.begin(), kept.end(), p) != kept.end();
+      INFO("row " << i << " column " << j);
+      REQUIRE(out.at(i, j) == (is_kept ? static_cast<float>(1 + i + p + 1000 * r) : 0.0f));
+    }
 }
