@@ -35,7 +35,7 @@ enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, sign = 3 };
 // DCT-DP's threshold estimator (comm/dct/thresholder.h).
 struct ThresholdOptions {
   float keep = 0.01f;               // fraction of entries sent when tau is fresh, in (0, 1]
-  uint64_t reestimate_every = 1000;  // steps between estimates of tau (1: every step)
+  uint64_t reestimate_every = 1;     // steps between estimates of tau (1: every step)
   bool exact = false;               // estimate tau by exact selection rather than sampling
   size_t sample_size = 10000;       // entries sampled when not exact
   uint64_t seed = 1;
@@ -88,7 +88,7 @@ const char* to_string(DpTarget target);  // "gradients", "updates" (the --dp-com
 // DCT-DP: each replica thresholds its gradients (error feedback) and sends only what passes.
 struct DpCompression {
   float keep = 1.0f;                 // fraction sent when tau is fresh; 1: uncompressed (exact)
-  uint64_t reestimate_every = 1000;  // steps between estimates of tau
+  uint64_t reestimate_every = 1;     // steps between estimates of tau (a stale one lets residuals outgrow it)
   bool exact_tau = false;            // exact selection instead of sampling
   size_t sample_size = 10000;        // entries sampled when not exact
   ValueType wire = ValueType::f32;   // value type on the wire (rounding error is fed back)
