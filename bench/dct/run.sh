@@ -14,7 +14,8 @@
 #    DP sweep on --grid 2x1: no --dp-keep (reference: every touched row, uncompressed), eta in
 #    FRUGAL_BENCH_ETAS with --dp-reestimate-every FRUGAL_BENCH_REEST; then at the best eta (smallest
 #    whose final P@1 is within 0.5 points of the reference, else the most accurate one): exact top-k
-#    every step (--dp-tau exact --dp-reestimate-every 1), the default re-estimation interval (1000),
+#    every step (--dp-tau exact --dp-reestimate-every 1), the default re-estimation interval (1000 until
+#    issue 15, 1 since),
 #    and --wire-dtype bf16; and the dense all-reduce baseline (--parallel data, 2 ranks).
 #    MP sweep on --grid 1xM: --mp-keep 1 (reference) and k in FRUGAL_BENCH_KS, each also with the
 #    warm-up --mp-warmup-steps (FRUGAL_BENCH_WARMUP_XMC 450, _FMNIST 469, _GCIDE 234: ~3, 1 and 1
