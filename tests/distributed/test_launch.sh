@@ -6,7 +6,8 @@
 #     the checkpoint (weights and optimizer state resliced);
 #  4. DCT over ZeroMQ: --dp-keep 1 on a 2x1 grid equals the uncompressed 2x1 run; --dp-keep 0.01
 #     and --mp-keep 0.1 --wire-dtype bf16 cut the bytes on the wire and log their compression;
-#     ranks started with different --mp-keep refuse to run, naming the setting.
+#     ranks started with different --mp-keep refuse to run, naming the setting; --dp-compress auto
+#     thresholds gradients on sparse rows and the replicas' updates (sign values) on dense ones.
 set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
@@ -26,6 +27,21 @@ run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --dp-keep 1 --m
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --dp-keep 0.01 --dp-reestimate-every 10 \
   --metrics "$TMP/dp-dct.jsonl"
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --mp-keep 0.1 --wire-dtype bf16 --metrics "$TMP/mp-dct.jsonl"
+# --dp-compress auto: sparse rows (this set: a batch touches ~35% of the features) threshold
+# gradients; dense ones (every feature in every point) exchange optimizer updates as sign values,
+# and the replicas still agree bit for bit. (The choice is printed: these runs are not --quiet.)
+NOISY=()
+for x in "${COMMON[@]}"; do [ "$x" = --quiet ] || NOISY+=("$x"); done
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${NOISY[@]}" --grid 2x1 --dp-keep 0.05 --max-steps 3
+cp "$TMP/last.log" "$TMP/auto-sparse.log"  # run() keeps the command's output there
+grep -q "DCT-DP thresholds gradients (--dp-compress auto" "$TMP/auto-sparse.log" || { cat "$TMP/auto-sparse.log"; exit 1; }
+"$FRUGAL" data synth-xmc --features 60 --labels 20 --train 600 --test 100 --nnz 60 --labels-per-point 1 \
+  --seed 2 --out "$TMP/dense" > /dev/null
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/dense/train.txt" --test "$TMP/dense/test.txt" \
+  --epochs 2 --threads 1 --sampler exact --hidden 32 --batch 64 --seed 3 --grid 2x1 --dp-keep 0.05 --metrics "$TMP/auto-dense.jsonl"
+cp "$TMP/last.log" "$TMP/auto-dense.log"
+grep -q "DCT-DP thresholds the replicas' optimizer updates (--dp-compress auto" "$TMP/auto-dense.log" \
+  || { cat "$TMP/auto-dense.log"; exit 1; }
 # A rank with another --mp-keep: the run-config check names the setting (launch fails).
 if "$FRUGAL" launch -n 2 -- bash -c \
     'k=1; [ "$FRUGAL_RANK" = 1 ] && k=0.5; exec "$0" "$@" --mp-keep $k' "$FRUGAL" "${COMMON[@]}" \
@@ -62,6 +78,11 @@ assert dct[-1]["dp_compression"] > 20 and dct[-1]["dp_bytes_sent_per_sample"] * 
 assert mp[-1]["mp_compression"] > 5 and mp[-1]["mp_bytes_sent_per_sample"] > 0, mp[-1]
 assert abs(mp[-1]["mp_sent_fraction"] * mp[-1]["mp_compression"] - 1) < 1e-9, mp[-1]
 assert abs(dct[-1]["dp_sent_fraction"] * dct[-1]["dp_compression"] - 1) < 1e-9, dct[-1]
+dense0, dense1 = events("auto-dense.jsonl", "epoch"), events("auto-dense.rank1.jsonl", "epoch")
+start = events("auto-dense.jsonl", "start")[0]["config"]
+assert start["dp_compress"] == '"updates"' or start["dp_compress"] == "updates", start
+assert start["dp_wire_dtype"] in ('"sign"', "sign"), start
+assert [x["loss"] for x in dense0] == [x["loss"] for x in dense1] and dense0[-1]["dp_compression"] > 5, dense0[-1]
 print("OK: --dp-keep 1 == uncompressed 2x1; DCT-DP %.0fx, DCT-MP %.1fx payload compression" %
       (dct[-1]["dp_compression"], mp[-1]["mp_compression"]))
 print("OK: 3 ranks == 1 rank, 2x2 grid ~ 1 rank, 3-rank checkpoint resumes on 2 and 1 ranks with the same P@1")
