@@ -59,9 +59,7 @@ GCIDE_DENSE_STEPS=${FRUGAL_BENCH_GCIDE_DENSE_STEPS:-30}
 WARMUP_XMC=${FRUGAL_BENCH_WARMUP_XMC:-450}
 WARMUP_FMNIST=${FRUGAL_BENCH_WARMUP_FMNIST:-469}
 WARMUP_GCIDE=${FRUGAL_BENCH_WARMUP_GCIDE:-234}
-XMC=build/demo-data
-GCIDE=.bench/gcide-min5
-FM=/usr/share/datasets/fashion-mnist
+source bench/dct/sets.sh
 SUMMARIZE=bench/dct/summarize.py
 PLOTS=${FRUGAL_BENCH_PLOTS:-bench/dct/plots}
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -81,27 +79,12 @@ echo "epochs xmc $EPOCHS_XMC fmnist $EPOCHS_FMNIST gcide $EPOCHS_GCIDE; max-step
 load start
 
 # Data.
-if [ ! -f "$XMC/train.txt" ]; then
-  XMC=.bench/xmc20k
-  [ -f "$XMC/train.txt" ] || run $FRUGAL data synth-xmc --features 20000 --labels 5000 --train 20000 --test 2000 \
-    --nnz 75 --labels-per-point 5 --seed 1 --out "$XMC"
-fi
-if { wants gcide || wants timing; } && [ ! -f "$GCIDE/train.txt" ]; then
-  run $FRUGAL data gcide --out "$GCIDE" --seed 1 --min-label-points 5
-fi
+if wants gcide || wants timing; then dct_data gcide; else dct_data; fi
 
 # Training points per set (seconds per epoch = points / train samples/s).
 { echo "xmc $(head -1 "$XMC/train.txt" | cut -d' ' -f1)"; echo "fmnist 60000"
   [ -f "$GCIDE/train.txt" ] && echo "gcide $(head -1 "$GCIDE/train.txt" | cut -d' ' -f1)"; } > "$OUT/points.txt"
 
-# The model and data flags of each set (everything but the parallel scheme and the epochs).
-args() {
-  case "$1" in
-    xmc) echo "--train $XMC/train.txt --test $XMC/test.txt --hidden 128 --sampler lsh --batch 128 --lr 1e-3" ;;
-    fmnist) echo "--format idx --train $FM/train --test $FM/t10k --layers 1024,1024 --batch 128 --lr 1e-3" ;;
-    gcide) echo "--train $GCIDE/train.txt --test $GCIDE/test.txt --hidden 512 --sampler exact --batch 128 --lr 0.005" ;;
-  esac
-}
 epochs() { case "$1" in xmc) echo "$EPOCHS_XMC" ;; fmnist) echo "$EPOCHS_FMNIST" ;; gcide) echo "$EPOCHS_GCIDE" ;; esac; }
 warmup() { case "$1" in xmc) echo "$WARMUP_XMC" ;; fmnist) echo "$WARMUP_FMNIST" ;; gcide) echo "$WARMUP_GCIDE" ;; esac; }
 
