@@ -4,7 +4,7 @@
 # run of the same grid and seeds. Every configuration runs with every seed; the summary gives the
 # mean and the spread (min..max) of P@1 and of the bytes ratio.
 #
-#   bash bench/dct/sweep.sh                         # prints every command; ~45 min on 2 cores (DP, 3 seeds)
+#   bash bench/dct/sweep.sh                         # prints every command; ~60 min on 2 cores (DP, 3 seeds)
 #   python3 bench/dct/sweep_summary.py .bench/dct-sweep   # the tables (run.sh calls it at the end)
 #
 # Settings are bench/dct/run.sh's (same data sets, models, epochs, batch 128, --threads 1 per rank);
@@ -16,7 +16,7 @@
 #   MP: --grid 1xM (reference: --mp-keep 1) and --mp-keep K for K in FRUGAL_BENCH_KS, M in
 #       FRUGAL_BENCH_MS.
 # Environment: FRUGAL_BENCH_OUT (.bench/dct-sweep), FRUGAL_BENCH_SETS ("xmc fmnist gcide"),
-#   FRUGAL_BENCH_MODES ("dp"; add "mp"), FRUGAL_BENCH_SEEDS ("1 2 3"), FRUGAL_BENCH_ETAS ("0.02 0.01"),
+#   FRUGAL_BENCH_MODES ("dp"; add "mp"), FRUGAL_BENCH_SEEDS ("1 2 3"), FRUGAL_BENCH_ETAS ("0.1 0.05 0.02"),
 #   FRUGAL_BENCH_KS ("0.1 0.05"), FRUGAL_BENCH_MS ("2"), FRUGAL_BENCH_EPOCHS_XMC (8), _FMNIST (3),
 #   _GCIDE (4), FRUGAL_BENCH_MAX_STEPS (0: whole epochs), FRUGAL_BENCH_DENSE_STEPS (30),
 #   FRUGAL_BENCH_EXTRA (flags added to every DCT run, e.g. "--dp-compress gradients"), FRUGAL_BENCH_TAG
@@ -30,7 +30,7 @@ OUT=${FRUGAL_BENCH_OUT:-.bench/dct-sweep}
 SETS=${FRUGAL_BENCH_SETS:-xmc fmnist gcide}
 MODES=${FRUGAL_BENCH_MODES:-dp}
 SEEDS=${FRUGAL_BENCH_SEEDS:-1 2 3}
-ETAS=${FRUGAL_BENCH_ETAS:-0.02 0.01}
+ETAS=${FRUGAL_BENCH_ETAS:-0.1 0.05 0.02}
 KS=${FRUGAL_BENCH_KS:-0.1 0.05}
 MS=${FRUGAL_BENCH_MS:-2}
 MAX_STEPS=${FRUGAL_BENCH_MAX_STEPS:-0}
