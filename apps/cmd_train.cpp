@@ -245,7 +245,6 @@ size_t total_parameters(const Model& model) {
   return n;
 }
 
-// `target`: what DCT-DP thresholds, where the trainer supports only one (DLRM: gradients).
 // --dp-compress auto. Exchanging optimizer updates trains better where every parameter has a
 // gradient in (nearly) every row each step: measured within 0.5 points at 124x on Fashion-MNIST's
 // MLP, where thresholded gradients lose 1.9 points. Where rows are sparse (sparse input features,
@@ -272,12 +271,12 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
     touched += train.num_features > 0 ? static_cast<double>(distinct) / train.num_features : 0.0;
   }
   touched /= static_cast<double>(batches);
-  if (a.dp_compress) return {*a.dp_compress, touched};
   // At --dp-keep 1 nothing is thresholded: gradients give exactly the uncompressed sum.
   const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f;
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
 }
 
+// `target`: what DCT-DP thresholds, where the trainer supports only one (DLRM: gradients).
 std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optional<comm::DpTarget> target = {}) {
   if (!a.dp_keep) return std::nullopt;
   const comm::DpTarget what = target.value_or(a.dp_compress.value_or(comm::DpTarget::gradients));
@@ -436,10 +435,9 @@ int run_train(TrainArgs a) {
   const data::Dataset* valid = held_out ? &held_out->test : nullptr;
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::optional<DpTargetChoice> dp_auto;  // --dp-keep with --dp-compress auto: what it chose
-  if (a.dp_keep && a.parallel != ParallelMode::data) {
-    const DpTargetChoice choice = resolve_dp_target(a, train);
-    if (!a.dp_compress) dp_auto = choice;
-    a.dp_compress = choice.target;
+  if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
+    dp_auto = resolve_dp_target(a, train);
+    a.dp_compress = dp_auto->target;
   }
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);
