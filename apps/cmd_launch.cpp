@@ -1,4 +1,4 @@
-// `frugal launch -n N [--transport zmq|mpi] [--bandwidth RATE] [--max-restarts K [--min-ranks M]]
+// `frugal launch -n N [--transport zmq|mpi] [--bandwidth RATE] [--max-restarts K [--min-ranks M]] [--no-run-token]
 // -- CMD ARGS...`: N local ranks of a run, optionally each in its own network namespace behind a
 // rate-capped link, optionally restarted as a whole when a rank dies.
 // `frugal launch --hostfile FILE [--ssh CMD] -n N -- CMD ARGS...`: the ranks on the hosts of FILE,
@@ -36,6 +36,9 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--coordinator", spec->coordinator, "host:port for rank 0 (default: a free port "
                   "on 127.0.0.1)");
   cmd->add_option("--cluster-key", *key, "CURVE key file made by `frugal keygen`")->check(CLI::ExistingFile);
+  cmd->add_flag("--no-run-token", [spec](int64_t) { spec->run_token = false; },
+                "start ZeroMQ ranks without a run token (without a cluster key each launch makes one, so that only "
+                "its ranks can connect to each other): any process that reaches their ports can then connect");
   cmd->add_option("--comm-timeout", *timeout, "seconds of silence before a rank is declared dead");
   cmd->add_option("--grace", spec->grace_seconds, "seconds between SIGTERM and SIGKILL when a rank fails");
   cmd->add_option("--max-restarts", spec->max_restarts,

@@ -56,6 +56,14 @@ void CommFlags::add_to(CLI::App* cmd) {
   add("--cluster-key", env::kClusterKey, "the cluster key file (frugal keygen) that authenticates and encrypts "
                                          "every link; on every rank or none")
       ->check(CLI::ExistingFile);
+  add("--run-token", env::kRunToken, "without a cluster key: a secret every rank of the run shares, so only processes "
+                                     "that know it can connect (not encrypted; frugal launch makes one per launch; "
+                                     "visible to `ps` here, the variable is not)",
+      [](std::string_view flag, std::string_view v) {
+        // Not throw_bad_value: an error must not echo the secret.
+        if (v.empty() || v.size() > 255)
+          throw Error(fmt::format("{}: a run token of {} bytes; expected 1 to 255", flag, v.size()));
+      });
   add("--comm-timeout", env::kCommTimeout, "seconds of silence after which a peer is declared dead (default 30)",
       seconds);
   add("--rendezvous-timeout", env::kRendezvousTimeout, "seconds start-up waits for every rank to join (default 120)",

@@ -37,6 +37,10 @@ struct LaunchSpec {
   // left out, as torchrun leaves out a lost node), never fewer than this; the command's --resume
   // reslices the checkpoint onto the ranks left. 0: every restart uses all `ranks`.
   int min_ranks = 0;
+  // ZeroMQ ranks without a cluster key get a run token made for this launch (FRUGAL_RUN_TOKEN, the
+  // same across restarts), so only they can connect to each other; one already set in the
+  // launcher's environment or `env` is used instead. false: none (--no-run-token).
+  bool run_token = true;
 };
 
 // Returns the exit status for the launcher: 0 when every rank exited 0 (in the last start, under

@@ -18,6 +18,10 @@ inline constexpr std::string_view kRank = "FRUGAL_RANK";
 inline constexpr std::string_view kCoordinator = "FRUGAL_COORDINATOR";
 // The CURVE key file made by `frugal keygen` (--cluster-key); on every rank or none.
 inline constexpr std::string_view kClusterKey = "FRUGAL_CLUSTER_KEY";
+// Without a cluster key: a secret the ranks of one run share (--run-token; ZmqOptions::run_token), so
+// that only processes that know it can connect to a rank. `frugal launch` makes a new one for every
+// launch unless this is set already or a cluster key is used; on every rank or none.
+inline constexpr std::string_view kRunToken = "FRUGAL_RUN_TOKEN";
 // Seconds of silence after which a peer is declared dead (--comm-timeout; default 30).
 inline constexpr std::string_view kCommTimeout = "FRUGAL_COMM_TIMEOUT";
 // Seconds start-up waits for every rank to join (default 120).

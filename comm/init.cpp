@@ -106,11 +106,18 @@ std::unique_ptr<Communicator> join_zmq(const ZmqOptions& o, const Flags& f) {
     return make_zmq_communicator(o);
   } catch (const CommError& e) {
     std::string what = e.what();
-    const std::string_view field = "ZmqOptions::cluster_key";
-    const size_t at = what.find(field);
-    if (at == std::string::npos) throw;
-    const std::string source = how_to_set(f, env::kClusterKey, fmt::format("{} FILE", kClusterKeyFlag));
-    throw CommError(what.replace(at, field.size(), source));
+    const std::pair<std::string_view, std::string> fields[] = {
+        {"ZmqOptions::cluster_key", how_to_set(f, env::kClusterKey, fmt::format("{} FILE", kClusterKeyFlag))},
+        {"ZmqOptions::run_token", std::string(env::kRunToken)}};
+    bool named = false;
+    for (const auto& [field, source] : fields) {
+      for (size_t at = what.find(field); at != std::string::npos; at = what.find(field, at + source.size())) {
+        what.replace(at, field.size(), source);
+        named = true;
+      }
+    }
+    if (!named) throw;
+    throw CommError(what);
   }
 }
 
@@ -155,6 +162,12 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
   if (!f.cluster_key && !options.settings.count(env::kClusterKey) && options.cluster_key)
     key = Setting{*options.cluster_key, "InitOptions::cluster_key"};
   if (key) o.cluster_key = load_cluster_key(key->text);
+  if (const auto token = setting(std::nullopt, "", env::kRunToken, options)) {
+    FRUGAL_CHECK(token->text.size() <= 255,
+                 fmt::format("{}: a run token of {} bytes; at most 255 fit ZeroMQ's PLAIN mechanism", token->source,
+                             token->text.size()));
+    o.run_token = token->text;
+  }
   auto timeout = setting(f.timeout, kTimeoutFlag, env::kCommTimeout, options);
   if (!f.timeout && !options.settings.count(env::kCommTimeout) && options.comm_timeout_seconds)
     timeout = Setting{fmt::format("{}", *options.comm_timeout_seconds), "InitOptions::comm_timeout_seconds"};

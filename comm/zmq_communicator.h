@@ -30,6 +30,12 @@ struct ZmqOptions {
   int size = 1;
   std::string coordinator = "127.0.0.1:0";  // host:port that rank 0 binds and the others dial
   std::optional<ClusterKey> cluster_key;    // CURVE authentication + encryption when set
+  // Without a cluster key: a secret shared by the ranks of one run (`frugal launch` makes one per
+  // launch). Every link then authenticates with it (ZeroMQ's PLAIN mechanism, checked by the ZAP
+  // handler), so a process without it completes no handshake and nothing it sends reaches a rank;
+  // it is not encrypted, so it keeps out strangers that can connect, not ones that can read the
+  // traffic (a cluster key keeps out both). 1 to 255 bytes; empty: none.
+  std::string run_token;
   std::chrono::milliseconds timeout{30000};  // silence after which a peer is declared dead
   std::chrono::milliseconds rendezvous_timeout{120000};
   std::string bind_host;  // address this rank binds for its peers; empty: the one facing rank 0

@@ -99,30 +99,44 @@ std::optional<std::pair<FrameHeader, std::string>> parse_frame(const std::vector
   }
 }
 
-// What a monitor event on the link to the coordinator says, in words. Only this side's key is
-// known: a handshake that ends without a reason may be a key on one side only, or no frugal rank 0
-// at that address at all, and the message says both.
-std::string connection_failure(uint16_t event, uint32_t value, const std::string& coordinator, bool keyed) {
-  const std::string key_hint =
-      keyed ? "this process uses a cluster key: if rank 0 uses another one or none, that may be why"
-            : "this process uses no cluster key: if rank 0 uses one (ZmqOptions::cluster_key), that may be why";
+// How this process authenticates its links, as the messages about a failed handshake describe it.
+enum class Credential { cluster_key, run_token, none };
+
+// What a monitor event on the link to the coordinator says, in words. Only this side's credential is
+// known: a handshake that ends without a reason may be a credential on one side only, or no frugal
+// rank 0 at that address at all, and the message says both.
+std::string connection_failure(uint16_t event, uint32_t value, const std::string& coordinator, Credential mine) {
+  const std::string hint =
+      mine == Credential::cluster_key
+          ? "this process uses a cluster key: if rank 0 uses another one or none, that may be why"
+      : mine == Credential::run_token
+          ? "this process uses a run token (ZmqOptions::run_token): if rank 0 uses another one, a cluster key or "
+            "neither, that may be why"
+          : "this process uses no cluster key: if rank 0 uses one (ZmqOptions::cluster_key) or a run token "
+            "(ZmqOptions::run_token), that may be why";
   switch (event) {
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
       return fmt::format("the secure handshake with the coordinator at {} failed (authentication refused): this "
-                         "process's cluster key is not the one rank 0 uses", coordinator);
+                         "process's {} is not the one rank 0 uses", coordinator,
+                         mine == Credential::run_token ? "run token (ZmqOptions::run_token)" : "cluster key");
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
       if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
-        return fmt::format("the handshake with the coordinator at {} failed (security mechanism mismatch): {}",
-                           coordinator, keyed ? "this process uses a cluster key and rank 0 uses none"
-                                              : "rank 0 requires a cluster key (ZmqOptions::cluster_key) and "
-                                                "this process has none");
+        return fmt::format(
+            "the handshake with the coordinator at {} failed (security mechanism mismatch): {}", coordinator,
+            mine == Credential::cluster_key
+                ? "this process uses a cluster key and rank 0 does not (it uses a run token or neither)"
+            : mine == Credential::run_token
+                ? "this process uses a run token (ZmqOptions::run_token) and rank 0 does not (it uses a cluster "
+                  "key or neither)"
+                : "rank 0 requires a cluster key (ZmqOptions::cluster_key) or a run token "
+                  "(ZmqOptions::run_token) and this process has neither");
       }
       return fmt::format("the handshake with the coordinator at {} failed (ZeroMQ protocol error 0x{:08x}): is "
-                         "the process at that address a frugal rank 0? {}", coordinator, value, key_hint);
+                         "the process at that address a frugal rank 0? {}", coordinator, value, hint);
     case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
       return fmt::format("the process at the coordinator address {} closed the connection during the handshake "
                          "({}): is it a frugal rank 0 of this run? {}", coordinator,
-                         value != 0 ? std::strerror(static_cast<int>(value)) : "no reason given", key_hint);
+                         value != 0 ? std::strerror(static_cast<int>(value)) : "no reason given", hint);
     default:
       return fmt::format("the coordinator at {} closed the connection before answering this rank's hello: rank "
                          "0 has stopped (its output says why)", coordinator);
@@ -177,7 +191,7 @@ void ZmqTransport::rendezvous_as_coordinator() {
         if (!joined.count(r)) missing.push_back(r);
       }
       problem = fmt::format("rendezvous timed out after {} s at {}: rank(s) {} never said hello "
-                            "(not started, given another coordinator address, or a different cluster key?)",
+                            "(not started, given another coordinator address, or a different cluster key or run token?)",
                             opt_.rendezvous_timeout.count() / 1000.0, ep, fmt::join(missing, ", "));
       break;
     }
@@ -295,7 +309,7 @@ void ZmqTransport::rendezvous_as_member() {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       throw CommError(fmt::format("rank {}: no answer from the coordinator at {} within {} s (is "
-                                  "rank 0 running, with the same coordinator address and cluster key?)",
+                                  "rank 0 running, with the same coordinator address, cluster key and run token?)",
                                   world_rank(), coordinator, opt_.rendezvous_timeout.count() / 1000.0));
     }
     zmq_pollitem_t items[3] = {{coord, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0},
@@ -320,7 +334,10 @@ void ZmqTransport::rendezvous_as_member() {
         }
       }
       throw CommError(fmt::format("rank {}: {}", world_rank(),
-                                  connection_failure(event, value, coordinator, opt_.cluster_key.has_value())));
+                                  connection_failure(event, value, coordinator,
+                                                     opt_.cluster_key        ? Credential::cluster_key
+                                                     : !opt_.run_token.empty() ? Credential::run_token
+                                                                               : Credential::none)));
     }
   }
 }

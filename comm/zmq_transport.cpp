@@ -81,8 +81,12 @@ ZmqTransport::ZmqTransport(const ZmqOptions& o)
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   try {
     FRUGAL_CHECK(ctx_ && wake_fd_ >= 0, "ZeroMQ communicator: cannot create context or eventfd");
-    if (opt_.cluster_key) {
-      // The ZAP handler decides which clients a CURVE server accepts: only the cluster key.
+    FRUGAL_CHECK(opt_.run_token.size() <= kMaxRunTokenBytes,
+                 fmt::format("ZmqOptions::run_token: {} bytes, more than ZeroMQ's PLAIN mechanism carries ({})",
+                             opt_.run_token.size(), kMaxRunTokenBytes));
+    if (authenticated()) {
+      // The ZAP handler decides which clients a server accepts: only the cluster key (CURVE) or
+      // the run token (PLAIN).
       zap_ = zmq_socket(ctx_, ZMQ_REP);
       set_int(zap_, ZMQ_LINGER, 0);
       FRUGAL_CHECK(zmq_bind(zap_, "inproc://zeromq.zap.01") == 0,
@@ -160,15 +164,32 @@ void* ZmqTransport::make_socket(int type, bool server) {
       zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, k.public_z85.c_str(), 41);
       zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, k.secret_z85.c_str(), 41);
     }
+  } else if (!opt_.run_token.empty()) {
+    if (server) {
+      set_int(s, ZMQ_PLAIN_SERVER, 1);
+    } else {
+      zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, kRunTokenUser.data(), kRunTokenUser.size());
+      zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, opt_.run_token.data(), opt_.run_token.size());
+    }
   }
   return s;
 }
 
-// ZAP (RFC 27): accept a CURVE client only if its public key is the cluster's.
+namespace {
+// Compares in time that does not depend on where the strings first differ.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+}  // namespace
+
+// ZAP (RFC 27): accept a CURVE client only if its public key is the cluster's, a PLAIN client only
+// if its password is the run token.
 void ZmqTransport::service_zap() {
   if (!zap_) return;
-  uint8_t cluster_public[32];
-  zmq_z85_decode(cluster_public, opt_.cluster_key->public_z85.c_str());
+  uint8_t cluster_public[32] = {};
+  if (opt_.cluster_key) zmq_z85_decode(cluster_public, opt_.cluster_key->public_z85.c_str());
   for (;;) {
     std::vector<std::string> parts;
     int more = 1;
@@ -183,14 +204,17 @@ void ZmqTransport::service_zap() {
       more = zmq_msg_more(&m);
       zmq_msg_close(&m);
     }
-    const bool ok = parts.size() >= 7 && parts[5] == "CURVE" && parts[6].size() == 32 &&
-                    std::memcmp(parts[6].data(), cluster_public, 32) == 0;
+    const bool ok =
+        opt_.cluster_key ? parts.size() >= 7 && parts[5] == "CURVE" && parts[6].size() == 32 &&
+                               std::memcmp(parts[6].data(), cluster_public, 32) == 0
+                         : parts.size() >= 8 && parts[5] == "PLAIN" && same_secret(parts[7], opt_.run_token);
+    const char* refusal = opt_.cluster_key ? "its key is not the cluster key" : "its run token is not this run's";
     if (!ok) {
-      fmt::print(stderr, "frugal: rank {}: refused a connection from {}: its key is not the "
-                 "cluster key\n", world_rank(), parts.size() > 3 ? parts[3] : "?");
+      fmt::print(stderr, "frugal: rank {}: refused a connection from {}: {}\n", world_rank(),
+                 parts.size() > 3 ? parts[3] : "?", refusal);
     }
     const std::string reply[] = {"1.0", parts.size() > 1 ? parts[1] : "", ok ? "200" : "400",
-                                 ok ? "OK" : "not the cluster key", "", ""};
+                                 ok ? "OK" : refusal, "", ""};
     for (size_t i = 0; i < 6; ++i) {
       zmq_send(zap_, reply[i].data(), reply[i].size(), i < 5 ? ZMQ_SNDMORE : 0);
     }

@@ -71,6 +71,9 @@ class ZmqTransport final : public Transport {
   static constexpr std::chrono::milliseconds kRejectGrace{1000};
   // Messages ZeroMQ keeps per incoming connection before it stops reading it (ZMQ_RCVHWM).
   static constexpr int kReceiveHwm = 1000;
+  // PLAIN's user name and its length limit for the password (one length byte in the HELLO command).
+  static constexpr std::string_view kRunTokenUser = "frugal";
+  static constexpr size_t kMaxRunTokenBytes = 255;
 
   // zmq_rendezvous.cpp
   void rendezvous();
@@ -82,6 +85,8 @@ class ZmqTransport final : public Transport {
 
   // zmq_transport.cpp
   void* make_socket(int type, bool server);
+  // A cluster key or a run token: every link is authenticated and the ZAP handler runs.
+  bool authenticated() const { return opt_.cluster_key.has_value() || !opt_.run_token.empty(); }
   void service_zap();
   void progress();
   void flush_outgoing();

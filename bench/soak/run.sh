@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Soak test of elastic restart and of garbage on the wire (issue 17; not part of the test suite):
-# 4 ranks train under `frugal launch --max-restarts` (unkeyed) for about DURATION seconds while a
+# 4 ranks train under `frugal launch --max-restarts --no-run-token` (no cluster key and no run token,
+# so that garbage gets past the ZeroMQ handshake to frugal's own frame checks) for about DURATION seconds while a
 # random rank is killed with kill -9 every KILL_EVERY seconds on average (uniform between half and
 # one and a half times that) and bench/soak/garbage.py keeps sending garbage to every port the
 # launcher and the ranks listen on (random bytes, ZMTP handshakes with random frames, frames shaped
@@ -64,8 +65,8 @@ rank_pid() {
 }
 
 start=$(date +%s)
-echo "+ $FRUGAL launch -n $RANKS --max-restarts $MAX_RESTARTS -- $FRUGAL ${TRAIN[*]} --epochs $EPOCHS --checkpoint $OUT/ckpt --metrics $OUT/soak.jsonl" >&2
-"$FRUGAL" launch -n "$RANKS" --max-restarts "$MAX_RESTARTS" -- "$FRUGAL" "${TRAIN[@]}" --epochs "$EPOCHS" \
+echo "+ $FRUGAL launch -n $RANKS --max-restarts $MAX_RESTARTS --no-run-token -- $FRUGAL ${TRAIN[*]} --epochs $EPOCHS --checkpoint $OUT/ckpt --metrics $OUT/soak.jsonl" >&2
+"$FRUGAL" launch -n "$RANKS" --max-restarts "$MAX_RESTARTS" --no-run-token -- "$FRUGAL" "${TRAIN[@]}" --epochs "$EPOCHS" \
   --checkpoint "$OUT/ckpt" --metrics "$OUT/soak.jsonl" > "$OUT/soak.log" 2>&1 &
 LAUNCHER=$!
 if [ "$GARBAGE" != 0 ]; then

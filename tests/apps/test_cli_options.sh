@@ -84,6 +84,31 @@ fails_with "--cluster-key" "$FRUGAL" "${T[@]}" --cluster-key /nonexistent/key
 fails_with "--comm-timeout" "$FRUGAL" "${T[@]}" --comm-timeout -1
 fails_with "--max-queued-bytes" "$FRUGAL" "${T[@]}" --max-queued-bytes 10
 fails_with "--transport: tcp not in {zmq,mpi,local}" "$FRUGAL" "${T[@]}" --transport tcp
+fails_with "--run-token: a run token of 300 bytes; expected 1 to 255" "$FRUGAL" "${T[@]}" \
+  --run-token "$(printf 'x%.0s' $(seq 300))"
+fails_with "FRUGAL_RUN_TOKEN: a run token of 256 bytes; at most 255" \
+  env FRUGAL_RUN_TOKEN="$(printf 'x%.0s' $(seq 256))" FRUGAL_SIZE=2 FRUGAL_RANK=1 FRUGAL_COORDINATOR=127.0.0.1:1 \
+  "$FRUGAL" "${T[@]}"
+# An error about a token never shows it.
+if "$FRUGAL" "${T[@]}" --run-token "$(printf 'secret%.0s' $(seq 50))" > "$TMP/token-error.log" 2>&1; then
+  echo "a 300-byte run token was accepted"; exit 1
+fi
+if grep -q secretsecret "$TMP/token-error.log"; then echo "the error shows the run token"; exit 1; fi
+
+# frugal launch gives ZeroMQ ranks a run token made for the launch (the same on every rank, 64 hex
+# digits, another one next launch); none with --no-run-token or a cluster key; one already set wins.
+tokens() { "$@" | sed -n 's/.*token=//p' | sort | uniq -c | awk '{print $1, $2}'; }
+first=$(tokens "$FRUGAL" launch -n 2 -- sh -c 'echo "token=$FRUGAL_RUN_TOKEN"')
+second=$(tokens "$FRUGAL" launch -n 2 -- sh -c 'echo "token=$FRUGAL_RUN_TOKEN"')
+[[ $first =~ ^2\ [0-9a-f]{64}$ ]] || { echo "launch's ranks got run tokens '$first'"; exit 1; }
+[ "$first" != "$second" ] || { echo "two launches got the same run token"; exit 1; }
+[ "$(tokens "$FRUGAL" launch -n 2 --no-run-token -- sh -c 'echo "token=${FRUGAL_RUN_TOKEN:-none}"')" = "2 none" ] \
+  || { echo "--no-run-token still set a run token"; exit 1; }
+[ "$(FRUGAL_RUN_TOKEN=mine tokens "$FRUGAL" launch -n 2 -- sh -c 'echo "token=$FRUGAL_RUN_TOKEN"')" = "2 mine" ] \
+  || { echo "launch replaced the launcher's FRUGAL_RUN_TOKEN"; exit 1; }
+touch "$TMP/some.key"
+[ "$(tokens "$FRUGAL" launch -n 2 --cluster-key "$TMP/some.key" -- sh -c 'echo "token=${FRUGAL_RUN_TOKEN:-none}"')" \
+  = "2 none" ] || { echo "a keyed launch also got a run token"; exit 1; }
 
 # 6. Every FRUGAL_* setting is a flag of `frugal train`, and the flag wins over the variable: two ranks
 #    joined by flags alone, their variables set to values that would fail; a rendezvous timeout given
@@ -93,9 +118,9 @@ if "$FRUGAL" keygen "$TMP/k2" > /dev/null 2>&1; then  # a build with ZeroMQ
   BAD=(env FRUGAL_SIZE=9 FRUGAL_RANK=8 FRUGAL_COORDINATOR=nowhere:1 FRUGAL_COMM_TIMEOUT=x FRUGAL_RENDEZVOUS_TIMEOUT=x
        FRUGAL_BIND_HOST=no.such.host FRUGAL_MAX_MESSAGE_BYTES=x FRUGAL_MAX_QUEUED_BYTES=x FRUGAL_TRANSPORT=mpi)
   FLAGS=(--transport zmq --size 2 --coordinator "127.0.0.1:$PORT" --comm-timeout 20 --rendezvous-timeout 30
-         --bind-host 127.0.0.1 --max-message-bytes 100000000 --max-queued-bytes 200000000)
+         --bind-host 127.0.0.1 --max-message-bytes 100000000 --max-queued-bytes 200000000 --run-token both-know-it)
   for r in 0 1; do
-    "${BAD[@]}" "$FRUGAL" "${T[@]}" "${FLAGS[@]}" --rank $r --metrics "$TMP/flags$r.jsonl" > "$TMP/flags$r.log" 2>&1 &
+    "${BAD[@]}" FRUGAL_RUN_TOKEN="rank-$r-only" "$FRUGAL" "${T[@]}" "${FLAGS[@]}" --rank $r --metrics "$TMP/flags$r.jsonl" > "$TMP/flags$r.log" 2>&1 &
   done
   wait %1 || { cat "$TMP/flags0.log" "$TMP/flags1.log"; echo "rank 0 joined by flags failed"; exit 1; }
   wait %2 || { cat "$TMP/flags1.log"; echo "rank 1 joined by flags failed"; exit 1; }
