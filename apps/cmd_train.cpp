@@ -80,6 +80,7 @@ struct TrainArgs {
   size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
+  size_t active_target = 0;  // --active-target (layers::NetworkSpec::active_target)
   std::optional<float> lr;  // unset: the optimizer's default (effective_lr)
   uint64_t seed = 1, rebuild_first = 50, rebuild_max = 2000;
   double rebuild_growth = 1.5;
@@ -199,7 +200,7 @@ layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train)
   return {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden, .layers = a.layers,
           .format = std::string(data::to_string(a.format)), .sampler = std::string(layers::to_string(a.sampler)),
           .hash = std::string(layers::to_string(a.hash)), .k = a.k, .bin_size = a.bin_size,
-          .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
+          .active_target = a.active_target, .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
           .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
           .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq, .seed = a.seed};
 }
@@ -728,7 +729,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
-                           "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
+                           "--active-target", "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
                            "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--lr-schedule", "--clip-norm",
                            "--dropout"})
@@ -797,6 +798,10 @@ void add_train_command(CLI::App& app) {
              "output neurons computed in training");
   add_choice(cmd, "--hash", a->hash, {layers::HashKind::dwta, layers::HashKind::simhash}, "LSH family");
   cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count");
+  cmd->add_option("--active-target", a->active_target,
+                  "LSH: labels per point the automatic hash width (--k 0) aims at from the tables (0: 1.5% of the "
+                  "labels, at least 256 and at most 1024)")
+      ->capture_default_str();
   cmd->add_option("--bin-size", a->bin_size, "DWTA coordinates per bin (power of two)")->capture_default_str();
   cmd->add_option("--tables", a->tables, "LSH tables")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--bucket-capacity", a->bucket, "LSH bucket capacity (random eviction)")->capture_default_str();
@@ -910,6 +915,9 @@ void add_train_command(CLI::App& app) {
         if (!unused.empty())
           fmt::print(stderr, "note: {} only appl(y/ies) to --slice-weights auto: ignored\n", fmt::join(unused, ", "));
       }
+      if (args.active_target > 0 && args.k > 0)
+        fmt::print(stderr, "note: --active-target only applies to the automatic hash width (--k 0); --k {} is used "
+                           "as given\n", args.k);
       args.comm.check();
       FRUGAL_CHECK(args.early_stopping == 0 || (!args.checkpoint.empty() && args.valid_fraction > 0),
                    "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "

@@ -18,6 +18,7 @@ nlohmann::json network_config(const NetworkSpec& s) {
     c["negatives"] = s.negatives;
     c["negatives_uniform"] = s.negatives_uniform;
     c["logq"] = s.logq ? "on" : "off";
+    if (s.active_target > 0) c["active_target"] = s.active_target;  // it shapes the tables a checkpoint holds
   }
   return c;
 }
@@ -55,6 +56,7 @@ NetworkSpec network_spec_from_config(const nlohmann::json& config, const std::st
   read_key(config, "k", false, where, s.k);
   read_key(config, "tables", false, where, s.tables);
   read_key(config, "bucket", false, where, s.bucket);
+  read_key(config, "active_target", false, where, s.active_target);
   read_key(config, "seed", false, where, s.seed);
   FRUGAL_CHECK(s.features > 0 && s.labels > 0 && s.hidden > 0,
                fmt::format("{}: config has features = {}, labels = {}, hidden = {}: each must be > 0", where,

@@ -38,10 +38,7 @@ lsh::LshOptions NetworkSpec::lsh_options() const {
     o.family = lsh::Dwta{.k = k, .bin_size = bin_size};
   else
     o.family = lsh::SimHash{.k = k};
-  if (k <= 0) {
-    const int chosen = lsh::default_k(o.family, tables, labels);
-    std::visit([chosen](auto& f) { f.k = chosen; }, o.family);
-  }
+  if (k <= 0) o.family = lsh::auto_family(o.family, tables, labels, active_target);
   o.tables = tables;
   o.bucket_capacity = bucket;
   o.min_active = min_active;

@@ -36,10 +36,12 @@ struct NetworkSpec {
   std::string layers{};         // "W1,W2,...": hidden widths, input side first; empty: one of `hidden`
   std::string format = "xmc";   // the data the network was made for: data::DataFormat xmc or idx
   std::string sampler = "lsh";  // output neurons computed in training: Sampler lsh or exact
-  // LSH (sampler lsh): family (HashKind) and its K (0: lsh::default_k for the label count), tables,
+  // LSH (sampler lsh): family (HashKind) and its K (0: chosen by lsh::auto_family for the label
+  // count, aiming at active_target labels per point; 0: lsh::default_active_target), tables,
   // buckets, active-set bounds, rebuild schedule.
   std::string hash = "dwta";
   int k = 0, bin_size = 8;
+  size_t active_target = 0;
   size_t tables = 100, bucket = 128, min_active = 0, max_active = 0;
   uint64_t rebuild_first = 50, rebuild_max = 2000;
   double rebuild_growth = 1.5;

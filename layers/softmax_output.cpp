@@ -213,7 +213,7 @@ void SoftmaxOutput::set_inference(const InferenceOptions& options) {
   const size_t local = end_ - begin_;
   lsh::LshOptions o;
   o.negatives = 0;
-  o.family = lsh::Dwta{.k = lsh::default_k(lsh::Dwta{}, o.tables, local)};
+  o.family = lsh::auto_family(lsh::Dwta{}, o.tables, local);
   inference_sampler_ = std::make_unique<lsh::LshSampler>(
       o, options_.in, local, Rng(options_.seed).split(0x1f5).split(options_.placement.rank()).next_u64());
 }

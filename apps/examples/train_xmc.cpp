@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     model.add<frugal::layers::SparseDense>({.in = train.num_features, .out = 128, .act = frugal::Act::relu});
     model.add<frugal::layers::SoftmaxOutput>(
         {.in = 128, .out = train.num_labels, .sampler = frugal::layers::Sampler::lsh,
-         .lsh = {.family = frugal::lsh::Dwta{.k = frugal::lsh::default_k(frugal::lsh::Dwta{}, 50, train.num_labels)},
+         .lsh = {.family = frugal::lsh::auto_family(frugal::lsh::Dwta{}, 50, train.num_labels),
                  .tables = 50, .min_active = 300}});
     frugal::Trainer trainer(model, {.optimizer = frugal::optim::Adam{.lr = 1e-3f}});
     for (uint64_t epoch = 1; epoch <= 3; ++epoch) {

@@ -9,18 +9,17 @@
 #include "core/rng.h"
 
 namespace frugal::lsh {
-namespace {
-// Tables wider than this fold their code by hashing: keeps each table's offsets array small.
-constexpr int kMaxBucketBits = 18;
-}  // namespace
-
 DwtaFamily::DwtaFamily(const Dwta& options, size_t dim, size_t tables, uint64_t seed)
     : k_(options.k), bin_size_(options.bin_size), dim_(dim), tables_(tables), seed_(seed) {
   FRUGAL_CHECK(k_ >= 1 && k_ <= 16, fmt::format("DWTA: k must be in 1..16, got {}", k_));
   FRUGAL_CHECK(bin_size_ >= 2 && bin_size_ <= 256 && std::has_single_bit(static_cast<unsigned>(bin_size_)),
                fmt::format("DWTA: bin_size must be a power of two in 2..256, got {}", bin_size_));
   bin_bits_ = std::countr_zero(static_cast<unsigned>(bin_size_));
-  bucket_bits_ = std::min(k_ * bin_bits_, kMaxBucketBits);
+  FRUGAL_CHECK(options.bucket_bits >= 0 && options.bucket_bits <= kMaxBucketBits,
+               fmt::format("DWTA: bucket_bits must be in 1..{} (0: from k), got {}", kMaxBucketBits,
+                           options.bucket_bits));
+  // Codes wider than bucket_bits_ are folded by the dwta_codes op (max_bucket_bits below).
+  bucket_bits_ = std::min(k_ * bin_bits_, options.bucket_bits > 0 ? options.bucket_bits : kMaxBucketBits);
   Rng rng = Rng(seed).split(0xd3);
   coords_.resize(tables * k_ * bin_size_);
   for (auto& c : coords_) c = static_cast<uint32_t>(rng.below(dim));
@@ -29,7 +28,7 @@ DwtaFamily::DwtaFamily(const Dwta& options, size_t dim, size_t tables, uint64_t 
 void DwtaFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const {
   FRUGAL_CHECK(x.cols() == dim_, fmt::format("DWTA: vectors have {} dimensions, the family {}", x.cols(), dim_));
   backend.dwta_codes({.coords = coords_, .k = k_, .bin_size = bin_size_, .bin_bits = bin_bits_,
-                      .bucket_bits = bucket_bits_, .max_bucket_bits = kMaxBucketBits, .tables = tables_,
+                      .bucket_bits = bucket_bits_, .max_bucket_bits = bucket_bits_, .tables = tables_,
                       .seed = seed_},
                      x, rows, codes);
 }

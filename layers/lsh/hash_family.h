@@ -19,20 +19,38 @@
 
 namespace frugal::lsh {
 
+// The widest table: 2^18 buckets (a 1 MiB offsets array per table); DWTA codes wider than this
+// are folded by hashing.
+inline constexpr int kMaxBucketBits = 18;
+
 struct SimHash {
   int k = 8;  // bits per table
 };
 struct Dwta {
   int k = 6;          // bins per table
   int bin_size = 8;   // coordinates per bin (a power of two); log2(bin_size) bits per bin
+  // Buckets per table = 2^bucket_bits (1..18). 0: k * log2(bin_size), at most 18. A table whose
+  // code is wider than this folds it by hashing (core/backend.h, DwtaSpec), so the width of the
+  // tables can be chosen bit by bit rather than by whole bins.
+  int bucket_bits = 0;
 };
 using Family = std::variant<Dwta, SimHash>;
 
 std::string family_name(const Family& f);
 
-// The K that makes the expected active set (tables x neurons / buckets, before correlation) about
-// 1.5% of the neurons and at least 256: enough negatives to learn from, few enough to be cheap.
-int default_k(const Family& f, size_t tables, size_t neurons);
+// The automatic hash width aims at an active set (labels a point gets from the tables: tables x
+// neurons / buckets per table, before overlap and correlation) of `active_target` labels, or, when
+// that is 0, of 1.5% of the neurons bounded to [kMinDefaultActive, kMaxDefaultActive]: enough hard
+// negatives to learn from at any label count, and a cost per point that stops growing with the
+// label count (issue 13). The random negatives (LshOptions::negatives) keep the softmax's normalizer
+// estimate unbiased whatever the tables return.
+inline constexpr size_t kMinDefaultActive = 256;
+inline constexpr size_t kMaxDefaultActive = 1024;
+size_t default_active_target(size_t neurons);
+// `f` (its kind, and for DWTA its bin size) with the width chosen for `neurons` labels hashed into
+// `tables` tables: the fewest buckets per table (a power of two, at most 2^18) whose expected active
+// set is still at least the target; DWTA gets enough bins to fill them and folds the rest.
+Family auto_family(Family f, size_t tables, size_t neurons, size_t active_target = 0);
 
 class HashFamily {
  public:

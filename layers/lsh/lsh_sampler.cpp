@@ -194,7 +194,8 @@ void LshSampler::save(cereal::BinaryOutputArchive& ar) const {
 
 void LshSampler::load(cereal::BinaryInputArchive& ar) {
   ar(next_rebuild_, interval_, rebuilds_, built_);
-  if (built_) tables_.load(ar);
+  // Tables of another width are rebuilt at the next step (maybe_rebuild) or query (ensure_built).
+  if (built_ && !tables_.load(ar)) built_ = false;
 }
 
 }  // namespace frugal::lsh

@@ -69,16 +69,27 @@ void LshTables::save(cereal::BinaryOutputArchive& ar) const {
   for (const Table& t : tables_) ar(t.offsets, t.ids);
 }
 
-void LshTables::load(cereal::BinaryInputArchive& ar) {
+bool LshTables::load(cereal::BinaryInputArchive& ar) {
   uint64_t n = 0, nt = 0;
   ar(n, nt);
   FRUGAL_CHECK(nt == tables_.size(), fmt::format("checkpoint has {} LSH tables, the layer {}", nt, tables_.size()));
   num_neurons_ = n;
+  bool same_width = true;
   for (Table& t : tables_) {
     ar(t.offsets, t.ids);
-    FRUGAL_CHECK(t.offsets.size() == family_->buckets_per_table() + 1, "checkpoint: LSH table has the wrong bucket count");
+    same_width = same_width && t.offsets.size() == size_t{family_->buckets_per_table()} + 1;
     for (const uint32_t id : t.ids) FRUGAL_CHECK(id < n, "checkpoint: LSH table holds an out-of-range neuron id");
+    // bucket() reads ids[offsets[b] .. offsets[b + 1]): they must rise from 0 to the entry count.
+    bool ordered = !t.offsets.empty() && t.offsets.front() == 0 && t.offsets.back() == t.ids.size();
+    for (size_t b = 1; ordered && b < t.offsets.size(); ++b) ordered = t.offsets[b - 1] <= t.offsets[b];
+    FRUGAL_CHECK(ordered, "checkpoint: an LSH table's bucket offsets do not rise from 0 to its entry count");
   }
+  if (same_width) return true;
+  // Hashed with another width (a checkpoint from before the automatic width changed): the tables
+  // are derived state, so they are dropped and rebuilt from the weights.
+  for (Table& t : tables_) t = Table{};
+  codes_.clear();
+  return false;
 }
 
 }  // namespace frugal::lsh

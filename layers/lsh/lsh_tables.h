@@ -36,7 +36,9 @@ class LshTables {
   size_t num_neurons() const { return num_neurons_; }
   size_t bucket_capacity() const { return capacity_; }
   void save(cereal::BinaryOutputArchive& ar) const;
-  void load(cereal::BinaryInputArchive& ar);
+  // False when the saved tables were hashed into another number of buckets than this family's:
+  // they are dropped (the tables are then empty and must be built again from the weights).
+  bool load(cereal::BinaryInputArchive& ar);
 
  private:
   struct Table {

@@ -25,7 +25,7 @@ namespace {
 
 layers::XmcNetworkOptions small_net() {
   return {.features = 300, .labels = 50, .hidden = 8, .sampler = layers::Sampler::exact,
-          .lsh = {.family = lsh::Dwta{.k = lsh::default_k(lsh::Dwta{}, 4, 50)}, .tables = 4, .min_active = 20,
+          .lsh = {.family = lsh::auto_family(lsh::Dwta{}, 4, 50), .tables = 4, .min_active = 20,
                   .max_active = 20},
           .seed = 5};
 }

@@ -26,7 +26,7 @@ struct Curve {
 };
 
 Curve curve(layers::Sampler sampler, size_t negatives, size_t epochs) {
-  lsh::LshOptions o{.family = lsh::Dwta{.k = lsh::default_k(lsh::Dwta{}, 100, 3000)}, .tables = 100,
+  lsh::LshOptions o{.family = lsh::auto_family(lsh::Dwta{}, 100, 3000), .tables = 100,
                     .negatives = negatives};
   Model model;
   layers::build_xmc_network(model, {.features = 5000, .labels = 3000, .hidden = 64, .sampler = sampler, .lsh = o,

@@ -23,7 +23,7 @@ const data::SynthXmc& small_problem() {
 
 layers::XmcNetworkOptions net(layers::Sampler sampler) {
   return {.features = 5000, .labels = 1000, .hidden = 64, .sampler = sampler,
-          .lsh = {.family = lsh::Dwta{.k = lsh::default_k(lsh::Dwta{}, 50, 1000)}, .tables = 50, .min_active = 300,
+          .lsh = {.family = lsh::auto_family(lsh::Dwta{}, 50, 1000), .tables = 50, .min_active = 300,
                   .max_active = 300},
           .seed = 9};
 }

@@ -1,6 +1,9 @@
 // LSH quality: on planted data, the neuron with the largest inner product with the query must be in
 // the query's active set in >= 90% of queries, with the default K and L, for both families.
+#include <sstream>
+
 #include <catch2/catch.hpp>
+#include <cereal/archives/binary.hpp>
 
 #include "core/rng.h"
 #include "layers/lsh/lsh_sampler.h"
@@ -10,9 +13,7 @@ using namespace frugal;
 namespace {
 
 double planted_recall(const lsh::Family& base, size_t neurons, size_t dim, size_t queries) {
-  lsh::Family family = base;
-  const int k = lsh::default_k(family, 50, neurons);
-  std::visit([k](auto& f) { f.k = k; }, family);
+  const lsh::Family family = lsh::auto_family(base, 50, neurons);
   Rng rng(21);
   Tensor w(neurons, dim);
   for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
@@ -43,7 +44,7 @@ double planted_recall(const lsh::Family& base, size_t neurons, size_t dim, size_
     found += std::find(b, e, best[i]) != e;
     mean_size += static_cast<double>(e - b) / queries;
   }
-  INFO("k " << k << ", mean active set " << mean_size << " of " << neurons);
+  INFO(lsh::family_name(family) << ", mean active set " << mean_size << " of " << neurons);
   CHECK(mean_size < 0.2 * neurons);  // sampling must actually sample
   return static_cast<double>(found) / queries;
 }
@@ -99,4 +100,80 @@ TEST_CASE("LSH: rebuild schedule starts frequent and decays") {
   for (uint64_t step = 0; step < 200; ++step)
     if (s.maybe_rebuild(w, step)) at.push_back(step);
   REQUIRE(at == std::vector<uint64_t>{0, 10, 30, 70, 120, 170});
+}
+
+TEST_CASE("LSH: the automatic width aims at an active set that does not grow with the label count") {
+  for (const size_t tables : {size_t{50}, size_t{100}})
+    for (const size_t labels : {size_t{1000}, size_t{20000}, size_t{100000}, size_t{1000000}, size_t{3000000}}) {
+      const size_t target = lsh::default_active_target(labels);
+      REQUIRE(target >= lsh::kMinDefaultActive);
+      REQUIRE(target <= lsh::kMaxDefaultActive);
+      for (const lsh::Family& base : {lsh::Family{lsh::Dwta{}}, lsh::Family{lsh::SimHash{}}}) {
+        const lsh::Family f = lsh::auto_family(base, tables, labels);
+        const auto family = lsh::HashFamily::create(f, 16, tables, 1);
+        const double expected = static_cast<double>(tables * labels) / family->buckets_per_table();
+        INFO(lsh::family_name(f) << ", " << tables << " tables, " << labels << " labels, expected set " << expected);
+        if (const auto* d = std::get_if<lsh::Dwta>(&f)) REQUIRE(d->k * 3 >= d->bucket_bits);  // bins fill the buckets
+        // Never fewer than the target, and at most twice it unless the widest table (2^18) is reached.
+        REQUIRE(expected >= static_cast<double>(target));
+        if (family->buckets_per_table() < (1u << lsh::kMaxBucketBits)) REQUIRE(expected < 2.0 * target);
+        REQUIRE(expected < 2.5 * lsh::kMaxDefaultActive);  // 3M labels in 100 tables: ~1,144
+      }
+    }
+  // An explicit target: 100 tables over 1M labels aiming at 500 labels per point.
+  const lsh::Family f = lsh::auto_family(lsh::Dwta{}, 100, 1000000, 500);
+  const auto family = lsh::HashFamily::create(f, 16, 100, 1);
+  const double expected = 100.0 * 1000000 / family->buckets_per_table();
+  CHECK(expected >= 500);
+  CHECK(expected < 1000);
+}
+
+TEST_CASE("LSH: measured active sets at 200k labels stay near the automatic target") {
+  const size_t n = 200000, dim = 32, tables = 20, queries = 64;
+  Rng rng(8);
+  Tensor w(n, dim), h(queries, dim);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
+  for (size_t i = 0; i < h.size(); ++i) h.data()[i] = std::max(0.0f, rng.normal());
+  lsh::LshSampler sampler({.family = lsh::auto_family(lsh::Dwta{}, tables, n), .tables = tables, .negatives = 0},
+                          dim, n, 4);
+  sampler.rebuild(w, 0);
+  ActiveSets a;
+  sampler.sample(h, nullptr, 0, 1, a);
+  const double mean = static_cast<double>(a.ids.size()) / queries;
+  INFO("mean active set " << mean << " of " << n << " labels");
+  CHECK(mean >= 0.5 * lsh::kMaxDefaultActive);
+  CHECK(mean <= 3.0 * lsh::kMaxDefaultActive);
+}
+
+TEST_CASE("LSH: tables saved with another width are rebuilt, not used") {
+  Rng rng(3);
+  const size_t n = 500, dim = 16;
+  Tensor w(n, dim), h(4, dim);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
+  for (size_t i = 0; i < h.size(); ++i) h.data()[i] = std::max(0.0f, rng.normal());
+  lsh::LshSampler narrow({.family = lsh::Dwta{.k = 2}, .tables = 4, .negatives = 0}, dim, n, 1);
+  narrow.rebuild(w, 0);
+  std::stringstream bytes;
+  {
+    cereal::BinaryOutputArchive out(bytes);
+    narrow.save(out);
+  }
+  lsh::LshSampler wide({.family = lsh::Dwta{.k = 3}, .tables = 4, .negatives = 0}, dim, n, 1);
+  cereal::BinaryInputArchive in(bytes);
+  wide.load(in);
+  REQUIRE_FALSE(wide.ready());  // 64 buckets saved, 512 here: dropped
+  REQUIRE(wide.maybe_rebuild(w, 7));
+  ActiveSets a;
+  wide.sample(h, nullptr, 0, 7, a);
+  REQUIRE(a.offsets.size() == 5);
+  // The same width loads as it was saved.
+  std::stringstream again;
+  {
+    cereal::BinaryOutputArchive out(again);
+    narrow.save(out);
+  }
+  lsh::LshSampler same({.family = lsh::Dwta{.k = 2}, .tables = 4, .negatives = 0}, dim, n, 1);
+  cereal::BinaryInputArchive in2(again);
+  same.load(in2);
+  REQUIRE(same.ready());
 }
