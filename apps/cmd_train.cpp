@@ -333,8 +333,8 @@ std::string reslice_folder(comm::Communicator& world, const std::string& checkpo
     const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
     name = (base / fmt::format("reslice-{}-{}", static_cast<long>(::getpid()), ticks)).string();
   }
-  std::vector<std::byte> bytes(name.size());
-  std::memcpy(bytes.data(), name.data(), name.size());
+  const auto* chars = reinterpret_cast<const std::byte*>(name.data());
+  std::vector<std::byte> bytes(chars, chars + name.size());  // empty on the ranks that receive
   world.broadcast_bytes(bytes, 0).wait();
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }

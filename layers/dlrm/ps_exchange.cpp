@@ -75,7 +75,7 @@ const Tensor& PsExchange::forward(std::span<const uint32_t> rows, size_t n) {
       const auto last = std::lower_bound(t.used.begin(), t.used.end(), static_cast<uint32_t>(t.bounds[o + 1]));
       const auto count = static_cast<uint32_t>(last - first);
       append(requests[static_cast<size_t>(o)], &count, 1);
-      append(requests[static_cast<size_t>(o)], &*first, count);
+      append(requests[static_cast<size_t>(o)], t.used.data() + (first - t.used.begin()), count);  // no *end()
     }
   }
   for (int o = 0; o < ranks; ++o)

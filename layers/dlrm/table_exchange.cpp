@@ -47,7 +47,7 @@ const Tensor& DesExchange::forward(std::span<const uint32_t> rows, size_t n) {
                              all[r].size(), stride));
     const size_t count = all[r].size() / sizeof(uint32_t), before = all_rows_.size();
     all_rows_.resize(before + count);
-    std::memcpy(all_rows_.data() + before, all[r].data(), all[r].size());
+    if (count > 0) std::memcpy(all_rows_.data() + before, all[r].data(), all[r].size());  // a rank may send none
     counts_[r] = count / stride * width;
   }
   const size_t total = group_samples();

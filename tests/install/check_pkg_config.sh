@@ -26,6 +26,10 @@ if grep -E "^$SRC/" "$TMP/umbrella.deps"; then
   echo "FAIL: <frugal/frugal.h> reached the source tree instead of the installed headers"; exit 1
 fi
 echo "ok: <frugal/frugal.h> compiles from the installed headers alone ($(grep -c "$TMP/root" "$TMP/umbrella.deps") of them) and reaches no internal or third-party header"
+# A sanitizer build's libfrugal needs its programs linked with the same runtime (ASan must come
+# first in the library list): a user of such a build passes the same -fsanitize.
+SANITIZE=$(meson introspect "$BUILD" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="b_sanitize"][0])')
+[ "$SANITIZE" = none ] || FLAGS="-fsanitize=$SANITIZE $FLAGS"
 g++ -std=c++20 -O1 "$SRC/apps/examples/train_xmc.cpp" -o "$TMP/train_xmc" $FLAGS
 g++ -std=c++20 -O1 "$SRC/apps/examples/predict_xmc.cpp" -o "$TMP/predict_xmc" $FLAGS
 g++ -std=c++20 -O1 "$SRC/apps/examples/train_dlrm.cpp" -o "$TMP/train_dlrm" $FLAGS
