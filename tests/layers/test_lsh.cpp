@@ -1,5 +1,6 @@
 // LSH quality: on planted data, the neuron with the largest inner product with the query must be in
 // the query's active set in >= 90% of queries, with the default K and L, for both families.
+#include <memory>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -153,13 +154,15 @@ TEST_CASE("LSH: tables saved with another width are rebuilt, not used") {
   for (size_t i = 0; i < h.size(); ++i) h.data()[i] = std::max(0.0f, rng.normal());
   lsh::LshSampler narrow({.family = lsh::Dwta{.k = 2}, .tables = 4, .negatives = 0}, dim, n, 1);
   narrow.rebuild(w, 0);
-  std::stringstream bytes;
-  {
-    cereal::BinaryOutputArchive out(bytes);
+  const auto saved = [&narrow] {
+    auto bytes = std::make_unique<std::stringstream>();
+    cereal::BinaryOutputArchive out(*bytes);
     narrow.save(out);
-  }
+    return bytes;
+  };
+  const auto bytes = saved();
   lsh::LshSampler wide({.family = lsh::Dwta{.k = 3}, .tables = 4, .negatives = 0}, dim, n, 1);
-  cereal::BinaryInputArchive in(bytes);
+  cereal::BinaryInputArchive in(*bytes);
   wide.load(in);
   REQUIRE_FALSE(wide.ready());  // 64 buckets saved, 512 here: dropped
   REQUIRE(wide.maybe_rebuild(w, 7));
@@ -167,13 +170,9 @@ TEST_CASE("LSH: tables saved with another width are rebuilt, not used") {
   wide.sample(h, nullptr, 0, 7, a);
   REQUIRE(a.offsets.size() == 5);
   // The same width loads as it was saved.
-  std::stringstream again;
-  {
-    cereal::BinaryOutputArchive out(again);
-    narrow.save(out);
-  }
+  const auto again = saved();
   lsh::LshSampler same({.family = lsh::Dwta{.k = 2}, .tables = 4, .negatives = 0}, dim, n, 1);
-  cereal::BinaryInputArchive in2(again);
+  cereal::BinaryInputArchive in2(*again);
   same.load(in2);
   REQUIRE(same.ready());
 }
