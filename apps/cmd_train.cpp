@@ -801,7 +801,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--active-target", a->active_target,
                   "LSH: labels per point the automatic hash width (--k 0) aims at from the tables (0: 1.5% of the "
                   "labels, at least 256 and at most 1024)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);  // a size_t option would take -5 as 2^64 - 5
   cmd->add_option("--bin-size", a->bin_size, "DWTA coordinates per bin (power of two)")->capture_default_str();
   cmd->add_option("--tables", a->tables, "LSH tables")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--bucket-capacity", a->bucket, "LSH bucket capacity (random eviction)")->capture_default_str();

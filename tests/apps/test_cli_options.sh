@@ -41,6 +41,7 @@ python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["confi
 # 2. Library errors name option fields; the command names its flags.
 fails_with "--negatives must be at most 1048576 per point, got 2000000" "$FRUGAL" "${T[@]}" --negatives 2000000
 fails_with "--max-active (5) must be >= --min-active (10)" "$FRUGAL" "${T[@]}" --max-active 5 --min-active 10
+fails_with "--active-target: Value -5 not in range" "$FRUGAL" "${T[@]}" --active-target -5
 fails_with "synth-xmc: --features must be > 0" "$FRUGAL" data synth-xmc --features 0 --out "$TMP/x"
 fails_with "synth-xmc: --labels-per-point must be > 0" "$FRUGAL" data synth-xmc --labels-per-point 0 --out "$TMP/x"
 G=$SRC/tests/data/fixtures/gcide
