@@ -26,6 +26,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/rank_threads.h"
+#include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
 #include "apps/commands.h"
 #include "apps/dlrm_train.h"
@@ -667,7 +668,9 @@ int run_train(TrainArgs a) {
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()},
                // Whole-job restarts so far under `frugal launch --max-restarts` (0 otherwise).
-               {"restarts", restarts}};
+               {"restarts", restarts},
+               // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
+               {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     if (valid != nullptr) line["valid_p@1"] = valid_p1;
     if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;

@@ -19,5 +19,7 @@ void add_predict_command(CLI::App& app);
 void add_evaluate_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
+// bench roofline: the machine probe and the roofline of a run's metrics (cmd_bench.cpp).
+void add_bench_command(CLI::App& app);
 
 }  // namespace frugal::cli

@@ -1,5 +1,5 @@
 // The `frugal` command: one binary, one subcommand per task (train, data, predict, evaluate, launch,
-// keygen).
+// keygen, bench).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_evaluate_command(app);
   frugal::cli::add_launch_command(app);
   frugal::cli::add_keygen_command(app);
+  frugal::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

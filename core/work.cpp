@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/step_profile.h"
+
 namespace frugal::comm {
 namespace detail {
 
@@ -71,6 +73,7 @@ Work::Work() : state_(std::make_shared<detail::WorkState>()) { state_->complete(
 
 void Work::wait() const {
   {
+    const profile::Scope phase(profile::Phase::wait);
     const WaitClock clock(*state_);
     state_->wait();
   }
@@ -78,6 +81,7 @@ void Work::wait() const {
 }
 
 void Work::wait(std::chrono::milliseconds timeout) const {
+  const profile::Scope phase(profile::Phase::wait);
   const WaitClock clock(*state_);
   if (!state_->wait_until(std::chrono::steady_clock::now() + timeout)) {
     throw TimeoutError(fmt::format("communication still running after {} ms (rank {})",

@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/step_profile.h"
 #include "layers/init.h"
 
 namespace frugal::layers {
@@ -30,16 +31,22 @@ Dense::Dense(const Options& options) : options_(options) {
 }
 
 const Tensor& Dense::forward(const Tensor& in) {
+  const profile::Scope phase(profile::Phase::dense_layers);
   FRUGAL_CHECK(in.cols() == options_.in, fmt::format("Dense: input has {} columns, expected {}", in.cols(), options_.in));
   const size_t b = in.rows(), n = end_ - begin_;
   out_.resize(b, n);
   Backend& be = backend();
   be.matmul(in.data(), false, weight_.value.data(), true, out_.data(), b, n, options_.in);
   be.bias_act_forward(out_, bias_.value, options_.act);
+  // One matrix product (weights and input read once, output written) and the bias pass.
+  const auto bd = static_cast<double>(b), nd = static_cast<double>(n), kd = static_cast<double>(options_.in);
+  profile::count(profile::Phase::dense_layers, 2.0 * bd * nd * kd + 2.0 * bd * nd,
+                 4.0 * (nd * kd + bd * kd + 3.0 * bd * nd + nd));
   return out_;
 }
 
 const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
+  const profile::Scope phase(profile::Phase::dense_layers);
   const size_t b = in.rows(), n = end_ - begin_, k = options_.in;
   FRUGAL_CHECK(grad_out.rows() == b && grad_out.cols() == n, "Dense::backward: gradient shape does not match");
   Backend& be = backend();
@@ -56,6 +63,10 @@ const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
   be.matmul(grad_pre_.data(), true, in.data(), false, weight_.grad.values.data(), n, k, b);
   grad_in_.resize(b, k);
   be.matmul(grad_pre_.data(), false, weight_.value.data(), false, grad_in_.data(), b, k, n);
+  // Two matrix products (weight gradient, input gradient) and the activation's gradient.
+  const auto bd = static_cast<double>(b), nd = static_cast<double>(n), kd = static_cast<double>(k);
+  profile::count(profile::Phase::dense_layers, 4.0 * bd * nd * kd + 2.0 * bd * nd,
+                 4.0 * (2.0 * nd * kd + 3.0 * bd * kd + 4.0 * bd * nd + nd));
   return grad_in_;
 }
 

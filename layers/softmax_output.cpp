@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/parallel_rows.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 #include "layers/init.h"
 
 namespace frugal::layers {
@@ -58,6 +59,8 @@ std::string SoftmaxOutput::describe() const {
 }
 
 double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) {
+  // The backward part opens a scope of its own; the sampler's hashing, sets and rebuilds too.
+  const profile::Scope phase(profile::Phase::output_forward);
   FRUGAL_CHECK(in.cols() == options_.in && in.rows() == batch.size(),
                fmt::format("SoftmaxOutput: input is {}x{}, expected {}x{}", in.rows(), in.cols(), batch.size(), options_.in));
   for (const uint32_t l : batch.label_ids)
@@ -107,7 +110,18 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   row_offsets_.resize(b + 1);
   for (size_t i = 0; i <= b; ++i) row_offsets_[i] = i * n;
   const double loss = distributed_xent(batch, full_logits_.span(), row_offsets_);
+  // Work: the logits' product (weights and input read once, logits written), the bias pass (read,
+  // write) and the cross-entropy's kernels over the logits (max: read; sums: read; loss and
+  // gradient: read, write).
+  const auto bd = static_cast<double>(b), nd = static_cast<double>(n), dd = static_cast<double>(d);
+  profile::count(profile::Phase::output_forward, 2.0 * bd * nd * dd + 6.0 * bd * nd,
+                 4.0 * (nd * dd + bd * dd + 7.0 * bd * nd + nd));
   if (grad_in == nullptr) return loss;
+  const profile::Scope backward_phase(profile::Phase::output_backward);
+  // Two products (input gradient, weight gradient: the weights read and their gradient written),
+  // each reading dLoss/dz, and the bias gradient's pass.
+  profile::count(profile::Phase::output_backward, 4.0 * bd * nd * dd + bd * nd,
+                 4.0 * (2.0 * nd * dd + 3.0 * bd * nd + 2.0 * bd * dd + nd));
   labels_scored_ += b * n;
   // full_logits_ now holds dLoss/dz.
   grad_in->resize(b, d);
@@ -153,11 +167,25 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
     }
   });
   const double loss = distributed_xent(batch, logits_, active_.offsets);
+  // Work per active label of a point: a dot product with the hidden vector; its id, logit offset
+  // and logit, and the cross-entropy's kernels over the logits (max, sums: read; loss and
+  // gradient: read, write). The distinct weight rows read are counted below, once they are listed.
+  const auto a = static_cast<double>(active_.total()), d = static_cast<double>(options_.in);
+  profile::count(profile::Phase::output_forward, 2.0 * a * d + 6.0 * a, 4.0 * 7.0 * a);
   if (grad_in == nullptr) return loss;
-  labels_scored_ += active_.total();
+  const profile::Scope backward_phase(profile::Phase::output_backward);
   be.active_backward_input(active_, logits_, weight_.value, *grad_in);
   be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_.offsets, active_.ids.data(), logits_.data(),
                     in, weight_.grad, &bias_.grad);
+  // The logits' reads of the distinct active rows (and their biases); then two multiply-adds per
+  // active label and column: dLoss/dh (the rows read again, ids and gradients read, dLoss/dh
+  // written) and the rows' gradients (ids, gradients and hidden vectors read, each distinct row's
+  // gradient and bias gradient written once).
+  const auto rows = static_cast<double>(weight_.grad.rows.size()), points = static_cast<double>(b);
+  profile::count(profile::Phase::output_forward, 0.0, 4.0 * (rows * d + rows));
+  profile::count(profile::Phase::output_backward, 4.0 * a * d,
+                 4.0 * (2.0 * rows * d + rows + 4.0 * a + 2.0 * points * d));
+  labels_scored_ += active_.total();
   return loss;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 #include "layers/init.h"
 
 namespace frugal::layers {
@@ -30,13 +31,20 @@ SparseDense::SparseDense(const Options& options) : options_(options) {
 }
 
 const Tensor& SparseDense::forward(const SparseBatch& x) {
+  const profile::Scope phase(profile::Phase::input_forward);
   for (const uint32_t f : x.feature_ids)
     FRUGAL_CHECK(f < options_.in, fmt::format("SparseDense: feature id {} >= in = {}", f, options_.in));
   backend().sparse_input_forward(x, weight_.value, bias_.value, options_.act, out_);
+  // A multiply-add per nonzero and column, the bias and activation per output; the ids, values,
+  // bias and output. (The distinct feature rows it read are counted by backward(), which lists them.)
+  const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(local_out()),
+             b = static_cast<double>(x.size());
+  profile::count(profile::Phase::input_forward, 2.0 * nnz * h + 2.0 * b * h, 4.0 * (2.0 * nnz + b * h + h));
   return out_;
 }
 
 void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
+  const profile::Scope phase(profile::Phase::input_backward);
   const size_t out = local_out();
   FRUGAL_CHECK(grad_out.rows() == x.size() && grad_out.cols() == out,
                "SparseDense::backward: gradient shape does not match the batch");
@@ -48,6 +56,14 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   bias_.grad.values.resize(1, out);
   be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
   be.sparse_input_backward(row_workspace(be, workspace_, options_.in), x, grad_pre_, weight_.grad);
+  // The forward's reads of the batch's distinct feature rows, now that they are listed; then the
+  // activation's gradient (output and gradient read, gradient written) and a multiply-add per
+  // nonzero and column into the distinct rows' gradients (ids, values read; rows written once).
+  const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(out),
+             b = static_cast<double>(x.size()), rows = static_cast<double>(weight_.grad.rows.size());
+  profile::count(profile::Phase::input_forward, 0.0, 4.0 * rows * h);
+  profile::count(profile::Phase::input_backward, 2.0 * nnz * h + 2.0 * b * h,
+                 4.0 * (3.0 * b * h + 2.0 * nnz + rows * h + rows));
 }
 
 }  // namespace frugal::layers

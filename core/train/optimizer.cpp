@@ -11,6 +11,7 @@
 #include "core/train/adagrad.h"
 #include "core/train/adam.h"
 #include "core/check.h"
+#include "core/step_profile.h"
 #include "core/train/sgd.h"
 
 namespace frugal::optim {
@@ -147,7 +148,24 @@ const Optimizer::CatchUpPlan* Optimizer::plan_for(uint32_t last) const {
   return &plans_[static_cast<size_t>(it - plan_keys_.begin())];
 }
 
+namespace {
+// The work of updating `rows` rows of `cols` elements (core/step_profile.h): each element's weight
+// and state tensors are read and written, its gradient (when there is one) read; the arithmetic is
+// ~2 operations per element for the weight, 3 per first-moment tensor and 8 for Adam's second
+// moment (square, decay, bias correction, square root, division).
+void count_row_updates(const Optimizer::State& s, size_t rows, size_t cols, bool with_grad) {
+  const bool has_m = !s.m.empty(), has_v = !s.v.empty();
+  const double elements = static_cast<double>(rows) * static_cast<double>(cols);
+  const double arrays_rw = 1.0 + (has_m ? 1.0 : 0.0) + (has_v ? 1.0 : 0.0);
+  const double bytes_per_element = sizeof(float) * (2.0 * arrays_rw + (with_grad ? 1.0 : 0.0));
+  const double flops_per_element = 2.0 + (has_m ? 3.0 : 0.0) + (has_v ? 8.0 : 0.0);
+  profile::count(profile::Phase::optimizer, elements * flops_per_element,
+                 elements * bytes_per_element + static_cast<double>(rows) * 2.0 * sizeof(uint32_t));
+}
+}  // namespace
+
 void Optimizer::step() {
+  const profile::Scope phase(profile::Phase::optimizer);
   const uint64_t n = steps_ + 1;
   grow_tables(n);
   const double lr_n = step_lr(n);
@@ -179,11 +197,13 @@ void Optimizer::step() {
     });
     // Rows are independent, so the result does not depend on how the backend splits them.
     update_rows(p, s, rows, &p.grad.values, row_plans_, row_counts_, lr_n);
+    count_row_updates(s, rows.size(), cols, true);
   }
   steps_ = n;
 }
 
 std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint32_t>& rows) {
+  const profile::Scope phase(profile::Phase::optimizer);
   const uint64_t now = steps_;
   grow_tables(now);
   prepare(0, now);
@@ -200,6 +220,7 @@ std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint
     for (size_t j = range.begin(); j < range.end(); ++j) row_plans_[j] = plan_for(s.row_steps[behind[j]]);
   });
   update_rows(p, s, behind, nullptr, row_plans_, {}, 0.0);
+  count_row_updates(s, behind.size(), p.value.cols(), false);
   for (const uint32_t r : behind) s.row_steps[r] = static_cast<uint32_t>(now);
   return behind;
 }

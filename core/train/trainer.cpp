@@ -49,6 +49,7 @@ void FitResult::merge(const FitResult& later) {
   dp_payload_uncompressed += later.dp_payload_uncompressed;
   clipped_steps += later.clipped_steps;
   compute_seconds += later.compute_seconds;
+  profile += later.profile;
 }
 
 double FitResult::dp_compression() const {
@@ -226,6 +227,8 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
 
 double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
+  // What no phase of its own claims (gradient scaling, catch-up of read rows, exchanges' packing).
+  const profile::Scope phase(profile::Phase::other);
   const double loss = compute_gradients(batch, global_batch);
   if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
     step_on_exchanged_updates();
@@ -315,6 +318,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
   const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
+  const profile::StepProfile profile_before = profile::thread_totals();
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
   double norm_sum = 0.0;
@@ -333,6 +337,8 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
     progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
   }
   if (options.end_epoch) catch_up();
+  result.profile = profile::thread_totals();
+  result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.grad_norm = result.steps > 0 ? norm_sum / static_cast<double>(result.steps) : 0.0;
   comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);

@@ -15,6 +15,7 @@
 #include "core/model.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
+#include "core/step_profile.h"
 #include "core/train/optimizer.h"
 
 namespace frugal {
@@ -101,6 +102,9 @@ struct FitResult {
   // its peers do. step_seconds() is the mean per step.
   double compute_seconds = 0.0;
   double step_seconds() const { return steps > 0 ? compute_seconds / static_cast<double>(steps) : 0.0; }
+  // Where this rank's training steps spent their time, and the work each phase did
+  // (core/step_profile.h): the epoch's part of the thread's totals.
+  profile::StepProfile profile;
   // Appends the result of a later part of the same epoch (FitOptions::skip_steps): sums, and means
   // weighted by points or steps.
   void merge(const FitResult& later);

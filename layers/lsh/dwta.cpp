@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 
 namespace frugal::lsh {
 DwtaFamily::DwtaFamily(const Dwta& options, size_t dim, size_t tables, uint64_t seed)
@@ -31,6 +32,12 @@ void DwtaFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_
                       .bucket_bits = bucket_bits_, .max_bucket_bits = bucket_bits_, .tables = tables_,
                       .seed = seed_},
                      x, rows, codes);
+  // Per vector and table: k bins of bin_size coordinates compared (counted as one operation each);
+  // the coordinates and the vectors read once, the codes written.
+  const double vectors = static_cast<double>(rows.empty() ? x.rows() : rows.size());
+  const double compares = static_cast<double>(tables_) * k_ * bin_size_;
+  profile::count_here(vectors * compares, 4.0 * (compares + vectors * static_cast<double>(dim_) +
+                                                 vectors * static_cast<double>(tables_)));
 }
 
 }  // namespace frugal::lsh

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 
 namespace frugal::lsh {
 
@@ -67,11 +68,13 @@ bool LshSampler::maybe_rebuild(const Tensor& weights, uint64_t step) {
 void LshSampler::ensure_built(const Tensor& weights) {
   if (ready()) return;
   FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
+  const profile::Scope phase(profile::Phase::rebuild);
   tables_.build(backend(), weights, Rng(seed_).split(0x1f).next_u64(), nullptr);
   inference_built_ = true;
 }
 
 void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
+  const profile::Scope phase(profile::Phase::rebuild);
   FRUGAL_CHECK(weights.rows() == neurons_, "LSH: weight rows differ from the neuron count");
   tables_.build(backend(), weights, Rng(seed_).split(step).next_u64(), built_ ? &changed_ : nullptr);
   changed_.assign(neurons_, 0);
@@ -97,7 +100,12 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   const Rng step_rng = Rng(seed_).split(0x5a3).split(step);
   // Every sample's codes in one go (the backend's LSH op), then the buckets' union per sample.
   codes_.resize(b * nt);
-  tables_.family().hash(backend(), h, {}, codes_.data());
+  {
+    const profile::Scope phase(profile::Phase::hash);
+    tables_.family().hash(backend(), h, {}, codes_.data());
+  }
+  const profile::Scope phase(profile::Phase::sample);
+  scanned_.assign(b, 0);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
     Scratch& s = scratch.local();
     for (size_t i = range.begin(); i < range.end(); ++i) {
@@ -113,11 +121,14 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
           }
       const uint32_t* codes = &codes_[i * nt];
       s.found.clear();
-      for (size_t t = 0; t < nt; ++t)
-        for (const uint32_t n : tables_.bucket(t, codes[t])) {
+      for (size_t t = 0; t < nt; ++t) {
+        const auto bucket = tables_.bucket(t, codes[t]);
+        scanned_[i] += bucket.size();
+        for (const uint32_t n : bucket) {
           if (s.hits[n] == kLabel) continue;
           if (s.hits[n]++ == 0) s.found.push_back(n);
         }
+      }
       const size_t labels_n = active.size();
       const size_t bound = max_active > 0 ? max_active : options_.max_active;
       const size_t cap = bound == 0 ? SIZE_MAX : bound;
@@ -175,6 +186,12 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   out.clear();
   size_t total = 0;
   for (const auto& a : per_sample) total += a.size();
+  // Per bucket entry: its id read (then its neuron's hit counter, a scattered access into a
+  // neuron-sized array that mostly stays in cache); per active label: its id and logit offset
+  // written.
+  double scanned = 0.0;
+  for (const uint64_t n : scanned_) scanned += static_cast<double>(n);
+  profile::count(profile::Phase::sample, 0.0, 4.0 * scanned + 8.0 * static_cast<double>(total));
   out.ids.reserve(total);
   for (size_t i = 0; i < b; ++i) {
     out.ids.insert(out.ids.end(), per_sample[i].begin(), per_sample[i].end());

@@ -86,6 +86,7 @@ class LshSampler {
   mutable std::vector<std::vector<float>> per_sample_offsets_;
   std::vector<uint8_t> changed_;  // per neuron: updated since the last rebuild
   mutable std::vector<uint32_t> codes_;  // the batch's codes, sample-major (reused across calls)
+  mutable std::vector<uint64_t> scanned_;  // per sample of the last call: bucket entries read (profile)
   Backend* backend_ = nullptr;
 };
 

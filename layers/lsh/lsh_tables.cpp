@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 
 namespace frugal::lsh {
 
@@ -62,6 +63,10 @@ void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, co
     }
     table.offsets = std::move(kept);
   });
+  // Each neuron's code per table read and its id placed; each table's offsets written and read.
+  // (Hashing the changed rows counts itself.)
+  const double entries = static_cast<double>(n) * static_cast<double>(nt);
+  profile::count_here(0.0, 8.0 * entries + 8.0 * static_cast<double>(nb) * static_cast<double>(nt));
 }
 
 void LshTables::save(cereal::BinaryOutputArchive& ar) const {

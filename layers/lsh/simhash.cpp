@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 
 namespace frugal::lsh {
 
@@ -17,6 +18,11 @@ SimHashFamily::SimHashFamily(const SimHash& options, size_t dim, size_t tables, 
 void SimHashFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const {
   FRUGAL_CHECK(x.cols() == dim_, fmt::format("SimHash: vectors have {} dimensions, the planes {}", x.cols(), dim_));
   backend.simhash_codes({.planes = &planes_, .k = k_, .tables = tables_}, x, rows, codes);
+  // One product of the vectors with every plane (planes and vectors read once), codes written.
+  const double vectors = static_cast<double>(rows.empty() ? x.rows() : rows.size());
+  const double planes = static_cast<double>(planes_.rows()), dim = static_cast<double>(dim_);
+  profile::count_here(2.0 * vectors * planes * dim,
+                      4.0 * (planes * dim + vectors * dim + vectors * static_cast<double>(tables_)));
 }
 
 }  // namespace frugal::lsh

@@ -52,11 +52,12 @@ def clean(token):
 
 
 def command_path(tokens):
-    """The subcommand path after `frugal` (["train"], ["data", "stats"]) and where its arguments start."""
+    """The subcommand path after `frugal` (["train"], ["data", "stats"], ["bench", "roofline"]) and where its
+    arguments start."""
     if len(tokens) < 2 or tokens[1].startswith("-") or not re.fullmatch(r"[a-z][a-z0-9-]*", tokens[1]):
         return None, 0
-    if tokens[1] == "data" and len(tokens) > 2 and re.fullmatch(r"[a-z][a-z0-9-]*", tokens[2]):
-        return ["data", tokens[2]], 3
+    if tokens[1] in ("data", "bench") and len(tokens) > 2 and re.fullmatch(r"[a-z][a-z0-9-]*", tokens[2]):
+        return [tokens[1], tokens[2]], 3
     return [tokens[1]], 2
 
 
