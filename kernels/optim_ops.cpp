@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/parallel_rows.h"
+#include "kernels/vector_ops.h"
 
 namespace frugal::kernels {
 namespace {
@@ -96,6 +97,13 @@ void adam_rows(const RowUpdate& u) {
   u.validate(true);
   const size_t cols = u.w->cols();
   parallel_rows(u.rows.size(), [&](size_t j) {
+    // The touched rows ascend but skip: the rows a few ahead are asked for (weights and moments).
+    if (j + kPrefetchRows < u.rows.size()) {
+      const uint32_t ahead = u.rows[j + kPrefetchRows];
+      prefetch_for_write(u.w->row(ahead), cols);
+      prefetch_for_write(u.m->row(ahead), cols);
+      prefetch_for_write(u.v->row(ahead), cols);
+    }
     const uint32_t r = u.rows[j];
     float* w = u.w->row(r);
     float* m = u.m->row(r);

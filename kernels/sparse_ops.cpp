@@ -29,7 +29,10 @@ void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& b
     std::memcpy(o, bias.data(), h * sizeof(float));
     const auto ids = x.features_of(i);
     const auto vals = x.values_of(i);
-    for (size_t j = 0; j < ids.size(); ++j) axpy(vals[j], w.row(ids[j]), o, h);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (j + kPrefetchRows < ids.size()) prefetch(w.row(ids[j + kPrefetchRows]), h);
+      axpy(vals[j], w.row(ids[j]), o, h);
+    }
     if (relu)
       for (size_t c = 0; c < h; ++c) o[c] = o[c] > 0.0f ? o[c] : 0.0f;
   });
@@ -41,7 +44,9 @@ void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, c
   const size_t d = h.cols();
   for_samples(active.num_samples(), [&](size_t i) {
     const float* hi = h.row(i);
-    for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e) {
+    const uint64_t end = active.offsets[i + 1];
+    for (uint64_t e = active.offsets[i]; e < end; ++e) {
+      if (e + kPrefetchRows < end) prefetch(w.row(active.ids[e + kPrefetchRows]), d);
       const uint32_t r = active.ids[e];
       logits[e] = dot(hi, w.row(r), d) + bias.data()[r];
     }
@@ -59,8 +64,11 @@ void active_backward_input(const ActiveSets& active, std::span<const float> dlog
   for_samples(active.num_samples(), [&](size_t i) {
     float* g = grad_h.row(i);
     std::memset(g, 0, d * sizeof(float));
-    for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e)
+    const uint64_t end = active.offsets[i + 1];
+    for (uint64_t e = active.offsets[i]; e < end; ++e) {
+      if (e + kPrefetchRows < end) prefetch(w.row(active.ids[e + kPrefetchRows]), d);
       if (dlogits[e] != 0.0f) axpy(dlogits[e], w.row(active.ids[e]), g, d);
+    }
   });
 }
 
