@@ -1,5 +1,7 @@
 #include "kernels/lsh_ops.h"
 
+#include <immintrin.h>
+
 #include <vector>
 
 #include <fmt/format.h>
@@ -41,11 +43,61 @@ void simhash_one(const SimHashSpec& s, const float* v, size_t dim, uint32_t* cod
   }
 }
 
-void dwta_one(const DwtaSpec& s, const float* v, uint32_t* codes, int32_t* winners) {
+// Bins per vector group of the AVX2 winners.
+constexpr size_t kLanes = 8;
+
+// The coordinates of groups of eight bins, transposed so that one load gives the j-th coordinate of
+// each: grouped[g * bin_size * 8 + j * 8 + lane] = coords[(g * 8 + lane) * bin_size + j].
+std::vector<int32_t> grouped_coords(const DwtaSpec& s) {
+  const size_t bins = s.tables * s.k, groups = bins / kLanes, bin_size = static_cast<size_t>(s.bin_size);
+  std::vector<int32_t> grouped(groups * bin_size * kLanes);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t j = 0; j < bin_size; ++j)
+      for (size_t lane = 0; lane < kLanes; ++lane)
+        grouped[(g * bin_size + j) * kLanes + lane] = static_cast<int32_t>(s.coords[(g * kLanes + lane) * bin_size + j]);
+  return grouped;
+}
+
+// The scalar loop's winners, eight bins per step: a lane takes coordinate j when its value is
+// strictly greater than the lane's best so far (which starts at 0), so ties keep the earlier
+// coordinate, a NaN never wins and a bin with no positive value keeps -1.
+__attribute__((target("avx2"))) void group_winners_avx2(const float* v, const int32_t* grouped, size_t groups,
+                                                        int bin_size, int32_t* winners) {
+  for (size_t g = 0; g < groups; ++g) {
+    const int32_t* c = grouped + g * static_cast<size_t>(bin_size) * kLanes;
+    __m256 best = _mm256_setzero_ps();
+    __m256 arg = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < bin_size; ++j) {
+      const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + static_cast<size_t>(j) * kLanes));
+      const __m256 x = _mm256_i32gather_ps(v, idx, 4);
+      const __m256 greater = _mm256_cmp_ps(x, best, _CMP_GT_OQ);
+      best = _mm256_blendv_ps(best, x, greater);
+      arg = _mm256_blendv_ps(arg, _mm256_castsi256_ps(_mm256_set1_epi32(j)), greater);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + g * kLanes), _mm256_castps_si256(arg));
+  }
+}
+
+bool cpu_has_avx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+}
+
+// `grouped`: grouped_coords(s) to take the AVX2 path for whole groups of eight bins, or empty.
+void dwta_one(const DwtaSpec& s, const float* v, uint32_t* codes, int32_t* winners, std::span<const int32_t> grouped) {
   const size_t bins = s.tables * s.k;
   const auto bin_size = static_cast<size_t>(s.bin_size);
+  size_t first_scalar = 0;
+  if (!grouped.empty()) {
+    const size_t groups = bins / kLanes;
+    group_winners_avx2(v, grouped.data(), groups, s.bin_size, winners);
+    first_scalar = groups * kLanes;
+  }
   // Winner (position of the maximum) of every bin, or -1 when the bin holds no positive value.
-  for (size_t b = 0; b < bins; ++b) {
+  for (size_t b = first_scalar; b < bins; ++b) {
     const uint32_t* c = &s.coords[b * bin_size];
     float best = 0.0f;
     int32_t arg = -1;
@@ -85,12 +137,15 @@ void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uin
   for_vectors(x, rows, [&](size_t j, const float* v) { simhash_one(spec, v, dim, codes + j * spec.tables); });
 }
 
-void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
+void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes,
+                bool vectorized) {
   const size_t bins = spec.tables * spec.k;
   FRUGAL_CHECK(spec.coords.size() == bins * spec.bin_size,
                fmt::format("DWTA: {} coordinates for {} bins of {}", spec.coords.size(), bins, spec.bin_size));
   for (const uint32_t c : spec.coords)
     FRUGAL_CHECK(c < x.cols(), fmt::format("DWTA: coordinate {} of {}-dimensional vectors", c, x.cols()));
+  const std::vector<int32_t> grouped =
+      vectorized && cpu_has_avx2() && x.cols() <= size_t{INT32_MAX} ? grouped_coords(spec) : std::vector<int32_t>{};
   for_vectors(x, rows, [&](size_t j, const float* v) {
     int32_t winners_stack[1024];
     std::vector<int32_t> winners_heap;
@@ -99,7 +154,7 @@ void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t>
       winners_heap.resize(bins);
       winners = winners_heap.data();
     }
-    dwta_one(spec, v, codes + j * spec.tables, winners);
+    dwta_one(spec, v, codes + j * spec.tables, winners, grouped);
   });
 }
 

@@ -11,6 +11,10 @@
 namespace frugal::kernels {
 
 void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes);
-void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes);
+// The bins' winners go eight bins at a time through AVX2 gathers where the CPU has them (the same
+// winners, compare for compare, as the scalar loop); `vectorized = false` forces the scalar loop
+// (tests compare the two).
+void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes,
+                bool vectorized = true);
 
 }  // namespace frugal::kernels

@@ -26,34 +26,48 @@ void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, co
   FRUGAL_CHECK(all || changed->size() == n, "LSH: change flags do not match the neuron count");
   num_neurons_ = n;
   codes_.resize(n * nt);
+  // codes_ is table-major (each table's codes contiguous, for its counting sort below); the hash
+  // family writes vector-major codes, which are transposed in blocks of rows that stay in cache.
   std::vector<uint32_t>& codes = codes_;
-  if (all) {
-    family_->hash(backend, weights, {}, codes.data());
-  } else {
-    std::vector<uint32_t> rows;
-    for (size_t i = 0; i < n; ++i)
-      if ((*changed)[i] != 0) rows.push_back(static_cast<uint32_t>(i));
-    if (!rows.empty()) {
-      std::vector<uint32_t> fresh(rows.size() * nt);
-      family_->hash(backend, weights, rows, fresh.data());
-      for (size_t j = 0; j < rows.size(); ++j)
-        std::copy_n(&fresh[j * nt], nt, &codes[size_t{rows[j]} * nt]);
-    }
+  std::vector<uint32_t> rows;
+  for (size_t i = 0; i < n; ++i)
+    if (all || (*changed)[i] != 0) rows.push_back(static_cast<uint32_t>(i));
+  // Blocks one after the other (each hashed in parallel by the backend, on this thread's behalf),
+  // each block's codes then moved into every table's array in parallel over the tables.
+  constexpr size_t kBlock = 16384;
+  std::vector<uint32_t> fresh;
+  for (size_t begin = 0; begin < rows.size(); begin += kBlock) {
+    const auto block = std::span<const uint32_t>(rows).subspan(begin, std::min(kBlock, rows.size() - begin));
+    fresh.resize(block.size() * nt);
+    family_->hash(backend, weights, block, fresh.data());
+    tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
+      uint32_t* out = &codes[t * n];
+      for (size_t j = 0; j < block.size(); ++j) out[block[j]] = fresh[j * nt + t];
+    });
   }
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
     Table& table = tables_[t];
+    const uint32_t* table_codes = &codes[t * n];
     table.offsets.assign(nb + 1, 0);
-    for (size_t i = 0; i < n; ++i) ++table.offsets[codes[i * nt + t] + 1];
-    for (uint32_t b = 0; b < nb; ++b) table.offsets[b + 1] += table.offsets[b];
-    std::vector<uint32_t> all(n);
+    for (size_t i = 0; i < n; ++i) ++table.offsets[table_codes[i] + 1];
+    bool overfull = false;
+    for (uint32_t b = 0; b < nb; ++b) {
+      overfull = overfull || table.offsets[b + 1] > capacity_;
+      table.offsets[b + 1] += table.offsets[b];
+    }
+    std::vector<uint32_t> placed(n);
     std::vector<uint32_t> fill(table.offsets.begin(), table.offsets.end() - 1);
-    for (size_t i = 0; i < n; ++i) all[fill[codes[i * nt + t]]++] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i < n; ++i) placed[fill[table_codes[i]]++] = static_cast<uint32_t>(i);
+    if (!overfull) {  // every bucket fits: the placed ids are the table
+      table.ids = std::move(placed);
+      return;
+    }
     // Keep at most capacity_ per bucket: a seeded shuffle of an overfull bucket, then its prefix.
     table.ids.clear();
     std::vector<uint32_t> kept(nb + 1, 0);
     Rng rng = Rng(seed).split(t);
     for (uint32_t b = 0; b < nb; ++b) {
-      uint32_t* first = all.data() + table.offsets[b];
+      uint32_t* first = placed.data() + table.offsets[b];
       const size_t count = table.offsets[b + 1] - table.offsets[b];
       if (count > capacity_)
         for (size_t j = 0; j < capacity_; ++j) std::swap(first[j], first[j + rng.below(count - j)]);

@@ -49,7 +49,7 @@ class LshTables {
   size_t capacity_;
   size_t num_neurons_ = 0;
   std::vector<Table> tables_;
-  std::vector<uint32_t> codes_;  // neuron-major: codes_[i * tables + t]
+  std::vector<uint32_t> codes_;  // table-major: codes_[t * neurons + i]
 };
 
 }  // namespace frugal::lsh

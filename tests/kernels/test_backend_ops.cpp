@@ -1,14 +1,18 @@
 // The `kernels` test: every op of every registered Backend against the scalar reference of the
-// parity harness (tests/kernels/backend_harness.h), and the harness's self-test.
+// parity harness (tests/kernels/backend_harness.h), and the harness's self-test; and the CPU
+// kernels' vectorized paths against their scalar loops.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
 
 #include "core/backend.h"
+#include "core/rng.h"
 #include "gpu/cuda_info.h"
+#include "kernels/lsh_ops.h"
 #include "tests/kernels/backend_harness.h"
 
 using namespace frugal;
@@ -68,4 +72,30 @@ TEST_CASE("the harness fails when the reference is wrong") {
   std::printf("--- self-test: every reference deliberately wrong, every comparing case must FAIL ---\n");
   const Tally t = run_all(*cpu, true);
   CHECK(t.fail > 0);
+}
+
+TEST_CASE("DWTA: the AVX2 winners equal the scalar loop's, ties, NaNs and empty bins included") {
+  // Values from a small set make ties among the largest values common; NaNs and negative values
+  // must never win; a bin with no positive value must stay empty (and borrow by densification).
+  for (const int bin_size : {2, 4, 8, 16}) {
+    const size_t tables = 37, dim = 96, rows = 50;  // 37 * k bins: whole groups of 8 and a remainder
+    const int k = 3;
+    int bin_bits = 0;
+    while ((1 << bin_bits) < bin_size) ++bin_bits;
+    Rng rng(static_cast<uint64_t>(bin_size));
+    std::vector<uint32_t> coords(tables * k * bin_size);
+    for (uint32_t& c : coords) c = static_cast<uint32_t>(rng.below(dim));
+    Tensor x(rows, dim);
+    const float levels[] = {0.0f, 0.5f, 1.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), -0.0f};
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < dim; ++c) x.at(r, c) = r == 0 ? -1.0f : levels[rng.below(6)];
+    const DwtaSpec spec{.coords = coords, .k = k, .bin_size = bin_size, .bin_bits = bin_bits,
+                        .bucket_bits = std::min(k * bin_bits, 18), .max_bucket_bits = 18, .tables = tables,
+                        .seed = 11};
+    std::vector<uint32_t> fast(rows * tables), scalar(rows * tables);
+    kernels::dwta_codes(spec, x, {}, fast.data(), true);
+    kernels::dwta_codes(spec, x, {}, scalar.data(), false);
+    INFO("bin_size " << bin_size);
+    REQUIRE(fast == scalar);
+  }
 }
