@@ -241,6 +241,19 @@ TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
 }
 
 // Parameters of the whole model, counting every slice of a sliced layer once.
+// This rank's model state in bytes: its parameters' values, the optimizer's state and what layers
+// derive from them (LSH tables), each part and their sum per local parameter.
+nlohmann::json model_state(const Model& model, const Trainer& trainer) {
+  size_t weights = 0;
+  for (const Parameter* p : model.parameters()) weights += p->value.size() * sizeof(float);
+  size_t derived = 0;
+  for (const auto& layer : model.layers()) derived += layer->derived_state_bytes();
+  const size_t optimizer = trainer.optimizer().state_bytes(), total = weights + optimizer + derived;
+  const size_t params = model.num_parameters();
+  return {{"weights", weights}, {"optimizer", optimizer}, {"lsh_tables", derived}, {"total", total},
+          {"per_parameter", params > 0 ? static_cast<double>(total) / static_cast<double>(params) : 0.0}};
+}
+
 size_t total_parameters(const Model& model) {
   size_t n = 0;
   for (const Parameter* p : model.parameters()) n += p->sliced_axis < 0 ? p->value.size() : p->full_rows * p->full_cols;
@@ -667,6 +680,8 @@ int run_train(TrainArgs a) {
                {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()},
+               // This rank's weights, optimizer state and LSH tables, in bytes and per local parameter.
+               {"model_state_bytes", model_state(model, trainer)},
                // Whole-job restarts so far under `frugal launch --max-restarts` (0 otherwise).
                {"restarts", restarts},
                // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).

@@ -36,6 +36,9 @@ class Layer {
   virtual void load_state(cereal::BinaryInputArchive&) {}
   // Called after the optimizer changed the parameters (e.g. to rebuild hash tables on schedule).
   virtual void after_update(uint64_t /*step*/) {}
+  // Bytes of the state the layer keeps besides its parameters' values (LSH tables and the codes they
+  // are built from): part of the model state a run's metrics report per parameter.
+  virtual size_t derived_state_bytes() const { return 0; }
   // A one-line description for logs.
   virtual std::string describe() const;
   // How the layer's output neurons are spread over a model-parallel group (replicated by default).

@@ -289,6 +289,11 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   }
 }
 
+size_t SoftmaxOutput::derived_state_bytes() const {
+  return (sampler_ != nullptr ? sampler_->tables().bytes() : 0) +
+         (inference_sampler_ != nullptr ? inference_sampler_->tables().bytes() : 0);
+}
+
 void SoftmaxOutput::after_update(uint64_t) {
   // The optimizer changed exactly the rows that had a gradient (after any data-parallel union).
   if (sampler_ != nullptr) sampler_->mark_changed(weight_.grad.rows);

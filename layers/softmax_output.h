@@ -46,6 +46,7 @@ class SoftmaxOutput : public OutputLayer {
   double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) override;
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
   void after_update(uint64_t step) override;
+  size_t derived_state_bytes() const override;
   void set_label_counts(std::span<const uint32_t> counts) override;
   void set_inference(const InferenceOptions& options) override;
   void accumulate_centroids(const Tensor& in, const SparseBatch& batch) override;

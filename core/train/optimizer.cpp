@@ -164,6 +164,12 @@ void count_row_updates(const Optimizer::State& s, size_t rows, size_t cols, bool
 }
 }  // namespace
 
+size_t Optimizer::state_bytes() const {
+  size_t bytes = 0;
+  for (const State& s : state_) bytes += (s.m.size() + s.v.size()) * sizeof(float) + s.row_steps.size() * sizeof(uint32_t);
+  return bytes;
+}
+
 void Optimizer::step() {
   const profile::Scope phase(profile::Phase::optimizer);
   const uint64_t n = steps_ + 1;

@@ -110,6 +110,9 @@ class Optimizer {
   // pass is about to read. lazy: does nothing.
   void catch_up_rows(const Parameter& param, const std::vector<uint32_t>& rows);
 
+  // Bytes of optimizer state: every parameter's moments (or momentum, or accumulator) and its rows'
+  // step counts.
+  size_t state_bytes() const;
   uint64_t steps() const { return steps_; }
   void set_steps(uint64_t steps) { steps_ = steps; }
   // The learning rate of 0-based step `step` (base rate times the schedule's factor).

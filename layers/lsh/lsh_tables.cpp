@@ -20,15 +20,27 @@ LshTables::LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_cap
 }
 
 void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed) {
+  // Codes of up to 16 bits (tables of at most 65,536 buckets) are kept in half the memory.
+  if (family_->buckets_per_table() <= (uint32_t{1} << 16)) {
+    wide_codes_.clear();
+    build_with(narrow_codes_, backend, weights, seed, changed);
+  } else {
+    narrow_codes_.clear();
+    build_with(wide_codes_, backend, weights, seed, changed);
+  }
+}
+
+template <class Code>
+void LshTables::build_with(std::vector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
+                           const std::vector<uint8_t>* changed) {
   const size_t n = weights.rows(), nt = tables_.size();
   const uint32_t nb = family_->buckets_per_table();
-  const bool all = changed == nullptr || codes_.size() != n * nt;
+  const bool all = changed == nullptr || codes.size() != n * nt;
   FRUGAL_CHECK(all || changed->size() == n, "LSH: change flags do not match the neuron count");
   num_neurons_ = n;
-  codes_.resize(n * nt);
-  // codes_ is table-major (each table's codes contiguous, for its counting sort below); the hash
+  codes.resize(n * nt);
+  // The codes are table-major (each table's contiguous, for its counting sort below); the hash
   // family writes vector-major codes, which are transposed in blocks of rows that stay in cache.
-  std::vector<uint32_t>& codes = codes_;
   std::vector<uint32_t> rows;
   for (size_t i = 0; i < n; ++i)
     if (all || (*changed)[i] != 0) rows.push_back(static_cast<uint32_t>(i));
@@ -41,13 +53,13 @@ void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, co
     fresh.resize(block.size() * nt);
     family_->hash(backend, weights, block, fresh.data());
     tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
-      uint32_t* out = &codes[t * n];
-      for (size_t j = 0; j < block.size(); ++j) out[block[j]] = fresh[j * nt + t];
+      Code* out = &codes[t * n];
+      for (size_t j = 0; j < block.size(); ++j) out[block[j]] = static_cast<Code>(fresh[j * nt + t]);
     });
   }
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
     Table& table = tables_[t];
-    const uint32_t* table_codes = &codes[t * n];
+    const Code* table_codes = &codes[t * n];
     table.offsets.assign(nb + 1, 0);
     for (size_t i = 0; i < n; ++i) ++table.offsets[table_codes[i] + 1];
     bool overfull = false;
@@ -83,6 +95,12 @@ void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, co
   profile::count_here(0.0, 8.0 * entries + 8.0 * static_cast<double>(nb) * static_cast<double>(nt));
 }
 
+size_t LshTables::bytes() const {
+  size_t n = wide_codes_.size();
+  for (const Table& t : tables_) n += t.offsets.size() + t.ids.size();
+  return n * sizeof(uint32_t) + narrow_codes_.size() * sizeof(uint16_t);
+}
+
 void LshTables::save(cereal::BinaryOutputArchive& ar) const {
   ar(static_cast<uint64_t>(num_neurons_), static_cast<uint64_t>(tables_.size()));
   for (const Table& t : tables_) ar(t.offsets, t.ids);
@@ -107,7 +125,8 @@ bool LshTables::load(cereal::BinaryInputArchive& ar) {
   // Hashed with another width (a checkpoint from before the automatic width changed): the tables
   // are derived state, so they are dropped and rebuilt from the weights.
   for (Table& t : tables_) t = Table{};
-  codes_.clear();
+  narrow_codes_.clear();
+  wide_codes_.clear();
   return false;
 }
 

@@ -35,6 +35,8 @@ class LshTables {
   size_t num_tables() const { return tables_.size(); }
   size_t num_neurons() const { return num_neurons_; }
   size_t bucket_capacity() const { return capacity_; }
+  // Bytes the tables hold: every table's offsets and ids, and the neurons' codes kept for rebuilds.
+  size_t bytes() const;
   void save(cereal::BinaryOutputArchive& ar) const;
   // False when the saved tables were hashed into another number of buckets than this family's:
   // they are dropped (the tables are then empty and must be built again from the weights).
@@ -49,7 +51,13 @@ class LshTables {
   size_t capacity_;
   size_t num_neurons_ = 0;
   std::vector<Table> tables_;
-  std::vector<uint32_t> codes_;  // table-major: codes_[t * neurons + i]
+  template <class Code>
+  void build_with(std::vector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
+                  const std::vector<uint8_t>* changed);
+  // Every neuron's code in every table, kept so that a rebuild hashes only the changed rows;
+  // table-major (codes[t * neurons + i]), 16-bit when the tables have at most 65,536 buckets.
+  std::vector<uint16_t> narrow_codes_;
+  std::vector<uint32_t> wide_codes_;
 };
 
 }  // namespace frugal::lsh
