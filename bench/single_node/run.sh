@@ -143,9 +143,16 @@ if wants torch_cpu; then
     --metrics "$OUT/torch_cpu.jsonl"
 fi
 
-# 5. Summary (also saved as markdown for bench/REPORT.md).
+# 5. Summary (also saved as markdown for bench/REPORT.md), then the roofline of each frugal run's
+#    last epoch (its step profile against this machine's measured peak rates).
 say "summary"
 "$PYTHON" bench/single_node/summarize.py "$OUT" | tee "$OUT/summary.md"
+for name in lsh exact; do
+  [ -f "$OUT/$name.jsonl" ] || continue
+  say "roofline: $name"
+  "$FRUGAL" bench roofline --threads "$THREADS" --metrics "$OUT/$name.jsonl" --json "$OUT/$name.roofline.json" \
+    | tee "$OUT/$name.roofline.txt"
+done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "failed runs: ${failed[*]}" >&2
   exit 1

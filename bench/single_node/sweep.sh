@@ -115,7 +115,10 @@ for L in $LABELS; do
     case $sys in
       lsh) cmd=("$FRUGAL" train "${common[@]}" --sampler lsh --quiet) ;;
       exact) cmd=("$FRUGAL" train "${common[@]}" --sampler exact --quiet) ;;
-      torch_cpu) cmd=("$PYTHON" bench/baselines/torch_xmc.py "${common[@]}" --device cpu --progress-every 60) ;;
+      # Evaluation in batches of 64: at 3M labels its default 512 x 3M logits (and their top-k
+      # temporaries) ran this 24 GiB machine out of memory. Training is unaffected.
+      torch_cpu) cmd=("$PYTHON" bench/baselines/torch_xmc.py "${common[@]}" --device cpu --progress-every 60
+                      --eval-batch 64) ;;
     esac
     rm -f "$OUT/$name.jsonl"
     say "$name ($steps steps warm-up + $steps measured)"
