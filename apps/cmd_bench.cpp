@@ -91,7 +91,8 @@ void run_roofline(const RooflineArgs& a) {
                  ph.flops_per_s() / 1e9, ph.bytes_per_s() / 1e9, ph.bound.empty() ? "-" : ph.bound,
                  ph.bound.empty() ? "-" : fmt::format("{:.0f}%", 100.0 * ph.fraction()));
       phases.push_back({{"phase", name}, {"seconds_per_sample", ph.seconds}, {"flops_per_sample", ph.flops},
-                        {"bytes_per_sample", ph.bytes}, {"bound", ph.bound}, {"roof_seconds_per_sample", ph.roof_seconds},
+                        {"bytes_per_sample", ph.bytes}, {"gathered_bytes_per_sample", ph.gathered_bytes},
+                        {"bound", ph.bound}, {"roof_seconds_per_sample", ph.roof_seconds},
                         {"fraction_of_roof", ph.fraction()}});
     }
     fmt::print("step: the roofline allows {:.1f} us/sample, the step took {:.1f}: {:.0f}% of the roof "

@@ -14,7 +14,8 @@ nlohmann::json profile_to_json(const profile::StepProfile& p, size_t samples) {
   for (size_t i = 0; i < profile::kPhases; ++i) {
     const auto phase = static_cast<profile::Phase>(i);
     const profile::PhaseTotals& t = p[phase];
-    phases[std::string(profile::phase_name(phase))] = {{"seconds", t.seconds}, {"flops", t.flops}, {"bytes", t.bytes}};
+    phases[std::string(profile::phase_name(phase))] = {
+        {"seconds", t.seconds}, {"flops", t.flops}, {"bytes", t.bytes}, {"gathered_bytes", t.gathered_bytes}};
   }
   return {{"samples", samples}, {"seconds", p.seconds()}, {"phases", phases}};
 }
@@ -33,6 +34,7 @@ profile::StepProfile profile_from_json(const nlohmann::json& j, size_t& samples)
     t.seconds = totals.value("seconds", 0.0);
     t.flops = totals.value("flops", 0.0);
     t.bytes = totals.value("bytes", 0.0);
+    t.gathered_bytes = totals.value("gathered_bytes", 0.0);
   }
   return p;
 }

@@ -2,7 +2,7 @@
 // time and the work each phase did (core/step_profile.h), written by `frugal train` and read by
 // `frugal bench roofline`.
 //   "profile": {"samples": N, "seconds": S,
-//               "phases": {"input_forward": {"seconds": s, "flops": f, "bytes": b}, ...}}
+//               "phases": {"input_forward": {"seconds": s, "flops": f, "bytes": b, "gathered_bytes": g}, ...}}
 // Totals over the epoch on this rank; samples: the points this rank's steps processed.
 #pragma once
 

@@ -8,19 +8,6 @@
 
 namespace frugal::profile {
 
-bool gathers_rows(Phase phase) {
-  switch (phase) {
-    case Phase::input_forward:
-    case Phase::input_backward:
-    case Phase::output_forward:
-    case Phase::output_backward:
-    case Phase::sample:
-      return true;
-    default:
-      return false;
-  }
-}
-
 Roofline roofline(const StepProfile& profile, size_t samples, const MachineRoofs& machine) {
   FRUGAL_CHECK(samples > 0, "roofline: the profile covers no samples");
   FRUGAL_CHECK(machine.flops_per_s > 0 && machine.stream_bytes_per_s > 0 && machine.gather_bytes_per_s > 0,
@@ -36,13 +23,14 @@ Roofline roofline(const StepProfile& profile, size_t samples, const MachineRoofs
     p.seconds = t.seconds / n;
     p.flops = t.flops / n;
     p.bytes = t.bytes / n;
+    p.gathered_bytes = std::min(t.gathered_bytes, t.bytes) / n;
     r.seconds += p.seconds;
     if (p.flops > 0.0 || p.bytes > 0.0) {
-      const bool gather = gathers_rows(phase);
-      p.memory_roof = gather ? machine.gather_bytes_per_s : machine.stream_bytes_per_s;
-      const double compute = p.flops / machine.flops_per_s, memory = p.bytes / p.memory_roof;
-      p.roof_seconds = std::max(compute, memory);
-      p.bound = compute >= memory ? "compute" : gather ? "memory (gather)" : "memory (stream)";
+      const double compute = p.flops / machine.flops_per_s;
+      const double streamed = (p.bytes - p.gathered_bytes) / machine.stream_bytes_per_s;
+      const double gathered = p.gathered_bytes / machine.gather_bytes_per_s;
+      p.roof_seconds = std::max(compute, streamed + gathered);
+      p.bound = compute >= streamed + gathered ? "compute" : gathered >= streamed ? "memory (gather)" : "memory (stream)";
       r.roof_seconds += p.roof_seconds;
       r.counted_seconds += p.seconds;
     }

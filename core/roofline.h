@@ -1,10 +1,9 @@
 // Roofline: how close each phase of a training step comes to what the machine allows. A phase that
-// did F flops and moved B bytes in T seconds cannot take less than max(F / peak flop rate,
-// B / its memory roof); that bound is its roof time, the larger term names what bounds it, and roof
-// time / T is the fraction of the roof it reaches. Phases that read rows at scattered positions
-// (the sparse input layer, the active labels' rows, the buckets) are held to the bandwidth of
-// random row gathers, the others to streaming bandwidth: the optimizer among them, as it walks the
-// touched rows in ascending order (and at 100k labels a batch touches most of them).
+// did F flops and moved S bytes by streaming and G bytes by gathering rows at scattered positions
+// (core/step_profile.h) in T seconds cannot take less than max(F / peak flop rate, S / streaming
+// bandwidth + G / gather bandwidth); that bound is its roof time, the larger term names what bounds
+// it (memory: "gather" when the gathered bytes take most of the memory time), and roof time / T is
+// the fraction of the roof it reaches.
 #pragma once
 
 #include <string>
@@ -23,9 +22,8 @@ struct MachineRoofs {
 
 struct RooflinePhase {
   Phase phase = Phase::other;
-  double seconds = 0.0, flops = 0.0, bytes = 0.0;  // per sample
-  double memory_roof = 0.0;   // bytes/s this phase is held to (0: no work counted)
-  double roof_seconds = 0.0;  // per sample: max(flops / peak, bytes / memory_roof)
+  double seconds = 0.0, flops = 0.0, bytes = 0.0, gathered_bytes = 0.0;  // per sample
+  double roof_seconds = 0.0;  // per sample: max(compute time, memory time) at the machine's rates
   std::string bound;          // "compute", "memory (gather)", "memory (stream)", or "" (no work counted)
   double fraction() const { return seconds > 0.0 ? roof_seconds / seconds : 0.0; }
   double flops_per_s() const { return seconds > 0.0 ? flops / seconds : 0.0; }
@@ -40,8 +38,6 @@ struct Roofline {
   double counted_seconds = 0.0;
 };
 
-// Whether `phase` reads rows at scattered positions (held to the gather bandwidth).
-bool gathers_rows(Phase phase);
 Roofline roofline(const StepProfile& profile, size_t samples, const MachineRoofs& machine);
 
 }  // namespace frugal::profile

@@ -39,6 +39,7 @@ StepProfile& StepProfile::operator+=(const StepProfile& other) {
     phases[i].seconds += other.phases[i].seconds;
     phases[i].flops += other.phases[i].flops;
     phases[i].bytes += other.phases[i].bytes;
+    phases[i].gathered_bytes += other.phases[i].gathered_bytes;
   }
   return *this;
 }
@@ -48,19 +49,23 @@ StepProfile& StepProfile::operator-=(const StepProfile& other) {
     phases[i].seconds -= other.phases[i].seconds;
     phases[i].flops -= other.phases[i].flops;
     phases[i].bytes -= other.phases[i].bytes;
+    phases[i].gathered_bytes -= other.phases[i].gathered_bytes;
   }
   return *this;
 }
 
 const StepProfile& thread_totals() { return clock_of_thread.totals; }
 
-void count(Phase phase, double flops, double bytes) {
+void count(Phase phase, double flops, double bytes, double gathered_bytes) {
   PhaseTotals& t = clock_of_thread.totals[phase];
   t.flops += flops;
   t.bytes += bytes;
+  t.gathered_bytes += gathered_bytes;
 }
 
-void count_here(double flops, double bytes) { count(clock_of_thread.current, flops, bytes); }
+void count_here(double flops, double bytes, double gathered_bytes) {
+  count(clock_of_thread.current, flops, bytes, gathered_bytes);
+}
 
 Scope::Scope(Phase phase) : previous_(clock_of_thread.current) {
   ThreadClock& c = clock_of_thread;

@@ -38,7 +38,10 @@ std::string_view phase_name(Phase phase);
 struct PhaseTotals {
   double seconds = 0.0;
   double flops = 0.0;  // floating-point operations (an LSH compare counts as one)
-  double bytes = 0.0;
+  double bytes = 0.0;  // compulsory traffic, all of it
+  // The part of `bytes` read at scattered positions (rows of a weight matrix picked by feature or
+  // label ids, LSH buckets): held to the gather bandwidth rather than the streaming one.
+  double gathered_bytes = 0.0;
 };
 
 struct StepProfile {
@@ -53,11 +56,12 @@ struct StepProfile {
 // This thread's totals since it started (phases charged so far; a scope still open is not yet).
 const StepProfile& thread_totals();
 
-// Adds work to `phase` of this thread's totals.
-void count(Phase phase, double flops, double bytes);
+// Adds work to `phase` of this thread's totals: `bytes` in all, of which `gathered_bytes` at
+// scattered positions.
+void count(Phase phase, double flops, double bytes, double gathered_bytes = 0.0);
 // Adds work to the phase in force on this thread (the innermost open scope; `other` outside
 // every scope): for code that several phases share, such as LSH hashing (sampling and rebuilds).
-void count_here(double flops, double bytes);
+void count_here(double flops, double bytes, double gathered_bytes = 0.0);
 
 // Charges the time until its destruction to `phase`, less the time of scopes opened inside it.
 class Scope {

@@ -182,9 +182,9 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   // written) and the rows' gradients (ids, gradients and hidden vectors read, each distinct row's
   // gradient and bias gradient written once).
   const auto rows = static_cast<double>(weight_.grad.rows.size()), points = static_cast<double>(b);
-  profile::count(profile::Phase::output_forward, 0.0, 4.0 * (rows * d + rows));
+  profile::count(profile::Phase::output_forward, 0.0, 4.0 * (rows * d + rows), 4.0 * (rows * d + rows));
   profile::count(profile::Phase::output_backward, 4.0 * a * d,
-                 4.0 * (2.0 * rows * d + rows + 4.0 * a + 2.0 * points * d));
+                 4.0 * (2.0 * rows * d + rows + 4.0 * a + 2.0 * points * d), 4.0 * rows * d);
   labels_scored_ += active_.total();
   return loss;
 }

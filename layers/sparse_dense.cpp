@@ -61,7 +61,7 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   // nonzero and column into the distinct rows' gradients (ids, values read; rows written once).
   const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(out),
              b = static_cast<double>(x.size()), rows = static_cast<double>(weight_.grad.rows.size());
-  profile::count(profile::Phase::input_forward, 0.0, 4.0 * rows * h);
+  profile::count(profile::Phase::input_forward, 0.0, 4.0 * rows * h, 4.0 * rows * h);
   profile::count(profile::Phase::input_backward, 2.0 * nnz * h + 2.0 * b * h,
                  4.0 * (3.0 * b * h + 2.0 * nnz + rows * h + rows));
 }

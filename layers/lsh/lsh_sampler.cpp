@@ -191,7 +191,7 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   // written.
   double scanned = 0.0;
   for (const uint64_t n : scanned_) scanned += static_cast<double>(n);
-  profile::count(profile::Phase::sample, 0.0, 4.0 * scanned + 8.0 * static_cast<double>(total));
+  profile::count(profile::Phase::sample, 0.0, 4.0 * scanned + 8.0 * static_cast<double>(total), 4.0 * scanned);
   out.ids.reserve(total);
   for (size_t i = 0; i < b; ++i) {
     out.ids.insert(out.ids.end(), per_sample[i].begin(), per_sample[i].end());

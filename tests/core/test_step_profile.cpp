@@ -91,6 +91,7 @@ TEST_CASE("step profile: an LSH epoch's profile has every phase of the step, wit
     const double nnz = static_cast<double>(d.train.points.feature_ids.size());
     REQUIRE(p[Phase::input_forward].flops == Approx(2.0 * nnz * 32 + 2.0 * 640 * 32));
     REQUIRE(p[Phase::input_backward].flops == Approx(2.0 * nnz * 32 + 2.0 * 640 * 32));
+    REQUIRE(p[Phase::input_forward].gathered_bytes > 0.0);
     for (const Phase ph : {Phase::input_forward, Phase::output_forward, Phase::output_backward,
                            Phase::input_backward, Phase::optimizer}) {
       INFO(profile::phase_name(ph));
@@ -103,6 +104,9 @@ TEST_CASE("step profile: an LSH epoch's profile has every phase of the step, wit
       const double active = fit.labels_scored_per_sample * 640;
       REQUIRE(p[Phase::output_forward].flops == Approx(2.0 * active * 32 + 6.0 * active));
       REQUIRE(p[Phase::output_backward].flops == Approx(4.0 * active * 32));
+      // The active rows are gathered; the input layer's feature rows too.
+      REQUIRE(p[Phase::output_forward].gathered_bytes > 0.0);
+      REQUIRE(p[Phase::output_forward].gathered_bytes < p[Phase::output_forward].bytes);
       for (const Phase ph : {Phase::hash, Phase::sample, Phase::rebuild}) {
         INFO(profile::phase_name(ph));
         REQUIRE(p[ph].seconds > 0.0);
@@ -110,6 +114,7 @@ TEST_CASE("step profile: an LSH epoch's profile has every phase of the step, wit
       }
     } else {
       REQUIRE(p[Phase::output_forward].flops == Approx(2.0 * 640 * 500 * 32 + 6.0 * 640 * 500));
+      REQUIRE(p[Phase::output_forward].gathered_bytes == 0.0);  // dense products stream
       REQUIRE(p[Phase::hash].seconds == 0.0);
       REQUIRE(p[Phase::sample].seconds == 0.0);
       REQUIRE(p[Phase::rebuild].seconds == 0.0);
@@ -125,8 +130,9 @@ TEST_CASE("step profile: an LSH epoch's profile has every phase of the step, wit
 
 TEST_CASE("roofline: each phase is held to the larger of its compute and memory time") {
   profile::StepProfile p;
-  // 10 samples. Output forward: 1e6 flops, 4e6 bytes, 1 ms -> gather-bound (4e6 / 4e9 = 1 ms): 100%.
-  p[Phase::output_forward] = {.seconds = 1e-3, .flops = 1e6, .bytes = 4e6};
+  // 10 samples. Output forward: 1e6 flops, 6e6 bytes of which 4e6 gathered, 1.1 ms -> memory:
+  // 2e6 / 2e10 + 4e6 / 4e9 = 0.1 + 1 ms, mostly gathering: 100%.
+  p[Phase::output_forward] = {.seconds = 1.1e-3, .flops = 1e6, .bytes = 6e6, .gathered_bytes = 4e6};
   // Dense layers: 1e9 flops in 20 ms, few bytes -> compute-bound (1e9 / 1e11 = 10 ms): 50%.
   p[Phase::dense_layers] = {.seconds = 20e-3, .flops = 1e9, .bytes = 1e6};
   // The optimizer streams: 2e7 bytes at 2e10 B/s = 1 ms of roof in 4 ms: 25%.
@@ -142,13 +148,14 @@ TEST_CASE("roofline: each phase is held to the larger of its compute and memory 
   REQUIRE(r.phases[1].phase == Phase::output_forward);
   REQUIRE(r.phases[1].bound == "memory (gather)");
   REQUIRE(r.phases[1].fraction() == Approx(1.0));
-  REQUIRE(r.phases[1].seconds == Approx(1e-4));  // per sample
+  REQUIRE(r.phases[1].seconds == Approx(1.1e-4));  // per sample
+  REQUIRE(r.phases[1].gathered_bytes == Approx(4e5));
   REQUIRE(r.phases[2].bound == "memory (stream)");
   REQUIRE(r.phases[2].fraction() == Approx(0.25));
   REQUIRE(r.phases[3].bound.empty());
-  REQUIRE(r.seconds == Approx(30e-4));
-  REQUIRE(r.roof_seconds == Approx((10e-3 + 1e-3 + 1e-3) / 10));
-  REQUIRE(r.counted_seconds == Approx(25e-4));
+  REQUIRE(r.seconds == Approx(30.1e-4));
+  REQUIRE(r.roof_seconds == Approx((10e-3 + 1.1e-3 + 1e-3) / 10));
+  REQUIRE(r.counted_seconds == Approx(25.1e-4));
   REQUIRE_THROWS_WITH(profile::roofline(p, 0, {.flops_per_s = 1, .stream_bytes_per_s = 1, .gather_bytes_per_s = 1}),
                       Catch::Contains("no samples"));
   REQUIRE_THROWS_WITH(profile::roofline(p, 1, {}), Catch::Contains("probe"));
