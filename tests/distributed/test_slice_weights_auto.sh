@@ -56,9 +56,17 @@ fails_with "not one of cpu, cuda, cuda:N, auto" "$FRUGAL" "${COMMON[@]}" --devic
 # auto (the default) keeps the host transport there; without a data-parallel group nccl is ignored, saying so.
 fails_with "rank(s) 0, 1 of the data-parallel group run on the CPU" "$FRUGAL" launch -n 2 -- "$FRUGAL" \
   "${COMMON[@]}" --epochs 1 --quiet --device cpu --grid 2x1 --dp-transport nccl
+# Every rank takes the same decision, but the launcher stops the others as soon as one fails, so a
+# rank may be stopped before it prints: each rank must either print the NCCL message or have been
+# stopped by the launcher after another rank's failure, and some rank must print it.
+grep -qF "] frugal: error: --dp-transport nccl: rank(s) 0, 1" "$TMP/fail.log" ||
+  { cat "$TMP/fail.log"; echo "no rank failed with the NCCL message"; exit 1; }
 for r in 0 1; do
   grep -qF "[$r] frugal: error: --dp-transport nccl: rank(s) 0, 1" "$TMP/fail.log" ||
-    { cat "$TMP/fail.log"; echo "rank $r did not fail with the NCCL message"; exit 1; }
+    grep -qE "frugal launch: rank [01] exited with status 1; stopping the other ranks" "$TMP/fail.log" ||
+    { cat "$TMP/fail.log"; echo "rank $r neither failed with the NCCL message nor was stopped by the launcher"; exit 1; }
+  ! grep -E "^\[$r\] frugal: error:" "$TMP/fail.log" | grep -vqF -- "--dp-transport nccl: rank(s) 0, 1" ||
+    { cat "$TMP/fail.log"; echo "rank $r failed with another error"; exit 1; }
 done
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --device cpu --grid 2x1 --dp-transport auto
 grep -q "NCCL" "$TMP/last.log" && { cat "$TMP/last.log"; echo "auto chose NCCL on CPU replicas"; exit 1; }
