@@ -44,45 +44,17 @@ if [ "$FEATURES $LABELS $NTRAIN $NTEST" = "100000 100000 50000 5000" ]; then
 else
   DATA=${FRUGAL_BENCH_DATA:-.bench/xmc-f$FEATURES-l$LABELS-n$NTRAIN-m$NTEST}
 fi
-# PyTorch re-allocates ~500 MB of temporaries a step; without these glibc tunables each step page-
-# faults all of it in again, which in this VM costs more than the arithmetic. torch_xmc.py sets them
-# itself; exporting them here gives frugal the very same allocator settings, so neither side gains.
-export GLIBC_TUNABLES=${FRUGAL_BENCH_GLIBC_TUNABLES-glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4000000000}
-[ -n "$GLIBC_TUNABLES" ] || unset GLIBC_TUNABLES
-
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '+ %s\n' "$*"; "$@"; }
-wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+source bench/single_node/common.sh   # say, run, wants, GLIBC_TUNABLES, build_frugal, install_missing, write_env
 
 mkdir -p "$OUT"
 needs_frugal=0
 { wants lsh || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
 
 # 1. Build (ninja only rebuilds what changed).
-if [ "$needs_frugal" = 1 ]; then
-  if [ "${FRUGAL_BENCH_NO_BUILD:-0}" = 1 ]; then
-    [ -x "$FRUGAL" ] || { echo "FRUGAL_BENCH_NO_BUILD=1 but $FRUGAL does not exist" >&2; exit 1; }
-    say "using $FRUGAL as it is (FRUGAL_BENCH_NO_BUILD=1)"
-  else
-    say "building frugal"
-    run bash apps/dev.sh build
-  fi
-fi
+[ "$needs_frugal" = 1 ] && build_frugal
 
-# 2. The baseline's packages: Debian's torch and OpenBLAS (without OpenBLAS torch falls back to the
-#    reference BLAS and runs ~10x slower: an unfair baseline).
-if wants torch_cpu; then
-  missing=()
-  for p in python3-torch libopenblas0-pthread; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    say "installing missing Debian packages: ${missing[*]}"
-    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    run $sudo apt-get update -q
-    DEBIAN_FRONTEND=noninteractive run $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-  fi
-fi
+# 2. The baseline's packages (common.sh's TORCH_PACKAGES).
+wants torch_cpu && install_missing "${TORCH_PACKAGES[@]}"
 
 # 3. Data, generated once; written to a temporary directory and renamed so that an interrupted run
 #    never leaves a half-written data set that a later run would take as present.
@@ -105,13 +77,7 @@ read -r -a FRUGAL_EXTRA <<< "${FRUGAL_BENCH_FRUGAL_FLAGS:-}"
 read -r -a LSH_EXTRA <<< "${FRUGAL_BENCH_LSH_FLAGS:-}"
 read -r -a TORCH_EXTRA <<< "${FRUGAL_BENCH_TORCH_FLAGS:-}"
 
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "GLIBC_TUNABLES: ${GLIBC_TUNABLES:-unset}"
-} > "$OUT/env.txt"
+write_env
 : > "$OUT/commands.txt"
 
 bench() {   # bench NAME CMD...: run CMD, its output to the terminal and to $OUT/NAME.log

@@ -27,39 +27,16 @@ THREADS=${FRUGAL_SWEEP_THREADS:-2}
 MAX_SECONDS=${FRUGAL_SWEEP_MAX_SECONDS:-600}
 PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
 FRUGAL=build/apps/frugal
-export GLIBC_TUNABLES=${FRUGAL_BENCH_GLIBC_TUNABLES-glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4000000000}
-[ -n "$GLIBC_TUNABLES" ] || unset GLIBC_TUNABLES
+source bench/single_node/common.sh   # say, run, wants, GLIBC_TUNABLES, build_frugal, install_missing, write_env
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '+ %s\n' "$*"; "$@"; }
-wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-
-if [ "${FRUGAL_BENCH_NO_BUILD:-0}" = 1 ]; then
-  [ -x "$FRUGAL" ] || { echo "FRUGAL_BENCH_NO_BUILD=1 but $FRUGAL does not exist" >&2; exit 1; }
-else
-  say "building frugal"
-  run bash apps/dev.sh build
-fi
-missing=()
-wants torch_cpu && for p in python3-torch libopenblas0-pthread; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-command -v gnuplot > /dev/null || missing+=(gnuplot-nox)
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing missing Debian packages: ${missing[*]}"
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  run $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive run $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+build_frugal
+packages=()
+wants torch_cpu && packages+=("${TORCH_PACKAGES[@]}")
+command -v gnuplot > /dev/null || packages+=(gnuplot-nox)
+[ ${#packages[@]} -eq 0 ] || install_missing "${packages[@]}"
 
 mkdir -p "$OUT"
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "GLIBC_TUNABLES: ${GLIBC_TUNABLES:-unset}"
-} > "$OUT/env.txt"
+write_env
 : > "$OUT/commands.txt"
 say "machine probe"
 printf '+ %s\n' "$FRUGAL bench roofline --threads $THREADS --json $OUT/machine.json"
