@@ -94,6 +94,7 @@ struct TrainArgs {
   OutputInit output_init = OutputInit::random;
   float centroid_scale = 10.0f;
   layers::Sampler sampler = layers::Sampler::lsh;
+  Dtype precision = Dtype::f32;  // --precision (layers::NetworkSpec::precision)
   layers::HashKind hash = layers::HashKind::dwta;
   // --grid and --slice-weights as given (run configs record the text) and as parsed.
   std::string grid, slice_weights;
@@ -203,7 +204,8 @@ layers::NetworkSpec network_spec(const TrainArgs& a, const data::Dataset& train)
           .hash = std::string(layers::to_string(a.hash)), .k = a.k, .bin_size = a.bin_size,
           .active_target = a.active_target, .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
           .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
-          .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq, .seed = a.seed};
+          .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq, .seed = a.seed,
+          .precision = std::string(dtype_name(a.precision))};
 }
 
 // The settings a checkpoint must agree with to be resumed. A key a checkpoint lacks is not
@@ -245,7 +247,7 @@ TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
 // derive from them (LSH tables), each part and their sum per local parameter.
 nlohmann::json model_state(const Model& model, const Trainer& trainer) {
   size_t weights = 0;
-  for (const Parameter* p : model.parameters()) weights += p->value.size() * sizeof(float);
+  for (const Parameter* p : model.parameters()) weights += p->value.bytes();
   size_t derived = 0;
   for (const auto& layer : model.layers()) derived += layer->derived_state_bytes();
   const size_t optimizer = trainer.optimizer().state_bytes(), total = weights + optimizer + derived;
@@ -434,6 +436,24 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
   return fit;
 }
 
+// --precision bf16: what it stores in bf16, and the combinations that cannot use it.
+void check_precision(const TrainArgs& a, const Backend& backend) {
+  if (a.precision == Dtype::f32) return;
+  FRUGAL_CHECK(backend.name() == "cpu",
+               fmt::format("--precision bf16 runs on the CPU backend only so far (this rank's device is {}): use "
+                           "--device cpu or --precision f32", backend.name()));
+  FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates,
+               "--precision bf16 with --dp-compress updates is not supported (the replicas exchange weight changes "
+               "smaller than a bf16 step): use --dp-compress gradients or --precision f32");
+}
+
+// What --precision bf16 leaves in f32 (rank 0 says it).
+void note_precision(const TrainArgs& a) {
+  if (a.precision != Dtype::f32 && !a.quiet && a.sampler == layers::Sampler::exact)
+    fmt::print("note: --precision bf16 stores the sparse input layer's weights in bf16; the exact softmax "
+               "multiplies its whole weight matrix every step and keeps it in f32\n");
+}
+
 int run_train(TrainArgs a) {
   Backend& backend = choose_device(a.device, a.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -454,6 +474,7 @@ int run_train(TrainArgs a) {
     dp_auto = resolve_dp_target(a, train);
     a.dp_compress = dp_auto->target;
   }
+  check_precision(a, backend);
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);
   config["grid"] = a.grid;
@@ -461,6 +482,8 @@ int run_train(TrainArgs a) {
   config["dp_transport"] = std::string(cli::to_string(a.dp_transport));
   config["slice_weights"] = a.slice_weights;
   config["batch"] = a.batch;
+  // Compared between ranks, not on --resume: checkpoints hold f32 and resume in either precision.
+  config["precision"] = std::string(dtype_name(a.precision));
   // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
   config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
   config["dp_reestimate_every"] = a.dp_reestimate_every;
@@ -493,6 +516,7 @@ int run_train(TrainArgs a) {
   check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
+  note_precision(a);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
                                              comm_timeout_flag(a.comm), !a.quiet);
   if (!a.quiet)
@@ -750,7 +774,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                            "--active-target", "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
                            "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--lr-schedule", "--clip-norm",
-                           "--dropout"})
+                           "--dropout", "--precision"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
@@ -814,6 +838,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   add_choice(cmd, "--sampler", a->sampler, {layers::Sampler::lsh, layers::Sampler::exact},
              "output neurons computed in training");
+  add_choice(cmd, "--precision", a->precision, {{"f32", Dtype::f32}, {"bf16", Dtype::bf16}},
+             "storage of the sparse input layer's and the LSH softmax's weights and their optimizer moments: f32, "
+             "or bf16 (half the memory and bandwidth; computed in f32, updates stored with stochastic rounding)");
   add_choice(cmd, "--hash", a->hash, {layers::HashKind::dwta, layers::HashKind::simhash}, "LSH family");
   cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count");
   cmd->add_option("--active-target", a->active_target,

@@ -118,6 +118,8 @@ void RowUpdate::validate(bool second_moment) const {
   const size_t n = w->rows(), cols = w->cols();
   FRUGAL_CHECK(m->rows() == n && m->cols() == cols && (!second_moment || (v->rows() == n && v->cols() == cols)),
                "optimizer rows: the state's shape differs from the weights'");
+  FRUGAL_CHECK(m->dtype() == w->dtype() && (!second_moment || v->dtype() == w->dtype()),
+               "optimizer rows: the state's precision differs from the weights'");
   FRUGAL_CHECK(grad == nullptr || (grad->rows() == rows.size() && (rows.empty() || grad->cols() == cols)),
                "optimizer rows: the gradient's shape does not match the row list");
   FRUGAL_CHECK(plans.empty() || plans.size() == rows.size(), "optimizer rows: one catch-up plan per row");

@@ -99,6 +99,12 @@ struct RowUpdate {
   std::span<const float> correction1, correction2;
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0;  // eps: Adam's or Adagrad's
   float momentum = 0;  // SGD
+  // bf16 state (w, m, v share one dtype): the updated rows are stored with stochastic rounding
+  // whose random bits hash round_seed (the optimizer's step, the parameter, update or catch-up) and
+  // the element's position in the whole parameter (row_base + row, col_base + column), so a sliced
+  // parameter rounds exactly as the unsliced one.
+  uint64_t round_seed = 0;
+  size_t row_base = 0, col_base = 0;
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
   void validate(bool second_moment) const;

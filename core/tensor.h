@@ -1,13 +1,22 @@
-// Tensor: a row-major matrix of floats whose rows start on 64-byte boundaries when cols is a
-// multiple of 16, so SIMD kernels can load whole rows. The only dense container frugal uses.
+// Tensor: a row-major matrix whose rows start on 64-byte boundaries when a row is a multiple of 64
+// bytes, so SIMD kernels can load whole rows. The only dense container frugal uses.
+//
+// Elements are f32, or bf16 for storage (`--precision bf16`: the large row-sparse parameters and
+// their optimizer moments take half the memory and half the bandwidth). A bf16 element is the high
+// half of an f32, so widening is exact; kernels widen and compute in f32. The float accessors
+// (data(), row(), at(), span()) are for f32 tensors and throw frugal::Error on a bf16 one: code that
+// handles both asks dtype() and uses bf16_row(), or the converting value_at() / set_value() / assign().
+//
 // A Tensor says on which Device its data lives; today every Tensor is in host memory (a device
 // Backend will keep weights and optimizer state resident on its device).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
+#include <string_view>
 
 namespace frugal {
 
@@ -20,43 +29,109 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
+enum class Dtype : uint8_t { f32, bf16 };
+std::string_view dtype_name(Dtype dtype);
+// "f32" or "bf16"; throws frugal::Error naming the text otherwise.
+Dtype dtype_from_string(std::string_view name);
+inline size_t dtype_bytes(Dtype dtype) { return dtype == Dtype::f32 ? 4 : 2; }
+
+// bf16 <-> f32. Widening is exact; narrowing rounds to nearest, ties to even (NaN stays NaN).
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+// Stochastic rounding: rounds up with probability equal to the dropped fraction, given 16 random
+// bits. Unbiased, so updates far below a bf16 step still move a weight on average (round to nearest
+// would drop every Adam step smaller than half a step of the weight). Infinities and NaN are kept.
+inline uint16_t f32_to_bf16_stochastic(float f, uint32_t random16) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return f32_to_bf16(f);
+  const uint32_t rounded = bits + (random16 & 0xffffu);
+  // Rounding away past the largest finite value would make an infinity: stay at the largest.
+  if ((rounded & 0x7f800000u) == 0x7f800000u) return static_cast<uint16_t>(bits >> 16);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(size_t rows, size_t cols);  // zero-initialized
+  Tensor(size_t rows, size_t cols, Dtype dtype = Dtype::f32);  // zero-initialized
+  // Copies keep the source's dtype (assign() converts into this tensor's).
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
-  // Changes the shape, keeping the allocation when it is large enough; contents are unspecified.
+  // Changes the shape, keeping the dtype and the allocation when it is large enough; contents are
+  // unspecified.
   void resize(size_t rows, size_t cols);
   void zero();
   void fill(float v);
+  // Takes other's shape and values in this tensor's dtype (rounding to nearest into bf16).
+  void assign(const Tensor& other);
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
   size_t size() const { return rows_ * cols_; }
   bool empty() const { return size() == 0; }
+  Dtype dtype() const { return dtype_; }
+  size_t bytes() const { return size() * dtype_bytes(dtype_); }
   // Where data() points: the host for every Tensor today.
   Device device() const { return device_; }
 
-  float* data() { return data_.get(); }
-  const float* data() const { return data_.get(); }
-  float* row(size_t r) { return data_.get() + r * cols_; }
-  const float* row(size_t r) const { return data_.get() + r * cols_; }
-  float& at(size_t r, size_t c) { return data_.get()[r * cols_ + c]; }
-  float at(size_t r, size_t c) const { return data_.get()[r * cols_ + c]; }
+  float* data() { return f32(); }
+  const float* data() const { return f32(); }
+  float* row(size_t r) { return f32() + r * cols_; }
+  const float* row(size_t r) const { return f32() + r * cols_; }
+  float& at(size_t r, size_t c) { return f32()[r * cols_ + c]; }
+  float at(size_t r, size_t c) const { return f32()[r * cols_ + c]; }
   std::span<float> span() { return {data(), size()}; }
   std::span<const float> span() const { return {data(), size()}; }
 
+  // bf16 tensors only (throw on an f32 one).
+  uint16_t* bf16_data() { return half(); }
+  const uint16_t* bf16_data() const { return half(); }
+  uint16_t* bf16_row(size_t r) { return half() + r * cols_; }
+  const uint16_t* bf16_row(size_t r) const { return half() + r * cols_; }
+
+  // Either dtype, one element at a time (checkpoints, slicing; not for kernels).
+  float value_at(size_t r, size_t c) const;
+  void set_value(size_t r, size_t c, float v);
+  // Row r widened to f32 into out (cols() floats), and out narrowed (to nearest) into row r.
+  void read_row(size_t r, float* out) const;
+  void write_row(size_t r, const float* in);
+
  private:
   struct FreeAligned {
-    void operator()(float* p) const;
+    void operator()(std::byte* p) const;
   };
-  size_t rows_ = 0, cols_ = 0, capacity_ = 0;
+  [[noreturn]] void wrong_dtype(Dtype wanted) const;
+  float* f32() const {
+    if (dtype_ != Dtype::f32) [[unlikely]] wrong_dtype(Dtype::f32);
+    return reinterpret_cast<float*>(data_.get());
+  }
+  uint16_t* half() const {
+    if (dtype_ != Dtype::bf16) [[unlikely]] wrong_dtype(Dtype::bf16);
+    return reinterpret_cast<uint16_t*>(data_.get());
+  }
+
+  size_t rows_ = 0, cols_ = 0, capacity_ = 0;  // capacity in bytes
+  Dtype dtype_ = Dtype::f32;
   Device device_{};
-  std::unique_ptr<float[], FreeAligned> data_;
+  std::unique_ptr<std::byte[], FreeAligned> data_;
 };
+
+// src's values in the given dtype.
+Tensor converted(const Tensor& src, Dtype dtype);
 
 }  // namespace frugal

@@ -1,6 +1,7 @@
 #include "core/tensor_io.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -10,7 +11,17 @@ namespace frugal {
 
 void save_tensor(cereal::BinaryOutputArchive& ar, const Tensor& t) {
   ar(static_cast<uint64_t>(t.rows()), static_cast<uint64_t>(t.cols()));
-  if (!t.empty()) ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+  if (t.empty()) return;
+  // Files hold f32 whatever the tensor's precision, so a bf16 run resumes in f32 and back.
+  if (t.dtype() == Dtype::f32) {
+    ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+  } else {
+    std::vector<float> row(t.cols());
+    for (size_t r = 0; r < t.rows(); ++r) {
+      t.read_row(r, row.data());
+      ar(cereal::binary_data(row.data(), row.size() * sizeof(float)));
+    }
+  }
 }
 
 void load_tensor(cereal::BinaryInputArchive& ar, Tensor& t, size_t rows, size_t cols, const std::string& what) {
@@ -18,7 +29,16 @@ void load_tensor(cereal::BinaryInputArchive& ar, Tensor& t, size_t rows, size_t 
   ar(r, c);
   FRUGAL_CHECK(r == rows && c == cols, fmt::format("checkpoint: {} is {}x{}, expected {}x{}", what, r, c, rows, cols));
   t.resize(rows, cols);
-  if (!t.empty()) ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+  if (t.empty()) return;
+  if (t.dtype() == Dtype::f32) {
+    ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
+  } else {
+    std::vector<float> row(cols);
+    for (size_t i = 0; i < rows; ++i) {
+      ar(cereal::binary_data(row.data(), row.size() * sizeof(float)));
+      t.write_row(i, row.data());
+    }
+  }
 }
 
 void save_file_header(cereal::BinaryOutputArchive& ar, const char (&magic)[8], uint32_t version) {

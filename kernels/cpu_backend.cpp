@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/parallel_rows.h"
 #include "kernels/dense_ops.h"
 #include "kernels/lsh_ops.h"
 #include "kernels/matmul.h"
 #include "kernels/optim_ops.h"
 #include "kernels/softmax_ops.h"
 #include "kernels/sparse_ops.h"
+#include "kernels/vector_ops.h"
 
 namespace frugal::kernels {
 namespace {
@@ -23,6 +25,26 @@ RowAccumulator& accumulator_of(const Backend* self, RowWorkspace& ws) {
   auto* cpu = dynamic_cast<CpuRowWorkspace*>(&ws);
   FRUGAL_CHECK(cpu != nullptr && ws.owner() == self, "cpu backend: the row workspace was made by another backend");
   return cpu->accumulator;
+}
+
+// Codes of bf16 rows (LSH tables over bf16 weights): the listed rows (every row when rows is
+// empty) widened to f32 a block at a time, each block hashed by the f32 kernel (`hash`), so the
+// codes are those of the widened weights and the scratch stays small at millions of labels.
+template <class Hash>
+void widened_blocks(const Tensor& x, std::span<const uint32_t> rows, size_t tables, uint32_t* codes, Hash&& hash) {
+  constexpr size_t kBlock = 4096;
+  const size_t n = rows.empty() ? x.rows() : rows.size();
+  for (const uint32_t r : rows)
+    FRUGAL_CHECK(r < x.rows(), fmt::format("LSH codes: row {} of a {}-row matrix", r, x.rows()));
+  Tensor wide;
+  for (size_t j0 = 0; j0 < n; j0 += kBlock) {
+    const size_t len = std::min(kBlock, n - j0);
+    wide.resize(len, x.cols());
+    parallel_rows(len, [&](size_t j) {
+      widen_bf16(x.bf16_row(rows.empty() ? j0 + j : rows[j0 + j]), wide.row(j), x.cols());
+    }, 256);
+    hash(wide, codes + j0 * tables);
+  }
 }
 
 // Registered when libfrugal is loaded (libfrugal links this object whole).
@@ -102,10 +124,18 @@ void CpuBackend::adagrad_rows(const RowUpdate& u) { kernels::adagrad_rows(u); }
 
 void CpuBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                uint32_t* codes) {
+  if (x.dtype() == Dtype::bf16)
+    return widened_blocks(x, rows, spec.tables, codes, [&](const Tensor& wide, uint32_t* out) {
+      kernels::simhash_codes(spec, wide, {}, out);
+    });
   kernels::simhash_codes(spec, x, rows, codes);
 }
 
 void CpuBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
+  if (x.dtype() == Dtype::bf16)
+    return widened_blocks(x, rows, spec.tables, codes, [&](const Tensor& wide, uint32_t* out) {
+      kernels::dwta_codes(spec, wide, {}, out);
+    });
   kernels::dwta_codes(spec, x, rows, codes);
 }
 

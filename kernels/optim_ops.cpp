@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
@@ -91,23 +92,70 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_catch_
 // Rows per task of the row updates (each row is cheap: a task of one would cost more than it does).
 constexpr size_t kOptimRowGrain = 64;
 
+// The rounding key of row r of an update: its seed and the row's id in the whole parameter.
+uint32_t row_key(const RowUpdate& u, uint32_t r) {
+  uint64_t key = u.round_seed ^ ((u.row_base + r) * 0x9e3779b97f4a7c15ull);
+  key ^= key >> 32;
+  return static_cast<uint32_t>(key);
+}
+
+// Runs body(j, w, m, v) over the update's rows with f32 row pointers (v null without a second
+// moment). f32 state: the rows themselves. bf16 state: the rows widened into per-thread scratch,
+// updated in f32, and stored back with stochastic rounding keyed by the element's global position,
+// so no bit depends on how rows are split over threads.
+template <class Body>
+void for_update_rows(const RowUpdate& u, bool second_moment, Body&& body) {
+  const size_t cols = u.w->cols();
+  Tensor* state[3] = {u.w, u.m, second_moment ? u.v : nullptr};
+  if (u.w->dtype() == Dtype::f32) {
+    parallel_rows(u.rows.size(), [&](size_t j) {
+      // The touched rows ascend but skip: the rows a few ahead are asked for (weights and moments).
+      if (j + kPrefetchRows < u.rows.size())
+        for (Tensor* t : state)
+          if (t != nullptr) prefetch_for_write(t->row(u.rows[j + kPrefetchRows]), cols);
+      const uint32_t r = u.rows[j];
+      body(j, u.w->row(r), u.m->row(r), second_moment ? u.v->row(r) : nullptr);
+    }, kOptimRowGrain);
+    return;
+  }
+  parallel_rows(u.rows.size(), [&](size_t j) {
+    if (j + kPrefetchRows < u.rows.size())
+      for (Tensor* t : state)
+        if (t != nullptr) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchRows]), cols * sizeof(uint16_t));
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < 3 * cols) scratch.resize(3 * cols);
+    const uint32_t r = u.rows[j];
+    float* wide[3] = {nullptr, nullptr, nullptr};
+    for (size_t t = 0; t < 3; ++t)
+      if (state[t] != nullptr) {
+        wide[t] = scratch.data() + t * cols;
+        widen_bf16(state[t]->bf16_row(r), wide[t], cols);
+      }
+    body(j, wide[0], wide[1], wide[2]);
+    narrow_bf16_state(wide[0], wide[1], wide[2], state[0]->bf16_row(r), state[1]->bf16_row(r),
+                      state[2] != nullptr ? state[2]->bf16_row(r) : nullptr, cols, row_key(u, r),
+                      static_cast<uint32_t>(u.col_base));
+  }, kOptimRowGrain);
+}
+
 }  // namespace
 
 void adam_rows(const RowUpdate& u) {
   u.validate(true);
   const size_t cols = u.w->cols();
-  parallel_rows(u.rows.size(), [&](size_t j) {
-    // The touched rows ascend but skip: the rows a few ahead are asked for (weights and moments).
-    if (j + kPrefetchRows < u.rows.size()) {
-      const uint32_t ahead = u.rows[j + kPrefetchRows];
-      prefetch_for_write(u.w->row(ahead), cols);
-      prefetch_for_write(u.m->row(ahead), cols);
-      prefetch_for_write(u.v->row(ahead), cols);
-    }
-    const uint32_t r = u.rows[j];
-    float* w = u.w->row(r);
-    float* m = u.m->row(r);
-    float* v = u.v->row(r);
+  // bf16 rows without catch-up: one fused pass per row (widen, update, round) instead of three.
+  if (u.w->dtype() == Dtype::bf16 && u.plans.empty() && u.grad != nullptr) {
+    parallel_rows(u.rows.size(), [&](size_t j) {
+      if (j + kPrefetchRows < u.rows.size())
+        for (Tensor* t : {u.w, u.m, u.v}) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchRows]), cols * 2);
+      const uint32_t r = u.rows[j], count = u.counts[j];
+      adam_row_bf16(u.w->bf16_row(r), u.m->bf16_row(r), u.v->bf16_row(r), u.grad->row(j), cols, u.beta1, u.beta2,
+                    u.lr * u.correction1[count], u.correction2[count], u.eps, u.keep, row_key(u, r),
+                    static_cast<uint32_t>(u.col_base));
+    }, kOptimRowGrain);
+    return;
+  }
+  for_update_rows(u, true, [&](size_t j, float* w, float* m, float* v) {
     const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
     if (plan != nullptr)
       adam_catch_up_row(w, m, v, cols, plan->decay, plan->terms, plan->terms_count, u.eps, plan->m_decay,
@@ -116,34 +164,29 @@ void adam_rows(const RowUpdate& u) {
     const uint32_t count = u.counts[j];
     adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * u.correction1[count], u.correction2[count], u.eps,
              u.keep);
-  }, kOptimRowGrain);
+  });
 }
 
 void sgd_rows(const RowUpdate& u) {
   u.validate(false);
   const size_t cols = u.w->cols();
-  parallel_rows(u.rows.size(), [&](size_t j) {
-    const uint32_t r = u.rows[j];
-    float* w = u.w->row(r);
-    float* m = u.m->row(r);
+  for_update_rows(u, false, [&](size_t j, float* w, float* m, float*) {
     const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
     if (plan != nullptr) sgd_catch_up_row(w, m, cols, plan->decay, plan->move, plan->m_decay);
     if (u.grad == nullptr) return;
     sgd_row(w, m, u.grad->row(j), cols, u.momentum, u.lr, u.keep);
-  }, kOptimRowGrain);
+  });
 }
 
 void adagrad_rows(const RowUpdate& u) {
   u.validate(false);
   const size_t cols = u.w->cols();
-  parallel_rows(u.rows.size(), [&](size_t j) {
-    const uint32_t r = u.rows[j];
-    float* w = u.w->row(r);
+  for_update_rows(u, false, [&](size_t j, float* w, float* m, float*) {
     const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
     if (plan != nullptr) adagrad_catch_up_row(w, cols, plan->decay);
     if (u.grad == nullptr) return;
-    adagrad_row(w, u.m->row(r), u.grad->row(j), cols, u.lr, u.eps, u.keep);
-  }, kOptimRowGrain);
+    adagrad_row(w, m, u.grad->row(j), cols, u.lr, u.eps, u.keep);
+  });
 }
 
 }  // namespace frugal::kernels

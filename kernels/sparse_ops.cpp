@@ -18,20 +18,43 @@ void for_samples(size_t n, F&& body) {
     for (size_t i = r.begin(); i < r.end(); ++i) body(i);
   });
 }
+
+// Row access for a weight matrix of either precision: the f32 kernels on f32 rows, their bf16
+// counterparts (the same bits on the widened values) on bf16 rows.
+struct WeightRows {
+  const Tensor& w;
+  bool bf16 = w.dtype() == Dtype::bf16;
+  size_t row_bytes = w.cols() * dtype_bytes(w.dtype());
+  const void* ptr(size_t r) const {
+    return bf16 ? static_cast<const void*>(w.bf16_row(r)) : static_cast<const void*>(w.row(r));
+  }
+  void prefetch(size_t r) const { prefetch_bytes(ptr(r), row_bytes); }
+  void axpy_into(float alpha, size_t r, float* y) const {
+    if (bf16) {
+      axpy_bf16(alpha, w.bf16_row(r), y, w.cols());
+    } else {
+      axpy(alpha, w.row(r), y, w.cols());
+    }
+  }
+  float dot_with(const float* a, size_t r) const {
+    return bf16 ? dot_bf16(a, w.bf16_row(r), w.cols()) : dot(a, w.row(r), w.cols());
+  }
+};
 }  // namespace
 
 void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out) {
   const size_t h = w.cols();
   FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
   out.resize(x.size(), h);
+  const WeightRows rows{w};
   for_samples(x.size(), [&](size_t i) {
     float* o = out.row(i);
     std::memcpy(o, bias.data(), h * sizeof(float));
     const auto ids = x.features_of(i);
     const auto vals = x.values_of(i);
     for (size_t j = 0; j < ids.size(); ++j) {
-      if (j + kPrefetchRows < ids.size()) prefetch(w.row(ids[j + kPrefetchRows]), h);
-      axpy(vals[j], w.row(ids[j]), o, h);
+      if (j + kPrefetchRows < ids.size()) rows.prefetch(ids[j + kPrefetchRows]);
+      rows.axpy_into(vals[j], ids[j], o);
     }
     if (relu)
       for (size_t c = 0; c < h; ++c) o[c] = o[c] > 0.0f ? o[c] : 0.0f;
@@ -41,14 +64,14 @@ void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& b
 void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
                    std::vector<float>& logits) {
   logits.resize(active.total());
-  const size_t d = h.cols();
+  const WeightRows rows{w};
   for_samples(active.num_samples(), [&](size_t i) {
     const float* hi = h.row(i);
     const uint64_t end = active.offsets[i + 1];
     for (uint64_t e = active.offsets[i]; e < end; ++e) {
-      if (e + kPrefetchRows < end) prefetch(w.row(active.ids[e + kPrefetchRows]), d);
+      if (e + kPrefetchRows < end) rows.prefetch(active.ids[e + kPrefetchRows]);
       const uint32_t r = active.ids[e];
-      logits[e] = dot(hi, w.row(r), d) + bias.data()[r];
+      logits[e] = rows.dot_with(hi, r) + bias.data()[r];
     }
     // The sampling correction of random negatives, added to the stored logit (as a separate
     // rounding step: the bits are those of adding it afterwards).
@@ -61,13 +84,14 @@ void active_backward_input(const ActiveSets& active, std::span<const float> dlog
                            const Tensor& w, Tensor& grad_h) {
   const size_t d = w.cols();
   grad_h.resize(active.num_samples(), d);
+  const WeightRows rows{w};
   for_samples(active.num_samples(), [&](size_t i) {
     float* g = grad_h.row(i);
     std::memset(g, 0, d * sizeof(float));
     const uint64_t end = active.offsets[i + 1];
     for (uint64_t e = active.offsets[i]; e < end; ++e) {
-      if (e + kPrefetchRows < end) prefetch(w.row(active.ids[e + kPrefetchRows]), d);
-      if (dlogits[e] != 0.0f) axpy(dlogits[e], w.row(active.ids[e]), g, d);
+      if (e + kPrefetchRows < end) rows.prefetch(active.ids[e + kPrefetchRows]);
+      if (dlogits[e] != 0.0f) rows.axpy_into(dlogits[e], active.ids[e], g);
     }
   });
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace frugal::kernels {
 
@@ -13,6 +14,28 @@ float dot(const float* a, const float* b, size_t n);
 void axpy(float alpha, const float* x, float* y, size_t n);
 // y = alpha * x
 void scale_into(float alpha, const float* x, float* y, size_t n);
+
+// The same over a bf16 row x (core/tensor.h), widened exactly: each returns the bits its f32
+// counterpart returns on the widened row (the same lanes, order and roundings).
+float dot_bf16(const float* a, const uint16_t* b, size_t n);
+void axpy_bf16(float alpha, const uint16_t* x, float* y, size_t n);
+// out = the bf16 row widened to f32.
+void widen_bf16(const uint16_t* in, float* out, size_t n);
+// out = in narrowed with stochastic rounding; element i's 16 random bits come from a hash of key
+// and first_col + i, so the bits depend on the key (an update's seed and the row's global id) and
+// the element's global column alone.
+void narrow_bf16_stochastic(const float* in, uint16_t* out, size_t n, uint32_t key, uint32_t first_col);
+// An optimizer's row state narrowed at once, one hash per element: w with stochastic rounding
+// (the hash's low 16 bits); with a second moment v (Adam), v stochastically (the high 16 bits) and
+// m to nearest (an average of recent gradients: its changes are not below a bf16 step); without
+// (SGD's momentum, Adagrad's growing sum of squares), m stochastically (the high 16 bits).
+void narrow_bf16_state(const float* w, const float* m, const float* v, uint16_t* w_out, uint16_t* m_out,
+                       uint16_t* v_out, size_t n, uint32_t key, uint32_t first_col);
+
+// Adam's step (kernels/optim_ops.cpp's adam_row) on one bf16 row, widening, updating and narrowing
+// (as narrow_bf16_state) in one pass: the same bits as widen, adam_row, narrow_bf16_state.
+void adam_row_bf16(uint16_t* w, uint16_t* m, uint16_t* v, const float* g, size_t n, float b1, float b2, float step,
+                   float c2, float eps, float keep, uint32_t key, uint32_t first_col);
 
 // Asks the memory system for the n floats at p before they are used: for rows read at scattered
 // positions (a batch's active labels, its features, the optimizer's touched rows), whose next
@@ -26,6 +49,16 @@ inline void prefetch_for_write(float* p, size_t n) {
   char* bytes = reinterpret_cast<char*>(p);
   for (size_t off = 0; off < n * sizeof(float); off += 64) __builtin_prefetch(bytes + off, 1);
 }
+// The same for any row of `bytes` bytes (bf16 rows), read only or read and written.
+inline void prefetch_bytes(const void* p, size_t bytes) {
+  const char* b = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(b + off, 0);
+}
+inline void prefetch_bytes_for_write(void* p, size_t bytes) {
+  char* b = static_cast<char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(b + off, 1);
+}
+
 // How many rows ahead the gathers ask for (measured at 1M labels, hidden 128; bench/REPORT.md
 // "Roofline"): far enough to cover the memory latency, near enough to stay in cache.
 inline constexpr size_t kPrefetchRows = 4;

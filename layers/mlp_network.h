@@ -28,20 +28,24 @@ struct MlpNetworkOptions {
   // trainer all-gathers the activations (DCT-MP: the top-k of each slice) and reduce-scatters
   // their gradients.
   Placement placement{};
+  // Storage of the sparse input layer's and the LSH softmax's weights (and their optimizer
+  // moments): f32, or bf16 (`--precision bf16`). Dense hidden layers and an exact softmax stay f32.
+  Dtype precision = Dtype::f32;
 };
 
 inline void build_mlp_network(Model& model, const MlpNetworkOptions& o) {
   FRUGAL_CHECK(!o.hidden.empty(), "an MLP needs at least one hidden layer");
   const Rng seeds(o.seed);
   model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden[0], .act = Act::relu,
-                                              .seed = seeds.split(1).next_u64(), .placement = o.placement});
+                                              .seed = seeds.split(1).next_u64(), .placement = o.placement,
+                                              .storage = o.precision});
   for (size_t i = 1; i < o.hidden.size(); ++i)
     model.add<Dense>(Dense::Options{.in = o.hidden[i - 1], .out = o.hidden[i], .act = Act::relu,
                                     .seed = seeds.split(100 + i).next_u64(), .placement = o.placement});
   // split(2) for the output keeps a one-hidden-layer MLP identical to build_xmc_network.
   model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden.back(), .out = o.labels, .sampler = o.sampler,
                                                   .lsh = o.lsh, .seed = seeds.split(2).next_u64(),
-                                                  .placement = o.placement});
+                                                  .placement = o.placement, .storage = o.precision});
 }
 
 }  // namespace frugal::layers

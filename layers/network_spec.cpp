@@ -58,12 +58,12 @@ void build_network(Model& model, const NetworkSpec& spec, const Placement& place
   if (spec.layers.empty() && data::data_format_from_string(spec.format) == data::DataFormat::xmc) {
     build_xmc_network(model, {.features = spec.features, .labels = spec.labels, .hidden = spec.hidden,
                               .sampler = sampler, .lsh = spec.lsh_options(), .seed = spec.seed,
-                              .placement = placement});
+                              .placement = placement, .precision = dtype_from_string(spec.precision)});
     return;
   }
   build_mlp_network(model, {.features = spec.features, .labels = spec.labels, .hidden = spec.hidden_widths(),
                             .sampler = sampler, .lsh = spec.lsh_options(), .seed = spec.seed,
-                            .placement = placement});
+                            .placement = placement, .precision = dtype_from_string(spec.precision)});
 }
 
 std::vector<size_t> parse_layer_widths(const std::string& text, std::string_view what) {

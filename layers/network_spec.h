@@ -50,6 +50,9 @@ struct NetworkSpec {
   double negatives_uniform = lsh::LshOptions{}.negative_uniform_share;
   bool logq = true;
   uint64_t seed = 1;
+  // Storage of the row-sparse weights and their moments (XmcNetworkOptions::precision): "f32" or
+  // "bf16". Not part of a checkpoint's config: checkpoints hold f32, and resume in either.
+  std::string precision = "f32";
 
   // The hidden widths: parsed `layers`, or {hidden}.
   std::vector<size_t> hidden_widths() const;

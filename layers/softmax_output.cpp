@@ -40,6 +40,8 @@ SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options) {
   const Rng rng = Rng(options_.seed).split(0x50);
   init_uniform(weight_.value, options_.in, rng.split(0), begin_);
   init_uniform(bias_.value, options_.in, rng.split(1), begin_);
+  if (options_.sampler == Sampler::lsh && options_.storage != Dtype::f32)
+    weight_.value = converted(weight_.value, options_.storage);
   if (options_.sampler == Sampler::lsh) {
     // `negatives` is per point over all labels: a slice draws its share (at least one).
     lsh::LshOptions o = options_.lsh;
@@ -54,8 +56,9 @@ std::string SoftmaxOutput::kind() const { return options_.sampler == Sampler::ls
 
 std::string SoftmaxOutput::describe() const {
   if (options_.sampler == Sampler::exact) return fmt::format("Softmax({} -> {}, exact)", options_.in, options_.out);
-  return fmt::format("LshSoftmax({} -> {}, {}, {} tables, bucket {})", options_.in, options_.out,
-                     lsh::family_name(options_.lsh.family), options_.lsh.tables, options_.lsh.bucket_capacity);
+  return fmt::format("LshSoftmax({} -> {}, {}, {} tables, bucket {}{})", options_.in, options_.out,
+                     lsh::family_name(options_.lsh.family), options_.lsh.tables, options_.lsh.bucket_capacity,
+                     weight_.value.dtype() == Dtype::f32 ? "" : ", bf16");
 }
 
 double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) {
@@ -181,10 +184,12 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   // active label and column: dLoss/dh (the rows read again, ids and gradients read, dLoss/dh
   // written) and the rows' gradients (ids, gradients and hidden vectors read, each distinct row's
   // gradient and bias gradient written once).
+  // (A weight element is 4 bytes, or 2 in bf16; gradients are f32.)
   const auto rows = static_cast<double>(weight_.grad.rows.size()), points = static_cast<double>(b);
-  profile::count(profile::Phase::output_forward, 0.0, 4.0 * (rows * d + rows), 4.0 * (rows * d + rows));
+  const auto wb = static_cast<double>(dtype_bytes(weight_.value.dtype()));
+  profile::count(profile::Phase::output_forward, 0.0, wb * rows * d + 4.0 * rows, wb * rows * d + 4.0 * rows);
   profile::count(profile::Phase::output_backward, 4.0 * a * d,
-                 4.0 * (2.0 * rows * d + rows + 4.0 * a + 2.0 * points * d), 4.0 * rows * d);
+                 wb * rows * d + 4.0 * (rows * d + rows + 4.0 * a + 2.0 * points * d), wb * rows * d);
   labels_scored_ += active_.total();
   return loss;
 }
@@ -275,6 +280,7 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   labels_scored_ += b * n;
   labels.resize(b * k);
   scores.resize(b * k);
+  if (weight_.value.dtype() != Dtype::f32) return widened_top_k(in, k, labels, scores);
   // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
   const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
   Backend& be = backend();
@@ -287,6 +293,53 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
               .bias = bias_.value.data()},
              k, std::span(labels).subspan(r0 * k, rows * k), std::span(scores).subspan(r0 * k, rows * k));
   }
+}
+
+void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
+                                  std::vector<float>& scores) {
+  // bf16 weights: a block of labels at a time is widened to f32 and scored for every point, each
+  // block keeping its k best; a last top_k over the blocks' candidates (scores with the bias
+  // already added) gives the same labels and scores as scoring all labels at once.
+  const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
+  const size_t block = std::max<size_t>(k, std::min<size_t>(n, 16384));
+  const size_t blocks = (n + block - 1) / block;
+  Backend& be = backend();
+  std::vector<float> cand_scores(b * blocks * k);
+  std::vector<uint32_t> cand_labels(b * blocks * k);
+  std::vector<uint64_t> offsets(b + 1);
+  std::vector<uint32_t> block_labels;
+  std::vector<float> block_scores;
+  size_t per_row = 0;  // candidates per point so far (each block adds min(k, its labels))
+  Tensor wide;
+  for (size_t l0 = 0; l0 < n; l0 += block) {
+    const size_t len = std::min(block, n - l0), kb = std::min(k, len);
+    wide.resize(len, d);
+    parallel_rows(len, [&](size_t j) { weight_.value.read_row(l0 + j, wide.row(j)); }, 256);
+    full_logits_.resize(b, len);
+    be.matmul(in.data(), false, wide.data(), true, full_logits_.data(), b, len, d);
+    block_labels.resize(b * kb);
+    block_scores.resize(b * kb);
+    be.top_k({.rows = b, .scores = full_logits_.data(), .width = len,
+              .label_base = static_cast<uint32_t>(begin_ + l0), .bias = bias_.value.data() + l0},
+             kb, block_labels, block_scores);
+    for (size_t i = 0; i < b; ++i)
+      for (size_t j = 0; j < kb; ++j) {
+        // Candidates of point i sit at [i * blocks * k, +per_row) in block order.
+        cand_labels[i * blocks * k + per_row + j] = block_labels[i * kb + j];
+        cand_scores[i * blocks * k + per_row + j] = block_scores[i * kb + j];
+      }
+    per_row += kb;
+  }
+  // Compact each point's candidates to the front of its stretch, as CSR rows.
+  std::vector<float> merged_scores(b * per_row);
+  std::vector<uint32_t> merged_labels(b * per_row);
+  for (size_t i = 0; i <= b; ++i) offsets[i] = i * per_row;
+  for (size_t i = 0; i < b; ++i) {
+    std::copy_n(cand_scores.data() + i * blocks * k, per_row, merged_scores.data() + i * per_row);
+    std::copy_n(cand_labels.data() + i * blocks * k, per_row, merged_labels.data() + i * per_row);
+  }
+  be.top_k({.rows = b, .scores = merged_scores.data(), .offsets = offsets.data(), .ids = merged_labels.data()}, k,
+           labels, scores);
 }
 
 size_t SoftmaxOutput::derived_state_bytes() const {
@@ -340,12 +393,13 @@ void SoftmaxOutput::finish_centroids(float scale, std::span<const float> mean) {
     }
     if (norm <= 0.0) return;
     const auto f = static_cast<float>(scale / std::sqrt(norm));
-    float* w = weight_.value.row(j);
+    // The row is formed in c (f32), stored in the weight's precision, and the bias computed from
+    // the stored values.
+    for (size_t k = 0; k < options_.in; ++k) c[k] *= f;
+    weight_.value.write_row(j, c);
+    weight_.value.read_row(j, c);
     double shift = 0.0;
-    for (size_t k = 0; k < options_.in; ++k) {
-      w[k] = f * c[k];
-      shift += static_cast<double>(w[k]) * mean[k];
-    }
+    for (size_t k = 0; k < options_.in; ++k) shift += static_cast<double>(c[k]) * mean[k];
     bias_.value.data()[j] = static_cast<float>(-shift);
   });
   centroid_sum_ = Tensor();

@@ -32,6 +32,9 @@ struct SoftmaxOutputOptions {
   // Sliced: this rank owns labels [slice_begin(), slice_end()), builds LSH tables over them only,
   // and the softmax normalizer is combined across the group (2 floats per point and rank).
   Placement placement{};
+  // Of the weight with the LSH sampler (bf16: half the bytes; computed in f32). The exact softmax
+  // multiplies the whole matrix every step and keeps f32 whatever is asked.
+  Dtype storage = Dtype::f32;
   void validate() const;
 };
 
@@ -62,6 +65,7 @@ class SoftmaxOutput : public OutputLayer {
   std::string describe() const override;
 
   const ActiveSets& last_active_sets() const { return active_; }
+  const Parameter& weight() const { return weight_; }
   const lsh::LshSampler* sampler() const { return sampler_.get(); }
 
  private:
@@ -75,6 +79,8 @@ class SoftmaxOutput : public OutputLayer {
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // The same over the labels the LSH tables return for each point only.
   void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // local_top_k over bf16 weights: blocks of labels widened and scored, their k best merged.
+  void widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
 
   Options options_;
   size_t begin_ = 0, end_ = 0;

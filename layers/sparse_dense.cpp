@@ -28,6 +28,8 @@ SparseDense::SparseDense(const Options& options) : options_(options) {
   const Rng rng = Rng(options_.seed).split(0x5d);
   init_uniform(weight_.value, options_.in, rng.split(0), 0, begin_);
   init_uniform(bias_.value, options_.in, rng.split(1), 0, begin_);
+  // Drawn in f32 and rounded, so a bf16 run starts from the f32 run's weights, rounded.
+  if (options_.storage != Dtype::f32) weight_.value = converted(weight_.value, options_.storage);
 }
 
 const Tensor& SparseDense::forward(const SparseBatch& x) {
@@ -61,7 +63,8 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   // nonzero and column into the distinct rows' gradients (ids, values read; rows written once).
   const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(out),
              b = static_cast<double>(x.size()), rows = static_cast<double>(weight_.grad.rows.size());
-  profile::count(profile::Phase::input_forward, 0.0, 4.0 * rows * h, 4.0 * rows * h);
+  const auto wb = static_cast<double>(dtype_bytes(weight_.value.dtype()));  // 4, or 2 in bf16
+  profile::count(profile::Phase::input_forward, 0.0, wb * rows * h, wb * rows * h);
   profile::count(profile::Phase::input_backward, 2.0 * nnz * h + 2.0 * b * h,
                  4.0 * (3.0 * b * h + 2.0 * nnz + rows * h + rows));
 }

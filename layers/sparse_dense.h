@@ -18,6 +18,7 @@ struct SparseDenseOptions {
   Act act = Act::relu;
   uint64_t seed = 1;
   Placement placement{};  // sliced: this rank computes neurons [slice_begin(), slice_end())
+  Dtype storage = Dtype::f32;  // of the weight (bf16: half the bytes; computed in f32)
   void validate() const;
 };
 

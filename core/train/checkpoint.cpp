@@ -111,15 +111,19 @@ void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::Stat
   if (state != nullptr && !state->v.empty()) pairs.emplace_back(&from.v, &state->v);
   const size_t local = to.sliced_axis == 0 ? to.value.rows() : to.value.cols();
   const size_t from_len = from.axis == 0 ? from.value.rows() : from.value.cols();
+  std::vector<float> row(to.value.cols());
   const size_t lo = std::max<size_t>(to.offset, from.offset), hi = std::min<size_t>(to.offset + local, from.offset + from_len);
   for (size_t g = lo; g < hi; ++g) {
     const size_t a = g - from.offset, b = g - to.offset;
     if (to.sliced_axis == 0) {
-      for (const auto& [src, dst] : pairs) std::copy_n(src->row(a), to.value.cols(), dst->row(b));
+      for (const auto& [src, dst] : pairs) {
+        src->read_row(a, row.data());  // the stored slice is f32; the model's may be bf16
+        dst->write_row(b, row.data());
+      }
       if (state != nullptr) state->row_steps[b] = from.row_steps[a];
     } else {
       for (size_t r = 0; r < to.value.rows(); ++r)
-        for (const auto& [src, dst] : pairs) dst->at(r, b) = src->at(r, a);
+        for (const auto& [src, dst] : pairs) dst->set_value(r, b, src->value_at(r, a));
     }
   }
   if (to.sliced_axis == 1 && state != nullptr) state->row_steps = from.row_steps;  // rows are not sliced: equal everywhere
@@ -214,10 +218,11 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
                          sp.row_steps.size() == p.value.rows(),
                      fmt::format("{}: parameter {} is {}x{}, expected {}x{}", path.string(), p.name, sp.value.rows(),
                                  sp.value.cols(), p.value.rows(), p.value.cols()));
-        p.value = sp.value;
+        // assign: the stored f32 values in the model's precision.
+        p.value.assign(sp.value);
         if (st == nullptr) continue;
-        st->m = sp.m;
-        st->v = sp.v;
+        st->m.assign(sp.m);
+        st->v.assign(sp.v);
         st->row_steps = sp.row_steps;
       } else {
         copy_overlap(sp, p, st);

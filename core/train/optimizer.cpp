@@ -87,9 +87,10 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
   schedule_.validate();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& w = params_[i]->value;
-    state_[i].m = Tensor(w.rows(), w.cols());
+    // The moments are stored in the weights' precision (bf16 halves the optimizer's bytes too).
+    state_[i].m = Tensor(w.rows(), w.cols(), w.dtype());
     if (m_init != 0.0f) state_[i].m.fill(m_init);
-    if (second_moment) state_[i].v = Tensor(w.rows(), w.cols());
+    if (second_moment) state_[i].v = Tensor(w.rows(), w.cols(), w.dtype());
     state_[i].row_steps.assign(w.rows(), 0);
   }
 }
@@ -123,6 +124,12 @@ RowUpdate Optimizer::row_update(Parameter& p, State& s, std::span<const uint32_t
   u.plans = plans;
   u.lr = static_cast<float>(lr);
   u.keep = static_cast<float>(1.0 - lr * options_.weight_decay);
+  // Stochastic rounding of bf16 state: a stream per step, parameter and kind of update.
+  uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a: the same on every platform
+  for (const char c : p.name) name_hash = (name_hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  u.round_seed = (steps_ * 2 + (grad == nullptr ? 1 : 0)) ^ name_hash;
+  u.row_base = p.sliced_axis == 0 ? p.offset : 0;
+  u.col_base = p.sliced_axis == 1 ? p.offset : 0;
   return u;
 }
 
@@ -157,7 +164,8 @@ void count_row_updates(const Optimizer::State& s, size_t rows, size_t cols, bool
   const bool has_m = !s.m.empty(), has_v = !s.v.empty();
   const double elements = static_cast<double>(rows) * static_cast<double>(cols);
   const double arrays_rw = 1.0 + (has_m ? 1.0 : 0.0) + (has_v ? 1.0 : 0.0);
-  const double bytes_per_element = sizeof(float) * (2.0 * arrays_rw + (with_grad ? 1.0 : 0.0));
+  const double bytes_per_element = static_cast<double>(dtype_bytes(s.m.dtype())) * 2.0 * arrays_rw +
+                                   (with_grad ? sizeof(float) : 0.0);
   const double flops_per_element = 2.0 + (has_m ? 3.0 : 0.0) + (has_v ? 8.0 : 0.0);
   profile::count(profile::Phase::optimizer, elements * flops_per_element,
                  elements * bytes_per_element + static_cast<double>(rows) * 2.0 * sizeof(uint32_t));
@@ -166,7 +174,7 @@ void count_row_updates(const Optimizer::State& s, size_t rows, size_t cols, bool
 
 size_t Optimizer::state_bytes() const {
   size_t bytes = 0;
-  for (const State& s : state_) bytes += (s.m.size() + s.v.size()) * sizeof(float) + s.row_steps.size() * sizeof(uint32_t);
+  for (const State& s : state_) bytes += s.m.bytes() + s.v.bytes() + s.row_steps.size() * sizeof(uint32_t);
   return bytes;
 }
 

@@ -109,12 +109,12 @@ std::vector<double> gather_memory_caps(double mine, comm::Communicator* model, c
 }
 
 double model_state_bytes(const Model& model, const Trainer& trainer) {
-  double floats = 0;
-  for (const Parameter* p : model.parameters()) floats += static_cast<double>(p->value.size());
+  double bytes = 0;
+  for (const Parameter* p : model.parameters()) bytes += static_cast<double>(p->value.bytes());
   const optim::Optimizer& optimizer = trainer.optimizer();
   for (size_t i = 0; i < optimizer.size(); ++i)
-    floats += static_cast<double>(optimizer.state(i).m.size() + optimizer.state(i).v.size());
-  return floats * sizeof(float);
+    bytes += static_cast<double>(optimizer.state(i).m.bytes() + optimizer.state(i).v.bytes());
+  return bytes;
 }
 
 void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer>& trainer,

@@ -34,6 +34,28 @@ assert {k: c.get(k) for k in want} == want, c
 manifest = json.load(open(os.path.join(d, "ckpt", "manifest.json")))
 assert manifest["config"]["sampler"] == "exact" and manifest["config"]["hash"] == "simhash", manifest["config"]
 PY
+# --precision bf16: recorded in the run config, about half the model state, a checkpoint (f32 on
+# disk) that evaluates; the centroid start and the bf16 scoring in evaluation run.
+"$FRUGAL" "${T[@]}" --precision bf16 --output-init centroid --metrics "$TMP/bf16.jsonl" --checkpoint "$TMP/bf16" \
+  > /dev/null
+"$FRUGAL" "${T[@]}" --output-init centroid --metrics "$TMP/f32.jsonl" > /dev/null
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def lines(name): return [json.loads(l) for l in open(os.path.join(d, name))]
+b, f = lines("bf16.jsonl"), lines("f32.jsonl")
+assert b[0]["config"]["precision"] == "bf16" and f[0]["config"]["precision"] == "f32", (b[0]["config"], f[0]["config"])
+eb = [l for l in b if l.get("event") == "epoch"][-1]
+ef = [l for l in f if l.get("event") == "epoch"][-1]
+sb, sf = eb["model_state_bytes"], ef["model_state_bytes"]
+assert sb["weights"] + sb["optimizer"] < 0.6 * (sf["weights"] + sf["optimizer"]), (sb, sf)
+assert 0 <= eb["p@1"] <= 1, eb
+PY
+"$FRUGAL" evaluate --model "$TMP/bf16" --test "$TMP/data/test.txt" --threads 1 > /dev/null
+fails_with "--precision bf16 with --dp-compress updates is not supported" \
+  "$FRUGAL" "${T[@]}" --precision bf16 --dp-compress updates --dp-keep 0.1
+fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8
+
 "$FRUGAL" "${T[@]}" --logq off --metrics "$TMP/lsh.jsonl" > /dev/null
 python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert c["logq"] == "off" and c["sampler"] == "lsh", c' \
   "$TMP/lsh.jsonl"

@@ -12,12 +12,12 @@
 namespace frugal::testing {
 
 // Copies `local`, laid out like p's slice (its value or an optimizer moment), into its place in
-// `full`, allocating the whole matrix on first use.
+// `full` (f32 whatever the slice's precision), allocating the whole matrix on first use.
 inline void add_slice(const Parameter& p, const Tensor& local, Tensor& full) {
   if (full.empty()) full = Tensor(p.full_rows, p.full_cols);
   for (size_t r = 0; r < local.rows(); ++r)
     for (size_t c = 0; c < local.cols(); ++c)
-      full.at(p.sliced_axis == 0 ? r + p.offset : r, p.sliced_axis == 1 ? c + p.offset : c) = local.at(r, c);
+      full.at(p.sliced_axis == 0 ? r + p.offset : r, p.sliced_axis == 1 ? c + p.offset : c) = local.value_at(r, c);
 }
 
 // Copies every parameter slice of `model` (this rank's) into its place in whole[name]. Callers
