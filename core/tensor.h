@@ -51,15 +51,14 @@ inline uint16_t f32_to_bf16(float f) {
 }
 // Stochastic rounding: rounds up with probability equal to the dropped fraction, given 16 random
 // bits. Unbiased, so updates far below a bf16 step still move a weight on average (round to nearest
-// would drop every Adam step smaller than half a step of the weight). Infinities and NaN are kept.
+// would drop every Adam step smaller than half a step of the weight). Infinities stay (their low
+// bits are zero), NaN stays NaN; a value beyond the largest bf16 may round to infinity, as round to
+// nearest does. Branch-free: kernels run it on 8 lanes at once (kernels/vector_ops.cpp).
 inline uint16_t f32_to_bf16_stochastic(float f, uint32_t random16) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7f800000u) == 0x7f800000u) return f32_to_bf16(f);
-  const uint32_t rounded = bits + (random16 & 0xffffu);
-  // Rounding away past the largest finite value would make an infinity: stay at the largest.
-  if ((rounded & 0x7f800000u) == 0x7f800000u) return static_cast<uint16_t>(bits >> 16);
-  return static_cast<uint16_t>(rounded >> 16);
+  const uint32_t nan = (bits & 0x7fffffffu) > 0x7f800000u ? 0x40u : 0u;
+  return static_cast<uint16_t>(((bits + (random16 & 0xffffu)) >> 16) | nan);
 }
 
 class Tensor {

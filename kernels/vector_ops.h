@@ -34,8 +34,9 @@ void narrow_bf16_state(const float* w, const float* m, const float* v, uint16_t*
 
 // Adam's step (kernels/optim_ops.cpp's adam_row) on one bf16 row, widening, updating and narrowing
 // (as narrow_bf16_state) in one pass: the same bits as widen, adam_row, narrow_bf16_state.
+// vectorized: AVX2 intrinsics where the CPU has them (false: the portable loop, for tests).
 void adam_row_bf16(uint16_t* w, uint16_t* m, uint16_t* v, const float* g, size_t n, float b1, float b2, float step,
-                   float c2, float eps, float keep, uint32_t key, uint32_t first_col);
+                   float c2, float eps, float keep, uint32_t key, uint32_t first_col, bool vectorized = true);
 
 // Asks the memory system for the n floats at p before they are used: for rows read at scattered
 // positions (a batch's active labels, its features, the optimizer's touched rows), whose next

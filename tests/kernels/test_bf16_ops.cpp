@@ -60,9 +60,13 @@ TEST_CASE("bf16: widening is exact, narrowing rounds to nearest even, NaN and in
   // A NaN whose payload sits in the dropped half stays a NaN (not an infinity).
   REQUIRE(std::isnan(bf16_to_f32(f32_to_bf16(from_bits(0x7f800001u)))));
   REQUIRE(std::isnan(bf16_to_f32(f32_to_bf16_stochastic(from_bits(0x7f800001u), 0xffff))));
-  // Stochastic rounding never rounds the largest finite value to infinity.
-  const float largest = std::numeric_limits<float>::max();
-  REQUIRE(std::isfinite(bf16_to_f32(f32_to_bf16_stochastic(largest, 0xffff))));
+  // The largest bf16 value is kept; beyond it, rounding up is to infinity, as round to nearest does;
+  // infinities stay infinite.
+  const float largest = from_bits(0x7f7f0000u);
+  REQUIRE(bf16_to_f32(f32_to_bf16_stochastic(largest, 0xffff)) == largest);
+  REQUIRE(std::isinf(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::max()))));
+  REQUIRE(bf16_to_f32(f32_to_bf16_stochastic(-std::numeric_limits<float>::infinity(), 0xffff)) ==
+          -std::numeric_limits<float>::infinity());
   // A value that bf16 holds exactly is kept, whatever the random bits.
   for (const uint32_t r : {0u, 1u, 0x8000u, 0xffffu}) REQUIRE(bf16_to_f32(f32_to_bf16_stochastic(0.75f, r)) == 0.75f);
 
@@ -285,4 +289,32 @@ TEST_CASE("bf16: updates far below a bf16 step still move the weights (stochasti
   for (size_t c = 0; c < 256; ++c) mean += w.value_at(0, c);
   mean /= 256;
   REQUIRE(mean == Approx(1.0 - 0.1).margin(0.01));
+}
+
+TEST_CASE("bf16: Adam's AVX2 row pass equals the portable loop, NaN, infinities and overflow included") {
+  Rng rng(12);
+  for (const size_t n : {1, 7, 8, 37, 128}) {
+    std::vector<uint16_t> w(n), m(n), v(n);
+    std::vector<float> g(n);
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::max(), 0.0f, -0.0f};
+    for (size_t c = 0; c < n; ++c) {
+      const bool special = rng.below(5) == 0;
+      w[c] = f32_to_bf16(special ? specials[rng.below(6)] : static_cast<float>(rng.normal()));
+      m[c] = f32_to_bf16(0.1f * static_cast<float>(rng.normal()));
+      v[c] = f32_to_bf16(special && rng.below(2) == 0 ? -1.0f : 0.01f * static_cast<float>(rng.uniform(0.0, 1.0)));
+      g[c] = special && rng.below(2) == 0 ? specials[rng.below(6)] : static_cast<float>(rng.normal());
+    }
+    auto w2 = w, m2 = m, v2 = v;
+    for (uint32_t step = 1; step <= 3; ++step) {
+      kernels::adam_row_bf16(w.data(), m.data(), v.data(), g.data(), n, 0.9f, 0.999f, 1e30f, 1.5f, 1e-8f, 0.99f,
+                             step * 977, 5, true);
+      kernels::adam_row_bf16(w2.data(), m2.data(), v2.data(), g.data(), n, 0.9f, 0.999f, 1e30f, 1.5f, 1e-8f, 0.99f,
+                             step * 977, 5, false);
+    }
+    INFO("n " << n);
+    REQUIRE(w == w2);
+    REQUIRE(m == m2);
+    REQUIRE(v == v2);
+  }
 }
