@@ -9,7 +9,10 @@
 #          dense baseline (2 ranks, every row every step), P@1 after each epoch;
 #  fmnist  Fashion-MNIST MLP, test accuracy;
 #  infer   LSH inference vs exact at 100k and 1M labels: a model trained on synthetic data, then
-#          `frugal evaluate --infer exact|lsh` (time and P@k).
+#          `frugal evaluate --infer exact|lsh` (time and P@k);
+#  precision  `--precision bf16` against f32, otherwise the same runs: the skewed sets (LSH, over
+#          SEEDS), the single-node benchmark's 100k-label set (LSH, over SEEDS), GCIDE min5 (LSH,
+#          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16).
 # Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
 # THREADS (2), SEEDS ("1 2 3"), EPOCHS (5), GCIDE_VARIANTS ("min5 full") override. Prints every command it runs; metrics JSONL and
 # logs go to OUT_DIR (default .bench/quality); `python3 bench/quality/summarize.py OUT_DIR` makes the
@@ -20,7 +23,7 @@ BUILD=${1:-build}
 OUT=${2:-.bench/quality}
 shift $(( $# > 2 ? 2 : $# )) || true
 SECTIONS=("$@")
-[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide synth fmnist infer)
+[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide synth fmnist infer precision)
 THREADS=${THREADS:-2}
 SEEDS=${SEEDS:-1 2 3}
 EPOCHS=${EPOCHS:-5}
@@ -107,7 +110,37 @@ for section in "${SECTIONS[@]}"; do
         cat "$OUT/infer${labels}_$mode.log"
       done
     done ;;
-  *) echo "unknown section $section (skew gcide synth fmnist infer)" >&2; exit 2 ;;
+  precision)
+    for seed in $SEEDS; do
+      d="$OUT/data/skew$seed"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 20000 --labels 20000 --train 40000 --test 4000 \
+        --nnz 40 --noise 0.5 --zipf 1.1 --seed "$seed" --out "$d"
+      for p in f32 bf16; do
+        train "precision_skew${seed}_$p" --train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed "$seed" \
+          --precision "$p"
+      done
+    done
+    d=.bench/xmc100k   # bench/single_node's data set (run.sh generates it)
+    [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 100000 --labels 100000 --train 50000 --test 5000 \
+      --nnz 75 --labels-per-point 5 --seed 1 --out "$d"
+    for seed in $SEEDS; do
+      for p in f32 bf16; do
+        train "precision_xmc100k_s${seed}_$p" --train "$d/train.txt" --test "$d/test.txt" --epochs 3 --seed "$seed" \
+          --precision "$p"
+      done
+    done
+    d="$OUT/data/gcide_min5"
+    [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 --min-label-points 5 > "$OUT/gcide_min5_build.log"
+    for p in f32 bf16; do
+      train "precision_gcide_min5_$p" --train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed 1 \
+        --hidden 2048 --output-init centroid --precision "$p"
+    done
+    F=/usr/share/datasets/fashion-mnist
+    for p in f32 bf16; do
+      train "precision_fmnist_$p" --format idx --train "$F/train" --test "$F/t10k" --layers 256,128 --epochs 10 \
+        --seed 1 --precision "$p"
+    done ;;
+  *) echo "unknown section $section (skew gcide synth fmnist infer precision)" >&2; exit 2 ;;
   esac
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"

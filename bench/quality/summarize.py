@@ -151,11 +151,38 @@ def infer(out):
     print()
 
 
+def precision(out):
+    """--precision bf16 against f32: each pair of runs precision_NAME_{f32,bf16}."""
+    names = sorted({m.group(1) for p in glob.glob(os.path.join(out, "precision_*_f32.jsonl"))
+                    for m in [re.search(r"precision_(.*)_f32\.jsonl$", p)] if m})
+    pairs = [(n, epochs(os.path.join(out, f"precision_{n}_f32.jsonl")),
+              epochs(os.path.join(out, f"precision_{n}_bf16.jsonl"))) for n in names]
+    pairs = [p for p in pairs if p[1] and p[2]]
+    if not pairs:
+        return
+    print("### bf16 storage against f32 (`--precision`)\n")
+    print("| run | epochs | P@1 f32 | P@1 bf16 | bf16 - f32 (points) | samples/s f32 | bf16 | ratio "
+          "| state B/param f32 | bf16 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    gaps = []
+    for name, f, b in pairs:
+        n = min(len(f), len(b))
+        pf, pb = f[n - 1]["p@1"], b[n - 1]["p@1"]
+        gaps.append(100 * (pb - pf))
+        sf, sb = speed(f[:n]), speed(b[:n])
+        state = lambda rows: rows[n - 1].get("model_state_bytes", {}).get("per_parameter", 0.0)
+        print(f"| {name} | {n} | {pf:.4f} | {pb:.4f} | {100 * (pb - pf):+.2f} | {sf:,.0f} | {sb:,.0f} "
+              f"| {sb / sf:.2f}x | {state(f):.2f} | {state(b):.2f} |")
+    mean = sum(gaps) / len(gaps)
+    print(f"\nbf16 - f32 over {len(gaps)} pairs: mean {mean:+.2f} points, from {min(gaps):+.2f} to "
+          f"{max(gaps):+.2f} (target: within 0.5 points).\n")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".bench/quality"
     if os.path.exists(os.path.join(out, "env.txt")):
         print("```\n" + open(os.path.join(out, "env.txt")).read().strip() + "\n```\n")
-    for section in (skew, gcide, synth, fmnist, infer):
+    for section in (skew, gcide, synth, fmnist, infer, precision):
         section(out)
     failed = os.path.join(out, "failed.txt")
     if os.path.exists(failed):

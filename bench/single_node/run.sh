@@ -12,7 +12,8 @@
 #   FRUGAL_BENCH_FEATURES=100000 FRUGAL_BENCH_LABELS=100000 FRUGAL_BENCH_TRAIN=50000 FRUGAL_BENCH_TEST=5000
 #   FRUGAL_BENCH_DATA=DIR            use DIR/train.txt and DIR/test.txt (generated there if absent)
 #   FRUGAL_BENCH_OUT=.bench/single_node   where metrics, logs and the summary go
-#   FRUGAL_BENCH_SYSTEMS="lsh exact torch_cpu"   which runs to do (the summary reads whatever exists)
+#   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 exact torch_cpu"   which runs to do (the summary reads whatever
+#                                    exists; lsh_bf16 is the LSH run with --precision bf16)
 #   FRUGAL_BENCH_FRUGAL_FLAGS="..."  extra flags for both frugal runs (e.g. "--hash simhash")
 #   FRUGAL_BENCH_LSH_FLAGS="..."     extra flags for the LSH run only (e.g. "--k 6 --tables 50")
 #   FRUGAL_BENCH_TORCH_FLAGS="..."   extra flags for torch_xmc.py (e.g. "--sparse-adam")
@@ -33,7 +34,7 @@ FEATURES=${FRUGAL_BENCH_FEATURES:-100000}
 LABELS=${FRUGAL_BENCH_LABELS:-100000}
 NTRAIN=${FRUGAL_BENCH_TRAIN:-50000}
 NTEST=${FRUGAL_BENCH_TEST:-5000}
-SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh exact torch_cpu}
+SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 exact torch_cpu}
 PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
 OUT=${FRUGAL_BENCH_OUT:-.bench/single_node}
 FRUGAL=build/apps/frugal
@@ -48,7 +49,7 @@ source bench/single_node/common.sh   # say, run, wants, GLIBC_TUNABLES, build_fr
 
 mkdir -p "$OUT"
 needs_frugal=0
-{ wants lsh || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
+{ wants lsh || wants lsh_bf16 || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
 
 # 1. Build (ninja only rebuilds what changed).
 [ "$needs_frugal" = 1 ] && build_frugal
@@ -101,6 +102,10 @@ if wants lsh; then
   bench lsh "$FRUGAL" train "${COMMON[@]}" --sampler lsh "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
     --metrics "$OUT/lsh.jsonl"
 fi
+if wants lsh_bf16; then
+  bench lsh_bf16 "$FRUGAL" train "${COMMON[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
+    --metrics "$OUT/lsh_bf16.jsonl"
+fi
 if wants exact; then
   bench exact "$FRUGAL" train "${COMMON[@]}" --sampler exact "${FRUGAL_EXTRA[@]}" --metrics "$OUT/exact.jsonl"
 fi
@@ -113,7 +118,7 @@ fi
 #    last epoch (its step profile against this machine's measured peak rates).
 say "summary"
 "$PYTHON" bench/single_node/summarize.py "$OUT" | tee "$OUT/summary.md"
-for name in lsh exact; do
+for name in lsh lsh_bf16 exact; do
   [ -f "$OUT/$name.jsonl" ] || continue
   say "roofline: $name"
   "$FRUGAL" bench roofline --threads "$THREADS" --metrics "$OUT/$name.jsonl" --json "$OUT/$name.roofline.json" \

@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-SYSTEMS = (('lsh', 'frugal LSH'), ('exact', 'frugal exact'), ('torch_cpu', 'PyTorch CPU (dense)'))
+SYSTEMS = (('lsh', 'frugal LSH'), ('lsh_bf16', 'frugal LSH bf16'), ('exact', 'frugal exact'),
+           ('torch_cpu', 'PyTorch CPU (dense)'))
 RSS_LIMIT = 2e9          # "peak RSS <= 2 GB", read as 2*10^9 bytes (the stricter reading of GB)
 TARGET_EPOCH = 3         # "P@1 >= 0.8 after 3 epochs", and the epoch the table reports last
 
@@ -116,6 +117,21 @@ def main(argv):
     print(f'- LSH / exact train samples/s: {fmt(r_exact, ".2f", "x")}')
     print(f'- LSH / PyTorch CPU train samples/s: {fmt(r_torch, ".2f", "x")}')
     print(f'- P@1 LSH − exact: {fmt(gap, "+.2f", " points")}' + (f' (epoch {gap_epoch})' if gap_epoch else ''))
+    # --precision bf16 against f32 (the same LSH run otherwise).
+    both = sorted(set(data['lsh'] or ()) & set(data['lsh_bf16'] or ()))
+    bf16_epoch = both[-1] if both else None
+    bf16_gap = (at('lsh_bf16', bf16_epoch, 'p@1') - at('lsh', bf16_epoch, 'p@1')) * 100 if bf16_epoch else None
+    r_bf16 = ratio('lsh_bf16', 'lsh')
+
+    def state(k):
+        recs = data[k]
+        if not recs or 'model_state_bytes' not in recs[max(recs)]:
+            return None
+        return recs[max(recs)]['model_state_bytes']['per_parameter']
+    print(f'- LSH bf16 / LSH f32 train samples/s: {fmt(r_bf16, ".2f", "x")}; '
+          f'P@1 bf16 − f32: {fmt(bf16_gap, "+.2f", " points")}' + (f' (epoch {bf16_epoch})' if bf16_epoch else ''))
+    print(f'- model state per parameter: LSH f32 {fmt(state("lsh"), ".2f", " B")}, '
+          f'LSH bf16 {fmt(state("lsh_bf16"), ".2f", " B")}')
     print()
 
     def missing(*keys):
@@ -146,6 +162,15 @@ def main(argv):
     rss = max(r['peak_rss_bytes'] for r in data['lsh'].values()) if data['lsh'] else None
     target('LSH peak RSS <= 2 GB', missing('lsh') or ('PASS' if rss <= RSS_LIMIT else 'MISS'),
            '—' if rss is None else f'{rss / 1e9:.2f} GB ({rss / 2**20:.0f} MiB)')
+
+    target('P@1 of LSH bf16 within 0.5 points of LSH f32',
+           missing('lsh', 'lsh_bf16') or ('N/A (no common epoch)' if bf16_gap is None else
+                                          'PASS' if bf16_gap >= -0.5 - 1e-9 else 'MISS'),
+           fmt(bf16_gap, "+.2f", " points") + (f' at epoch {bf16_epoch}' if bf16_epoch else ''))
+    s16 = state('lsh_bf16')
+    target('LSH bf16 model state <= 8 bytes per parameter',
+           missing('lsh_bf16') or ('N/A (no model_state_bytes)' if s16 is None else 'PASS' if s16 <= 8 else 'MISS'),
+           fmt(s16, '.2f', ' B'))
 
     cmds = os.path.join(out, 'commands.txt')
     if os.path.exists(cmds):

@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LABELS=${FRUGAL_SWEEP_LABELS:-100000 300000 1000000 3000000}
-SYSTEMS=${FRUGAL_SWEEP_SYSTEMS:-lsh exact torch_cpu}
+SYSTEMS=${FRUGAL_SWEEP_SYSTEMS:-lsh lsh_bf16 exact torch_cpu}
 OUT=${FRUGAL_SWEEP_OUT:-.bench/sweep}
 LSH_STEPS=${FRUGAL_SWEEP_LSH_STEPS:-200}
 DENSE_LABEL_STEPS=${FRUGAL_SWEEP_DENSE_LABEL_STEPS:-20000000}
@@ -78,8 +78,8 @@ for L in $LABELS; do
   dense_steps=$(( DENSE_LABEL_STEPS / L )); [ "$dense_steps" -gt 200 ] && dense_steps=200; [ "$dense_steps" -lt 10 ] && dense_steps=10
   for sys in $SYSTEMS; do
     name="$sys-l$L"
-    steps=$dense_steps; [ "$sys" = lsh ] && steps=$LSH_STEPS
-    if [ "$sys" != lsh ]; then
+    steps=$dense_steps; case $sys in lsh*) steps=$LSH_STEPS ;; esac
+    if [ "$steps" != "$LSH_STEPS" ]; then
       predicted=$(predicted_seconds "$sys" "$L" "$steps")
       if [ "$predicted" -gt "$MAX_SECONDS" ]; then
         say "$name: skipped, would take ~$predicted s (> $MAX_SECONDS): extrapolated in the summary"
@@ -91,6 +91,7 @@ for L in $LABELS; do
             --lr 1e-3 --threads "$THREADS" --seed 1 --metrics "$OUT/$name.jsonl")
     case $sys in
       lsh) cmd=("$FRUGAL" train "${common[@]}" --sampler lsh --quiet) ;;
+      lsh_bf16) cmd=("$FRUGAL" train "${common[@]}" --sampler lsh --precision bf16 --quiet) ;;
       exact) cmd=("$FRUGAL" train "${common[@]}" --sampler exact --quiet) ;;
       # Evaluation in batches of 64: at 3M labels its default 512 x 3M logits (and their top-k
       # temporaries) ran this 24 GiB machine out of memory. Training is unaffected.

@@ -16,7 +16,8 @@ import shutil
 import subprocess
 import sys
 
-SYSTEMS = [("lsh", "frugal LSH"), ("exact", "frugal exact"), ("torch_cpu", "PyTorch CPU (dense)")]
+SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("exact", "frugal exact"),
+           ("torch_cpu", "PyTorch CPU (dense)")]
 
 
 def epoch_line(path, epoch=2):
@@ -114,17 +115,23 @@ def main():
     for s, l, r in extrap:
         print(f"- {s} at {fmt_labels(l)}: not run (over sweep.sh's time limit); extrapolated from "
               f"{fmt_labels(r['from'][0])} and {fmt_labels(r['from'][1])} as labels^{r['slope']:.2f}.")
+    bf16 = [l for l in labels if ("lsh", l) in runs and ("lsh_bf16", l) in runs]
+    if bf16:
+        print("LSH bf16 (`--precision bf16`) against LSH f32: " + "; ".join(
+            f"{fmt_labels(l)} {ratio('lsh_bf16', 'lsh', l)} samples/s, "
+            f"{runs[('lsh_bf16', l)].get('state_per_parameter', 0):.2f} B/param" for l in bf16) + ".")
     print()
     # Targets.
     rows = []
     lo, hi = labels[0], labels[-1]
-    if ("lsh", lo) in runs and ("lsh", hi) in runs and hi > lo:
-        fall = runs[("lsh", lo)]["samples_per_s"] / runs[("lsh", hi)]["samples_per_s"]
-        rows.append((f"LSH samples/s falls by at most 2x from {fmt_labels(lo)} to {fmt_labels(hi)}",
-                     "MET" if fall <= 2 else "MISS", f"{fall:.2f}x"))
-    if ("lsh", 1000000) in runs and ("torch_cpu", 1000000) in runs:
-        x = runs[("lsh", 1000000)]["samples_per_s"] / runs[("torch_cpu", 1000000)]["samples_per_s"]
-        rows.append(("at 1M labels LSH >= 100x PyTorch CPU", "MET" if x >= 100 else "MISS", f"{x:.1f}x"))
+    for system, name in (("lsh", "LSH"), ("lsh_bf16", "LSH bf16")):
+        if (system, lo) in runs and (system, hi) in runs and hi > lo:
+            fall = runs[(system, lo)]["samples_per_s"] / runs[(system, hi)]["samples_per_s"]
+            rows.append((f"{name} samples/s falls by at most 2x from {fmt_labels(lo)} to {fmt_labels(hi)}",
+                         "MET" if fall <= 2 else "MISS", f"{fall:.2f}x"))
+        if (system, 1000000) in runs and ("torch_cpu", 1000000) in runs:
+            x = runs[(system, 1000000)]["samples_per_s"] / runs[("torch_cpu", 1000000)]["samples_per_s"]
+            rows.append((f"at 1M labels {name} >= 100x PyTorch CPU", "MET" if x >= 100 else "MISS", f"{x:.1f}x"))
     if ("lsh", 100000) in runs:
         for other, want, name in (("torch_cpu", 20, "PyTorch CPU"), ("exact", 10, "exact")):
             if (other, 100000) in runs:
@@ -135,6 +142,10 @@ def main():
     if worst_state:
         rows.append(("model state <= 14 bytes per parameter (f32)", "MET" if worst_state <= 14 else "MISS",
                      f"{worst_state:.2f} at most"))
+    worst_bf16 = max((r.get("state_per_parameter", 0) for (s, _), r in runs.items() if s == "lsh_bf16"), default=0)
+    if worst_bf16:
+        rows.append(("model state <= 8 bytes per parameter (bf16)", "MET" if worst_bf16 <= 8 else "MISS",
+                     f"{worst_bf16:.2f} at most"))
     if rows:
         print("| target | result | measured |\n|---|---|---|")
         for r in rows:
