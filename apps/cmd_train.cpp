@@ -289,7 +289,9 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
   }
   touched /= static_cast<double>(batches);
   // At --dp-keep 1 nothing is thresholded: gradients give exactly the uncompressed sum.
-  const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f;
+  // bf16 storage cannot hold the replicas' small weight changes (check_precision): gradients then.
+  const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f &&
+                          a.precision == Dtype::f32;
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
 }
 
