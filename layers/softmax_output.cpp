@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include <cereal/archives/binary.hpp>
@@ -85,17 +86,44 @@ double SoftmaxOutput::distributed_xent(const SparseBatch& batch, std::span<float
   const XentBatch xb{.offsets = offsets, .pos_offsets = position_offsets_, .positions = position_list_,
                      .label_offsets = batch.label_offsets};
   Backend& be = backend();
-  // Per point: the largest logit, then the sum of exp(z - max) over local logits and the sum of
-  // the local labels' logits, each combined over the group (2 floats per point and rank).
+  // Per point: the largest logit, then the sum of exp(z - max) over the logits and the sum of the
+  // labels' logits.
   max_.resize(b);
   be.xent_max(z, xb, max_);
-  if (group != nullptr) group->all_reduce(max_, comm::ReduceOp::max).wait();
   sums_.resize(2 * b);
   be.xent_sums(z, xb, max_, sums_);
-  if (group != nullptr) group->all_reduce(sums_, comm::ReduceOp::sum).wait();
+  if (group != nullptr) combine_normalizer(*group, b);
   losses_.resize(b);
   be.xent_loss_grad(z, xb, max_, sums_, losses_);
   return std::accumulate(losses_.begin(), losses_.end(), 0.0);
+}
+
+void SoftmaxOutput::combine_normalizer(comm::Communicator& group, size_t b) {
+  // Each rank's sums are relative to its own largest logit. One all-gather of (max, sum, label
+  // sum) per point and rank, then every rank combines them alike, in rank order: the global max M,
+  // sum_r s_r exp(m_r - M) and sum_r l_r. One round trip per step where a max all-reduce followed
+  // by a sum all-reduce took two (each a ring of 2(R-1) hops).
+  normalizer_mine_.resize(3 * b);
+  std::copy(max_.begin(), max_.end(), normalizer_mine_.begin());
+  std::copy(sums_.begin(), sums_.end(), normalizer_mine_.begin() + static_cast<std::ptrdiff_t>(b));
+  const auto ranks = static_cast<size_t>(group.size());
+  normalizer_all_.resize(3 * b * ranks);
+  group.all_gather(normalizer_mine_, normalizer_all_).wait();
+  parallel_rows(b, [&](size_t i) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (size_t r = 0; r < ranks; ++r) m = std::max(m, normalizer_all_[r * 3 * b + i]);
+    double sum = 0.0, labels = 0.0;
+    for (size_t r = 0; r < ranks; ++r) {
+      const float* part = normalizer_all_.data() + r * 3 * b;
+      // A rank without logits for the point has max -inf and sum 0: it adds nothing.
+      if (part[i] != -std::numeric_limits<float>::infinity())
+        sum += static_cast<double>(part[b + i]) * std::exp(static_cast<double>(part[i]) - static_cast<double>(m));
+      labels += static_cast<double>(part[2 * b + i]);
+    }
+    max_[i] = m;
+    sums_[i] = static_cast<float>(sum);
+    sums_[b + i] = static_cast<float>(labels);
+  }, 256);
 }
 
 double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in) {

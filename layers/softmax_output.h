@@ -30,7 +30,8 @@ struct SoftmaxOutputOptions {
   lsh::LshOptions lsh{};
   uint64_t seed = 1;
   // Sliced: this rank owns labels [slice_begin(), slice_end()), builds LSH tables over them only,
-  // and the softmax normalizer is combined across the group (2 floats per point and rank).
+  // and the softmax normalizer is combined across the group (3 floats per point and rank, one
+  // all-gather).
   Placement placement{};
   // Of the weight with the LSH sampler (bf16: half the bytes; computed in f32). The exact softmax
   // multiplies the whole matrix every step and keeps f32 whatever is asked.
@@ -79,6 +80,9 @@ class SoftmaxOutput : public OutputLayer {
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // The same over the labels the LSH tables return for each point only.
   void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // A sliced group's normalizer: every rank's max_ and sums_ (relative to its own max) combined
+  // into the group's, in one all-gather.
+  void combine_normalizer(comm::Communicator& group, size_t b);
   // local_top_k over bf16 weights: blocks of labels widened and scored, their k best merged.
   void widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
 
@@ -100,6 +104,7 @@ class SoftmaxOutput : public OutputLayer {
   Tensor full_logits_;
   std::vector<uint64_t> row_offsets_;  // exact softmax: i * labels, the logits' CSR offsets
   std::vector<float> max_, sums_;
+  std::vector<float> normalizer_mine_, normalizer_all_;  // a sliced group's per-rank (max, sums), gathered
   std::vector<double> losses_;
   std::vector<std::vector<uint32_t>> positions_;
   std::vector<uint64_t> position_offsets_;  // positions_ in CSR form, for the backend
