@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/hash32.h"
 #include "core/tensor.h"
 
 #define FRUGAL_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -70,17 +71,9 @@ inline uint32_t bits_of(float f) {
   std::memcpy(&b, &f, sizeof b);
   return b;
 }
-// 32 random bits for column col of a row keyed by key: murmur3's finalizer (multiplies and shifts
-// that vectorize).
-inline uint32_t column_hash(uint32_t key, uint32_t col) {
-  uint32_t x = key ^ (col * 0x85ebca77u);
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
+// 32 random bits for column col of a row keyed by key (multiplies and shifts that vectorize;
+// column_hash8 below is its AVX2 form).
+inline uint32_t column_hash(uint32_t key, uint32_t col) { return lowbias32(key ^ (col * 0x85ebca77u)); }
 }  // namespace
 
 FRUGAL_SIMD_CLONES void narrow_bf16_stochastic(const float* in, uint16_t* out, size_t n, uint32_t key,
@@ -155,7 +148,8 @@ __attribute__((target("avx2"))) __m256i nearest8(__m256 x) {
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd);
   return _mm256_or_si256(_mm256_srli_epi32(rounded, 16), nan_bit(bits));
 }
-// column_hash on 8 lanes, given col * 0x85ebca77 (kept as a running sum by the caller).
+// column_hash (core/hash32.h's lowbias32) on 8 lanes, given col * 0x85ebca77 (kept as a running
+// sum by the caller).
 __attribute__((target("avx2"))) __m256i column_hash8(__m256i key, __m256i col_product) {
   __m256i x = _mm256_xor_si256(key, col_product);
   x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));

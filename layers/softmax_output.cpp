@@ -330,16 +330,13 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
   // already added) gives the same labels and scores as scoring all labels at once.
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   const size_t block = std::max<size_t>(k, std::min<size_t>(n, 16384));
-  const size_t blocks = (n + block - 1) / block;
+  // Every block but the last has >= k labels: the candidates per point, in block order.
+  const size_t last = n - (n - 1) / block * block, width = (n - last) / block * k + std::min(k, last);
   Backend& be = backend();
-  std::vector<float> cand_scores(b * blocks * k);
-  std::vector<uint32_t> cand_labels(b * blocks * k);
-  std::vector<uint64_t> offsets(b + 1);
-  std::vector<uint32_t> block_labels;
-  std::vector<float> block_scores;
-  size_t per_row = 0;  // candidates per point so far (each block adds min(k, its labels))
+  std::vector<float> cand_scores(b * width), block_scores;
+  std::vector<uint32_t> cand_labels(b * width), block_labels;
   Tensor wide;
-  for (size_t l0 = 0; l0 < n; l0 += block) {
+  for (size_t l0 = 0, filled = 0; l0 < n; l0 += block) {
     const size_t len = std::min(block, n - l0), kb = std::min(k, len);
     wide.resize(len, d);
     parallel_rows(len, [&](size_t j) { weight_.value.read_row(l0 + j, wide.row(j)); }, 256);
@@ -350,24 +347,13 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
     be.top_k({.rows = b, .scores = full_logits_.data(), .width = len,
               .label_base = static_cast<uint32_t>(begin_ + l0), .bias = bias_.value.data() + l0},
              kb, block_labels, block_scores);
-    for (size_t i = 0; i < b; ++i)
-      for (size_t j = 0; j < kb; ++j) {
-        // Candidates of point i sit at [i * blocks * k, +per_row) in block order.
-        cand_labels[i * blocks * k + per_row + j] = block_labels[i * kb + j];
-        cand_scores[i * blocks * k + per_row + j] = block_scores[i * kb + j];
-      }
-    per_row += kb;
+    for (size_t i = 0; i < b; ++i) {
+      std::copy_n(block_labels.data() + i * kb, kb, cand_labels.data() + i * width + filled);
+      std::copy_n(block_scores.data() + i * kb, kb, cand_scores.data() + i * width + filled);
+    }
+    filled += kb;
   }
-  // Compact each point's candidates to the front of its stretch, as CSR rows.
-  std::vector<float> merged_scores(b * per_row);
-  std::vector<uint32_t> merged_labels(b * per_row);
-  for (size_t i = 0; i <= b; ++i) offsets[i] = i * per_row;
-  for (size_t i = 0; i < b; ++i) {
-    std::copy_n(cand_scores.data() + i * blocks * k, per_row, merged_scores.data() + i * per_row);
-    std::copy_n(cand_labels.data() + i * blocks * k, per_row, merged_labels.data() + i * per_row);
-  }
-  be.top_k({.rows = b, .scores = merged_scores.data(), .offsets = offsets.data(), .ids = merged_labels.data()}, k,
-           labels, scores);
+  be.top_k({.rows = b, .scores = cand_scores.data(), .width = width, .ids = cand_labels.data()}, k, labels, scores);
 }
 
 size_t SoftmaxOutput::derived_state_bytes() const {

@@ -1,3 +1,4 @@
+#include "core/hash32.h"
 #include "core/data/synth_ctr.h"
 
 #include <algorithm>
@@ -42,15 +43,7 @@ double normal_quantile(double p) {
 }
 
 // A bijection of 32-bit integers keyed per field: distinct entries get distinct ids.
-uint32_t field_id(uint32_t entry, uint32_t key) {
-  uint32_t x = entry + key;
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
+uint32_t field_id(uint32_t entry, uint32_t key) { return lowbias32(entry + key); }
 
 class Model {
  public:
