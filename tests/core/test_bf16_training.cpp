@@ -12,6 +12,7 @@
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/checkpoint_manifest.h"
+#include "core/rng.h"
 #include "core/train/trainer.h"
 #include "layers/xmc_network.h"
 
@@ -149,4 +150,25 @@ TEST_CASE("bf16: checkpoints hold f32 and resume in either precision; bf16 resum
   for (size_t r = 0; r < w.rows(); r += 97)
     for (size_t c = 0; c < w.cols(); ++c) REQUIRE(n.value_at(r, c) == bf16_to_f32(f32_to_bf16(w.at(r, c))));
   fs::remove_all(dir);
+}
+
+TEST_CASE("bf16: exact scoring over bf16 label blocks ranks as f32 scoring of the same values") {
+  // 40,000 labels: three blocks of widened labels, the last one short.
+  const size_t labels = 40000, in = 8, points = 16, k = 5;
+  layers::SoftmaxOutput half({.in = in, .out = labels, .sampler = layers::Sampler::lsh,
+                              .lsh = {.family = lsh::Dwta{.k = 2}, .tables = 2}, .seed = 3,
+                              .storage = Dtype::bf16});
+  layers::SoftmaxOutput full({.in = in, .out = labels, .sampler = layers::Sampler::lsh,
+                              .lsh = {.family = lsh::Dwta{.k = 2}, .tables = 2}, .seed = 3});
+  const auto ph = half.parameters(), pf = full.parameters();
+  for (size_t i = 0; i < pf.size(); ++i) pf[i]->value.assign(converted(ph[i]->value, Dtype::f32));
+  Tensor h(points, in);
+  Rng rng(5);
+  for (size_t i = 0; i < h.size(); ++i) h.data()[i] = static_cast<float>(rng.normal());
+  std::vector<uint32_t> lh, lf;
+  std::vector<float> sh, sf;
+  half.top_k(h, k, lh, sh);
+  full.top_k(h, k, lf, sf);
+  REQUIRE(lh == lf);
+  for (size_t j = 0; j < sh.size(); ++j) REQUIRE(sh[j] == Approx(sf[j]).epsilon(1e-5));
 }
