@@ -128,7 +128,11 @@ struct TrainArgs {
   bool wire_dtype_given = false;  // --wire-dtype was on the command line
   comm::ValueType wire_dtype = comm::ValueType::f32;
   double mp_keep = 1.0;
+  double mp_mass = 1.0;  // --mp-mass: adaptive k (MpCompression::mass)
   uint64_t mp_warmup_steps = 0;
+  // --mp-wire-dtype; unset (auto): --wire-dtype when given, else below --mp-keep 1 scaled int8
+  // (bench/REPORT.md, "DCT-MP with one-byte values"), f32 at 1 (exact).
+  std::optional<comm::ValueType> mp_wire;
   // Optimizer and regularization (README "Optimizers and regularization").
   optim::Method optimizer = optim::Method::adam;
   optim::SparseUpdates sparse_updates = optim::SparseUpdates::lazy;
@@ -310,6 +314,14 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
                              .target = what, .warmup_steps = a.dp_warmup_steps};
+}
+
+comm::MpCompression mp_compression(const TrainArgs& a) {
+  const comm::ValueType wire = a.mp_wire            ? *a.mp_wire
+                               : a.wire_dtype_given ? a.wire_dtype
+                               : a.mp_keep != 1.0 || a.mp_mass < 1.0 ? comm::ValueType::i8
+                                                                    : comm::ValueType::f32;
+  return {.keep = a.mp_keep, .wire = wire, .warmup_steps = a.mp_warmup_steps, .mass = a.mp_mass};
 }
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
@@ -495,6 +507,8 @@ int run_train(TrainArgs a) {
   if (const auto dp = dp_compression(a)) config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
+  config["mp_mass"] = a.mp_mass;
+  config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
   config["infer"] = std::string(to_string(a.infer));
   config["infer_candidates"] = a.infer_candidates;
@@ -540,7 +554,7 @@ int run_train(TrainArgs a) {
   TrainerOptions options = trainer_options(a, train.size());
   options.parallel = {.model = model_group.get(), .data = data_group.get(),
                       .dense_gradients = a.parallel == ParallelMode::data};
-  options.mp = {.keep = a.mp_keep, .wire = a.wire_dtype, .warmup_steps = a.mp_warmup_steps};
+  options.mp = mp_compression(a);
   options.dp = dp_compression(a);
   // In an optional so that --slice-weights auto can remake it in place (the same object).
   std::optional<Trainer> trainer_slot;
@@ -750,6 +764,7 @@ const FlagNames kTrainFlags = {
     {"DpCompression::reestimate_every", "--dp-reestimate-every"},
     {"MpCompression::keep", "--mp-keep"},
     {"MpCompression::warmup_steps", "--mp-warmup-steps"},
+    {"MpCompression::mass", "--mp-mass"},
 };
 
 }  // namespace
@@ -775,7 +790,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
                            "--active-target", "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
                            "--calibration-warmup", "--memory-limit",
-                           "--valid-fraction", "--early-stopping", "--mp-keep", "--lr-schedule", "--clip-norm",
+                           "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
                            "--dropout", "--precision"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
@@ -931,11 +946,21 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
       ->capture_default_str();
+  cmd->add_option("--mp-mass", a->mp_mass, "DCT-MP adaptive k: each sample keeps the fewest of its top --mp-keep "
+                                           "activations per slice whose magnitudes cover this fraction of the "
+                                           "slice's L1 mass; 1: a fixed k")
+      ->capture_default_str();
   cmd->add_option("--mp-warmup-steps", a->mp_warmup_steps, "DCT-MP: the kept fraction falls geometrically from "
                                                            "everything to --mp-keep over the first N steps")
       ->capture_default_str();
   add_choice(cmd, "--wire-dtype", a->wire_dtype, {comm::ValueType::f32, comm::ValueType::bf16, comm::ValueType::f16},
              "value type of DCT messages (activations, their gradients, thresholded parameter gradients)");
+  add_choice(cmd, "--mp-wire-dtype", a->mp_wire,
+             {{"auto", std::nullopt}, {"f32", comm::ValueType::f32}, {"bf16", comm::ValueType::bf16},
+              {"f16", comm::ValueType::f16}, {"i8", comm::ValueType::i8}},
+             "DCT-MP: value type of the kept activations and their gradients; i8: one byte each plus a bf16 scale "
+             "per sample (activations round to nearest, gradients stochastically); auto: --wire-dtype when given, "
+             "else i8 below --mp-keep 1 and f32 at 1");
   add_choice(cmd, "--dp-wire-dtype", a->dp_wire,
              {{"auto", std::nullopt}, {"f32", comm::ValueType::f32}, {"bf16", comm::ValueType::bf16},
               {"f16", comm::ValueType::f16}, {"sign", comm::ValueType::sign}},

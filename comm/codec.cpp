@@ -122,18 +122,20 @@ std::string_view to_string(ValueType type) {
     case ValueType::f16: return "f16";
     case ValueType::bf16: return "bf16";
     case ValueType::sign: return "sign";
+    case ValueType::i8: return "i8";
   }
   return "?";
 }
 
 size_t value_bytes(ValueType type) {
   FRUGAL_CHECK(type != ValueType::sign, "sign values take one bit each plus a scale per message (sign_bytes)");
-  return type == ValueType::f32 ? 4 : 2;
+  return type == ValueType::f32 ? 4 : type == ValueType::i8 ? 1 : 2;
 }
 
 size_t sign_bytes(size_t entries) { return entries == 0 ? 0 : 4 + (entries + 7) / 8; }
 
 void write_value(ValueType type, float v, std::byte* out) {
+  FRUGAL_CHECK(type != ValueType::i8, "i8 values need their row's scale (comm/dct/scaled_int8.h)");
   if (type == ValueType::f32) {
     std::memcpy(out, &v, 4);
     return;
@@ -143,6 +145,7 @@ void write_value(ValueType type, float v, std::byte* out) {
 }
 
 float read_value(ValueType type, const std::byte* in) {
+  FRUGAL_CHECK(type != ValueType::i8, "i8 values need their row's scale (comm/dct/scaled_int8.h)");
   if (type == ValueType::f32) {
     float v;
     std::memcpy(&v, in, 4);
@@ -169,6 +172,7 @@ std::vector<std::byte> encode_dense(std::span<const float> values, ValueType typ
 }
 
 size_t sparse_encoded_bytes(uint64_t dim, std::span<const uint32_t> indices, ValueType type) {
+  FRUGAL_CHECK(type != ValueType::i8, "the vector codec has no i8 values (DCT-MP's activation exchange only)");
   size_t n = 1 + varint_bytes(dim) + varint_bytes(indices.size());
   int64_t prev = -1;
   for (uint32_t i : indices) {

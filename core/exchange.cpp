@@ -24,8 +24,9 @@ void MpCompression::validate() const {
   FRUGAL_CHECK(keep > 0.0 && (keep <= 1.0 || keep == std::floor(keep)),
                fmt::format("MpCompression::keep {}: expected a fraction in (0, 1] or a whole count of activations",
                            keep));
-  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 2, "MpCompression::wire: unknown value type (sign values are for "
-                                                 "DCT-DP's thresholded gradients only)");
+  FRUGAL_CHECK(mass > 0.0 && mass <= 1.0, fmt::format("MpCompression::mass {}: expected a fraction in (0, 1]", mass));
+  FRUGAL_CHECK(wire != ValueType::sign && static_cast<uint8_t>(wire) <= 4,
+               "MpCompression::wire: unknown value type (sign values are for DCT-DP's thresholded gradients only)");
 }
 
 size_t MpCompression::kept_of(size_t width, uint64_t step) const {
@@ -45,7 +46,8 @@ const char* to_string(DpTarget target) { return target == DpTarget::updates ? "u
 void DpCompression::validate() const {
   ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
                    .sample_size = sample_size, .seed = seed}.validate();
-  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type");
+  FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type (i8 is for DCT-MP's "
+                                                 "activations only)");
 }
 
 ThresholderState ReplicaReducer::feedback_state(size_t param) const {

@@ -30,7 +30,9 @@ class Communicator;
 // sign: one bit per value and one f32 scale per message, every value being +scale or -scale
 // (sparse messages only; what error feedback tolerates: DCT-DP sends the mean magnitude of the
 // entries it selects and keeps each entry's difference in its residual).
-enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, sign = 3 };
+// i8: one signed byte per value and one bf16 scale per row (comm/dct/scaled_int8.h); DCT-MP's
+// activation exchange only, whose rows are samples.
+enum class ValueType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, sign = 3, i8 = 4 };
 
 // DCT-DP's threshold estimator (comm/dct/thresholder.h).
 struct ThresholdOptions {
@@ -67,8 +69,12 @@ struct MpCompression {
   // Gradient Compression warms up its sparsity). Without it, a freshly initialized network's top-k
   // picks the same few units for every sample and, on sparse inputs, can collapse into them.
   uint64_t warmup_steps = 0;
+  // Adaptive k: each sample keeps the fewest of its top-k activations whose magnitudes cover this
+  // fraction of its slice's L1 mass (a sample whose mass sits in a few units sends only those;
+  // `keep` is then the cap). 1: off, every sample keeps exactly k.
+  double mass = 1.0;
   void validate() const;
-  // Positions kept of a slice of `width` neurons (>= 1) at training step `step`.
+  // Positions kept (at most, when adaptive) of a slice of `width` neurons (>= 1) at training step `step`.
   size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
 };
 

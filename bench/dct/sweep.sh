@@ -46,7 +46,7 @@ echo "$(date -u +%FT%TZ) start: commit $(git rev-parse --short HEAD) (worktree $
 
 case " $SETS " in *" gcide "*) dct_data gcide ;; *) dct_data ;; esac
 
-epochs() { case "$1" in xmc) echo "${FRUGAL_BENCH_EPOCHS_XMC:-8}" ;; fmnist) echo "${FRUGAL_BENCH_EPOCHS_FMNIST:-3}" ;;
+epochs() { case "$1" in xmc|xmc512) echo "${FRUGAL_BENCH_EPOCHS_XMC:-8}" ;; fmnist) echo "${FRUGAL_BENCH_EPOCHS_FMNIST:-3}" ;;
                          gcide) echo "${FRUGAL_BENCH_EPOCHS_GCIDE:-4}" ;; esac; }
 
 # [STEPS=N] train SET NAME RANKS EPOCHS FLAGS...: one launch (N steps per epoch; default

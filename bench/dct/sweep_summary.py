@@ -106,7 +106,7 @@ def table(set_, scheme, prefix, key, denominator, target):
 
 
 print(f"# DCT sweep over seeds ({out})")
-for set_ in ("xmc", "fmnist", "gcide"):
+for set_ in ("xmc", "xmc512", "fmnist", "gcide"):
     dense = None
     for f in glob.glob(os.path.join(out, f"{set_}-dense-s*.done")):
         r = run(set_, os.path.basename(f)[len(set_) + 1:-len(".done")])

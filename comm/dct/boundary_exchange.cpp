@@ -7,8 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "comm/dct/scaled_int8.h"
 #include "core/communicator.h"
 #include "core/check.h"
+#include "core/hash32.h"
 
 namespace frugal::comm {
 
@@ -26,11 +28,13 @@ BoundaryExchange::BoundaryExchange(const Placement& placement, size_t width, con
   for (int r = 0; r < placement_.parts(); ++r) widest = std::max(widest, bounds_[r + 1] - bounds_[r]);
   wide_indices_ = widest > 65536;
   positions_.resize(placement_.parts());
+  offsets_.resize(placement_.parts());
   set_step(UINT64_MAX);
 }
 
 void BoundaryExchange::set_step(uint64_t step) {
-  compress_ = options_.wire != ValueType::f32;
+  step_ = step;
+  compress_ = options_.wire != ValueType::f32 || adaptive();
   for (int r = 0; r < placement_.parts(); ++r) {
     const size_t w = bounds_[r + 1] - bounds_[r];
     kept_[r] = options_.kept_of(w, step);
@@ -42,18 +46,32 @@ void BoundaryExchange::select_top_k(const Tensor& local) {
   const int me = placement_.rank();
   const size_t b = local.rows(), w = local.cols(), k = kept_[me];
   auto& pos = positions_[me];
-  pos.resize(b * k);
+  auto& off = offsets_[me];
+  pos.clear();
+  off.assign(1, 0);
   std::vector<uint32_t> order(w);
   for (size_t i = 0; i < b; ++i) {
     const float* v = local.row(i);
     std::iota(order.begin(), order.end(), 0u);
-    if (k < w)  // largest magnitudes first; the lower index wins a tie, so every rank agrees
-      std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), [v](uint32_t a, uint32_t c) {
-        const float fa = std::abs(v[a]), fc = std::abs(v[c]);
-        return fa > fc || (fa == fc && a < c);
-      });
-    std::sort(order.begin(), order.begin() + k);
-    std::copy_n(order.begin(), k, pos.begin() + i * k);
+    // Largest magnitudes first; the lower index wins a tie, so every rank agrees.
+    const auto larger = [v](uint32_t a, uint32_t c) {
+      const float fa = std::abs(v[a]), fc = std::abs(v[c]);
+      return fa > fc || (fa == fc && a < c);
+    };
+    if (k < w) std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), larger);
+    size_t count = k;
+    if (adaptive()) {  // the fewest of those k whose magnitudes cover `mass` of the slice's L1 mass
+      double total = 0.0;
+      for (size_t j = 0; j < w; ++j) total += std::abs(v[j]);
+      std::sort(order.begin(), order.begin() + k, larger);
+      const double target = options_.mass * total;
+      double covered = 0.0;
+      count = 0;
+      while (count < k && covered < target) covered += std::abs(v[order[count++]]);
+    }
+    std::sort(order.begin(), order.begin() + count);
+    pos.insert(pos.end(), order.begin(), order.begin() + count);
+    off.push_back(pos.size());
   }
 }
 
@@ -64,66 +82,129 @@ std::vector<size_t> BoundaryExchange::block_counts(size_t batch) {
   return counts;
 }
 
-bool BoundaryExchange::has_positions(int rank) const {
-  // A slice kept whole needs no positions.
-  return kept_[rank] < bounds_[rank + 1] - bounds_[rank];
+size_t BoundaryExchange::row_bytes(size_t n) const {
+  return options_.wire == ValueType::i8 ? scaled_i8_bytes(n) : n * value_bytes(options_.wire);
 }
 
-void BoundaryExchange::write_positions(std::span<const uint32_t> positions, size_t per_sample) {
-  // Per sample, ascending: each position as its gap to the previous one (the first: to -1) in one
-  // byte, or, for gaps of 255 and more, the escape byte 255 and the position itself in 2 bytes
-  // (4 for slices wider than 65536). Top-k positions of a wide slice are mostly close together.
-  for (size_t j = 0; j < positions.size(); ++j) {
-    const uint32_t p = positions[j];
-    const uint32_t next = j % per_sample == 0 ? 0 : positions[j - 1] + 1;
-    if (p - next < kEscape) {
-      message_.push_back(static_cast<std::byte>(p - next));
-      continue;
+void BoundaryExchange::put_row(std::span<const float> values, std::byte* out, uint32_t stochastic_key) const {
+  if (options_.wire == ValueType::i8) {
+    write_scaled_i8(values, out, stochastic_key);
+    return;
+  }
+  const size_t vb = value_bytes(options_.wire);
+  for (float v : values) write_value(options_.wire, v, out), out += vb;
+}
+
+void BoundaryExchange::get_row(const std::byte* in, std::span<float> values) const {
+  if (options_.wire == ValueType::i8) {
+    read_scaled_i8(in, values);
+    return;
+  }
+  const size_t vb = value_bytes(options_.wire);
+  for (float& v : values) v = read_value(options_.wire, in), in += vb;
+}
+
+uint32_t BoundaryExchange::gradient_rounding_key(int to, size_t sample) const {
+  // Distinct per step, boundary, sender, receiver and sample; never 0 (round to nearest).
+  const int parts = placement_.parts();
+  uint32_t h = lowbias32(static_cast<uint32_t>(step_) ^ lowbias32(static_cast<uint32_t>(step_ >> 32) + static_cast<uint32_t>(tag_)));
+  h = lowbias32(h + static_cast<uint32_t>(placement_.rank() * parts + to));
+  return lowbias32(h + static_cast<uint32_t>(sample)) | 1u;
+}
+
+bool BoundaryExchange::has_positions(int rank) const {
+  // A slice kept whole needs no positions.
+  return adaptive() || kept_[rank] < bounds_[rank + 1] - bounds_[rank];
+}
+
+void BoundaryExchange::write_index(uint32_t value) {
+  if (value < kEscape) {
+    message_.push_back(static_cast<std::byte>(value));
+    return;
+  }
+  message_.push_back(static_cast<std::byte>(kEscape));
+  const auto narrow = static_cast<uint16_t>(value);
+  const size_t n = wide_indices_ ? 4 : 2;
+  const size_t at = message_.size();
+  message_.resize(at + n);
+  std::memcpy(message_.data() + at, wide_indices_ ? static_cast<const void*>(&value) : &narrow, n);
+}
+
+void BoundaryExchange::write_positions(int rank) {
+  // Per sample (adaptive: after its count, coded alike), ascending: each position as its gap to the
+  // previous one (the first: to -1) in one byte, or, for gaps of 255 and more, the escape byte 255
+  // and the position itself in 2 bytes (4 for slices wider than 65536). Top-k positions of a wide
+  // slice are mostly close together.
+  const auto& pos = positions_[rank];
+  const auto& off = offsets_[rank];
+  for (size_t i = 0; i + 1 < off.size(); ++i) {
+    if (adaptive()) write_index(static_cast<uint32_t>(off[i + 1] - off[i]));
+    for (size_t j = off[i]; j < off[i + 1]; ++j) {
+      const uint32_t p = pos[j], next = j == off[i] ? 0 : pos[j - 1] + 1;
+      // A gap below 255 is one byte; else the escape and the position itself (>= the gap >= 255).
+      write_index(p - next < kEscape ? p - next : p);
     }
-    message_.push_back(static_cast<std::byte>(kEscape));
-    const auto narrow = static_cast<uint16_t>(p);
-    const size_t n = wide_indices_ ? 4 : 2;
-    const size_t at = message_.size();
-    message_.resize(at + n);
-    std::memcpy(message_.data() + at, wide_indices_ ? static_cast<const void*>(&p) : &narrow, n);
   }
 }
 
+void BoundaryExchange::fixed_offsets(int rank, size_t batch) {
+  auto& off = offsets_[rank];
+  off.resize(batch + 1);
+  for (size_t i = 0; i <= batch; ++i) off[i] = i * kept_[rank];
+}
+
 const std::byte* BoundaryExchange::read_positions(int from, const std::vector<std::byte>& bytes, size_t batch) {
-  const size_t kr = kept_[from], w = bounds_[from + 1] - bounds_[from], vb = value_bytes(options_.wire);
+  const size_t cap = kept_[from], w = bounds_[from + 1] - bounds_[from];
   auto& pos = positions_[from];
-  pos.resize(batch * kr);
+  auto& off = offsets_[from];
   const std::byte* in = bytes.data();
   const std::byte* end = in + bytes.size();
   auto fail = [&](const std::string& what) {
     throw Error(fmt::format("model-parallel exchange: rank {} sent a bad activation message ({} bytes, {} samples x {} "
-                            "kept): {}; the ranks disagree on the batch or on MpCompression::keep, or the bytes are "
-                            "damaged", from, bytes.size(), batch, kr, what));
+                            "kept{}): {}; the ranks disagree on the batch or on MpCompression::keep, or the bytes are "
+                            "damaged", from, bytes.size(), batch, cap, adaptive() ? " at most" : "", what));
   };
-  for (size_t j = 0; j < batch * kr; ++j) {
-    uint32_t p = static_cast<uint32_t>(j % kr);  // kept whole: position j of the sample
-    if (has_positions(from)) {
-      if (in == end) fail(fmt::format("it ends within the positions of sample {}", j / kr));
-      const auto gap = static_cast<uint8_t>(*in++);
-      const uint32_t next = j % kr == 0 ? 0 : pos[j - 1] + 1;
-      if (gap < kEscape) {
-        p = next + gap;
-      } else {
-        const size_t n = wide_indices_ ? 4 : 2;
-        if (static_cast<size_t>(end - in) < n) fail(fmt::format("it ends within an escaped position of sample {}", j / kr));
-        uint16_t narrow = 0;
-        p = 0;
-        std::memcpy(wide_indices_ ? static_cast<void*>(&p) : &narrow, in, n);
-        if (!wide_indices_) p = narrow;
-        in += n;
+  // One index: a byte below 255, else the escape and the value in 2 (or 4) bytes; `escaped` says which.
+  bool escaped = false;
+  auto index = [&](size_t sample, const char* what) -> uint32_t {
+    if (in == end) fail(fmt::format("it ends within the {} of sample {}", what, sample));
+    const auto first = static_cast<uint8_t>(*in++);
+    escaped = first == kEscape;
+    if (!escaped) return first;
+    const size_t n = wide_indices_ ? 4 : 2;
+    if (static_cast<size_t>(end - in) < n) fail(fmt::format("it ends within an escaped {} of sample {}", what, sample));
+    uint16_t narrow = 0;
+    uint32_t value = 0;
+    std::memcpy(wide_indices_ ? static_cast<void*>(&value) : &narrow, in, n);
+    in += n;
+    return wide_indices_ ? value : narrow;
+  };
+  if (!has_positions(from)) {
+    fixed_offsets(from, batch);
+    pos.resize(batch * cap);
+    for (size_t j = 0; j < pos.size(); ++j) pos[j] = static_cast<uint32_t>(j % cap);  // kept whole
+  } else {
+    pos.clear();
+    off.assign(1, 0);
+    for (size_t i = 0; i < batch; ++i) {
+      const size_t count = adaptive() ? index(i, "count") : cap;
+      if (count > cap) fail(fmt::format("sample {} keeps {} activations, more than the {} allowed", i, count, cap));
+      for (size_t j = 0; j < count; ++j) {
+        const uint32_t coded = index(i, "positions");
+        // A byte below 255 is a gap; an escaped value is the position itself.
+        const uint32_t p = escaped ? coded : (j == 0 ? 0 : pos.back() + 1) + coded;
+        if (p >= w || (j != 0 && p <= pos.back()))
+          fail(fmt::format("position {} of sample {} is not ascending within its slice of {} neurons", p, i, w));
+        pos.push_back(p);
       }
-      if (p >= w || (j % kr != 0 && p <= pos[j - 1]))
-        fail(fmt::format("position {} of sample {} is not ascending within its slice of {} neurons", p, j / kr, w));
+      off.push_back(pos.size());
     }
-    pos[j] = p;
   }
-  if (static_cast<size_t>(end - in) != batch * kr * vb)
-    fail(fmt::format("{} value bytes follow the positions, expected {} ({} bytes each)", end - in, batch * kr * vb, vb));
+  size_t value_bytes_expected = 0;
+  for (size_t i = 0; i < batch; ++i) value_bytes_expected += row_bytes(off[i + 1] - off[i]);
+  if (static_cast<size_t>(end - in) != value_bytes_expected)
+    fail(fmt::format("{} value bytes follow the positions, expected {} ({} values as {})", end - in,
+                     value_bytes_expected, pos.size(), to_string(options_.wire)));
   return in;
 }
 
@@ -150,24 +231,35 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
     return gathered_;
   }
   select_top_k(local);
-  const size_t k = kept_[me], vb = value_bytes(options_.wire);
   message_.clear();
-  if (has_positions(me)) write_positions(positions_[me], k);
+  if (has_positions(me)) write_positions(me);
+  const auto& mine = positions_[me];
+  const auto& off = offsets_[me];
+  size_t values = 0;
+  for (size_t i = 0; i < b; ++i) values += row_bytes(off[i + 1] - off[i]);
   const size_t values_at = message_.size();
-  message_.resize(values_at + b * k * vb);
+  message_.resize(values_at + values);
   std::byte* out = message_.data() + values_at;
-  for (size_t i = 0; i < b; ++i)
-    for (size_t j = 0; j < k; ++j, out += vb) write_value(options_.wire, local.at(i, positions_[me][i * k + j]), out);
+  for (size_t i = 0; i < b; ++i) {
+    row_.resize(off[i + 1] - off[i]);
+    for (size_t j = off[i]; j < off[i + 1]; ++j) row_[j - off[i]] = local.at(i, mine[j]);
+    put_row(row_, out);
+    out += row_bytes(row_.size());
+  }
   std::vector<std::vector<std::byte>> all;
   group.all_gather_bytes(message_, all).wait();
   payload_sent_ += (parts - 1) * message_.size();
   gathered_.zero();
   for (int r = 0; r < parts; ++r) {  // every rank decodes every message, its own included: one result
     const std::byte* in = read_positions(r, all[r], b);
-    const size_t kr = kept_[r];
     const auto& pos = positions_[r];
-    for (size_t i = 0; i < b; ++i)
-      for (size_t j = 0; j < kr; ++j, in += vb) gathered_.at(i, bounds_[r] + pos[i * kr + j]) = read_value(options_.wire, in);
+    const auto& off_r = offsets_[r];
+    for (size_t i = 0; i < b; ++i) {
+      row_.resize(off_r[i + 1] - off_r[i]);
+      get_row(in, row_);
+      in += row_bytes(row_.size());
+      for (size_t j = off_r[i]; j < off_r[i + 1]; ++j) gathered_.at(i, bounds_[r] + pos[j]) = row_[j - off_r[i]];
+    }
   }
   return gathered_;
 }
@@ -192,39 +284,50 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
     return slice_;
   }
   // Each peer gets our partial gradient at its kept positions, in the order it sent them.
-  const size_t vb = value_bytes(options_.wire);
   std::vector<Work> sends;
   for (int r = 0; r < parts; ++r) {
     if (r == me) continue;
-    const size_t kr = kept_[r];
-    message_.resize(b * kr * vb);
+    const auto& pos = positions_[r];
+    const auto& off = offsets_[r];
+    size_t bytes = 0;
+    for (size_t i = 0; i < b; ++i) bytes += row_bytes(off[i + 1] - off[i]);
+    message_.resize(bytes);
     std::byte* out = message_.data();
-    for (size_t i = 0; i < b; ++i)
-      for (size_t j = 0; j < kr; ++j, out += vb)
-        write_value(options_.wire, partial.at(i, bounds_[r] + positions_[r][i * kr + j]), out);
+    for (size_t i = 0; i < b; ++i) {
+      row_.resize(off[i + 1] - off[i]);
+      for (size_t j = off[i]; j < off[i + 1]; ++j) row_[j - off[i]] = partial.at(i, bounds_[r] + pos[j]);
+      put_row(row_, out, gradient_rounding_key(r, i));
+      out += row_bytes(row_.size());
+    }
     sends.push_back(group.send(r, tag_, message_));  // send copies the bytes
     payload_sent_ += message_.size();
   }
   // Sum the contributions in rank order (ours unrounded: it never travels), so the result does
   // not depend on arrival order.
-  const size_t k = kept_[me];
   const auto& pos = positions_[me];
+  const auto& off = offsets_[me];
+  size_t expected = 0;
+  for (size_t i = 0; i < b; ++i) expected += row_bytes(off[i + 1] - off[i]);
   slice_.zero();
   std::vector<std::byte> received;
   for (int r = 0; r < parts; ++r) {
     if (r == me) {
       for (size_t i = 0; i < b; ++i)
-        for (size_t j = 0; j < k; ++j) slice_.at(i, pos[i * k + j]) += partial.at(i, bounds_[me] + pos[i * k + j]);
+        for (size_t j = off[i]; j < off[i + 1]; ++j) slice_.at(i, pos[j]) += partial.at(i, bounds_[me] + pos[j]);
       continue;
     }
     group.recv(r, tag_, received).wait();
-    FRUGAL_CHECK(received.size() == b * k * vb,
-                 fmt::format("model-parallel exchange: rank {} sent {} bytes of gradients, expected {} ({} samples x {} "
-                             "kept x {} bytes)",
-                             r, received.size(), b * k * vb, b, k, vb));
+    FRUGAL_CHECK(received.size() == expected,
+                 fmt::format("model-parallel exchange: rank {} sent {} bytes of gradients, expected {} ({} samples, {} "
+                             "kept values as {})",
+                             r, received.size(), expected, b, pos.size(), to_string(options_.wire)));
     const std::byte* in = received.data();
-    for (size_t i = 0; i < b; ++i)
-      for (size_t j = 0; j < k; ++j, in += vb) slice_.at(i, pos[i * k + j]) += read_value(options_.wire, in);
+    for (size_t i = 0; i < b; ++i) {
+      row_.resize(off[i + 1] - off[i]);
+      get_row(in, row_);
+      in += row_bytes(row_.size());
+      for (size_t j = off[i]; j < off[i + 1]; ++j) slice_.at(i, pos[j]) += row_[j - off[i]];
+    }
   }
   for (Work& w : sends) w.wait();
   return slice_;
@@ -238,11 +341,11 @@ const Tensor& BoundaryExchange::own_slice(const Tensor& full) {
     for (size_t i = 0; i < b; ++i) std::copy_n(full.row(i) + bounds_[me], mine, slice_.row(i));
     return slice_;
   }
-  const size_t k = kept_[me];
   const auto& pos = positions_[me];
+  const auto& off = offsets_[me];
   slice_.zero();
   for (size_t i = 0; i < b; ++i)
-    for (size_t j = 0; j < k; ++j) slice_.at(i, pos[i * k + j]) = full.at(i, bounds_[me] + pos[i * k + j]);
+    for (size_t j = off[i]; j < off[i + 1]; ++j) slice_.at(i, pos[j]) = full.at(i, bounds_[me] + pos[j]);
   return slice_;
 }
 

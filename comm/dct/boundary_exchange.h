@@ -5,10 +5,12 @@
 // Forward, each sample keeps only the top-k activations (by magnitude) of each rank's slice and
 // only those travel, as (position, value) with positions gap-coded in one byte each (an escape for
 // gaps of 255 or more); the others are zero on every rank, as if a mask were part of
-// the network. Backward, the next layer's partial input gradients are summed over the group at the
+// the network. With an adaptive k (MpCompression::mass < 1) each sample keeps the fewest of its
+// top-k whose magnitudes cover that fraction of its slice's L1 mass, and its count travels first. Backward, the next layer's partial input gradients are summed over the group at the
 // kept positions only (the mask's gradient is zero elsewhere), so the backward message needs no
 // indices: every rank already knows the kept positions from the forward pass. Values may travel as
-// bf16 or f16.
+// bf16, f16 or scaled int8 (one byte each and a bf16 scale per sample; activations round to
+// nearest, their gradients stochastically).
 //
 // With every position kept and f32 values, the exchange is exactly the uncompressed one (an
 // all-gather forward, a reduce-scatter backward).
@@ -51,12 +53,25 @@ class BoundaryExchange : public ActivationExchange {
  private:
   void select_top_k(const Tensor& local);
   bool has_positions(int rank) const;
-  // Appends `positions` (per_sample per sample, ascending within each) to message_, gap-coded.
-  void write_positions(std::span<const uint32_t> positions, size_t per_sample);
+  // Adaptive k (MpCompression::mass < 1): each sample keeps its own count, which travels with it.
+  bool adaptive() const { return options_.mass < 1.0; }
+  // Appends one count or position gap to message_: a byte below 255, else the escape and the value.
+  void write_index(uint32_t value);
+  // Appends rank `rank`'s kept positions (ascending per sample) to message_, gap-coded.
+  void write_positions(int rank);
+  // offsets_[rank] of a fixed count per sample (kept_[rank]).
+  void fixed_offsets(int rank, size_t batch);
   // Decodes rank `from`'s positions into positions_[from]; returns where its values start. Fails,
   // naming the rank, on a message that is truncated, not ascending or of the wrong length.
   const std::byte* read_positions(int from, const std::vector<std::byte>& bytes, size_t batch);
   static constexpr uint8_t kEscape = 255;
+  // One sample's n values on the wire: their bytes, and writing / reading them (i8: with the
+  // row's scale; `stochastic_key` 0 rounds to nearest, comm/dct/scaled_int8.h).
+  size_t row_bytes(size_t n) const;
+  void put_row(std::span<const float> values, std::byte* out, uint32_t stochastic_key = 0) const;
+  void get_row(const std::byte* in, std::span<float> values) const;
+  // The stochastic rounding of the gradient this rank sends rank `to` for `sample` this step.
+  uint32_t gradient_rounding_key(int to, size_t sample) const;
   // Each rank's B x w_r block size in the plain exchange; sizes exchange_ to hold them all.
   std::vector<size_t> block_counts(size_t batch);
 
@@ -67,10 +82,14 @@ class BoundaryExchange : public ActivationExchange {
   std::vector<size_t> bounds_, kept_;  // slice bounds; positions kept per sample, per rank
   bool wide_indices_;                  // a slice wider than 65536: escaped positions take 4 bytes, else 2
   bool compress_ = false;              // top-k or a narrow wire type this step; else the plain exchange
-  // kept positions (slice-relative, ascending per sample) of every rank's slice, B x kept_[r]
+  // kept positions (slice-relative, ascending per sample) of every rank's slice: sample i's are
+  // positions_[r][offsets_[r][i] .. offsets_[r][i + 1]) (kept_[r] each, or fewer when adaptive)
   std::vector<std::vector<uint32_t>> positions_;
+  std::vector<std::vector<size_t>> offsets_;
   Tensor gathered_, exchange_, slice_;
   std::vector<std::byte> message_;
+  std::vector<float> row_;             // one sample's kept values
+  uint64_t step_ = UINT64_MAX;         // of set_step: keys the gradients' stochastic rounding
   uint64_t payload_sent_ = 0, payload_uncompressed_ = 0;
 };
 

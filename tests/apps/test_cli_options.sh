@@ -59,8 +59,19 @@ fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision 
 "$FRUGAL" "${T[@]}" --logq off --metrics "$TMP/lsh.jsonl" > /dev/null
 python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert c["logq"] == "off" and c["sampler"] == "lsh", c' \
   "$TMP/lsh.jsonl"
+# DCT-MP's value type: auto is i8 below --mp-keep 1 or with --mp-mass, --wire-dtype when given, f32
+# otherwise; --mp-wire-dtype overrides. Recorded in the run config (ranks must agree on it).
+for case in "f32" "i8 --mp-keep 0.5" "i8 --mp-mass 0.9" "bf16 --mp-keep 0.5 --wire-dtype bf16" \
+            "f16 --mp-keep 0.5 --mp-wire-dtype f16" "i8 --mp-wire-dtype i8"; do
+  read -r want flags <<< "$case"
+  # shellcheck disable=SC2086
+  "$FRUGAL" "${T[@]}" $flags --metrics "$TMP/mpwire.jsonl" > /dev/null
+  python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert c["mp_wire_dtype"] == sys.argv[2], (sys.argv[3], c)' \
+    "$TMP/mpwire.jsonl" "$want" "$flags"
+done
 
 # 2. Library errors name option fields; the command names its flags.
+fails_with "--mp-mass 0: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --mp-mass 0
 fails_with "--negatives must be at most 1048576 per point, got 2000000" "$FRUGAL" "${T[@]}" --negatives 2000000
 fails_with "--max-active (5) must be >= --min-active (10)" "$FRUGAL" "${T[@]}" --max-active 5 --min-active 10
 fails_with "--active-target: Value -5 not in range" "$FRUGAL" "${T[@]}" --active-target -5
@@ -91,6 +102,7 @@ fails_with "FRUGAL_COMM_TIMEOUT 'x': expected a positive number of seconds" \
 # 4. Unknown choices.
 fails_with "--sampler: bad not in {lsh,exact}" "$FRUGAL" "${T[@]}" --sampler bad
 fails_with "--wire-dtype: f64 not in {f32,bf16,f16}" "$FRUGAL" "${T[@]}" --wire-dtype f64
+fails_with "--mp-wire-dtype: sign not in {auto,f32,bf16,f16,i8}" "$FRUGAL" "${T[@]}" --mp-wire-dtype sign
 fails_with "--transport: tcp not in {zmq,mpi}" "$FRUGAL" launch -n 2 --transport tcp -- true
 
 # 5. A ZeroMQ run's key and timeout as flags of `frugal train` (not only FRUGAL_* variables), and

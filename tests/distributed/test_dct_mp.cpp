@@ -3,7 +3,7 @@
 //  - with everything kept it computes what 1 rank computes (sliced Dense layers included);
 //  - keeping 100% through the compressed code path reproduces the uncompressed exchange exactly;
 //  - with top-k masks, finite differences through the masked network match the gradients;
-//  - bf16 on the wire, payload accounting, and ranks that disagree on --mp-keep.
+//  - bf16 and scaled int8 on the wire, payload accounting, and ranks that disagree on --mp-keep.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -158,6 +158,9 @@ TEST_CASE("DCT-MP: finite differences through the top-k masked network match its
   default_backend().set_num_threads(1);
   SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25}); }
   SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3}); }
+  SECTION("2 ranks, adaptive: 60% of each sample's mass, at most half the slice") {
+    check_masked_gradients(2, {.keep = 0.5, .mass = 0.6});
+  }
 }
 
 TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still learns; runs reproduce") {
@@ -247,4 +250,123 @@ TEST_CASE("DCT-MP: positions travel gap-coded, one byte each, escaped when a gap
       INFO("row " << i << " column " << j);
       REQUIRE(out.at(i, j) == (is_kept ? static_cast<float>(1 + i + p + 1000 * r) : 0.0f));
     }
+}
+
+TEST_CASE("DCT-MP: i8 values travel as one byte each plus a bf16 scale per sample, within half a step") {
+  // Same slices and kept positions as above: per sample 1 + 3 + 3 position bytes, a 2-byte scale
+  // and 3 value bytes. Decoded values are within half a step (the row's largest / 254).
+  default_backend().set_num_threads(1);
+  constexpr size_t kSlice = 700, kRows = 3;
+  const std::vector<uint32_t> kept{0, 400, 699};
+  std::mutex mu;
+  Tensor gathered;
+  std::vector<uint64_t> sent;
+  comm::run_local(2, [&](comm::Communicator& c) {
+    comm::BoundaryExchange exchange(Placement::sliced(c), 2 * kSlice, {.keep = 3, .wire = comm::ValueType::i8}, 7);
+    Tensor local(kRows, kSlice);
+    local.zero();
+    for (size_t i = 0; i < kRows; ++i)
+      for (const uint32_t p : kept) local.at(i, p) = static_cast<float>(1 + i + p + 1000 * c.rank()) * 0.01f;
+    const Tensor out = exchange.gather(local);
+    std::lock_guard<std::mutex> lock(mu);
+    if (c.rank() == 0) gathered = out;
+    sent.push_back(exchange.payload_sent());
+  });
+  for (const uint64_t s : sent) REQUIRE(s == kRows * (1 + 3 + 3 + 2 + 3));
+  for (size_t i = 0; i < kRows; ++i)
+    for (size_t r = 0; r < 2; ++r) {
+      const float peak = static_cast<float>(1 + i + 699 + 1000 * r) * 0.01f;
+      for (const uint32_t p : kept) {
+        const float exact = static_cast<float>(1 + i + p + 1000 * r) * 0.01f;
+        INFO("row " << i << " rank " << r << " position " << p);
+        REQUIRE(std::abs(gathered.at(i, r * kSlice + p) - exact) <= peak / 254.0f * 1.01f);
+      }
+    }
+}
+
+TEST_CASE("DCT-MP: i8 on the wire trains like bf16 at about 3/5 of its bytes and reproduces") {
+  default_backend().set_num_threads(1);
+  const Run bf16 = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
+  const Run i8 = train(2, {.keep = 0.25, .wire = comm::ValueType::i8});
+  INFO("mp compression bf16 " << bf16.fit.mp_compression() << ", i8 " << i8.fit.mp_compression());
+  // Per sample and slice (3 kept of 10-12): bf16 3 + 6 bytes forward and 6 backward; i8 3 + 2 + 3
+  // and 2 + 3 (the scale weighs on such short rows): 15 / 13 of bf16's ratio.
+  REQUIRE(i8.fit.mp_compression() > 1.1 * bf16.fit.mp_compression());
+  REQUIRE(std::isfinite(i8.losses.front()));
+  REQUIRE(i8.losses.front() == Approx(bf16.losses.front()).epsilon(0.02));
+  for (const auto& [name, w] : bf16.weights) {
+    INFO(name << ": relative difference " << testing::relative_difference(w, i8.weights.at(name)));
+    REQUIRE(testing::relative_difference(w, i8.weights.at(name)) <= 0.05);
+  }
+  const Run again = train(2, {.keep = 0.25, .wire = comm::ValueType::i8});
+  REQUIRE(again.losses == i8.losses);
+  REQUIRE(again.p1 == i8.p1);
+}
+
+TEST_CASE("DCT-MP: a truncated i8 message fails naming the rank, not with garbage") {
+  // Rank 1 believes each sample keeps 2 values, rank 0 3: each rank's decoder finds the other's
+  // message of the wrong shape (positions or value bytes) and says so, naming the rank.
+  default_backend().set_num_threads(1);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  comm::run_local(2, [&](comm::Communicator& c) {
+    comm::BoundaryExchange exchange(Placement::sliced(c), 40,
+                                    {.keep = c.rank() == 0 ? 3.0 : 2.0, .wire = comm::ValueType::i8}, 7);
+    Tensor local(4, 20);
+    for (size_t i = 0; i < local.size(); ++i) local.data()[i] = static_cast<float>(i % 7);
+    try {
+      exchange.gather(local);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+    }
+  });
+  REQUIRE(errors.size() == 2);
+  for (const auto& e : errors) REQUIRE_THAT(e, Catch::Contains("bad activation message") && Catch::Contains("rank "));
+}
+
+TEST_CASE("DCT-MP: an adaptive k keeps per sample the fewest activations covering the asked L1 mass") {
+  // Slices of 20, at most 5 kept, 80% of the mass: a sample whose mass sits in one unit sends that
+  // unit; a flat one hits the cap; an all-zero one sends its count alone.
+  default_backend().set_num_threads(1);
+  constexpr size_t kSlice = 20;
+  std::mutex mu;
+  Tensor gathered;
+  std::vector<uint64_t> sent;
+  comm::run_local(2, [&](comm::Communicator& c) {
+    comm::BoundaryExchange exchange(Placement::sliced(c), 2 * kSlice, {.keep = 5, .mass = 0.8}, 7);
+    Tensor local(3, kSlice);
+    local.zero();
+    for (size_t j = 0; j < kSlice; ++j) local.at(0, j) = 0.1f;
+    local.at(0, 7 + c.rank()) = 10.0f;                                           // 10 of 11.9
+    for (size_t j = 0; j < kSlice; ++j) local.at(1, j) = 1.0f + 0.01f * static_cast<float>(j);  // flat
+    const Tensor out = exchange.gather(local);
+    std::lock_guard<std::mutex> lock(mu);
+    if (c.rank() == 0) gathered = out;
+    sent.push_back(exchange.payload_sent());
+  });
+  // Count byte, gap bytes and f32 values: 1 + 1 + 4, 1 + 5 + 20, 1.
+  for (const uint64_t s : sent) REQUIRE(s == (1 + 1 + 4) + (1 + 5 + 20) + 1);
+  for (size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    for (size_t j = 0; j < kSlice; ++j) {
+      REQUIRE(gathered.at(0, r * kSlice + j) == (j == 7 + r ? 10.0f : 0.0f));
+      REQUIRE(gathered.at(1, r * kSlice + j) == (j >= 15 ? 1.0f + 0.01f * static_cast<float>(j) : 0.0f));
+      REQUIRE(gathered.at(2, r * kSlice + j) == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("DCT-MP: an adaptive k sends less than its cap, learns, and reproduces") {
+  default_backend().set_num_threads(1);
+  const Run fixed = train(2, {.keep = 0.5, .wire = comm::ValueType::i8});
+  const Run adaptive = train(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
+  INFO("mp compression fixed " << fixed.fit.mp_compression() << ", adaptive " << adaptive.fit.mp_compression());
+  REQUIRE(adaptive.fit.mp_compression() > fixed.fit.mp_compression());
+  REQUIRE(std::isfinite(adaptive.losses.front()));
+  REQUIRE(adaptive.p1 > 0.0);
+  const Run again = train(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
+  REQUIRE(again.losses == adaptive.losses);
+  REQUIRE_THROWS_WITH((comm::MpCompression{.mass = 0.0}.validate()), Catch::Contains("MpCompression::mass"));
+  REQUIRE_THROWS_WITH((comm::MpCompression{.mass = 1.5}.validate()), Catch::Contains("MpCompression::mass"));
 }
