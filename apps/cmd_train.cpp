@@ -122,6 +122,7 @@ struct TrainArgs {
   TauEstimate dp_tau = TauEstimate::sampled;
   std::optional<comm::DpTarget> dp_compress;  // --dp-compress; unset (auto): resolve_dp_target decides
   uint64_t dp_warmup_steps = 0;
+  std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
   // --dp-wire-dtype; unset (auto): --wire-dtype when given, else below --dp-keep 1 sign values for
   // exchanged updates and bf16 for gradients (what rounding loses is fed back), f32 at 1 (exact).
   std::optional<comm::ValueType> dp_wire;
@@ -129,6 +130,7 @@ struct TrainArgs {
   comm::ValueType wire_dtype = comm::ValueType::f32;
   double mp_keep = 1.0;
   double mp_mass = 1.0;  // --mp-mass: adaptive k (MpCompression::mass)
+  bool mp_straight_through = true;  // --mp-straight-through on|off
   uint64_t mp_warmup_steps = 0;
   // --mp-wire-dtype; unset (auto): --wire-dtype when given, else below --mp-keep 1 scaled int8
   // (bench/REPORT.md, "DCT-MP with one-byte values"), f32 at 1 (exact).
@@ -300,6 +302,19 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
 }
 
 // `target`: what DCT-DP thresholds, where the trainer supports only one (DLRM: gradients).
+std::vector<comm::KeepOverride> dp_keep_overrides(const TrainArgs& a) {
+  std::vector<comm::KeepOverride> out;
+  for (const std::string& text : a.dp_keep_param) {
+    const size_t eq = text.find('=');
+    const std::optional<float> keep = eq == std::string::npos ? std::nullopt : to_number<float>(text.substr(eq + 1));
+    if (eq == 0 || !keep || !(*keep > 0.0f && *keep <= 1.0f))
+      throw_bad_value("--dp-keep-param", text, "PREFIX=ETA, a parameter name prefix and a fraction in (0, 1], "
+                                               "e.g. softmax.=0.2");
+    out.push_back({text.substr(0, eq), *keep});
+  }
+  return out;
+}
+
 std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optional<comm::DpTarget> target = {}) {
   if (!a.dp_keep) return std::nullopt;
   const comm::DpTarget what = target.value_or(a.dp_compress.value_or(comm::DpTarget::gradients));
@@ -313,7 +328,8 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
                                                                  : comm::ValueType::bf16;
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
-                             .target = what, .warmup_steps = a.dp_warmup_steps};
+                             .target = what, .warmup_steps = a.dp_warmup_steps,
+                             .per_parameter = dp_keep_overrides(a)};
 }
 
 comm::MpCompression mp_compression(const TrainArgs& a) {
@@ -321,7 +337,8 @@ comm::MpCompression mp_compression(const TrainArgs& a) {
                                : a.wire_dtype_given ? a.wire_dtype
                                : a.mp_keep != 1.0 || a.mp_mass < 1.0 ? comm::ValueType::i8
                                                                     : comm::ValueType::f32;
-  return {.keep = a.mp_keep, .wire = wire, .warmup_steps = a.mp_warmup_steps, .mass = a.mp_mass};
+  return {.keep = a.mp_keep, .wire = wire, .warmup_steps = a.mp_warmup_steps, .mass = a.mp_mass,
+          .local_straight_through = a.mp_straight_through};
 }
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
@@ -504,10 +521,12 @@ int run_train(TrainArgs a) {
   config["dp_tau"] = std::string(to_string(a.dp_tau));
   if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
   config["dp_warmup_steps"] = a.dp_warmup_steps;
+  if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
   if (const auto dp = dp_compression(a)) config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
   config["mp_mass"] = a.mp_mass;
+  config["mp_straight_through"] = a.mp_straight_through;
   config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
   config["infer"] = std::string(to_string(a.infer));
@@ -940,6 +959,11 @@ void add_train_command(CLI::App& app) {
              "updates (each replica's optimizer steps on its own gradient; the weight changes are averaged), or "
              "auto: updates when a batch touches at least half of the input rows, the softmax is exact and "
              "--dp-keep < 1, else gradients");
+  cmd->add_option("--dp-keep-param", a->dp_keep_param,
+                  "DCT-DP: PREFIX=ETA, the keep fraction of the parameters whose names start with PREFIX (e.g. "
+                  "softmax.=0.2; repeatable, the first match wins; the rest keep --dp-keep)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--dp-warmup-steps", a->dp_warmup_steps, "DCT-DP: the kept fraction falls geometrically from "
                                                            "everything to --dp-keep over the first N steps")
       ->capture_default_str();
@@ -950,6 +974,9 @@ void add_train_command(CLI::App& app) {
                                            "activations per slice whose magnitudes cover this fraction of the "
                                            "slice's L1 mass; 1: a fixed k")
       ->capture_default_str();
+  add_choice(cmd, "--mp-straight-through", a->mp_straight_through, {{"on", true}, {"off", false}},
+             "DCT-MP: backward, this rank's own share of the gradient reaches every unit of its slice, kept or "
+             "not (free: it is local); off: the exact gradient of the masked network");
   cmd->add_option("--mp-warmup-steps", a->mp_warmup_steps, "DCT-MP: the kept fraction falls geometrically from "
                                                            "everything to --mp-keep over the first N steps")
       ->capture_default_str();

@@ -76,9 +76,20 @@ void TouchedRowsReducer::reduce_touched(Parameter& p) {
 ThresholdedReducer::ThresholdedReducer(Communicator& group, std::vector<Parameter*> params,
                                        const DpCompression& options)
     : group_(group), params_(std::move(params)) {
+  for (const KeepOverride& o : options.per_parameter) {  // a prefix that names nothing is a typo, not a no-op
+    std::string names;
+    bool found = false;
+    for (const Parameter* p : params_) {
+      found = found || p->name.starts_with(o.prefix);
+      names += (names.empty() ? "" : ", ") + p->name;
+    }
+    FRUGAL_CHECK(found, fmt::format("DpCompression::per_parameter: no parameter's name starts with '{}' (the "
+                                    "parameters: {})", o.prefix, names));
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     DpCompression o = options;
     o.seed = Rng(o.seed).split(static_cast<uint64_t>(group_.rank())).split(i).next_u64();
+    o.keep = options.keep_for(params_[i]->name);
     exchanges_.push_back(std::make_unique<GradientExchange>(o, params_[i]->value.rows(), params_[i]->value.cols(),
                                                             params_[i]->name));
   }

@@ -48,6 +48,17 @@ void DpCompression::validate() const {
                    .sample_size = sample_size, .seed = seed}.validate();
   FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type (i8 is for DCT-MP's "
                                                  "activations only)");
+  for (const KeepOverride& o : per_parameter) {
+    FRUGAL_CHECK(!o.prefix.empty(), "DpCompression::per_parameter: an empty parameter name prefix");
+    FRUGAL_CHECK(o.keep > 0.0f && o.keep <= 1.0f, fmt::format("DpCompression::per_parameter: keep {} for '{}': "
+                                                              "expected a fraction in (0, 1]", o.keep, o.prefix));
+  }
+}
+
+float DpCompression::keep_for(std::string_view parameter) const {
+  for (const KeepOverride& o : per_parameter)
+    if (parameter.starts_with(o.prefix)) return o.keep;
+  return keep;
 }
 
 ThresholderState ReplicaReducer::feedback_state(size_t param) const {

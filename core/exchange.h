@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/placement.h"
@@ -73,6 +75,12 @@ struct MpCompression {
   // fraction of its slice's L1 mass (a sample whose mass sits in a few units sends only those;
   // `keep` is then the cap). 1: off, every sample keeps exactly k.
   double mass = 1.0;
+  // Backward, this rank's own share of the gradient reaches every unit of its slice, kept or not
+  // (a straight-through estimate of the mask, from what is local and so free to send): units the
+  // mask dropped still learn, instead of the first winners staying the only ones (on the synthetic
+  // XMC network with hidden 512, K = 10%: -1.9 points off, +0.1 on; bench/REPORT.md). Off: the
+  // exact gradient of the masked network.
+  bool local_straight_through = true;
   void validate() const;
   // Positions kept (at most, when adaptive) of a slice of `width` neurons (>= 1) at training step `step`.
   size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
@@ -91,6 +99,12 @@ struct MpCompression {
 enum class DpTarget : uint8_t { gradients = 0, updates = 1 };
 const char* to_string(DpTarget target);  // "gradients", "updates" (the --dp-compress names)
 
+// A keep fraction for the parameters whose names start with `prefix` ("softmax.", "sparse_dense.weight").
+struct KeepOverride {
+  std::string prefix;
+  float keep = 1.0f;
+};
+
 // DCT-DP: each replica thresholds its gradients (error feedback) and sends only what passes.
 struct DpCompression {
   float keep = 1.0f;                 // fraction sent when tau is fresh; 1: uncompressed (exact)
@@ -101,7 +115,11 @@ struct DpCompression {
   uint64_t seed = 1;                 // of the tau sampler; split it per rank and parameter
   DpTarget target = DpTarget::gradients;
   uint64_t warmup_steps = 0;         // ThresholdOptions::warmup_steps
+  // Per-parameter keep fractions: the first override whose prefix starts a parameter's name sets
+  // its keep (the output layer's rows and the input layer's need not lose alike); others use `keep`.
+  std::vector<KeepOverride> per_parameter{};
   void validate() const;
+  float keep_for(std::string_view parameter) const;
 };
 
 // One sliced-layer boundary. The producing layer computes B x w_r activations on rank r; the next

@@ -287,3 +287,34 @@ TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; 
   REQUIRE(std::isfinite(thresholded.at(0)));
   REQUIRE(run(comm::DpCompression{.keep = 1.0f}) == run(std::nullopt));
 }
+
+TEST_CASE("DCT-DP: per-parameter keep fractions override --dp-keep by name prefix") {
+  default_backend().set_num_threads(1);
+  // Every parameter overridden to 1: exactly the uncompressed sum, whatever --dp-keep says.
+  const Run plain = train(2, 1, std::nullopt);
+  const Run all_kept = train(2, 1, comm::DpCompression{.keep = 0.01f, .per_parameter = {{"sparse_dense.", 1.0f},
+                                                                                       {"softmax.", 1.0f}}});
+  require_identical(all_kept, plain);
+  // Only the output layer kept whole: fewer bytes than keeping everything, more than thresholding all.
+  const comm::DpCompression all{.keep = 0.01f};
+  comm::DpCompression output_whole = all;
+  output_whole.per_parameter = {{"softmax.", 1.0f}};
+  const Run thresholded = train(2, 1, all), partial = train(2, 1, output_whole);
+  INFO("dp bytes: all kept " << all_kept.fit.dp_bytes_sent << ", output whole " << partial.fit.dp_bytes_sent
+                             << ", all thresholded " << thresholded.fit.dp_bytes_sent);
+  REQUIRE(partial.fit.dp_bytes_sent < all_kept.fit.dp_bytes_sent);
+  REQUIRE(partial.fit.dp_bytes_sent > thresholded.fit.dp_bytes_sent);
+  REQUIRE(output_whole.keep_for("softmax.weight") == 1.0f);
+  REQUIRE(output_whole.keep_for("sparse_dense.weight") == 0.01f);
+  // The first matching prefix wins.
+  const comm::DpCompression ordered{.keep = 0.5f, .per_parameter = {{"softmax.w", 0.2f}, {"softmax.", 0.3f}}};
+  REQUIRE(ordered.keep_for("softmax.weight") == 0.2f);
+  REQUIRE(ordered.keep_for("softmax.bias") == 0.3f);
+  // A prefix that matches no parameter is refused, naming the parameters; so is a bad fraction.
+  comm::DpCompression typo = all;
+  typo.per_parameter = {{"sofmax.", 0.5f}};
+  REQUIRE_THROWS_WITH(train(2, 1, typo), Catch::Contains("no parameter's name starts with 'sofmax.'") &&
+                                             Catch::Contains("softmax.weight"));
+  REQUIRE_THROWS_WITH((comm::DpCompression{.per_parameter = {{"softmax.", 0.0f}}}.validate()),
+                      Catch::Contains("expected a fraction in (0, 1]"));
+}

@@ -156,10 +156,11 @@ void check_masked_gradients(int ranks, comm::MpCompression mp) {
 
 TEST_CASE("DCT-MP: finite differences through the top-k masked network match its gradients") {
   default_backend().set_num_threads(1);
-  SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25}); }
-  SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3}); }
+  // The exact gradient of the masked network: without the (default) local straight-through estimate.
+  SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25, .local_straight_through = false}); }
+  SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3, .local_straight_through = false}); }
   SECTION("2 ranks, adaptive: 60% of each sample's mass, at most half the slice") {
-    check_masked_gradients(2, {.keep = 0.5, .mass = 0.6});
+    check_masked_gradients(2, {.keep = 0.5, .mass = 0.6, .local_straight_through = false});
   }
 }
 
@@ -369,4 +370,42 @@ TEST_CASE("DCT-MP: an adaptive k sends less than its cap, learns, and reproduces
   REQUIRE(again.losses == adaptive.losses);
   REQUIRE_THROWS_WITH((comm::MpCompression{.mass = 0.0}.validate()), Catch::Contains("MpCompression::mass"));
   REQUIRE_THROWS_WITH((comm::MpCompression{.mass = 1.5}.validate()), Catch::Contains("MpCompression::mass"));
+}
+
+TEST_CASE("DCT-MP: local straight-through adds this rank's own gradient share at the positions the mask dropped") {
+  // 2 ranks, slices of 6, 2 kept per sample. Backward: kept positions get the sum over both ranks
+  // (as without the option); dropped ones get this rank's own share only (nothing travels for them).
+  default_backend().set_num_threads(1);
+  constexpr size_t kSlice = 6, kRows = 2;
+  std::mutex mu;
+  std::vector<Tensor> results(2), plain_results(2);
+  for (const bool ste : {false, true})
+    comm::run_local(2, [&](comm::Communicator& c) {
+      comm::BoundaryExchange exchange(Placement::sliced(c), 2 * kSlice,
+                                      {.keep = 2, .local_straight_through = ste}, 7);
+      Tensor local(kRows, kSlice);
+      for (size_t i = 0; i < kRows; ++i)
+        for (size_t j = 0; j < kSlice; ++j) local.at(i, j) = j == 1 + i || j == 4 ? 5.0f + static_cast<float>(j) : 0.1f;
+      exchange.gather(local);
+      Tensor partial(kRows, 2 * kSlice);  // rank r's share: (r + 1) * (column + 1)
+      for (size_t i = 0; i < kRows; ++i)
+        for (size_t j = 0; j < 2 * kSlice; ++j) partial.at(i, j) = static_cast<float>((c.rank() + 1) * (j + 1));
+      const Tensor out = exchange.reduce_scatter(partial);
+      std::lock_guard<std::mutex> lock(mu);
+      (ste ? results : plain_results)[c.rank()] = out;
+    });
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < kRows; ++i)
+      for (size_t j = 0; j < kSlice; ++j) {
+        const bool kept = j == 1 + i || j == 4;
+        const float column = static_cast<float>(r * kSlice + j + 1);
+        INFO("rank " << r << " row " << i << " position " << j);
+        REQUIRE(plain_results[r].at(i, j) == (kept ? 3.0f * column : 0.0f));
+        REQUIRE(results[r].at(i, j) == (kept ? 3.0f * column : static_cast<float>(r + 1) * column));
+      }
+  // Everything kept: the straight-through path is the exact exchange, bit for bit.
+  const double whole = static_cast<double>(*std::max_element(kHidden.begin(), kHidden.end()));
+  const Run exact = train(2, {.keep = 1.0}), ste = train(2, {.keep = whole, .local_straight_through = true});
+  REQUIRE(ste.losses == exact.losses);
+  REQUIRE(ste.p1 == exact.p1);
 }
