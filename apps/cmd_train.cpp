@@ -130,7 +130,8 @@ struct TrainArgs {
   comm::ValueType wire_dtype = comm::ValueType::f32;
   double mp_keep = 1.0;
   double mp_mass = 1.0;  // --mp-mass: adaptive k (MpCompression::mass)
-  bool mp_straight_through = true;  // --mp-straight-through on|off
+  comm::StraightThrough mp_straight_through = comm::StraightThrough::input;  // --mp-straight-through
+  uint64_t mp_straight_through_steps = 0;  // --mp-straight-through-steps (0: the whole run)
   uint64_t mp_warmup_steps = 0;
   // --mp-wire-dtype; unset (auto): --wire-dtype when given, else below --mp-keep 1 scaled int8
   // (bench/REPORT.md, "DCT-MP with one-byte values"), f32 at 1 (exact).
@@ -338,7 +339,7 @@ comm::MpCompression mp_compression(const TrainArgs& a) {
                                : a.mp_keep != 1.0 || a.mp_mass < 1.0 ? comm::ValueType::i8
                                                                     : comm::ValueType::f32;
   return {.keep = a.mp_keep, .wire = wire, .warmup_steps = a.mp_warmup_steps, .mass = a.mp_mass,
-          .local_straight_through = a.mp_straight_through};
+          .straight_through = a.mp_straight_through, .straight_through_steps = a.mp_straight_through_steps};
 }
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
@@ -526,7 +527,8 @@ int run_train(TrainArgs a) {
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
   config["mp_mass"] = a.mp_mass;
-  config["mp_straight_through"] = a.mp_straight_through;
+  config["mp_straight_through"] = comm::to_string(a.mp_straight_through);
+  config["mp_straight_through_steps"] = a.mp_straight_through_steps;
   config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
   config["infer"] = std::string(to_string(a.infer));
@@ -974,9 +976,15 @@ void add_train_command(CLI::App& app) {
                                            "activations per slice whose magnitudes cover this fraction of the "
                                            "slice's L1 mass; 1: a fixed k")
       ->capture_default_str();
-  add_choice(cmd, "--mp-straight-through", a->mp_straight_through, {{"on", true}, {"off", false}},
+  add_choice(cmd, "--mp-straight-through", a->mp_straight_through,
+             {comm::StraightThrough::off, comm::StraightThrough::input, comm::StraightThrough::all},
              "DCT-MP: backward, this rank's own share of the gradient reaches every unit of its slice, kept or "
-             "not (free: it is local); off: the exact gradient of the masked network");
+             "not (free: it is local), at the input layer's boundary (input) or at every boundary (all); off: "
+             "the exact gradient of the masked network");
+  cmd->add_option("--mp-straight-through-steps", a->mp_straight_through_steps,
+                  "DCT-MP: the straight-through estimate applies during the first N training steps only; 0: the "
+                  "whole run")
+      ->capture_default_str();
   cmd->add_option("--mp-warmup-steps", a->mp_warmup_steps, "DCT-MP: the kept fraction falls geometrically from "
                                                            "everything to --mp-keep over the first N steps")
       ->capture_default_str();

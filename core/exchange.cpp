@@ -41,6 +41,10 @@ size_t MpCompression::kept_of(size_t width, uint64_t step) const {
   return std::clamp<size_t>(k, 1, width);
 }
 
+const char* to_string(StraightThrough mode) {
+  return mode == StraightThrough::off ? "off" : mode == StraightThrough::input ? "input" : "all";
+}
+
 const char* to_string(DpTarget target) { return target == DpTarget::updates ? "updates" : "gradients"; }
 
 void DpCompression::validate() const {

@@ -61,6 +61,10 @@ struct ThresholderState {
   uint64_t rng = 0;
 };
 
+// Where DCT-MP's backward adds a rank's own gradient share at the positions its mask dropped.
+enum class StraightThrough : uint8_t { off = 0, input = 1, all = 2 };
+const char* to_string(StraightThrough mode);  // "off", "input", "all" (the --mp-straight-through names)
+
 // DCT-MP: what crosses each sliced-layer boundary of the model group.
 struct MpCompression {
   // Activations kept per sample and slice: a fraction of the slice's width when <= 1, else a
@@ -78,10 +82,18 @@ struct MpCompression {
   // Backward, this rank's own share of the gradient reaches every unit of its slice, kept or not
   // (a straight-through estimate of the mask, from what is local and so free to send): units the
   // mask dropped still learn, instead of the first winners staying the only ones (on the synthetic
-  // XMC network with hidden 512, K = 10%: -1.9 points off, +0.1 on; bench/REPORT.md). Off: the
-  // exact gradient of the masked network.
-  bool local_straight_through = true;
+  // XMC network with hidden 512, K = 10%: -1.9 points without, -0.05 with; bench/REPORT.md).
+  // input: at the input layer's boundary only (the estimate's bias then reaches that layer's
+  // weights alone; through stacked hidden boundaries it compounds: Fashion-MNIST's MLP on 4 ranks
+  // lost 0.8 points with `all`); off: the exact gradient of the masked network.
+  StraightThrough straight_through = StraightThrough::input;
+  // Steps (from 0) during which the straight-through estimate applies; 0: the whole run.
+  uint64_t straight_through_steps = 0;
   void validate() const;
+  // Whether the straight-through estimate applies at training step `step`.
+  bool straight_through_at(uint64_t step) const {
+    return straight_through != StraightThrough::off && (straight_through_steps == 0 || step < straight_through_steps);
+  }
   // Positions kept (at most, when adaptive) of a slice of `width` neurons (>= 1) at training step `step`.
   size_t kept_of(size_t width, uint64_t step = UINT64_MAX) const;
 };

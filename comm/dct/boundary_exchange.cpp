@@ -312,7 +312,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
   std::vector<std::byte> received;
   for (int r = 0; r < parts; ++r) {
     if (r == me) {
-      if (options_.local_straight_through) {  // our own share at every position: it costs no bytes
+      if (options_.straight_through_at(step_)) {  // our own share at every position: it costs no bytes
         for (size_t i = 0; i < b; ++i)
           for (size_t j = 0; j < mine; ++j) slice_.at(i, j) += partial.at(i, bounds_[me] + j);
         continue;
@@ -342,7 +342,7 @@ const Tensor& BoundaryExchange::own_slice(const Tensor& full) {
   const int me = placement_.rank();
   const size_t b = full.rows(), mine = bounds_[me + 1] - bounds_[me];
   slice_.resize(b, mine);
-  if (!compress_ || !active(placement_) || options_.local_straight_through) {
+  if (!compress_ || !active(placement_) || options_.straight_through_at(step_)) {
     for (size_t i = 0; i < b; ++i) std::copy_n(full.row(i) + bounds_[me], mine, slice_.row(i));
     return slice_;
   }

@@ -109,7 +109,9 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
     FRUGAL_CHECK(pl.group == group, fmt::format("layer {} ({}) is sliced over a group other than the trainer's "
                                                 "model-parallel group",
                                                 i, producers[i]->kind()));
-    boundaries_.push_back(exchanges().activation_exchange(pl, producers[i]->out_features(), options_.mp,
+    comm::MpCompression mp = options_.mp;
+    if (i > 0 && mp.straight_through == comm::StraightThrough::input) mp.straight_through = comm::StraightThrough::off;
+    boundaries_.push_back(exchanges().activation_exchange(pl, producers[i]->out_features(), mp,
                                                           kBoundaryTag + static_cast<int>(i)));
   }
   comm::Communicator* replicas = options_.parallel.data;

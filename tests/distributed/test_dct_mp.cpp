@@ -157,10 +157,10 @@ void check_masked_gradients(int ranks, comm::MpCompression mp) {
 TEST_CASE("DCT-MP: finite differences through the top-k masked network match its gradients") {
   default_backend().set_num_threads(1);
   // The exact gradient of the masked network: without the (default) local straight-through estimate.
-  SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25, .local_straight_through = false}); }
-  SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3, .local_straight_through = false}); }
+  SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25, .straight_through = comm::StraightThrough::off}); }
+  SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3, .straight_through = comm::StraightThrough::off}); }
   SECTION("2 ranks, adaptive: 60% of each sample's mass, at most half the slice") {
-    check_masked_gradients(2, {.keep = 0.5, .mass = 0.6, .local_straight_through = false});
+    check_masked_gradients(2, {.keep = 0.5, .mass = 0.6, .straight_through = comm::StraightThrough::off});
   }
 }
 
@@ -382,7 +382,7 @@ TEST_CASE("DCT-MP: local straight-through adds this rank's own gradient share at
   for (const bool ste : {false, true})
     comm::run_local(2, [&](comm::Communicator& c) {
       comm::BoundaryExchange exchange(Placement::sliced(c), 2 * kSlice,
-                                      {.keep = 2, .local_straight_through = ste}, 7);
+                                      {.keep = 2, .straight_through = ste ? comm::StraightThrough::all : comm::StraightThrough::off}, 7);
       Tensor local(kRows, kSlice);
       for (size_t i = 0; i < kRows; ++i)
         for (size_t j = 0; j < kSlice; ++j) local.at(i, j) = j == 1 + i || j == 4 ? 5.0f + static_cast<float>(j) : 0.1f;
@@ -405,7 +405,32 @@ TEST_CASE("DCT-MP: local straight-through adds this rank's own gradient share at
       }
   // Everything kept: the straight-through path is the exact exchange, bit for bit.
   const double whole = static_cast<double>(*std::max_element(kHidden.begin(), kHidden.end()));
-  const Run exact = train(2, {.keep = 1.0}), ste = train(2, {.keep = whole, .local_straight_through = true});
+  const Run exact = train(2, {.keep = 1.0}), ste = train(2, {.keep = whole, .straight_through = comm::StraightThrough::all});
   REQUIRE(ste.losses == exact.losses);
   REQUIRE(ste.p1 == exact.p1);
+}
+
+TEST_CASE("DCT-MP: straight-through at the input boundary only, at all of them, or for the first steps only") {
+  // The MLP has three boundaries (input layer and two hidden layers): `input` differs from both
+  // `off` and `all`; a window of 0 steps means the whole run, a window past the run's steps is the
+  // same, and a window that ends inside the run differs from both ends.
+  default_backend().set_num_threads(1);
+  using comm::StraightThrough;
+  const Run off = train(2, {.keep = 0.25, .straight_through = StraightThrough::off});
+  const Run input = train(2, {.keep = 0.25, .straight_through = StraightThrough::input});
+  const Run all = train(2, {.keep = 0.25, .straight_through = StraightThrough::all});
+  REQUIRE(input.losses != off.losses);
+  REQUIRE(input.losses != all.losses);
+  const Run long_window = train(2, {.keep = 0.25, .straight_through = StraightThrough::all,
+                                    .straight_through_steps = 1000});
+  REQUIRE(long_window.losses == all.losses);
+  const Run short_window = train(2, {.keep = 0.25, .straight_through = StraightThrough::all,
+                                     .straight_through_steps = kSteps / 2});
+  REQUIRE(short_window.losses != all.losses);
+  REQUIRE(short_window.losses != off.losses);
+  const comm::MpCompression window{.straight_through = StraightThrough::input, .straight_through_steps = 5};
+  REQUIRE(window.straight_through_at(4));
+  REQUIRE_FALSE(window.straight_through_at(5));
+  REQUIRE_FALSE((comm::MpCompression{.straight_through = StraightThrough::off}.straight_through_at(0)));
+  REQUIRE(std::string(comm::to_string(StraightThrough::input)) == "input");
 }
