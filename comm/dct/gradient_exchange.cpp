@@ -4,7 +4,6 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <utility>
 
 #include <fmt/format.h>
@@ -118,31 +117,38 @@ void GradientExchange::exchange_sparse(Communicator& group, std::span<const std:
   }
   all.clear();
 
-  // k-way merge by index. Ties pop in rank order, so each sum starts with the lowest rank's value
-  // and adds the others in rank order: the same float operations on every rank.
-  using Head = std::pair<uint32_t, size_t>;  // (index, rank)
-  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
-  std::vector<size_t> at(parts.size(), 0);
-  size_t total = 0;
-  for (size_t r = 0; r < parts.size(); ++r) {
-    total += parts[r].indices.size();
-    if (!parts[r].indices.empty()) heads.emplace(parts[r].indices[0], r);
-  }
-  std::vector<uint32_t> indices;
-  std::vector<float> sums;
-  indices.reserve(total);
-  sums.reserve(total);
-  while (!heads.empty()) {
-    const auto [index, r] = heads.top();
-    heads.pop();
-    const float v = parts[r].values[at[r]];
-    if (!indices.empty() && indices.back() == index) {
-      sums.back() += v;
-    } else {
-      indices.push_back(index);
-      sums.push_back(v);
+  // Pairwise merges by index in rank order: rank 0's entries, then rank 1's merged in, and so on.
+  // Each sum starts with the lowest rank's value and adds the others in rank order, the same float
+  // operations on every rank; each merge is linear in the entries so far (a heap over the ranks
+  // cost a log factor and a branchy pop per entry).
+  std::vector<uint32_t> indices = std::move(parts[0].indices), merged_indices;
+  std::vector<float> sums = std::move(parts[0].values), merged_sums;
+  for (size_t r = 1; r < parts.size(); ++r) {
+    const auto& next_i = parts[r].indices;
+    const auto& next_v = parts[r].values;
+    merged_indices.clear();
+    merged_sums.clear();
+    merged_indices.reserve(indices.size() + next_i.size());
+    merged_sums.reserve(indices.size() + next_i.size());
+    size_t a = 0, b = 0;
+    while (a < indices.size() && b < next_i.size()) {
+      if (indices[a] < next_i[b]) {
+        merged_indices.push_back(indices[a]);
+        merged_sums.push_back(sums[a++]);
+      } else if (next_i[b] < indices[a]) {
+        merged_indices.push_back(next_i[b]);
+        merged_sums.push_back(next_v[b++]);
+      } else {
+        merged_indices.push_back(indices[a]);
+        merged_sums.push_back(sums[a++] + next_v[b++]);
+      }
     }
-    if (++at[r] < parts[r].indices.size()) heads.emplace(parts[r].indices[at[r]], r);
+    merged_indices.insert(merged_indices.end(), indices.begin() + static_cast<std::ptrdiff_t>(a), indices.end());
+    merged_sums.insert(merged_sums.end(), sums.begin() + static_cast<std::ptrdiff_t>(a), sums.end());
+    merged_indices.insert(merged_indices.end(), next_i.begin() + static_cast<std::ptrdiff_t>(b), next_i.end());
+    merged_sums.insert(merged_sums.end(), next_v.begin() + static_cast<std::ptrdiff_t>(b), next_v.end());
+    indices.swap(merged_indices);
+    sums.swap(merged_sums);
   }
   to_rows(indices, sums, rows, values);
 }
