@@ -123,6 +123,7 @@ struct TrainArgs {
   std::optional<comm::DpTarget> dp_compress;  // --dp-compress; unset (auto): resolve_dp_target decides
   uint64_t dp_warmup_steps = 0;
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
+  bool dp_per_row = false;                 // --dp-select row
   // --dp-wire-dtype; unset (auto): --wire-dtype when given, else below --dp-keep 1 sign values for
   // exchanged updates and bf16 for gradients (what rounding loses is fed back), f32 at 1 (exact).
   std::optional<comm::ValueType> dp_wire;
@@ -325,12 +326,12 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
   const comm::ValueType wire = a.dp_wire            ? *a.dp_wire
                                : a.wire_dtype_given ? a.wire_dtype
                                : *a.dp_keep >= 1.0f ? comm::ValueType::f32
-                               : what == comm::DpTarget::updates ? comm::ValueType::sign
-                                                                 : comm::ValueType::bf16;
+                               : what == comm::DpTarget::updates && !a.dp_per_row ? comm::ValueType::sign
+                                                                                  : comm::ValueType::bf16;
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
                              .target = what, .warmup_steps = a.dp_warmup_steps,
-                             .per_parameter = dp_keep_overrides(a)};
+                             .per_row = a.dp_per_row, .per_parameter = dp_keep_overrides(a)};
 }
 
 comm::MpCompression mp_compression(const TrainArgs& a) {
@@ -523,6 +524,7 @@ int run_train(TrainArgs a) {
   if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
   config["dp_warmup_steps"] = a.dp_warmup_steps;
   if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
+  config["dp_select"] = a.dp_per_row ? "row" : "global";
   if (const auto dp = dp_compression(a)) config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
@@ -961,6 +963,9 @@ void add_train_command(CLI::App& app) {
              "updates (each replica's optimizer steps on its own gradient; the weight changes are averaged), or "
              "auto: updates when a batch touches at least half of the input rows, the softmax is exact and "
              "--dp-keep < 1, else gradients");
+  add_choice(cmd, "--dp-select", a->dp_per_row, {{"global", false}, {"row", true}},
+             "DCT-DP: global (the entries above one tau per parameter) or row (each touched row sends its own "
+             "top ETA fraction; values, not signs)");
   cmd->add_option("--dp-keep-param", a->dp_keep_param,
                   "DCT-DP: PREFIX=ETA, the keep fraction of the parameters whose names start with PREFIX (e.g. "
                   "softmax.=0.2; repeatable, the first match wins; the rest keep --dp-keep)")

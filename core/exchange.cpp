@@ -50,6 +50,8 @@ const char* to_string(DpTarget target) { return target == DpTarget::updates ? "u
 void DpCompression::validate() const {
   ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
                    .sample_size = sample_size, .seed = seed}.validate();
+  FRUGAL_CHECK(!per_row || wire != ValueType::sign, "dp compression: per-row selection sends values, not signs "
+                                                    "(sign values share one scale over the whole selection)");
   FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type (i8 is for DCT-MP's "
                                                  "activations only)");
   for (const KeepOverride& o : per_parameter) {

@@ -46,6 +46,10 @@ struct ThresholdOptions {
   // Steps over which the kept fraction falls geometrically from everything to `keep`; tau is
   // re-estimated every step meanwhile (as DGC warms up its sparsity).
   uint64_t warmup_steps = 0;
+  // Row-sparse parameters (compress_rows): each touched row sends its own top ceil(keep * cols)
+  // entries instead of the entries above one tau for all of them, so a rarely touched row (a rare
+  // input feature) moves each time it is touched instead of waiting behind the frequent ones.
+  bool per_row = false;
   void validate() const;
   // The fraction kept at 0-based step `step`.
   float keep_at(uint64_t step) const;
@@ -127,6 +131,7 @@ struct DpCompression {
   uint64_t seed = 1;                 // of the tau sampler; split it per rank and parameter
   DpTarget target = DpTarget::gradients;
   uint64_t warmup_steps = 0;         // ThresholdOptions::warmup_steps
+  bool per_row = false;              // ThresholdOptions::per_row
   // Per-parameter keep fractions: the first override whose prefix starts a parameter's name sets
   // its keep (the output layer's rows and the input layer's need not lose alike); others use `keep`.
   std::vector<KeepOverride> per_parameter{};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <limits>
 
 #include <fmt/format.h>
@@ -98,6 +99,11 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
 
   const float keep = options_.keep_at(steps_);
   const bool send_all = keep >= 1.0f;  // no thresholding: the uncompressed exchange
+  if (options_.per_row && !send_all && wire != ValueType::sign) {
+    ++steps_;
+    select_per_row(cols, rows, keep, wire, indices, sent);
+    return;
+  }
   if (estimate_due()) estimate_pending_ = true;
   if (send_all) {
     tau_ = 0.0f;
@@ -129,6 +135,34 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
     indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
     sent.push_back(r);
     a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
+  }
+}
+
+void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, float keep, ValueType wire,
+                                 std::vector<uint32_t>& indices, std::vector<float>& sent) {
+  indices.clear();
+  sent.clear();
+  const auto k = std::clamp<size_t>(static_cast<size_t>(std::ceil(keep * static_cast<float>(cols) * (1.0f - 1e-6f))), 1,
+                                    cols);
+  std::vector<uint32_t> order(cols);
+  for (const uint32_t row : rows) {
+    float* a = residual_.data() + static_cast<size_t>(row) * cols;
+    std::iota(order.begin(), order.end(), 0u);
+    if (k < cols)  // the k largest magnitudes; the lower column wins a tie
+      std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(),
+                       [a](uint32_t x, uint32_t y) {
+                         const float fx = std::abs(a[x]), fy = std::abs(a[y]);
+                         return fx > fy || (fx == fy && x < y);
+                       });
+    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+    for (size_t j = 0; j < k; ++j) {
+      float& v = a[order[j]];
+      const float r = round_to_wire(v, wire);
+      if (r == 0.0f) continue;  // zero, or rounds away on the wire: keep all of it for later
+      indices.push_back(static_cast<uint32_t>(static_cast<size_t>(row) * cols + order[j]));
+      sent.push_back(r);
+      v -= r;
+    }
   }
 }
 

@@ -60,6 +60,9 @@ class Thresholder {
   bool estimate_due() const {
     return steps_ % options_.reestimate_every == 0 || (options_.warmup_steps > 0 && steps_ <= options_.warmup_steps);
   }
+  // compress_rows' selection under ThresholdOptions::per_row: each row's top ceil(keep * cols).
+  void select_per_row(size_t cols, std::span<const uint32_t> rows, float keep, ValueType wire,
+                      std::vector<uint32_t>& indices, std::vector<float>& sent);
   // compress_rows' selection under ValueType::sign: the n candidates of `rows` at or above tau_.
   void send_signs(size_t cols, std::span<const uint32_t> rows, size_t n, std::vector<uint32_t>& indices,
                   std::vector<float>& sent);

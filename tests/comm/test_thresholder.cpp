@@ -278,3 +278,39 @@ TEST_CASE("threshold rows: sampled tau over the candidates agrees with the exact
     REQUIRE(std::abs(static_cast<double>(idx.size()) / g.values.size() - keep) <= 0.3 * keep);
   }
 }
+
+TEST_CASE("threshold rows, per-row selection: each touched row sends its own top ceil(keep * cols); mass is conserved") {
+  const size_t rows = 200, cols = 20;
+  Rng rng(5);
+  comm::Thresholder t({.keep = 0.1f, .per_row = true}, rows * cols);  // 2 of 20 columns per touched row
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  for (int step = 0; step < 6; ++step) {
+    // Rows of very different scales: a global tau would send only the loud rows.
+    auto g = draw_rows(rows, 30, cols, rng, 1.0f);
+    for (size_t k = 0; k < g.rows.size(); ++k)
+      for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
+    std::vector<float> acc(t.residual().begin(), t.residual().end());
+    for (size_t k = 0; k < g.rows.size(); ++k)
+      for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+    t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
+    REQUIRE(std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end());
+    for (const uint32_t row : g.rows) {  // quiet rows send as many entries as loud ones
+      const auto n = std::count_if(idx.begin(), idx.end(), [&](uint32_t i) { return i / cols == row; });
+      INFO("step " << step << " row " << row);
+      REQUIRE(n == 2);
+      // ... and they are the row's two largest magnitudes of what had accumulated.
+      std::vector<float> mags;
+      for (size_t c = 0; c < cols; ++c) mags.push_back(std::abs(acc[row * cols + c]));
+      std::sort(mags.rbegin(), mags.rend());
+      for (size_t j = 0; j < idx.size(); ++j)
+        if (idx[j] / cols == row) REQUIRE(std::abs(acc[idx[j]]) >= mags[1]);
+    }
+    std::vector<float> sent(rows * cols, 0.0f);
+    for (size_t j = 0; j < idx.size(); ++j) sent[idx[j]] = val[j];
+    for (size_t i = 0; i < rows * cols; ++i) REQUIRE(sent[i] + t.residual()[i] == acc[i]);
+  }
+  // Sign values share one scale over the whole selection: refused with per-row selection.
+  REQUIRE_THROWS_WITH((comm::DpCompression{.keep = 0.1f, .wire = comm::ValueType::sign, .per_row = true}.validate()),
+                      Catch::Contains("per-row"));
+}
