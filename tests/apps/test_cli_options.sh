@@ -69,6 +69,14 @@ for case in "f32" "i8 --mp-keep 0.5" "i8 --mp-mass 0.9" "bf16 --mp-keep 0.5 --wi
   python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert c["mp_wire_dtype"] == sys.argv[2], (sys.argv[3], c)' \
     "$TMP/mpwire.jsonl" "$want" "$flags"
 done
+# --dp-select row sends values: under --dp-wire-dtype auto the exchanged updates travel as bf16, not
+# signs; per-parameter keeps are recorded.
+"$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-select row --dp-compress updates --dp-keep-param softmax.=0.2 \
+  --metrics "$TMP/dprow.jsonl" > /dev/null
+python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert (c["dp_select"], c["dp_wire_dtype"], c["dp_keep_param"]) == ("row", "bf16", ["softmax.=0.2"]), c' \
+  "$TMP/dprow.jsonl"
+fails_with "--dp-keep-param 'softmax.': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.
+fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.=2
 
 # 2. Library errors name option fields; the command names its flags.
 fails_with "--mp-mass 0: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --mp-mass 0
