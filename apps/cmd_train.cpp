@@ -123,7 +123,10 @@ struct TrainArgs {
   std::optional<comm::DpTarget> dp_compress;  // --dp-compress; unset (auto): resolve_dp_target decides
   uint64_t dp_warmup_steps = 0;
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
-  bool dp_per_row = false;                 // --dp-select row
+  // --dp-select; unset (auto): row when gradients are thresholded with values (the XMC and MLP
+  // networks), else global. --dp-keep-input; unset (auto): 2.5 x --dp-keep under per-row selection.
+  std::optional<bool> dp_per_row;
+  std::optional<float> dp_keep_input;
   // --dp-wire-dtype; unset (auto): --wire-dtype when given, else below --dp-keep 1 sign values for
   // exchanged updates and bf16 for gradients (what rounding loses is fed back), f32 at 1 (exact).
   std::optional<comm::ValueType> dp_wire;
@@ -304,7 +307,15 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
 }
 
 // `target`: what DCT-DP thresholds, where the trainer supports only one (DLRM: gradients).
-std::vector<comm::KeepOverride> dp_keep_overrides(const TrainArgs& a) {
+// The sparse input layer's parameters (SparseDense of the XMC and MLP networks).
+constexpr const char* kInputLayerPrefix = "sparse_dense.";
+// Under per-row selection the input layer keeps this many times --dp-keep by default: its rare rows
+// carry the quality (bench/REPORT.md, "per-row selection": synthetic XMC and GCIDE).
+constexpr double kInputKeepFactor = 2.5;
+
+// --dp-keep-param's overrides (first), then the input layer's keep: --dp-keep-input, or under per-row
+// selection kInputKeepFactor x --dp-keep.
+std::vector<comm::KeepOverride> dp_keep_overrides(const TrainArgs& a, bool per_row) {
   std::vector<comm::KeepOverride> out;
   for (const std::string& text : a.dp_keep_param) {
     const size_t eq = text.find('=');
@@ -314,24 +325,34 @@ std::vector<comm::KeepOverride> dp_keep_overrides(const TrainArgs& a) {
                                                "e.g. softmax.=0.2");
     out.push_back({text.substr(0, eq), *keep});
   }
+  if (a.dp_keep_input)
+    out.push_back({kInputLayerPrefix, *a.dp_keep_input});
+  else if (per_row && a.model == ModelKind::xmc && *a.dp_keep < 1.0f)
+    out.push_back({kInputLayerPrefix, static_cast<float>(std::min(1.0, kInputKeepFactor * static_cast<double>(*a.dp_keep)))});
   return out;
 }
 
 std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optional<comm::DpTarget> target = {}) {
   if (!a.dp_keep) return std::nullopt;
   const comm::DpTarget what = target.value_or(a.dp_compress.value_or(comm::DpTarget::gradients));
+  // auto: per-row selection for thresholded gradients of the networks with a sparse input layer
+  // (not DLRM, whose exchange is measured with one tau), never with sign values.
+  const bool explicit_sign = (a.dp_wire && *a.dp_wire == comm::ValueType::sign) ||
+                             (!a.dp_wire && a.wire_dtype_given && a.wire_dtype == comm::ValueType::sign);
+  const bool per_row = a.dp_per_row.value_or(what == comm::DpTarget::gradients && a.model == ModelKind::xmc &&
+                                             !explicit_sign && *a.dp_keep < 1.0f);
   // auto: optimizer updates are of one magnitude (Adam normalizes them), so a sign and the
   // selection's mean magnitude carry them (1-bit Adam's observation); gradients span orders of
   // magnitude and keep bf16 values.
   const comm::ValueType wire = a.dp_wire            ? *a.dp_wire
                                : a.wire_dtype_given ? a.wire_dtype
                                : *a.dp_keep >= 1.0f ? comm::ValueType::f32
-                               : what == comm::DpTarget::updates && !a.dp_per_row ? comm::ValueType::sign
+                               : what == comm::DpTarget::updates && !per_row ? comm::ValueType::sign
                                                                                   : comm::ValueType::bf16;
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
                              .target = what, .warmup_steps = a.dp_warmup_steps,
-                             .per_row = a.dp_per_row, .per_parameter = dp_keep_overrides(a)};
+                             .per_row = per_row, .per_parameter = dp_keep_overrides(a, per_row)};
 }
 
 comm::MpCompression mp_compression(const TrainArgs& a) {
@@ -524,7 +545,10 @@ int run_train(TrainArgs a) {
   if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
   config["dp_warmup_steps"] = a.dp_warmup_steps;
   if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
-  config["dp_select"] = a.dp_per_row ? "row" : "global";
+  if (const auto dp = dp_compression(a)) {
+    config["dp_select"] = dp->per_row ? "row" : "global";
+    config["dp_keep_input"] = dp->keep_for(kInputLayerPrefix);
+  }
   if (const auto dp = dp_compression(a)) config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
   config["mp_keep"] = a.mp_keep;
   config["mp_warmup_steps"] = a.mp_warmup_steps;
@@ -963,9 +987,16 @@ void add_train_command(CLI::App& app) {
              "updates (each replica's optimizer steps on its own gradient; the weight changes are averaged), or "
              "auto: updates when a batch touches at least half of the input rows, the softmax is exact and "
              "--dp-keep < 1, else gradients");
-  add_choice(cmd, "--dp-select", a->dp_per_row, {{"global", false}, {"row", true}},
+  add_choice(cmd, "--dp-select", a->dp_per_row, {{"auto", std::nullopt}, {"global", false}, {"row", true}},
              "DCT-DP: global (the entries above one tau per parameter) or row (each touched row sends its own "
-             "top ETA fraction; values, not signs)");
+             "top ETA fraction; values, not signs); auto: row when gradients are thresholded, else global");
+  cmd->add_option("--dp-keep-input", a->dp_keep_input,
+                  "DCT-DP: the keep fraction of the sparse input layer (sparse_dense.*); unset: 2.5 x --dp-keep "
+                  "under per-row selection, else --dp-keep")
+      ->check(CLI::Validator([](std::string& v) { const auto x = to_number<float>(v);
+                                                  return x && *x > 0.0f && *x <= 1.0f ? std::string()
+                                                                                      : "expected a fraction in (0, 1]"; },
+                             "in (0, 1]"));
   cmd->add_option("--dp-keep-param", a->dp_keep_param,
                   "DCT-DP: PREFIX=ETA, the keep fraction of the parameters whose names start with PREFIX (e.g. "
                   "softmax.=0.2; repeatable, the first match wins; the rest keep --dp-keep)")

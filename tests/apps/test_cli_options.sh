@@ -75,6 +75,18 @@ done
   --metrics "$TMP/dprow.jsonl" > /dev/null
 python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert (c["dp_select"], c["dp_wire_dtype"], c["dp_keep_param"]) == ("row", "bf16", ["softmax.=0.2"]), c' \
   "$TMP/dprow.jsonl"
+# --dp-select auto: per-row selection and the input layer at 2.5 x --dp-keep for thresholded gradients;
+# one tau and sign values for exchanged updates; --dp-keep-input and --dp-select global override.
+for case in "row 0.25 bf16 --dp-keep 0.1" "global 0.1 sign --dp-keep 0.1 --dp-compress updates" \
+            "global 0.1 bf16 --dp-keep 0.1 --dp-select global" "row 0.5 bf16 --dp-keep 0.1 --dp-keep-input 0.5" \
+            "row 1 bf16 --dp-keep 0.5"; do
+  read -r select input wire flags <<< "$case"
+  # shellcheck disable=SC2086
+  "$FRUGAL" "${T[@]}" $flags --metrics "$TMP/dpsel.jsonl" > /dev/null
+  python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; got = (c["dp_select"], round(c["dp_keep_input"], 6), c["dp_wire_dtype"]); assert got == (sys.argv[2], float(sys.argv[3]), sys.argv[4]), (sys.argv[5], got)' \
+    "$TMP/dpsel.jsonl" "$select" "$input" "$wire" "$flags"
+done
+fails_with "--dp-keep-input: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-input 0
 fails_with "--dp-keep-param 'softmax.': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.
 fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.=2
 
