@@ -89,7 +89,6 @@ done
 fails_with "--dp-keep-input: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-input 0
 fails_with "--dp-keep-param 'softmax.': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.
 fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.=2
-
 # 2. Library errors name option fields; the command names its flags.
 fails_with "--mp-mass 0: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --mp-mass 0
 fails_with "--negatives must be at most 1048576 per point, got 2000000" "$FRUGAL" "${T[@]}" --negatives 2000000
@@ -132,6 +131,13 @@ if "$FRUGAL" keygen "$TMP/cluster.key" > "$TMP/keygen.log" 2>&1; then
   "$FRUGAL" launch -n 2 -- "$FRUGAL" "${T[@]}" --cluster-key "$TMP/cluster.key" --comm-timeout 20 \
     --metrics "$TMP/keyed.jsonl" > "$TMP/keyed.log" 2>&1 || { cat "$TMP/keyed.log"; echo "keyed run failed"; exit 1; }
   grep -q '"event":"epoch"' "$TMP/keyed.jsonl" || { echo "keyed run wrote no epoch"; exit 1; }
+  # The straight-through estimate at every boundary of stacked hidden layers says what it costs
+  # (here, with ZeroMQ launches, as the keyed run).
+  "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 \
+    --threads 1 --layers 8,8 --grid 1x2 --max-steps 2 --mp-keep 0.5 --mp-straight-through all > "$TMP/ste.log" 2>&1 \
+    || { cat "$TMP/ste.log"; echo "the straight-through run failed"; exit 1; }
+  grep -q "mp-straight-through all adds the estimate at every sliced boundary" "$TMP/ste.log" \
+    || { cat "$TMP/ste.log"; echo "no note on --mp-straight-through all with stacked layers"; exit 1; }
 else  # a build without ZeroMQ has no cluster keys, and says why
   grep -q "built without it" "$TMP/keygen.log" || { cat "$TMP/keygen.log"; echo "keygen failed unexplained"; exit 1; }
 fi
