@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/dct/largest.h"
 #include "comm/dct/scaled_int8.h"
 #include "core/communicator.h"
 #include "core/check.h"
@@ -49,21 +50,15 @@ void BoundaryExchange::select_top_k(const Tensor& local) {
   auto& off = offsets_[me];
   pos.clear();
   off.assign(1, 0);
-  std::vector<uint32_t> order(w);
+  std::vector<uint32_t> order;
   for (size_t i = 0; i < b; ++i) {
     const float* v = local.row(i);
-    std::iota(order.begin(), order.end(), 0u);
-    // Largest magnitudes first; the lower index wins a tie, so every rank agrees.
-    const auto larger = [v](uint32_t a, uint32_t c) {
-      const float fa = std::abs(v[a]), fc = std::abs(v[c]);
-      return fa > fc || (fa == fc && a < c);
-    };
-    if (k < w) std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), larger);
+    partition_largest(v, w, k, order);
     size_t count = k;
     if (adaptive()) {  // the fewest of those k whose magnitudes cover `mass` of the slice's L1 mass
       double total = 0.0;
       for (size_t j = 0; j < w; ++j) total += std::abs(v[j]);
-      std::sort(order.begin(), order.begin() + k, larger);
+      std::sort(order.begin(), order.begin() + k, LargerMagnitude{v});
       const double target = options_.mass * total;
       double covered = 0.0;
       count = 0;
@@ -84,6 +79,13 @@ std::vector<size_t> BoundaryExchange::block_counts(size_t batch) {
 
 size_t BoundaryExchange::row_bytes(size_t n) const {
   return options_.wire == ValueType::i8 ? scaled_i8_bytes(n) : n * value_bytes(options_.wire);
+}
+
+size_t BoundaryExchange::values_bytes(int rank) const {
+  const auto& off = offsets_[rank];
+  size_t bytes = 0;
+  for (size_t i = 0; i + 1 < off.size(); ++i) bytes += row_bytes(off[i + 1] - off[i]);
+  return bytes;
 }
 
 void BoundaryExchange::put_row(std::span<const float> values, std::byte* out, uint32_t stochastic_key) const {
@@ -200,8 +202,7 @@ const std::byte* BoundaryExchange::read_positions(int from, const std::vector<st
       off.push_back(pos.size());
     }
   }
-  size_t value_bytes_expected = 0;
-  for (size_t i = 0; i < batch; ++i) value_bytes_expected += row_bytes(off[i + 1] - off[i]);
+  const size_t value_bytes_expected = values_bytes(from);
   if (static_cast<size_t>(end - in) != value_bytes_expected)
     fail(fmt::format("{} value bytes follow the positions, expected {} ({} values as {})", end - in,
                      value_bytes_expected, pos.size(), to_string(options_.wire)));
@@ -235,10 +236,8 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
   if (has_positions(me)) write_positions(me);
   const auto& mine = positions_[me];
   const auto& off = offsets_[me];
-  size_t values = 0;
-  for (size_t i = 0; i < b; ++i) values += row_bytes(off[i + 1] - off[i]);
   const size_t values_at = message_.size();
-  message_.resize(values_at + values);
+  message_.resize(values_at + values_bytes(me));
   std::byte* out = message_.data() + values_at;
   for (size_t i = 0; i < b; ++i) {
     row_.resize(off[i + 1] - off[i]);
@@ -289,9 +288,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
     if (r == me) continue;
     const auto& pos = positions_[r];
     const auto& off = offsets_[r];
-    size_t bytes = 0;
-    for (size_t i = 0; i < b; ++i) bytes += row_bytes(off[i + 1] - off[i]);
-    message_.resize(bytes);
+    message_.resize(values_bytes(r));
     std::byte* out = message_.data();
     for (size_t i = 0; i < b; ++i) {
       row_.resize(off[i + 1] - off[i]);
@@ -306,8 +303,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
   // not depend on arrival order.
   const auto& pos = positions_[me];
   const auto& off = offsets_[me];
-  size_t expected = 0;
-  for (size_t i = 0; i < b; ++i) expected += row_bytes(off[i + 1] - off[i]);
+  const size_t expected = values_bytes(me);
   slice_.zero();
   std::vector<std::byte> received;
   for (int r = 0; r < parts; ++r) {

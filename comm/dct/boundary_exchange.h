@@ -68,6 +68,8 @@ class BoundaryExchange : public ActivationExchange {
   // One sample's n values on the wire: their bytes, and writing / reading them (i8: with the
   // row's scale; `stochastic_key` 0 rounds to nearest, comm/dct/scaled_int8.h).
   size_t row_bytes(size_t n) const;
+  // The value bytes of rank `rank`'s kept activations this step (every sample's row_bytes).
+  size_t values_bytes(int rank) const;
   void put_row(std::span<const float> values, std::byte* out, uint32_t stochastic_key = 0) const;
   void get_row(const std::byte* in, std::span<float> values) const;
   // The stochastic rounding of the gradient this rank sends rank `to` for `sample` this step.

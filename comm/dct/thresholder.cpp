@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "comm/dct/largest.h"
 #include "comm/half.h"
 #include "core/check.h"
 
@@ -144,16 +144,10 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, fl
   sent.clear();
   const auto k = std::clamp<size_t>(static_cast<size_t>(std::ceil(keep * static_cast<float>(cols) * (1.0f - 1e-6f))), 1,
                                     cols);
-  std::vector<uint32_t> order(cols);
+  std::vector<uint32_t> order;
   for (const uint32_t row : rows) {
     float* a = residual_.data() + static_cast<size_t>(row) * cols;
-    std::iota(order.begin(), order.end(), 0u);
-    if (k < cols)  // the k largest magnitudes; the lower column wins a tie
-      std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(),
-                       [a](uint32_t x, uint32_t y) {
-                         const float fx = std::abs(a[x]), fy = std::abs(a[y]);
-                         return fx > fy || (fx == fy && x < y);
-                       });
+    partition_largest(a, cols, k, order);
     std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
     for (size_t j = 0; j < k; ++j) {
       float& v = a[order[j]];

@@ -75,6 +75,21 @@ void require_close(const Run& a, const Run& b, double rel) {
   }
 }
 
+// What each of `ranks` ranks threw while running `body` (a rank that threw nothing adds nothing).
+std::vector<std::string> errors_of(int ranks, const std::function<void(comm::Communicator&)>& body) {
+  std::mutex mu;
+  std::vector<std::string> errors;
+  comm::run_local(ranks, [&](comm::Communicator& c) {
+    try {
+      body(c);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+    }
+  });
+  return errors;
+}
+
 }  // namespace
 
 TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 rank when everything is kept") {
@@ -181,21 +196,14 @@ TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still lear
 
 TEST_CASE("DCT-MP: ranks that disagree on --mp-keep fail with a clear error, not garbage") {
   default_backend().set_num_threads(1);
-  std::mutex mu;
-  std::vector<std::string> errors;
-  comm::run_local(2, [&](comm::Communicator& c) {
+  const auto errors = errors_of(2, [](comm::Communicator& c) {
     Model m;
     build(m, Placement::sliced(c));
     Trainer t(m, {.parallel = {.model = &c}, .mp = {.keep = c.rank() == 0 ? 0.5 : 0.25}});
     SparseBatch batch;
     data::BatchLoader loader(problem().train, {.batch = kBatch});
     REQUIRE(loader.next(batch));
-    try {
-      t.train_step(batch);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e.what());
-    }
+    t.train_step(batch);
   });
   REQUIRE(errors.size() == 2);
   for (const auto& e : errors) REQUIRE_THAT(e, Catch::Contains("MpCompression::keep"));
@@ -308,19 +316,12 @@ TEST_CASE("DCT-MP: a truncated i8 message fails naming the rank, not with garbag
   // Rank 1 believes each sample keeps 2 values, rank 0 3: each rank's decoder finds the other's
   // message of the wrong shape (positions or value bytes) and says so, naming the rank.
   default_backend().set_num_threads(1);
-  std::mutex mu;
-  std::vector<std::string> errors;
-  comm::run_local(2, [&](comm::Communicator& c) {
+  const auto errors = errors_of(2, [](comm::Communicator& c) {
     comm::BoundaryExchange exchange(Placement::sliced(c), 40,
                                     {.keep = c.rank() == 0 ? 3.0 : 2.0, .wire = comm::ValueType::i8}, 7);
     Tensor local(4, 20);
     for (size_t i = 0; i < local.size(); ++i) local.data()[i] = static_cast<float>(i % 7);
-    try {
-      exchange.gather(local);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e.what());
-    }
+    exchange.gather(local);
   });
   REQUIRE(errors.size() == 2);
   for (const auto& e : errors) REQUIRE_THAT(e, Catch::Contains("bad activation message") && Catch::Contains("rank "));
