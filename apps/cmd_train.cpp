@@ -122,6 +122,7 @@ struct TrainArgs {
   TauEstimate dp_tau = TauEstimate::sampled;
   std::optional<comm::DpTarget> dp_compress;  // --dp-compress; unset (auto): resolve_dp_target decides
   uint64_t dp_warmup_steps = 0;
+  bool dp_momentum_correction = false, dp_local_clip = false;  // DpCompression's (DGC's remedies)
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
   // --dp-select; unset (auto): row when gradients are thresholded with values (the XMC and MLP
   // networks), else global. --dp-keep-input; unset (auto): 2.5 x --dp-keep under per-row selection.
@@ -136,6 +137,7 @@ struct TrainArgs {
   double mp_mass = 1.0;  // --mp-mass: adaptive k (MpCompression::mass)
   comm::StraightThrough mp_straight_through = comm::StraightThrough::input;  // --mp-straight-through
   uint64_t mp_straight_through_steps = 0;  // --mp-straight-through-steps (0: the whole run)
+  bool mp_error_feedback = false;          // --mp-error-feedback (MpCompression::error_feedback)
   uint64_t mp_warmup_steps = 0;
   // --mp-wire-dtype; unset (auto): --wire-dtype when given, else below --mp-keep 1 scaled int8
   // (bench/REPORT.md, "DCT-MP with one-byte values"), f32 at 1 (exact).
@@ -146,6 +148,7 @@ struct TrainArgs {
   optim::ScheduleKind lr_schedule = optim::ScheduleKind::constant;
   float momentum = 0.9f, weight_decay = 0.0f, clip_norm = 0.0f, dropout = 0.0f;
   float initial_accumulator = optim::Adagrad{}.initial_accumulator;
+  uint32_t adam_freeze_v_after = 0;  // optim::Options::freeze_second_moment
   uint64_t warmup_steps = 0;
   double valid_fraction = 0.0;
   size_t early_stopping = 0;
@@ -163,8 +166,14 @@ float effective_lr(const TrainArgs& a) {
 
 // The optimizer the flags ask for (both models).
 optim::Options optimizer_options(const TrainArgs& a) {
+  FRUGAL_CHECK(a.adam_freeze_v_after == 0 || a.optimizer == optim::Method::adam,
+               fmt::format("--adam-freeze-v-after freezes Adam's second moment: --optimizer {} has none (use "
+                           "--optimizer adam or drop the flag)", optim::to_string(a.optimizer)));
+  FRUGAL_CHECK(a.adam_freeze_v_after == 0 || a.sparse_updates == optim::SparseUpdates::lazy,
+               "--adam-freeze-v-after needs --sparse-updates lazy (a catch-up replays the second moment's decay)");
   return {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
-          .initial_accumulator = a.initial_accumulator, .weight_decay = a.weight_decay, .updates = a.sparse_updates};
+          .initial_accumulator = a.initial_accumulator, .weight_decay = a.weight_decay, .updates = a.sparse_updates,
+          .freeze_second_moment = a.adam_freeze_v_after};
 }
 
 // Global steps of the whole run (what linear and cosine schedules decay over).
@@ -232,6 +241,7 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
   c["sparse_updates"] = optim::to_string(a.sparse_updates);
   if (a.optimizer == optim::Method::sgd) c["momentum"] = a.momentum;
   if (a.optimizer == optim::Method::adagrad) c["initial_accumulator"] = a.initial_accumulator;
+  if (a.adam_freeze_v_after > 0) c["adam_freeze_v_after"] = a.adam_freeze_v_after;
   c["weight_decay"] = a.weight_decay;
   c["lr_schedule"] = optim::to_string(a.lr_schedule);
   c["warmup_steps"] = a.warmup_steps;
@@ -301,8 +311,9 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
   touched /= static_cast<double>(batches);
   // At --dp-keep 1 nothing is thresholded: gradients give exactly the uncompressed sum.
   // bf16 storage cannot hold the replicas' small weight changes (check_precision): gradients then.
+  // DGC's remedies (--dp-momentum-correction, --dp-local-clip) act on gradients: asked for, they decide.
   const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f &&
-                          a.precision == Dtype::f32;
+                          a.precision == Dtype::f32 && !a.dp_momentum_correction && !a.dp_local_clip;
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
 }
 
@@ -351,8 +362,9 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
                                                                                   : comm::ValueType::bf16;
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
-                             .target = what, .warmup_steps = a.dp_warmup_steps,
-                             .per_row = per_row, .per_parameter = dp_keep_overrides(a, per_row)};
+                             .target = what, .warmup_steps = a.dp_warmup_steps, .per_row = per_row,
+                             .momentum_correction = a.dp_momentum_correction, .local_clipping = a.dp_local_clip,
+                             .per_parameter = dp_keep_overrides(a, per_row)};
 }
 
 comm::MpCompression mp_compression(const TrainArgs& a) {
@@ -361,7 +373,8 @@ comm::MpCompression mp_compression(const TrainArgs& a) {
                                : a.mp_keep != 1.0 || a.mp_mass < 1.0 ? comm::ValueType::i8
                                                                     : comm::ValueType::f32;
   return {.keep = a.mp_keep, .wire = wire, .warmup_steps = a.mp_warmup_steps, .mass = a.mp_mass,
-          .straight_through = a.mp_straight_through, .straight_through_steps = a.mp_straight_through_steps};
+          .straight_through = a.mp_straight_through, .straight_through_steps = a.mp_straight_through_steps,
+          .error_feedback = a.mp_error_feedback};
 }
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
@@ -501,6 +514,20 @@ void check_precision(const TrainArgs& a, const Backend& backend) {
                "smaller than a bf16 step): use --dp-compress gradients or --precision f32");
 }
 
+// DGC's remedies need what they act on.
+void check_dgc(const TrainArgs& a) {
+  for (const auto& [on, flag] : {std::pair{a.dp_momentum_correction, "--dp-momentum-correction"},
+                                 std::pair{a.dp_local_clip, "--dp-local-clip"}}) {
+    FRUGAL_CHECK(!on || a.dp_keep, fmt::format("{} on acts on DCT-DP's thresholded gradients: it needs --dp-keep "
+                                               "ETA (and data-parallel replicas, --grid DxM with D > 1)", flag));
+    FRUGAL_CHECK(!on || a.dp_compress != comm::DpTarget::updates,
+                 fmt::format("{} on acts on gradients; --dp-compress updates exchanges optimizer updates (use "
+                             "--dp-compress gradients)", flag));
+  }
+  FRUGAL_CHECK(!a.dp_local_clip || a.clip_norm > 0.0f,
+               "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C");
+}
+
 // What --precision bf16 leaves in f32 (rank 0 says it).
 void note_precision(const TrainArgs& a) {
   if (a.precision != Dtype::f32 && !a.quiet && a.sampler == layers::Sampler::exact)
@@ -540,6 +567,7 @@ int run_train(TrainArgs a) {
     a.dp_compress = dp_auto->target;
   }
   check_precision(a, backend);
+  check_dgc(a);
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);
   config["grid"] = a.grid;
@@ -555,6 +583,8 @@ int run_train(TrainArgs a) {
   config["dp_tau"] = std::string(to_string(a.dp_tau));
   if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
   config["dp_warmup_steps"] = a.dp_warmup_steps;
+  config["dp_momentum_correction"] = a.dp_momentum_correction;
+  config["dp_local_clip"] = a.dp_local_clip;
   if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
   if (const auto dp = dp_compression(a)) {
     config["dp_select"] = dp->per_row ? "row" : "global";
@@ -566,6 +596,7 @@ int run_train(TrainArgs a) {
   config["mp_mass"] = a.mp_mass;
   config["mp_straight_through"] = comm::to_string(a.mp_straight_through);
   config["mp_straight_through_steps"] = a.mp_straight_through_steps;
+  config["mp_error_feedback"] = a.mp_error_feedback;
   config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
   config["infer"] = std::string(to_string(a.infer));
@@ -895,6 +926,10 @@ void add_train_command(CLI::App& app) {
                   "Adagrad: the sum of squared gradients every weight starts from (PyTorch's 0: a first step of "
                   "lr * sign(g); TensorFlow's 0.1 outweighs small gradients and needs a larger --lr)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--adam-freeze-v-after", a->adam_freeze_v_after,
+                  "Adam: freeze each row's second moment after its first N updates (1-bit Adam's frozen "
+                  "variance; 0: never). Lets DCT-DP's error-feedback bursts move weights in full")
+      ->capture_default_str();
   cmd->add_option("--weight-decay", a->weight_decay, "decoupled weight decay W: w -= lr * W * w every step (AdamW)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   add_choice(cmd, "--lr-schedule", a->lr_schedule,
@@ -1017,6 +1052,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--dp-warmup-steps", a->dp_warmup_steps, "DCT-DP: the kept fraction falls geometrically from "
                                                            "everything to --dp-keep over the first N steps")
       ->capture_default_str();
+  add_choice(cmd, "--dp-momentum-correction", a->dp_momentum_correction, {{"on", true}, {"off", false}},
+             "DCT-DP (gradients): each replica accumulates its own momentum velocity and thresholds that (DGC's "
+             "momentum correction); the optimizer then steps without momentum of its own");
+  add_choice(cmd, "--dp-local-clip", a->dp_local_clip, {{"on", true}, {"off", false}},
+             "DCT-DP (gradients) with --clip-norm C: each replica clips its own gradient to C / sqrt(replicas) "
+             "before thresholding (DGC's local clipping) instead of clipping the sum");
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
       ->capture_default_str();
@@ -1029,6 +1070,10 @@ void add_train_command(CLI::App& app) {
              "DCT-MP: backward, this rank's own share of the gradient reaches every unit of its slice, kept or "
              "not (free: it is local), at the input layer's boundary (input) or at every boundary (all); off: "
              "the exact gradient of the masked network");
+  add_choice(cmd, "--mp-error-feedback", a->mp_error_feedback, {{"on", true}, {"off", false}},
+             "DCT-MP: what a rank's backward message leaves out (gradient shares at dropped positions, value "
+             "rounding) is added to its share at the same batch row and position next step (Optimus-CC's lazy "
+             "error propagation)");
   cmd->add_option("--mp-straight-through-steps", a->mp_straight_through_steps,
                   "DCT-MP: the straight-through estimate applies during the first N training steps only; 0: the "
                   "whole run")

@@ -99,6 +99,13 @@ struct RowUpdate {
   std::span<const float> correction1, correction2;
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0;  // eps: Adam's or Adagrad's
   float momentum = 0;  // SGD
+  // Adam: a row's second moment stops moving after its freeze_after-th update (0: never), as 1-bit
+  // Adam freezes its variance; later updates divide by that v and its correction2[freeze_after],
+  // with v raised where needed so that the corrected v * correction2[freeze_after] is at least
+  // (1 - beta2) g^2 (one ordinary step's share of the update's own gradient): an entry whose v was ~0
+  // at the freeze cannot take an unbounded step (at most ~sqrt(1 / (1 - beta2)) ordinary ones), while
+  // a burst up to that many steps' gradient stays linear.
+  uint32_t freeze_after = 0;
   // bf16 state (w, m, v share one dtype): the updated rows are stored with stochastic rounding
   // whose random bits hash round_seed (the optimizer's step, the parameter, update or catch-up) and
   // the element's position in the whole parameter (row_base + row, col_base + column), so a sliced
@@ -108,6 +115,9 @@ struct RowUpdate {
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
   void validate(bool second_moment) const;
+  bool frozen(uint32_t count) const { return freeze_after > 0 && count > freeze_after; }
+  // The floor of a frozen v, per g^2: (1 - beta2) / correction2[freeze_after].
+  float frozen_floor() const { return (1.0f - beta2) / correction2[freeze_after]; }
 };
 
 // Logits of a batch in CSR form for the softmax cross-entropy ops: sample i's logits are

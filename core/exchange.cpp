@@ -13,6 +13,9 @@ void ThresholdOptions::validate() const {
   FRUGAL_CHECK(keep > 0.0f && keep <= 1.0f, fmt::format("threshold: keep must be in (0, 1], got {}", keep));
   FRUGAL_CHECK(reestimate_every >= 1, "threshold: reestimate_every must be >= 1");
   FRUGAL_CHECK(exact || sample_size >= 1, "threshold: sample_size must be >= 1");
+  FRUGAL_CHECK(momentum >= 0.0f && momentum < 1.0f && momentum_scale > 0.0f && std::isfinite(momentum_scale),
+               fmt::format("threshold: momentum must be in [0, 1) and its scale > 0, got {} and {}", momentum,
+                           momentum_scale));
 }
 
 float ThresholdOptions::keep_at(uint64_t step) const {
@@ -54,6 +57,9 @@ void DpCompression::validate() const {
                                                     "(sign values share one scale over the whole selection)");
   FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type (i8 is for DCT-MP's "
                                                  "activations only)");
+  FRUGAL_CHECK(target == DpTarget::gradients || (!momentum_correction && !local_clipping),
+               "dp compression: momentum correction and local clipping act on gradients; with exchanged updates "
+               "each replica's optimizer already sees every local gradient");
   for (const KeepOverride& o : per_parameter) {
     FRUGAL_CHECK(!o.prefix.empty(), "DpCompression::per_parameter: an empty parameter name prefix");
     FRUGAL_CHECK(o.keep > 0.0f && o.keep <= 1.0f, fmt::format("DpCompression::per_parameter: keep {} for '{}': "

@@ -50,6 +50,13 @@ struct ThresholdOptions {
   // entries instead of the entries above one tau for all of them, so a rarely touched row (a rare
   // input feature) moves each time it is touched instead of waiting behind the frequent ones.
   bool per_row = false;
+  // DGC's momentum correction (Lin et al., ICLR 2018): the residual accumulates a local velocity
+  // u = momentum * u + momentum_scale * g instead of g itself, and an entry's velocity restarts at 0
+  // when the entry is sent (momentum factor masking). The optimizer then steps on the replicas' sum
+  // of sent velocities with no momentum of its own, so an entry held back still moves with the
+  // momentum it would have had. Row-sparse: a row's velocity moves only in steps that touch it (as
+  // lazy Adam's moments do). 0: off (the residual accumulates g).
+  float momentum = 0.0f, momentum_scale = 1.0f;
   void validate() const;
   // The fraction kept at 0-based step `step`.
   float keep_at(uint64_t step) const;
@@ -59,6 +66,7 @@ struct ThresholdOptions {
 // with the same residual, tau and schedule.
 struct ThresholderState {
   std::vector<float> residual;
+  std::vector<float> velocity;  // ThresholdOptions::momentum's velocity (empty without it)
   float tau = 0.0f;
   uint64_t steps = 0;
   bool estimate_pending = false;
@@ -93,6 +101,13 @@ struct MpCompression {
   StraightThrough straight_through = StraightThrough::input;
   // Steps (from 0) during which the straight-through estimate applies; 0: the whole run.
   uint64_t straight_through_steps = 0;
+  // Error feedback for the activation gradients (Optimus-CC's lazy error propagation): what a rank's
+  // backward message did not carry to a peer (its share at the positions the peer's mask dropped,
+  // and the rounding of the values it sent) is kept per (batch row, position) and added to its
+  // share at the same row and position in the next step. The next step's row is another sample:
+  // the feedback conserves the gradient's mass over steps, not per sample. Not kept in checkpoints
+  // (a resumed run starts it from zero).
+  bool error_feedback = false;
   void validate() const;
   // Whether the straight-through estimate applies at training step `step`.
   bool straight_through_at(uint64_t step) const {
@@ -132,6 +147,15 @@ struct DpCompression {
   DpTarget target = DpTarget::gradients;
   uint64_t warmup_steps = 0;         // ThresholdOptions::warmup_steps
   bool per_row = false;              // ThresholdOptions::per_row
+  // DGC's momentum correction (ThresholdOptions::momentum, gradients only): the Trainer moves the
+  // optimizer's momentum into each replica's thresholder (Adam's beta1 with scale 1 - beta1, SGD's
+  // momentum with scale 1: momentum and momentum_scale below) and runs the optimizer without it.
+  bool momentum_correction = false;
+  float momentum = 0.0f, momentum_scale = 1.0f;  // what the thresholders get (0: none)
+  // DGC's local gradient clipping (with TrainerOptions::clip_norm, gradients only): each replica
+  // clips its own gradient to clip_norm / sqrt(replicas) before thresholding, instead of the sum
+  // after the exchange (where clipping would scale released residual bursts).
+  bool local_clipping = false;
   // Per-parameter keep fractions: the first override whose prefix starts a parameter's name sets
   // its keep (the output layer's rows and the input layer's need not lose alike); others use `keep`.
   std::vector<KeepOverride> per_parameter{};

@@ -313,7 +313,10 @@ __global__ void adam_kernel(OptimRows r) {
     if (r.grad != nullptr) {
       const float g = r.grad[idx];
       m = r.beta1 * m + (1.0f - r.beta1) * g;
-      v = r.beta2 * v + (1.0f - r.beta2) * g * g;
+      if (r.frozen != nullptr && r.frozen[j] != 0)  // kernels/optim_ops.cpp's adam_row_frozen
+        v = fmaxf(v, r.frozen_floor * g * g);
+      else
+        v = r.beta2 * v + (1.0f - r.beta2) * g * g;
       w = r.keep * w - r.step[j] * m / (sqrtf(v * r.c2[j]) + r.eps);
     }
     r.w[idx] = w;
@@ -651,6 +654,7 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   if (adam && r.grad != nullptr) {
     d.step = st.up(r.step, r.n);
     d.c2 = st.up(r.c2, r.n);
+    d.frozen = r.frozen != nullptr ? st.up(r.frozen, r.n) : nullptr;
   }
   return d;
 }

@@ -60,7 +60,8 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 // The listed rows of an optimizer step, gathered on the host (n x cols each, updated in place).
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
 // terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
-// correction2[count]. Adagrad: m is the accumulator, eps Adagrad's. grad null: catch-up only.
+// correction2[count]; frozen[j] (null: none) marks a row whose second moment is frozen (c2[j] is
+// then correction2[freeze_after], and v is raised to frozen_floor g^2 where below). Adagrad: m is the accumulator, eps Adagrad's. grad null: catch-up only.
 struct OptimRows {
   size_t n = 0, cols = 0;
   float *w = nullptr, *m = nullptr, *v = nullptr;
@@ -70,6 +71,8 @@ struct OptimRows {
   const uint32_t* term_start = nullptr;
   const float* terms = nullptr;
   const float *step = nullptr, *c2 = nullptr;
+  const uint8_t* frozen = nullptr;
+  float frozen_floor = 0;
   float keep = 1, beta1 = 0, beta2 = 0, eps = 0, lr = 0, momentum = 0;
 };
 void adam_rows(Context& ctx, const OptimRows& r);

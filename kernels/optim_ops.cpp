@@ -27,6 +27,18 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
   }
 }
 
+// A row whose second moment is frozen (RowUpdate::freeze_after): v changes only where it is below
+// `floor` g^2 (RowUpdate::frozen_floor), which bounds the step of an entry whose v was ~0 at the freeze.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row_frozen(
+    float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, size_t n, float b1,
+    float floor, float step, float c2, float eps, float keep) {
+  for (size_t c = 0; c < n; ++c) {
+    m[c] = b1 * m[c] + (1.0f - b1) * g[c];
+    v[c] = std::max(v[c], floor * g[c] * g[c]);
+    w[c] = keep * w[c] - step * m[c] / (std::sqrt(v[c] * c2) + eps);
+  }
+}
+
 // The missed steps of a row (core/train/adam.cpp's catch_up_plan): w = decay * w - m * sum_j
 // weight_j / (root_j * sqrt(v) + eps). Columns go in chunks so that the sum over steps runs
 // vectorized across columns.
@@ -144,7 +156,7 @@ void adam_rows(const RowUpdate& u) {
   u.validate(true);
   const size_t cols = u.w->cols();
   // bf16 rows without catch-up: one fused pass per row (widen, update, round) instead of three.
-  if (u.w->dtype() == Dtype::bf16 && u.plans.empty() && u.grad != nullptr) {
+  if (u.w->dtype() == Dtype::bf16 && u.plans.empty() && u.grad != nullptr && u.freeze_after == 0) {
     parallel_rows(u.rows.size(), [&](size_t j) {
       if (j + kPrefetchRows < u.rows.size())
         for (Tensor* t : {u.w, u.m, u.v}) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchRows]), cols * 2);
@@ -162,8 +174,12 @@ void adam_rows(const RowUpdate& u) {
                         plan->v_decay);
     if (u.grad == nullptr) return;
     const uint32_t count = u.counts[j];
-    adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * u.correction1[count], u.correction2[count], u.eps,
-             u.keep);
+    if (u.frozen(count))
+      adam_row_frozen(w, m, v, u.grad->row(j), cols, u.beta1, u.frozen_floor(), u.lr * u.correction1[count],
+                      u.correction2[u.freeze_after], u.eps, u.keep);
+    else
+      adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * u.correction1[count], u.correction2[count],
+               u.eps, u.keep);
   });
 }
 

@@ -284,16 +284,32 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
   }
   // Each peer gets our partial gradient at its kept positions, in the order it sent them.
   std::vector<Work> sends;
+  if (options_.error_feedback) feedback_.resize(static_cast<size_t>(parts));
   for (int r = 0; r < parts; ++r) {
     if (r == me) continue;
     const auto& pos = positions_[r];
     const auto& off = offsets_[r];
+    const size_t w = bounds_[r + 1] - bounds_[r];
+    Tensor* fb = options_.error_feedback ? &feedback_[static_cast<size_t>(r)] : nullptr;
+    if (fb != nullptr && fb->rows() < b) {  // a larger batch: the new rows start with nothing held back
+      Tensor grown(b, w);
+      for (size_t i = 0; i < fb->rows(); ++i) std::copy_n(fb->row(i), w, grown.row(i));
+      *fb = std::move(grown);
+    }
     message_.resize(values_bytes(r));
     std::byte* out = message_.data();
     for (size_t i = 0; i < b; ++i) {
       row_.resize(off[i + 1] - off[i]);
-      for (size_t j = off[i]; j < off[i + 1]; ++j) row_[j - off[i]] = partial.at(i, bounds_[r] + pos[j]);
+      // With error feedback the share is this step's plus what earlier steps held back at this row.
+      if (fb != nullptr)
+        for (size_t c = 0; c < w; ++c) fb->at(i, c) += partial.at(i, bounds_[r] + c);
+      for (size_t j = off[i]; j < off[i + 1]; ++j)
+        row_[j - off[i]] = fb != nullptr ? fb->at(i, pos[j]) : partial.at(i, bounds_[r] + pos[j]);
       put_row(row_, out, gradient_rounding_key(r, i));
+      if (fb != nullptr) {  // keep what did not go: the dropped positions, and the rounding of the rest
+        get_row(out, row_);
+        for (size_t j = off[i]; j < off[i + 1]; ++j) fb->at(i, pos[j]) -= row_[j - off[i]];
+      }
       out += row_bytes(row_.size());
     }
     sends.push_back(group.send(r, tag_, message_));  // send copies the bytes

@@ -91,6 +91,9 @@ class BoundaryExchange : public ActivationExchange {
   Tensor gathered_, exchange_, slice_;
   std::vector<std::byte> message_;
   std::vector<float> row_;             // one sample's kept values
+  // MpCompression::error_feedback: per peer r, what this rank's share to r did not deliver
+  // (rows of the batch x r's slice width; grown to the largest batch seen).
+  std::vector<Tensor> feedback_;
   uint64_t step_ = UINT64_MAX;         // of set_step: keys the gradients' stochastic rounding
   uint64_t payload_sent_ = 0, payload_uncompressed_ = 0;
 };

@@ -55,12 +55,13 @@ float round_to_wire(float v, ValueType wire) {
 Thresholder::Thresholder(const ThresholdOptions& options, size_t size)
     : options_(options), residual_(size, 0.0f), rng_(Rng(options.seed).split(0x7d)) {
   options_.validate();
+  if (options_.momentum > 0.0f) velocity_.assign(size, 0.0f);
 }
 
 void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t>& indices, std::vector<float>& values) {
   FRUGAL_CHECK(gradient.size() == residual_.size(),
                fmt::format("threshold: gradient has {} entries, the residual {}", gradient.size(), residual_.size()));
-  for (size_t i = 0; i < gradient.size(); ++i) residual_[i] += gradient[i];
+  for (size_t i = 0; i < gradient.size(); ++i) accumulate(i, gradient[i]);
   const float keep = options_.keep_at(steps_);
   if (estimate_due())
     tau_ = options_.exact ? exact_threshold(residual_, keep)
@@ -73,6 +74,7 @@ void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t
       indices.push_back(static_cast<uint32_t>(i));
       values.push_back(residual_[i]);
       residual_[i] = 0.0f;  // sent in full: nothing of it stays behind
+      if (!velocity_.empty()) velocity_[i] = 0.0f;  // momentum factor masking
     }
 }
 
@@ -93,10 +95,16 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
                    (static_cast<uint64_t>(rows.back()) + 1) * cols - 1 <= std::numeric_limits<uint32_t>::max(),
                fmt::format("threshold: row {} of {} columns has flat indices beyond 2^32-1; the "
                            "parameter is too large for one compressed exchange", rows.back(), cols));
+  for (size_t k = 0; k < rows.size() * cols; ++k) accumulate(rows[k / cols] * cols + k % cols, values[k]);
+  select_rows(cols, rows, wire, indices, sent);
+  for (const uint32_t i : indices)
+    if (!velocity_.empty()) velocity_[i] = 0.0f;  // momentum factor masking: a sent entry starts afresh
+}
+
+void Thresholder::select_rows(size_t cols, std::span<const uint32_t> rows, ValueType wire,
+                              std::vector<uint32_t>& indices, std::vector<float>& sent) {
   const size_t n = rows.size() * cols;
   auto acc = [&](size_t k) -> float& { return residual_[rows[k / cols] * cols + k % cols]; };
-  for (size_t k = 0; k < n; ++k) acc(k) += values[k];
-
   const float keep = options_.keep_at(steps_);
   const bool send_all = keep >= 1.0f;  // no thresholding: the uncompressed exchange
   if (options_.per_row && !send_all && wire != ValueType::sign) {
@@ -187,14 +195,24 @@ void Thresholder::send_signs(size_t cols, std::span<const uint32_t> rows, size_t
 }
 
 ThresholderState Thresholder::state() const {
-  return {residual_, tau_, steps_, estimate_pending_, rng_.state()};
+  return {residual_, velocity_, tau_, steps_, estimate_pending_, rng_.state()};
 }
 
 void Thresholder::restore(const ThresholderState& state) {
   FRUGAL_CHECK(state.residual.size() == residual_.size(),
                fmt::format("threshold: a saved residual of {} entries cannot restore one of {}", state.residual.size(),
                            residual_.size()));
+  FRUGAL_CHECK(state.velocity.empty() || state.velocity.size() == residual_.size(),
+               fmt::format("threshold: a saved velocity of {} entries cannot restore one of {}", state.velocity.size(),
+                           residual_.size()));
   residual_ = state.residual;
+  // Momentum correction on: the saved velocity, or zeros when it was off; off: none kept.
+  if (!velocity_.empty()) {
+    if (state.velocity.empty())
+      std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+    else
+      velocity_ = state.velocity;
+  }
   tau_ = state.tau;
   steps_ = state.steps;
   estimate_pending_ = state.estimate_pending;

@@ -51,8 +51,10 @@ class Thresholder {
   float tau() const { return tau_; }
   uint64_t steps() const { return steps_; }
   std::span<const float> residual() const { return residual_; }
+  std::span<const float> velocity() const { return velocity_; }
   ThresholderState state() const;
-  // Fails, naming both sizes, when the state belongs to a parameter of another size.
+  // Fails, naming both sizes, when the state belongs to a parameter of another size. A state without
+  // a velocity restores one of zeros (a run that turns momentum correction on when resuming).
   void restore(const ThresholderState& state);
 
  private:
@@ -60,6 +62,18 @@ class Thresholder {
   bool estimate_due() const {
     return steps_ % options_.reestimate_every == 0 || (options_.warmup_steps > 0 && steps_ <= options_.warmup_steps);
   }
+  // residual += g, or with momentum correction residual += (u = momentum * u + scale * g).
+  void accumulate(size_t at, float g) {
+    if (velocity_.empty()) {
+      residual_[at] += g;
+      return;
+    }
+    velocity_[at] = options_.momentum * velocity_[at] + options_.momentum_scale * g;
+    residual_[at] += velocity_[at];
+  }
+  // compress_rows' selection after accumulation (the three ways below).
+  void select_rows(size_t cols, std::span<const uint32_t> rows, ValueType wire, std::vector<uint32_t>& indices,
+                   std::vector<float>& sent);
   // compress_rows' selection under ThresholdOptions::per_row: each row's top ceil(keep * cols).
   void select_per_row(size_t cols, std::span<const uint32_t> rows, float keep, ValueType wire,
                       std::vector<uint32_t>& indices, std::vector<float>& sent);
@@ -69,6 +83,7 @@ class Thresholder {
 
   ThresholdOptions options_;
   std::vector<float> residual_;
+  std::vector<float> velocity_;  // ThresholdOptions::momentum > 0 only
   float tau_ = 0.0f;
   uint64_t steps_ = 0;
   // compress_rows() hit its estimation step with no candidates: estimate at the next step that has

@@ -85,6 +85,7 @@ void AdamOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t
   u.correction2 = correction2_;
   u.beta1 = options().beta1;
   u.beta2 = options().beta2;
+  u.freeze_after = options().freeze_second_moment;
   u.eps = options().eps;
   backend().adam_rows(u);
 }

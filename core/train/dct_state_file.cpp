@@ -11,8 +11,9 @@
 namespace frugal {
 namespace {
 constexpr char kMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'D', 'C'};
-// 1: residuals only; 2: then, under DpTarget::updates, this replica's optimizer state.
-constexpr uint32_t kVersion = 2;
+// 1: residuals only; 2: then, under DpTarget::updates, this replica's optimizer state; 3: each
+// residual followed by its momentum-correction velocity (0 entries without it).
+constexpr uint32_t kVersion = 3;
 
 bool local_optimizer_state(const Trainer& trainer) {
   return trainer.options().dp && trainer.options().dp->target == comm::DpTarget::updates;
@@ -50,6 +51,8 @@ std::string encode_dct_state(const Trainer& trainer) {
     ar(static_cast<uint64_t>(s.residual.size()));
     ar(cereal::binary_data(s.residual.data(), s.residual.size() * sizeof(float)));
     ar(s.tau, s.steps, s.estimate_pending, s.rng);
+    ar(static_cast<uint64_t>(s.velocity.size()));
+    ar(cereal::binary_data(s.velocity.data(), s.velocity.size() * sizeof(float)));
   }
   // Under DpTarget::updates each replica's optimizer moments follow its own gradients: the model
   // slice files hold replica 0's, so every replica keeps its own here.
@@ -79,8 +82,8 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
     char magic[8];
     uint32_t version = 0;
     ar(cereal::binary_data(magic, sizeof magic), version);
-    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic) && (version == 1 || version == kVersion),
-                 fmt::format("{}: not a frugal DCT-DP residual file (version 1 or {})", path, kVersion));
+    FRUGAL_CHECK(std::equal(magic, magic + 8, kMagic) && version >= 1 && version <= kVersion,
+                 fmt::format("{}: not a frugal DCT-DP residual file (version 1 to {})", path, kVersion));
     uint64_t count = 0;
     ar(count);
     FRUGAL_CHECK(count == states, fmt::format("{}: holds {} parameters' residuals, the model has {}", path,
@@ -96,6 +99,13 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
       s.residual.resize(n);
       ar(cereal::binary_data(s.residual.data(), n * sizeof(float)));
       ar(s.tau, s.steps, s.estimate_pending, s.rng);
+      if (version >= 3) {
+        ar(n);
+        FRUGAL_CHECK(n == 0 || n == s.residual.size(),
+                     fmt::format("{}: a velocity of {} entries, the parameter has {}", path, n, s.residual.size()));
+        s.velocity.resize(n);
+        ar(cereal::binary_data(s.velocity.data(), n * sizeof(float)));
+      }
       reducer->restore_feedback(i, s);
     }
     bool local = false;

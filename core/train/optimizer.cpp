@@ -25,19 +25,23 @@ void Options::validate() const {
     FRUGAL_CHECK(beta1 >= 0 && beta1 < 1, fmt::format("Adam: beta1 must be in [0, 1), got {}", beta1));
     FRUGAL_CHECK(beta2 >= 0 && beta2 < 1, fmt::format("Adam: beta2 must be in [0, 1), got {}", beta2));
     FRUGAL_CHECK(eps > 0, fmt::format("Adam: eps must be > 0, got {}", eps));
+    FRUGAL_CHECK(freeze_second_moment == 0 || updates == SparseUpdates::lazy,
+                 "Adam: a frozen second moment (freeze_second_moment) needs lazy sparse updates, not catchup");
   } else if (method == Method::sgd) {
+    FRUGAL_CHECK(freeze_second_moment == 0, "optimizer: freeze_second_moment is Adam's; SGD has no second moment");
     FRUGAL_CHECK(momentum >= 0 && momentum < 1, fmt::format("SGD: momentum must be in [0, 1), got {}", momentum));
   } else {
     // A zero accumulator needs eps > 0: a row's first zero gradient would divide 0 by 0.
     FRUGAL_CHECK(initial_accumulator >= 0 && std::isfinite(initial_accumulator),
                  fmt::format("Adagrad: the initial accumulator must be >= 0, got {}", initial_accumulator));
     FRUGAL_CHECK(adagrad_eps > 0, fmt::format("Adagrad: eps must be > 0, got {}", adagrad_eps));
+    FRUGAL_CHECK(freeze_second_moment == 0, "optimizer: freeze_second_moment is Adam's, not Adagrad's");
   }
 }
 
 Adam::operator Options() const {
   return {.method = Method::adam, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-          .weight_decay = weight_decay, .updates = updates};
+          .weight_decay = weight_decay, .updates = updates, .freeze_second_moment = freeze_second_moment};
 }
 
 Sgd::operator Options() const {

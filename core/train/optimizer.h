@@ -51,12 +51,19 @@ struct Options {
   float initial_accumulator = 0.0f, adagrad_eps = 1e-10f;
   float weight_decay = 0.0f;                         // decoupled: w -= lr * weight_decay * w per step
   SparseUpdates updates = SparseUpdates::lazy;
+  // Adam: each row's second moment freezes after the row's first `freeze_second_moment` updates
+  // (0: never), as 1-bit Adam freezes its variance after a warm-up. Later steps are then linear in
+  // the gradient, so a burst that DCT-DP's error feedback releases moves the weights as far as the
+  // steps it stands for instead of being normalized to one step's size. Lazy updates only (a
+  // catch-up would need v's decay).
+  uint32_t freeze_second_moment = 0;
   void validate() const;
 };
 
 struct Adam {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
   SparseUpdates updates = SparseUpdates::lazy;
+  uint32_t freeze_second_moment = 0;  // Options::freeze_second_moment
   operator Options() const;  // NOLINT: implicit on purpose (TrainerOptions::optimizer = Adam{...})
   void validate() const { Options(*this).validate(); }
 };

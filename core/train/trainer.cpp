@@ -70,6 +70,14 @@ void TrainerOptions::validate() const {
                                             "all-reduce (TrainerOptions::parallel.dense_gradients): choose one");
     // Catch-up moves rows from each replica's own optimizer state before they are read, which
     // under exchanged updates differs between replicas: their weights would drift apart.
+    FRUGAL_CHECK(!dp->momentum_correction ||
+                     (optimizer.method == optim::Method::adam && optimizer.beta1 > 0) ||
+                     (optimizer.method == optim::Method::sgd && optimizer.momentum > 0),
+                 fmt::format("DCT-DP momentum correction moves the optimizer's momentum into the thresholders: {} "
+                             "has none (use adam with beta1 > 0 or sgd with momentum > 0)",
+                             optim::to_string(optimizer.method)));
+    FRUGAL_CHECK(!dp->local_clipping || clip_norm > 0, "DCT-DP local clipping clips each replica's gradient to "
+                                                       "clip_norm / sqrt(replicas): it needs clip_norm > 0");
     FRUGAL_CHECK(dp->target != comm::DpTarget::updates || optimizer.updates == optim::SparseUpdates::lazy,
                  "DCT-DP over optimizer updates (--dp-compress updates) needs lazy sparse updates: catch-up would "
                  "move each replica's rows by its own optimizer state (use --sparse-updates lazy or "
@@ -79,6 +87,21 @@ void TrainerOptions::validate() const {
 
 namespace {
 using comm::is_active;
+
+bool momentum_corrected(const TrainerOptions& o) {
+  return o.dp && o.dp->momentum_correction && is_active(o.parallel.data) && !o.inference_only;
+}
+
+// DGC's momentum correction moves the optimizer's momentum into the DCT-DP thresholders
+// (DpCompression::momentum_correction): the optimizer itself then steps without it.
+optim::Options stepping_optimizer(const TrainerOptions& o) {
+  optim::Options opt = o.optimizer;
+  if (momentum_corrected(o)) {
+    opt.beta1 = 0.0f;
+    opt.momentum = 0.0f;
+  }
+  return opt;
+}
 // Bytes a group has put on and taken off the wire so far (none for a missing group).
 comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->stats().total() : comm::ByteCount{}; }
 // Point-to-point tag of the boundary after producing layer i (comm tags are per source rank).
@@ -89,7 +112,7 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
     : model_(model),
       options_(options),
       optimizer_(optim::Optimizer::create(
-          options.optimizer,
+          stepping_optimizer(options),
           (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters()),
           options.lr_schedule)) {
   options_.validate();
@@ -120,6 +143,11 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
     o.mode = options_.dp ? comm::ReduceMode::thresholded
                          : options_.parallel.dense_gradients ? comm::ReduceMode::dense : comm::ReduceMode::touched_rows;
     if (options_.dp) o.dp = *options_.dp;
+    if (momentum_corrected(options_)) {
+      const bool adam = options_.optimizer.method == optim::Method::adam;
+      o.dp.momentum = adam ? options_.optimizer.beta1 : options_.optimizer.momentum;
+      o.dp.momentum_scale = adam ? 1.0f - options_.optimizer.beta1 : 1.0f;
+    }
     reducer_ = exchanges().replica_reducer(*replicas, model_.parameters(), o);
   }
 }
@@ -244,8 +272,16 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
     step_on_exchanged_updates();
   } else {
+    // DGC's local clipping: each replica's own gradient, before error feedback holds any of it.
+    const bool local_clip = reducer_ && options_.dp && options_.dp->local_clipping && options_.clip_norm > 0.0f;
+    last_clip_limit_ = options_.clip_norm;
+    if (local_clip) {
+      last_clip_limit_ = options_.clip_norm / std::sqrt(static_cast<double>(options_.parallel.data->size()));
+      last_grad_norm_ = clip_gradient_norm(model_.parameters(), static_cast<float>(last_clip_limit_),
+                                           options_.parallel.model);
+    }
     if (reducer_) reducer_->reduce();
-    if (options_.clip_norm > 0.0f)
+    if (options_.clip_norm > 0.0f && !local_clip)
       last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
     optimizer_->step();
   }
@@ -257,6 +293,7 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
 void Trainer::step_on_exchanged_updates() {
   // The gradients are this replica's share of the global batch's mean (scaled by the global
   // batch): clipping sees the local norm, and the optimizer's moments follow the local gradient.
+  last_clip_limit_ = options_.clip_norm;
   if (options_.clip_norm > 0.0f)
     last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
   const std::vector<Parameter*> params = model_.parameters();
@@ -344,7 +381,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
     result.samples += batch.size();
     ++result.steps;
     norm_sum += last_grad_norm_;
-    if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > options_.clip_norm) ++result.clipped_steps;
+    if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > last_clip_limit_) ++result.clipped_steps;
     progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
   }
   if (options.end_epoch) catch_up();

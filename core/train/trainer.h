@@ -218,6 +218,7 @@ class Trainer {
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;
   double last_grad_norm_ = 0.0;  // of the last step, with clip_norm
+  double last_clip_limit_ = 0.0;  // what it was clipped to (clip_norm, or its local share)
 };
 
 }  // namespace frugal

@@ -86,6 +86,20 @@ for case in "row 0.25 bf16 --dp-keep 0.1" "global 0.1 sign --dp-keep 0.1 --dp-co
   python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; got = (c["dp_select"], round(c["dp_keep_input"], 6), c["dp_wire_dtype"]); assert got == (sys.argv[2], float(sys.argv[3]), sys.argv[4]), (sys.argv[5], got)' \
     "$TMP/dpsel.jsonl" "$select" "$input" "$wire" "$flags"
 done
+# The remedies of issue 15 that stay options: recorded in the run config; refused where they cannot act.
+"$FRUGAL" "${T[@]}" --dp-keep 0.1 --adam-freeze-v-after 30 --dp-momentum-correction on --dp-local-clip on \
+  --clip-norm 1 --mp-error-feedback on --metrics "$TMP/remedies.jsonl" > /dev/null
+python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; got = (c["adam_freeze_v_after"], c["dp_momentum_correction"], c["dp_local_clip"], c["mp_error_feedback"]); assert got == (30, True, True, True), got' \
+  "$TMP/remedies.jsonl"
+fails_with "--adam-freeze-v-after freezes Adam's second moment: --optimizer sgd has none" \
+  "$FRUGAL" "${T[@]}" --adam-freeze-v-after 5 --optimizer sgd
+fails_with "--adam-freeze-v-after needs --sparse-updates lazy" "$FRUGAL" "${T[@]}" --adam-freeze-v-after 5 --sparse-updates catchup
+fails_with "--dp-momentum-correction on acts on DCT-DP's thresholded gradients: it needs --dp-keep ETA" \
+  "$FRUGAL" "${T[@]}" --dp-momentum-correction on
+fails_with "--dp-momentum-correction on acts on gradients; --dp-compress updates exchanges optimizer updates" \
+  "$FRUGAL" "${T[@]}" --dp-momentum-correction on --dp-keep 0.1 --dp-compress updates
+fails_with "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C" \
+  "$FRUGAL" "${T[@]}" --dp-local-clip on --dp-keep 0.1
 fails_with "--dp-keep-input: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-input 0
 fails_with "--dp-keep-param 'softmax.': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.
 fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.=2

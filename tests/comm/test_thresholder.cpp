@@ -314,3 +314,42 @@ TEST_CASE("threshold rows, per-row selection: each touched row sends its own top
   REQUIRE_THROWS_WITH((comm::DpCompression{.keep = 0.1f, .wire = comm::ValueType::sign, .per_row = true}.validate()),
                       Catch::Contains("per-row"));
 }
+
+TEST_CASE("threshold rows, momentum correction: the residual accumulates a velocity that restarts where sent") {
+  // Row 0 (2 columns): column 0 is large and sent every step, column 1 small and held back.
+  // Row 1 is touched at steps 0 and 2 only: its velocity waits in between (lazy, like lazy Adam).
+  comm::Thresholder t({.keep = 0.25f, .exact = true, .momentum = 0.5f, .momentum_scale = 2.0f}, 4);
+  std::vector<uint32_t> indices;
+  std::vector<float> sent;
+  double u1 = 0, r1 = 0, u3 = 0, r3 = 0;  // velocity and residual of flat entries 1 and 3
+  const float grads[3][4] = {{8.0f, 0.5f, 0.0f, 0.25f}, {16.0f, 0.25f, 0, 0}, {4.0f, 1.0f, 0.0f, 0.5f}};
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<uint32_t> rows = step == 1 ? std::vector<uint32_t>{0} : std::vector<uint32_t>{0, 1};
+    std::vector<float> values(grads[step], grads[step] + 2 * rows.size());
+    t.compress_rows(2, rows, values.data(), comm::ValueType::f32, indices, sent);
+    // Column 0's velocity restarted at 0 after every send: what it sends is just 2 g.
+    REQUIRE(indices == std::vector<uint32_t>{0});
+    REQUIRE(sent == std::vector<float>{2.0f * grads[step][0]});
+    REQUIRE(t.velocity()[0] == 0.0f);
+    u1 = 0.5 * u1 + 2.0 * grads[step][1];
+    r1 += u1;
+    if (step != 1) {
+      u3 = 0.5 * u3 + 2.0 * grads[step][3];
+      r3 += u3;
+    }
+    REQUIRE(t.velocity()[1] == Approx(u1));
+    REQUIRE(t.residual()[1] == Approx(r1));
+    REQUIRE(t.velocity()[3] == Approx(u3));
+    REQUIRE(t.residual()[3] == Approx(r3));
+  }
+  REQUIRE(t.state().velocity.size() == 4);
+  // A state saved without a velocity (momentum correction turned on at a resume) restores zeros.
+  comm::ThresholderState old = t.state();
+  old.velocity.clear();
+  t.restore(old);
+  REQUIRE(t.velocity()[1] == 0.0f);
+  REQUIRE(t.residual()[1] == Approx(r1));
+  comm::ThresholderState wrong = t.state();
+  wrong.velocity.resize(3);
+  REQUIRE_THROWS_WITH(t.restore(wrong), Catch::Contains("velocity of 3 entries"));
+}

@@ -189,6 +189,65 @@ TEST_CASE("AdamW and catch-up Adam by hand: decoupled decay, global-step bias co
   REQUIRE(p.value.at(1, 0) == Approx(0.95 * 0.95 - 0.1 * mh / std::sqrt(vh)).epsilon(1e-5));
 }
 
+// Moves of row 0 after `warmup` steps of gradient 0.1 and then one burst of `burst` followed by
+// `quiet` steps of zero gradient (the row listed every step, as DCT-DP's error feedback leaves it).
+double displacement_after_burst(uint32_t freeze, size_t warmup, float burst, size_t quiet) {
+  Parameter p{"w", Tensor(1, 1), {}};
+  optim::AdamOptimizer adam(optim::Adam{.lr = 0.01f, .freeze_second_moment = freeze}, {&p});
+  p.grad.rows = {0};
+  p.grad.values = Tensor(1, 1);
+  for (size_t k = 0; k < warmup; ++k) {
+    p.grad.values.fill(0.1f);
+    adam.step();
+  }
+  const double before = p.value.at(0, 0);
+  p.grad.values.fill(burst);
+  adam.step();
+  p.grad.values.fill(0.0f);
+  for (size_t k = 0; k < quiet; ++k) adam.step();
+  return p.value.at(0, 0) - before;
+}
+
+TEST_CASE("Adam with a frozen second moment: v stops after N updates, later steps are linear in the gradient") {
+  Parameter p{"w", Tensor(1, 2), {}};
+  optim::AdamOptimizer adam(optim::Adam{.lr = 0.1f, .freeze_second_moment = 2}, {&p});
+  p.grad.rows = {0};
+  p.grad.values = Tensor(1, 2);
+  const float g[3][2] = {{0.5f, -1.0f}, {0.25f, 2.0f}, {30.0f, -0.5f}};
+  double m[2] = {0, 0}, v[2] = {0, 0}, w[2] = {0, 0};
+  for (int t = 1; t <= 3; ++t) {
+    for (int c = 0; c < 2; ++c) p.grad.values.at(0, c) = g[t - 1][c];
+    adam.step();
+    for (int c = 0; c < 2; ++c) {
+      m[c] = 0.9 * m[c] + 0.1 * g[t - 1][c];
+      // Frozen from the 3rd update on, but raised where the corrected v is below 0.001 g^2
+      // (column 0's 30).
+      const double g2 = double(g[t - 1][c]) * g[t - 1][c], c2 = 1 / (1 - std::pow(0.999, 2));
+      v[c] = t <= 2 ? 0.999 * v[c] + 0.001 * g2 : std::max(v[c], 0.001 * g2 / c2);
+      const double m_hat = m[c] / (1 - std::pow(0.9, t)), v_hat = v[c] / (1 - std::pow(0.999, std::min(t, 2)));
+      w[c] -= 0.1 * m_hat / (std::sqrt(v_hat) + 1e-8);
+      REQUIRE(p.value.at(0, c) == Approx(w[c]).epsilon(1e-5));
+    }
+  }
+  REQUIRE(adam.state(0).v.at(0, 1) == Approx(v[1]).epsilon(1e-4));  // float: 1 - 0.999f is not 0.001
+  REQUIRE(v[1] > 0.001 * 0.25 * (1 - 0.999 * 0.999));                // column 1 kept its frozen v
+  REQUIRE(adam.state(0).v.at(0, 0) == Approx(0.001 * 900.0 * (1 - 0.999 * 0.999)).epsilon(1e-4));  // column 0: raised
+  // A burst of 8 steps' gradient after the freeze moves the weight 8 times as far as one step's
+  // (the moves of a linear update; the warm-up's momentum, the same in both, subtracted);
+  // unfrozen, Adam's renormalization shrinks it.
+  const auto ratio = [](uint32_t freeze) {
+    const double base = displacement_after_burst(freeze, 50, 0.0f, 200);
+    return (displacement_after_burst(freeze, 50, 0.8f, 200) - base) /
+           (displacement_after_burst(freeze, 50, 0.1f, 200) - base);
+  };
+  REQUIRE(ratio(50) == Approx(8.0).epsilon(1e-3));
+  REQUIRE(ratio(0) < 4.0);
+  REQUIRE_THROWS_WITH((optim::Adam{.updates = optim::SparseUpdates::catchup, .freeze_second_moment = 5}.validate()),
+                      Catch::Contains("lazy"));
+  REQUIRE_THROWS_WITH((optim::Options{.method = optim::Method::sgd, .freeze_second_moment = 5}.validate()),
+                      Catch::Contains("Adam"));
+}
+
 TEST_CASE("Adagrad by hand: accumulated squares, lazy rows untouched, catch-up owes weight decay only") {
   // Rows 0..2 of one column from w = 1, acc = 0.1: row 0 has gradients 2, -1, 0.5 at steps 1-3,
   // row 1 only 3 at step 3, row 2 none. Dense Adagrad with lr 0.1 and decoupled decay wd, by hand.

@@ -37,7 +37,8 @@ struct Run {
   FitResult fit;                              // rank 0's last epoch
 };
 
-Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int epochs = 2) {
+// base: the trainer's other options (optimizer, clipping); parallel and dp are set here.
+Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int epochs = 2, TrainerOptions base = {}) {
   Run run;
   std::mutex mu;
   comm::run_local(replicas * slices, [&](comm::Communicator& world) {
@@ -48,7 +49,10 @@ Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int e
     layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
                                   .sampler = layers::Sampler::exact, .seed = 3,
                                   .placement = Placement::sliced(*model_group)});
-    Trainer t(m, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dp});
+    TrainerOptions options = base;
+    options.parallel = {.model = model_group.get(), .data = data_group.get()};
+    options.dp = dp;
+    Trainer t(m, options);
     std::vector<double> losses;
     FitResult fit;
     for (int e = 0; e < epochs; ++e) {
@@ -193,9 +197,13 @@ TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each 
 
 TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the same grid is bit-identical") {
   default_backend().set_num_threads(1);
-  const auto target = GENERATE(comm::DpTarget::gradients, comm::DpTarget::updates);
-  INFO("--dp-compress " << comm::to_string(target));  // updates: each replica's own optimizer state too
-  const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7, .target = target};
+  // updates: each replica's own optimizer state too; momentum correction: each replica's velocity.
+  const auto [target, momentum] = GENERATE(std::pair{comm::DpTarget::gradients, false},
+                                           std::pair{comm::DpTarget::updates, false},
+                                           std::pair{comm::DpTarget::gradients, true});
+  INFO("--dp-compress " << comm::to_string(target) << ", momentum correction " << momentum);
+  const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7, .target = target,
+                                .momentum_correction = momentum};
   const Run whole = train(2, 2, dct, 2);
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-ckpt").string();
   std::filesystem::remove_all(dir);
@@ -317,4 +325,50 @@ TEST_CASE("DCT-DP: per-parameter keep fractions override --dp-keep by name prefi
                                              Catch::Contains("softmax.weight"));
   REQUIRE_THROWS_WITH((comm::DpCompression{.per_parameter = {{"softmax.", 0.0f}}}.validate()),
                       Catch::Contains("expected a fraction in (0, 1]"));
+}
+
+TEST_CASE("DCT-DP momentum correction (DGC): at keep 1 it is the optimizer without momentum; thresholded, it learns") {
+  default_backend().set_num_threads(1);
+  // Everything is sent every step, so every velocity restarts from 0 (momentum factor masking):
+  // SGD with momentum 0.9 under momentum correction steps exactly as SGD without momentum.
+  const comm::DpCompression all{.keep = 1.0f, .momentum_correction = true};
+  const Run corrected = train(2, 1, all, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.9f}});
+  const Run plain = train(2, 1, std::nullopt, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.0f}});
+  require_identical(corrected, plain);
+  const Run with_momentum = train(2, 1, std::nullopt, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.9f}});
+  REQUIRE(with_momentum.losses != plain.losses);
+  // Thresholded (Adam: beta1 moves into the thresholders): deterministic, learns, still compresses,
+  // and differs from the uncorrected run.
+  const comm::DpCompression dct{.keep = 0.05f, .momentum_correction = true};
+  const Run a = train(2, 2, dct), b = train(2, 2, dct);
+  require_identical(a, b);
+  REQUIRE(a.losses.back() < a.losses.front());
+  REQUIRE(a.fit.dp_compression() > 5.0);
+  REQUIRE(train(2, 2, comm::DpCompression{.keep = 0.05f}).losses != a.losses);
+  // Refused where there is no momentum to move, or updates are exchanged.
+  Model m;
+  layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden, .seed = 3});
+  REQUIRE_THROWS_WITH(Trainer(m, {.optimizer = optim::Adagrad{}, .dp = dct}), Catch::Contains("momentum"));
+  REQUIRE_THROWS_WITH(Trainer(m, {.dp = comm::DpCompression{.keep = 0.05f, .target = comm::DpTarget::updates,
+                                                            .momentum_correction = true}}),
+                      Catch::Contains("gradients"));
+}
+
+TEST_CASE("DCT-DP local clipping (DGC): each replica clips to clip_norm / sqrt(replicas) before thresholding") {
+  default_backend().set_num_threads(1);
+  const comm::DpCompression local{.keep = 0.05f, .local_clipping = true};
+  // A limit no gradient reaches: nothing is clipped, so the run is the unclipped one, bit for bit.
+  const Run loose = train(2, 1, local, 1, {.clip_norm = 1e6f});
+  require_identical(loose, train(2, 1, comm::DpCompression{.keep = 0.05f}, 1));
+  REQUIRE(loose.fit.clipped_steps == 0);
+  // A tight one clips every step, at the local limit: the replicas' gradients before the sum, which
+  // is not what clipping the sum does.
+  const Run tight = train(2, 1, local, 1, {.clip_norm = 1e-4f});
+  REQUIRE(tight.fit.clipped_steps == tight.fit.steps);
+  const Run global = train(2, 1, comm::DpCompression{.keep = 0.05f}, 1, {.clip_norm = 1e-4f});
+  REQUIRE(global.fit.clipped_steps == global.fit.steps);
+  REQUIRE(tight.losses != global.losses);
+  Model m;
+  layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden, .seed = 3});
+  REQUIRE_THROWS_WITH(Trainer(m, {.dp = local}), Catch::Contains("clip_norm"));
 }
