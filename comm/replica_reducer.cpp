@@ -98,8 +98,73 @@ ThresholdedReducer::ThresholdedReducer(Communicator& group, std::vector<Paramete
 ThresholdedReducer::~ThresholdedReducer() = default;
 
 void ThresholdedReducer::reduce() {
-  for (size_t i = 0; i < params_.size(); ++i)
-    exchanges_[i]->exchange(group_, params_[i]->grad.rows, params_[i]->grad.values);
+  const int ranks = group_.size();
+  const size_t n = params_.size();
+  std::vector<float> totals(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const GradientExchange::Totals t = exchanges_[i]->compress(ranks, params_[i]->grad.rows, params_[i]->grad.values);
+    totals[2 * i] = t.bytes;
+    totals[2 * i + 1] = t.entries;
+  }
+  if (ranks == 1 || n == 0) return;
+  // One all-reduce decides every parameter's path (each is charged its share of it).
+  group_.all_reduce(totals).wait();
+  for (size_t i = 0; i < n; ++i) exchanges_[i]->count_totals_reduce(2 * sizeof(float), ranks);
+  std::vector<size_t> sparse;
+  for (size_t i = 0; i < n; ++i) {
+    Parameter& p = *params_[i];
+    switch (exchanges_[i]->path({totals[2 * i], totals[2 * i + 1]})) {
+      case GradientExchange::Path::none: exchanges_[i]->finish_empty(p.grad.rows, p.grad.values); break;
+      case GradientExchange::Path::dense: exchanges_[i]->exchange_dense(group_, p.grad.rows, p.grad.values); break;
+      case GradientExchange::Path::sparse: sparse.push_back(i); break;
+    }
+  }
+  // The sparse messages travel in as few all-gathers as the 2 GB limit of one allows.
+  for (size_t first = 0; first < sparse.size();) {
+    size_t last = first + 1;
+    double gathered = totals[2 * sparse[first]];
+    while (last < sparse.size() && gathered + totals[2 * sparse[last]] <= GradientExchange::kMostGathered)
+      gathered += totals[2 * sparse[last++]];
+    gather_sparse(std::span<const size_t>(sparse).subspan(first, last - first));
+    first = last;
+  }
+}
+
+void ThresholdedReducer::gather_sparse(std::span<const size_t> which) {
+  // One frame: each parameter's message, preceded by its length (u64, little-endian).
+  frame_.clear();
+  for (const size_t i : which) {
+    const std::span<const std::byte> m = exchanges_[i]->message();
+    const uint64_t len = m.size();
+    const auto* b = reinterpret_cast<const std::byte*>(&len);
+    frame_.insert(frame_.end(), b, b + sizeof len);
+    frame_.insert(frame_.end(), m.begin(), m.end());
+  }
+  std::vector<std::vector<std::byte>> all;
+  group_.all_gather_bytes(frame_, all).wait();
+  // Split every rank's frame back into its messages, checking each length against what is left.
+  std::vector<std::vector<std::span<const std::byte>>> parts(which.size(), std::vector<std::span<const std::byte>>(all.size()));
+  for (size_t r = 0; r < all.size(); ++r) {
+    size_t at = 0;
+    for (size_t k = 0; k < which.size(); ++k) {
+      const size_t left = all[r].size() - at;
+      uint64_t len = 0;
+      if (left >= sizeof len) std::memcpy(&len, all[r].data() + at, sizeof len);
+      FRUGAL_CHECK(left >= sizeof len && len <= left - sizeof len,
+                   fmt::format("DCT-DP: rank {}'s gradient messages end inside the one for '{}' ({} bytes in all; "
+                               "truncated, or ranks with other models?)", r, params_[which[k]]->name, all[r].size()));
+      parts[k][r] = std::span<const std::byte>(all[r]).subspan(at + sizeof len, len);
+      at += sizeof len + len;
+    }
+    FRUGAL_CHECK(at == all[r].size(), fmt::format("DCT-DP: rank {} sent {} bytes of gradient messages, {} more than its "
+                                                  "{} parameters' (ranks with other models?)", r, all[r].size(),
+                                                  all[r].size() - at, which.size()));
+  }
+  for (size_t k = 0; k < which.size(); ++k) {
+    Parameter& p = *params_[which[k]];
+    exchanges_[which[k]]->count_gather(sizeof(uint64_t) + exchanges_[which[k]]->message().size(), group_.size());
+    exchanges_[which[k]]->finish_sparse(parts[k], p.grad.rows, p.grad.values);
+  }
 }
 
 uint64_t ThresholdedReducer::payload_sent() const {

@@ -3,11 +3,15 @@
 //  - TouchedRowsReducer: the replicas agree on the union of the rows any of them touched, then
 //    all-reduce those rows only (exact; O(touched rows) on the wire).
 //  - DenseReducer: every parameter in full, every step (the Horovod scheme; the baseline).
-//  - ThresholdedReducer: DCT-DP, one GradientExchange (thresholds + error feedback) per parameter.
+//  - ThresholdedReducer: DCT-DP, one GradientExchange (thresholds + error feedback) per parameter,
+//    their small collectives fused: one all-reduce of every parameter's message size decides each
+//    one's path, and the sparse messages travel in one all-gather (two round trips a step, not two
+//    per parameter).
 // Sums run in rank order, so every replica ends with the same bits.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/communicator.h"
@@ -51,9 +55,14 @@ class ThresholdedReducer : public ReplicaReducer {
   void restore_feedback(size_t param, const ThresholderState& state) override;
 
  private:
+  // One all-gather of the messages of the parameters `which` (those on the sparse path), then
+  // each parameter's merge.
+  void gather_sparse(std::span<const size_t> which);
+
   Communicator& group_;
   std::vector<Parameter*> params_;
   std::vector<std::unique_ptr<GradientExchange>> exchanges_;
+  std::vector<std::byte> frame_;
 };
 
 // The ReplicaReducer for `options` (ReduceMode::thresholded: DCT-DP with options.dp).

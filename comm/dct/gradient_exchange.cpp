@@ -35,40 +35,58 @@ GradientExchange::GradientExchange(const DpCompression& options, size_t rows, si
                    checked_entries(options, rows, cols, name_)) {}
 
 void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {
+  const Totals mine = compress(group.size(), rows, values);
+  if (group.size() == 1) return;
+  float totals[2] = {mine.bytes, mine.entries};
+  group.all_reduce(totals).wait();
+  count_totals_reduce(sizeof(totals), group.size());
+  switch (path({totals[0], totals[1]})) {
+    case Path::none: return finish_empty(rows, values);
+    case Path::dense: return exchange_dense(group, rows, values);
+    case Path::sparse: break;
+  }
+  std::vector<std::vector<std::byte>> all;
+  group.all_gather_bytes(message_, all).wait();
+  count_gather(message_.size(), group.size());
+  std::vector<std::span<const std::byte>> parts(all.begin(), all.end());
+  finish_sparse(parts, rows, values);
+}
+
+GradientExchange::Totals GradientExchange::compress(int ranks, std::vector<uint32_t>& rows, Tensor& values) {
   FRUGAL_CHECK(values.rows() == rows.size() && (rows.empty() || values.cols() == cols_),
                fmt::format("gradient exchange of '{}': {} rows but a {} x {} gradient (expected {} "
                            "columns)", name_, rows.size(), values.rows(), values.cols(), cols_));
   const uint64_t dim = static_cast<uint64_t>(rows_) * cols_;
-  const int ranks = group.size();
   thresholder_.compress_rows(cols_, rows, values.data(), options_.wire, indices_, sent_);
   ++exchanges_;
   payload_uncompressed_ += ring_all_reduce_bytes(dim * sizeof(float), ranks);
-
   if (ranks == 1) {  // nobody to talk to: the sum is what this rank sent
     to_rows(indices_, sent_, rows, values);
-    return;
+    message_.clear();
+    return {};
   }
-  const std::vector<std::byte> mine = encode_sparse(dim, indices_, sent_, options_.wire);
-  // Every rank must pick the same path: decide on reduced numbers, which are bitwise identical on
-  // every rank. [0]: bytes of all messages; [1]: entries sent by anybody.
-  float totals[2] = {static_cast<float>(mine.size()), static_cast<float>(indices_.size())};
-  group.all_reduce(totals).wait();
-  payload_sent_ += ring_all_reduce_bytes(sizeof(totals), ranks);
+  message_ = encode_sparse(dim, indices_, sent_, options_.wire);
+  return {static_cast<float>(message_.size()), static_cast<float>(indices_.size())};
+}
 
-  if (totals[1] == 0.0f) {  // nobody sent anything (all below a stale tau): nothing to exchange
-    rows.clear();
-    values.resize(0, cols_);
-    return;
-  }
+GradientExchange::Path GradientExchange::path(const Totals& summed) const {
+  if (summed.entries == 0.0f) return Path::none;  // nobody sent anything (all below a stale tau)
   // Over all ranks, the all-gather sends (P-1) * (all messages) and a ring all-reduce of the dense
   // parameter 2 * (P-1) * dim * 4 bytes: the sparse path wins while all messages together stay
   // under 2 * dim * 4 bytes. (MPI's all_gather_bytes also cannot move more than 2 GB in all.)
-  const double dense_cost = 2.0 * static_cast<double>(dim) * sizeof(float);
-  if (static_cast<double>(totals[0]) > std::min(dense_cost, 2e9)) {
-    exchange_dense(group, rows, values);
-  } else {
-    exchange_sparse(group, mine, rows, values);
-  }
+  const double dense_cost = 2.0 * static_cast<double>(rows_) * static_cast<double>(cols_) * sizeof(float);
+  return static_cast<double>(summed.bytes) > std::min(dense_cost, kMostGathered) ? Path::dense : Path::sparse;
+}
+
+void GradientExchange::finish_empty(std::vector<uint32_t>& rows, Tensor& values) const {
+  rows.clear();
+  values.resize(0, cols_);
+}
+
+void GradientExchange::count_totals_reduce(size_t bytes, int ranks) { payload_sent_ += ring_all_reduce_bytes(bytes, ranks); }
+
+void GradientExchange::count_gather(size_t bytes, int ranks) {
+  payload_sent_ += static_cast<uint64_t>(bytes) * static_cast<uint64_t>(ranks - 1);
 }
 
 void GradientExchange::exchange_dense(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {
@@ -92,12 +110,8 @@ void GradientExchange::exchange_dense(Communicator& group, std::vector<uint32_t>
     std::memcpy(values.row(k), dense_.data() + static_cast<size_t>(rows[k]) * cols_, cols_ * sizeof(float));
 }
 
-void GradientExchange::exchange_sparse(Communicator& group, std::span<const std::byte> mine,
-                                       std::vector<uint32_t>& rows, Tensor& values) {
-  std::vector<std::vector<std::byte>> all;
-  group.all_gather_bytes(mine, all).wait();
-  payload_sent_ += static_cast<uint64_t>(mine.size()) * static_cast<uint64_t>(group.size() - 1);
-
+void GradientExchange::finish_sparse(std::span<const std::span<const std::byte>> all,
+                                     std::vector<uint32_t>& rows, Tensor& values) {
   // Every rank decodes the same messages (its own included, which round-trips exactly: sent
   // values are already rounded to the wire type), so every rank merges the same numbers.
   std::vector<SparseVector> parts(all.size());
@@ -116,7 +130,6 @@ void GradientExchange::exchange_sparse(Communicator& group, std::span<const std:
                                    name_, rows_, cols_, r, e.what()));
     }
   }
-  all.clear();
 
   // Pairwise merges by index in rank order: rank 0's entries, then rank 1's merged in, and so on.
   // Each sum starts with the lowest rank's value and adds the others in rank order, the same float

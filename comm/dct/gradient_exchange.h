@@ -38,6 +38,31 @@ class GradientExchange {
   // it for the same parameter in the same order.
   void exchange(Communicator& group, std::vector<uint32_t>& rows, Tensor& values);
 
+  // exchange() in phases, so that a reducer can fuse the small collectives of several parameters
+  // (ThresholdedReducer: one all-reduce of every parameter's totals, one all-gather of the messages):
+  //  1. compress(): thresholds this rank's gradient and encodes its message (message()); returns
+  //     its size and entry count. On 1 rank it also finishes: rows and values are what it sent.
+  //  2. the caller sums every rank's Totals (bitwise the same on every rank) and asks path();
+  //  3. none: finish_empty(); dense: exchange_dense() (a collective of its own); sparse: the caller
+  //     gathers every rank's message() and hands them, in rank order, to finish_sparse(), which
+  //     fails naming the parameter and the rank on a message that does not decode.
+  // count_totals_reduce() and count_gather() add what the caller's collectives sent for this
+  // parameter to payload_sent().
+  struct Totals {
+    float bytes = 0, entries = 0;
+  };
+  enum class Path { none, sparse, dense };
+  Totals compress(int ranks, std::vector<uint32_t>& rows, Tensor& values);
+  std::span<const std::byte> message() const { return message_; }
+  Path path(const Totals& summed) const;
+  void finish_empty(std::vector<uint32_t>& rows, Tensor& values) const;
+  void exchange_dense(Communicator& group, std::vector<uint32_t>& rows, Tensor& values);
+  void finish_sparse(std::span<const std::span<const std::byte>> all, std::vector<uint32_t>& rows, Tensor& values);
+  void count_totals_reduce(size_t bytes, int ranks);
+  void count_gather(size_t bytes, int ranks);
+  // The most bytes one all-gather may move in all (MPI's all_gather_bytes counts in int).
+  static constexpr double kMostGathered = 2e9;
+
   // Cumulative payload accounting for this rank. An all_gather counts its message once per peer;
   // an all-reduce counts what a ring all-reduce sends per rank, 2 * (P-1) / P * bytes, the same
   // model as payload_uncompressed, so the dense fallback reads as ~1x, not as P/2 times worse.
@@ -50,9 +75,6 @@ class GradientExchange {
   Thresholder& thresholder() { return thresholder_; }  // checkpoints restore its state
 
  private:
-  void exchange_dense(Communicator& group, std::vector<uint32_t>& rows, Tensor& values);
-  void exchange_sparse(Communicator& group, std::span<const std::byte> mine,
-                       std::vector<uint32_t>& rows, Tensor& values);
   // Sorted flat (index, value) pairs -> rows and a rows.size() x cols tensor.
   void to_rows(std::span<const uint32_t> indices, std::span<const float> sums,
                std::vector<uint32_t>& rows, Tensor& values) const;
@@ -63,6 +85,7 @@ class GradientExchange {
   Thresholder thresholder_;
   std::vector<uint32_t> indices_;  // this rank's message, reused between steps
   std::vector<float> sent_;
+  std::vector<std::byte> message_;  // this rank's encoded message of the current step
   std::vector<float> dense_;  // the fallback's buffer; allocated only once the fallback runs
   uint64_t payload_sent_ = 0, payload_uncompressed_ = 0, dense_fallbacks_ = 0, exchanges_ = 0;
 };

@@ -7,10 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "comm/codec.h"
 #include "comm/dct/gradient_exchange.h"
 #include "comm/local_communicator.h"
+#include "comm/replica_reducer.h"
 #include "comm/dct/thresholder.h"
 #include "core/rng.h"
 
@@ -296,4 +299,71 @@ TEST_CASE("dp exchange: one rank returns what it sent; a peer's bad message name
 
   REQUIRE_THROWS(GradientExchange({.keep = 1.5f}, 10, 4));
   REQUIRE_THROWS(GradientExchange({}, 70000, 70000));  // 4.9e9 entries: beyond 32-bit indices
+}
+
+TEST_CASE("dp reducer: several parameters' exchanges fused into two collectives give the per-parameter bits") {
+  // Three parameters: "a" thresholded (sparse path), "b" at keep 1 over every row (the dense
+  // fallback), "c" with no touched rows (nothing to exchange). Three ranks, three steps.
+  const DpCompression options{.keep = 0.1f, .seed = 5, .per_parameter = {{"b", 1.0f}}};
+  const size_t shapes[3][2] = {{200, 4}, {50, 8}, {30, 2}};
+  const char* names[3] = {"a", "b", "c"};
+  std::vector<std::vector<Result>> fused(3), separate(3);
+  std::vector<uint64_t> fused_payload(3), separate_payload(3);
+  std::mutex mu;
+  run_local(3, [&](Communicator& c) {
+    std::vector<Parameter> params;
+    for (size_t i = 0; i < 3; ++i) params.push_back({names[i], Tensor(shapes[i][0], shapes[i][1]), {}});
+    std::vector<Parameter*> pointers;
+    for (Parameter& p : params) pointers.push_back(&p);
+    const auto reducer = make_replica_reducer(c, pointers, {.mode = ReduceMode::thresholded, .dp = options});
+    std::vector<std::unique_ptr<GradientExchange>> one_by_one;
+    for (size_t i = 0; i < 3; ++i) {
+      DpCompression o = options;  // the seed and keep the reducer gives parameter i
+      o.seed = Rng(options.seed).split(static_cast<uint64_t>(c.rank())).split(i).next_u64();
+      o.keep = options.keep_for(names[i]);
+      one_by_one.push_back(std::make_unique<GradientExchange>(o, shapes[i][0], shapes[i][1], names[i]));
+    }
+    std::vector<Result> mine_fused, mine_separate;
+    for (int step = 0; step < 3; ++step) {
+      const size_t touched[3] = {20, shapes[1][0], 0};
+      for (size_t i = 0; i < 3; ++i) {
+        Grad g = make_grad(c.rank(), step * 3 + static_cast<int>(i), shapes[i][0], shapes[i][1], touched[i]);
+        params[i].grad.rows = g.rows;
+        params[i].grad.values = g.values;
+        one_by_one[i]->exchange(c, g.rows, g.values);
+        mine_separate.push_back(result_of(g.rows, g.values));
+      }
+      reducer->reduce();
+      for (size_t i = 0; i < 3; ++i) mine_fused.push_back(result_of(params[i].grad.rows, params[i].grad.values));
+    }
+    uint64_t separate_sent = 0;
+    for (const auto& e : one_by_one) separate_sent += e->payload_sent();
+    REQUIRE(one_by_one[1]->dense_fallbacks() == 3);
+    std::lock_guard<std::mutex> lock(mu);
+    fused[c.rank()] = mine_fused;
+    separate[c.rank()] = mine_separate;
+    fused_payload[c.rank()] = reducer->payload_sent();
+    separate_payload[c.rank()] = separate_sent;
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    REQUIRE(fused[r] == separate[r]);
+    // The same collectives' bytes, plus each gathered message's 8-byte length to the 2 peers (3 steps).
+    REQUIRE(fused_payload[r] == separate_payload[r] + 3 * 8 * 2);
+  }
+  REQUIRE(fused[0][0].rows.size() > 0);
+  REQUIRE(fused[0][2].rows.empty());
+
+  // A rank whose parameter has other columns: its message does not decode, and the error names the
+  // parameter and the rank.
+  REQUIRE_THROWS_WITH(run_local(2, [&](Communicator& c) {
+                        Parameter p{"emb", Tensor(100, c.rank() == 0 ? 4 : 5), {}};
+                        const auto reducer = make_replica_reducer(c, {&p}, {.mode = ReduceMode::thresholded,
+                                                                             .dp = {.keep = 0.5f}});
+                        const Grad g = make_grad(c.rank(), 0, 100, p.value.cols(), 5);
+                        p.grad.rows = g.rows;
+                        p.grad.values = g.values;
+                        reducer->reduce();
+                      }),
+                      Catch::Contains("gradient exchange of 'emb'") && Catch::Contains("bad message from rank"));
 }
