@@ -29,6 +29,7 @@
 #include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
 #include "apps/commands.h"
+#include "apps/dct_cost.h"
 #include "apps/dlrm_train.h"
 #include "apps/dp_transport.h"
 #include "apps/train_inputs.h"
@@ -717,6 +718,11 @@ int run_train(TrainArgs a) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
   const Rng seeds(a.seed);
+  // DCT-DP between replicas: the link rate between them, to tell whether compression pays
+  // (apps/dct_cost.h; measured here, before any epoch counts traffic).
+  std::optional<double> link_rate;
+  if (data_group && data_group->size() > 1 && a.dp_keep && *a.dp_keep < 1.0f) link_rate = probe_link_rate(*data_group);
+  bool said_no_pay = false;
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
   bool calibrate = a.auto_weights && grid.model > 1;
   if (a.auto_weights && grid.model == 1 && !a.quiet)
@@ -808,6 +814,8 @@ int run_train(TrainArgs a) {
                {"mp_payload_uncompressed", fit.mp_payload_uncompressed},
                {"dp_payload_sent", fit.dp_payload_sent},
                {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
+               // What the default exact exchange of the touched rows would have sent instead.
+               {"dp_payload_touched", fit.dp_payload_touched},
                {"rank", rank},
                {"peak_rss_bytes", peak_rss_bytes()},
                // This rank's weights, optimizer state and LSH tables, in bytes and per local parameter.
@@ -817,6 +825,12 @@ int run_train(TrainArgs a) {
                // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
                {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     if (valid != nullptr) line["valid_p@1"] = valid_p1;
+    if (link_rate && fit.steps > 0) {
+      const DctDpCost cost = dct_dp_cost(fit, *link_rate);
+      line["dct_dp_cost"] = to_json(cost);
+      if (!cost.pays() && !said_no_pay && !a.quiet) fmt::print("{}\n", does_not_pay_note(cost));
+      said_no_pay = said_no_pay || !cost.pays();
+    }
     if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;

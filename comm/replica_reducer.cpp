@@ -9,6 +9,7 @@
 #include "comm/dct/gradient_exchange.h"
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/step_profile.h"
 
 namespace frugal::comm {
 
@@ -98,6 +99,7 @@ ThresholdedReducer::ThresholdedReducer(Communicator& group, std::vector<Paramete
 ThresholdedReducer::~ThresholdedReducer() = default;
 
 void ThresholdedReducer::reduce() {
+  const profile::Scope phase(profile::Phase::compress);  // the collectives' waits are charged to wait
   const int ranks = group_.size();
   const size_t n = params_.size();
   std::vector<float> totals(2 * n);
@@ -170,6 +172,12 @@ void ThresholdedReducer::gather_sparse(std::span<const size_t> which) {
 uint64_t ThresholdedReducer::payload_sent() const {
   uint64_t total = 0;
   for (const auto& e : exchanges_) total += e->payload_sent();
+  return total;
+}
+
+uint64_t ThresholdedReducer::payload_touched() const {
+  uint64_t total = 0;
+  for (const auto& e : exchanges_) total += e->payload_touched();
   return total;
 }
 

@@ -49,6 +49,7 @@ class ThresholdedReducer : public ReplicaReducer {
   void reduce() override;
   uint64_t payload_sent() const override;
   uint64_t payload_uncompressed() const override;
+  uint64_t payload_touched() const override;
   size_t feedback_states() const override { return exchanges_.size(); }
   size_t feedback_size(size_t param) const override;
   ThresholderState feedback_state(size_t param) const override;

@@ -207,6 +207,10 @@ class ReplicaReducer {
   // have sent (ring_all_reduce_bytes, core/comm_stats.h).
   virtual uint64_t payload_sent() const = 0;
   virtual uint64_t payload_uncompressed() const = 0;
+  // What the exact touched-rows exchange (the default without DCT-DP) would have sent for the same
+  // gradients: each step, this rank's touched entries in a ring all-reduce (the least it would
+  // send; the union over the replicas is larger). What --dp-keep saves is measured against it.
+  virtual uint64_t payload_touched() const { return payload_sent(); }
   // Error-feedback state carried between steps (DCT-DP), one per parameter in order; none for the
   // exact modes. Checkpoints save and restore it.
   virtual size_t feedback_states() const { return 0; }

@@ -22,7 +22,7 @@ thread_local ThreadClock clock_of_thread;
 
 constexpr std::array<std::string_view, kPhases> kNames = {
     "input_forward", "dense_layers", "hash", "sample", "output_forward", "output_backward",
-    "input_backward", "optimizer", "rebuild", "wait", "other"};
+    "input_backward", "optimizer", "rebuild", "compress", "wait", "other"};
 
 }  // namespace
 

@@ -29,6 +29,7 @@ enum class Phase : unsigned char {
   input_backward,   // sparse input layer: gradient rows of the batch's features
   optimizer,        // the optimizer's update of the touched rows
   rebuild,          // LSH table rebuilds
+  compress,         // DCT: thresholding, top-k selection, encoding and merging of compressed messages
   wait,             // blocked on communication (comm::Work::wait)
   other,            // the rest of a step (gradient scaling, catch-up, exchanges' packing, ...)
 };

@@ -57,6 +57,7 @@ GradientExchange::Totals GradientExchange::compress(int ranks, std::vector<uint3
                fmt::format("gradient exchange of '{}': {} rows but a {} x {} gradient (expected {} "
                            "columns)", name_, rows.size(), values.rows(), values.cols(), cols_));
   const uint64_t dim = static_cast<uint64_t>(rows_) * cols_;
+  if (ranks > 1) payload_touched_ += ring_all_reduce_bytes(rows.size() * cols_ * sizeof(float), ranks);
   thresholder_.compress_rows(cols_, rows, values.data(), options_.wire, indices_, sent_);
   ++exchanges_;
   payload_uncompressed_ += ring_all_reduce_bytes(dim * sizeof(float), ranks);

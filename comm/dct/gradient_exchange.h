@@ -69,6 +69,8 @@ class GradientExchange {
   uint64_t payload_sent() const { return payload_sent_; }
   // The dense ring all-reduce of the whole parameter: 2 * (P-1) / P * rows * cols * 4 per exchange.
   uint64_t payload_uncompressed() const { return payload_uncompressed_; }
+  // ReplicaReducer::payload_touched: this rank's touched entries of each step in a ring all-reduce.
+  uint64_t payload_touched() const { return payload_touched_; }
   uint64_t dense_fallbacks() const { return dense_fallbacks_; }
   uint64_t exchanges() const { return exchanges_; }
   const Thresholder& thresholder() const { return thresholder_; }
@@ -87,7 +89,7 @@ class GradientExchange {
   std::vector<float> sent_;
   std::vector<std::byte> message_;  // this rank's encoded message of the current step
   std::vector<float> dense_;  // the fallback's buffer; allocated only once the fallback runs
-  uint64_t payload_sent_ = 0, payload_uncompressed_ = 0, dense_fallbacks_ = 0, exchanges_ = 0;
+  uint64_t payload_sent_ = 0, payload_uncompressed_ = 0, payload_touched_ = 0, dense_fallbacks_ = 0, exchanges_ = 0;
 };
 
 }  // namespace frugal::comm

@@ -48,6 +48,7 @@ void FitResult::merge(const FitResult& later) {
   mp_payload_uncompressed += later.mp_payload_uncompressed;
   dp_payload_sent += later.dp_payload_sent;
   dp_payload_uncompressed += later.dp_payload_uncompressed;
+  dp_payload_touched += later.dp_payload_touched;
   clipped_steps += later.clipped_steps;
   compute_seconds += later.compute_seconds;
   profile += later.profile;
@@ -366,6 +367,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
   const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
+  const uint64_t dp_touched_before = reducer_ ? reducer_->payload_touched() : 0;
   const profile::StepProfile profile_before = profile::thread_totals();
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
@@ -400,6 +402,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.mp_payload_uncompressed = mp_payload(false) - mp_uncompressed_before;
   result.dp_payload_sent = dp_payload(true) - dp_payload_before;
   result.dp_payload_uncompressed = dp_payload(false) - dp_uncompressed_before;
+  result.dp_payload_touched = (reducer_ ? reducer_->payload_touched() : 0) - dp_touched_before;
   result.group_samples = result.samples;
   if (is_active(replicas)) {  // the epoch's loss over all replicas' points
     std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};

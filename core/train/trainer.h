@@ -94,6 +94,8 @@ struct FitResult {
   // dense all-reduce of every parameter). 0/0 when there was no such traffic.
   uint64_t mp_payload_sent = 0, mp_payload_uncompressed = 0;
   uint64_t dp_payload_sent = 0, dp_payload_uncompressed = 0;
+  // What the exact touched-rows exchange would have sent instead (ReplicaReducer::payload_touched).
+  uint64_t dp_payload_touched = 0;
   // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
   double grad_norm = 0.0;
   size_t clipped_steps = 0;

@@ -1,0 +1,50 @@
+#include "apps/dct_cost.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/step_profile.h"
+
+namespace frugal::cli {
+
+double probe_link_rate(comm::Communicator& group, size_t bytes) {
+  std::vector<std::vector<std::byte>> all;
+  group.all_gather_bytes(std::vector<std::byte>(64), all).wait();  // connections open, peers ready
+  const std::vector<std::byte> payload(bytes);
+  const auto start = std::chrono::steady_clock::now();
+  group.all_gather_bytes(payload, all).wait();
+  std::vector<float> seconds{static_cast<float>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())};
+  group.all_reduce(seconds, comm::ReduceOp::max).wait();
+  const double moved = static_cast<double>(bytes) * static_cast<double>(group.size() - 1);
+  return moved / std::max(static_cast<double>(seconds[0]), 1e-9);
+}
+
+DctDpCost dct_dp_cost(const FitResult& fit, double link_bytes_per_s) {
+  DctDpCost c;
+  const double steps = static_cast<double>(std::max<size_t>(1, fit.steps));
+  c.link_bytes_per_s = link_bytes_per_s;
+  c.cpu_seconds_per_step = fit.profile[profile::Phase::compress].seconds / steps;
+  c.bytes_saved_per_step =
+      (static_cast<double>(fit.dp_payload_touched) - static_cast<double>(fit.dp_payload_sent)) / steps;
+  c.wire_seconds_saved_per_step = link_bytes_per_s > 0 ? c.bytes_saved_per_step / link_bytes_per_s : 0.0;
+  return c;
+}
+
+nlohmann::json to_json(const DctDpCost& c) {
+  return {{"link_bytes_per_s", c.link_bytes_per_s}, {"cpu_seconds_per_step", c.cpu_seconds_per_step},
+          {"bytes_saved_per_step", c.bytes_saved_per_step},
+          {"wire_seconds_saved_per_step", c.wire_seconds_saved_per_step}, {"pays", c.pays()}};
+}
+
+std::string does_not_pay_note(const DctDpCost& c) {
+  return fmt::format("note: --dp-keep does not pay on this link: thresholding, encoding and merging cost {:.2f} ms of "
+                     "CPU per step, and the {:.0f} bytes per step it saves against the exact exchange take {:.2f} ms "
+                     "at the {:.0f} MB/s measured between the replicas; without --dp-keep the steps would be faster",
+                     1e3 * c.cpu_seconds_per_step, c.bytes_saved_per_step, 1e3 * c.wire_seconds_saved_per_step,
+                     c.link_bytes_per_s / 1e6);
+}
+
+}  // namespace frugal::cli

@@ -1,0 +1,39 @@
+// Whether DCT-DP pays on this run's link: the CPU time a step spends thresholding, encoding and
+// merging (profile phase `compress`) against the wire time the bytes it saves would take at the link
+// rate measured between the replicas at start-up. The bytes saved are counted against the default
+// exchange without --dp-keep (the touched rows, ReplicaReducer::payload_touched), not against a
+// dense all-reduce. On a fast link with little to save, thresholding costs more than it saves, and
+// the run says so (bench/REPORT.md measured 13.1 vs 9.2 s per epoch at 1 Gbit).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/communicator.h"
+#include "core/train/trainer.h"
+
+namespace frugal::cli {
+
+// Bytes per second one rank hands its peers in an all-gather of `bytes` per rank (after a small
+// warm-up gather that opens the connections). Collective over `group`; every rank gets the same
+// value (from the slowest rank's time). Moves (P - 1) x `bytes` per rank: call it before training,
+// so that no epoch's traffic counts it.
+double probe_link_rate(comm::Communicator& group, size_t bytes = size_t{1} << 20);
+
+struct DctDpCost {
+  double link_bytes_per_s = 0;             // probe_link_rate
+  double cpu_seconds_per_step = 0;         // this rank's `compress` phase, per step
+  double bytes_saved_per_step = 0;         // payload of the touched-rows exchange minus what was sent
+  double wire_seconds_saved_per_step = 0;  // bytes_saved_per_step at the link rate
+  bool pays() const { return wire_seconds_saved_per_step >= cpu_seconds_per_step; }
+};
+
+// From an epoch of this rank (fit.steps > 0) and the probed link rate.
+DctDpCost dct_dp_cost(const FitResult& fit, double link_bytes_per_s);
+nlohmann::json to_json(const DctDpCost& cost);
+// The log line of a run whose compression does not pay (names the measured figures).
+std::string does_not_pay_note(const DctDpCost& cost);
+
+}  // namespace frugal::cli
