@@ -17,12 +17,12 @@ TouchedRowsReducer::TouchedRowsReducer(Communicator& group, std::vector<Paramete
     : group_(group), params_(std::move(params)), dense_(dense) {}
 
 void TouchedRowsReducer::reduce() {
-  for (Parameter* p : params_) {
+  for (Parameter* p : params_)
     payload_uncompressed_ += ring_all_reduce_bytes(p->value.size() * sizeof(float), group_.size());
-    if (dense_)
-      reduce_dense(*p);
-    else
-      reduce_touched(*p);
+  if (dense_) {
+    for (Parameter* p : params_) reduce_dense(*p);
+  } else {
+    reduce_touched();
   }
 }
 
@@ -39,39 +39,77 @@ void TouchedRowsReducer::reduce_dense(Parameter& p) {
   g.values = exchange_;
 }
 
-void TouchedRowsReducer::reduce_touched(Parameter& p) {
-  const size_t cols = p.value.cols();
-  RowGrad& g = p.grad;
-  // Agree on the union of the touched rows, then sum over it.
+void TouchedRowsReducer::reduce_touched() {
+  // 1. Agree on every parameter's union of touched rows: one all-gather of all the row lists, each
+  //    preceded by its count (u64).
+  frame_.clear();
+  for (const Parameter* p : params_) {
+    const uint64_t n = p->grad.rows.size();
+    const auto* b = reinterpret_cast<const std::byte*>(&n);
+    frame_.insert(frame_.end(), b, b + sizeof n);
+    const auto rows = std::as_bytes(std::span<const uint32_t>(p->grad.rows));
+    frame_.insert(frame_.end(), rows.begin(), rows.end());
+  }
   std::vector<std::vector<std::byte>> all;
-  group_.all_gather_bytes(std::as_bytes(std::span<const uint32_t>(g.rows)), all).wait();
-  payload_sent_ += static_cast<uint64_t>(group_.size() - 1) * g.rows.size() * sizeof(uint32_t);
-  std::vector<uint32_t> rows_union;
+  group_.all_gather_bytes(frame_, all).wait();
+  payload_sent_ += static_cast<uint64_t>(group_.size() - 1) * frame_.size();
+  unions_.resize(params_.size());
+  for (auto& u : unions_) u.clear();
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    const auto& bytes = all[r];
-    FRUGAL_CHECK(bytes.size() % sizeof(uint32_t) == 0,
-                 fmt::format("gradient sum of '{}': rank {} sent {} bytes of row ids, not a whole number of them",
-                             p.name, r, bytes.size()));
-    const size_t n = bytes.size() / sizeof(uint32_t);
-    const size_t before = rows_union.size();
-    rows_union.resize(before + n);
-    std::memcpy(rows_union.data() + before, bytes.data(), n * sizeof(uint32_t));
+    const std::vector<std::byte>& bytes = all[r];
+    size_t at = 0;
+    for (size_t k = 0; k < params_.size(); ++k) {
+      uint64_t n = 0;
+      const size_t left = bytes.size() - at;
+      if (left >= sizeof n) std::memcpy(&n, bytes.data() + at, sizeof n);
+      FRUGAL_CHECK(left >= sizeof n && n <= (left - sizeof n) / sizeof(uint32_t),
+                   fmt::format("gradient sum of '{}': rank {}'s row ids end early ({} bytes for {} parameters; "
+                               "truncated, or ranks with other models?)", params_[k]->name, r, bytes.size(),
+                               params_.size()));
+      std::vector<uint32_t>& u = unions_[k];
+      const size_t before = u.size();
+      u.resize(before + n);
+      std::memcpy(u.data() + before, bytes.data() + at + sizeof n, n * sizeof(uint32_t));
+      at += sizeof n + n * sizeof(uint32_t);
+    }
+    FRUGAL_CHECK(at == bytes.size(), fmt::format("gradient sum: rank {} sent {} bytes of row ids, {} more than its {} "
+                                                 "parameters' (ranks with other models?)", r, bytes.size(),
+                                                 bytes.size() - at, params_.size()));
   }
-  std::sort(rows_union.begin(), rows_union.end());
-  rows_union.erase(std::unique(rows_union.begin(), rows_union.end()), rows_union.end());
-  FRUGAL_CHECK(rows_union.empty() || rows_union.back() < p.value.rows(),
-               fmt::format("gradient sum of '{}': a replica touched row {}, the parameter has {} rows", p.name,
-                           rows_union.back(), p.value.rows()));
-  exchange_.resize(rows_union.size(), cols);
-  exchange_.zero();
-  for (size_t j = 0, u = 0; j < g.rows.size(); ++j) {
-    while (rows_union[u] != g.rows[j]) ++u;
-    std::copy_n(g.values.row(j), cols, exchange_.row(u));
+  // 2. Sum over the unions: one all-reduce of every parameter's rows, one after the other.
+  size_t total = 0;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    std::vector<uint32_t>& u = unions_[k];
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    FRUGAL_CHECK(u.empty() || u.back() < params_[k]->value.rows(),
+                 fmt::format("gradient sum of '{}': a replica touched row {}, the parameter has {} rows",
+                             params_[k]->name, u.back(), params_[k]->value.rows()));
+    total += u.size() * params_[k]->value.cols();
   }
-  group_.all_reduce(exchange_.span()).wait();
-  payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), group_.size());
-  g.rows = std::move(rows_union);
-  g.values = exchange_;
+  sums_.assign(total, 0.0f);
+  for (size_t k = 0, at = 0; k < params_.size(); ++k) {
+    const RowGrad& g = params_[k]->grad;
+    const size_t cols = params_[k]->value.cols();
+    const std::vector<uint32_t>& u = unions_[k];
+    for (size_t j = 0, i = 0; j < g.rows.size(); ++j) {
+      while (u[i] != g.rows[j]) ++i;
+      std::copy_n(g.values.row(j), cols, sums_.data() + at + i * cols);
+    }
+    at += u.size() * cols;
+  }
+  if (total > 0) {
+    group_.all_reduce(sums_).wait();
+    payload_sent_ += ring_all_reduce_bytes(total * sizeof(float), group_.size());
+  }
+  for (size_t k = 0, at = 0; k < params_.size(); ++k) {
+    RowGrad& g = params_[k]->grad;
+    const size_t cols = params_[k]->value.cols();
+    g.rows = unions_[k];
+    g.values.resize(g.rows.size(), cols);
+    std::copy_n(sums_.data() + at, g.rows.size() * cols, g.values.data());
+    at += g.rows.size() * cols;
+  }
 }
 
 ThresholdedReducer::ThresholdedReducer(Communicator& group, std::vector<Parameter*> params,

@@ -1,7 +1,8 @@
 // The replica reducers (core/exchange.h's ReplicaReducer): the one place where data-parallel
 // replicas sum their gradients. Three ways, one per ReduceMode:
 //  - TouchedRowsReducer: the replicas agree on the union of the rows any of them touched, then
-//    all-reduce those rows only (exact; O(touched rows) on the wire).
+//    all-reduce those rows only (exact; O(touched rows) on the wire), every parameter in the same
+//    two collectives.
 //  - DenseReducer: every parameter in full, every step (the Horovod scheme; the baseline).
 //  - ThresholdedReducer: DCT-DP, one GradientExchange (thresholds + error feedback) per parameter,
 //    their small collectives fused: one all-reduce of every parameter's message size decides each
@@ -31,12 +32,17 @@ class TouchedRowsReducer : public ReplicaReducer {
 
  private:
   void reduce_dense(Parameter& p);
-  void reduce_touched(Parameter& p);
+  // Every parameter at once: one all-gather of their touched row lists, one all-reduce of their
+  // unions' rows (two round trips a step, not two per parameter).
+  void reduce_touched();
 
   Communicator& group_;
   std::vector<Parameter*> params_;
   bool dense_;
   Tensor exchange_;
+  std::vector<std::byte> frame_;
+  std::vector<std::vector<uint32_t>> unions_;
+  std::vector<float> sums_;
   uint64_t payload_sent_ = 0, payload_uncompressed_ = 0;
 };
 

@@ -367,3 +367,56 @@ TEST_CASE("dp reducer: several parameters' exchanges fused into two collectives 
                       }),
                       Catch::Contains("gradient exchange of 'emb'") && Catch::Contains("bad message from rank"));
 }
+
+TEST_CASE("touched-rows reducer: every parameter's union of rows summed in rank order, in two collectives") {
+  const size_t shapes[3][2] = {{40, 3}, {10, 5}, {7, 2}};
+  const char* names[3] = {"a", "b", "c"};
+  std::vector<std::vector<Result>> out(3);
+  std::vector<std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>>> sent(3);  // per param, per rank
+  for (auto& s : sent) s.resize(3);
+  std::vector<uint64_t> traffic(3);
+  std::mutex mu;
+  run_local(3, [&](Communicator& c) {
+    std::vector<Parameter> params;
+    for (size_t i = 0; i < 3; ++i) params.push_back({names[i], Tensor(shapes[i][0], shapes[i][1]), {}});
+    std::vector<Parameter*> pointers;
+    for (Parameter& p : params) pointers.push_back(&p);
+    const auto reducer = make_replica_reducer(c, pointers, {.mode = ReduceMode::touched_rows});
+    const size_t touched[3] = {6, 10, c.rank() == 1 ? 2u : 0u};  // "c": only rank 1 touches it
+    for (size_t i = 0; i < 3; ++i) {
+      const Grad g = make_grad(c.rank(), 40 + static_cast<int>(i), shapes[i][0], shapes[i][1], touched[i]);
+      params[i].grad.rows = g.rows;
+      params[i].grad.values = g.values;
+      std::vector<uint32_t> flat;
+      for (const uint32_t r : g.rows)
+        for (size_t col = 0; col < shapes[i][1]; ++col) flat.push_back(static_cast<uint32_t>(r * shapes[i][1] + col));
+      std::lock_guard<std::mutex> lock(mu);
+      sent[i][c.rank()] = {flat, std::vector<float>(g.values.span().begin(), g.values.span().end())};
+    }
+    const uint64_t messages_before = c.stats().total().messages_sent;
+    reducer->reduce();
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < 3; ++i) out[c.rank()].push_back(result_of(params[i].grad.rows, params[i].grad.values));
+    traffic[c.rank()] = c.stats().total().messages_sent - messages_before;
+  });
+  require_identical(out);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("parameter " << names[i]);
+    // The union's rows, each the sum over the ranks that touched it (0 + x is x: the ranks that
+    // did not touch a row add zeros first).
+    REQUIRE(out[0][i] == merge(sent[i], shapes[i][1]));
+  }
+  REQUIRE(out[0][2].rows.size() == 2);
+  // Two collectives whatever the number of parameters: in a 3-rank direct exchange each sends its
+  // 2 peers one message per collective.
+  REQUIRE(traffic[0] == 2 * 2);
+
+  REQUIRE_THROWS_WITH(run_local(2, [&](Communicator& c) {
+                        Parameter a{"a", Tensor(10, 2), {}}, b{"b", Tensor(10, 2), {}};
+                        std::vector<Parameter*> params{&a};
+                        if (c.rank() == 1) params.push_back(&b);  // a rank with another model
+                        const auto reducer = make_replica_reducer(c, params, {.mode = ReduceMode::touched_rows});
+                        reducer->reduce();
+                      }),
+                      Catch::Contains("gradient sum") && Catch::Contains("rank"));
+}
