@@ -301,6 +301,16 @@ TEST_CASE("dp exchange: one rank returns what it sent; a peer's bad message name
   REQUIRE_THROWS(GradientExchange({}, 70000, 70000));  // 4.9e9 entries: beyond 32-bit indices
 }
 
+// Three parameters of the given shapes and names, and the pointer list a reducer takes.
+struct ThreeParams {
+  std::vector<Parameter> params;
+  std::vector<Parameter*> pointers;
+  ThreeParams(const size_t (&shapes)[3][2], const char* const (&names)[3]) {
+    for (size_t i = 0; i < 3; ++i) params.push_back({names[i], Tensor(shapes[i][0], shapes[i][1]), {}});
+    for (Parameter& p : params) pointers.push_back(&p);
+  }
+};
+
 TEST_CASE("dp reducer: several parameters' exchanges fused into two collectives give the per-parameter bits") {
   // Three parameters: "a" thresholded (sparse path), "b" at keep 1 over every row (the dense
   // fallback), "c" with no touched rows (nothing to exchange). Three ranks, three steps.
@@ -311,10 +321,9 @@ TEST_CASE("dp reducer: several parameters' exchanges fused into two collectives 
   std::vector<uint64_t> fused_payload(3), separate_payload(3);
   std::mutex mu;
   run_local(3, [&](Communicator& c) {
-    std::vector<Parameter> params;
-    for (size_t i = 0; i < 3; ++i) params.push_back({names[i], Tensor(shapes[i][0], shapes[i][1]), {}});
-    std::vector<Parameter*> pointers;
-    for (Parameter& p : params) pointers.push_back(&p);
+    ThreeParams set(shapes, names);
+    std::vector<Parameter>& params = set.params;
+    const std::vector<Parameter*>& pointers = set.pointers;
     const auto reducer = make_replica_reducer(c, pointers, {.mode = ReduceMode::thresholded, .dp = options});
     std::vector<std::unique_ptr<GradientExchange>> one_by_one;
     for (size_t i = 0; i < 3; ++i) {
@@ -377,10 +386,9 @@ TEST_CASE("touched-rows reducer: every parameter's union of rows summed in rank 
   std::vector<uint64_t> traffic(3);
   std::mutex mu;
   run_local(3, [&](Communicator& c) {
-    std::vector<Parameter> params;
-    for (size_t i = 0; i < 3; ++i) params.push_back({names[i], Tensor(shapes[i][0], shapes[i][1]), {}});
-    std::vector<Parameter*> pointers;
-    for (Parameter& p : params) pointers.push_back(&p);
+    ThreeParams set(shapes, names);
+    std::vector<Parameter>& params = set.params;
+    const std::vector<Parameter*>& pointers = set.pointers;
     const auto reducer = make_replica_reducer(c, pointers, {.mode = ReduceMode::touched_rows});
     const size_t touched[3] = {6, 10, c.rank() == 1 ? 2u : 0u};  // "c": only rank 1 touches it
     for (size_t i = 0; i < 3; ++i) {
