@@ -13,12 +13,13 @@ namespace frugal::cli {
 double probe_link_rate(comm::Communicator& group, size_t bytes) {
   std::vector<std::vector<std::byte>> all;
   group.all_gather_bytes(std::vector<std::byte>(64), all).wait();  // connections open, peers ready
-  const std::vector<std::byte> payload(bytes);
+  const size_t peers = static_cast<size_t>(std::max(1, group.size() - 1));
+  const std::vector<std::byte> payload(std::max<size_t>(size_t{64} << 10, bytes / peers));
   const auto start = std::chrono::steady_clock::now();
   group.all_gather_bytes(payload, all).wait();
   std::vector<float> seconds{static_cast<float>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())};
   group.all_reduce(seconds, comm::ReduceOp::max).wait();
-  const double moved = static_cast<double>(bytes) * static_cast<double>(group.size() - 1);
+  const double moved = static_cast<double>(payload.size()) * static_cast<double>(peers);
   return moved / std::max(static_cast<double>(seconds[0]), 1e-9);
 }
 

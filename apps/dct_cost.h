@@ -16,10 +16,11 @@
 
 namespace frugal::cli {
 
-// Bytes per second one rank hands its peers in an all-gather of `bytes` per rank (after a small
-// warm-up gather that opens the connections). Collective over `group`; every rank gets the same
-// value (from the slowest rank's time). Moves (P - 1) x `bytes` per rank: call it before training,
-// so that no epoch's traffic counts it.
+// Bytes per second one rank hands its peers in an all-gather (after a small warm-up gather that
+// opens the connections), each rank sending about `bytes` in all: bytes / (P - 1) to each peer, at
+// least 64 KB, so the probe costs about the same at any group size. Collective over `group`; every
+// rank gets the same value (from the slowest rank's time). Call it before training, so that no
+// epoch's traffic counts it.
 double probe_link_rate(comm::Communicator& group, size_t bytes = size_t{1} << 20);
 
 struct DctDpCost {
