@@ -529,6 +529,17 @@ void check_dgc(const TrainArgs& a) {
                "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C");
 }
 
+// --dp-momentum-correction where nothing is held back: every velocity is sent every step and
+// restarts at 0, so the optimizer simply runs without momentum (rank 0 says it).
+void note_momentum_correction(const TrainArgs& a, int replicas) {
+  if (a.quiet || !a.dp_momentum_correction || !a.dp_keep) return;
+  if (replicas < 2)
+    fmt::print("note: --dp-momentum-correction has no effect without data-parallel replicas (--grid DxM, D > 1)\n");
+  else if (*a.dp_keep >= 1.0f)
+    fmt::print("note: --dp-momentum-correction at --dp-keep 1 sends every velocity every step, so it restarts at 0 "
+               "each time: the optimizer runs without momentum (Adam with beta1 0)\n");
+}
+
 // What --precision bf16 leaves in f32 (rank 0 says it).
 void note_precision(const TrainArgs& a) {
   if (a.precision != Dtype::f32 && !a.quiet && a.sampler == layers::Sampler::exact)
@@ -624,6 +635,7 @@ int run_train(TrainArgs a) {
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   note_precision(a);
   note_straight_through(a, grid.model);
+  note_momentum_correction(a, grid.data);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
                                              comm_timeout_flag(a.comm), !a.quiet);
   if (!a.quiet)
