@@ -53,17 +53,21 @@ void BoundaryExchange::select_top_k(const Tensor& local) {
   std::vector<uint32_t> order;
   for (size_t i = 0; i < b; ++i) {
     const float* v = local.row(i);
-    partition_largest(v, w, k, order);
-    size_t count = k;
-    if (adaptive()) {  // the fewest of those k whose magnitudes cover `mass` of the slice's L1 mass
-      double total = 0.0;
-      for (size_t j = 0; j < w; ++j) total += std::abs(v[j]);
-      std::sort(order.begin(), order.begin() + k, LargerMagnitude{v});
-      const double target = options_.mass * total;
-      double covered = 0.0;
-      count = 0;
-      while (count < k && covered < target) covered += std::abs(v[order[count++]]);
+    if (!adaptive()) {
+      largest_ascending(v, w, k, order);
+      pos.insert(pos.end(), order.begin(), order.end());
+      off.push_back(pos.size());
+      continue;
     }
+    // Adaptive: the fewest of the top k whose magnitudes cover `mass` of the slice's L1 mass.
+    partition_largest(v, w, k, order);
+    double total = 0.0;
+    for (size_t j = 0; j < w; ++j) total += std::abs(v[j]);
+    std::sort(order.begin(), order.begin() + k, LargerMagnitude{v});
+    const double target = options_.mass * total;
+    double covered = 0.0;
+    size_t count = 0;
+    while (count < k && covered < target) covered += std::abs(v[order[count++]]);
     std::sort(order.begin(), order.begin() + count);
     pos.insert(pos.end(), order.begin(), order.begin() + count);
     off.push_back(pos.size());

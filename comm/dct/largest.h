@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace frugal::comm {
@@ -28,6 +30,56 @@ inline void partition_largest(const float* v, size_t n, size_t k, std::vector<ui
   std::iota(order.begin(), order.end(), 0u);
   if (k < n) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k - 1), order.end(),
                               LargerMagnitude{v});
+}
+
+// The k-th largest of the magnitudes |v[0..n)| (1 <= k < n), and how many of the k largest are
+// strictly above it. A few (k <= 32, DCT-DP's per-row keeps): one pass that keeps them sorted in a
+// small buffer (a row of random values inserts ~k ln(n / k) times); more: a float nth_element.
+inline std::pair<float, size_t> kth_largest_magnitude(const float* v, size_t n, size_t k) {
+  thread_local std::vector<float> top;
+  if (k <= 32) {
+    top.assign(k, -1.0f);  // below every magnitude (a NaN never enters: it is not > anything)
+    for (size_t i = 0; i < n; ++i) {
+      const float m = std::abs(v[i]);
+      if (!(m > top[k - 1])) continue;
+      size_t j = k - 1;
+      for (; j > 0 && top[j - 1] < m; --j) top[j] = top[j - 1];
+      top[j] = m;
+    }
+  } else {
+    top.resize(n);
+    for (size_t i = 0; i < n; ++i) top[i] = std::abs(v[i]);
+    std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(k - 1), top.end(), std::greater<float>());
+  }
+  const float kth = top[k - 1];
+  size_t above = 0;
+  for (size_t j = 0; j < k; ++j) above += top[j] > kth ? 1 : 0;  // nth_element leaves the k largest first
+  return {kth, above};
+}
+
+// out := the positions of the k (<= n) largest magnitudes of `v`, ties to the lower position (the
+// set partition_largest puts first), in ascending order. Selects over the magnitudes themselves
+// (kth_largest_magnitude, then one pass in position order) rather than over positions through an
+// indirect comparator: what each DCT row and sample needs, several times faster.
+inline void largest_ascending(const float* v, size_t n, size_t k, std::vector<uint32_t>& out) {
+  out.clear();
+  if (k >= n) {
+    out.resize(n);
+    std::iota(out.begin(), out.end(), 0u);
+    return;
+  }
+  if (k == 0) return;
+  const auto [kth, above] = kth_largest_magnitude(v, n, k);
+  size_t ties = k - above;  // taken among those equal to the k-th, lowest positions first
+  for (size_t i = 0; i < n; ++i) {
+    const float m = std::abs(v[i]);
+    if (m > kth) {
+      out.push_back(static_cast<uint32_t>(i));
+    } else if (m == kth && ties > 0) {
+      out.push_back(static_cast<uint32_t>(i));
+      --ties;
+    }
+  }
 }
 
 }  // namespace frugal::comm

@@ -58,10 +58,24 @@ Thresholder::Thresholder(const ThresholdOptions& options, size_t size)
   if (options_.momentum > 0.0f) velocity_.assign(size, 0.0f);
 }
 
+void Thresholder::accumulate(size_t at, const float* g, size_t n) {
+  float* residual = residual_.data() + at;
+  if (velocity_.empty()) {
+    for (size_t i = 0; i < n; ++i) residual[i] += g[i];
+    return;
+  }
+  float* velocity = velocity_.data() + at;
+  const float momentum = options_.momentum, scale = options_.momentum_scale;
+  for (size_t i = 0; i < n; ++i) {
+    velocity[i] = momentum * velocity[i] + scale * g[i];
+    residual[i] += velocity[i];
+  }
+}
+
 void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t>& indices, std::vector<float>& values) {
   FRUGAL_CHECK(gradient.size() == residual_.size(),
                fmt::format("threshold: gradient has {} entries, the residual {}", gradient.size(), residual_.size()));
-  for (size_t i = 0; i < gradient.size(); ++i) accumulate(i, gradient[i]);
+  accumulate(0, gradient.data(), gradient.size());
   const float keep = options_.keep_at(steps_);
   if (estimate_due())
     tau_ = options_.exact ? exact_threshold(residual_, keep)
@@ -95,7 +109,7 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
                    (static_cast<uint64_t>(rows.back()) + 1) * cols - 1 <= std::numeric_limits<uint32_t>::max(),
                fmt::format("threshold: row {} of {} columns has flat indices beyond 2^32-1; the "
                            "parameter is too large for one compressed exchange", rows.back(), cols));
-  for (size_t k = 0; k < rows.size() * cols; ++k) accumulate(rows[k / cols] * cols + k % cols, values[k]);
+  for (size_t j = 0; j < rows.size(); ++j) accumulate(static_cast<size_t>(rows[j]) * cols, values + j * cols, cols);
   select_rows(cols, rows, wire, indices, sent);
   for (const uint32_t i : indices)
     if (!velocity_.empty()) velocity_[i] = 0.0f;  // momentum factor masking: a sent entry starts afresh
@@ -155,8 +169,7 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, fl
   std::vector<uint32_t> order;
   for (const uint32_t row : rows) {
     float* a = residual_.data() + static_cast<size_t>(row) * cols;
-    partition_largest(a, cols, k, order);
-    std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+    largest_ascending(a, cols, k, order);
     for (size_t j = 0; j < k; ++j) {
       float& v = a[order[j]];
       const float r = round_to_wire(v, wire);

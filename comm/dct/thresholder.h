@@ -62,15 +62,9 @@ class Thresholder {
   bool estimate_due() const {
     return steps_ % options_.reestimate_every == 0 || (options_.warmup_steps > 0 && steps_ <= options_.warmup_steps);
   }
-  // residual += g, or with momentum correction residual += (u = momentum * u + scale * g).
-  void accumulate(size_t at, float g) {
-    if (velocity_.empty()) {
-      residual_[at] += g;
-      return;
-    }
-    velocity_[at] = options_.momentum * velocity_[at] + options_.momentum_scale * g;
-    residual_[at] += velocity_[at];
-  }
+  // residual[at + i] += g[i] for i < n, or with momentum correction residual += (u = momentum * u
+  // + scale * g), entry by entry.
+  void accumulate(size_t at, const float* g, size_t n);
   // compress_rows' selection after accumulation (the three ways below).
   void select_rows(size_t cols, std::span<const uint32_t> rows, ValueType wire, std::vector<uint32_t>& indices,
                    std::vector<float>& sent);

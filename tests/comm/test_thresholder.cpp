@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "comm/dct/largest.h"
 #include "comm/dct/thresholder.h"
 #include "core/rng.h"
 
@@ -352,4 +353,26 @@ TEST_CASE("threshold rows, momentum correction: the residual accumulates a veloc
   comm::ThresholderState wrong = t.state();
   wrong.velocity.resize(3);
   REQUIRE_THROWS_WITH(t.restore(wrong), Catch::Contains("velocity of 3 entries"));
+}
+
+TEST_CASE("largest_ascending picks partition_largest's set (ties to the lower position), in ascending order") {
+  Rng rng(17);
+  std::vector<uint32_t> fast, slow;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t n = 1 + rng.below(300), k = rng.below(n + 2);
+    std::vector<float> v(n);
+    // Few distinct magnitudes of both signs, so ties are common; zeros too.
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng.below(7)) - 3) * (trial % 2 == 0 ? 1.0f : 0.25f);
+    comm::largest_ascending(v.data(), n, k, fast);
+    const size_t kk = std::min(k, n);
+    if (kk > 0) {
+      comm::partition_largest(v.data(), n, kk, slow);
+      slow.resize(kk);
+      std::sort(slow.begin(), slow.end());
+    } else {
+      slow.clear();
+    }
+    INFO("n " << n << " k " << k);
+    REQUIRE(fast == slow);
+  }
 }
