@@ -375,4 +375,19 @@ TEST_CASE("largest_ascending picks partition_largest's set (ties to the lower po
     INFO("n " << n << " k " << k);
     REQUIRE(fast == slow);
   }
+  // Rows of distinct normal values, the widths DCT-DP meets (128-column rows, k up to 32: the
+  // block-maximum pass), and a row whose largest entries all sit in one block.
+  for (int trial = 0; trial < 500; ++trial) {
+    const size_t n = 64 + rng.below(200), k = 1 + rng.below(32);
+    std::vector<float> v(n);
+    for (float& x : v) x = rng.normal();
+    if (trial % 5 == 0)
+      for (size_t j = 0; j < std::min<size_t>(8, n); ++j) v[j] = 100.0f + static_cast<float>(j);
+    comm::largest_ascending(v.data(), n, k, fast);
+    comm::partition_largest(v.data(), n, std::min(k, n), slow);
+    slow.resize(std::min(k, n));
+    std::sort(slow.begin(), slow.end());
+    INFO("normal values, n " << n << " k " << k);
+    REQUIRE(fast == slow);
+  }
 }
