@@ -25,6 +25,7 @@
 #include "apps/netns_cluster.h"
 #include "apps/restart_policy.h"
 #include "comm/environment.h"
+#include "comm/local_port.h"
 #include "comm/slurm.h"
 #include "core/check.h"
 
@@ -35,19 +36,6 @@ extern "C" char** environ;
 
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  FRUGAL_CHECK(fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0,
-               "frugal launch: cannot find a free port on 127.0.0.1");
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // One output stream of one child, cut into lines.
 struct Stream {
@@ -246,7 +234,7 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
     }
   } else if (spec.transport == comm::Transport::zmq) {
     const std::string coordinator =
-        spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", free_port()) : spec.coordinator;
+        spec.coordinator.empty() ? fmt::format("127.0.0.1:{}", comm::free_local_port()) : spec.coordinator;
     for (int r = 0; r < spec.ranks; ++r) {
       children.push_back(spawn(spec.command, rank_environment(spec, r, coordinator), r, streams));
     }

@@ -1,5 +1,7 @@
 #include "zmq_harness.h"
 
+#include "comm/local_port.h"
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,20 +15,7 @@
 
 namespace frugal::comm::testing {
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  FRUGAL_CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0,
-               "free_port: cannot bind");
-  const int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+int free_port() { return free_local_port(); }
 
 std::vector<std::string> run_zmq_collect(int n, const std::function<void(Communicator&)>& fn,
                                          const std::function<void(ZmqOptions&)>& configure) {
