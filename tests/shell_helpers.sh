@@ -1,10 +1,27 @@
 # Helpers the shell tests source (after setting TMP, their scratch folder):
 #   run CMD...               run CMD quietly; on failure print its output and exit 1
 #   fails_with TEXT CMD...   CMD must fail and its output contain TEXT (a literal string)
+#   free_port                prints a free TCP port on 127.0.0.1 below the ephemeral range (comm/local_port.h)
 run() { echo "+ $*"; "$@" > "$TMP/last.log" 2>&1 || { cat "$TMP/last.log"; exit 1; }; }
 fails_with() {
   local text=$1; shift
   echo "+ $* (must fail: $text)"
   if "$@" > "$TMP/fail.log" 2>&1; then cat "$TMP/fail.log"; echo "succeeded, expected a failure"; exit 1; fi
   grep -qF -- "$text" "$TMP/fail.log" || { cat "$TMP/fail.log"; echo "the error does not say '$text'"; exit 1; }
+}
+
+# A coordinator port: free now, below the kernel's ephemeral range, so that no process's outgoing
+# connection takes it before the rank that binds it (comm/local_port.h).
+free_port() {
+  python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(64):
+    p = random.randrange(10000, max(10001, lo))
+    try:
+        s = socket.socket(); s.bind(("127.0.0.1", p)); s.close(); print(p); break
+    except OSError:
+        pass
+else:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -216,7 +216,7 @@ touch "$TMP/some.key"
 #    joined by flags alone, their variables set to values that would fail; a rendezvous timeout given
 #    as a flag (1 s) beats the variable's 600 s.
 if "$FRUGAL" keygen "$TMP/k2" > /dev/null 2>&1; then  # a build with ZeroMQ
-  PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  PORT=$(free_port)
   BAD=(env FRUGAL_SIZE=9 FRUGAL_RANK=8 FRUGAL_COORDINATOR=nowhere:1 FRUGAL_COMM_TIMEOUT=x FRUGAL_RENDEZVOUS_TIMEOUT=x
        FRUGAL_BIND_HOST=no.such.host FRUGAL_MAX_MESSAGE_BYTES=x FRUGAL_MAX_QUEUED_BYTES=x FRUGAL_TRANSPORT=mpi)
   FLAGS=(--transport zmq --size 2 --coordinator "127.0.0.1:$PORT" --comm-timeout 20 --rendezvous-timeout 30

@@ -13,7 +13,8 @@ trap 'rm -rf "$TMP"' EXIT
   --out "$TMP/data" > /dev/null
 { head -n 1 "$TMP/data/train.txt"; tail -n +2 "$TMP/data/train.txt" | sort -R --random-source=<(yes); } \
   > "$TMP/shuffled.txt"
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source "$(dirname "$0")/../shell_helpers.sh"
+PORT=$(free_port)
 export FRUGAL_SIZE=3 FRUGAL_COORDINATOR=127.0.0.1:$PORT FRUGAL_RENDEZVOUS_TIMEOUT=60
 COMMON=(--test "$TMP/data/test.txt" --epochs 1 --threads 1 --quiet --hidden 8 --tables 4 --max-steps 2 --comm-timeout 60)
 rank() {  # rank R TRAINFILE: runs one rank, its output in $TMP/rR.log and exit code in $TMP/rR.rc

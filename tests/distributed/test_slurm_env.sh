@@ -17,18 +17,6 @@ for v in $(env | grep -o '^\(FRUGAL\|SLURM\|OMPI\)_[A-Z_]*'); do unset "$v"; don
   --seed 4 --out "$TMP/data" > /dev/null
 COMMON=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 2 --threads 1 --quiet
         --sampler exact --hidden 16 --batch 64 --seed 5)
-# A free port below the ephemeral range (comm/local_port.h says why).
-free_port() { python3 -c '
-import random, socket
-lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(64):
-    p = random.randrange(10000, max(10001, lo))
-    try:
-        s = socket.socket(); s.bind(("127.0.0.1", p)); s.close(); print(p); break
-    except OSError:
-        pass
-else:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/launch.jsonl"
 
