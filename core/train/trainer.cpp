@@ -69,8 +69,6 @@ void TrainerOptions::validate() const {
     dp->validate();
     FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (TrainerOptions::dp) contradict the dense "
                                             "all-reduce (TrainerOptions::parallel.dense_gradients): choose one");
-    // Catch-up moves rows from each replica's own optimizer state before they are read, which
-    // under exchanged updates differs between replicas: their weights would drift apart.
     FRUGAL_CHECK(!dp->momentum_correction ||
                      (optimizer.method == optim::Method::adam && optimizer.beta1 > 0) ||
                      (optimizer.method == optim::Method::sgd && optimizer.momentum > 0),
@@ -79,6 +77,8 @@ void TrainerOptions::validate() const {
                              optim::to_string(optimizer.method)));
     FRUGAL_CHECK(!dp->local_clipping || clip_norm > 0, "DCT-DP local clipping clips each replica's gradient to "
                                                        "clip_norm / sqrt(replicas): it needs clip_norm > 0");
+    // Catch-up moves rows from each replica's own optimizer state before they are read, which
+    // under exchanged updates differs between replicas: their weights would drift apart.
     FRUGAL_CHECK(dp->target != comm::DpTarget::updates || optimizer.updates == optim::SparseUpdates::lazy,
                  "DCT-DP over optimizer updates (--dp-compress updates) needs lazy sparse updates: catch-up would "
                  "move each replica's rows by its own optimizer state (use --sparse-updates lazy or "
