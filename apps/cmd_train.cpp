@@ -900,6 +900,9 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates,
                "--model dlrm: --dp-compress updates is not implemented (its DCT-DP thresholds the MLP gradients: "
                "leave --dp-compress at its default)");
+  FRUGAL_CHECK(!a.dp_momentum_correction,
+               "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
+               "replicas' thresholded sum; drop the flag)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
@@ -907,7 +910,8 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                            "--active-target", "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
                            "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
-                           "--dropout", "--precision"})
+                           "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
+                           "--mp-error-feedback", "--dp-local-clip"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));

@@ -129,6 +129,7 @@ fails_with "$TMP/ck-copy/dlrm-epoch-2/rank0.bin: checksum mismatch" \
 fails_with "--model dlrm reads Criteo-format click logs (--format criteo), not --format xmc" \
   "$FRUGAL" train --model dlrm --format xmc --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
 fails_with "--model dlrm: --sparse-updates catchup is not implemented" "$FRUGAL" "${COMMON[@]}" --sparse-updates catchup
+fails_with "--model dlrm: --dp-momentum-correction is not implemented" "$FRUGAL" "${COMMON[@]}" --dp-momentum-correction on
 fails_with "--format criteo is click-log data: it trains --model dlrm" \
   "$FRUGAL" train --format criteo --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
 run "$FRUGAL" "${COMMON[@]}" --hidden 64 --sampler exact --quiet
