@@ -13,6 +13,37 @@
 
 namespace frugal::comm {
 
+namespace {
+
+// Several parameters' messages in one buffer, for one collective: each preceded by its length in
+// bytes (u64, little-endian).
+void append_framed(std::vector<std::byte>& frame, std::span<const std::byte> part) {
+  const uint64_t len = part.size();
+  const auto* b = reinterpret_cast<const std::byte*>(&len);
+  frame.insert(frame.end(), b, b + sizeof len);
+  frame.insert(frame.end(), part.begin(), part.end());
+}
+
+// Splits a peer's frame back into up to `count` parts, checking each length against what is left.
+// Returns whether it held exactly `count` of them; when not, `parts` has those read before the one
+// that ran past the end (parts.size() < count) or all of them with bytes left over.
+bool split_framed(std::span<const std::byte> frame, size_t count, std::vector<std::span<const std::byte>>& parts) {
+  parts.clear();
+  size_t at = 0;
+  while (parts.size() < count) {
+    const size_t left = frame.size() - at;
+    uint64_t len = 0;
+    if (left < sizeof len) return false;
+    std::memcpy(&len, frame.data() + at, sizeof len);
+    if (len > left - sizeof len) return false;
+    parts.push_back(frame.subspan(at + sizeof len, len));
+    at += sizeof len + len;
+  }
+  return at == frame.size();
+}
+
+}  // namespace
+
 TouchedRowsReducer::TouchedRowsReducer(Communicator& group, std::vector<Parameter*> params, bool dense)
     : group_(group), params_(std::move(params)), dense_(dense) {}
 
@@ -40,41 +71,32 @@ void TouchedRowsReducer::reduce_dense(Parameter& p) {
 }
 
 void TouchedRowsReducer::reduce_touched() {
-  // 1. Agree on every parameter's union of touched rows: one all-gather of all the row lists, each
-  //    preceded by its count (u64).
+  // 1. Agree on every parameter's union of touched rows: one all-gather of all the row lists.
   frame_.clear();
-  for (const Parameter* p : params_) {
-    const uint64_t n = p->grad.rows.size();
-    const auto* b = reinterpret_cast<const std::byte*>(&n);
-    frame_.insert(frame_.end(), b, b + sizeof n);
-    const auto rows = std::as_bytes(std::span<const uint32_t>(p->grad.rows));
-    frame_.insert(frame_.end(), rows.begin(), rows.end());
-  }
+  for (const Parameter* p : params_) append_framed(frame_, std::as_bytes(std::span<const uint32_t>(p->grad.rows)));
   std::vector<std::vector<std::byte>> all;
   group_.all_gather_bytes(frame_, all).wait();
   payload_sent_ += static_cast<uint64_t>(group_.size() - 1) * frame_.size();
   unions_.resize(params_.size());
   for (auto& u : unions_) u.clear();
+  std::vector<std::span<const std::byte>> parts;
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    const std::vector<std::byte>& bytes = all[r];
-    size_t at = 0;
+    const bool whole = split_framed(all[r], params_.size(), parts);
+    FRUGAL_CHECK(whole || parts.size() == params_.size(),
+                 fmt::format("gradient sum of '{}': rank {}'s row ids end early ({} bytes for {} parameters; "
+                             "truncated, or ranks with other models?)", params_[std::min(parts.size(), params_.size() - 1)]->name,
+                             r, all[r].size(), params_.size()));
+    FRUGAL_CHECK(whole, fmt::format("gradient sum: rank {} sent {} bytes of row ids, more than its {} parameters' "
+                                    "(ranks with other models?)", r, all[r].size(), params_.size()));
     for (size_t k = 0; k < params_.size(); ++k) {
-      uint64_t n = 0;
-      const size_t left = bytes.size() - at;
-      if (left >= sizeof n) std::memcpy(&n, bytes.data() + at, sizeof n);
-      FRUGAL_CHECK(left >= sizeof n && n <= (left - sizeof n) / sizeof(uint32_t),
-                   fmt::format("gradient sum of '{}': rank {}'s row ids end early ({} bytes for {} parameters; "
-                               "truncated, or ranks with other models?)", params_[k]->name, r, bytes.size(),
-                               params_.size()));
+      FRUGAL_CHECK(parts[k].size() % sizeof(uint32_t) == 0,
+                   fmt::format("gradient sum of '{}': rank {} sent {} bytes of row ids, not a whole number of them",
+                               params_[k]->name, r, parts[k].size()));
       std::vector<uint32_t>& u = unions_[k];
       const size_t before = u.size();
-      u.resize(before + n);
-      std::memcpy(u.data() + before, bytes.data() + at + sizeof n, n * sizeof(uint32_t));
-      at += sizeof n + n * sizeof(uint32_t);
+      u.resize(before + parts[k].size() / sizeof(uint32_t));
+      std::memcpy(u.data() + before, parts[k].data(), parts[k].size());
     }
-    FRUGAL_CHECK(at == bytes.size(), fmt::format("gradient sum: rank {} sent {} bytes of row ids, {} more than its {} "
-                                                 "parameters' (ranks with other models?)", r, bytes.size(),
-                                                 bytes.size() - at, params_.size()));
   }
   // 2. Sum over the unions: one all-reduce of every parameter's rows, one after the other.
   size_t total = 0;
@@ -171,34 +193,22 @@ void ThresholdedReducer::reduce() {
 }
 
 void ThresholdedReducer::gather_sparse(std::span<const size_t> which) {
-  // One frame: each parameter's message, preceded by its length (u64, little-endian).
   frame_.clear();
-  for (const size_t i : which) {
-    const std::span<const std::byte> m = exchanges_[i]->message();
-    const uint64_t len = m.size();
-    const auto* b = reinterpret_cast<const std::byte*>(&len);
-    frame_.insert(frame_.end(), b, b + sizeof len);
-    frame_.insert(frame_.end(), m.begin(), m.end());
-  }
+  for (const size_t i : which) append_framed(frame_, exchanges_[i]->message());
   std::vector<std::vector<std::byte>> all;
   group_.all_gather_bytes(frame_, all).wait();
-  // Split every rank's frame back into its messages, checking each length against what is left.
+  // parts[k][r]: parameter which[k]'s message from rank r.
   std::vector<std::vector<std::span<const std::byte>>> parts(which.size(), std::vector<std::span<const std::byte>>(all.size()));
+  std::vector<std::span<const std::byte>> of_rank;
   for (size_t r = 0; r < all.size(); ++r) {
-    size_t at = 0;
-    for (size_t k = 0; k < which.size(); ++k) {
-      const size_t left = all[r].size() - at;
-      uint64_t len = 0;
-      if (left >= sizeof len) std::memcpy(&len, all[r].data() + at, sizeof len);
-      FRUGAL_CHECK(left >= sizeof len && len <= left - sizeof len,
-                   fmt::format("DCT-DP: rank {}'s gradient messages end inside the one for '{}' ({} bytes in all; "
-                               "truncated, or ranks with other models?)", r, params_[which[k]]->name, all[r].size()));
-      parts[k][r] = std::span<const std::byte>(all[r]).subspan(at + sizeof len, len);
-      at += sizeof len + len;
-    }
-    FRUGAL_CHECK(at == all[r].size(), fmt::format("DCT-DP: rank {} sent {} bytes of gradient messages, {} more than its "
-                                                  "{} parameters' (ranks with other models?)", r, all[r].size(),
-                                                  all[r].size() - at, which.size()));
+    const bool whole = split_framed(all[r], which.size(), of_rank);
+    FRUGAL_CHECK(whole || of_rank.size() == which.size(),
+                 fmt::format("DCT-DP: rank {}'s gradient messages end inside the one for '{}' ({} bytes in all; "
+                             "truncated, or ranks with other models?)", r,
+                             params_[which[std::min(of_rank.size(), which.size() - 1)]]->name, all[r].size()));
+    FRUGAL_CHECK(whole, fmt::format("DCT-DP: rank {} sent {} bytes of gradient messages, more than its {} parameters' "
+                                    "(ranks with other models?)", r, all[r].size(), which.size()));
+    for (size_t k = 0; k < which.size(); ++k) parts[k][r] = of_rank[k];
   }
   for (size_t k = 0; k < which.size(); ++k) {
     Parameter& p = *params_[which[k]];

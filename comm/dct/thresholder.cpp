@@ -111,8 +111,8 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
                            "parameter is too large for one compressed exchange", rows.back(), cols));
   for (size_t j = 0; j < rows.size(); ++j) accumulate(static_cast<size_t>(rows[j]) * cols, values + j * cols, cols);
   select_rows(cols, rows, wire, indices, sent);
-  for (const uint32_t i : indices)
-    if (!velocity_.empty()) velocity_[i] = 0.0f;  // momentum factor masking: a sent entry starts afresh
+  if (!velocity_.empty())
+    for (const uint32_t i : indices) velocity_[i] = 0.0f;  // momentum factor masking: a sent entry starts afresh
 }
 
 void Thresholder::select_rows(size_t cols, std::span<const uint32_t> rows, ValueType wire,
