@@ -40,6 +40,7 @@ PACKAGES=(
   iproute2 openssh-server clang libclang-rt-14-dev
   patchelf xz-utils
   dataset-fashion-mnist dict-gcide
+  gnuplot-nox
 )
 
 install_packages() {
