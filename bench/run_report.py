@@ -46,6 +46,10 @@ def mode_name(key):
     return SCHEME.get(sch, sch) + (f" (grid {grid})" if grid else "")
 
 
+def cores_name(c):
+    return f"{c:g}" if isinstance(c, (int, float)) else str(c)
+
+
 def fmt(x, digits=1):
     """A number for a table: thousands separated, '-' when missing."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -173,7 +177,7 @@ class Results:
                 if not isinstance(p, dict):
                     raise ValueError("not an object")
                 plans[set_] = {"predictions": list(p.get("predictions", [])), "best": list(p.get("best", [])),
-                               "validation": list(p.get("validation", []))}
+                               "validation": list(p.get("validation", [])), "notes": list(p.get("notes", []))}
             except (OSError, ValueError) as e:
                 self.problems.append(f"{path}: {e}")
         return plans
@@ -224,6 +228,20 @@ class Report:
         for row in rows:
             self.p("| " + " | ".join(str(c) for c in row) + " |")
         self.p()
+
+    def para(self, text):
+        self.p(text)
+        self.p()
+
+    def section(self, title, header, rows, missing, intro):
+        """A heading, then the table under its intro, or why there is none. Says whether there is a table."""
+        self.para(f"### {title}")
+        if not rows:
+            self.para(f"Not measured ({missing}).")
+            return False
+        self.para(intro)
+        self.table(header, rows)
+        return True
 
     def target(self, name, measured, ok):
         self.targets.append({"target": name, "measured": measured, "verdict": "-" if ok is None else verdict(ok)})
@@ -276,16 +294,11 @@ class Report:
                 rows.append([label, n, LINK_NAME.get(link, link), fmt(s["samples_per_s"]), fmt(s["p1"], 4),
                              fmt(s["bytes_sent_per_sample"], 0)])
                 bars.append((label, s["samples_per_s"], s["bytes_sent_per_sample"]))
-        self.p("### Samples/s by mode")
-        self.p()
-        if not rows:
-            self.p("Not measured (no single or cluster runs).")
-            self.p()
+        if not self.section("Samples/s by mode", ["mode", "ranks", "link", "samples/s", "P@1", "bytes sent/sample/rank"],
+                            rows, "no single or cluster runs",
+                            "Train samples/s of the last epoch (rank 0; cluster runs: the first steps of an epoch, the "
+                            "cluster set, `--threads 1` per rank; single node: 2 threads). P@1 after the run's steps."):
             return
-        self.p("Train samples/s of the last epoch (rank 0; cluster runs: the first steps of an epoch, the "
-               "cluster set, `--threads 1` per rank; single node: 2 threads). P@1 after the run's steps.")
-        self.p()
-        self.table(["mode", "ranks", "link", "samples/s", "P@1", "bytes sent/sample/rank"], rows)
         self.series["samples_per_s"] = [(lab, v) for lab, v, _ in bars if v]
         self.plot_link("samples_per_s.png", "samples/s by mode")
 
@@ -314,18 +327,13 @@ class Report:
                          fmt(s["bytes_sent_per_sample"], 0), f"{ratio:,.0f}x" if ratio else "-"])
             if s["bytes_sent_per_sample"]:
                 bars.append((label, s["bytes_sent_per_sample"]))
-        self.p("### Bytes per sample by mode")
-        self.p()
-        if not rows:
-            self.p("Not measured (no multi-rank runs).")
-            self.p()
+        if not self.section("Bytes per sample by mode", ["scheme", "set", "ranks", "grid", "keep", "MP B/sample",
+                                                          "DP B/sample", "sent B/sample", "dense / this"],
+                            rows, "no multi-rank runs",
+                            "Bytes sent per sample per rank (mean over ranks and epochs; training steps only), "
+                            "model-parallel and data-parallel exchanges and in all; the last column is the data-parallel "
+                            "dense run of the same set and ranks over this one."):
             return
-        self.p("Bytes sent per sample per rank (mean over ranks and epochs; training steps only), model-parallel "
-               "and data-parallel exchanges and in all; the last column is the data-parallel dense run of the same "
-               "set and ranks over this one.")
-        self.p()
-        self.table(["scheme", "set", "ranks", "grid", "keep", "MP B/sample", "DP B/sample", "sent B/sample",
-                    "dense / this"], rows)
         self.series["bytes_per_sample"] = bars
         self.plot_link("bytes_per_sample.png", "bytes per sample by mode (log scale)")
 
@@ -335,12 +343,6 @@ class Report:
         runs = res.ok(part="cluster", set="cluster", role="throughput")
         runs = [r for r in runs if r["config"].get("ranks", 1) > 1]
         links = sorted({r["config"]["link"] for r in runs}, key=link_order)
-        self.p("### Bandwidth sweep")
-        self.p()
-        if not runs:
-            self.p("Not measured (no cluster runs).")
-            self.p()
-            return
         by = {}
         for r in runs:
             c = r["config"]
@@ -358,10 +360,11 @@ class Report:
                 mp, dp = by.get((n, "mp-sparse", l)), by.get((n, "dp-dense", l))
                 cells.append(f"{mp['samples_per_s'] / dp['samples_per_s']:.1f}x" if mp and dp and dp["samples_per_s"] else "-")
             rows.append([n, "**sparse / dense**"] + cells)
-        self.p("Train samples/s (rank 0) of the cluster set on emulated links (`frugal launch --bandwidth`: a network "
-               "namespace per rank, tc tbf on every link; every rank shares this machine's cores).")
-        self.p()
-        self.table(["ranks", "scheme"] + [LINK_NAME.get(l, l) for l in links], rows)
+        if not self.section("Bandwidth sweep", ["ranks", "scheme"] + [LINK_NAME.get(l, l) for l in links], rows,
+                            "no cluster runs", "Train samples/s (rank 0) of the cluster set on emulated links (`frugal "
+                            "launch --bandwidth`: a network namespace per rank, tc tbf on every link; every rank shares "
+                            "this machine's cores)."):
+            return
         self.bw_links = links
         self.plot_link("bandwidth.png", "the bandwidth sweep")
 
@@ -424,8 +427,6 @@ class Report:
     # ---- compression against quality ----
     def compression(self):
         res = self.res
-        self.p("### Compression against quality")
-        self.p()
         rows, dp_pts, mp_pts = [], [], []
         for set_ in sorted({r["config"].get("set") for r in res.ok(part="dct")}):
             ref_dp = res.one(part="dct", set=set_, scheme="dp-sparse")
@@ -454,15 +455,13 @@ class Report:
                 rows.append([set_, SCHEME["dp-dense"], dense["config"].get("grid", "-"), "-",
                              f"{dense['config'].get('max_steps', '')} steps", fmt(dense["summary"]["bytes_sent_per_sample"], 0),
                              "1x (DP reference)", "-", "-"])
-        if not rows:
-            self.p("Not measured (no dct runs).")
-            self.p()
+        if not self.section("Compression against quality", ["set", "scheme", "grid", "keep", "epochs", "B/sample",
+                                                             "compression", "P@1", "Δ P@1"], rows, "no dct runs",
+                            "2 ranks, loopback, whole epochs. DP: bytes sent per sample against the dense all-reduce of "
+                            "the same model (`--parallel data`, a few steps: its bytes per step are constant); MP: "
+                            "model-parallel bytes against `--mp-keep 1`. Δ P@1 in points against the uncompressed run "
+                            "of the same grid."):
             return
-        self.p("2 ranks, loopback, whole epochs. DP: bytes sent per sample against the dense all-reduce of the same "
-               "model (`--parallel data`, a few steps: its bytes per step are constant); MP: model-parallel bytes "
-               "against `--mp-keep 1`. Δ P@1 in points against the uncompressed run of the same grid.")
-        self.p()
-        self.table(["set", "scheme", "grid", "keep", "epochs", "B/sample", "compression", "P@1", "Δ P@1"], rows)
         self.series["cq-dp"], self.series["cq-mp"] = dp_pts, mp_pts
         self.plot_link("compression_quality.png", "compression against quality")
 
@@ -498,8 +497,6 @@ class Report:
     # ---- comm ----
     def comm(self):
         cells = self.res.comm
-        self.p("### Communication (bench/comm)")
-        self.p()
         by = {}
         for c in cells:
             by[(c["op"], c["ranks"], c["bytes"], c["backend"])] = c
@@ -526,14 +523,11 @@ class Report:
                                 w[1] == w[2])
                 else:
                     self.target(name, "not measured", None)
-        if not rows:
-            self.p("Not measured (no comm.csv).")
-            self.p()
-            return
-        self.p("Milliseconds per operation on loopback (message size per rank): ZeroMQ under `frugal launch`, Open MPI "
-               f"with `--mca btl tcp,self` (the same medium); verdict: ZeroMQ / Open MPI <= {ZMQ_RATIO} from 64 KB up.")
-        self.p()
-        self.table(["op", "ranks", "size", "ZeroMQ ms", "Open MPI TCP ms", "ZeroMQ / MPI", "verdict"], rows)
+        self.section("Communication (bench/comm)", ["op", "ranks", "size", "ZeroMQ ms", "Open MPI TCP ms", "ZeroMQ / MPI",
+                                                    "verdict"], rows, "no comm.csv",
+                     "Milliseconds per operation on loopback (message size per rank): ZeroMQ under `frugal launch`, "
+                     f"Open MPI with `--mca btl tcp,self` (the same medium); verdict: ZeroMQ / Open MPI <= {ZMQ_RATIO} "
+                     "from 64 KB up.")
 
     # ---- the cost model ----
     def plan(self):
@@ -577,20 +571,26 @@ class Report:
                         good == len(errors))
         else:
             self.target(name, "not measured (no validation points)", None)
+        notes = [f"{set_}: {n}" for set_, p in sorted(res.plans.items()) for n in p["notes"]]
+        if notes:
+            self.para("The model's notes: " + "; ".join(notes) + ".")
         cl = res.plans.get("cluster")
         if cl:
             best = [b for b in cl["best"] if b.get("link") == "1gbit"]
             if best:
-                self.p("Best grid per node count and cores at 1 Gbit (cluster set):")
-                self.p()
-                self.table(["nodes", "cores", "scheme", "grid", "samples/s"],
-                           [[b.get("nodes"), b.get("cores"), b.get("scheme"), b.get("grid"), fmt(b.get("samples_per_s"))]
+                def weights(b):
+                    w = [f"{x:.3g}" for x in b.get("slice_weights") or []]
+                    return ",".join(w[:4]) + (f",... ({len(w)})" if len(w) > 4 else "") if w else "-"
+                self.para("Best grid per node count and cores at 1 Gbit (cluster set):")
+                self.table(["nodes", "cores", "scheme", "grid", "slice weights", "samples/s"],
+                           [[b.get("nodes"), cores_name(b.get("cores")), b.get("scheme"), b.get("grid"), weights(b),
+                             fmt(b.get("samples_per_s"))]
                             for b in sorted(best, key=lambda b: (b.get("cores", 0), b.get("nodes", 0)))])
             curves = {}
             for q in cl["predictions"]:
                 if q.get("link") != "1gbit" or q.get("samples_per_s") is None:
                     continue
-                key = (q.get("scheme"), q.get("cores"))
+                key = (q.get("scheme"), cores_name(q.get("cores")))
                 n = q.get("nodes")
                 curves.setdefault(key, {})
                 curves[key][n] = max(curves[key].get(n, 0), q["samples_per_s"])
@@ -677,20 +677,16 @@ def make_plots(rep, out, plots_dir):
 
     head = ["set terminal pngcairo noenhanced size 1000,600 font 'sans,10'", "set grid", "set key outside right top"]
     scripts = {}
+    def bars(name, title, ylabel, colour, bottom):  # a bar per mode, log scale
+        scripts[name + ".png"] = [
+            f"set title '{title}'", "set logscale y", "set style data histograms", "set style fill solid 0.8 border -1",
+            "set boxwidth 0.8", "set xtics rotate by -35 scale 0", f"set ylabel '{ylabel} (log)'", "unset key",
+            f"set bmargin {bottom}", f"plot '{dat(name, s[name])}' using 2:xtic(1) lc rgb '{colour}'"]
+
     if s.get("samples_per_s"):
-        f = dat("samples_per_s", s["samples_per_s"])
-        scripts["samples_per_s.png"] = [
-            "set title 'Train samples/s by mode'", "set logscale y", "set style data histograms",
-            "set style fill solid 0.8 border -1", "set boxwidth 0.8", "set xtics rotate by -35 scale 0",
-            "set ylabel 'train samples/s (log)'", "unset key", "set bmargin 12",
-            f"plot '{f}' using 2:xtic(1) lc rgb '#0072b2'"]
+        bars("samples_per_s", "Train samples/s by mode", "train samples/s", "#0072b2", 12)
     if s.get("bytes_per_sample"):
-        f = dat("bytes_per_sample", s["bytes_per_sample"])
-        scripts["bytes_per_sample.png"] = [
-            "set title 'Bytes sent per sample per rank by mode'", "set logscale y", "set style data histograms",
-            "set style fill solid 0.8 border -1", "set boxwidth 0.8", "set xtics rotate by -35 scale 0",
-            "set ylabel 'bytes sent per sample per rank (log)'", "unset key", "set bmargin 14",
-            f"plot '{f}' using 2:xtic(1) lc rgb '#d55e00'"]
+        bars("bytes_per_sample", "Bytes sent per sample per rank by mode", "bytes sent per sample per rank", "#d55e00", 14)
     bw = sorted(k for k in s if k.startswith("bw-"))
     if bw:
         links = rep.bw_links
@@ -727,7 +723,7 @@ def make_plots(rep, out, plots_dir):
             "set xlabel 'bytes ratio: reference / configuration (log)'", "set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1", "set ylabel 'Δ P@1 against uncompressed (points)'",
             "set arrow from graph 0, first -0.5 to graph 1, first -0.5 nohead dt 3 lc rgb 'red'",
             "plot " + ", ".join(parts) + ", NaN with lines dt 3 lc rgb 'red' title '-0.5 points'"]
-    curves = sorted(k for k in s if k.startswith("plan-"))
+    curves = sorted((k for k in s if k.startswith("plan-")), key=lambda k: (k.rsplit("-c", 1)[0], float(k.rsplit("-c", 1)[1])))
     if curves:
         parts = []
         for k in curves:
