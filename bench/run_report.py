@@ -631,6 +631,7 @@ class Report:
         self.p()
 
     def render(self):
+        self.para("## Every benchmark in one command (bench/run; issue 14)")
         self.header()
         body = Report(self.res, self.plots_dir, self.report_dir)
         body.series, body.targets, body.titles = self.series, self.targets, self.titles
@@ -768,7 +769,7 @@ def replace_section(path, section):
     else:
         if BEGIN in text or END in text:
             sys.exit(f"run_report.py: {path} has only one of the markers {BEGIN} / {END}: fix it by hand")
-        text = text.rstrip("\n") + ("\n\n" if text else "") + "## bench/run\n\n" + block + "\n"
+        text = text.rstrip("\n") + ("\n\n" if text else "") + block + "\n"
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)

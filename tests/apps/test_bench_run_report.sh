@@ -147,6 +147,7 @@ check(plain.startswith(orig.rstrip("\n") + "\n\n") and plain.rstrip().endswith(E
 section = text[text.index(B):text.index(E)]
 
 # 1. header, tables and verdicts
+check(section.startswith(B + "\n## Every benchmark in one command"), "the section's heading")
 check("commit abc1234" in section and "2 cores" in section and "1.5 / 1.0 / 0.5 at the start" in section, "header")
 for heading in ("### Targets (issue 14)", "### Samples/s by mode", "### Bytes per sample by mode", "### Bandwidth sweep",
                 "### P@1", "### Compression against quality", "### Communication (bench/comm)",
