@@ -278,6 +278,23 @@ nlohmann::json model_state(const Model& model, const Trainer& trainer) {
           {"per_parameter", params > 0 ? static_cast<double>(total) / static_cast<double>(params) : 0.0}};
 }
 
+// Each parameter's shape on this rank and in full, and the rows that had a gradient per step (before
+// any data-parallel exchange): `frugal plan` models the replicas' touched-rows exchange from these.
+nlohmann::json parameter_rows(const Model& model, const FitResult& fit) {
+  nlohmann::json out = nlohmann::json::array();
+  const std::vector<Parameter*> params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter& p = *params[i];
+    const bool sliced = p.sliced_axis >= 0;
+    const double touched = i < fit.touched_rows.size() && fit.steps > 0
+                               ? static_cast<double>(fit.touched_rows[i]) / static_cast<double>(fit.steps) : 0.0;
+    out.push_back({{"name", p.name}, {"rows", p.value.rows()}, {"cols", p.value.cols()},
+                   {"full_rows", sliced ? p.full_rows : p.value.rows()}, {"full_cols", sliced ? p.full_cols : p.value.cols()},
+                   {"sliced_axis", p.sliced_axis}, {"touched_rows_per_step", touched}});
+  }
+  return out;
+}
+
 size_t total_parameters(const Model& model) {
   size_t n = 0;
   for (const Parameter* p : model.parameters()) n += p->sliced_axis < 0 ? p->value.size() : p->full_rows * p->full_cols;
@@ -837,6 +854,7 @@ int run_train(TrainArgs a) {
                // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
                {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     if (valid != nullptr) line["valid_p@1"] = valid_p1;
+    line["parameter_rows"] = parameter_rows(model, fit);
     if (link_rate && fit.steps > 0) {
       const DctDpCost cost = dct_dp_cost(fit, *link_rate);
       line["dct_dp_cost"] = to_json(cost);

@@ -49,6 +49,8 @@ void FitResult::merge(const FitResult& later) {
   dp_payload_sent += later.dp_payload_sent;
   dp_payload_uncompressed += later.dp_payload_uncompressed;
   dp_payload_touched += later.dp_payload_touched;
+  if (touched_rows.size() < later.touched_rows.size()) touched_rows.resize(later.touched_rows.size(), 0);
+  for (size_t i = 0; i < later.touched_rows.size(); ++i) touched_rows[i] += later.touched_rows[i];
   clipped_steps += later.clipped_steps;
   compute_seconds += later.compute_seconds;
   profile += later.profile;
@@ -270,6 +272,9 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   // What no phase of its own claims (gradient scaling, catch-up of read rows, exchanges' packing).
   const profile::Scope phase(profile::Phase::other);
   const double loss = compute_gradients(batch, global_batch);
+  const std::vector<Parameter*> params = model_.parameters();
+  touched_rows_.resize(params.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i) touched_rows_[i] += params[i]->grad.rows.size();
   if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
     step_on_exchanged_updates();
   } else {
@@ -368,6 +373,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
   const uint64_t dp_payload_before = dp_payload(true), dp_uncompressed_before = dp_payload(false);
   const uint64_t dp_touched_before = reducer_ ? reducer_->payload_touched() : 0;
+  const std::vector<uint64_t> touched_before = touched_rows_;
   const profile::StepProfile profile_before = profile::thread_totals();
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
@@ -403,6 +409,8 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.dp_payload_sent = dp_payload(true) - dp_payload_before;
   result.dp_payload_uncompressed = dp_payload(false) - dp_uncompressed_before;
   result.dp_payload_touched = (reducer_ ? reducer_->payload_touched() : 0) - dp_touched_before;
+  result.touched_rows = touched_rows_;
+  for (size_t i = 0; i < touched_before.size(); ++i) result.touched_rows[i] -= touched_before[i];
   result.group_samples = result.samples;
   if (is_active(replicas)) {  // the epoch's loss over all replicas' points
     std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};

@@ -96,6 +96,10 @@ struct FitResult {
   uint64_t dp_payload_sent = 0, dp_payload_uncompressed = 0;
   // What the exact touched-rows exchange would have sent instead (ReplicaReducer::payload_touched).
   uint64_t dp_payload_touched = 0;
+  // Rows of each parameter (model.parameters() order) that had a gradient, summed over the steps,
+  // before any data-parallel exchange: what a replica touches per step, the input of `frugal plan`'s
+  // model of the touched-rows exchange.
+  std::vector<uint64_t> touched_rows;
   // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
   double grad_norm = 0.0;
   size_t clipped_steps = 0;
@@ -215,7 +219,8 @@ class Trainer {
   // The sum over data-parallel replicas (null without an active data-parallel group).
   std::unique_ptr<comm::ReplicaReducer> reducer_;
   Tensor grad_, grad_full_;
-  std::vector<Tensor> before_update_;  // DpTarget::updates: each parameter's touched rows before the step
+  std::vector<Tensor> before_update_;
+  std::vector<uint64_t> touched_rows_;  // FitResult::touched_rows since this trainer was made  // DpTarget::updates: each parameter's touched rows before the step
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;
