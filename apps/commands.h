@@ -21,5 +21,7 @@ void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 // bench roofline: the machine probe and the roofline of a run's metrics (cmd_bench.cpp).
 void add_bench_command(CLI::App& app);
+// plan: the cost model's best grid for N nodes of C cores, validated on measured runs (cmd_plan.cpp).
+void add_plan_command(CLI::App& app);
 
 }  // namespace frugal::cli

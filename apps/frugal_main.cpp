@@ -1,5 +1,5 @@
 // The `frugal` command: one binary, one subcommand per task (train, data, predict, evaluate, launch,
-// keygen, bench).
+// keygen, bench, plan).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_launch_command(app);
   frugal::cli::add_keygen_command(app);
   frugal::cli::add_bench_command(app);
+  frugal::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

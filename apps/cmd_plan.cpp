@@ -1,0 +1,264 @@
+// `frugal plan`: the cost model (apps/cost_model.h) calibrated from 1-rank runs' metrics, predicting
+// the samples/s of every D x M grid for clusters of N nodes of C cores at given link rates, printing
+// the best grid of each, and checking itself against measured multi-rank runs (--validate).
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/cost_model.h"
+#include "apps/netns_cluster.h"
+#include "apps/plan_inputs.h"
+#include "apps/plan_probes.h"
+#include "core/check.h"
+
+namespace frugal::cli {
+namespace {
+
+struct PlanArgs {
+  std::vector<std::string> metrics;
+  std::vector<int> nodes{2, 4, 8, 16, 32, 64};
+  std::vector<double> cores{2, 4, 16};
+  std::vector<std::string> links{"100mbit", "1gbit", "10gbit"};
+  double latency = 50e-6;
+  double message_overhead = plan::ModelOptions{}.message_overhead_s;
+  std::string loopback_rate = "4gbit";
+  size_t batch = 0;
+  std::optional<double> dp_keep;
+  std::vector<std::string> validate;
+  double host_cores = std::max(1u, std::thread::hardware_concurrency());
+  std::string json;
+};
+
+struct NamedLink {
+  std::string name;
+  plan::Link link;
+};
+
+// `what` names where the text came from in errors ("--link", "--validate run.jsonl@fast").
+NamedLink named_link(const std::string& text, const PlanArgs& a, const std::string& what) {
+  const bool loopback = text == "loopback";
+  LinkRate rate;
+  try {
+    rate = parse_link_rate(loopback ? a.loopback_rate : text);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: {} (or loopback)", what, e.what()));
+  }
+  return {text, {.bytes_per_s = rate.bits_per_second / 8.0, .latency_s = loopback ? 0.0 : a.latency}};
+}
+
+nlohmann::json to_json(const plan::Prediction& p) {
+  return {{"scheme", std::string(plan::to_string(p.scheme))},
+          {"grid", fmt::format("{}x{}", p.data, p.model)},
+          {"data", p.data},
+          {"model", p.model},
+          {"samples_per_s", p.samples_per_s},
+          {"compute_seconds_per_step", p.compute_seconds_per_step},
+          {"wire_seconds_per_step", p.wire_seconds_per_step},
+          {"bytes_per_step_per_rank", p.bytes_per_step_per_rank},
+          {"slice_weights", p.slice_weights}};
+}
+
+std::string weights_text(const std::vector<double>& w) {
+  std::string s;
+  for (size_t i = 0; i < w.size() && i < 4; ++i) s += fmt::format("{}{:.3f}", i ? "," : "", w[i]);
+  if (w.size() > 4) s += fmt::format(",... ({} equal)", w.size());
+  return s;
+}
+
+plan::ModelOptions options_of(const PlanArgs& a) {
+  plan::ModelOptions o;
+  o.message_overhead_s = a.message_overhead;
+  return o;
+}
+
+plan::CpuCosts cpu_costs(const plan::ProbeResult& p) {
+  return {.compress_seconds_per_entry = p.compress_seconds_per_entry,
+          .merge_seconds_per_entry = p.merge_seconds_per_entry,
+          .collective_seconds_per_byte = p.collective_seconds_per_byte};
+}
+
+plan::CostModel model_from(const plan::Calibrations& cals, const PlanArgs& a, const plan::CpuCosts& cpu) {
+  plan::Calibration sparse = *cals.sparse;
+  if (a.dp_keep) {
+    sparse.dp_keep = *a.dp_keep;
+    sparse.dp_keep_input = std::min(1.0, 2.5 * *a.dp_keep);  // frugal train's default for the input layer
+  }
+  plan::CostModel model(sparse, cals.scaling, options_of(a), cpu);
+  if (cals.dense) model.set_dense(*cals.dense);
+  return model;
+}
+
+void run_plan(const PlanArgs& a) {
+  std::vector<plan::RunMetrics> runs;
+  for (const std::string& path : a.metrics) runs.push_back(plan::read_run_metrics(path));
+  const plan::Calibrations cals = plan::calibrations_from(runs);
+  FRUGAL_CHECK(cals.sparse.has_value(), "frugal plan: no 1-rank sparse run among --metrics (run `frugal train ... "
+                                        "--max-steps 40 --metrics calib.jsonl` on one rank first)");
+  const size_t width = cals.sparse->boundaries.empty() ? 128 : cals.sparse->boundaries.front();
+  const plan::ProbeResult probe = plan::probe_machine(a.dp_keep.value_or(cals.sparse->dp_keep), width);
+  const plan::CpuCosts cpu = cpu_costs(probe);
+  const plan::CostModel model = model_from(cals, a, cpu);
+  nlohmann::json out = {{"predictions", nlohmann::json::array()}, {"best", nlohmann::json::array()},
+                        {"validation", nlohmann::json::array()}, {"notes", cals.notes}};
+  const plan::Calibration& cal = model.sparse();
+  fmt::print("calibration: {} ({} threads, batch {}): {:.1f} us/sample sliced + {:.1f} us/sample replicated{}\n",
+             a.metrics.front(), cal.threads, cal.batch, cal.sliced_seconds_per_sample * 1e6,
+             cal.replicated_seconds_per_sample * 1e6,
+             model.has_dense() ? "; dense baseline calibrated" : "; no dense baseline (no --parallel data run)");
+  for (const std::string& n : cals.notes) fmt::print("note: {}\n", n);
+  fmt::print("probed here (1 thread): DCT-DP {:.1f} ns per touched entry + {:.1f} ns per merged entry; collectives "
+             "{:.2f} ns of CPU per byte sent\n", cpu.compress_seconds_per_entry * 1e9, cpu.merge_seconds_per_entry * 1e9,
+             cpu.collective_seconds_per_byte * 1e9);
+  out["probe"] = {{"compress_seconds_per_entry", cpu.compress_seconds_per_entry},
+                  {"merge_seconds_per_entry", cpu.merge_seconds_per_entry},
+                  {"collective_seconds_per_byte", cpu.collective_seconds_per_byte}};
+  const size_t batch = a.batch;
+  for (const std::string& link_text : a.links) {
+    const NamedLink link = named_link(link_text, a, fmt::format("--link {}", link_text));
+    for (const double cores : a.cores) {
+      fmt::print("\n{} links, {} cores per node (samples/s; best grid DxM of each scheme)\n", link.name, cores);
+      fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {}\n", "nodes", "mp-sparse", "dct-dp", "dp-dense", "best");
+      for (const int nodes : a.nodes) {
+        const plan::Cluster cluster{.nodes = nodes, .cores = cores, .link = link.link};
+        const std::vector<plan::Prediction> all = model.all_grids(cluster, batch);
+        std::map<plan::Scheme, const plan::Prediction*> best_of;
+        const plan::Prediction* best = nullptr;
+        for (const plan::Prediction& p : all) {
+          nlohmann::json j = to_json(p);
+          j["nodes"] = nodes;
+          j["cores"] = cores;
+          j["link"] = link.name;
+          j["link_bytes_per_s"] = link.link.bytes_per_s;
+          out["predictions"].push_back(j);
+          const plan::Prediction*& b = best_of[p.scheme];
+          if (!b || p.samples_per_s > b->samples_per_s) b = &p;
+          if (!best || p.samples_per_s > best->samples_per_s) best = &p;
+        }
+        const auto cell = [&](plan::Scheme s) {
+          const auto it = best_of.find(s);
+          return it == best_of.end() ? std::string("-")
+                                     : fmt::format("{:.0f} ({}x{})", it->second->samples_per_s, it->second->data,
+                                                   it->second->model);
+        };
+        fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {} {}x{}, slice weights {}\n", nodes, cell(plan::Scheme::mp_sparse),
+                   cell(plan::Scheme::dct_dp), cell(plan::Scheme::dp_dense), plan::to_string(best->scheme), best->data,
+                   best->model, weights_text(best->slice_weights));
+        nlohmann::json j = to_json(*best);
+        j["nodes"] = nodes;
+        j["cores"] = cores;
+        j["link"] = link.name;
+        out["best"].push_back(j);
+      }
+    }
+  }
+  if (!a.validate.empty()) {
+    fmt::print("\nvalidation: measured runs against the model (ranks share a host of {} cores)\n", a.host_cores);
+    fmt::print("{:<44} {:>9} {:>5} {:>9} {:>10} {:>10} {:>7}\n", "run", "scheme", "grid", "link", "measured",
+               "predicted", "error");
+    double worst = 0;
+    for (const std::string& spec : a.validate) {
+      const size_t at = spec.rfind('@');
+      FRUGAL_CHECK(at != std::string::npos && at > 0 && at + 1 < spec.size(),
+                   fmt::format("--validate {}: expected FILE@LINK, e.g. run.jsonl@1gbit or run.jsonl@loopback", spec));
+      const plan::RunMetrics run = plan::read_run_metrics(spec.substr(0, at));
+      const NamedLink link = named_link(spec.substr(at + 1), a, fmt::format("--validate {}", spec));
+      FRUGAL_CHECK(run.data * run.model == run.world_size,
+                   fmt::format("{}: grid {}x{} does not cover its {} ranks", run.path, run.data, run.model, run.world_size));
+      plan::Calibration cal_run = plan::with_exchanges_of(model.sparse(), run);
+      plan::CostModel m(cal_run, cals.scaling, options_of(a), cpu);
+      if (cals.dense) m.set_dense(*cals.dense);
+      FRUGAL_CHECK(run.scheme() != plan::Scheme::dp_dense || m.has_dense(),
+                   fmt::format("{}: a --parallel data run needs a dense calibration (a 1-rank --parallel data run "
+                               "among --metrics)", run.path));
+      // Ranks of one host share its cores: each gets 1/R of what the host's cores reach together (the
+      // fitted scaling: two 1-thread ranks on 2 cores do not run at twice one's speed), at most what
+      // its own threads reach. (A rank waiting on a collective frees no core for the others: its
+      // peers wait on the same collective.)
+      const double share = cals.scaling.speed(a.host_cores) / run.world_size;
+      const double cores = std::min<double>(run.threads, cals.scaling.cores_for_speed(share));
+      const int data = run.dense ? run.world_size : run.data, mdl = run.dense ? 1 : run.model;
+      const plan::Prediction p =
+          m.predict(run.scheme(), data, mdl, {.nodes = run.world_size, .cores = cores, .link = link.link}, run.batch);
+      const double error = (p.samples_per_s - run.samples_per_s) / run.samples_per_s;
+      worst = std::max(worst, std::abs(error));
+      // DCT-MP (--mp-keep below 1) is the model-parallel scheme with a thresholded exchange.
+      const std::string scheme = run.mp_keep < 1.0 && run.scheme() == plan::Scheme::mp_sparse
+                                     ? std::string("dct-mp") : std::string(plan::to_string(run.scheme()));
+      fmt::print("{:<44} {:>9} {:>5} {:>9} {:>10.1f} {:>10.1f} {:>+6.1f}%\n", run.path, scheme,
+                 fmt::format("{}x{}", data, mdl), link.name, run.samples_per_s, p.samples_per_s, 100.0 * error);
+      nlohmann::json j = to_json(p);
+      j["file"] = run.path;
+      j["scheme"] = scheme;
+      j["ranks"] = run.world_size;
+      j["link"] = link.name;
+      j["cores_per_rank"] = cores;
+      j["measured_samples_per_s"] = run.samples_per_s;
+      j["predicted_samples_per_s"] = p.samples_per_s;
+      j["measured_bytes_per_sample"] = run.epoch_line->value("bytes_sent_per_sample", 0.0);
+      const double group_points = static_cast<double>(run.batch) / data;
+      j["predicted_bytes_per_sample"] = group_points > 0 ? p.bytes_per_step_per_rank / group_points : 0.0;
+      j["error"] = error;
+      out["validation"].push_back(j);
+    }
+    fmt::print("largest error: {:.1f}%\n", 100.0 * worst);
+  }
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    FRUGAL_CHECK(f.good(), fmt::format("cannot write {}", a.json));
+    f << out.dump(1) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "predict the samples/s of every data x model grid for N nodes of C cores at a link speed (cost model "
+              "calibrated from 1-rank runs' metrics), print the best grid, and check the model against measured runs");
+  cmd->add_option("--metrics", a->metrics,
+                  "metrics file of a 1-rank calibration run (frugal train --max-steps 40 --metrics F): the sparse "
+                  "model; a --parallel data run adds the dense baseline; a second sparse run at another --threads "
+                  "fits the thread scaling (repeatable)")
+      ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--nodes", a->nodes, "cluster sizes to plan for")->delimiter(',')->capture_default_str();
+  cmd->add_option("--cores", a->cores, "cores per node")->delimiter(',')->capture_default_str();
+  cmd->add_option("--link", a->links, "link rates (tc units: 100mbit, 1gbit, 10gbit; or loopback)")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--latency", a->latency, "one-way link latency in seconds, per round of messages")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--message-overhead", a->message_overhead,
+                  "software cost of a round of messages in seconds (ZeroMQ's small-message all-gather)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--loopback-rate", a->loopback_rate, "the rate a `loopback` link stands for")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "global batch to plan for (0: the calibration run's)")->capture_default_str();
+  cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP keep fraction of the dct-dp scheme (default: the calibration "
+                                           "run's, else 0.02)")
+      ->check(CLI::Range(1e-6, 1.0));
+  cmd->add_option("--validate", a->validate,
+                  "FILE@LINK: rank 0's metrics of a measured multi-rank run and the link it ran on (repeatable)");
+  cmd->add_option("--host-cores", a->host_cores, "cores of the host the validated runs' ranks shared")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--json", a->json, "also write predictions, best grids and validation to this JSON file");
+  cmd->callback([a] {
+    try {
+      run_plan(*a);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "frugal plan: {}\n", e.what());
+      std::exit(1);
+    }
+  });
+}
+
+}  // namespace frugal::cli

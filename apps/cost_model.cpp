@@ -1,0 +1,238 @@
+#include "apps/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace frugal::plan {
+namespace {
+
+double messages(double bytes, size_t segment) {
+  return bytes > 0 ? std::ceil(bytes / static_cast<double>(segment)) : 0.0;
+}
+
+}  // namespace
+
+std::string_view to_string(Scheme s) {
+  switch (s) {
+    case Scheme::mp_sparse: return "mp-sparse";
+    case Scheme::dct_dp: return "dct-dp";
+    case Scheme::dp_dense: return "dp-dense";
+  }
+  return "?";
+}
+
+double ThreadScaling::speed(double cores) const {
+  if (cores <= 1.0) return std::max(cores, 1e-9);
+  return 1.0 / (serial_fraction + (1.0 - serial_fraction) / cores);
+}
+
+double ThreadScaling::cores_for_speed(double s) const {
+  if (s <= 1.0) return s;
+  // s = 1 / (f + (1 - f) / c)  =>  c = (1 - f) / (1 / s - f); beyond 1 / f no core count reaches it.
+  const double den = 1.0 / s - serial_fraction;
+  return den > 1e-12 ? (1.0 - serial_fraction) / den : 1e9;
+}
+
+ThreadScaling ThreadScaling::fit(int t1, double s1, int t2, double s2) {
+  // s(t) = s(1) * (f + (1 - f) / t) for a run's seconds s at t threads.
+  FRUGAL_CHECK(t1 != t2 && t1 > 0 && t2 > 0 && s1 > 0 && s2 > 0,
+               "ThreadScaling::fit needs two runs at different positive thread counts with positive times");
+  // s1 / s2 = (f + (1 - f) / t1) / (f + (1 - f) / t2); with q = s1 / s2:
+  // f (1 - 1/t1 - q + q/t2) = q/t2 - 1/t1.
+  const double q = s1 / s2, a = 1.0 / t1, b = 1.0 / t2;
+  const double den = 1.0 - a - q + q * b;
+  const double f = std::abs(den) < 1e-12 ? 0.0 : (q * b - a) / den;
+  return {.serial_fraction = std::clamp(f, 0.0, 1.0)};
+}
+
+WireCost all_gather_cost(double total, int p, const ModelOptions& o) {
+  if (p <= 1 || total <= 0) return {};
+  const double block = total / p, sent = (p - 1) * block;
+  const double msgs = (p - 1) * messages(block, o.segment_bytes);
+  const bool ring = total >= static_cast<double>(o.ring_threshold_bytes);
+  return {.bytes = sent + msgs * static_cast<double>(o.frame_header_bytes), .rounds = ring ? p - 1.0 : 1.0};
+}
+
+WireCost all_reduce_cost(double bytes, int p, const ModelOptions& o) {
+  if (p <= 1 || bytes <= 0) return {};
+  if (bytes >= static_cast<double>(o.ring_threshold_bytes)) {
+    const double block = bytes / p;
+    const double msgs = 2.0 * (p - 1) * messages(block, o.segment_bytes);
+    return {.bytes = 2.0 * (p - 1) * block + msgs * static_cast<double>(o.frame_header_bytes), .rounds = 2.0 * (p - 1)};
+  }
+  return {.bytes = (p - 1) * (bytes + static_cast<double>(o.frame_header_bytes)), .rounds = 1.0};
+}
+
+WireCost reduce_scatter_cost(double total, int p, const ModelOptions& o) {
+  if (p <= 1 || total <= 0) return {};
+  const double block = total / p;
+  const bool ring = total >= static_cast<double>(o.ring_threshold_bytes);
+  const double msgs = (p - 1) * messages(block, ring ? o.segment_bytes : static_cast<size_t>(-1));
+  return {.bytes = (p - 1) * block + msgs * static_cast<double>(o.frame_header_bytes), .rounds = ring ? p - 1.0 : 1.0};
+}
+
+WireCost exchange_cost(double bytes, int p, const ModelOptions& o) {
+  if (p <= 1) return {};
+  return {.bytes = (p - 1) * (bytes + static_cast<double>(o.frame_header_bytes)), .rounds = 1.0};
+}
+
+double touched_rows_at(double rows, double touched, double calibrated, double points) {
+  if (rows <= 0 || touched <= 0) return 0.0;
+  if (touched >= rows) return rows;
+  // 1 - f = (1 - q)^calibrated per row; at `points`: 1 - (1 - f)^(points / calibrated).
+  const double untouched = 1.0 - touched / rows;
+  return rows * (1.0 - std::pow(untouched, points / std::max(calibrated, 1.0)));
+}
+
+double index_bytes_per_entry(double dim, double entries) {
+  if (entries <= 0) return 0.0;
+  const double gap = std::max(1.0, dim / entries);
+  return std::max(1.0, std::ceil(std::log2(gap + 1.0) / 7.0));  // 7 bits per varint byte
+}
+
+CostModel::CostModel(Calibration sparse, ThreadScaling scaling, ModelOptions options, CpuCosts cpu)
+    : sparse_(std::move(sparse)), scaling_(scaling), options_(options), cpu_(cpu) {
+  FRUGAL_CHECK(sparse_.batch > 0 && sparse_.threads > 0, "CostModel: the calibration needs its batch and threads");
+}
+
+double CostModel::touched_entries(int model, double points) const {
+  double entries = 0;
+  for (const ParameterShape& p : sparse_.parameters) {
+    const double touched = touched_rows_at(static_cast<double>(p.rows), p.touched_rows_per_step,
+                                           static_cast<double>(sparse_.batch), points);
+    entries += touched * static_cast<double>(p.cols) / model;  // rows or columns sliced: 1/M of the entries
+  }
+  return entries;
+}
+
+double CostModel::compute_seconds(Scheme scheme, int data, int model, double cores, size_t batch) const {
+  const double points = static_cast<double>(batch) / data;  // each replica's share of the global batch
+  // Work measured at the calibration's threads, brought to one thread, then to `cores`.
+  const double speed = scaling_.speed(cores);
+  if (scheme == Scheme::dp_dense) {
+    FRUGAL_CHECK(has_dense_, "CostModel: no dense calibration");
+    const double one = (points * dense_.seconds_per_sample + dense_.seconds_per_step) * scaling_.speed(dense_.threads);
+    return one / speed;
+  }
+  double work = points * (sparse_.replicated_seconds_per_sample + sparse_.sliced_seconds_per_sample / model) +
+                sparse_.rebuild_seconds_per_step / model;
+  // The optimizer moves the rows the global batch touched (after the replicas' exchange, every replica
+  // moves their union), as many as the calibration's rows at its batch would predict.
+  const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
+  if (calibrated > 0)
+    work += sparse_.optimizer_seconds_per_step * touched_entries(model, static_cast<double>(batch)) / calibrated;
+  work *= scaling_.speed(sparse_.threads);
+  if (scheme == Scheme::dct_dp && data > 1) {
+    // Probed at one thread: this replica's touched entries, and the others' sent entries it merges.
+    const double own = touched_entries(model, points);
+    const double kept = own * sparse_.dp_keep;
+    work += own * cpu_.compress_seconds_per_entry + (data - 1) * kept * cpu_.merge_seconds_per_entry;
+  }
+  return work / speed;
+}
+
+WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const {
+  WireCost w;
+  if (model <= 1) return w;
+  const double b = static_cast<double>(batch) / data;
+  const bool dct = sparse_.mp_keep < 1.0;
+  for (const size_t width : sparse_.boundaries) {
+    if (!dct) {
+      w += all_gather_cost(b * width * 4.0, model, options_);      // activations, f32
+      w += reduce_scatter_cost(b * width * 4.0, model, options_);  // their gradients
+      continue;
+    }
+    // DCT-MP: each sample's top K of the rank's slice as (offset, value) plus a count and a scale;
+    // backward the values at the same positions.
+    const double kept = std::ceil(sparse_.mp_keep * static_cast<double>(width) / model);
+    const double scale = sparse_.mp_value_bytes < 2.0 ? 2.0 : 0.0;
+    w += exchange_cost(b * (kept * (2.0 + sparse_.mp_value_bytes) + 2.0 + scale), model, options_);
+    w += exchange_cost(b * (kept * sparse_.mp_value_bytes + scale), model, options_);
+  }
+  if (sparse_.sliced_softmax) w += all_gather_cost(model * b * 3.0 * 4.0, model, options_);  // the normalizer
+  return w;
+}
+
+WireCost CostModel::replica_wire(Scheme scheme, int data, int model, size_t batch) const {
+  WireCost w;
+  if (data <= 1) return w;
+  if (scheme == Scheme::dp_dense) {
+    FRUGAL_CHECK(has_dense_, "CostModel: no dense calibration");
+    for (const size_t floats : dense_.parameter_floats) w += all_reduce_cost(floats * 4.0, data, options_);
+    return w;
+  }
+  const double calibrated = static_cast<double>(sparse_.batch), global = static_cast<double>(batch);
+  const double mine = global / data;
+  double row_list_bytes = 0, union_bytes = 0, message_bytes = 0;
+  for (const ParameterShape& p : sparse_.parameters) {
+    const double share = 1.0 / model;
+    const double rows = p.sliced_axis == 0 ? p.rows * share : p.rows;
+    const double cols = p.sliced_axis == 1 ? p.cols * share : p.cols;
+    // Touched rows of the local slice: the same fraction as of the whole parameter.
+    const double fraction_of = rows / std::max<double>(p.rows, 1);
+    const double own = touched_rows_at(p.rows, p.touched_rows_per_step, calibrated, mine) * fraction_of;
+    if (scheme == Scheme::mp_sparse) {
+      const double all = touched_rows_at(p.rows, p.touched_rows_per_step, calibrated, global) * fraction_of;
+      row_list_bytes += data * own * 4.0;
+      union_bytes += all * cols * 4.0;
+    } else {
+      const double keep = p.input_layer ? sparse_.dp_keep_input : sparse_.dp_keep;
+      const double per_row = std::clamp(std::ceil(keep * cols * (1.0 - 1e-6)), 1.0, std::max(cols, 1.0));
+      const double entries = own * per_row;
+      message_bytes += entries * (index_bytes_per_entry(rows * cols, entries) + sparse_.dp_value_bytes) + 8.0;
+    }
+  }
+  if (scheme == Scheme::mp_sparse) {
+    w += all_gather_cost(row_list_bytes, data, options_);  // every replica's row lists, one collective
+    w += all_reduce_cost(union_bytes, data, options_);     // the union rows' sums, one collective
+  } else {
+    w += all_reduce_cost(data * 4.0, data, options_);  // message sizes
+    w += exchange_cost(message_bytes, data, options_);  // the thresholded messages
+  }
+  return w;
+}
+
+double CostModel::wire_seconds(const WireCost& w, const Link& link) const {
+  FRUGAL_CHECK(link.bytes_per_s > 0, "CostModel: the link rate must be positive");
+  return w.bytes / link.bytes_per_s + w.rounds * (link.latency_s + options_.message_overhead_s);
+}
+
+Prediction CostModel::predict(Scheme scheme, int data, int model, const Cluster& cluster, size_t batch) const {
+  FRUGAL_CHECK(data >= 1 && model >= 1 && data * model == cluster.nodes,
+               fmt::format("CostModel: grid {}x{} does not cover {} nodes", data, model, cluster.nodes));
+  FRUGAL_CHECK(scheme != Scheme::dp_dense || model == 1, "CostModel: the dense baseline has no model slices");
+  if (batch == 0) batch = scheme == Scheme::dp_dense && has_dense_ ? dense_.batch : sparse_.batch;
+  Prediction p;
+  p.scheme = scheme;
+  p.data = data;
+  p.model = model;
+  p.compute_seconds_per_step = compute_seconds(scheme, data, model, cluster.cores, batch);
+  WireCost w = scheme == Scheme::dp_dense ? WireCost{} : model_parallel_wire(data, model, batch);
+  w += replica_wire(scheme, data, model, batch);
+  p.bytes_per_step_per_rank = w.bytes;
+  // The collectives' copies and reductions run on the rank's cores, between the link's bytes.
+  p.compute_seconds_per_step += w.bytes * cpu_.collective_seconds_per_byte / scaling_.speed(cluster.cores);
+  p.wire_seconds_per_step = wire_seconds(w, cluster.link);
+  const double step = p.compute_seconds_per_step + p.wire_seconds_per_step;
+  p.samples_per_s = step > 0 ? static_cast<double>(batch) / step : 0.0;
+  p.slice_weights.assign(static_cast<size_t>(model), 1.0 / model);  // nodes alike: equal slices
+  return p;
+}
+
+std::vector<Prediction> CostModel::all_grids(const Cluster& cluster, size_t batch) const {
+  std::vector<Prediction> out;
+  for (int m = 1; m <= cluster.nodes; ++m) {
+    if (cluster.nodes % m != 0) continue;
+    const int d = cluster.nodes / m;
+    out.push_back(predict(Scheme::mp_sparse, d, m, cluster, batch));
+    if (d > 1) out.push_back(predict(Scheme::dct_dp, d, m, cluster, batch));
+  }
+  if (has_dense_) out.push_back(predict(Scheme::dp_dense, cluster.nodes, 1, cluster, batch));
+  return out;
+}
+
+}  // namespace frugal::plan

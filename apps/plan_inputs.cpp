@@ -1,0 +1,203 @@
+#include "apps/plan_inputs.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace frugal::plan {
+namespace {
+
+// Per-sample phases that shrink with the model slice (each rank computes its neurons' part) and
+// those every model rank does whole: LSH codes (each rank hashes the whole hidden vector into its own
+// tables) and the step's glue (`other`). Table rebuilds and the optimizer are per step (the
+// calibration's rows: its tables, its batch's touched rows). `wait` is communication and `compress`
+// DCT's, which the model prices itself.
+constexpr const char* kSlicedPhases[] = {"input_forward", "dense_layers", "sample", "output_forward",
+                                         "output_backward", "input_backward"};
+constexpr const char* kReplicatedPhases[] = {"hash", "other"};
+
+double value_bytes_of(const std::string& dtype) {
+  if (dtype == "f32") return 4.0;
+  if (dtype == "bf16" || dtype == "f16") return 2.0;
+  if (dtype == "i8") return 1.0;
+  if (dtype == "sign") return 0.125;
+  throw Error(fmt::format("unknown wire value type '{}'", dtype));
+}
+
+double number_or(const nlohmann::json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
+
+Scheme RunMetrics::scheme() const {
+  if (dense) return Scheme::dp_dense;
+  return dp_keep < 1.0 && data > 1 ? Scheme::dct_dp : Scheme::mp_sparse;
+}
+
+RunMetrics read_run_metrics(const std::string& path) {
+  std::ifstream in(path);
+  FRUGAL_CHECK(in.good(), fmt::format("cannot read the metrics file {}", path));
+  RunMetrics r;
+  r.path = path;
+  std::string text;
+  for (size_t line = 1; std::getline(in, text); ++line) {
+    if (text.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, e.what()));
+    }
+    const std::string event = j.value("event", "");
+    if (event == "start" && !r.start_line) r.start_line = std::make_shared<nlohmann::json>(std::move(j));
+    else if (event == "epoch") r.epoch_line = std::make_shared<nlohmann::json>(std::move(j));
+  }
+  FRUGAL_CHECK(r.start_line != nullptr, fmt::format("{}: no start line (is it a `frugal train --metrics` file?)", path));
+  FRUGAL_CHECK(r.epoch_line != nullptr, fmt::format("{}: no epoch line: the run ended before its first epoch", path));
+  const nlohmann::json& s = *r.start_line;
+  const nlohmann::json& e = *r.epoch_line;
+  FRUGAL_CHECK(s.contains("config") && s["config"].is_object(), fmt::format("{}: the start line has no config", path));
+  const nlohmann::json& c = s["config"];
+  try {
+    r.world_size = s.value("world_size", 1);
+    if (s.contains("grid") && s["grid"].is_array() && s["grid"].size() == 2) {
+      r.data = s["grid"][0].get<int>();
+      r.model = s["grid"][1].get<int>();
+    }
+    r.threads = s.value("threads", 1);
+    r.dense = c.value("parallel", std::string("model")) == "data";
+    r.batch = c.value("batch", size_t{0});
+    r.dp_keep = c.contains("dp_keep") && c["dp_keep"].is_number() ? c["dp_keep"].get<double>() : 1.0;
+    r.mp_keep = number_or(c, "mp_keep", 1.0);
+    r.samples_per_s = e.value("train_samples_per_s", 0.0);
+    r.seconds = e.value("train_seconds", 0.0);
+    r.steps = e.value("steps", size_t{0});
+    if (e.contains("profile")) r.samples = e["profile"].value("samples", size_t{0});
+  } catch (const nlohmann::json::exception& ex) {
+    throw Error(fmt::format("{}: unexpected value in the start or epoch line ({})", path, ex.what()));
+  }
+  FRUGAL_CHECK(r.batch > 0, fmt::format("{}: the config has no batch", path));
+  FRUGAL_CHECK(r.samples_per_s > 0, fmt::format("{}: the epoch line has no train_samples_per_s", path));
+  return r;
+}
+
+Calibration sparse_calibration(const RunMetrics& run) {
+  FRUGAL_CHECK(run.world_size == 1, fmt::format("{}: a calibration is a 1-rank run; this one had {} ranks (give "
+                                                "it to --validate instead)", run.path, run.world_size));
+  FRUGAL_CHECK(!run.dense, fmt::format("{}: a --parallel data run calibrates the dense baseline only", run.path));
+  const nlohmann::json& e = *run.epoch_line;
+  const nlohmann::json& c = (*run.start_line)["config"];
+  FRUGAL_CHECK(e.contains("profile") && e["profile"].contains("phases"),
+               fmt::format("{}: the epoch line has no profile", run.path));
+  FRUGAL_CHECK(e.contains("parameter_rows") && e["parameter_rows"].is_array(),
+               fmt::format("{}: the epoch line has no parameter_rows (written by frugal train since the cost model; "
+                           "rerun the calibration)", run.path));
+  const nlohmann::json& phases = e["profile"]["phases"];
+  const double samples = std::max<double>(1, static_cast<double>(run.samples));
+  Calibration cal;
+  cal.batch = run.batch;
+  cal.threads = run.threads;
+  const auto phase_seconds = [&](const char* name) {
+    return phases.contains(name) ? phases[name].value("seconds", 0.0) : 0.0;
+  };
+  double profiled = 0;
+  for (const char* p : kSlicedPhases) cal.sliced_seconds_per_sample += phase_seconds(p) / samples;
+  for (const char* p : kReplicatedPhases) cal.replicated_seconds_per_sample += phase_seconds(p) / samples;
+  const double steps = std::max<double>(1, static_cast<double>(run.steps));
+  cal.rebuild_seconds_per_step = phase_seconds("rebuild") / steps;
+  cal.optimizer_seconds_per_step = phase_seconds("optimizer") / steps;
+  for (const auto& [name, t] : phases.items()) profiled += t.value("seconds", 0.0);
+  // The loop's time outside the steps (reading batches): every model rank reads the same batch.
+  cal.replicated_seconds_per_sample += std::max(0.0, run.seconds - profiled) / samples;
+  // Sliced boundaries: every hidden layer's output (the MLP's --layers, else the XMC network's hidden).
+  if (c.contains("layers") && c["layers"].is_array() && !c["layers"].empty()) {
+    for (const auto& w : c["layers"]) cal.boundaries.push_back(w.get<size_t>());
+  } else {
+    cal.boundaries.push_back(c.value("hidden", size_t{128}));
+  }
+  for (const auto& p : e["parameter_rows"]) {
+    ParameterShape shape;
+    shape.name = p.value("name", std::string());
+    shape.rows = p.value("full_rows", size_t{0});
+    shape.cols = p.value("full_cols", size_t{0});
+    shape.sliced_axis = p.value("sliced_axis", -1);
+    shape.touched_rows_per_step = p.value("touched_rows_per_step", 0.0);
+    shape.input_layer = shape.name.rfind("sparse_dense.", 0) == 0;
+    cal.parameters.push_back(shape);
+  }
+  cal = with_exchanges_of(cal, run);
+  return cal;
+}
+
+Calibration with_exchanges_of(Calibration c, const RunMetrics& run) {
+  const nlohmann::json& config = (*run.start_line)["config"];
+  c.mp_keep = run.mp_keep;
+  c.mp_value_bytes = value_bytes_of(config.value("mp_wire_dtype", std::string("f32")));
+  if (run.dp_keep < 1.0) {
+    c.dp_keep = run.dp_keep;
+    c.dp_keep_input = number_or(config, "dp_keep_input", std::min(1.0, 2.5 * run.dp_keep));
+    c.dp_value_bytes = value_bytes_of(config.value("dp_wire_dtype", std::string("bf16")));
+  }
+  return c;
+}
+
+DenseCalibration dense_calibration(const RunMetrics& run) {
+  FRUGAL_CHECK(run.world_size == 1 && run.dense,
+               fmt::format("{}: the dense calibration is a 1-rank --parallel data run", run.path));
+  const nlohmann::json& e = *run.epoch_line;
+  DenseCalibration d;
+  d.batch = run.batch;
+  d.threads = run.threads;
+  // Its optimizer moves every row and its tables rebuild on their schedule: per step; the rest per sample.
+  FRUGAL_CHECK(e.contains("profile") && e["profile"].contains("phases"),
+               fmt::format("{}: the epoch line has no profile", run.path));
+  const nlohmann::json& phases = e["profile"]["phases"];
+  double per_step = 0;
+  for (const char* p : {"optimizer", "rebuild"})
+    if (phases.contains(p)) per_step += phases[p].value("seconds", 0.0);
+  d.seconds_per_step = per_step / std::max<double>(1, static_cast<double>(run.steps));
+  d.seconds_per_sample = std::max(0.0, run.seconds - per_step) / std::max<double>(1, static_cast<double>(run.samples));
+  FRUGAL_CHECK(e.contains("parameter_rows"), fmt::format("{}: the epoch line has no parameter_rows", run.path));
+  for (const auto& p : e["parameter_rows"])
+    d.parameter_floats.push_back(p.value("full_rows", size_t{0}) * p.value("full_cols", size_t{0}));
+  return d;
+}
+
+Calibrations calibrations_from(const std::vector<RunMetrics>& runs) {
+  Calibrations out;
+  std::map<int, const RunMetrics*> sparse_by_threads;
+  const RunMetrics* dense = nullptr;
+  for (const RunMetrics& r : runs) {
+    if (r.dense) {
+      if (!dense || r.threads < dense->threads) dense = &r;
+    } else if (!sparse_by_threads.count(r.threads)) {
+      sparse_by_threads[r.threads] = &r;
+    }
+  }
+  if (!sparse_by_threads.empty()) out.sparse = sparse_calibration(*sparse_by_threads.begin()->second);
+  if (dense) out.dense = dense_calibration(*dense);
+  if (sparse_by_threads.size() >= 2) {
+    const RunMetrics& a = *sparse_by_threads.begin()->second;
+    const RunMetrics& b = *std::prev(sparse_by_threads.end())->second;
+    // Seconds per sample of the steps' compute at each thread count.
+    const Calibration ca = sparse_calibration(a), cb = sparse_calibration(b);
+    out.scaling = ThreadScaling::fit(a.threads, ca.sliced_seconds_per_sample + ca.replicated_seconds_per_sample,
+                                     b.threads, cb.sliced_seconds_per_sample + cb.replicated_seconds_per_sample);
+    out.scaling_fitted = true;
+    out.notes.push_back(fmt::format("thread scaling fitted from {} and {} threads: serial fraction {:.3f}", a.threads,
+                                    b.threads, out.scaling.serial_fraction));
+  } else {
+    out.notes.push_back("one thread count calibrated: compute is assumed to scale linearly with cores (give a second "
+                        "calibration run at another --threads to fit Amdahl's law)");
+  }
+  return out;
+}
+
+}  // namespace frugal::plan

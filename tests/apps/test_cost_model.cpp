@@ -1,0 +1,159 @@
+// The cost model of `frugal plan` (apps/cost_model.h): its byte counts against what the collectives
+// of comm/ really send (run in-process here), its compute scaling, and its choice of grid.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "apps/cost_model.h"
+#include "comm/local_communicator.h"
+
+using namespace frugal;
+using namespace frugal::plan;
+
+namespace {
+
+// Bytes rank 0 sends in one collective over `ranks` in-process ranks.
+double measured_bytes(int ranks, const std::function<void(comm::Communicator&)>& op) {
+  double sent = 0;
+  comm::run_local(ranks, [&](comm::Communicator& c) {
+    op(c);
+    if (c.rank() == 0) sent = static_cast<double>(c.stats().total().sent);
+  });
+  return sent;
+}
+
+Calibration xmc_calibration() {
+  Calibration c;
+  c.batch = 128;
+  c.threads = 1;
+  c.sliced_seconds_per_sample = 300e-6;
+  c.replicated_seconds_per_sample = 30e-6;
+  c.boundaries = {128};
+  c.parameters = {{"sparse_dense.weight", 100000, 128, 1, 9000, true},
+                  {"sparse_dense.bias", 1, 128, 1, 1, true},
+                  {"softmax.weight", 100000, 128, 0, 90000, false},
+                  {"softmax.bias", 100000, 1, 0, 90000, false}};
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the model's collective byte counts equal what the in-process collectives send", "[plan]") {
+  const ModelOptions o;
+  for (const int p : {2, 3, 4}) {
+    for (const size_t floats : {size_t{100}, size_t{30000}, size_t{400000}}) {
+      INFO(p << " ranks, " << floats << " floats");
+      const double gather = measured_bytes(p, [&](comm::Communicator& c) {
+        std::vector<float> mine(floats / p), all(mine.size() * p);
+        c.all_gather(mine, all).wait();
+      });
+      CHECK(all_gather_cost(static_cast<double>(floats / p * p) * 4, p, o).bytes == Approx(gather).epsilon(1e-9));
+      const double reduce = measured_bytes(p, [&](comm::Communicator& c) {
+        std::vector<float> v(floats, 1.0f);
+        c.all_reduce(v).wait();
+      });
+      // Uneven blocks round the ring's share; within a frame header per message.
+      CHECK(std::abs(all_reduce_cost(static_cast<double>(floats) * 4, p, o).bytes - reduce) <= 8.0 * p);
+      const double scatter = measured_bytes(p, [&](comm::Communicator& c) {
+        std::vector<float> all(floats / p * p, 1.0f), mine(floats / p);
+        c.reduce_scatter(all, mine).wait();
+      });
+      CHECK(reduce_scatter_cost(static_cast<double>(floats / p * p) * 4, p, o).bytes == Approx(scatter).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("model-parallel bytes per sample match the measured XMC exchange", "[plan]") {
+  // bench/REPORT.md "The softmax normalizer in one collective": 525.3 (2 ranks) and 807.9 (4 ranks)
+  // bytes sent per sample per rank, hidden 128, batch 128.
+  const CostModel m(xmc_calibration(), {});
+  CHECK(m.model_parallel_wire(1, 2, 128).bytes / 128 == Approx(525.3).epsilon(0.002));
+  CHECK(m.model_parallel_wire(1, 4, 128).bytes / 128 == Approx(807.9).epsilon(0.002));
+  CHECK(m.model_parallel_wire(1, 1, 128).bytes == 0);
+}
+
+TEST_CASE("compute shrinks with the slice and the replicas' share of the batch, not with what every rank does",
+          "[plan]") {
+  const CostModel m(xmc_calibration(), {});
+  const double one = m.compute_seconds(Scheme::mp_sparse, 1, 1, 1, 128);
+  CHECK(one == Approx(128 * 330e-6));
+  CHECK(m.compute_seconds(Scheme::mp_sparse, 1, 2, 1, 128) == Approx(128 * (30e-6 + 150e-6)));
+  CHECK(m.compute_seconds(Scheme::mp_sparse, 2, 1, 1, 128) == Approx(one / 2));
+  // Half a core (two ranks a core): twice the time.
+  CHECK(m.compute_seconds(Scheme::mp_sparse, 1, 1, 0.5, 128) == Approx(2 * one));
+}
+
+TEST_CASE("Amdahl's serial fraction is recovered from two thread counts", "[plan]") {
+  const double f = 0.2, s1 = 10.0;
+  const auto at = [&](int t) { return s1 * (f + (1 - f) / t); };
+  const ThreadScaling s = ThreadScaling::fit(1, at(1), 4, at(4));
+  CHECK(s.serial_fraction == Approx(f));
+  CHECK(s.speed(16) == Approx(1 / (f + (1 - f) / 16)));
+  CHECK(ThreadScaling{}.speed(8) == Approx(8));
+  CHECK(ThreadScaling::fit(1, 10, 2, 5).serial_fraction == Approx(0).margin(1e-12));
+  CHECK_THROWS(ThreadScaling::fit(2, 1, 2, 1));
+}
+
+TEST_CASE("touched rows grow with the points as independent draws", "[plan]") {
+  CHECK(touched_rows_at(1000, 100, 128, 128) == Approx(100));
+  CHECK(touched_rows_at(1000, 100, 128, 256) == Approx(1000 * (1 - 0.9 * 0.9)));
+  CHECK(touched_rows_at(1000, 1000, 128, 64) == Approx(1000));
+  CHECK(touched_rows_at(1000, 0, 128, 64) == 0);
+}
+
+TEST_CASE("the dense baseline all-reduces every parameter; DCT-DP sends a fraction of the touched rows", "[plan]") {
+  CostModel m(xmc_calibration(), {});
+  m.set_dense({.batch = 128, .threads = 1, .seconds_per_sample = 3e-3, .parameter_floats = {12800000, 12800000}});
+  const ModelOptions o;
+  CHECK(m.replica_wire(Scheme::dp_dense, 2, 1, 128).bytes ==
+        Approx(2 * all_reduce_cost(12800000 * 4.0, 2, o).bytes));
+  const double exact = m.replica_wire(Scheme::mp_sparse, 2, 1, 128).bytes;
+  const double dct = m.replica_wire(Scheme::dct_dp, 2, 1, 128).bytes;
+  CHECK(dct < exact / 10);
+  CHECK(dct > 0);
+  // On a slow link the dense baseline is the slowest scheme, and on 1 node no scheme talks.
+  const Cluster slow{.nodes = 4, .cores = 2, .link = {.bytes_per_s = 12.5e6, .latency_s = 1e-4}};
+  double best_sparse = 0, dense = 0;
+  for (const Prediction& p : m.all_grids(slow)) {
+    if (p.scheme == Scheme::dp_dense) dense = p.samples_per_s;
+    else best_sparse = std::max(best_sparse, p.samples_per_s);
+    CHECK(p.data * p.model == 4);
+  }
+  CHECK(dense > 0);
+  CHECK(best_sparse > 10 * dense);
+  const Prediction single = m.predict(Scheme::mp_sparse, 1, 1, {.nodes = 1, .cores = 1, .link = {}}, 128);
+  CHECK(single.wire_seconds_per_step == 0);
+  CHECK(single.samples_per_s == Approx(1 / 330e-6));
+  CHECK_THROWS(m.predict(Scheme::mp_sparse, 2, 1, slow));  // 2 x 1 does not cover 4 nodes
+  CHECK_THROWS(m.predict(Scheme::dp_dense, 2, 2, slow));
+}
+
+TEST_CASE("per-step work stays whole under replicas; probed CPU costs are charged where they arise", "[plan]") {
+  Calibration c = xmc_calibration();
+  c.rebuild_seconds_per_step = 0.010;
+  c.optimizer_seconds_per_step = 0.020;
+  const CostModel plain(c, {});
+  // One replica: rebuild and optimizer per step, sliced with the model.
+  CHECK(plain.compute_seconds(Scheme::mp_sparse, 1, 2, 1, 128) == Approx(128 * (30e-6 + 150e-6) + 0.005 + 0.010));
+  // Two replicas: half the points each, but the tables and the union of the rows are every replica's.
+  CHECK(plain.compute_seconds(Scheme::mp_sparse, 2, 1, 1, 128) == Approx(64 * 330e-6 + 0.010 + 0.020));
+  const CpuCosts cpu{.compress_seconds_per_entry = 1e-8, .merge_seconds_per_entry = 2e-8,
+                     .collective_seconds_per_byte = 1e-9};
+  const CostModel probed(c, {}, {}, cpu);
+  const double own = probed.touched_entries(1, 64);
+  CHECK(own > 0);
+  CHECK(probed.compute_seconds(Scheme::dct_dp, 2, 1, 1, 128) ==
+        Approx(plain.compute_seconds(Scheme::dct_dp, 2, 1, 1, 128) + own * 1e-8 + own * c.dp_keep * 2e-8));
+  // The collectives' CPU per byte sent joins the step's compute.
+  const Cluster two{.nodes = 2, .cores = 1, .link = {}};
+  const Prediction p = probed.predict(Scheme::mp_sparse, 1, 2, two, 128);
+  CHECK(p.compute_seconds_per_step ==
+        Approx(probed.compute_seconds(Scheme::mp_sparse, 1, 2, 1, 128) + p.bytes_per_step_per_rank * 1e-9));
+}
+
+TEST_CASE("cores_for_speed inverts speed", "[plan]") {
+  const ThreadScaling s{.serial_fraction = 0.25};
+  for (const double cores : {0.3, 1.0, 1.5, 2.0, 8.0}) CHECK(s.cores_for_speed(s.speed(cores)) == Approx(cores));
+  CHECK(s.cores_for_speed(5.0) > 1e8);  // beyond 1 / serial fraction: no core count reaches it
+}
