@@ -105,7 +105,11 @@ plan = {"predictions": preds,
             {"file": os.path.join(out, "runs/cluster-mp-sparse-n4-1gbit.jsonl"), "scheme": "mp-sparse", "ranks": 4,
              "grid": "1x4", "link": "1gbit", "measured_samples_per_s": 2000.0, "predicted_samples_per_s": 2200.0, "error": 0.1},
             {"file": os.path.join(out, "runs/cluster-dp-dense-n4-1gbit.jsonl"), "scheme": "dp-dense", "ranks": 4,
-             "grid": "4x1", "link": "1gbit", "measured_samples_per_s": 25.0, "predicted_samples_per_s": 15.0, "error": -0.4}]}
+             "grid": "4x1", "link": "1gbit", "measured_samples_per_s": 25.0, "predicted_samples_per_s": 15.0, "error": -0.4},
+            # listed, but not counted by the target (100 Mbit and 1 Gbit points only)
+            {"file": os.path.join(out, "runs/cluster-mp-sparse-n4-loopback.jsonl"), "scheme": "mp-sparse", "ranks": 4,
+             "grid": "1x4", "link": "loopback", "measured_samples_per_s": 1000.0, "predicted_samples_per_s": 1900.0,
+             "error": 0.9}]}
 with open(os.path.join(out, "plan-cluster.json"), "w") as f:
     json.dump(plan, f)
 PY
@@ -174,7 +178,7 @@ check(r[1].startswith("worst 1.10x") and r[2] == "PASS", r)
 r = row("ZeroMQ within 1.5x of Open MPI (TCP) in every bench/comm cell >= 64 KB: all_reduce, 4 ranks")
 check(r[1] == "not measured" and r[2] == "-", r)
 r = row("Cost model: every measured point predicted within 25%")
-check(r[1].startswith("worst 40.0%") and "1 of 2 points within" in r[1] and r[2] == "MISS", r)
+check(r[1].startswith("worst 40.0%") and "1 of 2 points at 100 Mbit and 1 Gbit within" in r[1] and r[2] == "MISS", r)
 # the tables' rows
 r = row("4 ranks, model-parallel sparse, 1 Gbit")
 check(r[3] == "2,000" and r[5] == "802", r)  # rank 0's samples/s; bytes: the mean of 800..803
