@@ -124,6 +124,7 @@ struct TrainArgs {
   std::optional<comm::DpTarget> dp_compress;  // --dp-compress; unset (auto): resolve_dp_target decides
   uint64_t dp_warmup_steps = 0;
   bool dp_momentum_correction = false, dp_local_clip = false;  // DpCompression's (DGC's remedies)
+  bool overlap = true;  // TrainerOptions::overlap
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
   // --dp-select; unset (auto): row when gradients are thresholded with values (the XMC and MLP
   // networks), else global. --dp-keep-input; unset (auto): 2.5 x --dp-keep under per-row selection.
@@ -261,6 +262,7 @@ TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
                    .total_steps = total_steps(a, train_points)};
   o.clip_norm = a.clip_norm;
   o.dropout = {.p = a.dropout, .seed = Rng(a.seed).split(0xd40f).next_u64()};
+  o.overlap = a.overlap;
   return o;
 }
 
@@ -929,7 +931,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                            "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
                            "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
-                           "--mp-error-feedback", "--dp-local-clip"})
+                           "--mp-error-feedback", "--dp-local-clip", "--overlap"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
@@ -1106,6 +1108,9 @@ void add_train_command(CLI::App& app) {
   add_choice(cmd, "--dp-local-clip", a->dp_local_clip, {{"on", true}, {"off", false}},
              "DCT-DP (gradients) with --clip-norm C: each replica clips its own gradient to C / sqrt(replicas) "
              "before thresholding (DGC's local clipping) instead of clipping the sum");
+  add_choice(cmd, "--overlap", a->overlap, {{"on", true}, {"off", false}},
+             "model-parallel steps move the layers above the input while the input boundary's gradient exchange "
+             "is in flight (same bits; applies without replicas and without --clip-norm)");
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
       ->capture_default_str();

@@ -175,6 +175,12 @@ class ActivationExchange {
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
   virtual const Tensor& reduce_scatter(const Tensor& partial) = 0;
+  // reduce_scatter in two parts, so that the caller computes while the exchange is in flight:
+  // start_reduce_scatter(partial) begins it (`partial` stays alive and unchanged until the finish),
+  // finish_reduce_scatter() returns what reduce_scatter(partial) returns, the same bits. The default
+  // does it all at the start.
+  virtual void start_reduce_scatter(const Tensor& partial) { started_ = &reduce_scatter(partial); }
+  virtual const Tensor& finish_reduce_scatter() { return *started_; }
   // full (B x H): dLoss/dOutput already summed (a replicated consumer) -> this rank's slice,
   // masked like reduce_scatter's result.
   virtual const Tensor& own_slice(const Tensor& full) = 0;
@@ -182,6 +188,9 @@ class ActivationExchange {
   // to, and what the uncompressed f32 exchange would have handed over.
   virtual uint64_t payload_sent() const = 0;
   virtual uint64_t payload_uncompressed() const = 0;
+
+ private:
+  const Tensor* started_ = nullptr;  // the default start_reduce_scatter's result
 };
 
 // How replicas sum their gradients.

@@ -267,6 +267,44 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
   return gathered_;
 }
 
+void BoundaryExchange::start_reduce_scatter(const Tensor& partial) {
+  if (compress_) {
+    reduce_scatter(partial);  // slice_ holds the result
+    return;
+  }
+  Communicator& group = *placement_.group;
+  const int me = placement_.rank();
+  const size_t b = partial.rows(), mine = bounds_[me + 1] - bounds_[me];
+  FRUGAL_CHECK(partial.cols() == width_, fmt::format("model-parallel exchange: the gradient has {} columns, expected {}",
+                                                     partial.cols(), width_));
+  payload_uncompressed_ += b * (width_ - mine) * sizeof(float);
+  slice_.resize(b, mine);
+  const std::vector<size_t> counts = pack_blocks(partial);
+  scatter_ = group.reduce_scatterv(exchange_.span(), slice_.span(), counts);
+  payload_sent_ += b * (width_ - mine) * sizeof(float);
+}
+
+const Tensor& BoundaryExchange::finish_reduce_scatter() {
+  if (scatter_) {
+    Work w = std::move(*scatter_);
+    scatter_.reset();
+    w.wait();
+  }
+  return slice_;
+}
+
+std::vector<size_t> BoundaryExchange::pack_blocks(const Tensor& partial) {
+  const int parts = placement_.parts();
+  const size_t b = partial.rows();
+  std::vector<size_t> counts = block_counts(b);
+  const auto offsets = displacements(counts);
+  for (int r = 0; r < parts; ++r) {
+    const size_t w = bounds_[r + 1] - bounds_[r];
+    for (size_t i = 0; i < b; ++i) std::copy_n(partial.row(i) + bounds_[r], w, exchange_.data() + offsets[r] + i * w);
+  }
+  return counts;
+}
+
 const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
   Communicator& group = *placement_.group;
   const int me = placement_.rank(), parts = placement_.parts();
@@ -276,12 +314,7 @@ const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
   payload_uncompressed_ += b * (width_ - mine) * sizeof(float);
   slice_.resize(b, mine);
   if (!compress_) {
-    const auto counts = block_counts(b);
-    const auto offsets = displacements(counts);
-    for (int r = 0; r < parts; ++r) {
-      const size_t w = bounds_[r + 1] - bounds_[r];
-      for (size_t i = 0; i < b; ++i) std::copy_n(partial.row(i) + bounds_[r], w, exchange_.data() + offsets[r] + i * w);
-    }
+    const std::vector<size_t> counts = pack_blocks(partial);
     group.reduce_scatterv(exchange_.span(), slice_.span(), counts).wait();
     payload_sent_ += b * (width_ - mine) * sizeof(float);
     return slice_;

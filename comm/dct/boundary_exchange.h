@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/exchange.h"
 #include "core/placement.h"
 #include "core/tensor.h"
+#include "core/work.h"
 
 namespace frugal::comm {
 
@@ -41,6 +43,10 @@ class BoundaryExchange : public ActivationExchange {
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
   const Tensor& reduce_scatter(const Tensor& partial) override;
+  // The exact (uncompressed) exchange's reduce-scatter in flight between the two; DCT-MP's
+  // compressed one runs whole at the start.
+  void start_reduce_scatter(const Tensor& partial) override;
+  const Tensor& finish_reduce_scatter() override;
   // full (B x H): dLoss/dOutput already summed (a replicated consumer) -> this rank's slice,
   // masked like reduce_scatter's result.
   const Tensor& own_slice(const Tensor& full) override;
@@ -51,6 +57,8 @@ class BoundaryExchange : public ActivationExchange {
   uint64_t payload_uncompressed() const override { return payload_uncompressed_; }
 
  private:
+  // The exact exchange's blocks of `partial` into exchange_, rank by rank; their sizes.
+  std::vector<size_t> pack_blocks(const Tensor& partial);
   void select_top_k(const Tensor& local);
   bool has_positions(int rank) const;
   // Adaptive k (MpCompression::mass < 1): each sample keeps its own count, which travels with it.
@@ -89,6 +97,7 @@ class BoundaryExchange : public ActivationExchange {
   std::vector<std::vector<uint32_t>> positions_;
   std::vector<std::vector<size_t>> offsets_;
   Tensor gathered_, exchange_, slice_;
+  std::optional<Work> scatter_;  // start_reduce_scatter's collective, until the finish
   std::vector<std::byte> message_;
   std::vector<float> row_;             // one sample's kept values
   // MpCompression::error_feedback: per peer r, what this rank's share to r did not deliver

@@ -183,41 +183,62 @@ size_t Optimizer::state_bytes() const {
 }
 
 void Optimizer::step() {
+  begin_step();
+  for (size_t i = 0; i < params_.size(); ++i) step_parameter(i);
+  end_step();
+}
+
+void Optimizer::begin_step() {
+  FRUGAL_CHECK(pending_step_ == 0, "Optimizer::begin_step: the previous step has not ended");
   const profile::Scope phase(profile::Phase::optimizer);
-  const uint64_t n = steps_ + 1;
-  grow_tables(n);
-  const double lr_n = step_lr(n);
+  pending_step_ = steps_ + 1;
+  grow_tables(pending_step_);
+  pending_lr_ = step_lr(pending_step_);
+}
+
+void Optimizer::end_step() {
+  FRUGAL_CHECK(pending_step_ == steps_ + 1, "Optimizer::end_step without begin_step");
+  steps_ = pending_step_;
+  pending_step_ = 0;
+}
+
+size_t Optimizer::index_of(const Parameter* param) const {
+  return static_cast<size_t>(std::find(params_.begin(), params_.end(), param) - params_.begin());
+}
+
+void Optimizer::step_parameter(size_t i) {
+  FRUGAL_CHECK(pending_step_ == steps_ + 1 && i < params_.size(), "Optimizer::step_parameter outside a step");
+  const profile::Scope phase(profile::Phase::optimizer);
+  const uint64_t n = pending_step_;
+  const double lr_n = pending_lr_;
   const bool catchup = options_.updates == SparseUpdates::catchup;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Parameter& p = *params_[i];
-    State& s = state_[i];
-    const size_t cols = p.value.cols();
-    const auto& rows = p.grad.rows;
-    FRUGAL_CHECK(p.grad.values.rows() == rows.size() && (rows.empty() || p.grad.values.cols() == cols),
-                 fmt::format("parameter {}: gradient shape does not match its row list", p.name));
-    uint64_t most = n;
-    if (!catchup) {
-      most = 0;
-      for (const uint32_t r : rows) most = std::max<uint64_t>(most, s.row_steps[r] + 1);
-    }
-    prepare(most, n);
-    if (catchup) make_plans(s.row_steps, rows, n - 1);
-    row_counts_.resize(rows.size());
-    row_plans_.resize(catchup ? rows.size() : 0);
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
-      for (size_t j = range.begin(); j < range.end(); ++j) {
-        const uint32_t r = rows[j];
-        if (catchup) row_plans_[j] = s.row_steps[r] < n - 1 ? plan_for(s.row_steps[r]) : nullptr;
-        const uint64_t count = catchup ? n : s.row_steps[r] + 1;
-        s.row_steps[r] = static_cast<uint32_t>(count);
-        row_counts_[j] = static_cast<uint32_t>(count);
-      }
-    });
-    // Rows are independent, so the result does not depend on how the backend splits them.
-    update_rows(p, s, rows, &p.grad.values, row_plans_, row_counts_, lr_n);
-    count_row_updates(s, rows.size(), cols, true);
+  Parameter& p = *params_[i];
+  State& s = state_[i];
+  const size_t cols = p.value.cols();
+  const auto& rows = p.grad.rows;
+  FRUGAL_CHECK(p.grad.values.rows() == rows.size() && (rows.empty() || p.grad.values.cols() == cols),
+               fmt::format("parameter {}: gradient shape does not match its row list", p.name));
+  uint64_t most = n;
+  if (!catchup) {
+    most = 0;
+    for (const uint32_t r : rows) most = std::max<uint64_t>(most, s.row_steps[r] + 1);
   }
-  steps_ = n;
+  prepare(most, n);
+  if (catchup) make_plans(s.row_steps, rows, n - 1);
+  row_counts_.resize(rows.size());
+  row_plans_.resize(catchup ? rows.size() : 0);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
+    for (size_t j = range.begin(); j < range.end(); ++j) {
+      const uint32_t r = rows[j];
+      if (catchup) row_plans_[j] = s.row_steps[r] < n - 1 ? plan_for(s.row_steps[r]) : nullptr;
+      const uint64_t count = catchup ? n : s.row_steps[r] + 1;
+      s.row_steps[r] = static_cast<uint32_t>(count);
+      row_counts_[j] = static_cast<uint32_t>(count);
+    }
+  });
+  // Rows are independent, so the result does not depend on how the backend splits them.
+  update_rows(p, s, rows, &p.grad.values, row_plans_, row_counts_, lr_n);
+  count_row_updates(s, rows.size(), cols, true);
 }
 
 std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint32_t>& rows) {

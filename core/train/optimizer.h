@@ -109,6 +109,14 @@ class Optimizer {
 
   // Applies every parameter's row gradient as step steps() + 1, then leaves the gradients as they were.
   void step();
+  // step() in parts, for a trainer that moves some parameters while an exchange is in flight:
+  // begin_step(), then step_parameter(i) once for every parameter index in any order, then
+  // end_step(). Each parameter's update is step()'s, so the result is the same bits.
+  void begin_step();
+  void step_parameter(size_t i);
+  void end_step();
+  // The index of `param` in the list the optimizer was made with; size() when it is not there.
+  size_t index_of(const Parameter* param) const;
   // catchup: gives every row the steps it missed up to steps(), so the weights are the dense
   // optimizer's. Each parameter's grad.rows then lists the rows it changed (grad.values is left
   // empty): layers learn from after_update() which rows moved. lazy: does nothing.
@@ -180,6 +188,8 @@ class Optimizer {
   Options options_;
   LrSchedule schedule_;
   std::vector<Parameter*> params_;
+  uint64_t pending_step_ = 0;  // begin_step()'s step, 0 outside one
+  double pending_lr_ = 0.0;
   std::vector<State> state_;
   uint64_t steps_ = 0;
   std::vector<double> lr_table_{0.0}, log_keep_{0.0};  // by 1-based step: lr, sum of log(1 - lr * wd)

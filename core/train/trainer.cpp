@@ -263,6 +263,21 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
     g = &hidden[j]->backward(*activations_[j], local);
     partial = boundaries_[j + 1] != nullptr;
   }
+  if (early_step_ && partial && boundaries_[0]) {
+    // Every gradient but the input layer's is final: move those parameters while dLoss/dh travels.
+    boundaries_[0]->start_reduce_scatter(*g);
+    optimizer_->begin_step();
+    const std::vector<Parameter*> params = model_.parameters();
+    const std::vector<Parameter*> input = model_.input().parameters();
+    stepped_.assign(params.size(), false);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (std::find(input.begin(), input.end(), params[i]) != input.end()) continue;
+      optimizer_->step_parameter(optimizer_->index_of(params[i]));
+      stepped_[i] = true;
+    }
+    model_.input().backward(batch, boundaries_[0]->finish_reduce_scatter());
+    return loss;
+  }
   model_.input().backward(batch, exchange_backward(0, *g, partial));
   return loss;
 }
@@ -271,11 +286,28 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   FRUGAL_CHECK(!options_.inference_only, "this trainer was made for inference only (TrainerOptions::inference_only)");
   // What no phase of its own claims (gradient scaling, catch-up of read rows, exchanges' packing).
   const profile::Scope phase(profile::Phase::other);
-  const double loss = compute_gradients(batch, global_batch);
+  // The optimizer may begin at the input boundary only where no step needs every gradient first.
+  early_step_ = options_.overlap && !reducer_ && options_.clip_norm <= 0.0f && is_active(options_.parallel.model);
+  stepped_.clear();
+  double loss = 0.0;
+  try {
+    loss = compute_gradients(batch, global_batch);
+  } catch (...) {
+    early_step_ = false;
+    throw;
+  }
+  early_step_ = false;
   const std::vector<Parameter*> params = model_.parameters();
   touched_rows_.resize(params.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) touched_rows_[i] += params[i]->grad.rows.size();
-  if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
+  if (!stepped_.empty()) {  // begun in compute_gradients: the input layer's parameters are left
+    last_clip_limit_ = options_.clip_norm;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!stepped_[i]) optimizer_->step_parameter(optimizer_->index_of(params[i]));
+    optimizer_->end_step();
+    stepped_.clear();
+    ++overlapped_steps_;
+  } else if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
     step_on_exchanged_updates();
   } else {
     // DGC's local clipping: each replica's own gradient, before error feedback holds any of it.

@@ -58,6 +58,11 @@ struct TrainerOptions {
   float clip_norm = 0.0f;
   // Input-feature dropout in training steps (never in evaluation); p = 0: off.
   InputDropout dropout{};
+  // Model-parallel steps overlap the input boundary's gradient exchange with the optimizer: the
+  // layers above the input are moved while the reduce-scatter of dLoss/dh is in flight (their
+  // gradients are final by then). The same bits as without; it applies where nothing needs every
+  // gradient before any update (no replicas' sum, no clipping).
+  bool overlap = true;
   void validate() const;
 };
 
@@ -171,6 +176,8 @@ class Trainer {
   void catch_up();
 
   uint64_t step() const { return step_; }
+  // Steps whose optimizer overlapped the input boundary's gradient exchange (TrainerOptions::overlap).
+  uint64_t overlapped_steps() const { return overlapped_steps_; }
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
   Model& model() { return model_; }
@@ -220,7 +227,12 @@ class Trainer {
   std::unique_ptr<comm::ReplicaReducer> reducer_;
   Tensor grad_, grad_full_;
   std::vector<Tensor> before_update_;
-  std::vector<uint64_t> touched_rows_;  // FitResult::touched_rows since this trainer was made  // DpTarget::updates: each parameter's touched rows before the step
+  std::vector<uint64_t> touched_rows_;  // FitResult::touched_rows since this trainer was made
+  // TrainerOptions::overlap: train_step lets compute_gradients begin the optimizer's step at the input
+  // boundary (early_step_); the parameters it moved there are marked in stepped_.
+  bool early_step_ = false;
+  std::vector<bool> stepped_;
+  uint64_t overlapped_steps_ = 0;  // DpTarget::updates: each parameter's touched rows before the step
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;

@@ -353,3 +353,43 @@ TEST_CASE("optimizer options: validation and shorthands") {
     REQUIRE(optim::method_from_string(optim::to_string(method)) == method);
   REQUIRE_THROWS_WITH(optim::method_from_string("rmsprop"), Catch::Contains("adam, sgd or adagrad"));
 }
+
+TEST_CASE("a step in parts (begin, each parameter in any order, end) is step() bit for bit") {
+  for (const optim::Method method : {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad}) {
+    for (const auto updates : {optim::SparseUpdates::lazy, optim::SparseUpdates::catchup}) {
+      optim::Options o;
+      o.method = method;
+      o.updates = updates;
+      o.weight_decay = 0.01f;
+      Parameter a1{"a", initial(), {}}, b1{"b", initial(), {}}, a2{"a", initial(), {}}, b2{"b", initial(), {}};
+      auto whole = optim::Optimizer::create(o, {&a1, &b1});
+      auto parts = optim::Optimizer::create(o, {&a2, &b2});
+      for (size_t k = 0; k < 30; ++k) {
+        for (Parameter* p : {&a1, &b1, &a2, &b2}) {
+          p->grad.rows.clear();
+          const size_t shift = p->name == "a" ? 0 : 2;
+          for (uint32_t r = 0; r < kRows; ++r)
+            if (touched(r, k + shift)) p->grad.rows.push_back(r);
+          p->grad.values = Tensor(p->grad.rows.size(), kCols);
+          for (size_t j = 0; j < p->grad.rows.size(); ++j)
+            for (size_t c = 0; c < kCols; ++c) p->grad.values.at(j, c) = gradient(p->grad.rows[j], k + shift, c);
+        }
+        whole->step();
+        parts->begin_step();
+        parts->step_parameter(parts->index_of(&b2));  // the other order
+        parts->step_parameter(parts->index_of(&a2));
+        parts->end_step();
+      }
+      REQUIRE(parts->steps() == whole->steps());
+      REQUIRE(max_difference(a1.value, a2.value) == 0.0);
+      REQUIRE(max_difference(b1.value, b2.value) == 0.0);
+      REQUIRE(parts->index_of(&a1) == parts->size());
+      REQUIRE_THROWS(parts->step_parameter(0));  // outside a step
+      parts->begin_step();
+      REQUIRE_THROWS(parts->begin_step());  // one step at a time
+      parts->step_parameter(0);
+      parts->step_parameter(1);
+      parts->end_step();
+    }
+  }
+}

@@ -39,6 +39,7 @@ struct Run {
   std::vector<double> losses;
   Tensor w1, w2;  // full (gathered) weights: F x H and L x H
   double p1 = 0;
+  uint64_t overlapped_steps = 0;  // rank 0's
 };
 
 // Copies a rank's slices into the full matrices.
@@ -51,13 +52,15 @@ void store_slices(Model& m, Run& run, std::mutex& mu) {
 }
 
 Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler sampler,
-                       Dtype storage = Dtype::f32) {
+                       Dtype storage = Dtype::f32, bool overlap = true) {
   Run run;
   std::mutex mu;
   comm::run_local(ranks, [&](comm::Communicator& c) {
     Model m;
     build(m, sampler, Placement::sliced(c, weights), storage);
-    Trainer t(m, {.parallel = {.model = &c}});
+    TrainerOptions o{.parallel = {.model = &c}};
+    o.overlap = overlap;
+    Trainer t(m, o);
     data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 2});
     SparseBatch batch;
     std::vector<double> losses;
@@ -67,6 +70,7 @@ Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler s
     if (c.rank() == 0) {
       run.losses = losses;
       run.p1 = p1;
+      run.overlapped_steps = t.overlapped_steps();
     }
   });
   return run;
@@ -121,6 +125,27 @@ TEST_CASE("model parallel: bf16 storage on 2 and 3 ranks follows 1 rank (exact s
   // And bf16 follows f32 to within its rounding.
   require_close(reference.w1, f32.w1, 2e-2);
   REQUIRE(reference.losses.back() == Approx(f32.losses.back()).epsilon(1e-2));
+}
+
+TEST_CASE("model parallel: the optimizer overlapping the input boundary's exchange changes no bit") {
+  // TrainerOptions::overlap moves the output layer while dLoss/dh is reduce-scattered; each
+  // parameter's update is the same, so the runs must agree exactly.
+  default_backend().set_num_threads(1);
+  for (const auto sampler : {layers::Sampler::exact, layers::Sampler::lsh}) {
+    for (const auto& weights : std::vector<std::vector<double>>{{1, 1}, {3, 1, 2}}) {
+      INFO(weights.size() << " ranks, sampler " << (sampler == layers::Sampler::lsh ? "lsh" : "exact"));
+      const int n = static_cast<int>(weights.size());
+      const Run on = run_model_parallel(n, weights, sampler, Dtype::f32, true);
+      const Run off = run_model_parallel(n, weights, sampler, Dtype::f32, false);
+      REQUIRE(on.losses.size() == kSteps);
+      REQUIRE(on.overlapped_steps == kSteps);
+      REQUIRE(off.overlapped_steps == 0);
+      REQUIRE(on.losses == off.losses);
+      REQUIRE(testing::relative_difference(on.w1, off.w1) == 0.0);
+      REQUIRE(testing::relative_difference(on.w2, off.w2) == 0.0);
+      REQUIRE(on.p1 == off.p1);
+    }
+  }
 }
 
 TEST_CASE("model parallel: LSH runs are deterministic per seed and learn") {
