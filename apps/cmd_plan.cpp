@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,6 +33,7 @@ struct PlanArgs {
   std::vector<std::string> links{"100mbit", "1gbit", "10gbit"};
   double latency = 50e-6;
   double message_overhead = plan::ModelOptions{}.message_overhead_s;
+  bool overlap = true;
   std::string loopback_rate = "4gbit";
   size_t batch = 0;
   std::optional<double> dp_keep;
@@ -66,6 +68,7 @@ nlohmann::json to_json(const plan::Prediction& p) {
           {"compute_seconds_per_step", p.compute_seconds_per_step},
           {"wire_seconds_per_step", p.wire_seconds_per_step},
           {"bytes_per_step_per_rank", p.bytes_per_step_per_rank},
+          {"overlapped_seconds_per_step", p.overlapped_seconds_per_step},
           {"slice_weights", p.slice_weights}};
 }
 
@@ -79,6 +82,7 @@ std::string weights_text(const std::vector<double>& w) {
 plan::ModelOptions options_of(const PlanArgs& a) {
   plan::ModelOptions o;
   o.message_overhead_s = a.message_overhead;
+  o.overlap = a.overlap;
   return o;
 }
 
@@ -176,7 +180,9 @@ void run_plan(const PlanArgs& a) {
       FRUGAL_CHECK(run.data * run.model == run.world_size,
                    fmt::format("{}: grid {}x{} does not cover its {} ranks", run.path, run.data, run.model, run.world_size));
       plan::Calibration cal_run = plan::with_exchanges_of(model.sparse(), run);
-      plan::CostModel m(cal_run, cals.scaling, options_of(a), cpu);
+      plan::ModelOptions run_options = options_of(a);
+      run_options.overlap = run.overlap;  // as the measured run trained
+      plan::CostModel m(cal_run, cals.scaling, run_options, cpu);
       if (cals.dense) m.set_dense(*cals.dense);
       FRUGAL_CHECK(run.scheme() != plan::Scheme::dp_dense || m.has_dense(),
                    fmt::format("{}: a --parallel data run needs a dense calibration (a 1-rank --parallel data run "
@@ -241,6 +247,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--message-overhead", a->message_overhead,
                   "software cost of a round of messages in seconds (ZeroMQ's small-message all-gather)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--overlap", a->overlap, "plan for frugal train --overlap (on: the input boundary's gradient "
+                                            "exchange hides behind the optimizer where it applies)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}))
+      ->capture_default_str();
   cmd->add_option("--loopback-rate", a->loopback_rate, "the rate a `loopback` link stands for")->capture_default_str();
   cmd->add_option("--batch", a->batch, "global batch to plan for (0: the calibration run's)")->capture_default_str();
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP keep fraction of the dct-dp scheme (default: the calibration "

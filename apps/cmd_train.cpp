@@ -730,7 +730,8 @@ int run_train(TrainArgs a) {
              {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},
-             {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()}});
+             {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()},
+             {"overlap", a.overlap}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
     const EvalResult ev = trainer.evaluate(test, eval_options);

@@ -196,6 +196,26 @@ WireCost CostModel::replica_wire(Scheme scheme, int data, int model, size_t batc
   return w;
 }
 
+double CostModel::overlapped_seconds(Scheme scheme, int data, int model, double cores, size_t batch,
+                                     const Link& link) const {
+  if (!options_.overlap || scheme != Scheme::mp_sparse || data > 1 || model <= 1 || sparse_.mp_keep < 1.0 ||
+      sparse_.boundaries.empty())
+    return 0.0;
+  const double b = static_cast<double>(batch);
+  const double exposed = wire_seconds(reduce_scatter_cost(b * sparse_.boundaries.front() * 4.0, model, options_), link);
+  // The optimizer's time on the parameters above the input: its share of the touched entries.
+  const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
+  double above = 0;
+  for (const ParameterShape& p : sparse_.parameters)
+    if (!p.input_layer)
+      above += touched_rows_at(static_cast<double>(p.rows), p.touched_rows_per_step, static_cast<double>(sparse_.batch), b) *
+               static_cast<double>(p.cols) / model;
+  const double optimizer = calibrated > 0 ? sparse_.optimizer_seconds_per_step * above / calibrated *
+                                                scaling_.speed(sparse_.threads) / scaling_.speed(cores)
+                                          : 0.0;
+  return std::min(exposed, optimizer);
+}
+
 double CostModel::wire_seconds(const WireCost& w, const Link& link) const {
   FRUGAL_CHECK(link.bytes_per_s > 0, "CostModel: the link rate must be positive");
   return w.bytes / link.bytes_per_s + w.rounds * (link.latency_s + options_.message_overhead_s);
@@ -217,7 +237,8 @@ Prediction CostModel::predict(Scheme scheme, int data, int model, const Cluster&
   // The collectives' copies and reductions run on the rank's cores, between the link's bytes.
   p.compute_seconds_per_step += w.bytes * cpu_.collective_seconds_per_byte / scaling_.speed(cluster.cores);
   p.wire_seconds_per_step = wire_seconds(w, cluster.link);
-  const double step = p.compute_seconds_per_step + p.wire_seconds_per_step;
+  p.overlapped_seconds_per_step = overlapped_seconds(scheme, data, model, cluster.cores, batch, cluster.link);
+  const double step = p.compute_seconds_per_step + p.wire_seconds_per_step - p.overlapped_seconds_per_step;
   p.samples_per_s = step > 0 ? static_cast<double>(batch) / step : 0.0;
   p.slice_weights.assign(static_cast<size_t>(model), 1.0 / model);  // nodes alike: equal slices
   return p;

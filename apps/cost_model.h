@@ -5,7 +5,8 @@
 //   dct-dp     the same with the replicas' gradients thresholded (--dp-keep, per-row selection);
 //   dp-dense   the Horovod baseline (--parallel data): the whole dense model on every node and a ring
 //              all-reduce of every gradient each step (M = 1).
-// A step costs compute plus wire time (the exchanges do not overlap computation yet). Compute comes
+// A step costs compute plus wire time, less what --overlap hides (the input boundary's gradient
+// reduce-scatter behind the optimizer of the layers above it, in grids without replicas). Compute comes
 // from a 1-rank calibration run's per-phase profile: phases that slice with the model shrink by M,
 // the rest (LSH hashing into each rank's own tables, the step's glue) stay whole; the global batch is
 // split over the D replicas, while per-step work (table rebuilds, the optimizer over the rows the
@@ -99,6 +100,9 @@ struct Cluster {
 };
 
 struct ModelOptions {
+  // frugal train's --overlap (on by default): without replicas, the layers above the input are moved
+  // while the input boundary's gradient reduce-scatter is in flight, hiding up to their optimizer time.
+  bool overlap = true;
   // Software cost of one round of messages on top of the link's latency (ZeroMQ's hand-offs:
   // bench/comm's small-message all-gather on loopback).
   double message_overhead_s = 200e-6;
@@ -124,6 +128,7 @@ struct Prediction {
   double compute_seconds_per_step = 0;
   double wire_seconds_per_step = 0;
   double bytes_per_step_per_rank = 0;
+  double overlapped_seconds_per_step = 0;  // wire time hidden behind the optimizer (--overlap)
   double samples_per_s = 0;
   std::vector<double> slice_weights;  // the model ranks' shares of each sliced layer
 };
@@ -157,6 +162,9 @@ class CostModel {
   // Parts of a step, exposed for tests and the report.
   double compute_seconds(Scheme scheme, int data, int model, double cores, size_t batch) const;
   WireCost model_parallel_wire(int data, int model, size_t batch) const;
+  // What --overlap hides of a step: the input boundary's reduce-scatter, at most the optimizer's time
+  // on the parameters above the input (0 with replicas, DCT-MP or a single model rank).
+  double overlapped_seconds(Scheme scheme, int data, int model, double cores, size_t batch, const Link& link) const;
   WireCost replica_wire(Scheme scheme, int data, int model, size_t batch) const;
   // Entries (rows x columns, summed over the parameters) of one rank's slice that `points` points touch.
   double touched_entries(int model, double points) const;

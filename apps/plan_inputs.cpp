@@ -72,6 +72,7 @@ RunMetrics read_run_metrics(const std::string& path) {
       r.model = s["grid"][1].get<int>();
     }
     r.threads = s.value("threads", 1);
+    r.overlap = s.value("overlap", false);
     r.dense = c.value("parallel", std::string("model")) == "data";
     r.batch = c.value("batch", size_t{0});
     r.dp_keep = c.contains("dp_keep") && c["dp_keep"].is_number() ? c["dp_keep"].get<double>() : 1.0;

@@ -157,3 +157,24 @@ TEST_CASE("cores_for_speed inverts speed", "[plan]") {
   for (const double cores : {0.3, 1.0, 1.5, 2.0, 8.0}) CHECK(s.cores_for_speed(s.speed(cores)) == Approx(cores));
   CHECK(s.cores_for_speed(5.0) > 1e8);  // beyond 1 / serial fraction: no core count reaches it
 }
+
+TEST_CASE("--overlap hides the input boundary's reduce-scatter behind the optimizer above it, never more", "[plan]") {
+  Calibration c = xmc_calibration();
+  c.optimizer_seconds_per_step = 0.030;
+  const CostModel on(c, {}), off(c, {}, {.overlap = false});
+  const Cluster slow{.nodes = 2, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 0}};
+  const Prediction a = on.predict(Scheme::mp_sparse, 1, 2, slow, 128), b = off.predict(Scheme::mp_sparse, 1, 2, slow, 128);
+  CHECK(b.overlapped_seconds_per_step == 0);
+  CHECK(a.overlapped_seconds_per_step > 0);
+  // The reduce-scatter of 128 x 128 floats over 2 ranks: 32 KB + a header at 12.5 MB/s, one round.
+  const double rs = (128 * 128 * 4 / 2 + 56) / 12.5e6 + ModelOptions{}.message_overhead_s;
+  CHECK(a.overlapped_seconds_per_step == Approx(std::min(rs, on.overlapped_seconds(Scheme::mp_sparse, 1, 2, 1, 128,
+                                                                                    slow.link))));
+  CHECK(a.overlapped_seconds_per_step <= rs + 1e-12);
+  CHECK(a.samples_per_s > b.samples_per_s);
+  // Replicas or DCT-MP: nothing overlaps.
+  const Cluster four{.nodes = 4, .cores = 1, .link = slow.link};
+  CHECK(on.predict(Scheme::mp_sparse, 2, 2, four, 128).overlapped_seconds_per_step == 0);
+  c.mp_keep = 0.1;
+  CHECK(CostModel(c, {}).predict(Scheme::mp_sparse, 1, 2, slow, 128).overlapped_seconds_per_step == 0);
+}
