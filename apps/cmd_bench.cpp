@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/metrics_lines.h"
 #include "apps/step_profile_json.h"
 #include "core/check.h"
 #include "core/roofline.h"
@@ -33,21 +34,11 @@ struct RooflineArgs {
 
 // The epoch line `epoch` (0: the last) of a metrics file that has a profile.
 nlohmann::json epoch_line(const std::string& path, size_t epoch) {
-  std::ifstream in(path);
-  FRUGAL_CHECK(in.good(), fmt::format("cannot read the metrics file {}", path));
   std::optional<nlohmann::json> found;
-  std::string text;
-  for (size_t line = 1; std::getline(in, text); ++line) {
-    if (text.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, e.what()));
-    }
-    if (j.value("event", "") != "epoch" || !j.contains("profile")) continue;
+  for_each_metrics_line(path, [&](nlohmann::json& j) {
+    if (j.value("event", "") != "epoch" || !j.contains("profile")) return;
     if (epoch == 0 || j.value("epoch", size_t{0}) == epoch) found = j;
-  }
+  });
   FRUGAL_CHECK(found.has_value(), epoch == 0 ? fmt::format("{}: no epoch line with a profile", path)
                                              : fmt::format("{}: no epoch {} line with a profile", path, epoch));
   return *found;

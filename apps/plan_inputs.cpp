@@ -1,12 +1,12 @@
 #include "apps/plan_inputs.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/metrics_lines.h"
 #include "core/check.h"
 
 namespace frugal::plan {
@@ -42,23 +42,13 @@ Scheme RunMetrics::scheme() const {
 }
 
 RunMetrics read_run_metrics(const std::string& path) {
-  std::ifstream in(path);
-  FRUGAL_CHECK(in.good(), fmt::format("cannot read the metrics file {}", path));
   RunMetrics r;
   r.path = path;
-  std::string text;
-  for (size_t line = 1; std::getline(in, text); ++line) {
-    if (text.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, e.what()));
-    }
+  cli::for_each_metrics_line(path, [&](nlohmann::json& j) {
     const std::string event = j.value("event", "");
     if (event == "start" && !r.start_line) r.start_line = std::make_shared<nlohmann::json>(std::move(j));
     else if (event == "epoch") r.epoch_line = std::make_shared<nlohmann::json>(std::move(j));
-  }
+  });
   FRUGAL_CHECK(r.start_line != nullptr, fmt::format("{}: no start line (is it a `frugal train --metrics` file?)", path));
   FRUGAL_CHECK(r.epoch_line != nullptr, fmt::format("{}: no epoch line: the run ended before its first epoch", path));
   const nlohmann::json& s = *r.start_line;

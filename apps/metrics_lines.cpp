@@ -1,0 +1,28 @@
+#include "apps/metrics_lines.h"
+
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace frugal::cli {
+
+void for_each_metrics_line(const std::string& path, const std::function<void(nlohmann::json&)>& each) {
+  std::ifstream in(path);
+  FRUGAL_CHECK(in.good(), fmt::format("cannot read the metrics file {}", path));
+  std::string text;
+  for (size_t line = 1; std::getline(in, text); ++line) {
+    if (text.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, e.what()));
+    }
+    each(j);
+  }
+}
+
+}  // namespace frugal::cli
