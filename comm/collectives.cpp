@@ -64,7 +64,14 @@ void TransportCommunicator::send_to(const Op& op, int peer, uint32_t step, uint3
 }
 
 Message TransportCommunicator::recv_from(const Op& op, int peer, uint32_t step, uint32_t part) {
-  Message m = mailbox_->take_collective(members_[peer], op.info, step, part);
+  const int src = members_[peer];
+  Message m;
+  if (spin_until([&] { return mailbox_->collective_ready(src); })) {
+    m = mailbox_->take_collective(src, op.info, step, part);
+  } else {
+    SleepingReceiver sleeping(*transport_);
+    m = mailbox_->take_collective(src, op.info, step, part);
+  }
   stats_.add_received(op.kind, peer, kFrameHeaderBytes + m.payload.size());
   return m;
 }

@@ -101,6 +101,17 @@ Message Mailbox::take_collective(int src, const OpInfo& op, uint32_t step, uint3
   return m;
 }
 
+bool Mailbox::collective_ready(int src) const {
+  std::lock_guard lock(mutex_);
+  return !failure_.empty() || !collective_[src].empty() || !gone_[src].empty();
+}
+
+bool Mailbox::p2p_ready(int src, uint32_t tag) const {
+  std::lock_guard lock(mutex_);
+  const auto it = p2p_.find({src, tag});
+  return !failure_.empty() || (it != p2p_.end() && !it->second.empty()) || !gone_[src].empty();
+}
+
 Message Mailbox::take_p2p(int src, uint32_t tag) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(src, tag);

@@ -33,6 +33,10 @@ class Mailbox {
   // src's queue; throws CommError when the communicator failed or the frame is not the expected one.
   Message take_collective(int src, const OpInfo& op, uint32_t step, uint32_t part);
   Message take_p2p(int src, uint32_t tag);
+  // Whether take_collective(src, ...) would return (or throw) at once.
+  bool collective_ready(int src) const;
+  // Whether take_p2p(src, tag) would return (or throw) at once.
+  bool p2p_ready(int src, uint32_t tag) const;
 
   // The executor announces each collective before it starts, so frames that arrived early from
   // a rank running another collective are caught even when nobody waits on that rank.

@@ -3,6 +3,7 @@
 // (threads) and ZeroMQ (TCP) implement it; MPI does not use it (it has its own collectives).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,20 @@ class Transport {
   // Queues a frame for world rank `dst` (not this rank); frames to one destination arrive in the
   // order they were sent. Never blocks on the network. Returns the bytes it will put on the wire.
   virtual uint64_t send(int dst, const FrameHeader& header, Payload payload) = 0;
+
+  // Receiving on the thread that waits. A thread that runs collectives claims the network while it
+  // runs them (claim_receive .. release_receive): while any thread holds a claim, the transport's
+  // own thread leaves incoming frames to the claimants, so a frame reaches the waiting operation
+  // with no hand-off. A claimant waiting for a frame calls poll_incoming for up to receive_spin,
+  // then releases its claim before it sleeps on its mailbox (so that frames are delivered to it),
+  // and claims again once woken. receive_spin() is zero when frames reach the mailboxes on their
+  // own (in-process delivery): then nothing is claimed.
+  virtual std::chrono::microseconds receive_spin() const { return std::chrono::microseconds(0); }
+  virtual void claim_receive() {}
+  virtual void release_receive() {}
+  // Takes what has arrived from the network into the mailboxes on the calling thread, without
+  // blocking (another thread may be doing it already).
+  virtual void poll_incoming() {}
 
   // The mailbox of a communicator, created on first use (frames may arrive before the local rank
   // has created the communicator, e.g. right after a split).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -71,15 +72,44 @@ Work TransportCommunicator::submit(OpKind kind, std::string description,
   return work;
 }
 
+bool TransportCommunicator::spin_until(const std::function<bool()>& ready) {
+  const auto spin = transport_->receive_spin();
+  if (ready()) return true;
+  if (spin.count() == 0) return false;
+  const auto until = std::chrono::steady_clock::now() + spin;
+  do {
+    transport_->poll_incoming();
+    if (ready()) return true;
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
 void TransportCommunicator::run(Queue& q, bool collective) {
   set_error_rank(transport_->world_rank());
+  // Each thread claims the network while it runs operations (Transport::claim_receive) and keeps
+  // the claim for kClaimLinger after the last one, since the next often follows at once.
+  const bool claims = transport_->receive_spin().count() > 0;
+  bool claimed = false;
   for (;;) {
     std::unique_lock lock(q.mutex);
-    q.cv.wait(lock, [&] { return q.stop || !q.ops.empty(); });
-    if (q.ops.empty()) return;
+    auto ready = [&] { return q.stop || !q.ops.empty(); };
+    if (claimed && !q.cv.wait_for(lock, kClaimLinger, ready)) {
+      transport_->release_receive();
+      claimed = false;
+    }
+    q.cv.wait(lock, ready);
+    if (q.ops.empty()) {
+      if (claimed) transport_->release_receive();
+      return;
+    }
     Op op = std::move(q.ops.front());
     q.ops.pop_front();
     lock.unlock();
+    if (claims && !claimed) {
+      transport_->claim_receive();
+      claimed = true;
+    }
     const std::string where = fmt::format("{}{} failed on rank {} of {} ({})", op.info.description,
                                           collective ? fmt::format(" (collective #{})", op.info.seq)
                                                      : std::string(),
@@ -177,7 +207,15 @@ Work TransportCommunicator::recv(int src, int tag, std::vector<std::byte>& out) 
   FRUGAL_CHECK(tag >= 0, fmt::format("recv: tag {} is negative", tag));
   return submit(OpKind::point_to_point, fmt::format("recv(from rank {}, tag {})", src, tag), {},
                 [this, src, tag, &out](const Op&) {
-                  Message m = mailbox_->take_p2p(members_[src], static_cast<uint32_t>(tag));
+                  const int from = members_[src];
+                  const auto t = static_cast<uint32_t>(tag);
+                  Message m;
+                  if (spin_until([&] { return mailbox_->p2p_ready(from, t); })) {
+                    m = mailbox_->take_p2p(from, t);
+                  } else {
+                    SleepingReceiver sleeping(*transport_);
+                    m = mailbox_->take_p2p(from, t);
+                  }
                   if (src != rank_) {
                     stats_.add_received(OpKind::point_to_point, src,
                                         kFrameHeaderBytes + m.payload.size());

@@ -5,6 +5,7 @@
 // order, and its point-to-point receives on a second one.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -62,6 +63,21 @@ class TransportCommunicator final : public Communicator {
     bool stop = false;
     std::thread thread;
   };
+
+  // How long an operation thread keeps its receive claim after its queue ran empty.
+  static constexpr std::chrono::microseconds kClaimLinger{500};
+  // Held by an operation thread (which holds a receive claim) while it sleeps on its mailbox:
+  // frames are then delivered by the transport's own thread.
+  struct SleepingReceiver {
+    explicit SleepingReceiver(Transport& t) : transport(t) { transport.release_receive(); }
+    ~SleepingReceiver() { transport.claim_receive(); }
+    SleepingReceiver(const SleepingReceiver&) = delete;
+    SleepingReceiver& operator=(const SleepingReceiver&) = delete;
+    Transport& transport;
+  };
+  // Polls the network on this thread (Transport::poll_incoming) until ready() or receive_spin
+  // has passed; whether ready().
+  bool spin_until(const std::function<bool()>& ready);
 
   Work submit(OpKind kind, std::string description, std::vector<uint64_t> signature,
               std::function<void(const Op&)> body);

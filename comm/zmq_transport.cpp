@@ -65,10 +65,9 @@ ZmqTransport::ZmqTransport(const ZmqOptions& o)
     : Transport(o.rank, o.size),
       opt_(o),
       dealers_(o.size, nullptr),
+      links_(std::make_unique<Link[]>(o.size)),
       last_heard_(o.size),
-      last_sent_(o.size),
       last_heard_wall_(o.size),
-      left_(o.size, false),
       quota_(std::make_shared<PeerQuota>(
           o.size, std::max(o.max_queued_bytes, o.max_message_bytes + PeerQuota::kFrameOverhead))),
       drops_(o.rank) {
@@ -105,28 +104,31 @@ ZmqTransport::ZmqTransport(const ZmqOptions& o)
   }
   const auto now = Clock::now();
   const auto wall = std::chrono::system_clock::now();
+  size_t fd_len = sizeof router_fd_;
+  zmq_getsockopt(router_, ZMQ_FD, &router_fd_, &fd_len);
   std::fill(last_heard_.begin(), last_heard_.end(), now);
-  std::fill(last_sent_.begin(), last_sent_.end(), now);
+  for (int p = 0; p < o.size; ++p) links_[p].last_sent = now.time_since_epoch().count();
   std::fill(last_heard_wall_.begin(), last_heard_wall_.end(), wall);
   thread_ = std::thread([this] { progress(); });
 }
 
 ZmqTransport::~ZmqTransport() {
-  {
-    // Goodbyes go through the queue, after any data still waiting, so peers see them last.
-    std::lock_guard lock(out_mutex_);
-    FrameHeader h;
-    h.kind = FrameKind::goodbye;
-    h.op = static_cast<uint8_t>(OpKind::control);
-    h.src = static_cast<uint32_t>(world_rank());
-    for (int p = 0; p < world_size(); ++p) {
-      if (p != world_rank()) out_.push_back({p, encode_header(h, {}), {}});
-    }
-  }
   stop_ = true;
   const uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
   thread_.join();
+  // Every communicator (each holds this transport) is gone, so nothing else sends: the goodbye is
+  // the last frame on each link, after all data.
+  FrameHeader h;
+  h.kind = FrameKind::goodbye;
+  h.op = static_cast<uint8_t>(OpKind::control);
+  h.src = static_cast<uint32_t>(world_rank());
+  const auto goodbye = encode_header(h, {});
+  for (int p = 0; p < world_size(); ++p) {
+    if (p == world_rank()) continue;
+    std::lock_guard lock(links_[p].mutex);
+    if (!links_[p].left) send_now(p, goodbye, {});
+  }
   for (void* d : dealers_) {
     if (!d) continue;
     // After a failure, frames queued for dead peers must not hold up the exit.
@@ -231,14 +233,27 @@ uint64_t ZmqTransport::send(int dst, const FrameHeader& header, Payload payload)
     deliver({header, std::move(payload), true});
     return bytes;
   }
-  Outgoing o{dst, encode_header(header, payload.bytes()), std::move(payload)};  // CRC on caller
-  {
-    std::lock_guard lock(out_mutex_);
-    out_.push_back(std::move(o));
-  }
-  const uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  // The calling thread (a collective's) computes the CRCs and puts the frame on the socket itself.
+  const auto head = encode_header(header, payload.bytes());
+  std::lock_guard lock(links_[dst].mutex);
+  if (!links_[dst].left) send_now(dst, head, payload);
   return bytes;
+}
+
+void ZmqTransport::claim_receive() { ++receivers_; }
+
+void ZmqTransport::release_receive() {
+  // The last claimant gone: the I/O thread must watch the ROUTER again. Either it sees
+  // receivers_ == 0 before it polls, or this sees io_parked_ and wakes it (both seq_cst).
+  if (--receivers_ == 0 && io_parked_) {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void ZmqTransport::poll_incoming() {
+  std::unique_lock lock(router_mutex_, std::try_to_lock);
+  if (lock.owns_lock()) receive_all();
 }
 
 void ZmqTransport::send_now(int dst, const std::array<std::byte, kFrameHeaderBytes>& header,
@@ -259,13 +274,12 @@ void ZmqTransport::send_now(int dst, const std::array<std::byte, kFrameHeaderByt
     const std::string err = zmq_strerror(zmq_errno());
     zmq_msg_close(&h);
     zmq_msg_close(&p);
-    if (!failed_) {
-      failed_ = true;
+    if (!failed_.exchange(true)) {
       fail_all(fmt::format("rank {}: sending to rank {} failed: {}", world_rank(), dst, err));
     }
     return;
   }
-  last_sent_[dst] = Clock::now();
+  links_[dst].last_sent = Clock::now().time_since_epoch().count();
 }
 
 void ZmqTransport::send_control(int dst, FrameKind kind) {
@@ -273,19 +287,12 @@ void ZmqTransport::send_control(int dst, FrameKind kind) {
   h.kind = kind;
   h.op = static_cast<uint8_t>(OpKind::control);
   h.src = static_cast<uint32_t>(world_rank());
-  send_now(dst, encode_header(h, {}), {});
-  control_stats().add_sent(OpKind::control, dst, kFrameHeaderBytes);
-}
-
-void ZmqTransport::flush_outgoing() {
-  std::deque<Outgoing> batch;
   {
-    std::lock_guard lock(out_mutex_);
-    batch.swap(out_);
+    std::lock_guard lock(links_[dst].mutex);
+    if (links_[dst].left) return;
+    send_now(dst, encode_header(h, {}), {});
   }
-  for (const Outgoing& o : batch) {
-    if (!left_[o.dst]) send_now(o.dst, o.header, o.payload);
-  }
+  control_stats().add_sent(OpKind::control, dst, kFrameHeaderBytes);
 }
 
 void ZmqTransport::receive_all() {
@@ -351,8 +358,7 @@ void ZmqTransport::receive_all() {
       case FrameKind::p2p: {
         Message m{h, std::move(payload), false};
         if (!quota_->charge(src, static_cast<int64_t>(m.payload.size()), m.quota)) {
-          if (!failed_) {
-            failed_ = true;
+          if (!failed_.exchange(true)) {
             fail_all(fmt::format("rank {} holds {} bytes of frames from rank {} that no operation has taken yet, "
                                  "and a {}-byte frame would exceed the limit of {} bytes per peer ({}): rank {} "
                                  "runs far ahead of this rank or sends frames no operation asks for",
@@ -374,7 +380,7 @@ void ZmqTransport::receive_all() {
           fail_all(fmt::format("rank {} rejected a frame from rank {}: {}", world_rank(), src, e.what()));
           break;
         }
-        if (h.kind == FrameKind::goodbye) left_[src] = true;
+        if (h.kind == FrameKind::goodbye) links_[src].left = true;
         deliver({h, std::move(payload), true});
         break;
       case FrameKind::heartbeat:
@@ -387,8 +393,10 @@ void ZmqTransport::receive_all() {
 
 void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
   for (int p = 0; p < world_size(); ++p) {
-    if (p == world_rank() || left_[p]) continue;
-    if (now - last_sent_[p] >= heartbeat_every_) send_control(p, FrameKind::heartbeat);
+    if (p == world_rank() || links_[p].left) continue;
+    if (now - Clock::time_point(Clock::duration(links_[p].last_sent.load())) >= heartbeat_every_) {
+      send_control(p, FrameKind::heartbeat);
+    }
     const auto silent = now - last_heard_[p];
     if (!failed_ && silent > opt_.timeout) {
       failed_ = true;
@@ -396,7 +404,7 @@ void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
       fail_all(fmt::format("rank {} unreachable since {} (nothing heard from it for {:.1f} s, "
                            "timeout {:.1f} s; seen from rank {})", p, wall_time(last_heard_wall_[p]),
                            secs(silent).count(), secs(opt_.timeout).count(), world_rank()));
-      left_[p] = true;  // no goodbye to a dead peer, and nothing more to watch
+      links_[p].left = true;  // no goodbye to a dead peer, and nothing more to watch
     }
   }
 }
@@ -404,24 +412,31 @@ void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
 void ZmqTransport::progress() {
   set_error_rank(world_rank());
   for (;;) {
-    zmq_pollitem_t items[3] = {{router_, 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0},
-                               {zap_, 0, ZMQ_POLLIN, 0}};
-    const int rc = zmq_poll(items, zap_ ? 3 : 2, static_cast<long>(heartbeat_every_.count()));
+    // router_fd_ is ZeroMQ's signal that the ROUTER has news (edge-like: receive_all, here or in
+    // a waiting collective's poll_incoming, reads until ZeroMQ has nothing more, which clears it).
+    // Polled as a plain descriptor, so that the ROUTER itself is only touched under its mutex.
+    // While collective threads claim the network (claim_receive), they drain the ROUTER and the
+    // I/O thread only wakes for heartbeats, ZAP and stop: not once more for every frame.
+    io_parked_ = true;
+    const bool watch = receivers_ == 0;
+    zmq_pollitem_t items[3] = {{nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    int n = 1;
+    if (zap_) items[n++] = {zap_, 0, ZMQ_POLLIN, 0};
+    if (watch) items[n++] = {nullptr, router_fd_, ZMQ_POLLIN, 0};
+    const int rc = zmq_poll(items, n, static_cast<long>(heartbeat_every_.count()));
+    io_parked_ = false;
     if (rc < 0 && zmq_errno() != EINTR) {
       fail_all(fmt::format("rank {}: zmq_poll failed: {}", world_rank(), zmq_strerror(zmq_errno())));
       return;
     }
-    if (items[1].revents & ZMQ_POLLIN) {
+    if (items[0].revents & ZMQ_POLLIN) {
       uint64_t v;
       [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
     }
-    flush_outgoing();
-    if (items[0].revents & ZMQ_POLLIN) receive_all();
-    if (zap_ && (items[2].revents & ZMQ_POLLIN)) service_zap();
-    if (stop_) {
-      flush_outgoing();
-      return;
-    }
+    if (zap_ && (items[1].revents & ZMQ_POLLIN)) service_zap();
+    std::lock_guard lock(router_mutex_);
+    receive_all();  // also after a timeout: cheap, and nothing waits on a missed signal
+    if (stop_) return;
     heartbeat_and_watch(Clock::now());
     drops_.tick();
   }

@@ -1,12 +1,15 @@
 // Internal: the ZeroMQ transport. One ROUTER socket per rank receives from all peers; one DEALER
-// per peer sends. ZeroMQ sockets are not thread-safe, so one I/O thread owns all of them: callers
-// queue frames and wake it through an eventfd. The same thread answers CURVE authentication (ZAP)
-// requests, sends heartbeats and watches for silent peers.
+// per peer sends. ZeroMQ sockets are not thread-safe, so each is guarded by a mutex and the thread
+// that needs one uses it itself, with no hand-off through a queue: the thread that runs a
+// collective puts its frames on the peer's dealer, and while it waits for a frame it drains the
+// ROUTER into the mailboxes for a short while (poll_incoming) before it sleeps. The I/O thread
+// drains the ROUTER whenever ZeroMQ signals that something arrived, sends heartbeats on the same
+// dealers, answers authentication (ZAP) requests and watches for silent peers.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -59,16 +62,17 @@ class ZmqTransport final : public Transport {
 
   std::string_view name() const override { return "zmq"; }
   uint64_t send(int dst, const FrameHeader& header, Payload payload) override;
+  std::chrono::microseconds receive_spin() const override { return receive_spin_; }
+  void claim_receive() override;
+  void release_receive() override;
+  void poll_incoming() override;
 
  private:
-  struct Outgoing {
-    int dst;
-    std::array<std::byte, kFrameHeaderBytes> header;
-    Payload payload;
-  };
   using Clock = std::chrono::steady_clock;
   // How long rank 0, having refused to start, keeps telling ranks whose hello comes late why.
   static constexpr std::chrono::milliseconds kRejectGrace{1000};
+  // How long a collective waiting for a frame drains the ROUTER itself before it sleeps.
+  static constexpr std::chrono::microseconds kReceiveSpin{200};
   // Messages ZeroMQ keeps per incoming connection before it stops reading it (ZMQ_RCVHWM).
   static constexpr int kReceiveHwm = 1000;
   // PLAIN's user name and its length limit for the password (one length byte in the HELLO command).
@@ -89,9 +93,9 @@ class ZmqTransport final : public Transport {
   bool authenticated() const { return opt_.cluster_key.has_value() || !opt_.run_token.empty(); }
   void service_zap();
   void progress();
-  void flush_outgoing();
   void receive_all();
   void heartbeat_and_watch(Clock::time_point now);
+  // Puts one frame on dealers_[dst]; the caller holds links_[dst].mutex.
   void send_now(int dst, const std::array<std::byte, kFrameHeaderBytes>& header,
                 const Payload& payload);
   void send_control(int dst, FrameKind kind);
@@ -102,18 +106,30 @@ class ZmqTransport final : public Transport {
   void* zap_ = nullptr;
   std::vector<void*> dealers_;  // by world rank; nullptr for this rank
   std::string endpoint_;        // where router_ listens
-  int wake_fd_ = -1;
+  int wake_fd_ = -1;  // wakes the I/O thread to stop
+  int router_fd_ = -1;  // ZMQ_FD of router_: readable when ZeroMQ has something for it
+  // Guards router_ and what receive_all updates (last_heard_, drops_): the I/O thread and
+  // collective threads waiting for a frame (poll_incoming) both drain it.
+  std::mutex router_mutex_;
+  std::atomic<int> receivers_{0};     // threads holding a claim_receive
+  std::atomic<bool> io_parked_{false};  // the I/O thread polls without router_fd_ (receivers_ > 0)
   std::chrono::milliseconds heartbeat_every_;
+  std::chrono::microseconds receive_spin_{kReceiveSpin};
 
-  std::mutex out_mutex_;
-  std::deque<Outgoing> out_;
+  // What the threads that send to one peer share: collective threads (data, aborts) and the I/O
+  // thread (heartbeats), then the destructor (goodbye).
+  struct Link {
+    std::mutex mutex;                          // guards the peer's dealer
+    std::atomic<Clock::rep> last_sent{0};      // Clock ticks of the latest frame sent
+    std::atomic<bool> left{false};             // said goodbye or declared dead: send nothing more
+  };
+  std::unique_ptr<Link[]> links_;  // by world rank
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
-  std::vector<Clock::time_point> last_heard_, last_sent_;
+  std::vector<Clock::time_point> last_heard_;  // under router_mutex_
   std::vector<std::chrono::system_clock::time_point> last_heard_wall_;
-  std::vector<bool> left_;
-  bool failed_ = false;
+  std::atomic<bool> failed_{false};
   std::shared_ptr<PeerQuota> quota_;  // bytes each peer's frames hold here until taken
   DropLog drops_;                     // messages from strangers (I/O thread, or rendezvous before it)
 };

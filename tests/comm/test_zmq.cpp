@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <exception>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "collective_checks.h"
 #include "zmq_harness.h"
@@ -86,4 +89,65 @@ TEST_CASE("zmq: byte accounting counts header and payload per peer") {
       if (p != c.rank()) FRUGAL_CHECK(d.by_peer[p].sent >= 456, "per-peer bytes");
     }
   });
+}
+
+// Collective threads put their frames on the dealers themselves and drain the ROUTER while they
+// wait, while the I/O thread sends heartbeats on the same dealers and drains when nobody waits:
+// two communicators driven from two threads each, point-to-point traffic on a third, and
+// heartbeats every 60 ms (timeout 300 ms) must all arrive intact, with no peer declared dead.
+TEST_CASE("zmq: concurrent collectives, point-to-point and heartbeats share the sockets") {
+  for (int p : {2, 3}) {
+    INFO("world size " << p);
+    REQUIRE_NOTHROW(run_zmq(p, [](Communicator& world) {
+      auto sub = world.split(0, world.rank());  // the same ranks, another communicator
+      auto drive = [](Communicator& c, size_t n, float salt) {
+        for (int round = 0; round < 40; ++round) {  // the same collectives on every rank
+          std::vector<float> v(n);
+          for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((c.rank() + 1) * (i % 7)) + salt + round;
+          c.all_reduce(v).wait();
+          for (size_t i = 0; i < n; ++i) {
+            const float r = static_cast<float>(c.size() * (c.size() + 1) / 2 * (i % 7)) +
+                            static_cast<float>(c.size()) * (salt + round);
+            FRUGAL_CHECK(v[i] == r, fmt::format("all_reduce element {} of round {}: {} != {}", i, round, v[i], r));
+          }
+          // Idle for longer than a heartbeat now and then, so that heartbeats interleave.
+          if (round % 8 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(65));
+        }
+      };
+      std::exception_ptr ring_error, p2p_error;
+      std::thread ring([&] {
+        try {
+          drive(*sub, 40000, 0.5f);  // ring algorithm
+        } catch (...) {
+          ring_error = std::current_exception();
+        }
+      });
+      std::thread p2p([&] {
+        try {
+          const int next = (world.rank() + 1) % world.size(), prev = (world.rank() + world.size() - 1) % world.size();
+          for (int i = 0; i < 200; ++i) {
+            std::vector<std::byte> out(100 + i, std::byte(i)), in;
+            world.send(next, 7, out).wait();
+            world.recv(prev, 7, in).wait();
+            FRUGAL_CHECK(in == out, fmt::format("p2p message {} damaged", i));
+          }
+        } catch (...) {
+          p2p_error = std::current_exception();
+        }
+      });
+      drive(world, 100, 0.25f);  // direct algorithm
+      p2p.join();
+      ring.join();
+      if (ring_error) std::rethrow_exception(ring_error);
+      if (p2p_error) std::rethrow_exception(p2p_error);
+      std::this_thread::sleep_for(std::chrono::milliseconds(130));  // quiet: heartbeats go out
+      world.barrier().wait();
+      const CommStats s = world.stats();
+      for (int q = 0; q < world.size(); ++q) {
+        if (q != world.rank()) FRUGAL_CHECK(s.by_peer[q].messages_sent > 0, "frames to every peer");
+      }
+      FRUGAL_CHECK(s.kind(OpKind::control).messages_sent >= static_cast<uint64_t>(world.size() - 1),
+                   "heartbeats were sent");
+    }, [](ZmqOptions& o) { o.timeout = std::chrono::milliseconds(300); }));
+  }
 }
