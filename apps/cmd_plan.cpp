@@ -117,9 +117,11 @@ void run_plan(const PlanArgs& a) {
                         {"validation", nlohmann::json::array()}, {"notes", cals.notes}};
   const plan::Calibration& cal = model.sparse();
   fmt::print("calibration: {} ({} threads, batch {}): {:.1f} us/sample sliced + {:.1f} us/sample replicated{}\n",
-             a.metrics.front(), cal.threads, cal.batch, cal.sliced_seconds_per_sample * 1e6,
+             cals.sparse_path, cal.threads, cal.batch, cal.sliced_seconds_per_sample * 1e6,
              cal.replicated_seconds_per_sample * 1e6,
-             model.has_dense() ? "; dense baseline calibrated" : "; no dense baseline (no --parallel data run)");
+             model.has_dense() ? fmt::format("; dense baseline: {}", cals.dense_path)
+                               : std::string("; no dense baseline (no --parallel data run)"));
+  out["calibration"] = {{"sparse", cals.sparse_path}, {"dense", cals.dense_path}};
   for (const std::string& n : cals.notes) fmt::print("note: {}\n", n);
   fmt::print("probed here (1 thread): DCT-DP {:.1f} ns per touched entry + {:.1f} ns per merged entry; collectives "
              "{:.2f} ns of CPU per byte sent\n", cpu.compress_seconds_per_entry * 1e9, cpu.merge_seconds_per_entry * 1e9,

@@ -36,11 +36,12 @@ Calibration sparse_calibration(const RunMetrics& run);
 // A 1-rank --parallel data run as the dense baseline's calibration.
 DenseCalibration dense_calibration(const RunMetrics& run);
 
-// The calibrations in a set of 1-rank runs: the sparse and the dense run at the fewest threads, and
-// the thread scaling fitted from two sparse runs at different thread counts.
+// The calibrations in a set of 1-rank runs: the sparse and the dense run at the fewest threads (of
+// repeats, the fastest), and the thread scaling fitted from two sparse runs at different thread counts.
 struct Calibrations {
   std::optional<Calibration> sparse;
   std::optional<DenseCalibration> dense;
+  std::string sparse_path, dense_path;  // the files chosen
   ThreadScaling scaling;
   bool scaling_fitted = false;  // from two thread counts; else linear scaling is assumed
   std::vector<std::string> notes;
