@@ -145,12 +145,14 @@ void* ZmqTransport::make_socket(int type, bool server) {
   void* s = zmq_socket(ctx_, type);
   FRUGAL_CHECK(s != nullptr, fmt::format("zmq_socket: {}", zmq_strerror(zmq_errno())));
   set_int(s, ZMQ_LINGER, 1000);
-  // Sending never blocks: a full send queue would stall the one I/O thread, which must keep
-  // receiving and watching for dead peers; what this rank sends is bounded by its own collectives.
+  // Sending never blocks: a full send queue would stall the sending thread while it holds the
+  // peer's dealer, and with it the I/O thread's heartbeats to that peer; what this rank sends is
+  // bounded by its own collectives.
   set_int(s, ZMQ_SNDHWM, 0);
   // Receiving is bounded per connection: past kReceiveHwm messages waiting in ZeroMQ, it stops
-  // reading that peer's socket (TCP pushes back; nothing is dropped). The I/O thread drains it at
-  // once anyway; what it drains is bounded per peer by quota_ (FRUGAL_MAX_QUEUED_BYTES).
+  // reading that peer's socket (TCP pushes back; nothing is dropped). It is drained soon anyway: at
+  // once by the I/O thread or a waiting operation's thread, at the latest at the I/O thread's next
+  // heartbeat round; what is drained is bounded per peer by quota_ (FRUGAL_MAX_QUEUED_BYTES).
   set_int(s, ZMQ_RCVHWM, kReceiveHwm);
   // A peer announcing a larger message part is disconnected before anything is allocated for it
   // (frames are two parts: the 56-byte header and the payload).
