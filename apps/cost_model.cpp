@@ -99,9 +99,10 @@ CostModel::CostModel(Calibration sparse, ThreadScaling scaling, ModelOptions opt
   FRUGAL_CHECK(sparse_.batch > 0 && sparse_.threads > 0, "CostModel: the calibration needs its batch and threads");
 }
 
-double CostModel::touched_entries(int model, double points) const {
+double CostModel::touched_entries(int model, double points, bool without_input) const {
   double entries = 0;
   for (const ParameterShape& p : sparse_.parameters) {
+    if (without_input && p.input_layer) continue;
     const double touched = touched_rows_at(static_cast<double>(p.rows), p.touched_rows_per_step,
                                            static_cast<double>(sparse_.batch), points);
     entries += touched * static_cast<double>(p.cols) / model;  // rows or columns sliced: 1/M of the entries
@@ -205,11 +206,7 @@ double CostModel::overlapped_seconds(Scheme scheme, int data, int model, double 
   const double exposed = wire_seconds(reduce_scatter_cost(b * sparse_.boundaries.front() * 4.0, model, options_), link);
   // The optimizer's time on the parameters above the input: its share of the touched entries.
   const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
-  double above = 0;
-  for (const ParameterShape& p : sparse_.parameters)
-    if (!p.input_layer)
-      above += touched_rows_at(static_cast<double>(p.rows), p.touched_rows_per_step, static_cast<double>(sparse_.batch), b) *
-               static_cast<double>(p.cols) / model;
+  const double above = touched_entries(model, b, true);
   const double optimizer = calibrated > 0 ? sparse_.optimizer_seconds_per_step * above / calibrated *
                                                 scaling_.speed(sparse_.threads) / scaling_.speed(cores)
                                           : 0.0;

@@ -166,8 +166,9 @@ class CostModel {
   // on the parameters above the input (0 with replicas, DCT-MP or a single model rank).
   double overlapped_seconds(Scheme scheme, int data, int model, double cores, size_t batch, const Link& link) const;
   WireCost replica_wire(Scheme scheme, int data, int model, size_t batch) const;
-  // Entries (rows x columns, summed over the parameters) of one rank's slice that `points` points touch.
-  double touched_entries(int model, double points) const;
+  // Entries (rows x columns, summed over the parameters) of one rank's slice that `points` points touch;
+  // without_input: the parameters above the input layer only.
+  double touched_entries(int model, double points, bool without_input = false) const;
 
  private:
   double wire_seconds(const WireCost& w, const Link& link) const;
