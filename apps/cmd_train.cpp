@@ -195,8 +195,8 @@ void parse_grid_and_weights(TrainArgs& a) {
   a.auto_weights = a.slice_weights == "auto";
   if (!a.slice_weights.empty() && !a.auto_weights)
     a.weights = parse_list<double>("--slice-weights", a.slice_weights, "weight",
-                                   "positive numbers separated by commas, e.g. 1,1,2",
-                                   [](double w) { return w > 0 && std::isfinite(w); });
+                                   "numbers >= 0 separated by commas, e.g. 1,1,2 (0: the rank holds no neurons)",
+                                   [](double w) { return w >= 0 && std::isfinite(w); });
 }
 
 Grid process_grid(const TrainArgs& a, int world) {
@@ -217,6 +217,8 @@ void check_weights(const TrainArgs& a, int model_ranks) {
   FRUGAL_CHECK(a.weights.empty() || static_cast<int>(a.weights.size()) == model_ranks,
                fmt::format("--slice-weights has {} weights but the model is sliced over {} ranks", a.weights.size(),
                            model_ranks));
+  FRUGAL_CHECK(a.weights.empty() || std::any_of(a.weights.begin(), a.weights.end(), [](double w) { return w > 0; }),
+               fmt::format("--slice-weights {}: at least one rank must hold neurons (a weight > 0)", a.slice_weights));
 }
 
 // The network the flags describe (what checkpoints record and predict/evaluate rebuild).
@@ -499,18 +501,31 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
                  timed.steps > 0 ? fit.steps - timed.steps : 0);
       const double total_throughput = std::accumulate(plan.throughput.begin(), plan.throughput.end(), 0.0);
       for (size_t r = 0; r < times.size(); ++r) {
+        const double throughput_share = 100.0 * plan.throughput[r] / total_throughput;
+        std::string why;
+        if (plan.left_out[r])
+          why = current.empty() || current[r] > 0
+                    ? fmt::format(" -- left out: its throughput is {:.1f}% of the group's, and even at the minimum "
+                                  "share it would hold every step up", throughput_share)
+                    : std::string(" -- left out (it held nothing)");
+        else if (plan.raised[r])
+          why = fmt::format(" raised to the minimum share: its throughput is {:.1f}% of the group's", throughput_share);
+        else if (plan.capped[r])
+          why = ", capped by its memory";
         fmt::print("  model rank {}: {:.5f} s/step, new share {:.4f} ({} labels), memory holds {}{}\n", r, times[r],
                    plan.weights[r], labels[r], caps[r] >= 1.0 ? std::string("all") : fmt::format("{:.4f}", caps[r]),
-                   plan.raised[r] ? fmt::format(" raised to the minimum share: its throughput is {:.1f}% of the "
-                                                "group's and a slice cannot be empty",
-                                                100.0 * plan.throughput[r] / total_throughput)
-                   : plan.capped[r] ? std::string(", capped by its memory")
-                                    : std::string());
+                   why);
       }
+      fmt::print("  predicted compute per step at the new shares: {:.5f} s (slowest member)\n",
+                 plan.predicted_step_seconds);
+      if (std::find(plan.left_out.begin(), plan.left_out.end(), true) != plan.left_out.end())
+        fmt::print("  a rank left out holds no neurons; it still takes part in the group's exchanges, sending "
+                   "only its empty share of the softmax normalizer\n");
     }
     log.write({{"event", "calibration"}, {"steps", timed.steps > 0 ? timed.steps : fit.steps},
                {"rank_step_seconds", times}, {"slice_weights", plan.weights}, {"slice_labels", labels},
-               {"raised_to_minimum", plan.raised},
+               {"raised_to_minimum", plan.raised}, {"left_out", plan.left_out},
+               {"predicted_step_seconds", plan.predicted_step_seconds},
                {"memory_cap", std::find(plan.capped.begin(), plan.capped.end(), true) != plan.capped.end()},
                {"memory_caps", caps}, {"capped_by_memory", plan.capped},
                {"rank", world.rank()}});
@@ -773,6 +788,9 @@ int run_train(TrainArgs a) {
     // Compute seconds per step (communication waits excluded), the slowest and fastest rank of the
     // model group: what --slice-weights balances.
     std::vector<float> step_max{static_cast<float>(fit.step_seconds())}, step_min = step_max;
+    // A rank left out (an empty slice) computes next to nothing: the fastest is among the others.
+    const auto [own_begin, own_end] = model.output().placement().own_slice(model.output().out_features());
+    if (own_begin == own_end) step_min[0] = std::numeric_limits<float>::infinity();
     if (grid.model > 1) {
       model_group->all_reduce(step_max, comm::ReduceOp::max).wait();
       model_group->all_reduce(step_min, comm::ReduceOp::min).wait();

@@ -17,23 +17,27 @@ std::vector<size_t> slice_bounds(size_t total, size_t parts, std::span<const dou
                fmt::format("{} slice weights given for {} ranks", weights.size(), parts));
   std::vector<double> w(weights.begin(), weights.end());
   if (w.empty()) w.assign(parts, 1.0);
-  for (const double x : w) FRUGAL_CHECK(x > 0 && std::isfinite(x), "slice weights must be positive");
+  for (const double x : w) FRUGAL_CHECK(x >= 0 && std::isfinite(x), "slice weights must be >= 0 and finite");
   const double sum = std::accumulate(w.begin(), w.end(), 0.0);
-  // Each part gets at least one item (when possible); the rest is shared by weight, remainders to
-  // the largest fractional parts (ties: lower rank), so the result is exact and deterministic.
-  const size_t base = total >= parts ? 1 : 0;
-  const size_t rest = total - base * parts;
+  FRUGAL_CHECK(sum > 0, "slice weights: at least one rank must have a positive weight");
+  // A part of weight 0 gets nothing (a rank left out of the layer's work). Each other part gets at
+  // least one item (when possible); the rest is shared by weight, remainders to the largest
+  // fractional parts (ties: lower rank), so the result is exact and deterministic.
+  const size_t holders = static_cast<size_t>(std::count_if(w.begin(), w.end(), [](double x) { return x > 0; }));
+  const size_t base = total >= holders ? 1 : 0;
+  const size_t rest = total - base * holders;
   std::vector<size_t> size(parts);
   std::vector<std::pair<double, size_t>> frac;
   size_t given = 0;
   for (size_t r = 0; r < parts; ++r) {
+    if (w[r] <= 0) continue;
     const double exact = rest * w[r] / sum;
     size[r] = base + static_cast<size_t>(std::floor(exact));
     given += size[r] - base;
     frac.emplace_back(exact - std::floor(exact), r);
   }
   std::sort(frac.begin(), frac.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  for (size_t i = 0; given < rest; ++i, ++given) ++size[frac[i % parts].second];
+  for (size_t i = 0; given < rest; ++i, ++given) ++size[frac[i % frac.size()].second];
   std::vector<size_t> bounds(parts + 1, 0);
   for (size_t r = 0; r < parts; ++r) bounds[r + 1] = bounds[r] + size[r];
   return bounds;

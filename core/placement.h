@@ -15,8 +15,10 @@ class Communicator;
 }
 
 // Boundaries of `parts` contiguous slices of `total` items: slice r is [b[r], b[r+1]). Equal when
-// `weights` is empty, else proportional to it (largest-remainder rounding; every slice gets >= 1
-// item when total >= parts).
+// `weights` is empty, else proportional to it (largest-remainder rounding). A weight of 0 gives an
+// empty slice (a rank that holds none of the layer: --slice-weights auto leaves a rank out when
+// its share would slow the group down); every other slice gets >= 1 item when total allows. At
+// least one weight must be positive.
 std::vector<size_t> slice_bounds(size_t total, size_t parts, std::span<const double> weights = {});
 
 struct Placement {

@@ -1,5 +1,7 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +39,10 @@ int g_threads = 0;
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
             int64_t n, int64_t k, bool accumulate) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum (a rank holding no slice of the inner dimension): C = 0 (+ C)
+    if (!accumulate) std::fill_n(c, m * n, 0.0f);
+    return;
+  }
   using dnnl::memory;
   using tag = memory::format_tag;
   Engine& e = engine();

@@ -43,7 +43,8 @@ SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options) {
   init_uniform(bias_.value, options_.in, rng.split(1), begin_);
   if (options_.sampler == Sampler::lsh && options_.storage != Dtype::f32)
     weight_.value = converted(weight_.value, options_.storage);
-  if (options_.sampler == Sampler::lsh) {
+  // An empty slice (slice weight 0) has no tables: its active sets are empty.
+  if (options_.sampler == Sampler::lsh && local > 0) {
     // `negatives` is per point over all labels: a slice draws its share (at least one).
     lsh::LshOptions o = options_.lsh;
     if (o.negatives > 0)
@@ -173,6 +174,10 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   if (override_ != nullptr) {
     FRUGAL_CHECK(override_->num_samples() == b, "SoftmaxOutput: override active sets do not match the batch");
     active_ = *override_;
+  } else if (sampler_ == nullptr) {  // an empty slice: no labels, no logits
+    active_.ids.clear();
+    active_.logit_offsets.clear();
+    active_.offsets.assign(b + 1, 0);
   } else {
     sampler_->set_backend(&be);
     sampler_->maybe_rebuild(weight_.value, step);
@@ -269,9 +274,9 @@ void SoftmaxOutput::top_k(const Tensor& in, size_t k, std::vector<uint32_t>& lab
 
 void SoftmaxOutput::set_inference(const InferenceOptions& options) {
   inference_ = options;
-  if (options.mode != Inference::lsh || sampler_ != nullptr || inference_sampler_ != nullptr) return;
-  // Trained with the exact softmax: hash its label rows with the LSH defaults for this slice.
   const size_t local = end_ - begin_;
+  if (options.mode != Inference::lsh || sampler_ != nullptr || inference_sampler_ != nullptr || local == 0) return;
+  // Trained with the exact softmax: hash its label rows with the LSH defaults for this slice.
   lsh::LshOptions o;
   o.negatives = 0;
   o.family = lsh::auto_family(lsh::Dwta{}, o.tables, local);
@@ -302,8 +307,13 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
 }
 
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
-  if (inference_.mode == Inference::lsh) return lsh_top_k(in, k, labels, scores);
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
+  if (n == 0) {  // an empty slice has no candidates
+    labels.clear();
+    scores.clear();
+    return;
+  }
+  if (inference_.mode == Inference::lsh) return lsh_top_k(in, k, labels, scores);
   k = std::min(k, n);
   labels_scored_ += b * n;
   labels.resize(b * k);

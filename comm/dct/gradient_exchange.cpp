@@ -17,7 +17,8 @@ namespace {
 // rows * cols, checked before the thresholder allocates a residual of that many floats.
 size_t checked_entries(const DpCompression& options, size_t rows, size_t cols, const std::string& name) {
   options.validate();
-  FRUGAL_CHECK(cols > 0, fmt::format("gradient exchange of '{}': parameter has no columns", name));
+  // An empty parameter (the slice of a rank left out, on every replica alike) sends nothing.
+  if (rows == 0 || cols == 0) return 0;
   // The codec carries a dimension and flat indices of at most 2^32-1.
   FRUGAL_CHECK(static_cast<uint64_t>(rows) * cols <= std::numeric_limits<uint32_t>::max(),
                fmt::format("gradient exchange of '{}': {} x {} entries exceed the 2^32-1 a compressed "
@@ -57,6 +58,13 @@ GradientExchange::Totals GradientExchange::compress(int ranks, std::vector<uint3
                fmt::format("gradient exchange of '{}': {} rows but a {} x {} gradient (expected {} "
                            "columns)", name_, rows.size(), values.rows(), values.cols(), cols_));
   const uint64_t dim = static_cast<uint64_t>(rows_) * cols_;
+  if (dim == 0) {  // an empty slice: its gradient rows carry no entries, and nothing travels
+    ++exchanges_;
+    rows.clear();
+    values.resize(0, cols_);
+    message_.clear();
+    return {};
+  }
   if (ranks > 1) payload_touched_ += ring_all_reduce_bytes(rows.size() * cols_ * sizeof(float), ranks);
   thresholder_.compress_rows(cols_, rows, values.data(), options_.wire, indices_, sent_);
   ++exchanges_;

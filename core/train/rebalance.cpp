@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -12,44 +13,23 @@
 
 namespace frugal {
 
-RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span<const double> current_weights,
-                                 const RebalanceOptions& options) {
-  const size_t n = step_seconds.size();
-  FRUGAL_CHECK(n >= 1, "throughput_weights: no step times");
-  FRUGAL_CHECK(current_weights.empty() || current_weights.size() == n,
-               fmt::format("throughput_weights: {} current weights for {} ranks", current_weights.size(), n));
-  FRUGAL_CHECK(options.max_share.empty() || options.max_share.size() == n,
-               fmt::format("RebalanceOptions::max_share has {} entries for {} ranks", options.max_share.size(), n));
-  FRUGAL_CHECK(options.min_share >= 0 && options.min_share * static_cast<double>(n) <= 1.0,
-               fmt::format("RebalanceOptions::min_share {} does not fit {} ranks", options.min_share, n));
-  double current_sum = 0;
-  for (size_t r = 0; r < n; ++r) {
-    FRUGAL_CHECK(step_seconds[r] > 0 && std::isfinite(step_seconds[r]),
-                 fmt::format("rank {}'s step time {} s is not a positive number", r, step_seconds[r]));
-    const double w = current_weights.empty() ? 1.0 : current_weights[r];
-    FRUGAL_CHECK(w > 0 && std::isfinite(w), "throughput_weights: current weights must be positive");
-    current_sum += w;
-  }
-  RebalancePlan plan;
-  plan.throughput.resize(n);
-  for (size_t r = 0; r < n; ++r)
-    plan.throughput[r] = (current_weights.empty() ? 1.0 : current_weights[r]) / current_sum / step_seconds[r];
-  std::vector<double> cap(n, 1.0);
+namespace {
+
+// Water-filling over the ranks in `members`: they share the model by throughput, a rank over its
+// cap is fixed at the cap first, then a rank under the minimum at the minimum; repeat. The others
+// get 0. Returns false when the members' caps cannot hold the model.
+bool water_fill(const std::vector<bool>& members, const std::vector<double>& cap, double min_share,
+                RebalancePlan& plan) {
+  const size_t n = members.size();
   double cap_sum = 0;
-  for (size_t r = 0; r < n; ++r) {
-    if (!options.max_share.empty()) cap[r] = options.max_share[r];
-    FRUGAL_CHECK(cap[r] >= options.min_share, fmt::format("RebalanceOptions::max_share of rank {} ({}) is below "
-                                                          "min_share ({})", r, cap[r], options.min_share));
-    cap_sum += cap[r];
-  }
-  FRUGAL_CHECK(cap_sum >= 1.0 - 1e-12, fmt::format("the ranks' memory caps hold {:.3f} of the model, less than all of it",
-                                                   cap_sum));
-  // Water-filling: the free ranks share what the fixed ones leave, by throughput; a rank over its
-  // cap is fixed at the cap first, then a rank under the minimum at the minimum; repeat.
+  for (size_t r = 0; r < n; ++r)
+    if (members[r]) cap_sum += cap[r];
+  if (cap_sum < 1.0 - 1e-12) return false;
   plan.weights.assign(n, 0.0);
   plan.raised.assign(n, false);
   plan.capped.assign(n, false);
   std::vector<bool> fixed(n, false);
+  for (size_t r = 0; r < n; ++r) fixed[r] = !members[r];
   for (size_t round = 0; round <= 2 * n; ++round) {
     double left = 1.0, free_throughput = 0;
     for (size_t r = 0; r < n; ++r) {
@@ -67,12 +47,88 @@ RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span
       }
     if (changed) continue;
     for (size_t r = 0; r < n; ++r)
-      if (!fixed[r] && plan.weights[r] < options.min_share) {
-        plan.weights[r] = options.min_share;
+      if (!fixed[r] && plan.weights[r] < min_share) {
+        plan.weights[r] = min_share;
         fixed[r] = plan.raised[r] = changed = true;
       }
     if (!changed) break;
   }
+  return true;
+}
+
+// The slowest member's compute seconds per step at the plan's weights.
+double predicted_step(const RebalancePlan& plan) {
+  double step = 0;
+  for (size_t r = 0; r < plan.weights.size(); ++r)
+    if (plan.weights[r] > 0) step = std::max(step, plan.weights[r] / plan.throughput[r]);
+  return step;
+}
+
+}  // namespace
+
+RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span<const double> current_weights,
+                                 const RebalanceOptions& options) {
+  const size_t n = step_seconds.size();
+  FRUGAL_CHECK(n >= 1, "throughput_weights: no step times");
+  FRUGAL_CHECK(current_weights.empty() || current_weights.size() == n,
+               fmt::format("throughput_weights: {} current weights for {} ranks", current_weights.size(), n));
+  FRUGAL_CHECK(options.max_share.empty() || options.max_share.size() == n,
+               fmt::format("RebalanceOptions::max_share has {} entries for {} ranks", options.max_share.size(), n));
+  FRUGAL_CHECK(options.min_share >= 0 && options.min_share * static_cast<double>(n) <= 1.0,
+               fmt::format("RebalanceOptions::min_share {} does not fit {} ranks", options.min_share, n));
+  double current_sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const double w = current_weights.empty() ? 1.0 : current_weights[r];
+    FRUGAL_CHECK(w >= 0 && std::isfinite(w), "throughput_weights: current weights must be >= 0 and finite");
+    // A rank holding nothing may have measured (next to) no compute at all.
+    FRUGAL_CHECK(std::isfinite(step_seconds[r]) && (step_seconds[r] > 0 || (w == 0 && step_seconds[r] == 0)),
+                 fmt::format("rank {}'s step time {} s is not a positive number", r, step_seconds[r]));
+    current_sum += w;
+  }
+  FRUGAL_CHECK(current_sum > 0, "throughput_weights: every current weight is 0");
+  RebalancePlan plan;
+  plan.throughput.resize(n);
+  for (size_t r = 0; r < n; ++r) {
+    const double w = current_weights.empty() ? 1.0 : current_weights[r];
+    // A rank that held nothing was not measured on any work: it stays out.
+    plan.throughput[r] = w > 0 ? w / current_sum / step_seconds[r] : 0.0;
+  }
+  std::vector<double> cap(n, 1.0);
+  for (size_t r = 0; r < n; ++r) {
+    if (!options.max_share.empty()) cap[r] = options.max_share[r];
+    FRUGAL_CHECK(cap[r] >= options.min_share, fmt::format("RebalanceOptions::max_share of rank {} ({}) is below "
+                                                          "min_share ({})", r, cap[r], options.min_share));
+  }
+  // Candidate groups: the k fastest ranks, k = 1 .. n (ties: the lower rank first). The group whose
+  // slowest member finishes first wins; on a tie, the larger group. A rank outside it gets no
+  // share: given its minimum share, a rank far slower than the others would hold every step up.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return plan.throughput[a] > plan.throughput[b]; });
+  const auto holders = static_cast<size_t>(
+      std::count_if(plan.throughput.begin(), plan.throughput.end(), [](double t) { return t > 0; }));
+  std::vector<bool> members(n, false);
+  std::optional<RebalancePlan> best;
+  double best_step = 0, cap_sum = 0;
+  for (size_t k = 1; k <= holders; ++k) {
+    members[order[k - 1]] = true;
+    cap_sum += cap[order[k - 1]];
+    if (!options.leave_out_slow && k < holders) continue;
+    RebalancePlan candidate = plan;
+    if (!water_fill(members, cap, options.min_share, candidate)) continue;
+    const double step = predicted_step(candidate);
+    if (!best || step <= best_step) {
+      best = std::move(candidate);
+      best_step = step;
+    }
+  }
+  FRUGAL_CHECK(best.has_value(), fmt::format("the ranks' memory caps hold {:.3f} of the model, less than all of it",
+                                             cap_sum));
+  plan = std::move(*best);
+  plan.left_out.resize(n);
+  for (size_t r = 0; r < n; ++r) plan.left_out[r] = plan.weights[r] == 0.0;
+  plan.predicted_step_seconds = best_step;
   return plan;
 }
 
@@ -98,9 +154,10 @@ std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, 
 }
 
 double memory_cap(double share, double state_bytes, std::optional<double> available_bytes, double headroom) {
-  FRUGAL_CHECK(share > 0 && share <= 1.0 + 1e-9, fmt::format("memory_cap: share {} is not in (0, 1]", share));
+  FRUGAL_CHECK(share >= 0 && share <= 1.0 + 1e-9, fmt::format("memory_cap: share {} is not in [0, 1]", share));
   FRUGAL_CHECK(headroom > 0 && headroom <= 1, fmt::format("memory_cap: headroom {} is not in (0, 1]", headroom));
-  if (!available_bytes || state_bytes <= 0) return 1.0;
+  // A rank holding nothing (share 0) has no state to scale from: no cap.
+  if (!available_bytes || state_bytes <= 0 || share == 0) return 1.0;
   return std::min(1.0, share * (state_bytes + headroom * std::max(0.0, *available_bytes)) / state_bytes);
 }
 

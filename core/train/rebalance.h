@@ -2,7 +2,8 @@
 // every rank of a model-parallel group times its compute per step on its slice over a few
 // calibration steps, the times are gathered, and each rank's new share of the neurons is
 // proportional to its throughput (its current share / its step time), capped by what its memory
-// holds and at least a minimum share (a Placement has no empty slices). The model and the trainer
+// holds and at least a minimum share, or none at all: a rank so slow that even its minimum share
+// would hold the group's step up is left out (an empty slice). The model and the trainer
 // are then resliced in place through a checkpoint, exactly what --resume does onto other weights.
 #pragma once
 
@@ -22,9 +23,13 @@ class Communicator;
 }
 
 struct RebalanceOptions {
-  // The smallest share of the neurons a rank keeps (a fraction of all of them): a Placement gives
-  // every rank a non-empty slice, so a very slow rank is raised to this instead of getting none.
+  // The smallest share of the neurons a rank that holds any keeps (a fraction of all of them): a
+  // slice too thin to pay for its per-step overheads is raised to this, unless leaving the rank out
+  // (an empty slice) gives the shorter step.
   double min_share = 0.05;
+  // Whether a rank may be left out; false: every rank keeps at least min_share (the rule before
+  // empty slices existed).
+  bool leave_out_slow = true;
   // Per rank: the largest share its memory holds (empty: no cap; the CPU backend reports none).
   std::vector<double> max_share;
 };
@@ -34,12 +39,19 @@ struct RebalancePlan {
   std::vector<double> throughput;  // current share / step seconds, per rank (relative units)
   std::vector<bool> raised;        // raised to min_share
   std::vector<bool> capped;        // lowered to its max_share
+  std::vector<bool> left_out;      // given no share: holds no neurons of any sliced layer
+  // The slowest member's compute seconds per step at the new weights, predicted from the measured
+  // times (share / throughput); exchanges not counted.
+  double predicted_step_seconds = 0;
 };
 
 // The pure weighting: shares proportional to current_weights[r] / step_seconds[r] (current_weights
 // empty: equal), then clamped to [min_share, max_share[r]] with the rest shared among the others in
-// proportion (water-filling). Deterministic: the same inputs give the same bits on every rank.
-// Throws when a time is not positive and finite or the bounds cannot be met.
+// proportion (water-filling). With leave_out_slow, this is done for the k fastest ranks, k = 1..n,
+// and the k whose slowest member's predicted step is the shortest wins (ties: the larger k); the
+// others get 0. A rank whose current weight is 0 holds nothing, was measured on nothing, and stays
+// out. Deterministic: the same inputs give the same bits on every rank. Throws when a time is not
+// positive and finite (0 is allowed for a rank holding nothing) or the bounds cannot be met.
 RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span<const double> current_weights = {},
                                  const RebalanceOptions& options = {});
 

@@ -55,21 +55,66 @@ TEST_CASE("throughput weights: a memory cap moves the rest to the others", "[reb
   CHECK_THROWS_WITH(throughput_weights(times, {}, o), Contains("memory caps hold 0.900"));
 }
 
-TEST_CASE("throughput weights: a very slow rank keeps the minimum share, and says so", "[rebalance]") {
+TEST_CASE("throughput weights: a very slow rank is left out (an empty slice), and says so", "[rebalance]") {
   const std::vector<double> times{1.0, 1.0, 100.0};  // rank 2: 0.5% of the group's throughput
+  // At its minimum share (5%) rank 2 would take 15 s a step where the other two take 1.5 s
+  // without it: it gets nothing.
   const RebalancePlan plan = throughput_weights(times);
-  CHECK(plan.raised[2]);
-  CHECK(plan.weights[2] == Approx(0.05));
-  CHECK(plan.weights[0] == Approx(0.475));
-  CHECK(plan.weights[1] == Approx(0.475));
-  CHECK(sum(plan.weights) == Approx(1.0));
-  // Every slice stays non-empty (a Placement has no empty slices).
+  CHECK(plan.left_out[2]);
+  CHECK_FALSE(plan.left_out[0]);
+  CHECK(plan.weights[2] == 0.0);
+  CHECK(plan.weights[0] == Approx(0.5));
+  CHECK(plan.weights[1] == Approx(0.5));
+  CHECK(plan.predicted_step_seconds == Approx(1.5));
   const auto b = slice_bounds(1000, 3, plan.weights);
-  for (size_t r = 0; r < 3; ++r) CHECK(b[r + 1] > b[r]);
-  // A lower minimum is honoured.
+  CHECK(b == std::vector<size_t>{0, 500, 1000, 1000});
+  // Without leaving out, it keeps the minimum share (the rule before empty slices).
+  const RebalancePlan kept = throughput_weights(times, {}, {.leave_out_slow = false, .max_share = {}});
+  CHECK(kept.raised[2]);
+  CHECK(kept.weights[2] == Approx(0.05));
+  CHECK(kept.weights[0] == Approx(0.475));
+  CHECK(kept.weights[1] == Approx(0.475));
+  CHECK(sum(kept.weights) == Approx(1.0));
+  CHECK(kept.predicted_step_seconds == Approx(15.0));
+  // A lower minimum is honoured, and then its thin slice pays: the step is shorter with it.
   const RebalancePlan low = throughput_weights(times, {}, {.min_share = 0.001, .max_share = {}});
   CHECK_FALSE(low.raised[2]);
+  CHECK_FALSE(low.left_out[2]);
   CHECK(low.weights[2] == Approx(1.0 / 201.0));
+}
+
+TEST_CASE("throughput weights: a GPU rank next to CPU ranks; the raise pays just below the minimum",
+          "[rebalance]") {
+  // A GPU rank 100x a CPU rank's speed: the CPU ranks' proportional shares (1% each) are below
+  // the minimum, and raising them would make each a 5x slower step than the GPU's alone.
+  const RebalancePlan mixed = throughput_weights(std::vector<double>{0.01, 1.0, 1.0});
+  CHECK(mixed.weights == std::vector<double>{1.0, 0.0, 0.0});
+  CHECK(mixed.left_out == std::vector<bool>{false, true, true});
+  CHECK(mixed.predicted_step_seconds == Approx(0.03));  // its 1/3 took 0.01 s: the whole, 0.03 s
+  // Just below the minimum (4.9% of the throughput) the raise costs less than doing without it.
+  const double slow = 0.951 / 0.049;
+  const RebalancePlan near = throughput_weights(std::vector<double>{1.0, slow});
+  CHECK(near.raised[1]);
+  CHECK_FALSE(near.left_out[1]);
+  CHECK(near.weights[1] == Approx(0.05));
+  // The fastest rank's memory cap keeps the slow rank in: without it the model does not fit.
+  const RebalancePlan capped = throughput_weights(std::vector<double>{0.01, 1.0}, {}, {.max_share = {0.8, 1.0}});
+  CHECK(capped.weights[0] == Approx(0.8));
+  CHECK(capped.weights[1] == Approx(0.2));
+  CHECK_FALSE(capped.left_out[1]);
+  // A rank already left out (current weight 0, no compute measured) stays out.
+  const RebalancePlan again = throughput_weights(std::vector<double>{0.5, 0.0}, std::vector<double>{1.0, 0.0});
+  CHECK(again.weights == std::vector<double>{1.0, 0.0});
+  CHECK_THROWS_WITH(throughput_weights(std::vector<double>{0.5, 0.0}, std::vector<double>{0.0, 0.0}),
+                    Contains("every current weight is 0"));
+}
+
+TEST_CASE("slice bounds: a weight of 0 gives an empty slice; the others keep at least one item", "[rebalance]") {
+  CHECK(slice_bounds(10, 3, std::vector<double>{1, 0, 1}) == std::vector<size_t>{0, 5, 5, 10});
+  CHECK(slice_bounds(10, 2, std::vector<double>{0, 1}) == std::vector<size_t>{0, 0, 10});
+  CHECK(slice_bounds(3, 4, std::vector<double>{1000, 0, 1, 1}) == std::vector<size_t>{0, 1, 1, 2, 3});
+  CHECK_THROWS_WITH(slice_bounds(10, 2, std::vector<double>{0, 0}), Contains("at least one rank"));
+  CHECK_THROWS_WITH(slice_bounds(10, 2, std::vector<double>{1, -1}), Contains(">= 0"));
 }
 
 TEST_CASE("throughput weights: bad step times are refused", "[rebalance]") {
@@ -94,7 +139,8 @@ TEST_CASE("memory cap: the share whose state fits what the rank holds now plus 8
   CHECK(memory_cap(0.25, 100e6, 0.0) == Approx(0.25));  // full: keeps what it has
   CHECK(memory_cap(0.25, 100e6, std::nullopt) == 1.0);  // unknown memory: no cap
   CHECK(memory_cap(0.25, 0.0, 1e6) == 1.0);             // no state to scale from: no cap
-  CHECK_THROWS_WITH(memory_cap(0.0, 1.0, 1.0), Contains("share 0 is not in (0, 1]"));
+  CHECK(memory_cap(0.0, 1.0, 1.0) == 1.0);              // a rank left out holds nothing to scale from
+  CHECK_THROWS_WITH(memory_cap(-0.1, 1.0, 1.0), Contains("share -0.1 is not in [0, 1]"));
   CHECK_THROWS_WITH(memory_cap(0.5, 1.0, 1.0, 1.5), Contains("headroom 1.5"));
 }
 

@@ -97,14 +97,29 @@ TEST_CASE("model parallel: 2, 3, 4 ranks with uneven slices equal 1 rank (exact 
   default_backend().set_num_threads(1);
   const Run reference = run_model_parallel(1, {}, layers::Sampler::exact);
   REQUIRE(reference.losses.size() == kSteps);
-  for (const auto& weights : std::vector<std::vector<double>>{{1, 2}, {3, 1, 2}, {1, 1, 2, 3}}) {
-    INFO(weights.size() << " ranks");
+  // Weights of 0: ranks left out (empty slices) take part in the exchanges with nothing of their own.
+  for (const auto& weights : std::vector<std::vector<double>>{{1, 2}, {3, 1, 2}, {1, 1, 2, 3}, {1, 0}, {0, 1, 2},
+                                                              {2, 0, 1, 0}}) {
+    INFO(weights.size() << " ranks, weights " << weights[0] << "," << weights[1]);
     const Run mp = run_model_parallel(static_cast<int>(weights.size()), weights, layers::Sampler::exact);
     require_same_losses(mp.losses, reference.losses);
     require_close(mp.w1, reference.w1, 1e-5);
     require_close(mp.w2, reference.w2, 1e-5);
     REQUIRE(mp.p1 == reference.p1);
   }
+}
+
+TEST_CASE("model parallel: a rank left out (empty slice) changes nothing with the LSH sampler either") {
+  // Rank 0 holds every neuron, so its tables and draws are 1 rank's; rank 1 holds none, has no
+  // tables, and sends only its empty share of the normalizer.
+  default_backend().set_num_threads(1);
+  const Run reference = run_model_parallel(1, {}, layers::Sampler::lsh);
+  const Run mp = run_model_parallel(2, {1, 0}, layers::Sampler::lsh);
+  REQUIRE(reference.losses.size() == kSteps);
+  require_same_losses(mp.losses, reference.losses);
+  require_close(mp.w1, reference.w1, 1e-5);
+  require_close(mp.w2, reference.w2, 1e-5);
+  REQUIRE(mp.p1 == reference.p1);
 }
 
 TEST_CASE("model parallel: bf16 storage on 2 and 3 ranks follows 1 rank (exact sampler)") {

@@ -42,7 +42,7 @@ struct Outcome {
   size_t hidden_after[2] = {0, 0}, labels_after[2] = {0, 0};
 };
 
-Outcome run(const std::string& dir) {
+Outcome run(const std::string& dir, double rank1_seconds = 0.03) {
   Outcome out;
   std::mutex mu;
   comm::run_local(2, [&](comm::Communicator& c) {
@@ -55,8 +55,8 @@ Outcome run(const std::string& dir) {
     std::vector<double> losses;
     for (int i = 0; i < 6 && loader.next(batch); ++i) losses.push_back(trainer->train_step(batch));
     const size_t before = model.num_parameters();
-    // Rank 1 "measured" three times rank 0's step time (fixed, so the run is deterministic).
-    const std::vector<double> times = gather_step_seconds(c.rank() == 0 ? 0.01 : 0.03, &c, nullptr);
+    // Rank 1 "measured" rank1_seconds against rank 0's 0.01 s (fixed, so the run is deterministic).
+    const std::vector<double> times = gather_step_seconds(c.rank() == 0 ? 0.01 : rank1_seconds, &c, nullptr);
     const RebalancePlan plan = throughput_weights(times, model.input().placement().weights);
     reslice(dir, model, trainer, [&](Model& m, const std::vector<double>& w) { build(m, c, w); }, plan.weights);
     c.barrier().wait();
@@ -108,4 +108,27 @@ TEST_CASE("slice weights auto: 2 ranks reslice onto measured weights in place; t
   std::filesystem::remove_all(dir);
   CHECK(a.losses == b.losses);
   CHECK(a.weights == b.weights);
+}
+
+TEST_CASE("slice weights auto: a rank 100x slower is left out; the other holds the whole model and trains on",
+          "[rebalance][distributed]") {
+  const std::string dir = "rebalance_test_scratch_left_out";
+  std::filesystem::remove_all(dir);
+  const Outcome a = run(dir, 1.0);
+  std::filesystem::remove_all(dir);
+  REQUIRE(a.weights == std::vector<double>{1.0, 0.0});
+  CHECK(a.weights == a.weights_rank1);
+  CHECK(a.labels_after[0] == kLabels);
+  CHECK(a.labels_after[1] == 0);
+  CHECK(a.hidden_after[0] == kHidden);
+  CHECK(a.hidden_after[1] == 0);
+  CHECK(a.local_after[1] == 0);
+  CHECK(a.local_after[0] == a.local_before[0] + a.local_before[1]);
+  REQUIRE(a.losses.size() == 20);
+  for (const double l : a.losses) CHECK(std::isfinite(l));
+  const double first = (a.losses[0] + a.losses[1] + a.losses[2]) / 3, last = (a.losses[17] + a.losses[18] + a.losses[19]) / 3;
+  CHECK(last < first);
+  const Outcome b = run(dir, 1.0);
+  std::filesystem::remove_all(dir);
+  CHECK(a.losses == b.losses);
 }

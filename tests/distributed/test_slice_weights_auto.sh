@@ -38,6 +38,27 @@ run "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --memory-limit 100
 grep -qF "note: --memory-limit only appl(y/ies) to --slice-weights auto: ignored" "$TMP/last.log" ||
   { cat "$TMP/last.log"; echo "no note that --memory-limit was ignored"; exit 1; }
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cpu --metrics "$TMP/fixed.jsonl"
+# A weight of 0 leaves a rank out: it holds no neurons, and the run is the 1-rank run's.
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --slice-weights 0,1 --metrics "$TMP/zero.jsonl" \
+  --checkpoint "$TMP/zckpt"
+run "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --resume "$TMP/zckpt" --metrics "$TMP/zresumed.jsonl"
+run "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --metrics "$TMP/one.jsonl"
+# An empty slice through the other paths (the exact sampler; LSH is tested in test_model_parallel):
+# DCT-MP, replicas with DCT-DP, bf16, a multi-layer network,
+# centroid initialization (each must train: a finite loss on every rank).
+i=0
+for extra in "--mp-keep 0.25 --slice-weights 0,1" "--grid 2x2 --dp-keep 0.1 --slice-weights 1,0" \
+             "--precision bf16 --slice-weights 0,1" "--layers 48,32 --slice-weights 1,0,2" \
+             "--output-init centroid --slice-weights 0,1"; do
+  n=$(( $(tr -cd ',' <<< "${extra##*--slice-weights }" | wc -c) + 1 ))
+  case "$extra" in *--grid*) n=4 ;; esac
+  # shellcheck disable=SC2086
+  run "$FRUGAL" launch -n "$n" -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet $extra --metrics "$TMP/empty$i.jsonl"
+  i=$((i + 1))
+done
+fails_with "--slice-weights 0,0: at least one rank must hold neurons" "$FRUGAL" launch -n 2 -- "$FRUGAL" \
+  "${COMMON[@]}" --epochs 1 --quiet --slice-weights 0,0
+fails_with "--slice-weights '1,-1': bad weight '-1'" "$FRUGAL" "${COMMON[@]}" --slice-weights 1,-1
 # Devices: what exists here decides; without a CUDA backend the errors say why.
 if ! "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cuda > "$TMP/cuda.log" 2>&1; then
   grep -q "device cuda: no CUDA backend is registered" "$TMP/cuda.log" || { cat "$TMP/cuda.log"; exit 1; }
@@ -90,6 +111,17 @@ assert abs(sum(cal0["slice_weights"]) - 1) < 1e-9 and sum(cal0["slice_labels"]) 
 for name in ("auto.jsonl", "auto.rank1.jsonl", "fixed.jsonl", "fixed.rank1.jsonl", "resumed.jsonl"):
     for e in records(name, "epoch"):
         assert e["rank_step_seconds_max"] >= e["rank_step_seconds_min"] > 0, (name, e)
+zero, one = records("zero.jsonl", "epoch")[0], records("one.jsonl", "epoch")[0]
+assert zero["p@1"] == one["p@1"] and abs(zero["loss"] - one["loss"]) <= 1e-5 * abs(one["loss"]), (zero, one)
+held = [records(n, "start")[0]["parameters"] for n in ("zero.jsonl", "zero.rank1.jsonl", "one.jsonl")]
+assert held[0] == 0 and held[1] == held[2], held  # rank 0 holds no neuron of either sliced layer
+import glob, math
+for name in sorted(glob.glob(os.path.join(d, "empty*.jsonl"))):
+    for e in records(os.path.basename(name), "epoch"):
+        assert math.isfinite(e["loss"]) and e["loss"] > 0, (name, e)
+assert len(glob.glob(os.path.join(d, "empty*.jsonl"))) == 13, sorted(glob.glob(os.path.join(d, "empty*.jsonl")))
+assert zero["rank_step_seconds_min"] > 0, zero
+assert records("zresumed.jsonl", "resume")[0]["p@1"] == zero["p@1"]  # the empty slice's checkpoint loads on 1 rank
 capped = [records(n, "calibration")[0] for n in ("capped.jsonl", "capped.rank1.jsonl")]
 assert capped[0]["memory_caps"] == capped[1]["memory_caps"] and capped[0]["slice_weights"] == capped[1]["slice_weights"]
 assert all(0 < c < 1 for c in capped[0]["memory_caps"]), capped[0]

@@ -735,6 +735,8 @@ std::vector<OpCases> all_cases() {
   return {
       {Op::matmul, kGemm,
        {matmul_case(0, 5, 3, false, false, false), matmul_case(1, 1, 1, false, false, false),
+        // k = 0: an empty sum (a rank left out holds no columns of the inner dimension)
+        matmul_case(4, 6, 0, false, false, false), matmul_case(4, 6, 0, true, true, true),
         matmul_case(7, 13, 5, false, true, false), matmul_case(33, 17, 65, true, false, true),
         matmul_case(16, 130, 64, false, true, false), matmul_case(9, 11, 3, true, true, true)}},
       {Op::sparse_input_forward, kExact,
