@@ -447,10 +447,23 @@ std::string reslice_folder(comm::Communicator& world, const std::string& checkpo
 // The first epoch of a --slice-weights auto run: --calibration-warmup steps, --calibration-steps
 // timed steps, the new weights from the group's step times, the model resliced onto them, then the
 // rest of the epoch. Every rank computes the same weights from the same gathered times.
+// The groups a run trains in, which --slice-weights auto may shrink: ranks it leaves out leave the
+// model group (and the run's group: the world without them) and train no more.
+struct RunGroups {
+  comm::Communicator* world = nullptr;           // the ranks still training (all, until some leave)
+  std::unique_ptr<comm::Communicator>& model;    // this rank's model group
+  std::vector<std::unique_ptr<comm::Communicator>> retired{};  // groups replaced (kept alive)
+  bool left = false;                             // this rank was left out
+};
+
+// The first epoch of a --slice-weights auto run: --calibration-warmup steps, --calibration-steps
+// timed steps, the new weights from the group's step times, the model resliced onto them, then the
+// rest of the epoch. Every rank computes the same weights from the same gathered times. Ranks the
+// weighting leaves out leave the groups (groups.left): their messages no longer hold the others up.
 FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const FitOptions& fit_options,
-                           comm::Communicator& world, const Grid& grid, Model& model,
-                           std::optional<Trainer>& trainer,
+                           RunGroups& groups, const Grid& grid, Model& model, std::optional<Trainer>& trainer,
                            const std::function<void(Model&, const std::vector<double>&)>& build, MetricsLog& log) {
+  comm::Communicator& world = *groups.world;
   const Parallelism parallel = trainer->parallel();
   // A part of the epoch: `steps` steps (0: to the end) after `skip`, within --max-steps.
   const auto part = [&](size_t skip, size_t steps, bool end, const char* label) {
@@ -491,7 +504,11 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
     }
     const std::vector<double> caps =
         gather_memory_caps(memory_cap(my_share, state_bytes, room), parallel.model, parallel.data);
-    const RebalancePlan plan = throughput_weights(times, current, {.max_share = caps});
+    // What the exchanges cost a step with every rank in: what a kept rank adds besides compute.
+    const FitResult& timed_part = timed.steps > 0 ? timed : fit;
+    const double my_wait = (timed_part.seconds - timed_part.compute_seconds) / static_cast<double>(timed_part.steps);
+    const double exchange = gather_exchange_seconds(my_wait, parallel.model, parallel.data);
+    const RebalancePlan plan = throughput_weights(times, current, {.exchange_seconds = exchange, .max_share = caps});
     std::vector<size_t> labels(static_cast<size_t>(grid.model));
     const auto bounds = slice_bounds(model.output().out_features(), static_cast<size_t>(grid.model), plan.weights);
     for (size_t r = 0; r < labels.size(); ++r) labels[r] = bounds[r + 1] - bounds[r];
@@ -505,8 +522,8 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
         std::string why;
         if (plan.left_out[r])
           why = current.empty() || current[r] > 0
-                    ? fmt::format(" -- left out: its throughput is {:.1f}% of the group's, and even at the minimum "
-                                  "share it would hold every step up", throughput_share)
+                    ? fmt::format(" -- left out: its throughput is {:.1f}% of the group's, too little to pay for "
+                                  "its exchanges or its minimum share", throughput_share)
                     : std::string(" -- left out (it held nothing)");
         else if (plan.raised[r])
           why = fmt::format(" raised to the minimum share: its throughput is {:.1f}% of the group's", throughput_share);
@@ -516,21 +533,44 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
                    plan.weights[r], labels[r], caps[r] >= 1.0 ? std::string("all") : fmt::format("{:.4f}", caps[r]),
                    why);
       }
-      fmt::print("  predicted compute per step at the new shares: {:.5f} s (slowest member)\n",
-                 plan.predicted_step_seconds);
+      fmt::print("  exchanges with every rank in: {:.5f} s/step; predicted step at the new shares: {:.5f} s (the "
+                 "slowest member's compute, and the exchanges of the ranks kept)\n",
+                 exchange, plan.predicted_step_seconds);
       if (std::find(plan.left_out.begin(), plan.left_out.end(), true) != plan.left_out.end())
-        fmt::print("  a rank left out holds no neurons; it still takes part in the group's exchanges, sending "
-                   "only its empty share of the softmax normalizer\n");
+        fmt::print("  the ranks left out leave the model group and train no more: the others no longer wait "
+                   "for their messages\n");
     }
     log.write({{"event", "calibration"}, {"steps", timed.steps > 0 ? timed.steps : fit.steps},
                {"rank_step_seconds", times}, {"slice_weights", plan.weights}, {"slice_labels", labels},
                {"raised_to_minimum", plan.raised}, {"left_out", plan.left_out},
-               {"predicted_step_seconds", plan.predicted_step_seconds},
+               {"predicted_step_seconds", plan.predicted_step_seconds}, {"exchange_seconds", exchange},
                {"memory_cap", std::find(plan.capped.begin(), plan.capped.end(), true) != plan.capped.end()},
                {"memory_caps", caps}, {"capped_by_memory", plan.capped},
                {"rank", world.rank()}});
     const std::string folder = reslice_folder(world, a.checkpoint);
-    reslice(folder, model, trainer, build, plan.weights);
+    if (std::find(plan.left_out.begin(), plan.left_out.end(), true) == plan.left_out.end()) {
+      reslice(folder, model, trainer, build, plan.weights);
+    } else {
+      // The ranks kept form the new model group (in their old order) and slice it by their weights;
+      // every replica leaves out the same model ranks, so the data groups of those kept stay whole.
+      groups.left = plan.left_out[me];
+      std::vector<double> kept;
+      for (size_t r = 0; r < plan.weights.size(); ++r)
+        if (!plan.left_out[r]) kept.push_back(plan.weights[r]);
+      auto new_model = groups.model->split(groups.left ? 1 : 0, groups.model->rank());
+      auto new_world = world.split(groups.left ? 1 : 0, world.rank());
+      groups.retired.push_back(std::move(groups.model));
+      groups.model = std::move(new_model);
+      const Regroup regroup{.leave = groups.left, .model = groups.model.get()};
+      reslice(folder, model, trainer, build, kept, &regroup);
+      world.barrier().wait();  // every rank has read the folder
+      if (world.rank() == 0) std::filesystem::remove_all(folder);
+      groups.world = new_world.get();
+      groups.retired.push_back(std::move(new_world));
+      if (groups.left) return fit;
+      fit.merge(part(fit.steps, 0, true, "train"));
+      return fit;
+    }
     world.barrier().wait();  // every rank has read the folder
     if (world.rank() == 0) std::filesystem::remove_all(folder);
   }
@@ -772,6 +812,7 @@ int run_train(TrainArgs a) {
   bool said_no_pay = false;
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
   bool calibrate = a.auto_weights && grid.model > 1;
+  RunGroups groups{.world = world.get(), .model = model_group};
   if (a.auto_weights && grid.model == 1 && !a.quiet)
     fmt::print("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
   while (trainer.epoch() < a.epochs && !stopper.should_stop()) {
@@ -781,7 +822,13 @@ int run_train(TrainArgs a) {
     FitResult fit;
     if (calibrate) {
       calibrate = false;
-      fit = calibrated_epoch(a, train, fit_options, *world, grid, model, trainer_slot, build, log);
+      fit = calibrated_epoch(a, train, fit_options, groups, grid, model, trainer_slot, build, log);
+      if (groups.left) {
+        fmt::print("rank {}: left out of the model by --slice-weights auto (too slow to shorten the group's step); "
+                   "it has no more work in this run\n", rank);
+        log.write({{"event", "left_out"}, {"epoch", epoch}, {"rank", rank}});
+        return 0;
+      }
     } else {
       fit = trainer.fit_epoch(train, fit_options);
     }
@@ -791,17 +838,17 @@ int run_train(TrainArgs a) {
     // A rank left out (an empty slice) computes next to nothing: the fastest is among the others.
     const auto [own_begin, own_end] = model.output().placement().own_slice(model.output().out_features());
     if (own_begin == own_end) step_min[0] = std::numeric_limits<float>::infinity();
-    if (grid.model > 1) {
+    if (model_group->size() > 1) {
       model_group->all_reduce(step_max, comm::ReduceOp::max).wait();
       model_group->all_reduce(step_min, comm::ReduceOp::min).wait();
     }
     const EvalResult ev = trainer.evaluate(test, eval_options);
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
     double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch}).p(1) : -1.0;
-    if (valid != nullptr && world->size() > 1) {
+    if (valid != nullptr && groups.world->size() > 1) {
       // Saving the best model is collective: every rank must take rank 0's decision.
       float score = static_cast<float>(valid_p1);
-      world->broadcast(std::span<float>(&score, 1), 0).wait();
+      groups.world->broadcast(std::span<float>(&score, 1), 0).wait();
       valid_p1 = score;
     }
     if (rank == 0) {

@@ -74,6 +74,8 @@ RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span
                fmt::format("throughput_weights: {} current weights for {} ranks", current_weights.size(), n));
   FRUGAL_CHECK(options.max_share.empty() || options.max_share.size() == n,
                fmt::format("RebalanceOptions::max_share has {} entries for {} ranks", options.max_share.size(), n));
+  FRUGAL_CHECK(options.exchange_seconds >= 0 && std::isfinite(options.exchange_seconds),
+               fmt::format("RebalanceOptions::exchange_seconds {} is not a time", options.exchange_seconds));
   FRUGAL_CHECK(options.min_share >= 0 && options.min_share * static_cast<double>(n) <= 1.0,
                fmt::format("RebalanceOptions::min_share {} does not fit {} ranks", options.min_share, n));
   double current_sum = 0;
@@ -99,12 +101,14 @@ RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span
     FRUGAL_CHECK(cap[r] >= options.min_share, fmt::format("RebalanceOptions::max_share of rank {} ({}) is below "
                                                           "min_share ({})", r, cap[r], options.min_share));
   }
-  // Candidate groups: the k fastest ranks, k = 1 .. n (ties: the lower rank first). The group whose
-  // slowest member finishes first wins; on a tie, the larger group. A rank outside it gets no
-  // share: given its minimum share, a rank far slower than the others would hold every step up.
+  // Candidate groups: the k fastest ranks, k = 1 .. n (ties: the lower rank first; with keep_first,
+  // rank 0 and the k - 1 fastest others). The group whose slowest member finishes first wins; on a
+  // tie, the larger group. A rank outside it gets no share: given its minimum share, a rank far
+  // slower than the others would hold every step up.
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
+  const bool first_fixed = options.keep_first && plan.throughput[0] > 0;
+  std::stable_sort(order.begin() + (first_fixed ? 1 : 0), order.end(),
                    [&](size_t a, size_t b) { return plan.throughput[a] > plan.throughput[b]; });
   const auto holders = static_cast<size_t>(
       std::count_if(plan.throughput.begin(), plan.throughput.end(), [](double t) { return t > 0; }));
@@ -117,7 +121,10 @@ RebalancePlan throughput_weights(std::span<const double> step_seconds, std::span
     if (!options.leave_out_slow && k < holders) continue;
     RebalancePlan candidate = plan;
     if (!water_fill(members, cap, options.min_share, candidate)) continue;
-    const double step = predicted_step(candidate);
+    // The exchanges: what the whole group measured, for each member beyond the first (none alone).
+    const double exchange = n > 1 ? options.exchange_seconds * static_cast<double>(k - 1) / static_cast<double>(n - 1)
+                                  : 0.0;
+    const double step = predicted_step(candidate) + exchange;
     if (!best || step <= best_step) {
       best = std::move(candidate);
       best_step = step;
@@ -153,6 +160,11 @@ std::vector<double> gather_step_seconds(double mine, comm::Communicator* model, 
   return gather_per_model_rank(mine, model, data, comm::ReduceOp::max);
 }
 
+double gather_exchange_seconds(double mine, comm::Communicator* model, comm::Communicator* data) {
+  const std::vector<double> waits = gather_per_model_rank(std::max(0.0, mine), model, data, comm::ReduceOp::max);
+  return *std::min_element(waits.begin(), waits.end());
+}
+
 double memory_cap(double share, double state_bytes, std::optional<double> available_bytes, double headroom) {
   FRUGAL_CHECK(share >= 0 && share <= 1.0 + 1e-9, fmt::format("memory_cap: share {} is not in [0, 1]", share));
   FRUGAL_CHECK(headroom > 0 && headroom <= 1, fmt::format("memory_cap: headroom {} is not in (0, 1]", headroom));
@@ -175,9 +187,10 @@ double model_state_bytes(const Model& model, const Trainer& trainer) {
 }
 
 void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer>& trainer,
-             const std::function<void(Model&, const std::vector<double>&)>& build, const std::vector<double>& weights) {
+             const std::function<void(Model&, const std::vector<double>&)>& build, const std::vector<double>& weights,
+             const Regroup* regroup) {
   FRUGAL_CHECK(trainer.has_value() && &trainer->model() == &model, "reslice: the trainer must train this model");
-  const TrainerOptions options = trainer->options();
+  TrainerOptions options = trainer->options();
   comm::Communicator* mp = comm::is_active(options.parallel.model) ? options.parallel.model : nullptr;
   comm::Communicator* dp = comm::is_active(options.parallel.data) ? options.parallel.data : nullptr;
   save_checkpoint(scratch_dir, model, *trainer);
@@ -187,6 +200,8 @@ void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer
   if (mp != nullptr) mp->barrier().wait();
   trainer.reset();
   model = Model();
+  if (regroup != nullptr && regroup->leave) return;
+  if (regroup != nullptr) options.parallel.model = regroup->model;
   build(model, weights);
   trainer.emplace(model, options);
   load_checkpoint(scratch_dir, model, *trainer);

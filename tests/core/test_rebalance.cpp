@@ -91,6 +91,15 @@ TEST_CASE("throughput weights: a GPU rank next to CPU ranks; the raise pays just
   CHECK(mixed.weights == std::vector<double>{1.0, 0.0, 0.0});
   CHECK(mixed.left_out == std::vector<bool>{false, true, true});
   CHECK(mixed.predicted_step_seconds == Approx(0.03));  // its 1/3 took 0.01 s: the whole, 0.03 s
+  // Rank 0 is never left out (it prints and logs for the group): slow, it keeps the minimum share.
+  const RebalancePlan first = throughput_weights(std::vector<double>{1.0, 0.01, 0.01});
+  CHECK_FALSE(first.left_out[0]);
+  CHECK(first.raised[0]);
+  CHECK(first.weights[0] == Approx(0.05));
+  CHECK(first.weights[1] == Approx(0.475));
+  const RebalancePlan any = throughput_weights(std::vector<double>{1.0, 0.01, 0.01}, {},
+                                               {.keep_first = false, .max_share = {}});
+  CHECK(any.left_out == std::vector<bool>{true, false, false});
   // Just below the minimum (4.9% of the throughput) the raise costs less than doing without it.
   const double slow = 0.951 / 0.049;
   const RebalancePlan near = throughput_weights(std::vector<double>{1.0, slow});
@@ -107,6 +116,27 @@ TEST_CASE("throughput weights: a GPU rank next to CPU ranks; the raise pays just
   CHECK(again.weights == std::vector<double>{1.0, 0.0});
   CHECK_THROWS_WITH(throughput_weights(std::vector<double>{0.5, 0.0}, std::vector<double>{0.0, 0.0}),
                     Contains("every current weight is 0"));
+}
+
+TEST_CASE("throughput weights: a rank whose exchanges cost more than its compute saves is left out",
+          "[rebalance]") {
+  // Two equal ranks at 1 s a step each on half the model: alone, one takes 2 s; together 1 s of
+  // compute plus the exchanges.
+  const std::vector<double> times{1.0, 1.0};
+  const RebalancePlan cheap = throughput_weights(times, {}, {.exchange_seconds = 0.6, .max_share = {}});
+  CHECK(cheap.weights == std::vector<double>{0.5, 0.5});
+  CHECK(cheap.predicted_step_seconds == Approx(1.6));
+  const RebalancePlan dear = throughput_weights(times, {}, {.exchange_seconds = 1.5, .max_share = {}});
+  CHECK(dear.weights == std::vector<double>{1.0, 0.0});
+  CHECK(dear.left_out[1]);
+  CHECK(dear.predicted_step_seconds == Approx(2.0));
+  // Three ranks: each beyond the first is charged half of the whole group's exchange time.
+  const std::vector<double> three{1.0, 1.0, 1.0};  // alone 3 s, two 1.5 s, three 1 s of compute
+  const RebalancePlan mid = throughput_weights(three, {}, {.exchange_seconds = 1.2, .max_share = {}});
+  CHECK(mid.left_out == std::vector<bool>{false, false, true});  // 1.5 + 0.6 < 1 + 1.2 < 3
+  CHECK(mid.predicted_step_seconds == Approx(2.1));
+  CHECK_THROWS_WITH(throughput_weights(times, {}, {.exchange_seconds = -1.0, .max_share = {}}),
+                    Contains("exchange_seconds -1"));
 }
 
 TEST_CASE("slice bounds: a weight of 0 gives an empty slice; the others keep at least one item", "[rebalance]") {

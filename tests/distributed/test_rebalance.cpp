@@ -40,9 +40,13 @@ struct Outcome {
   std::vector<double> weights_rank1;   // as rank 1 did
   size_t local_before[2] = {0, 0}, local_after[2] = {0, 0};  // parameters held per rank
   size_t hidden_after[2] = {0, 0}, labels_after[2] = {0, 0};
+  bool trained_after[2] = {false, false};  // still has a trainer after the reslice
+  int group_after[2] = {0, 0};             // its model group's size after the reslice
 };
 
-Outcome run(const std::string& dir, double rank1_seconds = 0.03) {
+// regroup: ranks left out leave the model group (reslice's Regroup, what `frugal train` does)
+// instead of staying in it with an empty slice.
+Outcome run(const std::string& dir, double rank1_seconds = 0.03, bool regroup = false) {
   Outcome out;
   std::mutex mu;
   comm::run_local(2, [&](comm::Communicator& c) {
@@ -58,17 +62,32 @@ Outcome run(const std::string& dir, double rank1_seconds = 0.03) {
     // Rank 1 "measured" rank1_seconds against rank 0's 0.01 s (fixed, so the run is deterministic).
     const std::vector<double> times = gather_step_seconds(c.rank() == 0 ? 0.01 : rank1_seconds, &c, nullptr);
     const RebalancePlan plan = throughput_weights(times, model.input().placement().weights);
-    reslice(dir, model, trainer, [&](Model& m, const std::vector<double>& w) { build(m, c, w); }, plan.weights);
+    comm::Communicator* group = &c;
+    std::unique_ptr<comm::Communicator> kept;
+    const auto rebuild = [&](Model& m, const std::vector<double>& w) { build(m, *group, w); };
+    if (regroup && plan.left_out[1]) {
+      const bool leave = plan.left_out[static_cast<size_t>(c.rank())];
+      kept = c.split(leave ? 1 : 0, c.rank());
+      group = kept.get();
+      const Regroup g{.leave = leave, .model = group};
+      reslice(dir, model, trainer, rebuild, {plan.weights[0]}, &g);
+    } else {
+      reslice(dir, model, trainer, rebuild, plan.weights);
+    }
     c.barrier().wait();
-    while (loader.next(batch)) losses.push_back(trainer->train_step(batch));
+    while (trainer && loader.next(batch)) losses.push_back(trainer->train_step(batch));
+    out.trained_after[c.rank()] = trainer.has_value();
+    out.group_after[c.rank()] = group->size();
     std::lock_guard<std::mutex> lock(mu);
     const size_t r = static_cast<size_t>(c.rank());
     out.local_before[r] = before;
     out.local_after[r] = model.num_parameters();
-    const auto hidden = model.input().placement().own_slice(kHidden);
-    out.hidden_after[r] = hidden.second - hidden.first;
-    out.labels_after[r] = model.output().placement().own_slice(kLabels).second -
-                          model.output().placement().own_slice(kLabels).first;
+    if (trainer) {  // a rank that left has no model
+      const auto hidden = model.input().placement().own_slice(kHidden);
+      out.hidden_after[r] = hidden.second - hidden.first;
+      out.labels_after[r] = model.output().placement().own_slice(kLabels).second -
+                            model.output().placement().own_slice(kLabels).first;
+    }
     if (r == 0) {
       out.losses = losses;
       out.weights = plan.weights;
@@ -131,4 +150,24 @@ TEST_CASE("slice weights auto: a rank 100x slower is left out; the other holds t
   const Outcome b = run(dir, 1.0);
   std::filesystem::remove_all(dir);
   CHECK(a.losses == b.losses);
+}
+
+TEST_CASE("slice weights auto: a rank left out leaves the model group; the one kept trains as with an empty slice",
+          "[rebalance][distributed]") {
+  const std::string dir = "rebalance_test_scratch_regroup";
+  std::filesystem::remove_all(dir);
+  const Outcome in_group = run(dir, 1.0, false);
+  std::filesystem::remove_all(dir);
+  const Outcome left = run(dir, 1.0, true);
+  std::filesystem::remove_all(dir);
+  CHECK(left.trained_after[0]);
+  CHECK_FALSE(left.trained_after[1]);
+  CHECK(left.group_after[0] == 1);
+  CHECK(left.group_after[1] == 1);
+  CHECK(left.local_after[1] == 0);
+  CHECK(left.labels_after[0] == kLabels);
+  CHECK(left.hidden_after[0] == kHidden);
+  // Alone, rank 0 computes what it computed next to an empty slice: the same losses, bit for bit.
+  REQUIRE(left.losses.size() == 20);
+  CHECK(left.losses == in_group.losses);
 }

@@ -56,6 +56,24 @@ for extra in "--mp-keep 0.25 --slice-weights 0,1" "--grid 2x2 --dp-keep 0.1 --sl
   run "$FRUGAL" launch -n "$n" -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet $extra --metrics "$TMP/empty$i.jsonl"
   i=$((i + 1))
 done
+# A rank far too slow to help: ranks 1 and 2 held to 1% of a core (a cgroup CPU quota, as bench/mixed
+# does; skipped where cgroups cannot be written) are left out by --slice-weights auto, say so, and
+# stop; rank 0 trains the whole model to the end.
+source "$(dirname "$0")/../../bench/mixed/cgroup.sh"
+THROTTLED=0
+if [ "$(id -u)" -eq 0 ] && command -v taskset > /dev/null && mixed_cgroups_make 3; then
+  trap 'mixed_cgroups_remove; rm -rf "$TMP"' EXIT
+  mixed_quota 1
+  run "$FRUGAL" launch -n 3 -- "$(dirname "$0")/../../bench/mixed/throttle.sh" "$FRUGAL" "${COMMON[@]}" --epochs 2 \
+    --slice-weights auto --calibration-steps 20 --calibration-warmup 2 --metrics "$TMP/slow.jsonl"
+  grep -q "model rank 2: .* -- left out: its throughput is" "$TMP/last.log" ||
+    { cat "$TMP/last.log"; echo "rank 2 was not left out"; exit 1; }
+  grep -q "\[1\] rank 1: left out of the model by --slice-weights auto" "$TMP/last.log" ||
+    { cat "$TMP/last.log"; echo "rank 1 did not say it was left out"; exit 1; }
+  THROTTLED=1
+else
+  echo "SKIP: no cgroup CPU quota here (root and a writable cgroup cpu controller needed): the left-out run"
+fi
 fails_with "--slice-weights 0,0: at least one rank must hold neurons" "$FRUGAL" launch -n 2 -- "$FRUGAL" \
   "${COMMON[@]}" --epochs 1 --quiet --slice-weights 0,0
 fails_with "--slice-weights '1,-1': bad weight '-1'" "$FRUGAL" "${COMMON[@]}" --slice-weights 1,-1
@@ -116,6 +134,12 @@ assert zero["p@1"] == one["p@1"] and abs(zero["loss"] - one["loss"]) <= 1e-5 * a
 held = [records(n, "start")[0]["parameters"] for n in ("zero.jsonl", "zero.rank1.jsonl", "one.jsonl")]
 assert held[0] == 0 and held[1] == held[2], held  # rank 0 holds no neuron of either sliced layer
 import glob, math
+if os.path.exists(os.path.join(d, "slow.jsonl")):
+    cal = records("slow.jsonl", "calibration")[0]
+    assert cal["left_out"] == [False, True, True] and cal["slice_weights"] == [1.0, 0.0, 0.0], cal
+    assert records("slow.rank1.jsonl", "left_out") and not records("slow.rank1.jsonl", "epoch"), "rank 1 kept training"
+    slow = records("slow.jsonl", "epoch")
+    assert len(slow) == 2 and slow[1]["rank_step_seconds_max"] == slow[1]["rank_step_seconds_min"], slow
 for name in sorted(glob.glob(os.path.join(d, "empty*.jsonl"))):
     for e in records(os.path.basename(name), "epoch"):
         assert math.isfinite(e["loss"]) and e["loss"] > 0, (name, e)
