@@ -444,9 +444,6 @@ std::string reslice_folder(comm::Communicator& world, const std::string& checkpo
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-// The first epoch of a --slice-weights auto run: --calibration-warmup steps, --calibration-steps
-// timed steps, the new weights from the group's step times, the model resliced onto them, then the
-// rest of the epoch. Every rank computes the same weights from the same gathered times.
 // The groups a run trains in, which --slice-weights auto may shrink: ranks it leaves out leave the
 // model group (and the run's group: the world without them) and train no more.
 struct RunGroups {
@@ -548,6 +545,7 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
                {"memory_caps", caps}, {"capped_by_memory", plan.capped},
                {"rank", world.rank()}});
     const std::string folder = reslice_folder(world, a.checkpoint);
+    std::unique_ptr<comm::Communicator> new_world;
     if (std::find(plan.left_out.begin(), plan.left_out.end(), true) == plan.left_out.end()) {
       reslice(folder, model, trainer, build, plan.weights);
     } else {
@@ -558,21 +556,19 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
       for (size_t r = 0; r < plan.weights.size(); ++r)
         if (!plan.left_out[r]) kept.push_back(plan.weights[r]);
       auto new_model = groups.model->split(groups.left ? 1 : 0, groups.model->rank());
-      auto new_world = world.split(groups.left ? 1 : 0, world.rank());
+      new_world = world.split(groups.left ? 1 : 0, world.rank());
       groups.retired.push_back(std::move(groups.model));
       groups.model = std::move(new_model);
       const Regroup regroup{.leave = groups.left, .model = groups.model.get()};
       reslice(folder, model, trainer, build, kept, &regroup);
-      world.barrier().wait();  // every rank has read the folder
-      if (world.rank() == 0) std::filesystem::remove_all(folder);
-      groups.world = new_world.get();
-      groups.retired.push_back(std::move(new_world));
-      if (groups.left) return fit;
-      fit.merge(part(fit.steps, 0, true, "train"));
-      return fit;
     }
     world.barrier().wait();  // every rank has read the folder
     if (world.rank() == 0) std::filesystem::remove_all(folder);
+    if (new_world) {
+      groups.world = new_world.get();
+      groups.retired.push_back(std::move(new_world));
+      if (groups.left) return fit;
+    }
   }
   fit.merge(part(fit.steps, 0, true, "train"));
   return fit;
@@ -706,6 +702,15 @@ int run_train(TrainArgs a) {
   const Grid grid = process_grid(a, world->size());
   check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
+  // A model group that mixes devices (a GPU rank next to CPU ranks) sizes its slices by measured
+  // speed unless --slice-weights says otherwise: equal slices would keep the GPU waiting on the CPUs.
+  if (a.slice_weights.empty() && a.parallel == ParallelMode::model &&
+      group_mixes_devices(model_group.get(), device_name(backend))) {
+    a.auto_weights = true;
+    if (rank == 0)
+      fmt::print("the model group mixes GPU and CPU ranks: --slice-weights auto (shares from measured speed; "
+                 "--slice-weights 1,1,.. keeps equal slices)\n");
+  }
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   note_precision(a);
   note_straight_through(a, grid.model);

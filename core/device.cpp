@@ -1,11 +1,13 @@
 #include "core/device.h"
 
 #include <charconv>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/communicator.h"
 
 namespace frugal {
 namespace {
@@ -60,5 +62,14 @@ Backend& resolve_device(std::string_view spec) {
 }
 
 std::string device_name(const Backend& backend) { return backend.name(); }
+
+bool group_mixes_devices(comm::Communicator* group, std::string_view device) {
+  if (!comm::is_active(group)) return false;
+  const float gpu = device == "cpu" ? 0.0f : 1.0f;
+  std::vector<float> most{gpu}, least{gpu};
+  group->all_reduce(most, comm::ReduceOp::max).wait();
+  group->all_reduce(least, comm::ReduceOp::min).wait();
+  return most[0] != least[0];
+}
 
 }  // namespace frugal

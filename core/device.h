@@ -10,6 +10,9 @@
 namespace frugal {
 
 class Backend;
+namespace comm {
+class Communicator;
+}
 
 // Whether `spec` is a device name this function set understands: cpu, cuda, cuda:N (N a decimal
 // number), auto. Says nothing about whether that device exists.
@@ -24,5 +27,10 @@ Backend& resolve_device(std::string_view spec);
 
 // The device name of a resolved backend, as logs and metrics record it ("cpu", "cuda", ...).
 std::string device_name(const Backend& backend);
+
+// Whether the ranks of `group` compute on different kinds of device (some on a GPU, some on the
+// CPU), given this rank's device name: the same answer on every rank. Collective over the group
+// (two 1-float all-reduces); false for a null or 1-rank group.
+bool group_mixes_devices(comm::Communicator* group, std::string_view device);
 
 }  // namespace frugal

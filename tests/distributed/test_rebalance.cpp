@@ -9,6 +9,7 @@
 
 #include "comm/local_communicator.h"
 #include "core/data/batch_loader.h"
+#include "core/device.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/rebalance.h"
 #include "core/train/trainer.h"
@@ -170,4 +171,19 @@ TEST_CASE("slice weights auto: a rank left out leaves the model group; the one k
   // Alone, rank 0 computes what it computed next to an empty slice: the same losses, bit for bit.
   REQUIRE(left.losses.size() == 20);
   CHECK(left.losses == in_group.losses);
+}
+
+TEST_CASE("a model group mixing GPU and CPU ranks is told apart from one of a single kind (every rank alike)",
+          "[rebalance][distributed]") {
+  for (const bool mixed : {true, false}) {
+    std::mutex mu;
+    std::vector<int> answers;
+    comm::run_local(3, [&](comm::Communicator& c) {
+      const bool answer = group_mixes_devices(&c, mixed && c.rank() == 0 ? "cuda" : "cpu");
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(answer ? 1 : 0);
+    });
+    CHECK(answers == std::vector<int>(3, mixed ? 1 : 0));
+  }
+  CHECK_FALSE(group_mixes_devices(nullptr, "cuda"));
 }
