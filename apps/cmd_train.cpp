@@ -1238,7 +1238,9 @@ void add_train_command(CLI::App& app) {
         for (const char* flag : {"--calibration-steps", "--calibration-warmup", "--memory-limit"})
           if (cmd->count(flag) > 0) unused.emplace_back(flag);
         if (!unused.empty())
-          fmt::print(stderr, "note: {} only appl(y/ies) to --slice-weights auto: ignored\n", fmt::join(unused, ", "));
+          fmt::print(stderr, "note: {} only appl(y/ies) to --slice-weights auto: ignored (unless the model group "
+                             "mixes GPU and CPU ranks, which calibrates without --slice-weights)\n",
+                     fmt::join(unused, ", "));
       }
       if (args.active_target > 0 && args.k > 0)
         fmt::print(stderr, "note: --active-target only applies to the automatic hash width (--k 0); --k {} is used "
