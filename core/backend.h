@@ -195,6 +195,10 @@ class Backend {
   // memory (core/host_memory.h): the CPU backend, and the CUDA backend while it stages every op
   // through host memory, keep weights and optimizer state there.
   virtual std::optional<uint64_t> state_memory_available() const;
+  // A backend that keeps optimizer state ahead on its device (core/device_mirror.h) writes it back
+  // to the host tensors; Optimizer::state() calls this before host code reads or replaces the
+  // state (checkpoints, reslicing). The host backend has nothing to do.
+  virtual void flush_state() {}
 
   // --- dense -------------------------------------------------------------------------------
   // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major; op(A) is A (M x K) or, with

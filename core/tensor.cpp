@@ -12,13 +12,18 @@
 namespace frugal {
 namespace {
 constexpr size_t kAlign = 64;
+static_assert(sizeof(TensorStamp) <= kAlign);
 
+// The data, kAlign bytes after a TensorStamp.
 std::byte* allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  void* p = std::aligned_alloc(kAlign, ((bytes + kAlign - 1) / kAlign) * kAlign);
+  void* p = std::aligned_alloc(kAlign, kAlign + ((bytes + kAlign - 1) / kAlign) * kAlign);
   if (p == nullptr) throw std::bad_alloc();
-  return static_cast<std::byte*>(p);
+  new (p) TensorStamp();
+  return static_cast<std::byte*>(p) + kAlign;
 }
+
+TensorStamp* stamp_of(std::byte* data) { return std::launder(reinterpret_cast<TensorStamp*>(data - kAlign)); }
 }  // namespace
 
 std::string_view dtype_name(Dtype dtype) { return dtype == Dtype::f32 ? "f32" : "bf16"; }
@@ -29,7 +34,16 @@ Dtype dtype_from_string(std::string_view name) {
   throw Error(fmt::format("unknown precision '{}': expected f32 or bf16", name));
 }
 
-void Tensor::FreeAligned::operator()(std::byte* p) const { std::free(p); }
+void Tensor::FreeAligned::operator()(std::byte* p) const {
+  TensorStamp* s = stamp_of(p);
+  if (s->mirrored.load(std::memory_order_acquire)) forget_device_copies(p);
+  s->~TensorStamp();
+  std::free(p - kAlign);
+}
+
+TensorStamp* Tensor::stamp() const { return data_ != nullptr ? stamp_of(data_.get()) : nullptr; }
+
+void Tensor::mark_written() { stamp_of(data_.get())->host_written.store(true, std::memory_order_relaxed); }
 
 void Tensor::wrong_dtype(Dtype wanted) const {
   throw Error(fmt::format("a {}x{} {} tensor was used as {} (a kernel or caller does not handle this precision)",
@@ -44,7 +58,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
   dtype_ = other.dtype_;
   resize(other.rows_, other.cols_);
-  if (size() > 0) std::memcpy(data_.get(), other.data_.get(), bytes());
+  if (size() > 0) std::memcpy(written(data_.get()), other.data_.get(), bytes());
   return *this;
 }
 
@@ -56,10 +70,11 @@ void Tensor::resize(size_t rows, size_t cols) {
   }
   rows_ = rows;
   cols_ = cols;
+  if (data_ != nullptr) mark_written();  // the contents are unspecified now
 }
 
 void Tensor::zero() {
-  if (size() > 0) std::memset(data_.get(), 0, bytes());
+  if (size() > 0) std::memset(written(data_.get()), 0, bytes());
 }
 
 void Tensor::fill(float v) {

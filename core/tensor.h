@@ -7,10 +7,13 @@
 // (data(), row(), at(), span()) are for f32 tensors and throw frugal::Error on a bf16 one: code that
 // handles both asks dtype() and uses bf16_row(), or the converting value_at() / set_value() / assign().
 //
-// A Tensor says on which Device its data lives; today every Tensor is in host memory (a device
-// Backend will keep weights and optimizer state resident on its device).
+// A Tensor's data lives in host memory. A device Backend keeps copies of the tensors it computes on
+// (weights, optimizer state) on its device between ops (core/device_mirror.h); what it needs to
+// know for that travels with the data in a TensorStamp: every non-const access marks the host copy
+// written, so a device copy is refreshed after the host changed the tensor and only then.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +31,18 @@ struct Device {
   bool is_host() const { return kind == DeviceKind::host; }
   friend bool operator==(const Device&, const Device&) = default;
 };
+
+// In front of every tensor's data (the 64 bytes before it, so the data stays aligned), moving with it.
+struct TensorStamp {
+  // The host changed the data since a device mirror last synced it (set by every non-const access
+  // of the Tensor: data(), row(), at(), span(), the bf16 accessors, set_value, write_row, zero,
+  // fill, assign, copies into it). A mirror clears it when it has the host's values.
+  std::atomic<bool> host_written{true};
+  // A mirror holds a device copy of this data: freeing the data tells the mirrors to drop it.
+  std::atomic<bool> mirrored{false};
+};
+// Called when the data of a mirrored tensor is freed (core/device_mirror.cpp).
+void forget_device_copies(const void* data) noexcept;
 
 enum class Dtype : uint8_t { f32, bf16 };
 std::string_view dtype_name(Dtype dtype);
@@ -85,23 +100,31 @@ class Tensor {
   bool empty() const { return size() == 0; }
   Dtype dtype() const { return dtype_; }
   size_t bytes() const { return size() * dtype_bytes(dtype_); }
-  // Where data() points: the host for every Tensor today.
+  // Where data() points: the host for every Tensor (a device backend's copies are its own).
   Device device() const { return device_; }
 
-  float* data() { return f32(); }
+  // Non-const accessors mark the data written (TensorStamp); read through a const Tensor where
+  // nothing is written, or a device backend copies the tensor again for nothing.
+  float* data() { return written(f32()); }
   const float* data() const { return f32(); }
-  float* row(size_t r) { return f32() + r * cols_; }
+  float* row(size_t r) { return written(f32()) + r * cols_; }
   const float* row(size_t r) const { return f32() + r * cols_; }
-  float& at(size_t r, size_t c) { return f32()[r * cols_ + c]; }
+  float& at(size_t r, size_t c) { return written(f32())[r * cols_ + c]; }
   float at(size_t r, size_t c) const { return f32()[r * cols_ + c]; }
   std::span<float> span() { return {data(), size()}; }
   std::span<const float> span() const { return {data(), size()}; }
 
   // bf16 tensors only (throw on an f32 one).
-  uint16_t* bf16_data() { return half(); }
+  uint16_t* bf16_data() { return written(half()); }
   const uint16_t* bf16_data() const { return half(); }
-  uint16_t* bf16_row(size_t r) { return half() + r * cols_; }
+  uint16_t* bf16_row(size_t r) { return written(half()) + r * cols_; }
   const uint16_t* bf16_row(size_t r) const { return half() + r * cols_; }
+
+  // The stamp in front of the data (null while nothing is allocated), for device mirrors.
+  TensorStamp* stamp() const;
+  // The data as bytes, whatever the dtype, without marking it written (device mirrors; null while
+  // nothing is allocated).
+  const std::byte* raw() const { return data_.get(); }
 
   // Either dtype, one element at a time (checkpoints, slicing; not for kernels).
   float value_at(size_t r, size_t c) const;
@@ -115,6 +138,12 @@ class Tensor {
     void operator()(std::byte* p) const;
   };
   [[noreturn]] void wrong_dtype(Dtype wanted) const;
+  template <class T>
+  T* written(T* p) {
+    if (data_ != nullptr) mark_written();
+    return p;
+  }
+  void mark_written();
   float* f32() const {
     if (dtype_ != Dtype::f32) [[unlikely]] wrong_dtype(Dtype::f32);
     return reinterpret_cast<float*>(data_.get());

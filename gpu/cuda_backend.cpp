@@ -1,15 +1,17 @@
 // The CUDA Backend's host half: argument checks, the host-side preparation (sorting entries by
-// row, gathering the rows an op reads, flattening catch-up plans) and the calls into
-// gpu/cuda_kernels.cu. Compiled by the host compiler: no CUDA header.
+// row, flattening catch-up plans), the device copies of the model tensors (a DeviceMirror over
+// CUDA memory) and the calls into gpu/cuda_kernels.cu. Compiled by the host compiler: no CUDA header.
 #include "gpu/cuda_backend.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/device_mirror.h"
 #include "gpu/cuda_info.h"
 #include "gpu/cuda_kernels.h"
 
@@ -27,23 +29,11 @@ class CudaRowWorkspace : public RowWorkspace {
   std::vector<float> entry_coef;
 };
 
-// The distinct ids (sorted) and, per entry, its position among them: the rows an op reads.
-struct Gathered {
-  std::vector<uint32_t> rows;
-  std::vector<uint32_t> local;
-};
-
-Gathered gather_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
-  Gathered g;
-  g.rows.assign(ids, ids + n);
-  std::sort(g.rows.begin(), g.rows.end());
-  g.rows.erase(std::unique(g.rows.begin(), g.rows.end()), g.rows.end());
-  FRUGAL_CHECK(g.rows.empty() || g.rows.back() < limit,
-               fmt::format("{}: row id {} out of range (the matrix has {} rows)", what, g.rows.back(), limit));
-  g.local.resize(n);
+// Every id below limit (the rows of the matrix an op reads).
+void check_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
   for (size_t e = 0; e < n; ++e)
-    g.local[e] = static_cast<uint32_t>(std::lower_bound(g.rows.begin(), g.rows.end(), ids[e]) - g.rows.begin());
-  return g;
+    FRUGAL_CHECK(ids[e] < limit,
+                 fmt::format("{}: row id {} out of range (the matrix has {} rows)", what, ids[e], limit));
 }
 
 // Rows `rows` of t, one after another.
@@ -63,6 +53,24 @@ Backend* register_if_device() {
 
 }  // namespace
 
+// CUDA memory for the backend's DeviceMirror (core/device_mirror.h).
+class CudaMemory : public DeviceMirror::Memory {
+ public:
+  explicit CudaMemory(dev::Context& ctx) : ctx_(ctx) {}
+  void* allocate(const Tensor& like, size_t bytes) override {
+    FRUGAL_CHECK(like.dtype() == Dtype::f32,
+                 fmt::format("CUDA backend: a {}x{} {} tensor: the CUDA kernels take f32 only", like.rows(), like.cols(),
+                             dtype_name(like.dtype())));
+    return dev::device_alloc(ctx_, bytes);
+  }
+  void release(void* device) noexcept override { dev::device_free(ctx_, device); }
+  void upload(void* device, const void* host, size_t bytes) override { dev::upload(ctx_, device, host, bytes); }
+  void download(void* host, const void* device, size_t bytes) override { dev::download(ctx_, host, device, bytes); }
+
+ private:
+  dev::Context& ctx_;
+};
+
 CudaBackend::CudaBackend() = default;
 // The registry keeps its backends until the process exits, when the CUDA runtime may already be
 // torn down (its exit handlers run first): freeing device memory or destroying the cuBLAS handle then
@@ -70,8 +78,44 @@ CudaBackend::CudaBackend() = default;
 CudaBackend::~CudaBackend() = default;
 
 dev::Context& CudaBackend::context() {
-  if (ctx_ == nullptr) ctx_ = dev::context_create();
+  if (ctx_ == nullptr) {
+    ctx_ = dev::context_create();
+    // Left to the process's end with the context (see the destructor).
+    memory_ = new CudaMemory(*ctx_);
+    mirror_ = new DeviceMirror(*memory_);
+  }
   return *ctx_;
+}
+
+dev::In<float> CudaBackend::resident(const Tensor& t) {
+  (void)t.data();  // f32 only: throws naming the dtype otherwise
+  context();
+  return {static_cast<const float*>(mirror_->acquire(t)), true};
+}
+
+dev::In<float> CudaBackend::resident_range(const float* p, size_t floats) {
+  context();
+  const void* d = p != nullptr ? mirror_->find_range(p, floats * sizeof(float)) : nullptr;
+  return d != nullptr ? dev::In<float>{static_cast<const float*>(d), true} : dev::In<float>{p, false};
+}
+
+void CudaBackend::flush_state() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mirror_ != nullptr) mirror_->flush();
+}
+
+std::optional<uint64_t> CudaBackend::state_memory_available() const {
+  // The model state is held twice: on the host (the reference copy) and on the device.
+  const std::optional<uint64_t> host = Backend::state_memory_available();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& self = const_cast<CudaBackend&>(*this);
+  const uint64_t device = dev::free_bytes(self.context()) + self.mirror_->bytes();
+  return host.has_value() ? std::min(*host, device) : device;
+}
+
+size_t CudaBackend::resident_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mirror_ != nullptr ? mirror_->bytes() : 0;
 }
 
 bool CudaBackend::supports(Op) const { return true; }
@@ -90,14 +134,18 @@ void CudaBackend::matmul(const float* a, bool trans_a, const float* b, bool tran
                          int64_t k, bool accumulate) {
   FRUGAL_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul: negative dimensions");
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::matmul(context(), a, trans_a, b, trans_b, c, m, n, k, accumulate);
+  // Operands inside a device copy (a dense layer's or an exact softmax's weights) are read there.
+  const dev::In<float> da = resident_range(a, static_cast<size_t>(m * k));
+  const dev::In<float> db = resident_range(b, static_cast<size_t>(k * n));
+  dev::matmul(context(), da, trans_a, db, trans_b, c, m, n, k, accumulate);
 }
 
 void CudaBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {
   FRUGAL_CHECK(bias.size() == y.cols(),
                fmt::format("bias has {} entries, the output {} columns", bias.size(), y.cols()));
+  if (y.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::bias_act_forward(context(), y.data(), y.rows(), y.cols(), bias.data(), act == Act::relu);
+  dev::bias_act_forward(context(), y.data(), y.rows(), y.cols(), resident(bias), act == Act::relu);
 }
 
 void CudaBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {
@@ -117,12 +165,10 @@ void CudaBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, co
   FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
   out.resize(x.size(), h);
   if (x.size() == 0 || h == 0) return;
-  // Only the rows of the features present in the batch go to the device.
-  const Gathered g = gather_ids(x.feature_ids.data(), x.feature_ids.size(), w.rows(), "sparse_input_forward");
-  const std::vector<float> rows = gather_rows(w, g.rows);
+  check_ids(x.feature_ids.data(), x.feature_ids.size(), w.rows(), "sparse_input_forward");
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::sparse_forward(context(), x.feature_offsets.data(), x.size(), g.local.data(), x.feature_values.data(),
-                      rows.data(), g.rows.size(), h, bias.data(), act == Act::relu, out.data());
+  dev::sparse_forward(context(), x.feature_offsets.data(), x.size(), x.feature_ids.data(), x.feature_values.data(),
+                      resident(w), w.rows(), h, resident(bias), act == Act::relu, out.data());
 }
 
 void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
@@ -142,17 +188,14 @@ void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const
                            samples, w.cols()));
   FRUGAL_CHECK(active.logit_offsets.empty() || active.logit_offsets.size() == entries,
                "active_logits: one logit offset per entry");
-  const Gathered g = gather_ids(active.ids.data(), entries, std::min(w.rows(), bias.size()), "active_logits");
-  const std::vector<float> rows = gather_rows(w, g.rows);
-  std::vector<float> row_bias(g.rows.size());
-  for (size_t j = 0; j < g.rows.size(); ++j) row_bias[j] = bias.data()[g.rows[j]];
+  check_ids(active.ids.data(), entries, std::min(w.rows(), bias.size()), "active_logits");
   std::vector<uint32_t> sample(entries);
   for (size_t i = 0; i < samples; ++i)
     std::fill(sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i]),
               sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i + 1]), static_cast<uint32_t>(i));
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::active_logits(context(), h.data(), samples, d, sample.data(), g.local.data(), entries, rows.data(),
-                     row_bias.data(), g.rows.size(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
+  dev::active_logits(context(), h.data(), samples, d, sample.data(), active.ids.data(), entries, resident(w),
+                     resident(bias), w.rows(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
                      logits.data());
 }
 
@@ -163,11 +206,10 @@ void CudaBackend::active_backward_input(const ActiveSets& active, std::span<cons
                fmt::format("active_backward_input: {} gradients for {} entries", dlogits.size(), active.total()));
   grad_h.resize(samples, d);
   if (samples == 0 || d == 0) return;
-  const Gathered g = gather_ids(active.ids.data(), active.total(), w.rows(), "active_backward_input");
-  const std::vector<float> rows = gather_rows(w, g.rows);
+  check_ids(active.ids.data(), active.total(), w.rows(), "active_backward_input");
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::active_backward(context(), active.offsets.data(), samples, g.local.data(), dlogits.data(), rows.data(),
-                       g.rows.size(), d, grad_h.data());
+  dev::active_backward(context(), active.offsets.data(), samples, active.ids.data(), dlogits.data(), resident(w),
+                       w.rows(), d, grad_h.data());
 }
 
 std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
@@ -281,8 +323,8 @@ void CudaBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> label
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::top_k(context(), in.rows, in.scores, offsets, in.ids, in.bias, bias_size, in.label_base, k, labels.data(),
-             scores.data());
+  dev::top_k(context(), in.rows, in.scores, offsets, in.ids, resident_range(in.bias, bias_size), bias_size,
+             in.label_base, k, labels.data(), scores.data());
 }
 
 void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
@@ -290,15 +332,14 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   u.validate(adam);
   const size_t n = u.rows.size(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
-  // The listed rows of the weights and state, gathered; scattered back afterwards.
-  std::vector<float> w = gather_rows(*u.w, u.rows), m = gather_rows(*u.m, u.rows);
-  std::vector<float> v = adam ? gather_rows(*u.v, u.rows) : std::vector<float>();
+  // The weights and state are updated in their device copies; the changed rows of w come back
+  // (written through: the host reads weights), the moments stay ahead until flush_state().
+  std::vector<float> w_out(n * cols);
   dev::OptimRows r;
   r.n = n;
   r.cols = cols;
-  r.w = w.data();
-  r.m = m.data();
-  r.v = adam ? v.data() : nullptr;
+  r.rows = u.rows.data();
+  r.w_out = w_out.data();
   r.grad = u.grad != nullptr ? u.grad->data() : nullptr;
   r.keep = u.keep;
   r.beta1 = u.beta1;
@@ -349,25 +390,42 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     r.frozen = frozen.data();
     if (u.freeze_after > 0) r.frozen_floor = u.frozen_floor();
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (adam)
-      dev::adam_rows(context(), r);
-    else if (op == Op::sgd_rows)
-      dev::sgd_rows(context(), r);
-    else
-      dev::adagrad_rows(context(), r);
-  }
-  for (size_t j = 0; j < n; ++j) {
-    std::copy_n(w.data() + j * cols, cols, u.w->row(u.rows[j]));
-    std::copy_n(m.data() + j * cols, cols, u.m->row(u.rows[j]));
-    if (adam) std::copy_n(v.data() + j * cols, cols, u.v->row(u.rows[j]));
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  r.w = const_cast<float*>(resident(*u.w).p);
+  r.m = const_cast<float*>(resident(*u.m).p);
+  r.v = adam ? const_cast<float*>(resident(*u.v).p) : nullptr;
+  if (adam)
+    dev::adam_rows(context(), r);
+  else if (op == Op::sgd_rows)
+    dev::sgd_rows(context(), r);
+  else
+    dev::adagrad_rows(context(), r);
+  for (size_t j = 0; j < n; ++j) std::memcpy(u.w->row(u.rows[j]), w_out.data() + j * cols, cols * sizeof(float));
+  mirror_->changed(*u.w, true);
+  mirror_->changed(*u.m, false);
+  if (adam) mirror_->changed(*u.v, false);
 }
 
 void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam_rows); }
 void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
 void CudaBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
+
+CudaBackend::Listed CudaBackend::listed(const Tensor& x, std::span<const uint32_t> rows) {
+  context();
+  Listed in;
+  if (const void* d = mirror_->find(x)) {  // weights being hashed: their device copy, rows listed
+    in.x = {static_cast<const float*>(d), true};
+    in.rows = rows.empty() ? nullptr : rows.data();
+    return in;
+  }
+  if (rows.empty()) {
+    in.x = {x.data(), false};
+    return in;
+  }
+  in.gathered = gather_rows(x, rows);
+  in.x = {in.gathered.data(), false};
+  return in;
+}
 
 void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                 uint32_t* codes) {
@@ -377,11 +435,10 @@ void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::s
                            spec.planes == nullptr ? 0 : spec.planes->rows(),
                            spec.planes == nullptr ? 0 : spec.planes->cols(), spec.tables, spec.k, x.cols()));
   for (const uint32_t r : rows) FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
-  const std::vector<float> listed = rows.empty() ? std::vector<float>() : gather_rows(x, rows);
   const size_t n = rows.empty() ? x.rows() : rows.size();
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::simhash(context(), spec.planes->data(), spec.tables, spec.k, rows.empty() ? x.data() : listed.data(), n,
-               x.cols(), codes);
+  const Listed in = listed(x, rows);
+  dev::simhash(context(), spec.planes->data(), spec.tables, spec.k, in.x, in.rows, n, x.cols(), codes);
 }
 
 void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
@@ -391,13 +448,13 @@ void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<co
   for (const uint32_t c : spec.coords)
     FRUGAL_CHECK(c < x.cols(), fmt::format("DWTA: coordinate {} of {}-dimensional vectors", c, x.cols()));
   for (const uint32_t r : rows) FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
-  const std::vector<float> listed = rows.empty() ? std::vector<float>() : gather_rows(x, rows);
   const size_t n = rows.empty() ? x.rows() : rows.size();
   const dev::DwtaParams p{.tables = spec.tables, .k = spec.k, .bin_size = spec.bin_size, .bin_bits = spec.bin_bits,
                           .bucket_bits = spec.bucket_bits, .max_bucket_bits = spec.max_bucket_bits,
                           .seed = spec.seed};
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::dwta(context(), p, spec.coords.data(), rows.empty() ? x.data() : listed.data(), n, x.cols(), codes);
+  const Listed in = listed(x, rows);
+  dev::dwta(context(), p, spec.coords.data(), in.x, in.rows, n, x.cols(), codes);
 }
 
 }  // namespace frugal::gpu

@@ -2,23 +2,33 @@
 // the rest. It registers itself when libfrugal is loaded, and only when cudaGetDeviceCount reports
 // a device (gpu/cuda_info.h); otherwise find_backend("cuda") is null. No CUDA header here.
 //
-// First step, correct before fast: every op takes and returns host memory, as the interface says,
-// by copying its inputs to device buffers (kept and grown per backend), computing there and copying
-// the results back; ops that read a few rows of a large matrix (sparse input, active sets,
-// optimizer rows, LSH of listed rows) copy only those rows. Weights and optimizer state resident on
-// the device (Tensor::device() == cuda) are the next step; until then device() is the host.
+// Every op takes and returns host memory, as the interface says. The model stays on the device: the
+// weights, biases and optimizer moments the ops are given live in a DeviceMirror
+// (core/device_mirror.h) of device copies, uploaded once and again only after the host writes them
+// (a checkpoint load, a reslice); an optimizer op updates the copies and writes the changed weight
+// rows back to the host, and the moments come back only when Optimizer::state() asks
+// (flush_state()). What crosses per op is the batch, the activations, their gradients and those
+// weight rows, staged through device buffers kept and grown per backend. Dense operands inside a
+// device copy (matmul's weights) and LSH codes of weights are read from their copies too.
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/backend.h"
+#include "gpu/cuda_kernels.h"
+
+namespace frugal {
+class DeviceMirror;
+}
 
 namespace frugal::gpu {
 
 namespace dev {
 struct Context;
 }
+class CudaMemory;
 
 class CudaBackend : public Backend {
  public:
@@ -26,8 +36,14 @@ class CudaBackend : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
-  // Where the ops' inputs and outputs live: host memory (staged per op) for now.
+  // Where the ops' inputs and outputs live: host memory (the device copies are the backend's own).
   Device device() const override { return {}; }
+  // Device memory free plus what the model already holds there, and host memory (the host keeps
+  // the reference copy): the smaller.
+  std::optional<uint64_t> state_memory_available() const override;
+  void flush_state() override;
+  // Bytes of model tensors held on the device.
+  size_t resident_bytes() const;
   bool supports(Op op) const override;
   void synchronize() override;
   // The host-side work (sorting rows, gathering) is single-threaded; the count is only recorded.
@@ -64,13 +80,26 @@ class CudaBackend : public Backend {
   // The device context, made on first use (registering creates nothing on the device); callers
   // hold mutex_, which serializes the ops (they share the staging buffers).
   dev::Context& context();
+  // t's device copy (made or refreshed by the mirror); f32 only.
+  dev::In<float> resident(const Tensor& t);
+  // p's device address when [p, p + floats) lies in a current device copy, else p as host memory.
+  dev::In<float> resident_range(const float* p, size_t floats);
+  // The rows of x an LSH op hashes: x's device copy with the row ids, or host rows gathered.
+  struct Listed {
+    dev::In<float> x;
+    const uint32_t* rows = nullptr;
+    std::vector<float> gathered;
+  };
+  Listed listed(const Tensor& x, std::span<const uint32_t> rows);
   void accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
                   const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad);
   // adam_rows, sgd_rows or adagrad_rows (op): the rows gathered, updated on the device, scattered back.
   void optimizer_rows(const RowUpdate& u, Op op);
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   dev::Context* ctx_ = nullptr;
+  CudaMemory* memory_ = nullptr;
+  DeviceMirror* mirror_ = nullptr;
   int threads_ = 1;
 };
 

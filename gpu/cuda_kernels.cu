@@ -72,6 +72,11 @@ class Staging {
     if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, ctx_.stream));
     return d;
   }
+  // An input where the op reads it: a device copy as it is, host memory staged.
+  template <class T>
+  const T* in(In<T> x, size_t n) {
+    return x.device ? x.p : up(x.p, n);
+  }
   template <class T>
   void down(T* host, const T* d, size_t n) {
     if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(host, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
@@ -294,12 +299,18 @@ __global__ void top_k_kernel(size_t rows, const float* scores, const uint64_t* o
 
 // --- optimizers ---------------------------------------------------------------------------------
 
+// Where element idx (row j of the update, column idx % cols) of an update is in w, m and v: in the
+// gathered rows, or (resident) in row rows[j] of the whole matrices. The gradient is always gathered.
+__device__ size_t element(const OptimRows& r, size_t idx) {
+  return r.rows != nullptr ? static_cast<size_t>(r.rows[idx / r.cols]) * r.cols + idx % r.cols : idx;
+}
+
 // One thread per element of the listed rows: the catch-up, then the step (kernels/optim_ops.cpp).
 __global__ void adam_kernel(OptimRows r) {
   const size_t total = r.n * r.cols;
   for (size_t idx = global_id(); idx < total; idx += global_stride()) {
-    const size_t j = idx / r.cols;
-    float w = r.w[idx], m = r.m[idx], v = r.v[idx];
+    const size_t j = idx / r.cols, at = element(r, idx);
+    float w = r.w[at], m = r.m[at], v = r.v[at];
     if (r.has_plan != nullptr && r.has_plan[j] != 0) {
       const float* p = r.plan + 4 * j;
       const float root_v = sqrtf(v);
@@ -319,17 +330,17 @@ __global__ void adam_kernel(OptimRows r) {
         v = r.beta2 * v + (1.0f - r.beta2) * g * g;
       w = r.keep * w - r.step[j] * m / (sqrtf(v * r.c2[j]) + r.eps);
     }
-    r.w[idx] = w;
-    r.m[idx] = m;
-    r.v[idx] = v;
+    r.w[at] = w;
+    r.m[at] = m;
+    r.v[at] = v;
   }
 }
 
 __global__ void sgd_kernel(OptimRows r) {
   const size_t total = r.n * r.cols;
   for (size_t idx = global_id(); idx < total; idx += global_stride()) {
-    const size_t j = idx / r.cols;
-    float w = r.w[idx], m = r.m[idx];
+    const size_t j = idx / r.cols, at = element(r, idx);
+    float w = r.w[at], m = r.m[at];
     if (r.has_plan != nullptr && r.has_plan[j] != 0) {
       const float* p = r.plan + 4 * j;
       w = p[0] * w - p[1] * m;
@@ -339,8 +350,8 @@ __global__ void sgd_kernel(OptimRows r) {
       m = r.momentum * m + r.grad[idx];
       w = r.keep * w - r.lr * m;
     }
-    r.w[idx] = w;
-    r.m[idx] = m;
+    r.w[at] = w;
+    r.m[at] = m;
   }
 }
 
@@ -348,39 +359,48 @@ __global__ void sgd_kernel(OptimRows r) {
 __global__ void adagrad_kernel(OptimRows r) {
   const size_t total = r.n * r.cols;
   for (size_t idx = global_id(); idx < total; idx += global_stride()) {
-    const size_t j = idx / r.cols;
-    float w = r.w[idx], acc = r.m[idx];
+    const size_t j = idx / r.cols, at = element(r, idx);
+    float w = r.w[at], acc = r.m[at];
     if (r.has_plan != nullptr && r.has_plan[j] != 0) w *= r.plan[4 * j];
     if (r.grad != nullptr) {
       const float g = r.grad[idx];
       acc += g * g;
       w = r.keep * w - r.lr * g / (sqrtf(acc) + r.eps);
     }
-    r.w[idx] = w;
-    r.m[idx] = acc;
+    r.w[at] = w;
+    r.m[at] = acc;
   }
+}
+
+// out (n x cols) = rows rows[j] of w: the updated weight rows a resident update writes through.
+__global__ void gather_rows_kernel(const float* w, const uint32_t* rows, size_t n, size_t cols, float* out) {
+  for (size_t idx = global_id(); idx < n * cols; idx += global_stride())
+    out[idx] = w[static_cast<size_t>(rows[idx / cols]) * cols + idx % cols];
 }
 
 // --- LSH ----------------------------------------------------------------------------------------
 
-__global__ void simhash_kernel(const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
-                               uint32_t* codes) {
+// rows (null: 0..n-1): which rows of x are hashed.
+__device__ size_t listed(const uint32_t* rows, size_t j) { return rows != nullptr ? rows[j] : j; }
+
+__global__ void simhash_kernel(const float* planes, size_t tables, int k, const float* x, const uint32_t* rows,
+                               size_t n, size_t dim, uint32_t* codes) {
   for (size_t idx = global_id(); idx < n * tables; idx += global_stride()) {
     const size_t j = idx / tables, t = idx % tables;
+    const float* v = x + listed(rows, j) * dim;
     uint32_t code = 0;
-    for (int b = 0; b < k; ++b)
-      code = (code << 1) | (dot16(planes + (t * k + b) * dim, x + j * dim, dim) > 0.0f ? 1u : 0u);
+    for (int b = 0; b < k; ++b) code = (code << 1) | (dot16(planes + (t * k + b) * dim, v, dim) > 0.0f ? 1u : 0u);
     codes[idx] = code;
   }
 }
 
 // Winner of every (row, bin): the position of its largest positive value, -1 for none.
-__global__ void dwta_winners_kernel(const uint32_t* coords, size_t bins, int bin_size, const float* x, size_t n,
-                                    size_t dim, int32_t* winners) {
+__global__ void dwta_winners_kernel(const uint32_t* coords, size_t bins, int bin_size, const float* x,
+                                    const uint32_t* rows, size_t n, size_t dim, int32_t* winners) {
   for (size_t idx = global_id(); idx < n * bins; idx += global_stride()) {
     const size_t j = idx / bins, b = idx % bins;
     const uint32_t* c = coords + b * bin_size;
-    const float* v = x + j * dim;
+    const float* v = x + listed(rows, j) * dim;
     float best = 0.0f;
     int32_t arg = -1;
     for (int i = 0; i < bin_size; ++i)
@@ -441,7 +461,48 @@ void synchronize(Context& ctx) {
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
 }
 
-void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+void* device_alloc(Context& ctx, size_t bytes) {
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the error state
+    size_t free = 0, total = 0;
+    (void)cudaMemGetInfo(&free, &total);
+    fail(__FILE__, __LINE__, "cudaMalloc",
+         "no room on the device for a model tensor of " + std::to_string(bytes) + " bytes (" + std::to_string(free) +
+             " of " + std::to_string(total) + " bytes free): " + cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void device_free(Context&, void* p) noexcept {
+  if (p != nullptr) (void)cudaFree(p);  // at process exit the runtime may be gone: ignored
+}
+
+// The stream is drained first: an op still running may read the memory being replaced.
+void upload(Context& ctx, void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, ctx.stream));
+  FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
+}
+
+void download(Context& ctx, void* host, const void* device, size_t bytes) {
+  if (bytes == 0) return;
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, ctx.stream));
+  FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
+}
+
+size_t free_bytes(Context& ctx) {
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  size_t free = 0, total = 0;
+  FRUGAL_CUDA(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
+void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
             int64_t k, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C stays (accumulate) or becomes 0
@@ -451,8 +512,8 @@ void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool tra
   constexpr int64_t kMax = 0x7fffffff;
   FRUGAL_CHECK(m <= kMax && n <= kMax && k <= kMax, "CUDA backend: matmul dimensions beyond cuBLAS's int range");
   Staging st(ctx);
-  const float* da = st.up(a, static_cast<size_t>(m * k));
-  const float* db = st.up(b, static_cast<size_t>(k * n));
+  const float* da = st.in(a, static_cast<size_t>(m * k));
+  const float* db = st.in(b, static_cast<size_t>(k * n));
   float* dc = accumulate ? st.up(c, static_cast<size_t>(m * n)) : st.alloc<float>(static_cast<size_t>(m * n));
   // Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T: a row-major matrix read as
   // column-major is its transpose, so B goes first and each operand's flag is its own.
@@ -465,12 +526,12 @@ void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool tra
   st.finish();
 }
 
-void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, const float* bias, bool relu) {
+void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, In<float> bias, bool relu) {
   const size_t n = rows * cols;
   if (n == 0) return;
   Staging st(ctx);
   float* dy = st.up(y, n);
-  const float* db = st.up(bias, cols);
+  const float* db = st.in(bias, cols);
   bias_act_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(dy, n, cols, db, relu);
   FRUGAL_LAUNCHED();
   st.down(y, dy, n);
@@ -497,15 +558,15 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 }
 
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                    const float* w, size_t w_rows, size_t h, const float* bias, bool relu, float* out) {
+                    In<float> w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out) {
   if (points == 0 || h == 0) return;
   const size_t nnz = offsets[points];
   Staging st(ctx);
   const uint64_t* doff = st.up(offsets, points + 1);
   const uint32_t* dids = st.up(ids, nnz);
   const float* dvals = st.up(vals, nnz);
-  const float* dw = st.up(w, w_rows * h);
-  const float* db = st.up(bias, h);
+  const float* dw = st.in(w, w_rows * h);
+  const float* db = st.in(bias, h);
   float* dout = st.alloc<float>(points * h);
   sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(doff, points, dids, dvals, dw, h, db,
                                                                              relu, dout);
@@ -515,15 +576,15 @@ void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const 
 }
 
 void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
-                   const uint32_t* ids, size_t entries, const float* w, const float* bias, size_t w_rows,
+                   const uint32_t* ids, size_t entries, In<float> w, In<float> bias, size_t w_rows,
                    const float* logit_offsets, float* logits) {
   if (entries == 0) return;
   Staging st(ctx);
   const float* dh = st.up(h, samples * d);
   const uint32_t* dsample = st.up(sample, entries);
   const uint32_t* dids = st.up(ids, entries);
-  const float* dw = st.up(w, w_rows * d);
-  const float* db = st.up(bias, w_rows);
+  const float* dw = st.in(w, w_rows * d);
+  const float* db = st.in(bias, w_rows);
   const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
   float* dz = st.alloc<float>(entries);
   active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dh, d, dsample, dids, entries, dw, db,
@@ -534,14 +595,14 @@ void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const
 }
 
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                     const float* dlogits, const float* w, size_t w_rows, size_t d, float* grad_h) {
+                     const float* dlogits, In<float> w, size_t w_rows, size_t d, float* grad_h) {
   if (samples == 0 || d == 0) return;
   const size_t entries = offsets[samples];
   Staging st(ctx);
   const uint64_t* doff = st.up(offsets, samples + 1);
   const uint32_t* dids = st.up(ids, entries);
   const float* ddl = st.up(dlogits, entries);
-  const float* dw = st.up(w, w_rows * d);
+  const float* dw = st.in(w, w_rows * d);
   float* dg = st.alloc<float>(samples * d);
   active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(doff, samples, dids, ddl, dw, d, dg);
   FRUGAL_LAUNCHED();
@@ -618,14 +679,14 @@ void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, 
 }
 
 void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
-           const float* bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores) {
+           In<float> bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores) {
   if (rows == 0 || k == 0) return;
   const size_t n = offsets[rows];
   Staging st(ctx);
   const float* ds = st.up(scores, n);
   const uint64_t* doff = st.up(offsets, rows + 1);
   const uint32_t* dids = ids != nullptr ? st.up(ids, n) : nullptr;
-  const float* db = bias != nullptr ? st.up(bias, bias_size) : nullptr;
+  const float* db = bias.p != nullptr ? st.in(bias, bias_size) : nullptr;
   uint32_t* dl = st.alloc<uint32_t>(rows * k);
   float* dout = st.alloc<float>(rows * k);
   top_k_kernel<<<blocks_for(rows, 64), 64, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k, dl, dout);
@@ -637,13 +698,18 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 
 namespace {
 
-// The device copy of r (state and gradients uploaded; w, m, v downloaded by the caller).
+// The device side of r: staged, the gathered rows of w, m, v uploaded (downloaded by finish_rows);
+// resident, w, m, v are device copies already and the row ids go up. Gradients and plans go up.
 OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   OptimRows d = r;
   const size_t total = r.n * r.cols;
-  d.w = st.up(r.w, total);
-  d.m = st.up(r.m, total);
-  d.v = adam ? st.up(r.v, total) : nullptr;
+  if (r.rows != nullptr) {
+    d.rows = st.up(r.rows, r.n);
+  } else {
+    d.w = st.up(r.w, total);
+    d.m = st.up(r.m, total);
+    d.v = adam ? st.up(r.v, total) : nullptr;
+  }
   d.grad = r.grad != nullptr ? st.up(r.grad, total) : nullptr;
   if (r.has_plan != nullptr) {
     d.has_plan = st.up(r.has_plan, r.n);
@@ -659,6 +725,23 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   return d;
 }
 
+// After the update kernel: staged, the rows of w, m (and v) come back; resident, only the updated
+// rows of w (into w_out), gathered on the device first.
+void finish_rows(Staging& st, const OptimRows& r, const OptimRows& d, bool adam) {
+  const size_t total = r.n * r.cols;
+  if (r.rows != nullptr) {
+    float* gathered = st.alloc<float>(total);
+    gather_rows_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d.w, d.rows, r.n, r.cols, gathered);
+    FRUGAL_LAUNCHED();
+    st.down(r.w_out, gathered, total);
+  } else {
+    st.down(r.w, d.w, total);
+    st.down(r.m, d.m, total);
+    if (adam) st.down(r.v, d.v, total);
+  }
+  st.finish();
+}
+
 }  // namespace
 
 void adam_rows(Context& ctx, const OptimRows& r) {
@@ -668,10 +751,7 @@ void adam_rows(Context& ctx, const OptimRows& r) {
   const OptimRows d = upload(st, r, true);
   adam_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
   FRUGAL_LAUNCHED();
-  st.down(r.w, d.w, total);
-  st.down(r.m, d.m, total);
-  st.down(r.v, d.v, total);
-  st.finish();
+  finish_rows(st, r, d, true);
 }
 
 void sgd_rows(Context& ctx, const OptimRows& r) {
@@ -681,9 +761,7 @@ void sgd_rows(Context& ctx, const OptimRows& r) {
   const OptimRows d = upload(st, r, false);
   sgd_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
   FRUGAL_LAUNCHED();
-  st.down(r.w, d.w, total);
-  st.down(r.m, d.m, total);
-  st.finish();
+  finish_rows(st, r, d, false);
 }
 
 void adagrad_rows(Context& ctx, const OptimRows& r) {
@@ -693,34 +771,36 @@ void adagrad_rows(Context& ctx, const OptimRows& r) {
   const OptimRows d = upload(st, r, false);
   adagrad_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
   FRUGAL_LAUNCHED();
-  st.down(r.w, d.w, total);
-  st.down(r.m, d.m, total);
-  st.finish();
+  finish_rows(st, r, d, false);
 }
 
-void simhash(Context& ctx, const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
-             uint32_t* codes) {
+void simhash(Context& ctx, const float* planes, size_t tables, int k, In<float> x, const uint32_t* rows, size_t n,
+             size_t dim, uint32_t* codes) {
   if (n == 0 || tables == 0) return;
   Staging st(ctx);
   const float* dp = st.up(planes, tables * static_cast<size_t>(k) * dim);
-  const float* dx = st.up(x, n * dim);
+  // A device copy is read where it is (rows listed); host rows were gathered by the caller.
+  const float* dx = st.in(x, n * dim);
+  const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   uint32_t* dc = st.alloc<uint32_t>(n * tables);
-  simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(dp, tables, k, dx, n, dim, dc);
+  simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(dp, tables, k, dx, drows, n, dim, dc);
   FRUGAL_LAUNCHED();
   st.down(codes, dc, n * tables);
   st.finish();
 }
 
-void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, const float* x, size_t n, size_t dim,
-          uint32_t* codes) {
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, In<float> x, const uint32_t* rows, size_t n,
+          size_t dim, uint32_t* codes) {
   const size_t bins = p.tables * static_cast<size_t>(p.k);
   if (n == 0 || p.tables == 0) return;
   Staging st(ctx);
   const uint32_t* dcoords = st.up(coords, bins * static_cast<size_t>(p.bin_size));
-  const float* dx = st.up(x, n * dim);
+  const float* dx = st.in(x, n * dim);
+  const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   int32_t* dwin = st.alloc<int32_t>(n * bins);
   uint32_t* dc = st.alloc<uint32_t>(n * p.tables);
-  dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(dcoords, bins, p.bin_size, dx, n, dim, dwin);
+  dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(dcoords, bins, p.bin_size, dx, drows, n,
+                                                                          dim, dwin);
   FRUGAL_LAUNCHED();
   dwta_codes_kernel<<<blocks_for(n * p.tables), kThreads, 0, st.stream()>>>(p, dwin, n, dc);
   FRUGAL_LAUNCHED();

@@ -1,8 +1,9 @@
 // The device half of the CUDA backend (gpu/cuda_kernels.cu): plain functions over host arrays, so
 // that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header. Each function
-// copies its inputs into the context's device buffers, runs cuBLAS or a kernel of its own, copies
-// the results back and returns when they are in host memory. Host staging per op is the first step
-// (correct before fast); device-resident weights and optimizer state come later.
+// copies its host inputs into the context's staging buffers, runs cuBLAS or a kernel of its own,
+// copies the results back and returns when they are in host memory. Inputs given as In{p, true} are
+// already on the device: the copies of weights, biases and optimizer state the backend keeps there
+// (core/device_mirror.h, through the memory functions below), used where they are.
 //
 // Every kernel gives each output element to one thread that sums in a fixed order (no atomics), so
 // results are deterministic; the .cu files are built with -fmad=false, so the element-wise ops round
@@ -20,10 +21,25 @@ Context* context_create();
 void context_destroy(Context* ctx) noexcept;  // not at process exit (gpu/cuda_backend.cpp)
 void synchronize(Context& ctx);
 
+// Device memory for the backend's DeviceMirror: allocate throws naming the size when the device has
+// no room; copies return when done. free_bytes: cudaMemGetInfo's free memory.
+void* device_alloc(Context& ctx, size_t bytes);
+void device_free(Context& ctx, void* p) noexcept;
+void upload(Context& ctx, void* device, const void* host, size_t bytes);
+void download(Context& ctx, void* host, const void* device, size_t bytes);
+size_t free_bytes(Context& ctx);
+
+// An input in host memory (staged by the op) or already on the device (device = true).
+template <class T>
+struct In {
+  const T* p = nullptr;
+  bool device = false;
+};
+
 // C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32).
-void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
             int64_t k, bool accumulate);
-void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, const float* bias, bool relu);
+void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, In<float> bias, bool relu);
 // y is read only with relu.
 void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, size_t cols, bool relu,
                        float* bias_grad);
@@ -31,15 +47,15 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 // out[i] = act(bias + sum over point i's entries e, in order, of vals[e] * w[ids[e]]): w holds the
 // w_rows rows the ids refer to, h columns each.
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                    const float* w, size_t w_rows, size_t h, const float* bias, bool relu, float* out);
+                    In<float> w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out);
 // logits[e] = <h[sample[e]], w[ids[e]]> + bias[ids[e]] (then + offsets[e] when not null), the dot
 // product with the CPU kernels' 16 partial sums.
 void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
-                   const uint32_t* ids, size_t entries, const float* w, const float* bias, size_t w_rows,
+                   const uint32_t* ids, size_t entries, In<float> w, In<float> bias, size_t w_rows,
                    const float* logit_offsets, float* logits);
 // grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                     const float* dlogits, const float* w, size_t w_rows, size_t d, float* grad_h);
+                     const float* dlogits, In<float> w, size_t w_rows, size_t d, float* grad_h);
 // Row j of out = sum over p in [row_start[j], row_start[j+1]) (in order) of coef[p] vecs[sample[p]];
 // bias_out[j] (when not null) = the sum of those coefficients.
 void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
@@ -55,9 +71,12 @@ void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, 
 
 // Backend::top_k with CSR rows (offsets always given); bias has bias_size entries (or is null).
 void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
-           const float* bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores);
+           In<float> bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores);
 
-// The listed rows of an optimizer step, gathered on the host (n x cols each, updated in place).
+// The listed rows of an optimizer step. Staged: w, m, v are the rows gathered on the host (n x cols
+// each, updated in place). Resident (rows not null): w, m, v are the device copies of the whole
+// matrices, row j of the update is their row rows[j], and the updated rows of w come back into the
+// host buffer w_out (n x cols); m and v stay on the device.
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
 // terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
 // correction2[count]; frozen[j] (null: none) marks a row whose second moment is frozen (c2[j] is
@@ -65,6 +84,8 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 struct OptimRows {
   size_t n = 0, cols = 0;
   float *w = nullptr, *m = nullptr, *v = nullptr;
+  const uint32_t* rows = nullptr;  // resident: the row ids (host), else null
+  float* w_out = nullptr;          // resident: the updated rows of w (host, n x cols)
   const float* grad = nullptr;
   const uint8_t* has_plan = nullptr;  // null: no plans
   const float* plan = nullptr;
@@ -79,15 +100,16 @@ void adam_rows(Context& ctx, const OptimRows& r);
 void sgd_rows(Context& ctx, const OptimRows& r);
 void adagrad_rows(Context& ctx, const OptimRows& r);
 
-// codes[j * tables + t] for the n rows of x (gathered, dim columns), as Backend's LSH ops.
-void simhash(Context& ctx, const float* planes, size_t tables, int k, const float* x, size_t n, size_t dim,
-             uint32_t* codes);
+// codes[j * tables + t] for n rows of x (dim columns), as Backend's LSH ops.
+// rows (host, n ids; null: rows 0..n-1 of x) are the rows of x hashed.
+void simhash(Context& ctx, const float* planes, size_t tables, int k, In<float> x, const uint32_t* rows, size_t n,
+             size_t dim, uint32_t* codes);
 struct DwtaParams {
   size_t tables = 0;
   int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
   uint64_t seed = 0;
 };
-void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, const float* x, size_t n, size_t dim,
-          uint32_t* codes);
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, In<float> x, const uint32_t* rows, size_t n,
+          size_t dim, uint32_t* codes);
 
 }  // namespace frugal::gpu::dev

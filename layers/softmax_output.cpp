@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include <cereal/archives/binary.hpp>
 #include <tuple>
@@ -131,7 +132,7 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   Backend& be = backend();
   full_logits_.resize(b, n);
-  be.matmul(in.data(), false, weight_.value.data(), true, full_logits_.data(), b, n, d);
+  be.matmul(in.data(), false, std::as_const(weight_.value).data(), true, full_logits_.data(), b, n, d);
   be.bias_act_forward(full_logits_, bias_.value, Act::none);
   positions_.resize(b);
   parallel_rows(b, [&](size_t i) {
@@ -157,7 +158,7 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   labels_scored_ += b * n;
   // full_logits_ now holds dLoss/dz.
   grad_in->resize(b, d);
-  be.matmul(full_logits_.data(), false, weight_.value.data(), false, grad_in->data(), b, d, n);
+  be.matmul(full_logits_.data(), false, std::as_const(weight_.value).data(), false, grad_in->data(), b, d, n);
   weight_.grad.rows.resize(n);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
   weight_.grad.values.resize(n, d);
@@ -325,10 +326,10 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   for (size_t r0 = 0; r0 < b; r0 += chunk) {
     const size_t rows = std::min(chunk, b - r0);
     full_logits_.resize(rows, n);
-    be.matmul(in.row(r0), false, weight_.value.data(), true, full_logits_.data(), rows, n, d);
+    be.matmul(in.row(r0), false, std::as_const(weight_.value).data(), true, full_logits_.data(), rows, n, d);
     // The bias is added as the candidates are ranked (the same float sums, no pass of their own).
     be.top_k({.rows = rows, .scores = full_logits_.data(), .width = n, .label_base = static_cast<uint32_t>(begin_),
-              .bias = bias_.value.data()},
+              .bias = std::as_const(bias_.value).data()},
              k, std::span(labels).subspan(r0 * k, rows * k), std::span(scores).subspan(r0 * k, rows * k));
   }
 }
@@ -355,7 +356,7 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
     block_labels.resize(b * kb);
     block_scores.resize(b * kb);
     be.top_k({.rows = b, .scores = full_logits_.data(), .width = len,
-              .label_base = static_cast<uint32_t>(begin_ + l0), .bias = bias_.value.data() + l0},
+              .label_base = static_cast<uint32_t>(begin_ + l0), .bias = std::as_const(bias_.value).data() + l0},
              kb, block_labels, block_scores);
     for (size_t i = 0; i < b; ++i) {
       std::copy_n(block_labels.data() + i * kb, kb, cand_labels.data() + i * width + filled);

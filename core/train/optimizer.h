@@ -135,11 +135,24 @@ class Optimizer {
   const Options& options() const { return options_; }
   const LrSchedule& schedule() const { return schedule_; }
   size_t size() const { return state_.size(); }
-  State& state(size_t i) { return state_.at(i); }
-  const State& state(size_t i) const { return state_.at(i); }
+  // Parameter i's state, current on the host: a device backend that keeps the moments on its device
+  // writes them back first (Backend::flush_state()), so what the caller reads or replaces is the
+  // state, and a replacement reaches the device before the next update.
+  State& state(size_t i) {
+    backend().flush_state();
+    return state_.at(i);
+  }
+  const State& state(size_t i) const {
+    backend().flush_state();
+    return state_.at(i);
+  }
   // The Backend the row updates run on (core/backend.h): the one set here, else default_backend().
   Backend& backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
-  void set_backend(Backend* backend) { backend_ = backend; }
+  // Another backend takes over with the state current on the host.
+  void set_backend(Backend* backend) {
+    if (backend != backend_) this->backend().flush_state();
+    backend_ = backend;
+  }
 
  protected:
   // What the missed steps (last, now] do to a row, element-wise (core/backend.h): SGD: w = decay *

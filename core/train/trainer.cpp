@@ -341,7 +341,7 @@ void Trainer::step_on_exchanged_updates() {
     Tensor& before = before_update_[i];
     before.resize(p.grad.rows.size(), p.value.cols());
     for (size_t k = 0; k < p.grad.rows.size(); ++k)
-      std::copy_n(p.value.row(p.grad.rows[k]), p.value.cols(), before.row(k));
+      std::copy_n(std::as_const(p.value).row(p.grad.rows[k]), p.value.cols(), before.row(k));
   }
   optimizer_->step();  // lazy rows: moves exactly the rows listed in each gradient
   // Each parameter's gradient becomes the change the step made, and the weights go back: the

@@ -526,6 +526,7 @@ Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool
             u.eps = 1e-8f;
             be.adam_rows(u);
             be.synchronize();
+            be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
             std::vector<double> w = to_double(w0), m = to_double(m0), v = to_double(v0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -572,6 +573,7 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
             u.momentum = 0.9f;
             be.sgd_rows(u);
             be.synchronize();
+            be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
             std::vector<double> w = to_double(w0), m = to_double(m0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -612,6 +614,7 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
             u.eps = 1e-10f;
             be.adagrad_rows(u);
             be.synchronize();
+            be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
             std::vector<double> w = to_double(w0), m = to_double(m0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];

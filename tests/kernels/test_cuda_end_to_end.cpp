@@ -6,18 +6,24 @@
 //    two ranks on one device, so more ranks need a machine with more GPUs);
 //  - a mixed model-parallel group of 2 ranks (threads), rank 0 on "cuda" and rank 1 on "cpu", with
 //    the exact softmax: its losses equal 1 rank's on "cpu" to 1e-4 (the wire and the normalizer's
-//    all-reduce do not care which device a rank computes on).
+//    all-reduce do not care which device a rank computes on);
+//  - the model stays on the device: after the first epoch, an epoch uploads no model tensor, and a
+//    checkpoint saved from "cuda" (its moments flushed from the device) resumes on "cpu" and one
+//    saved from "cpu" resumes on "cuda", each equal to 3 epochs on "cpu" to 1e-4.
 // Without a visible CUDA device it exits 77, which Meson reports as SKIP: never a pass.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <vector>
 
 #include "comm/local_communicator.h"
 #include "core/backend.h"
+#include "core/train/checkpoint.h"
+#include "gpu/cuda_backend.h"
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
 #include "gpu/cuda_info.h"
@@ -62,6 +68,31 @@ std::vector<double> train_alone(Backend& backend) {
   return losses;
 }
 
+// Epoch 1 on `first`, a checkpoint, then epochs 2..3 on `then` from a fresh model loading it.
+std::vector<double> train_resumed(Backend& first, Backend& then) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "frugal_cuda_resume").string();
+  std::filesystem::remove_all(dir);
+  std::vector<double> losses;
+  {
+    Model model;
+    layers::build_xmc_network(model, network());
+    Trainer trainer(model, {});
+    use(first, model, trainer);
+    losses.push_back(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).loss);
+    save_checkpoint(dir, model, trainer);
+  }
+  Model model;
+  layers::build_xmc_network(model, network());
+  Trainer trainer(model, {});
+  use(then, model, trainer);
+  load_checkpoint(dir, model, trainer);
+  for (int e = 2; e <= kEpochs; ++e)
+    losses.push_back(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = static_cast<uint64_t>(e),
+                                                         .progress = false}).loss);
+  std::filesystem::remove_all(dir);
+  return losses;
+}
+
 void require_close(const std::vector<double>& a, const std::vector<double>& b) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -103,6 +134,26 @@ TEST_CASE("cuda end to end: a mixed group (rank 0 on cuda, rank 1 on cpu) equals
     }
   });
   require_close(mixed, alone);
+}
+
+TEST_CASE("cuda end to end: the model stays on the device, and checkpoints move between cuda and cpu") {
+  Backend* cuda = find_backend("cuda");
+  Backend* cpu = find_backend("cpu");
+  REQUIRE(cuda != nullptr);
+  const auto& gpu_backend = dynamic_cast<const gpu::CudaBackend&>(*cuda);
+  const std::vector<double> alone = train_alone(*cpu);
+  {
+    Model model;
+    layers::build_xmc_network(model, network());
+    Trainer trainer(model, {});
+    use(*cuda, model, trainer);
+    trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
+    size_t model_bytes = 0;
+    for (Parameter* p : model.parameters()) model_bytes += p->value.bytes();
+    CHECK(gpu_backend.resident_bytes() >= 2 * model_bytes);  // weights and both Adam moments
+  }
+  require_close(train_resumed(*cuda, *cpu), alone);
+  require_close(train_resumed(*cpu, *cuda), alone);
 }
 
 TEST_CASE("cuda end to end: an NCCL group of one GPU rank gives the host transport's results") {
