@@ -11,7 +11,7 @@
 
 namespace frugal {
 namespace {
-constexpr size_t kAlign = 64;
+constexpr size_t kAlign = Tensor::kStampBytes;
 static_assert(sizeof(TensorStamp) <= kAlign);
 
 // The data, kAlign bytes after a TensorStamp.
@@ -41,9 +41,7 @@ void Tensor::FreeAligned::operator()(std::byte* p) const {
   std::free(p - kAlign);
 }
 
-TensorStamp* Tensor::stamp() const { return data_ != nullptr ? stamp_of(data_.get()) : nullptr; }
 
-void Tensor::mark_written() { stamp_of(data_.get())->host_written.store(true, std::memory_order_relaxed); }
 
 void Tensor::wrong_dtype(Dtype wanted) const {
   throw Error(fmt::format("a {}x{} {} tensor was used as {} (a kernel or caller does not handle this precision)",
@@ -70,7 +68,7 @@ void Tensor::resize(size_t rows, size_t cols) {
   }
   rows_ = rows;
   cols_ = cols;
-  if (data_ != nullptr) mark_written();  // the contents are unspecified now
+  if (data_ != nullptr) written(data_.get());  // the contents are unspecified now
 }
 
 void Tensor::zero() {

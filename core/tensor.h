@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <span>
 #include <string_view>
 
@@ -121,7 +122,11 @@ class Tensor {
   const uint16_t* bf16_row(size_t r) const { return half() + r * cols_; }
 
   // The stamp in front of the data (null while nothing is allocated), for device mirrors.
-  TensorStamp* stamp() const;
+  TensorStamp* stamp() const {
+    return data_ != nullptr ? std::launder(reinterpret_cast<TensorStamp*>(data_.get() - kStampBytes)) : nullptr;
+  }
+  // Bytes in front of the data that hold its TensorStamp (keeping the data 64-byte aligned).
+  static constexpr size_t kStampBytes = 64;
   // The data as bytes, whatever the dtype, without marking it written (device mirrors; null while
   // nothing is allocated).
   const std::byte* raw() const { return data_.get(); }
@@ -138,12 +143,17 @@ class Tensor {
     void operator()(std::byte* p) const;
   };
   [[noreturn]] void wrong_dtype(Dtype wanted) const;
+  // Marks the data written. Read first and stored only when not yet marked: kernels call non-const
+  // accessors from several threads at once, and a store every time would bounce the stamp's cache
+  // line between the cores.
   template <class T>
   T* written(T* p) {
-    if (data_ != nullptr) mark_written();
+    if (data_ != nullptr) {
+      std::atomic<bool>& w = stamp()->host_written;
+      if (!w.load(std::memory_order_relaxed)) w.store(true, std::memory_order_relaxed);
+    }
     return p;
   }
-  void mark_written();
   float* f32() const {
     if (dtype_ != Dtype::f32) [[unlikely]] wrong_dtype(Dtype::f32);
     return reinterpret_cast<float*>(data_.get());
