@@ -574,12 +574,9 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
   return fit;
 }
 
-// --precision bf16: what it stores in bf16, and the combinations that cannot use it.
-void check_precision(const TrainArgs& a, const Backend& backend) {
+// --precision bf16: the combinations that cannot use it (both backends have bf16 storage kernels).
+void check_precision(const TrainArgs& a) {
   if (a.precision == Dtype::f32) return;
-  FRUGAL_CHECK(backend.name() == "cpu",
-               fmt::format("--precision bf16 runs on the CPU backend only so far (this rank's device is {}): use "
-                           "--device cpu or --precision f32", backend.name()));
   FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates,
                "--precision bf16 with --dp-compress updates is not supported (the replicas exchange weight changes "
                "smaller than a bf16 step): use --dp-compress gradients or --precision f32");
@@ -648,7 +645,7 @@ int run_train(TrainArgs a) {
     dp_auto = resolve_dp_target(a, train);
     a.dp_compress = dp_auto->target;
   }
-  check_precision(a, backend);
+  check_precision(a);
   check_dgc(a);
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);

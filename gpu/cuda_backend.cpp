@@ -36,11 +36,19 @@ void check_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
                  fmt::format("{}: row id {} out of range (the matrix has {} rows)", what, ids[e], limit));
 }
 
-// Rows `rows` of t, one after another.
+// Rows `rows` of t (every row when rows is empty), one after another, widened to f32.
 std::vector<float> gather_rows(const Tensor& t, std::span<const uint32_t> rows) {
-  std::vector<float> out(rows.size() * t.cols());
-  for (size_t j = 0; j < rows.size(); ++j) std::copy_n(t.row(rows[j]), t.cols(), out.data() + j * t.cols());
+  const size_t n = rows.empty() ? t.rows() : rows.size();
+  std::vector<float> out(n * t.cols());
+  for (size_t j = 0; j < n; ++j) t.read_row(rows.empty() ? j : rows[j], out.data() + j * t.cols());
   return out;
+}
+
+// kernels/optim_ops.cpp's row_key: the rounding key of row r of a bf16 update.
+uint32_t row_key(const RowUpdate& u, uint32_t r) {
+  uint64_t key = u.round_seed ^ ((u.row_base + r) * 0x9e3779b97f4a7c15ull);
+  key ^= key >> 32;
+  return static_cast<uint32_t>(key);
 }
 
 // Registered when libfrugal is loaded (libfrugal links this object whole), and only when the
@@ -57,12 +65,7 @@ Backend* register_if_device() {
 class CudaMemory : public DeviceMirror::Memory {
  public:
   explicit CudaMemory(dev::Context& ctx) : ctx_(ctx) {}
-  void* allocate(const Tensor& like, size_t bytes) override {
-    FRUGAL_CHECK(like.dtype() == Dtype::f32,
-                 fmt::format("CUDA backend: a {}x{} {} tensor: the CUDA kernels take f32 only", like.rows(), like.cols(),
-                             dtype_name(like.dtype())));
-    return dev::device_alloc(ctx_, bytes);
-  }
+  void* allocate(const Tensor&, size_t bytes) override { return dev::device_alloc(ctx_, bytes); }
   void release(void* device) noexcept override { dev::device_free(ctx_, device); }
   void upload(void* device, const void* host, size_t bytes) override { dev::upload(ctx_, device, host, bytes); }
   void download(void* host, const void* device, size_t bytes) override { dev::download(ctx_, host, device, bytes); }
@@ -85,6 +88,11 @@ dev::Context& CudaBackend::context() {
     mirror_ = new DeviceMirror(*memory_);
   }
   return *ctx_;
+}
+
+dev::Matrix CudaBackend::resident_matrix(const Tensor& t) {
+  context();
+  return {mirror_->acquire(t), true, t.dtype() == Dtype::bf16};
 }
 
 dev::In<float> CudaBackend::resident(const Tensor& t) {
@@ -168,7 +176,7 @@ void CudaBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, co
   check_ids(x.feature_ids.data(), x.feature_ids.size(), w.rows(), "sparse_input_forward");
   std::lock_guard<std::mutex> lock(mutex_);
   dev::sparse_forward(context(), x.feature_offsets.data(), x.size(), x.feature_ids.data(), x.feature_values.data(),
-                      resident(w), w.rows(), h, resident(bias), act == Act::relu, out.data());
+                      resident_matrix(w), w.rows(), h, resident(bias), act == Act::relu, out.data());
 }
 
 void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
@@ -194,7 +202,7 @@ void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const
     std::fill(sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i]),
               sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i + 1]), static_cast<uint32_t>(i));
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::active_logits(context(), h.data(), samples, d, sample.data(), active.ids.data(), entries, resident(w),
+  dev::active_logits(context(), h.data(), samples, d, sample.data(), active.ids.data(), entries, resident_matrix(w),
                      resident(bias), w.rows(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
                      logits.data());
 }
@@ -208,8 +216,8 @@ void CudaBackend::active_backward_input(const ActiveSets& active, std::span<cons
   if (samples == 0 || d == 0) return;
   check_ids(active.ids.data(), active.total(), w.rows(), "active_backward_input");
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::active_backward(context(), active.offsets.data(), samples, active.ids.data(), dlogits.data(), resident(w),
-                       w.rows(), d, grad_h.data());
+  dev::active_backward(context(), active.offsets.data(), samples, active.ids.data(), dlogits.data(),
+                       resident_matrix(w), w.rows(), d, grad_h.data());
 }
 
 std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
@@ -334,12 +342,22 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   if (n == 0 || cols == 0) return;
   // The weights and state are updated in their device copies; the changed rows of w come back
   // (written through: the host reads weights), the moments stay ahead until flush_state().
-  std::vector<float> w_out(n * cols);
+  const bool bf16 = u.w->dtype() == Dtype::bf16;
+  const size_t row_bytes = cols * dtype_bytes(u.w->dtype());
+  std::vector<std::byte> w_out(n * row_bytes);
+  std::vector<uint32_t> keys;
+  if (bf16) {
+    keys.resize(n);
+    for (size_t j = 0; j < n; ++j) keys[j] = row_key(u, u.rows[j]);
+  }
   dev::OptimRows r;
   r.n = n;
   r.cols = cols;
+  r.bf16 = bf16;
   r.rows = u.rows.data();
   r.w_out = w_out.data();
+  r.keys = bf16 ? keys.data() : nullptr;
+  r.col_base = static_cast<uint32_t>(u.col_base);
   r.grad = u.grad != nullptr ? u.grad->data() : nullptr;
   r.keep = u.keep;
   r.beta1 = u.beta1;
@@ -391,16 +409,19 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     if (u.freeze_after > 0) r.frozen_floor = u.frozen_floor();
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  r.w = const_cast<float*>(resident(*u.w).p);
-  r.m = const_cast<float*>(resident(*u.m).p);
-  r.v = adam ? const_cast<float*>(resident(*u.v).p) : nullptr;
+  r.w = const_cast<void*>(resident_matrix(*u.w).p);
+  r.m = const_cast<void*>(resident_matrix(*u.m).p);
+  r.v = adam ? const_cast<void*>(resident_matrix(*u.v).p) : nullptr;
   if (adam)
     dev::adam_rows(context(), r);
   else if (op == Op::sgd_rows)
     dev::sgd_rows(context(), r);
   else
     dev::adagrad_rows(context(), r);
-  for (size_t j = 0; j < n; ++j) std::memcpy(u.w->row(u.rows[j]), w_out.data() + j * cols, cols * sizeof(float));
+  for (size_t j = 0; j < n; ++j) {
+    void* host = bf16 ? static_cast<void*>(u.w->bf16_row(u.rows[j])) : static_cast<void*>(u.w->row(u.rows[j]));
+    std::memcpy(host, w_out.data() + j * row_bytes, row_bytes);
+  }
   mirror_->changed(*u.w, true);
   mirror_->changed(*u.m, false);
   if (adam) mirror_->changed(*u.v, false);
@@ -414,16 +435,16 @@ CudaBackend::Listed CudaBackend::listed(const Tensor& x, std::span<const uint32_
   context();
   Listed in;
   if (const void* d = mirror_->find(x)) {  // weights being hashed: their device copy, rows listed
-    in.x = {static_cast<const float*>(d), true};
+    in.x = {d, true, x.dtype() == Dtype::bf16};
     in.rows = rows.empty() ? nullptr : rows.data();
     return in;
   }
-  if (rows.empty()) {
-    in.x = {x.data(), false};
+  if (rows.empty() && x.dtype() == Dtype::f32) {
+    in.x = {x.data(), false, false};
     return in;
   }
-  in.gathered = gather_rows(x, rows);
-  in.x = {in.gathered.data(), false};
+  in.gathered = gather_rows(x, rows);  // widened to f32 on the host
+  in.x = {in.gathered.data(), false, false};
   return in;
 }
 

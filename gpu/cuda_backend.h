@@ -80,13 +80,14 @@ class CudaBackend : public Backend {
   // The device context, made on first use (registering creates nothing on the device); callers
   // hold mutex_, which serializes the ops (they share the staging buffers).
   dev::Context& context();
-  // t's device copy (made or refreshed by the mirror); f32 only.
+  // t's device copy (made or refreshed by the mirror): f32 only, or (resident_matrix) f32 or bf16.
   dev::In<float> resident(const Tensor& t);
+  dev::Matrix resident_matrix(const Tensor& t);
   // p's device address when [p, p + floats) lies in a current device copy, else p as host memory.
   dev::In<float> resident_range(const float* p, size_t floats);
   // The rows of x an LSH op hashes: x's device copy with the row ids, or host rows gathered.
   struct Listed {
-    dev::In<float> x;
+    dev::Matrix x;
     const uint32_t* rows = nullptr;
     std::vector<float> gathered;
   };

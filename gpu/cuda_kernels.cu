@@ -77,6 +77,8 @@ class Staging {
   const T* in(In<T> x, size_t n) {
     return x.device ? x.p : up(x.p, n);
   }
+  // A weight matrix read where it is (a device copy) or staged (host f32).
+  const void* in(Matrix x, size_t n) { return x.device ? x.p : up(static_cast<const float*>(x.p), n); }
   template <class T>
   void down(T* host, const T* d, size_t n) {
     if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(host, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
@@ -103,15 +105,47 @@ class Staging {
   size_t next_ = 0;
 };
 
+// A weight matrix's element widened to f32: f32 storage as it is, bf16 the high half of an f32
+// (core/tensor.h), so the f32 kernels on widened values give the CPU's bf16 bits.
+__device__ float load(const float* p, size_t i) { return p[i]; }
+__device__ float load(const uint16_t* p, size_t i) { return __uint_as_float(static_cast<uint32_t>(p[i]) << 16); }
+
+// Stores of an updated state element (kernels/vector_ops.cpp's stochastic_bits and nearest_bits on
+// bf16; f32 stores as it is).
+__device__ void store_stochastic(float* p, size_t i, float v, uint32_t) { p[i] = v; }
+__device__ void store_nearest(float* p, size_t i, float v) { p[i] = v; }
+__device__ uint32_t nan_bit(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u ? 0x40u : 0u; }
+__device__ void store_stochastic(uint16_t* p, size_t i, float v, uint32_t random16) {
+  const uint32_t bits = __float_as_uint(v);
+  p[i] = static_cast<uint16_t>(((bits + random16) >> 16) | nan_bit(bits));
+}
+__device__ void store_nearest(uint16_t* p, size_t i, float v) {
+  const uint32_t bits = __float_as_uint(v);
+  p[i] = static_cast<uint16_t>(((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16) | nan_bit(bits));
+}
+
+// core/hash32.h's lowbias32 and kernels/vector_ops.cpp's column_hash: the random bits of a bf16
+// element's rounding, from its row's key and its column in the whole parameter.
+__device__ uint32_t lowbias32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+__device__ uint32_t column_hash(uint32_t key, uint32_t col) { return lowbias32(key ^ (col * 0x85ebca77u)); }
+
 // kernels/vector_ops.cpp's dot: 16 partial sums, then a pairwise reduction in a fixed order.
-__device__ float dot16(const float* a, const float* b, size_t n) {
+template <class B>
+__device__ float dot16(const float* a, const B* b, size_t n) {
   constexpr size_t kLanes = 16;
   float acc[kLanes];
   for (size_t l = 0; l < kLanes; ++l) acc[l] = 0.0f;
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-  for (size_t l = 0; i + l < n; ++l) acc[l] += a[i + l] * b[i + l];
+    for (size_t l = 0; l < kLanes; ++l) acc[l] += a[i + l] * load(b, i + l);
+  for (size_t l = 0; i + l < n; ++l) acc[l] += a[i + l] * load(b, i + l);
   for (size_t w = kLanes / 2; w > 0; w /= 2)
     for (size_t l = 0; l < w; ++l) acc[l] += acc[l + w];
   return acc[0];
@@ -153,18 +187,20 @@ __global__ void column_sums_kernel(const float* grad, size_t rows, size_t cols, 
 // --- sparse and active sets ---------------------------------------------------------------------
 
 // A block per point, its threads over the columns.
+template <class W>
 __global__ void sparse_forward_kernel(const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                                      const float* w, size_t h, const float* bias, bool relu, float* out) {
+                                      const W* w, size_t h, const float* bias, bool relu, float* out) {
   for (size_t i = blockIdx.x; i < points; i += gridDim.x)
     for (size_t c = threadIdx.x; c < h; c += blockDim.x) {
       float o = bias[c];
-      for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) o += vals[e] * w[static_cast<size_t>(ids[e]) * h + c];
+      for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) o += vals[e] * load(w, static_cast<size_t>(ids[e]) * h + c);
       out[i * h + c] = relu ? (o > 0.0f ? o : 0.0f) : o;
     }
 }
 
+template <class W>
 __global__ void active_logits_kernel(const float* h, size_t d, const uint32_t* sample, const uint32_t* ids,
-                                     size_t entries, const float* w, const float* bias, const float* logit_offsets,
+                                     size_t entries, const W* w, const float* bias, const float* logit_offsets,
                                      float* logits) {
   for (size_t e = global_id(); e < entries; e += global_stride()) {
     const size_t r = ids[e];
@@ -174,14 +210,15 @@ __global__ void active_logits_kernel(const float* h, size_t d, const uint32_t* s
   }
 }
 
+template <class W>
 __global__ void active_backward_kernel(const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                                       const float* dlogits, const float* w, size_t d, float* grad_h) {
+                                       const float* dlogits, const W* w, size_t d, float* grad_h) {
   for (size_t i = blockIdx.x; i < samples; i += gridDim.x)
     for (size_t c = threadIdx.x; c < d; c += blockDim.x) {
       float g = 0.0f;
       for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
         const float dl = dlogits[e];
-        if (dl != 0.0f) g += dl * w[static_cast<size_t>(ids[e]) * d + c];
+        if (dl != 0.0f) g += dl * load(w, static_cast<size_t>(ids[e]) * d + c);
       }
       grad_h[i * d + c] = g;
     }
@@ -299,18 +336,28 @@ __global__ void top_k_kernel(size_t rows, const float* scores, const uint64_t* o
 
 // --- optimizers ---------------------------------------------------------------------------------
 
-// Where element idx (row j of the update, column idx % cols) of an update is in w, m and v: in the
-// gathered rows, or (resident) in row rows[j] of the whole matrices. The gradient is always gathered.
+// Element idx of an update is column idx % cols of row rows[idx / cols] of the whole matrices w, m,
+// v (their device copies); the gradient is the listed rows, gathered.
 __device__ size_t element(const OptimRows& r, size_t idx) {
-  return r.rows != nullptr ? static_cast<size_t>(r.rows[idx / r.cols]) * r.cols + idx % r.cols : idx;
+  return static_cast<size_t>(r.rows[idx / r.cols]) * r.cols + idx % r.cols;
+}
+// The 32 random bits of a bf16 element's rounding (unused for f32 storage).
+__device__ uint32_t rounding_bits(const OptimRows& r, size_t idx) {
+  return r.keys != nullptr ? column_hash(r.keys[idx / r.cols], r.col_base + static_cast<uint32_t>(idx % r.cols)) : 0u;
 }
 
-// One thread per element of the listed rows: the catch-up, then the step (kernels/optim_ops.cpp).
+// One thread per element of the listed rows: the catch-up, then the step (kernels/optim_ops.cpp),
+// in f32 on the widened values; bf16 storage rounds as kernels/vector_ops.cpp's narrow_bf16_state
+// (w and v stochastically, Adam's m to nearest).
+template <class S>
 __global__ void adam_kernel(OptimRows r) {
+  S* W = static_cast<S*>(r.w);
+  S* M = static_cast<S*>(r.m);
+  S* V = static_cast<S*>(r.v);
   const size_t total = r.n * r.cols;
   for (size_t idx = global_id(); idx < total; idx += global_stride()) {
     const size_t j = idx / r.cols, at = element(r, idx);
-    float w = r.w[at], m = r.m[at], v = r.v[at];
+    float w = load(W, at), m = load(M, at), v = load(V, at);
     if (r.has_plan != nullptr && r.has_plan[j] != 0) {
       const float* p = r.plan + 4 * j;
       const float root_v = sqrtf(v);
@@ -330,17 +377,21 @@ __global__ void adam_kernel(OptimRows r) {
         v = r.beta2 * v + (1.0f - r.beta2) * g * g;
       w = r.keep * w - r.step[j] * m / (sqrtf(v * r.c2[j]) + r.eps);
     }
-    r.w[at] = w;
-    r.m[at] = m;
-    r.v[at] = v;
+    const uint32_t bits = rounding_bits(r, idx);
+    store_stochastic(W, at, w, bits & 0xffffu);
+    store_nearest(M, at, m);
+    store_stochastic(V, at, v, bits >> 16);
   }
 }
 
+template <class S>
 __global__ void sgd_kernel(OptimRows r) {
+  S* W = static_cast<S*>(r.w);
+  S* M = static_cast<S*>(r.m);
   const size_t total = r.n * r.cols;
   for (size_t idx = global_id(); idx < total; idx += global_stride()) {
     const size_t j = idx / r.cols, at = element(r, idx);
-    float w = r.w[at], m = r.m[at];
+    float w = load(W, at), m = load(M, at);
     if (r.has_plan != nullptr && r.has_plan[j] != 0) {
       const float* p = r.plan + 4 * j;
       w = p[0] * w - p[1] * m;
@@ -350,30 +401,36 @@ __global__ void sgd_kernel(OptimRows r) {
       m = r.momentum * m + r.grad[idx];
       w = r.keep * w - r.lr * m;
     }
-    r.w[at] = w;
-    r.m[at] = m;
+    const uint32_t bits = rounding_bits(r, idx);
+    store_stochastic(W, at, w, bits & 0xffffu);
+    store_stochastic(M, at, m, bits >> 16);
   }
 }
 
 // Adagrad's catch-up is weight decay only (plan[0]); its accumulator is kept.
+template <class S>
 __global__ void adagrad_kernel(OptimRows r) {
+  S* W = static_cast<S*>(r.w);
+  S* M = static_cast<S*>(r.m);
   const size_t total = r.n * r.cols;
   for (size_t idx = global_id(); idx < total; idx += global_stride()) {
     const size_t j = idx / r.cols, at = element(r, idx);
-    float w = r.w[at], acc = r.m[at];
+    float w = load(W, at), acc = load(M, at);
     if (r.has_plan != nullptr && r.has_plan[j] != 0) w *= r.plan[4 * j];
     if (r.grad != nullptr) {
       const float g = r.grad[idx];
       acc += g * g;
       w = r.keep * w - r.lr * g / (sqrtf(acc) + r.eps);
     }
-    r.w[at] = w;
-    r.m[at] = acc;
+    const uint32_t bits = rounding_bits(r, idx);
+    store_stochastic(W, at, w, bits & 0xffffu);
+    store_stochastic(M, at, acc, bits >> 16);
   }
 }
 
-// out (n x cols) = rows rows[j] of w: the updated weight rows a resident update writes through.
-__global__ void gather_rows_kernel(const float* w, const uint32_t* rows, size_t n, size_t cols, float* out) {
+// out (n x cols) = rows rows[j] of w: the updated weight rows an update writes through (as stored).
+template <class S>
+__global__ void gather_rows_kernel(const S* w, const uint32_t* rows, size_t n, size_t cols, S* out) {
   for (size_t idx = global_id(); idx < n * cols; idx += global_stride())
     out[idx] = w[static_cast<size_t>(rows[idx / cols]) * cols + idx % cols];
 }
@@ -383,11 +440,12 @@ __global__ void gather_rows_kernel(const float* w, const uint32_t* rows, size_t 
 // rows (null: 0..n-1): which rows of x are hashed.
 __device__ size_t listed(const uint32_t* rows, size_t j) { return rows != nullptr ? rows[j] : j; }
 
-__global__ void simhash_kernel(const float* planes, size_t tables, int k, const float* x, const uint32_t* rows,
+template <class X>
+__global__ void simhash_kernel(const float* planes, size_t tables, int k, const X* x, const uint32_t* rows,
                                size_t n, size_t dim, uint32_t* codes) {
   for (size_t idx = global_id(); idx < n * tables; idx += global_stride()) {
     const size_t j = idx / tables, t = idx % tables;
-    const float* v = x + listed(rows, j) * dim;
+    const X* v = x + listed(rows, j) * dim;
     uint32_t code = 0;
     for (int b = 0; b < k; ++b) code = (code << 1) | (dot16(planes + (t * k + b) * dim, v, dim) > 0.0f ? 1u : 0u);
     codes[idx] = code;
@@ -395,17 +453,18 @@ __global__ void simhash_kernel(const float* planes, size_t tables, int k, const 
 }
 
 // Winner of every (row, bin): the position of its largest positive value, -1 for none.
-__global__ void dwta_winners_kernel(const uint32_t* coords, size_t bins, int bin_size, const float* x,
+template <class X>
+__global__ void dwta_winners_kernel(const uint32_t* coords, size_t bins, int bin_size, const X* x,
                                     const uint32_t* rows, size_t n, size_t dim, int32_t* winners) {
   for (size_t idx = global_id(); idx < n * bins; idx += global_stride()) {
     const size_t j = idx / bins, b = idx % bins;
     const uint32_t* c = coords + b * bin_size;
-    const float* v = x + listed(rows, j) * dim;
+    const X* v = x + listed(rows, j) * dim;
     float best = 0.0f;
     int32_t arg = -1;
     for (int i = 0; i < bin_size; ++i)
-      if (v[c[i]] > best) {
-        best = v[c[i]];
+      if (load(v, c[i]) > best) {
+        best = load(v, c[i]);
         arg = i;
       }
     winners[idx] = arg;
@@ -558,53 +617,66 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 }
 
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                    In<float> w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out) {
+                    Matrix w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out) {
   if (points == 0 || h == 0) return;
   const size_t nnz = offsets[points];
   Staging st(ctx);
   const uint64_t* doff = st.up(offsets, points + 1);
   const uint32_t* dids = st.up(ids, nnz);
   const float* dvals = st.up(vals, nnz);
-  const float* dw = st.in(w, w_rows * h);
+  const void* dw = st.in(w, w_rows * h);
   const float* db = st.in(bias, h);
   float* dout = st.alloc<float>(points * h);
-  sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(doff, points, dids, dvals, dw, h, db,
-                                                                             relu, dout);
+  if (w.bf16)
+    sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(
+        doff, points, dids, dvals, static_cast<const uint16_t*>(dw), h, db, relu, dout);
+  else
+    sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(
+        doff, points, dids, dvals, static_cast<const float*>(dw), h, db, relu, dout);
   FRUGAL_LAUNCHED();
   st.down(out, dout, points * h);
   st.finish();
 }
 
 void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
-                   const uint32_t* ids, size_t entries, In<float> w, In<float> bias, size_t w_rows,
+                   const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
                    const float* logit_offsets, float* logits) {
   if (entries == 0) return;
   Staging st(ctx);
   const float* dh = st.up(h, samples * d);
   const uint32_t* dsample = st.up(sample, entries);
   const uint32_t* dids = st.up(ids, entries);
-  const float* dw = st.in(w, w_rows * d);
+  const void* dw = st.in(w, w_rows * d);
   const float* db = st.in(bias, w_rows);
   const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
   float* dz = st.alloc<float>(entries);
-  active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dh, d, dsample, dids, entries, dw, db,
-                                                                           doff, dz);
+  if (w.bf16)
+    active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
+        dh, d, dsample, dids, entries, static_cast<const uint16_t*>(dw), db, doff, dz);
+  else
+    active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
+        dh, d, dsample, dids, entries, static_cast<const float*>(dw), db, doff, dz);
   FRUGAL_LAUNCHED();
   st.down(logits, dz, entries);
   st.finish();
 }
 
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                     const float* dlogits, In<float> w, size_t w_rows, size_t d, float* grad_h) {
+                     const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h) {
   if (samples == 0 || d == 0) return;
   const size_t entries = offsets[samples];
   Staging st(ctx);
   const uint64_t* doff = st.up(offsets, samples + 1);
   const uint32_t* dids = st.up(ids, entries);
   const float* ddl = st.up(dlogits, entries);
-  const float* dw = st.in(w, w_rows * d);
+  const void* dw = st.in(w, w_rows * d);
   float* dg = st.alloc<float>(samples * d);
-  active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(doff, samples, dids, ddl, dw, d, dg);
+  if (w.bf16)
+    active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
+        doff, samples, dids, ddl, static_cast<const uint16_t*>(dw), d, dg);
+  else
+    active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
+        doff, samples, dids, ddl, static_cast<const float*>(dw), d, dg);
   FRUGAL_LAUNCHED();
   st.down(grad_h, dg, samples * d);
   st.finish();
@@ -698,18 +770,13 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 
 namespace {
 
-// The device side of r: staged, the gathered rows of w, m, v uploaded (downloaded by finish_rows);
-// resident, w, m, v are device copies already and the row ids go up. Gradients and plans go up.
+// The device side of r: w, m, v are device copies already; the row ids, rounding keys, gradients
+// and plans go up.
 OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   OptimRows d = r;
   const size_t total = r.n * r.cols;
-  if (r.rows != nullptr) {
-    d.rows = st.up(r.rows, r.n);
-  } else {
-    d.w = st.up(r.w, total);
-    d.m = st.up(r.m, total);
-    d.v = adam ? st.up(r.v, total) : nullptr;
-  }
+  d.rows = st.up(r.rows, r.n);
+  d.keys = r.keys != nullptr ? st.up(r.keys, r.n) : nullptr;
   d.grad = r.grad != nullptr ? st.up(r.grad, total) : nullptr;
   if (r.has_plan != nullptr) {
     d.has_plan = st.up(r.has_plan, r.n);
@@ -725,82 +792,85 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   return d;
 }
 
-// After the update kernel: staged, the rows of w, m (and v) come back; resident, only the updated
-// rows of w (into w_out), gathered on the device first.
-void finish_rows(Staging& st, const OptimRows& r, const OptimRows& d, bool adam) {
+// After the update kernel: the updated rows of w, gathered on the device, come back into w_out.
+template <class S>
+void write_through(Staging& st, const OptimRows& r, const OptimRows& d) {
   const size_t total = r.n * r.cols;
-  if (r.rows != nullptr) {
-    float* gathered = st.alloc<float>(total);
-    gather_rows_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d.w, d.rows, r.n, r.cols, gathered);
-    FRUGAL_LAUNCHED();
-    st.down(r.w_out, gathered, total);
-  } else {
-    st.down(r.w, d.w, total);
-    st.down(r.m, d.m, total);
-    if (adam) st.down(r.v, d.v, total);
-  }
+  S* gathered = st.alloc<S>(total);
+  gather_rows_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(static_cast<const S*>(d.w), d.rows, r.n,
+                                                                       r.cols, gathered);
+  FRUGAL_LAUNCHED();
+  st.down(static_cast<S*>(r.w_out), gathered, total);
   st.finish();
+}
+
+enum class Rule { adam, sgd, adagrad };
+
+template <class S>
+void update_rows(Staging& st, const OptimRows& r, Rule rule) {
+  const OptimRows d = upload(st, r, rule == Rule::adam);
+  const unsigned blocks = blocks_for(r.n * r.cols);
+  if (rule == Rule::adam)
+    adam_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d);
+  else if (rule == Rule::sgd)
+    sgd_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d);
+  else
+    adagrad_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d);
+  FRUGAL_LAUNCHED();
+  write_through<S>(st, r, d);
+}
+
+void optimizer_rows(Context& ctx, const OptimRows& r, Rule rule) {
+  if (r.n * r.cols == 0) return;
+  Staging st(ctx);
+  if (r.bf16)
+    update_rows<uint16_t>(st, r, rule);
+  else
+    update_rows<float>(st, r, rule);
 }
 
 }  // namespace
 
-void adam_rows(Context& ctx, const OptimRows& r) {
-  const size_t total = r.n * r.cols;
-  if (total == 0) return;
-  Staging st(ctx);
-  const OptimRows d = upload(st, r, true);
-  adam_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
-  FRUGAL_LAUNCHED();
-  finish_rows(st, r, d, true);
-}
+void adam_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::adam); }
+void sgd_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::sgd); }
+void adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::adagrad); }
 
-void sgd_rows(Context& ctx, const OptimRows& r) {
-  const size_t total = r.n * r.cols;
-  if (total == 0) return;
-  Staging st(ctx);
-  const OptimRows d = upload(st, r, false);
-  sgd_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
-  FRUGAL_LAUNCHED();
-  finish_rows(st, r, d, false);
-}
-
-void adagrad_rows(Context& ctx, const OptimRows& r) {
-  const size_t total = r.n * r.cols;
-  if (total == 0) return;
-  Staging st(ctx);
-  const OptimRows d = upload(st, r, false);
-  adagrad_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(d);
-  FRUGAL_LAUNCHED();
-  finish_rows(st, r, d, false);
-}
-
-void simhash(Context& ctx, const float* planes, size_t tables, int k, In<float> x, const uint32_t* rows, size_t n,
+void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
              size_t dim, uint32_t* codes) {
   if (n == 0 || tables == 0) return;
   Staging st(ctx);
   const float* dp = st.up(planes, tables * static_cast<size_t>(k) * dim);
   // A device copy is read where it is (rows listed); host rows were gathered by the caller.
-  const float* dx = st.in(x, n * dim);
+  const void* dx = st.in(x, n * dim);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   uint32_t* dc = st.alloc<uint32_t>(n * tables);
-  simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(dp, tables, k, dx, drows, n, dim, dc);
+  if (x.bf16)
+    simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(
+        dp, tables, k, static_cast<const uint16_t*>(dx), drows, n, dim, dc);
+  else
+    simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(
+        dp, tables, k, static_cast<const float*>(dx), drows, n, dim, dc);
   FRUGAL_LAUNCHED();
   st.down(codes, dc, n * tables);
   st.finish();
 }
 
-void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, In<float> x, const uint32_t* rows, size_t n,
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, const uint32_t* rows, size_t n,
           size_t dim, uint32_t* codes) {
   const size_t bins = p.tables * static_cast<size_t>(p.k);
   if (n == 0 || p.tables == 0) return;
   Staging st(ctx);
   const uint32_t* dcoords = st.up(coords, bins * static_cast<size_t>(p.bin_size));
-  const float* dx = st.in(x, n * dim);
+  const void* dx = st.in(x, n * dim);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   int32_t* dwin = st.alloc<int32_t>(n * bins);
   uint32_t* dc = st.alloc<uint32_t>(n * p.tables);
-  dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(dcoords, bins, p.bin_size, dx, drows, n,
-                                                                          dim, dwin);
+  if (x.bf16)
+    dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(
+        dcoords, bins, p.bin_size, static_cast<const uint16_t*>(dx), drows, n, dim, dwin);
+  else
+    dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(
+        dcoords, bins, p.bin_size, static_cast<const float*>(dx), drows, n, dim, dwin);
   FRUGAL_LAUNCHED();
   dwta_codes_kernel<<<blocks_for(n * p.tables), kThreads, 0, st.stream()>>>(p, dwin, n, dc);
   FRUGAL_LAUNCHED();

@@ -35,6 +35,13 @@ struct In {
   const T* p = nullptr;
   bool device = false;
 };
+// A weight matrix an op reads: host f32 memory (staged), or a device copy in f32 or bf16 storage
+// (`--precision bf16`; the kernels widen each element, as the CPU's bf16 kernels do).
+struct Matrix {
+  const void* p = nullptr;
+  bool device = false;
+  bool bf16 = false;
+};
 
 // C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32).
 void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
@@ -47,15 +54,15 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 // out[i] = act(bias + sum over point i's entries e, in order, of vals[e] * w[ids[e]]): w holds the
 // w_rows rows the ids refer to, h columns each.
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                    In<float> w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out);
+                    Matrix w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out);
 // logits[e] = <h[sample[e]], w[ids[e]]> + bias[ids[e]] (then + offsets[e] when not null), the dot
 // product with the CPU kernels' 16 partial sums.
 void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
-                   const uint32_t* ids, size_t entries, In<float> w, In<float> bias, size_t w_rows,
+                   const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
                    const float* logit_offsets, float* logits);
 // grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                     const float* dlogits, In<float> w, size_t w_rows, size_t d, float* grad_h);
+                     const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h);
 // Row j of out = sum over p in [row_start[j], row_start[j+1]) (in order) of coef[p] vecs[sample[p]];
 // bias_out[j] (when not null) = the sum of those coefficients.
 void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
@@ -73,19 +80,23 @@ void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, 
 void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
            In<float> bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores);
 
-// The listed rows of an optimizer step. Staged: w, m, v are the rows gathered on the host (n x cols
-// each, updated in place). Resident (rows not null): w, m, v are the device copies of the whole
-// matrices, row j of the update is their row rows[j], and the updated rows of w come back into the
-// host buffer w_out (n x cols); m and v stay on the device.
+// The listed rows of an optimizer step: w, m, v are the device copies of the whole matrices (f32, or
+// bf16 with bf16 set), row j of the update is their row rows[j] (host ids, n of them), and the
+// updated rows of w come back, as stored, into the host buffer w_out (n x cols elements); m and v
+// stay on the device. bf16: keys[j] (host) is row j's rounding key and col_base the first column's
+// position in the whole parameter (kernels/optim_ops.cpp's row_key and col_base).
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
 // terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
 // correction2[count]; frozen[j] (null: none) marks a row whose second moment is frozen (c2[j] is
 // then correction2[freeze_after], and v is raised to frozen_floor g^2 where below). Adagrad: m is the accumulator, eps Adagrad's. grad null: catch-up only.
 struct OptimRows {
   size_t n = 0, cols = 0;
-  float *w = nullptr, *m = nullptr, *v = nullptr;
-  const uint32_t* rows = nullptr;  // resident: the row ids (host), else null
-  float* w_out = nullptr;          // resident: the updated rows of w (host, n x cols)
+  void *w = nullptr, *m = nullptr, *v = nullptr;
+  bool bf16 = false;
+  const uint32_t* rows = nullptr;
+  void* w_out = nullptr;
+  const uint32_t* keys = nullptr;
+  uint32_t col_base = 0;
   const float* grad = nullptr;
   const uint8_t* has_plan = nullptr;  // null: no plans
   const float* plan = nullptr;
@@ -102,14 +113,14 @@ void adagrad_rows(Context& ctx, const OptimRows& r);
 
 // codes[j * tables + t] for n rows of x (dim columns), as Backend's LSH ops.
 // rows (host, n ids; null: rows 0..n-1 of x) are the rows of x hashed.
-void simhash(Context& ctx, const float* planes, size_t tables, int k, In<float> x, const uint32_t* rows, size_t n,
+void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
              size_t dim, uint32_t* codes);
 struct DwtaParams {
   size_t tables = 0;
   int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
   uint64_t seed = 0;
 };
-void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, In<float> x, const uint32_t* rows, size_t n,
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, const uint32_t* rows, size_t n,
           size_t dim, uint32_t* codes);
 
 }  // namespace frugal::gpu::dev

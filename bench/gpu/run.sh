@@ -183,6 +183,8 @@ one_run() {
                          $(device_args "$GPU") --sampler exact --threads 4 ;;
     frugal-cuda-lsh)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
                          $(device_args "$GPU") --sampler lsh --threads 4 ;;
+    frugal-cuda-lsh-bf16) record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
+                         $(device_args "$GPU") --sampler lsh --precision bf16 --threads 4 ;;
     torch-cuda-fp32)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "${tt[@]}" ;;
     torch-cuda-bf16)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "${tt[@]}" --amp bf16 ;;
     frugal-cpu-lsh)    record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
@@ -190,11 +192,13 @@ one_run() {
   esac
 }
 SYSTEMS=(frugal-cuda-exact frugal-cuda-lsh torch-cuda-fp32 torch-cuda-bf16 frugal-cpu-lsh)
+# bf16 storage on the GPU (--precision bf16) in the fixed-step runs only (the budget).
+STEP_SYSTEMS=("${SYSTEMS[@]}" frugal-cuda-lsh-bf16)
 
 say "(b) $STEPS-step runs"
 for set in "${SETS[@]}"; do
   for batch in "${BATCHES[@]}"; do
-    for s in "${SYSTEMS[@]}"; do one_run "$s" "${set%%:*}" "$batch" steps; done
+    for s in "${STEP_SYSTEMS[@]}"; do one_run "$s" "${set%%:*}" "$batch" steps; done
   done
 done
 

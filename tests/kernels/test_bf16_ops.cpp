@@ -1,12 +1,15 @@
-// bf16 storage (`--precision bf16`, core/tensor.h): conversions, and the CPU backend's ops on bf16
-// weights. Widening is exact, so an op on bf16 weights must give the bits the same op gives on an
-// f32 copy of the widened weights; optimizer updates are stored with stochastic rounding that is
-// unbiased, deterministic and independent of threads.
+// bf16 storage (`--precision bf16`, core/tensor.h): conversions, and every registered backend's ops
+// on bf16 weights (the CPU's; the CUDA backend's where a GPU is visible). Widening is exact, so an op
+// on bf16 weights must give the bits the same backend's op gives on an f32 copy of the widened
+// weights; optimizer updates are stored with stochastic rounding that is unbiased, deterministic and
+// independent of threads, and a device backend's bf16 updates are the CPU's to within a bf16 step.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
@@ -108,10 +111,13 @@ TEST_CASE("bf16: stochastic rounding is unbiased, keyed and thread-independent i
   REQUIRE(std::equal(tail.begin(), tail.end(), whole.begin() + 32));
 }
 
-TEST_CASE("bf16: CPU ops on bf16 weights give the bits of the same ops on the widened weights") {
-  Backend& be = *find_backend("cpu");
-  for (const size_t d : {16, 37, 128}) {
-    INFO("width " << d);
+TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on the widened weights") {
+  std::vector<std::pair<Backend*, size_t>> cases;  // (backend, width)
+  for (Backend* backend : backends())
+    for (const size_t d : {16, 37, 128}) cases.emplace_back(backend, d);
+  for (const auto& [backend, d] : cases) {
+    Backend& be = *backend;
+    INFO(be.name() << ", width " << d);
     const Pair w = random_pair(300, d, d);
     Tensor bias(1, d);
     for (size_t c = 0; c < d; ++c) bias.data()[c] = 0.01f * static_cast<float>(c);
@@ -223,6 +229,56 @@ RowUpdate adam_update(AdamCase& a, std::span<const CatchUpPlan* const> plans) {
 }
 
 }  // namespace
+
+// A device backend's bf16 updates against the CPU's: the same f32 arithmetic and the same rounding
+// bits, so equal but where the f32 value before rounding differs in its last bits (then one bf16
+// step apart at most). Adam with a catch-up plan, SGD and Adagrad, 3 steps each.
+TEST_CASE("bf16: every other backend's optimizer rows on bf16 state are the CPU's to within a bf16 step") {
+  Backend& cpu = *find_backend("cpu");
+  size_t compared = 0;
+  for (Backend* other : backends()) {
+    if (other == &cpu) continue;
+    for (const Op op : {Op::adam_rows, Op::sgd_rows, Op::adagrad_rows}) {
+      INFO(other->name() << " " << op_name(op));
+      AdamCase a = adam_case(Dtype::bf16), b = adam_case(Dtype::bf16);
+      const CatchUpPlan plan{.decay = 0.999f, .move = 0.01f, .m_decay = 0.9f, .v_decay = 0.99f};
+      const float terms[2] = {1e-3f, 1.0f};
+      CatchUpPlan adam_plan = plan;
+      adam_plan.terms = terms;
+      adam_plan.terms_count = 1;
+      std::vector<const CatchUpPlan*> plans(a.rows.size(), nullptr);
+      for (size_t j = 0; j < plans.size(); j += 4) plans[j] = op == Op::adam_rows ? &adam_plan : &plan;
+      for (int step = 0; step < 3; ++step)
+        for (auto [be, c] : {std::pair{&cpu, &a}, std::pair{other, &b}}) {
+          RowUpdate u = adam_update(*c, step == 0 ? std::span<const CatchUpPlan* const>(plans)
+                                                  : std::span<const CatchUpPlan* const>());
+          u.round_seed = 77 + static_cast<uint64_t>(step);
+          if (op == Op::adam_rows) {
+            be->adam_rows(u);
+          } else {
+            u.v = nullptr;
+            u.counts = {};
+            u.momentum = 0.9f;
+            op == Op::sgd_rows ? be->sgd_rows(u) : be->adagrad_rows(u);
+          }
+          be->flush_state();
+        }
+      size_t identical = 0, total = 0;
+      for (auto [x, y] : {std::pair{&a.w, &b.w}, std::pair{&a.m, &b.m}, std::pair{&a.v, &b.v}})
+        for (size_t r = 0; r < x->rows(); ++r)
+          for (size_t col = 0; col < x->cols(); ++col) {
+            const float want = x->value_at(r, col), got = y->value_at(r, col);
+            ++total;
+            if (std::memcmp(&want, &got, sizeof want) == 0) ++identical;
+            REQUIRE(std::abs(got - want) <= 0x1p-7f * std::abs(want) + 1e-30f);
+          }
+      std::printf("bf16 %s vs cpu %s: %zu of %zu elements identical\n", other->name().c_str(),
+                  std::string(op_name(op)).c_str(), identical, total);
+      ++compared;
+    }
+  }
+  if (compared == 0) std::printf("bf16 optimizer rows: no backend but cpu registered, nothing to compare\n");
+}
 
 TEST_CASE("bf16: Adam rows: the fused pass equals the per-row path, on any thread count, near f32") {
   Backend& be = *find_backend("cpu");
