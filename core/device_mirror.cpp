@@ -12,13 +12,14 @@ namespace {
 
 // Every live mirror, so that freeing mirrored host data reaches them. Lock order: this mutex, then a
 // mirror's.
+// Never destroyed: a tensor freed during the process's exit may still look here.
 std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::vector<DeviceMirror*>& registry() {
-  static std::vector<DeviceMirror*> mirrors;
-  return mirrors;
+  static auto* mirrors = new std::vector<DeviceMirror*>;
+  return *mirrors;
 }
 
 std::string describe(const Tensor& t) { return fmt::format("{}x{} {}", t.rows(), t.cols(), dtype_name(t.dtype())); }
@@ -87,9 +88,15 @@ void* DeviceMirror::acquire(const Tensor& t) {
     bytes_ += fresh.bytes;
     stamp.mirrored.store(true, std::memory_order_release);
   }
-  // Cleared before the copy: a host write racing with it marks the tensor again.
+  // Cleared before the copy: a host write racing with it marks the tensor again. A failed copy
+  // marks it again too, so the next use does not take a copy that never arrived.
   stamp.host_written.store(false, std::memory_order_release);
-  memory_.upload(e->device, t.raw(), e->bytes);
+  try {
+    memory_.upload(e->device, t.raw(), e->bytes);
+  } catch (...) {
+    stamp.host_written.store(true, std::memory_order_release);
+    throw;
+  }
   ++traffic_.uploads;
   traffic_.uploaded_bytes += e->bytes;
   return e->device;
@@ -110,6 +117,7 @@ const void* DeviceMirror::find_range(const void* p, size_t bytes) {
   const auto* q = static_cast<const std::byte*>(p);
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [host, e] : entries_) {
+    if (e.dtype != Dtype::f32) continue;  // the pointers asked about are floats
     const auto* base = static_cast<const std::byte*>(host);
     if (q < base || q + bytes > base + e.bytes) continue;
     // The entry exists, so the data and its stamp do.
@@ -134,8 +142,13 @@ void DeviceMirror::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [host, e] : entries_) {
     if (!e.ahead) continue;
-    // The host data is alive (freeing it drops the entry) and unchanged since (a host write would
-    // have been refused): writing it directly keeps its written mark as it was.
+    // A host write since the device got ahead: one side's changes would be lost.
+    FRUGAL_CHECK(!e.stamp->host_written.load(std::memory_order_acquire),
+                 fmt::format("device mirror: the host wrote a {}x{} {} tensor whose device copy has changes it has "
+                             "not seen (Backend::flush_state() must run before host code touches optimizer state)",
+                             e.rows, e.cols, dtype_name(e.dtype)));
+    // The host data is alive (freeing it drops the entry) and unchanged since: writing it directly
+    // keeps its written mark as it was.
     memory_.download(const_cast<void*>(host), e.device, e.bytes);
     e.ahead = false;
     ++traffic_.flushes;

@@ -203,7 +203,7 @@ void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const
               sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i + 1]), static_cast<uint32_t>(i));
   std::lock_guard<std::mutex> lock(mutex_);
   dev::active_logits(context(), h.data(), samples, d, sample.data(), active.ids.data(), entries, resident_matrix(w),
-                     resident(bias), w.rows(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
+                     resident(bias), w.rows(), bias.size(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
                      logits.data());
 }
 

@@ -78,7 +78,10 @@ class Staging {
     return x.device ? x.p : up(x.p, n);
   }
   // A weight matrix read where it is (a device copy) or staged (host f32).
-  const void* in(Matrix x, size_t n) { return x.device ? x.p : up(static_cast<const float*>(x.p), n); }
+  const void* in(Matrix x, size_t n) {
+    FRUGAL_CHECK(x.device || !x.bf16, "CUDA backend: a bf16 matrix in host memory (the staging takes f32)");
+    return x.device ? x.p : up(static_cast<const float*>(x.p), n);
+  }
   template <class T>
   void down(T* host, const T* d, size_t n) {
     if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(host, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
@@ -372,7 +375,7 @@ __global__ void adam_kernel(OptimRows r) {
       const float g = r.grad[idx];
       m = r.beta1 * m + (1.0f - r.beta1) * g;
       if (r.frozen != nullptr && r.frozen[j] != 0)  // kernels/optim_ops.cpp's adam_row_frozen
-        v = fmaxf(v, r.frozen_floor * g * g);
+        v = (v < r.frozen_floor * g * g) ? r.frozen_floor * g * g : v;  // std::max: a NaN v stays NaN
       else
         v = r.beta2 * v + (1.0f - r.beta2) * g * g;
       w = r.keep * w - r.step[j] * m / (sqrtf(v * r.c2[j]) + r.eps);
@@ -640,14 +643,14 @@ void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const 
 
 void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
                    const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
-                   const float* logit_offsets, float* logits) {
+                   size_t bias_rows, const float* logit_offsets, float* logits) {
   if (entries == 0) return;
   Staging st(ctx);
   const float* dh = st.up(h, samples * d);
   const uint32_t* dsample = st.up(sample, entries);
   const uint32_t* dids = st.up(ids, entries);
   const void* dw = st.in(w, w_rows * d);
-  const float* db = st.in(bias, w_rows);
+  const float* db = st.in(bias, bias_rows);
   const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
   float* dz = st.alloc<float>(entries);
   if (w.bf16)

@@ -59,7 +59,7 @@ void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const 
 // product with the CPU kernels' 16 partial sums.
 void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
                    const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
-                   const float* logit_offsets, float* logits);
+                   size_t bias_rows, const float* logit_offsets, float* logits);
 // grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
                      const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h);

@@ -176,6 +176,12 @@ void count_row_updates(const Optimizer::State& s, size_t rows, size_t cols, bool
 }
 }  // namespace
 
+size_t Optimizer::moment_bytes() const {
+  size_t bytes = 0;
+  for (const State& s : state_) bytes += s.m.bytes() + s.v.bytes();
+  return bytes;
+}
+
 size_t Optimizer::state_bytes() const {
   size_t bytes = 0;
   for (const State& s : state_) bytes += s.m.bytes() + s.v.bytes() + s.row_steps.size() * sizeof(uint32_t);

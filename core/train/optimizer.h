@@ -128,6 +128,8 @@ class Optimizer {
   // Bytes of optimizer state: every parameter's moments (or momentum, or accumulator) and its rows'
   // step counts.
   size_t state_bytes() const;
+  // Bytes of the moments alone (every parameter's m and v), read without bringing them to the host.
+  size_t moment_bytes() const;
   uint64_t steps() const { return steps_; }
   void set_steps(uint64_t steps) { steps_ = steps; }
   // The learning rate of 0-based step `step` (base rate times the schedule's factor).

@@ -18,6 +18,7 @@
 
 #include "core/backend.h"
 #include "core/data/synth_xmc.h"
+#include "core/check.h"
 #include "core/device_mirror.h"
 #include "core/train/checkpoint.h"
 #include "core/train/trainer.h"
@@ -40,9 +41,13 @@ class CountingMemory : public DeviceMirror::Memory {
     --live;
     ::operator delete(device);
   }
-  void upload(void* device, const void* host, size_t bytes) override { std::memcpy(device, host, bytes); }
+  void upload(void* device, const void* host, size_t bytes) override {
+    if (fail_uploads) throw Error("upload failed (on purpose)");
+    std::memcpy(device, host, bytes);
+  }
   void download(void* host, const void* device, size_t bytes) override { std::memcpy(host, device, bytes); }
   int live = 0;
+  bool fail_uploads = false;
 };
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -99,6 +104,8 @@ TEST_CASE("device mirror: moments ahead on the device come back with flush, and 
   mirror.changed(m, false);
   m.at(0, 1) = 3.0f;  // a host write while the device is ahead: one of them would be lost
   CHECK_THROWS_WITH(mirror.acquire(m), Catch::Contains("the host wrote a 2x2 f32 tensor whose device copy has changes"));
+  CHECK_THROWS_WITH(mirror.flush(), Catch::Contains("the host wrote a 2x2 f32 tensor whose device copy has changes"));
+  CHECK(std::as_const(m).at(0, 1) == 3.0f);  // the host's write is not overwritten
 
   // Weights written through: the host has the device's values, nothing is ahead.
   Tensor w(2, 2);
@@ -109,6 +116,20 @@ TEST_CASE("device mirror: moments ahead on the device come back with flush, and 
   CHECK(mirror.acquire(w) == dw);
   CHECK(mirror.traffic().uploads == 2);
   CHECK_THROWS_WITH(mirror.changed(Tensor(1, 1), false), Catch::Contains("has no device copy"));
+}
+
+TEST_CASE("device mirror: a failed upload leaves the tensor to be uploaded again") {
+  CountingMemory memory;
+  DeviceMirror mirror(memory);
+  Tensor t(2, 3);
+  t.fill(1.5f);
+  memory.fail_uploads = true;
+  CHECK_THROWS_WITH(mirror.acquire(t), Catch::Contains("upload failed"));
+  CHECK(mirror.find(t) == nullptr);  // the copy that never arrived is not used
+  memory.fail_uploads = false;
+  const auto* d = static_cast<const float*>(mirror.acquire(t));
+  REQUIRE(d != nullptr);
+  CHECK(d[5] == 1.5f);
 }
 
 TEST_CASE("device mirror: freeing or reallocating the host data drops its copy") {
