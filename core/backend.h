@@ -192,8 +192,8 @@ class Backend {
   virtual int num_threads() const = 0;
   // Bytes of model state (weights and optimizer state) this backend can still take where it keeps
   // them; nullopt: unknown. `--slice-weights auto` caps a rank's share by it. The default is host
-  // memory (core/host_memory.h): the CPU backend, and the CUDA backend while it stages every op
-  // through host memory, keep weights and optimizer state there.
+  // memory (core/host_memory.h), where the CPU backend keeps them; a device backend that keeps
+  // copies on its device (the CUDA one) answers the smaller of that and its device's room.
   virtual std::optional<uint64_t> state_memory_available() const;
   // A backend that keeps optimizer state ahead on its device (core/device_mirror.h) writes it back
   // to the host tensors; Optimizer::state() calls this before host code reads or replaces the
