@@ -8,14 +8,19 @@
 //    hidden layer, Adam / SGD / Adagrad, lazy and catch-up rows, bf16 storage, evaluation, a
 //    checkpoint saved and resumed mid-way): a forgotten flush, a missed host write or a stale copy
 //    would change the bits;
-//  - in steady state a step uploads no model tensor: only the changed weight rows come back.
+//  - in steady state a step uploads no model tensor: only the changed weight rows come back;
+//  - a 2x2 grid (replicas and slices, ranks as threads) with rank 0 on "mirror" equals one on "cpu",
+//    with DCT-DP over gradients and over optimizer updates (host weight writes every step).
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "comm/local_communicator.h"
 #include "core/backend.h"
 #include "core/data/synth_xmc.h"
 #include "core/check.h"
@@ -293,4 +298,61 @@ TEST_CASE("device mirror: in steady state a step moves no model tensor to the de
     for (Parameter* p : model->parameters()) model_bytes += p->value.bytes();
     CHECK(mirror.mirror().bytes() >= model_bytes);  // weights and moments resident
   }
+}
+
+namespace {
+
+// A 2x2 grid (2 replicas of a model sliced over 2 ranks), ranks as threads: rank 0 computes on
+// `first`, the others on "cpu". Rank 0's losses, P@1 and weights.
+Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp) {
+  Outcome out;
+  std::mutex mu;
+  comm::run_local(4, [&](comm::Communicator& world) {
+    const int w = world.rank();
+    auto model_group = world.split(w / 2, w);
+    auto data_group = world.split(w % 2, w);
+    Model model;
+    layers::build_mlp_network(model, {.features = kFeatures, .labels = kLabels, .hidden = {32},
+                                      .sampler = layers::Sampler::lsh,
+                                      .lsh = {.tables = 16, .min_active = 60, .max_active = 120}, .seed = 5,
+                                      .placement = Placement::sliced(*model_group)});
+    Trainer trainer(model, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dp});
+    Backend& be = w == 0 ? first : *find_backend("cpu");
+    use(be, model, trainer);
+    std::vector<double> losses;
+    for (uint64_t e = 1; e <= 2; ++e)
+      losses.push_back(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = e, .progress = false}).loss);
+    const double p1 = trainer.evaluate(problem().test, {.k = {1}}).p(1);
+    if (w != 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    out.losses = losses;
+    out.p1 = p1;
+    for (Parameter* p : model.parameters()) out.weights.push_back(p->value);
+  });
+  return out;
+}
+
+}  // namespace
+
+// Data-parallel replicas and model slices, with DCT-DP over gradients and over optimizer updates
+// (which writes the weights on the host after every step: the mirror must upload them again).
+TEST_CASE("device mirror: a 2x2 grid with rank 0 on the mirror backend equals one on the CPU backend") {
+  Backend& cpu = *find_backend("cpu");
+  cpu.set_num_threads(1);
+  std::vector<uint64_t> uploads;
+  for (const auto& dp : {std::optional<comm::DpCompression>{},
+                         std::optional<comm::DpCompression>{comm::DpCompression{.keep = 0.05f}},
+                         std::optional<comm::DpCompression>{comm::DpCompression{
+                             .keep = 0.05f, .target = comm::DpTarget::updates}}}) {
+    INFO((!dp ? "plain" : dp->target == comm::DpTarget::updates ? "dct-dp updates" : "dct-dp gradients"));
+    testing::MirrorBackend mirror;
+    mirror.set_num_threads(1);
+    const Outcome want = train_grid(cpu, dp);
+    require_same(train_grid(mirror, dp), want);
+    uploads.push_back(mirror.mirror().traffic().uploads);
+  }
+  // Over updates, the host's weight changes went up again after every step; otherwise each tensor
+  // went up once.
+  CHECK(uploads[0] == uploads[1]);
+  CHECK(uploads[2] > 4 * uploads[0]);
 }
