@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/device_mirror.h"
+#include "core/hash32.h"
 #include "gpu/cuda_info.h"
 #include "gpu/cuda_kernels.h"
 
@@ -44,12 +45,7 @@ std::vector<float> gather_rows(const Tensor& t, std::span<const uint32_t> rows) 
   return out;
 }
 
-// kernels/optim_ops.cpp's row_key: the rounding key of row r of a bf16 update.
-uint32_t row_key(const RowUpdate& u, uint32_t r) {
-  uint64_t key = u.round_seed ^ ((u.row_base + r) * 0x9e3779b97f4a7c15ull);
-  key ^= key >> 32;
-  return static_cast<uint32_t>(key);
-}
+
 
 // Registered when libfrugal is loaded (libfrugal links this object whole), and only when the
 // process sees a CUDA device: without one, find_backend("cuda") is null.
@@ -348,7 +344,7 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   std::vector<uint32_t> keys;
   if (bf16) {
     keys.resize(n);
-    for (size_t j = 0; j < n; ++j) keys[j] = row_key(u, u.rows[j]);
+    for (size_t j = 0; j < n; ++j) keys[j] = rounding_row_key(u.round_seed, u.row_base + u.rows[j]);
   }
   dev::OptimRows r;
   r.n = n;

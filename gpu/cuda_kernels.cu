@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "core/check.h"
+#include "core/hash32.h"
 
 namespace frugal::gpu::dev {
 namespace {
@@ -127,17 +128,6 @@ __device__ void store_nearest(uint16_t* p, size_t i, float v) {
   p[i] = static_cast<uint16_t>(((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16) | nan_bit(bits));
 }
 
-// core/hash32.h's lowbias32 and kernels/vector_ops.cpp's column_hash: the random bits of a bf16
-// element's rounding, from its row's key and its column in the whole parameter.
-__device__ uint32_t lowbias32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-__device__ uint32_t column_hash(uint32_t key, uint32_t col) { return lowbias32(key ^ (col * 0x85ebca77u)); }
 
 // kernels/vector_ops.cpp's dot: 16 partial sums, then a pairwise reduction in a fixed order.
 template <class B>
@@ -346,7 +336,8 @@ __device__ size_t element(const OptimRows& r, size_t idx) {
 }
 // The 32 random bits of a bf16 element's rounding (unused for f32 storage).
 __device__ uint32_t rounding_bits(const OptimRows& r, size_t idx) {
-  return r.keys != nullptr ? column_hash(r.keys[idx / r.cols], r.col_base + static_cast<uint32_t>(idx % r.cols)) : 0u;
+  if (r.keys == nullptr) return 0u;
+  return rounding_column_hash(r.keys[idx / r.cols], r.col_base + static_cast<uint32_t>(idx % r.cols));
 }
 
 // One thread per element of the listed rows: the catch-up, then the step (kernels/optim_ops.cpp),

@@ -9,6 +9,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
+#include "core/hash32.h"
 #include "core/parallel_rows.h"
 #include "kernels/vector_ops.h"
 
@@ -105,11 +106,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_catch_
 constexpr size_t kOptimRowGrain = 64;
 
 // The rounding key of row r of an update: its seed and the row's id in the whole parameter.
-uint32_t row_key(const RowUpdate& u, uint32_t r) {
-  uint64_t key = u.round_seed ^ ((u.row_base + r) * 0x9e3779b97f4a7c15ull);
-  key ^= key >> 32;
-  return static_cast<uint32_t>(key);
-}
+uint32_t row_key(const RowUpdate& u, uint32_t r) { return rounding_row_key(u.round_seed, u.row_base + r); }
 
 // Runs body(j, w, m, v) over the update's rows with f32 row pointers (v null without a second
 // moment). f32 state: the rows themselves. bf16 state: the rows widened into per-thread scratch,

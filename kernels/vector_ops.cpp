@@ -73,7 +73,7 @@ inline uint32_t bits_of(float f) {
 }
 // 32 random bits for column col of a row keyed by key (multiplies and shifts that vectorize;
 // column_hash8 below is its AVX2 form).
-inline uint32_t column_hash(uint32_t key, uint32_t col) { return lowbias32(key ^ (col * 0x85ebca77u)); }
+inline uint32_t column_hash(uint32_t key, uint32_t col) { return rounding_column_hash(key, col); }
 }  // namespace
 
 FRUGAL_SIMD_CLONES void narrow_bf16_stochastic(const float* in, uint16_t* out, size_t n, uint32_t key,
