@@ -46,8 +46,38 @@ std::string_view op_name(Op op) {
     case Op::adagrad_rows: return "adagrad_rows";
     case Op::simhash_codes: return "simhash_codes";
     case Op::dwta_codes: return "dwta_codes";
+    case Op::bucket_union: return "bucket_union";
   }
   return "unknown";
+}
+
+uint64_t new_bucket_generation() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void BucketQuery::validate(const BucketTables& tables) const {
+  const size_t nt = tables.num_tables();
+  FRUGAL_CHECK(tables.ids.size() == nt, fmt::format("bucket_union: {} offset arrays for {} id arrays", nt,
+                                                    tables.ids.size()));
+  for (size_t t = 0; t < nt; ++t) {
+    FRUGAL_CHECK(tables.offsets[t].size() == size_t{tables.buckets} + 1,
+                 fmt::format("bucket_union: table {} has {} offsets for {} buckets", t, tables.offsets[t].size(),
+                             tables.buckets));
+    FRUGAL_CHECK(tables.offsets[t].back() == tables.ids[t].size(),
+                 fmt::format("bucket_union: table {}'s offsets end at {}, its ids are {}", t,
+                             tables.offsets[t].back(), tables.ids[t].size()));
+  }
+  FRUGAL_CHECK(label_offsets.size() == samples + 1 && label_offsets.back() == labels.size(),
+               fmt::format("bucket_union: {} label offsets ending at {} for {} samples and {} labels",
+                           label_offsets.size(), label_offsets.empty() ? 0 : label_offsets.back(), samples,
+                           labels.size()));
+  for (const uint32_t l : labels)
+    FRUGAL_CHECK(l < tables.neurons,
+                 fmt::format("bucket_union: label {} is not below the tables' {} neurons", l, tables.neurons));
+  for (size_t e = 0; e < samples * nt; ++e)
+    FRUGAL_CHECK(codes[e] < tables.buckets, fmt::format("bucket_union: sample {}'s code {} in table {} is not below "
+                                                        "the {} buckets", e / nt, codes[e], e % nt, tables.buckets));
 }
 
 const std::array<Op, kNumOps>& all_ops() {

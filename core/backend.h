@@ -51,8 +51,9 @@ enum class Op : uint8_t {
   adagrad_rows,           // Adagrad (with catch-up) on a list of rows
   simhash_codes,          // SimHash codes of a batch of vectors
   dwta_codes,             // DWTA codes of a batch of vectors
+  bucket_union,           // each sample's labels and the union of its LSH buckets
 };
-inline constexpr size_t kNumOps = 17;
+inline constexpr size_t kNumOps = 18;
 std::string_view op_name(Op op);
 const std::array<Op, kNumOps>& all_ops();
 
@@ -174,6 +175,37 @@ struct DwtaSpec {
   uint64_t seed = 0;
 };
 
+// LSH tables over a layer's neurons (layers/lsh/lsh_tables.h), for bucket_union: table t's bucket b
+// holds ids[t][offsets[t][b] .. offsets[t][b + 1]). `generation` names the contents (a new number
+// at every build or load, new_bucket_generation()), `owner` the tables object: a backend that keeps
+// a copy of the tables (on its device) copies them again when the owner's generation changes.
+struct BucketTables {
+  const void* owner = nullptr;
+  uint64_t generation = 0;
+  uint32_t buckets = 0;  // per table
+  size_t neurons = 0;    // every id is below it
+  std::span<const std::span<const uint32_t>> offsets, ids;
+  size_t num_tables() const { return offsets.size(); }
+};
+uint64_t new_bucket_generation();
+
+// One batch's look-up: sample i's code in table t is codes[i * tables + t]; its labels are
+// labels[label_offsets[i] .. label_offsets[i + 1]) (distinct ids below the tables' neuron count);
+// cap 0 means no cap.
+// scanned (optional, one per sample) receives how many bucket entries each sample read.
+struct BucketQuery {
+  size_t samples = 0;
+  const uint32_t* codes = nullptr;
+  std::span<const uint64_t> label_offsets;
+  std::span<const uint32_t> labels;
+  size_t cap = 0;
+  uint64_t* scanned = nullptr;
+  // The shapes every backend relies on (one offsets and ids span per table, buckets + 1 offsets
+  // each, one label range per sample, codes below the bucket count); throws frugal::Error naming
+  // what does not match.
+  void validate(const BucketTables& tables) const;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -273,6 +305,11 @@ class Backend {
                              uint32_t* codes) = 0;
   virtual void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                           uint32_t* codes) = 0;
+  // out (its ids and offsets; no logit offsets) = per sample, its labels, then every neuron of its
+  // buckets (one per table) that is not one of them, once each, in the order a scan finds them
+  // (table by table, bucket order). When labels and neurons are more than q.cap (> 0), only the
+  // cap - labels neurons found in the most tables (ties: the lower id) are kept, in that order.
+  virtual void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) = 0;
 };
 
 // The registry. A backend registers once (its name must be new) and lives for the process.

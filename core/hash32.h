@@ -8,11 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define FRUGAL_HOST_DEVICE __host__ __device__
-#else
-#define FRUGAL_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace frugal {
 

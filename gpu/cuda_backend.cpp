@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bucket_union.h"
 #include "core/check.h"
 #include "core/device_mirror.h"
 #include "core/hash32.h"
@@ -472,6 +473,91 @@ void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<co
   std::lock_guard<std::mutex> lock(mutex_);
   const Listed in = listed(x, rows);
   dev::dwta(context(), p, spec.coords.data(), in.x, in.rows, n, x.cols(), codes);
+}
+
+CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tables) {
+  DeviceBuckets& d = buckets_[tables.owner];
+  if (d.generation == tables.generation && d.offsets != nullptr) return d;
+  dev::Context& ctx = context();
+  dev::device_free(ctx, d.offsets);
+  dev::device_free(ctx, d.ids);
+  d = DeviceBuckets{};
+  const size_t nt = tables.num_tables();
+  size_t total = 0;
+  uint64_t max_entries = 0;
+  for (size_t t = 0; t < nt; ++t) {
+    total += tables.ids[t].size();
+    uint32_t largest = 0;
+    for (uint32_t b = 0; b < tables.buckets; ++b)
+      largest = std::max(largest, tables.offsets[t][b + 1] - tables.offsets[t][b]);
+    max_entries += largest;
+  }
+  FRUGAL_CHECK(total < 0xffffffffu && max_entries < 0xffffffffu,
+               fmt::format("bucket_union: {} table entries, beyond the device layout's 32-bit offsets", total));
+  // The flat layout: every table's offsets shifted by where its ids start among all ids.
+  std::vector<uint32_t> offsets, ids;
+  offsets.reserve(nt * (size_t{tables.buckets} + 1));
+  ids.reserve(total);
+  for (size_t t = 0; t < nt; ++t) {
+    const auto base = static_cast<uint32_t>(ids.size());
+    for (const uint32_t o : tables.offsets[t]) offsets.push_back(base + o);
+    ids.insert(ids.end(), tables.ids[t].begin(), tables.ids[t].end());
+  }
+  d.offsets = dev::device_alloc(ctx, offsets.size() * sizeof(uint32_t));
+  d.ids = dev::device_alloc(ctx, ids.size() * sizeof(uint32_t));
+  dev::upload(ctx, d.offsets, offsets.data(), offsets.size() * sizeof(uint32_t));
+  dev::upload(ctx, d.ids, ids.data(), ids.size() * sizeof(uint32_t));
+  d.max_entries = static_cast<uint32_t>(max_entries);
+  d.generation = tables.generation;
+  return d;
+}
+
+namespace {
+
+// The host's view of BucketTables for core/bucket_union.h's program (its FlatTables, per table).
+struct SpanTables {
+  const BucketTables* t;
+  const uint32_t* bucket(uint32_t table, uint32_t code, uint32_t& size) const {
+    const auto& o = t->offsets[table];
+    size = o[code + 1] - o[code];
+    return t->ids[table].data() + o[code];
+  }
+};
+
+}  // namespace
+
+void CudaBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
+  q.validate(tables);
+  const auto nt = static_cast<uint32_t>(tables.num_tables());
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.clear();
+  DeviceBuckets& d = device_buckets(tables);
+  if (dev::bucket_union(context(), static_cast<const uint32_t*>(d.offsets), static_cast<const uint32_t*>(d.ids),
+                        tables.buckets, nt, d.max_entries, q.codes, q.samples, q.label_offsets.data(),
+                        q.labels.data(), q.cap, out.offsets, out.ids, q.scanned))
+    return;
+  // Buckets too large for a block's shared memory: the same program on the host, one thread.
+  for (size_t i = 0; i < q.samples; ++i) {
+    const uint64_t l0 = q.label_offsets[i], l1 = q.label_offsets[i + 1];
+    const size_t first = out.ids.size();
+    out.ids.resize(first + (l1 - l0) + d.max_entries);
+    const bucket_union::Problem<SpanTables> p{.tables = {&tables}, .num_tables = nt, .codes = q.codes + i * nt,
+                                              .labels = q.labels.data() + l0,
+                                              .num_labels = static_cast<uint32_t>(l1 - l0), .cap = q.cap,
+                                              .out = out.ids.data() + first};
+    const uint32_t count = bucket_union::run_on_host(p, 1);
+    out.ids.resize(first + count);
+    out.offsets.push_back(out.ids.size());
+    if (q.scanned != nullptr) {
+      uint64_t entries = 0;
+      for (uint32_t t = 0; t < nt; ++t) {
+        uint32_t size = 0;
+        p.tables.bucket(t, p.codes[t], size);
+        entries += size;
+      }
+      q.scanned[i] = entries;
+    }
+  }
 }
 
 }  // namespace frugal::gpu

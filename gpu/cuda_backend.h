@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "core/backend.h"
@@ -75,6 +76,10 @@ class CudaBackend : public Backend {
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      uint32_t* codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+  // In the tables' device copy, made at their first look-up and again after each rebuild (a new
+  // generation); tables whose buckets do not fit a block's shared memory are looked up on the host
+  // by the same program (core/bucket_union.h).
+  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
 
  private:
   // The device context, made on first use (registering creates nothing on the device); callers
@@ -96,6 +101,17 @@ class CudaBackend : public Backend {
                   const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad);
   // adam_rows, sgd_rows or adagrad_rows (op): the rows gathered, updated on the device, scattered back.
   void optimizer_rows(const RowUpdate& u, Op op);
+
+  // A BucketTables' device copy in core/bucket_union.h's flat layout, per owner (a sampler's tables:
+  // a few per model, replaced when their generation changes).
+  struct DeviceBuckets {
+    uint64_t generation = 0;
+    void* offsets = nullptr;
+    void* ids = nullptr;
+    uint32_t max_entries = 0;  // the sum over tables of their largest bucket
+  };
+  DeviceBuckets& device_buckets(const BucketTables& tables);
+  std::unordered_map<const void*, DeviceBuckets> buckets_;
 
   mutable std::mutex mutex_;
   dev::Context* ctx_ = nullptr;

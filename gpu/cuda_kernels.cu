@@ -13,6 +13,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/bucket_union.h"
 #include "core/check.h"
 #include "core/hash32.h"
 
@@ -484,6 +485,66 @@ __global__ void dwta_codes_kernel(DwtaParams p, const int32_t* winners, size_t n
   }
 }
 
+// core/bucket_union.h's program, one block per sample, a barrier between phases. Shared memory:
+// the keys (slots_max), then the tables' starts (tables + 1), then one run counter per thread.
+constexpr uint32_t kUnionThreads = 512;
+
+__global__ void bucket_union_kernel(bucket_union::FlatTables tables, uint32_t nt, const uint32_t* codes,
+                                    const uint64_t* label_offsets, const uint32_t* labels, uint64_t cap,
+                                    uint32_t slots_max, const uint64_t* out_start, uint32_t* out, uint32_t* counts,
+                                    uint32_t* entries) {
+  namespace bu = bucket_union;
+  extern __shared__ uint64_t smem[];
+  __shared__ bu::Block b;
+  const size_t i = blockIdx.x;
+  const uint32_t tid = threadIdx.x, threads = blockDim.x;
+  const bu::Problem<bu::FlatTables> p{tables,
+                                      nt,
+                                      codes + i * nt,
+                                      labels + label_offsets[i],
+                                      static_cast<uint32_t>(label_offsets[i + 1] - label_offsets[i]),
+                                      cap,
+                                      out + out_start[i]};
+  if (tid == 0) {
+    b.keys = smem;
+    b.table_start = reinterpret_cast<uint32_t*>(smem + slots_max);
+    b.runs = b.table_start + nt + 1;
+    bu::scan(p, b);
+  }
+  __syncthreads();
+  bu::fill(p, b, tid, threads);
+  __syncthreads();
+  const auto sort = [&] {
+    for (uint32_t k = 2; k <= b.slots; k <<= 1)
+      for (uint32_t j = k >> 1; j > 0; j >>= 1) {
+        bu::sort_step(b, k, j, tid, threads);
+        __syncthreads();
+      }
+  };
+  sort();
+  bu::count_runs(b, tid, threads);
+  __syncthreads();
+  uint64_t local[bu::kMaxItems];
+  bu::records(p, b, tid, threads, local);
+  __syncthreads();
+  bu::store(b, tid, threads, local);
+  __syncthreads();
+  sort();
+  bu::output(p, b, tid, threads);
+  __syncthreads();
+  if (tid == 0) {
+    counts[i] = b.count;
+    entries[i] = b.entries;
+  }
+}
+
+// Sample i's count[i] ids from its region of the kernel's output to its place in the result.
+__global__ void compact_kernel(size_t samples, const uint64_t* from, const uint64_t* to, const uint32_t* src,
+                               uint32_t* dst) {
+  for (size_t i = blockIdx.x; i < samples; i += gridDim.x)
+    for (uint64_t e = threadIdx.x; e < to[i + 1] - to[i]; e += blockDim.x) dst[to[i] + e] = src[from[i] + e];
+}
+
 }  // namespace
 
 // --- the entry points -----------------------------------------------------------------------------
@@ -870,6 +931,54 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, c
   FRUGAL_LAUNCHED();
   st.down(codes, dc, n * p.tables);
   st.finish();
+}
+
+bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
+                  uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
+                  const uint32_t* labels, uint64_t cap, std::vector<uint64_t>& out_offsets,
+                  std::vector<uint32_t>& out_ids, uint64_t* scanned) {
+  const uint32_t slots_max = bucket_union::pow2_at_least(std::max<uint32_t>(max_entries, 1));
+  const size_t shared = slots_max * sizeof(uint64_t) + (size_t{tables} + 1 + kUnionThreads) * sizeof(uint32_t);
+  int limit = 0;
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device));
+  if (slots_max > kUnionThreads * bucket_union::kMaxItems || shared > static_cast<size_t>(limit)) return false;
+  out_offsets.assign(samples + 1, 0);
+  out_ids.clear();
+  if (samples == 0) return true;
+  FRUGAL_CUDA(cudaFuncSetAttribute(bucket_union_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(shared)));
+  // Sample i writes into its own region: room for its labels and every entry it can read.
+  std::vector<uint64_t> out_start(samples + 1);
+  for (size_t i = 0; i <= samples; ++i) out_start[i] = label_offsets[i] + i * uint64_t{max_entries};
+  Staging st(ctx);
+  const uint32_t* dcodes = st.up(codes, samples * tables);
+  const uint64_t* dloff = st.up(label_offsets, samples + 1);
+  const uint32_t* dlabels = st.up(labels, label_offsets[samples]);
+  const uint64_t* dstart = st.up(out_start.data(), samples + 1);
+  uint32_t* dout = st.alloc<uint32_t>(out_start[samples]);
+  uint32_t* dcounts = st.alloc<uint32_t>(samples);
+  uint32_t* dentries = st.alloc<uint32_t>(samples);
+  bucket_union_kernel<<<static_cast<unsigned>(samples), kUnionThreads, shared, st.stream()>>>(
+      {offsets, ids, buckets}, tables, dcodes, dloff, dlabels, cap, slots_max, dstart, dout, dcounts, dentries);
+  FRUGAL_LAUNCHED();
+  std::vector<uint32_t> counts(samples), entries(samples);
+  st.down(counts.data(), dcounts, samples);
+  st.down(entries.data(), dentries, samples);
+  st.finish();
+  for (size_t i = 0; i < samples; ++i) {
+    out_offsets[i + 1] = out_offsets[i] + counts[i];
+    if (scanned != nullptr) scanned[i] = entries[i];
+  }
+  out_ids.resize(out_offsets[samples]);
+  if (out_ids.empty()) return true;
+  const uint64_t* dto = st.up(out_offsets.data(), samples + 1);
+  uint32_t* dcompact = st.alloc<uint32_t>(out_ids.size());
+  compact_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(samples, dstart, dto, dout, dcompact);
+  FRUGAL_LAUNCHED();
+  st.down(out_ids.data(), dcompact, out_ids.size());
+  st.finish();
+  return true;
 }
 
 }  // namespace frugal::gpu::dev

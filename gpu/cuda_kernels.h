@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace frugal::gpu::dev {
 
@@ -122,5 +123,17 @@ struct DwtaParams {
 };
 void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, const uint32_t* rows, size_t n,
           size_t dim, uint32_t* codes);
+
+// Backend::bucket_union over tables on the device in core/bucket_union.h's flat layout (offsets,
+// ids: device memory, `tables` x (buckets + 1) offsets into ids). One block per sample runs that
+// header's program in shared memory sized for max_entries (the most bucket entries any sample can
+// read: the sum over tables of their largest bucket). Returns false, having done nothing, when a
+// block cannot have that much (the caller then runs the program on the host). codes, label_offsets
+// and labels are host memory; out_offsets / out_ids receive the result, scanned (when not null)
+// each sample's entry count.
+bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
+                  uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
+                  const uint32_t* labels, uint64_t cap, std::vector<uint64_t>& out_offsets,
+                  std::vector<uint32_t>& out_ids, uint64_t* scanned);
 
 }  // namespace frugal::gpu::dev

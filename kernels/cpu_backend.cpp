@@ -139,4 +139,8 @@ void CpuBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<con
   kernels::dwta_codes(spec, x, rows, codes);
 }
 
+void CpuBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
+  kernels::bucket_union(tables, q, out);
+}
+
 }  // namespace frugal::kernels

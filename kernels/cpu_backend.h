@@ -43,6 +43,7 @@ class CpuBackend : public Backend {
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      uint32_t* codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
 };
 
 }  // namespace frugal::kernels

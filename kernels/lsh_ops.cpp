@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
@@ -156,6 +157,67 @@ void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t>
     }
     dwta_one(spec, v, codes + j * spec.tables, winners, grouped);
   });
+}
+
+void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
+  q.validate(tables);
+  const size_t b = q.samples, nt = tables.num_tables();
+  FRUGAL_CHECK(nt < 0xffff, fmt::format("bucket_union: {} tables, at most 65,534", nt));
+  // A neuron's hits: how many of the sample's tables returned it; kLabel marks the sample's labels.
+  constexpr uint16_t kLabel = 0xffff;
+  struct Scratch {
+    std::vector<uint16_t> hits;
+    std::vector<uint32_t> found;
+  };
+  static tbb::enumerable_thread_specific<Scratch> scratch;
+  const size_t neurons = tables.neurons;
+  std::vector<std::vector<uint32_t>> per_sample(b);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
+    Scratch& s = scratch.local();
+    if (s.hits.size() < neurons) s.hits.resize(neurons, 0);
+    for (size_t i = range.begin(); i < range.end(); ++i) {
+      std::vector<uint32_t>& active = per_sample[i];
+      active.assign(q.labels.begin() + static_cast<std::ptrdiff_t>(q.label_offsets[i]),
+                    q.labels.begin() + static_cast<std::ptrdiff_t>(q.label_offsets[i + 1]));
+      for (const uint32_t l : active) s.hits[l] = kLabel;
+      const uint32_t* codes = q.codes + i * nt;
+      uint64_t scanned = 0;
+      s.found.clear();
+      for (size_t t = 0; t < nt; ++t) {
+        const auto& offsets = tables.offsets[t];
+        const uint32_t* ids = tables.ids[t].data();
+        scanned += offsets[codes[t] + 1] - offsets[codes[t]];
+        for (uint32_t e = offsets[codes[t]]; e < offsets[codes[t] + 1]; ++e) {
+          const uint32_t n = ids[e];
+          if (s.hits[n] == kLabel) continue;
+          if (s.hits[n]++ == 0) s.found.push_back(n);
+        }
+      }
+      if (q.scanned != nullptr) q.scanned[i] = scanned;
+      const size_t labels = active.size();
+      if (q.cap > 0 && labels + s.found.size() > q.cap) {
+        const size_t keep = q.cap > labels ? q.cap - labels : 0;
+        std::partial_sort(s.found.begin(), s.found.begin() + static_cast<std::ptrdiff_t>(keep), s.found.end(),
+                          [&](uint32_t a, uint32_t c) { return s.hits[a] != s.hits[c] ? s.hits[a] > s.hits[c] : a < c; });
+        for (const uint32_t n : s.found) s.hits[n] = 0;
+        s.found.resize(keep);
+      } else {
+        for (const uint32_t n : s.found) s.hits[n] = 0;
+      }
+      // No sort: the union is already in a deterministic order (tables, then bucket order).
+      active.insert(active.end(), s.found.begin(), s.found.end());
+      for (size_t l = 0; l < labels; ++l) s.hits[active[l]] = 0;
+    }
+  });
+  out.clear();
+  size_t total = 0;
+  for (const auto& a : per_sample) total += a.size();
+  out.ids.reserve(total);
+  out.offsets.reserve(b + 1);
+  for (const auto& a : per_sample) {
+    out.ids.insert(out.ids.end(), a.begin(), a.end());
+    out.offsets.push_back(out.ids.size());
+  }
 }
 
 }  // namespace frugal::kernels

@@ -16,5 +16,8 @@ void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uin
 // (tests compare the two).
 void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes,
                 bool vectorized = true);
+// Backend::bucket_union: per thread, a hit counter per neuron (all 0 between samples), so a
+// sample costs its bucket entries, not the neuron count. Parallel over samples.
+void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out);
 
 }  // namespace frugal::kernels

@@ -16,8 +16,7 @@
 namespace frugal::lsh {
 
 struct LshSampler::Scratch {
-  std::vector<uint16_t> hits;   // per neuron: tables that returned it for the current sample; all 0 between samples
-  std::vector<uint32_t> found;  // neurons with hits > 0
+  std::vector<uint16_t> hits;   // per neuron: 1 while it is in the current sample's set; all 0 between samples
   std::vector<uint32_t> drawn;  // random negatives of the current sample, sorted
 };
 using ScratchPerThread = tbb::enumerable_thread_specific<LshSampler::Scratch>;
@@ -105,43 +104,41 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
     tables_.family().hash(backend(), h, {}, codes_.data());
   }
   const profile::Scope phase(profile::Phase::sample);
+  // Each sample's true labels in this sampler's range, once each, in order: they come first.
+  label_offsets_.assign(1, 0);
+  label_ids_.clear();
+  if (labels != nullptr) {
+    Scratch& s = scratch.local();
+    for (size_t i = 0; i < b; ++i) {
+      const size_t first = label_ids_.size();
+      for (const uint32_t l : labels->labels_of(i))
+        if (l >= label_base && l - label_base < neurons_ && s.hits[l - label_base] == 0) {
+          s.hits[l - label_base] = 1;
+          label_ids_.push_back(l - label_base);
+        }
+      for (size_t e = first; e < label_ids_.size(); ++e) s.hits[label_ids_[e]] = 0;
+      label_offsets_.push_back(label_ids_.size());
+    }
+  } else {
+    label_offsets_.assign(b + 1, 0);
+  }
+  const size_t bound = max_active > 0 ? max_active : options_.max_active;
+  const size_t cap = bound == 0 ? SIZE_MAX : bound;
   scanned_.assign(b, 0);
+  // The union on the backend (kernels/lsh_ops.cpp on the CPU; on the CUDA backend, in tables it
+  // keeps on the device).
+  backend().bucket_union(tables_.view(),
+                         {.samples = b, .codes = codes_.data(), .label_offsets = label_offsets_,
+                          .labels = label_ids_, .cap = bound, .scanned = scanned_.data()},
+                         union_);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
     Scratch& s = scratch.local();
     for (size_t i = range.begin(); i < range.end(); ++i) {
       std::vector<uint32_t>& active = per_sample[i];
-      active.clear();
-      // True labels first; they are marked so the union does not repeat them.
-      constexpr uint16_t kLabel = 0xffff;
-      if (labels != nullptr)
-        for (const uint32_t l : labels->labels_of(i))
-          if (l >= label_base && l - label_base < neurons_ && s.hits[l - label_base] != kLabel) {
-            s.hits[l - label_base] = kLabel;
-            active.push_back(l - label_base);
-          }
-      const uint32_t* codes = &codes_[i * nt];
-      s.found.clear();
-      for (size_t t = 0; t < nt; ++t) {
-        const auto bucket = tables_.bucket(t, codes[t]);
-        scanned_[i] += bucket.size();
-        for (const uint32_t n : bucket) {
-          if (s.hits[n] == kLabel) continue;
-          if (s.hits[n]++ == 0) s.found.push_back(n);
-        }
-      }
-      const size_t labels_n = active.size();
-      const size_t bound = max_active > 0 ? max_active : options_.max_active;
-      const size_t cap = bound == 0 ? SIZE_MAX : bound;
-      if (labels_n + s.found.size() > cap) {
-        const size_t keep = cap > labels_n ? cap - labels_n : 0;
-        std::partial_sort(s.found.begin(), s.found.begin() + keep, s.found.end(), [&](uint32_t a, uint32_t c) {
-          return s.hits[a] != s.hits[c] ? s.hits[a] > s.hits[c] : a < c;
-        });
-        for (size_t j = keep; j < s.found.size(); ++j) s.hits[s.found[j]] = 0;
-        s.found.resize(keep);
-      }
-      // No sort: the union is already in a deterministic order (tables, then bucket order).
-      active.insert(active.end(), s.found.begin(), s.found.end());
+      active.assign(union_.ids.begin() + static_cast<std::ptrdiff_t>(union_.offsets[i]),
+                    union_.ids.begin() + static_cast<std::ptrdiff_t>(union_.offsets[i + 1]));
+      // Members are marked so that the top-up and the negatives below skip them.
+      for (const uint32_t n : active) s.hits[n] = 1;
       if (active.size() < options_.min_active) {
         Rng rng = step_rng.split(i);
         const size_t target = std::min(options_.min_active, neurons_);
@@ -149,7 +146,6 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
           const auto n = static_cast<uint32_t>(rng.below(neurons_));
           if (s.hits[n] == 0) {
             s.hits[n] = 1;
-            s.found.push_back(n);
             active.push_back(n);
           }
         }
@@ -159,6 +155,7 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
       // A capped set takes only as many draws as it has room for (m below is what was drawn).
       const size_t room = active.size() < cap ? cap - active.size() : 0;
       const size_t my_draws = std::min(draws, room);
+      const size_t members = active.size();
       if (draws > 0) {
         // Every entry so far is exact (offset 0). Draws that land on one of them are dropped: the
         // estimate covers the labels outside the set (see negative_sampler.h).
@@ -179,8 +176,7 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
               : 0.0f);
         }
       }
-      for (const uint32_t n : active) s.hits[n] = 0;
-      for (const uint32_t n : s.found) s.hits[n] = 0;
+      for (size_t j = 0; j < members; ++j) s.hits[active[j]] = 0;
     }
   });
   out.clear();

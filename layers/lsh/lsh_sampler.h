@@ -87,6 +87,10 @@ class LshSampler {
   std::vector<uint8_t> changed_;  // per neuron: updated since the last rebuild
   mutable std::vector<uint32_t> codes_;  // the batch's codes, sample-major (reused across calls)
   mutable std::vector<uint64_t> scanned_;  // per sample of the last call: bucket entries read (profile)
+  // The last call's labels per sample (the bucket union's input) and the union itself.
+  mutable std::vector<uint64_t> label_offsets_;
+  mutable std::vector<uint32_t> label_ids_;
+  mutable ActiveSets union_;
   Backend* backend_ = nullptr;
 };
 

@@ -28,6 +28,22 @@ void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, co
     narrow_codes_.clear();
     build_with(wide_codes_, backend, weights, seed, changed);
   }
+  renew_view();
+}
+
+void LshTables::renew_view() {
+  offset_spans_.clear();
+  id_spans_.clear();
+  for (const Table& t : tables_) {
+    offset_spans_.emplace_back(t.offsets);
+    id_spans_.emplace_back(t.ids);
+  }
+  generation_ = new_bucket_generation();
+}
+
+BucketTables LshTables::view() const {
+  return {.owner = this, .generation = generation_, .buckets = family_->buckets_per_table(),
+          .neurons = num_neurons_, .offsets = offset_spans_, .ids = id_spans_};
 }
 
 template <class Code>
@@ -121,12 +137,14 @@ bool LshTables::load(cereal::BinaryInputArchive& ar) {
     for (size_t b = 1; ordered && b < t.offsets.size(); ++b) ordered = t.offsets[b - 1] <= t.offsets[b];
     FRUGAL_CHECK(ordered, "checkpoint: an LSH table's bucket offsets do not rise from 0 to its entry count");
   }
+  renew_view();
   if (same_width) return true;
   // Hashed with another width (a checkpoint from before the automatic width changed): the tables
   // are derived state, so they are dropped and rebuilt from the weights.
   for (Table& t : tables_) t = Table{};
   narrow_codes_.clear();
   wide_codes_.clear();
+  renew_view();
   return false;
 }
 

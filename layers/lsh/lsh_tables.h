@@ -23,6 +23,9 @@ namespace frugal::lsh {
 class LshTables {
  public:
   LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_capacity);
+  // view() hands out spans over this object's own arrays.
+  LshTables(const LshTables&) = delete;
+  LshTables& operator=(const LshTables&) = delete;
   // Rebuilds every table. Only rows flagged in `changed` (all when null, or on the first build) are
   // hashed again: a row's codes depend on nothing but the row, and most label rows of an extreme
   // classifier are untouched between two rebuilds. The rows are hashed on `backend`.
@@ -31,6 +34,8 @@ class LshTables {
     const auto& t = tables_[table];
     return {t.ids.data() + t.offsets[code], t.offsets[code + 1] - t.offsets[code]};
   }
+  // The tables as Backend::bucket_union reads them (valid until the next build or load).
+  BucketTables view() const;
   const HashFamily& family() const { return *family_; }
   size_t num_tables() const { return tables_.size(); }
   size_t num_neurons() const { return num_neurons_; }
@@ -51,6 +56,10 @@ class LshTables {
   size_t capacity_;
   size_t num_neurons_ = 0;
   std::vector<Table> tables_;
+  // view()'s spans over tables_ and the contents' generation, renewed by every build and load.
+  std::vector<std::span<const uint32_t>> offset_spans_, id_spans_;
+  uint64_t generation_ = 0;
+  void renew_view();
   template <class Code>
   void build_with(std::vector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
                   const std::vector<uint8_t>* changed);

@@ -12,9 +12,11 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -731,7 +733,123 @@ Case dwta_case(size_t tables, int k, int bin_size, size_t dim, size_t rows, size
           }};
 }
 
+Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t neurons, size_t capacity,
+                       size_t max_labels, size_t cap) {
+  return {fmt::format("samples={} tables={} buckets={} neurons={} capacity={} cap={}", samples, tables, buckets,
+                      neurons, capacity, cap),
+          [=](Backend& be, Compare& cmp) {
+            const BucketFixture f =
+                random_buckets(samples * 131 + tables * 7 + neurons + cap, samples, tables, buckets, neurons, capacity,
+                               max_labels);
+            ActiveSets got;
+            got.ids.assign(3, 0xdeadbeef);
+            std::vector<uint64_t> scanned(samples, 0xdeadbeef);
+            BucketQuery q = f.query(cap);
+            q.scanned = scanned.data();
+            be.bucket_union(f.view(), q, got);
+            be.synchronize();
+            const ActiveSets want = reference_union(f, cap);
+            cmp.same_size(got.offsets.size(), want.offsets.size());
+            for (size_t i = 0; i < std::min(got.offsets.size(), want.offsets.size()); ++i)
+              cmp.same_size(got.offsets[i], want.offsets[i]);
+            for (size_t e = 0; e < std::min(got.ids.size(), want.ids.size()); ++e) cmp.exact(got.ids[e], want.ids[e]);
+            cmp.same_size(got.logit_offsets.size(), 0);
+            for (size_t i = 0; i < samples; ++i) {
+              uint64_t entries = 0;
+              for (size_t t = 0; t < tables; ++t) {
+                const uint32_t c = f.codes[i * tables + t];
+                entries += f.offsets[t][c + 1] - f.offsets[t][c];
+              }
+              cmp.exact(scanned[i], entries);
+            }
+          }};
+}
+
 }  // namespace
+
+BucketTables BucketFixture::view() const {
+  return {.owner = this, .generation = 1, .buckets = buckets, .neurons = neurons, .offsets = offset_spans,
+          .ids = id_spans};
+}
+
+BucketQuery BucketFixture::query(size_t cap) const {
+  return {.samples = samples, .codes = codes.data(), .label_offsets = label_offsets, .labels = labels, .cap = cap};
+}
+
+BucketFixture random_buckets(uint64_t seed, size_t samples, size_t tables, uint32_t buckets, size_t neurons,
+                             size_t capacity, size_t max_labels) {
+  Rng rng(seed);
+  BucketFixture f;
+  f.buckets = buckets;
+  f.neurons = neurons;
+  f.samples = samples;
+  // Neurons skewed towards low buckets, so some buckets are full and many are empty.
+  const auto skewed = [&](uint32_t n) {
+    const uint32_t a = static_cast<uint32_t>(rng.below(n)), b = static_cast<uint32_t>(rng.below(n));
+    return std::min(a, b);
+  };
+  for (size_t t = 0; t < tables; ++t) {
+    std::vector<std::vector<uint32_t>> in(buckets);
+    for (size_t n = 0; n < neurons; ++n) in[skewed(buckets)].push_back(static_cast<uint32_t>(n));
+    std::vector<uint32_t> offsets{0}, ids;
+    for (auto& bucket : in) {
+      for (size_t j = 0; j < bucket.size(); ++j) std::swap(bucket[j], bucket[j + rng.below(bucket.size() - j)]);
+      bucket.resize(std::min(bucket.size(), capacity));
+      ids.insert(ids.end(), bucket.begin(), bucket.end());
+      offsets.push_back(static_cast<uint32_t>(ids.size()));
+    }
+    f.offsets.push_back(std::move(offsets));
+    f.ids.push_back(std::move(ids));
+  }
+  for (size_t t = 0; t < tables; ++t) {
+    f.offset_spans.emplace_back(f.offsets[t]);
+    f.id_spans.emplace_back(f.ids[t]);
+  }
+  f.label_offsets.push_back(0);
+  for (size_t i = 0; i < samples; ++i) {
+    for (size_t t = 0; t < tables; ++t) f.codes.push_back(skewed(buckets));
+    // A label is often a neuron of the sample's first bucket (so the union must skip it).
+    std::vector<uint32_t> labels = distinct(rng, neurons, rng.below(max_labels + 1));
+    const uint32_t c = f.codes[i * tables];
+    if (tables > 0 && !labels.empty() && f.offsets[0][c + 1] > f.offsets[0][c]) {
+      const uint32_t hit = f.ids[0][f.offsets[0][c]];
+      if (std::find(labels.begin(), labels.end(), hit) == labels.end()) labels[0] = hit;
+    }
+    f.labels.insert(f.labels.end(), labels.begin(), labels.end());
+    f.label_offsets.push_back(f.labels.size());
+  }
+  return f;
+}
+
+ActiveSets reference_union(const BucketFixture& f, size_t cap) {
+  ActiveSets out;
+  const size_t nt = f.offsets.size();
+  for (size_t i = 0; i < f.samples; ++i) {
+    const std::vector<uint32_t> labels(f.labels.begin() + static_cast<std::ptrdiff_t>(f.label_offsets[i]),
+                                       f.labels.begin() + static_cast<std::ptrdiff_t>(f.label_offsets[i + 1]));
+    std::map<uint32_t, std::pair<uint64_t, uint32_t>> seen;  // id -> (first position, hits)
+    uint64_t position = 0;
+    for (size_t t = 0; t < nt; ++t) {
+      const uint32_t c = f.codes[i * nt + t];
+      for (uint32_t e = f.offsets[t][c]; e < f.offsets[t][c + 1]; ++e, ++position) {
+        const uint32_t id = f.ids[t][e];
+        if (std::find(labels.begin(), labels.end(), id) != labels.end()) continue;
+        auto [it, fresh] = seen.try_emplace(id, position, 0);
+        ++it->second.second;
+      }
+    }
+    std::vector<std::tuple<uint64_t, uint32_t, uint32_t>> found;  // (order, id)
+    const bool capped = cap > 0 && labels.size() + seen.size() > cap;
+    for (const auto& [id, info] : seen)
+      found.emplace_back(capped ? std::numeric_limits<uint32_t>::max() - info.second : info.first, id, info.second);
+    std::sort(found.begin(), found.end());
+    if (capped) found.resize(cap > labels.size() ? cap - labels.size() : 0);
+    out.ids.insert(out.ids.end(), labels.begin(), labels.end());
+    for (const auto& entry : found) out.ids.push_back(std::get<1>(entry));
+    out.offsets.push_back(out.ids.size());
+  }
+  return out;
+}
 
 // Every op with its cases.
 std::vector<OpCases> all_cases() {
@@ -794,6 +912,13 @@ std::vector<OpCases> all_cases() {
       {Op::dwta_codes, kExact,
        {dwta_case(2, 3, 8, 10, 0, 0), dwta_case(1, 1, 2, 3, 1, 0), dwta_case(5, 3, 8, 40, 12, 0),
         dwta_case(200, 6, 8, 64, 5, 0), dwta_case(7, 8, 16, 50, 9, 4)}},
+      {Op::bucket_union, kExact,
+       {bucket_union_case(0, 3, 4, 10, 4, 2, 0), bucket_union_case(1, 1, 1, 1, 1, 0, 0),
+        bucket_union_case(9, 5, 8, 60, 6, 3, 0), bucket_union_case(9, 5, 8, 60, 6, 3, 7),
+        bucket_union_case(7, 12, 16, 300, 20, 4, 25), bucket_union_case(4, 50, 64, 2000, 128, 30, 0),
+        bucket_union_case(4, 50, 64, 2000, 128, 30, 40), bucket_union_case(5, 4, 8, 40, 10, 6, 3),
+        // 140 full buckets of 128: more entries than a CUDA block's shared memory holds (its host path)
+        bucket_union_case(3, 140, 16, 2000, 128, 5, 0)}},
   };
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,25 @@ constexpr double kExact = 1e-10, kGemm = 1e-8;
 struct Tally {
   size_t ok = 0, fail = 0, skip = 0;
 };
+
+// Random LSH tables and a batch's look-up for bucket_union: `tables` tables of `buckets` buckets
+// over `neurons` neurons (each neuron in one bucket per table, a bucket cut to `capacity`), codes
+// that favour a few hot buckets (so neurons recur across tables), and up to max_labels labels per
+// sample, some of them also in the sample's buckets.
+struct BucketFixture {
+  std::vector<std::vector<uint32_t>> offsets, ids;
+  std::vector<std::span<const uint32_t>> offset_spans, id_spans;
+  uint32_t buckets = 0;
+  size_t neurons = 0, samples = 0;
+  std::vector<uint32_t> codes, labels;
+  std::vector<uint64_t> label_offsets;
+  BucketTables view() const;
+  BucketQuery query(size_t cap) const;
+};
+BucketFixture random_buckets(uint64_t seed, size_t samples, size_t tables, uint32_t buckets, size_t neurons,
+                             size_t capacity, size_t max_labels);
+// bucket_union by its definition (core/backend.h), with ordered maps: the reference.
+ActiveSets reference_union(const BucketFixture& f, size_t cap);
 
 // Every op with its cases (each case seeds its own inputs: two runs see the same inputs).
 std::vector<OpCases> all_cases();

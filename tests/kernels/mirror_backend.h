@@ -54,6 +54,9 @@ class MirrorBackend : public Backend {
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      uint32_t* codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override {
+    cpu_.bucket_union(tables, q, out);
+  }
 
   const DeviceMirror& mirror() const { return *mirror_; }
   // Bytes the optimizer ops wrote through to the host (the changed weight rows).

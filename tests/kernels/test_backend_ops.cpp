@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "core/bucket_union.h"
 #include "core/rng.h"
 #include "gpu/cuda_info.h"
 #include "kernels/lsh_ops.h"
@@ -98,4 +99,52 @@ TEST_CASE("DWTA: the AVX2 winners equal the scalar loop's, ties, NaNs and empty 
     INFO("bin_size " << bin_size);
     REQUIRE(fast == scalar);
   }
+}
+
+// The CUDA backend's bucket_union kernel is core/bucket_union.h's block program; run here on the
+// host, phase after phase, each phase thread after simulated thread, it must give the definition's
+// result whatever the thread count: this checks the phases and how they split the slots among
+// threads (the kernel adds nothing but a barrier between the same phases).
+TEST_CASE("bucket union: the device's block program equals the definition at every thread count") {
+  struct Shape {
+    size_t samples, tables;
+    uint32_t buckets;
+    size_t neurons, capacity, labels, cap;
+  };
+  const Shape shapes[] = {{6, 5, 8, 60, 6, 3, 0},         {6, 5, 8, 60, 6, 3, 7},
+                          {5, 12, 16, 300, 20, 4, 25},    {3, 50, 64, 2000, 128, 30, 0},
+                          {3, 50, 64, 2000, 128, 30, 40}, {4, 4, 8, 40, 10, 6, 3},
+                          {2, 100, 32, 5000, 128, 5, 0},  {3, 1, 1, 1, 1, 1, 0}};
+  size_t compared = 0;
+  for (const Shape& sh : shapes) {
+    const harness::BucketFixture f = harness::random_buckets(sh.samples * 977 + sh.tables, sh.samples, sh.tables,
+                                                             sh.buckets, sh.neurons, sh.capacity, sh.labels);
+    const ActiveSets want = harness::reference_union(f, sh.cap);
+    // The flat layout of the device copy: offsets shifted by each table's start among the ids.
+    std::vector<uint32_t> offsets, ids;
+    for (size_t t = 0; t < sh.tables; ++t) {
+      const auto base = static_cast<uint32_t>(ids.size());
+      for (const uint32_t o : f.offsets[t]) offsets.push_back(base + o);
+      ids.insert(ids.end(), f.ids[t].begin(), f.ids[t].end());
+    }
+    const bucket_union::FlatTables flat{offsets.data(), ids.data(), sh.buckets};
+    for (const uint32_t threads : {1u, 3u, 32u, 512u}) {
+      INFO("tables " << sh.tables << ", cap " << sh.cap << ", threads " << threads);
+      for (size_t i = 0; i < sh.samples; ++i) {
+        const uint64_t l0 = f.label_offsets[i], l1 = f.label_offsets[i + 1];
+        std::vector<uint32_t> out(l1 - l0 + sh.tables * sh.capacity + 1, 0xdeadbeef);
+        const bucket_union::Problem<bucket_union::FlatTables> p{
+            .tables = flat, .num_tables = static_cast<uint32_t>(sh.tables), .codes = &f.codes[i * sh.tables],
+            .labels = f.labels.data() + l0, .num_labels = static_cast<uint32_t>(l1 - l0), .cap = sh.cap,
+            .out = out.data()};
+        const uint32_t count = bucket_union::run_on_host(p, threads);
+        const std::vector<uint32_t> got(out.begin(), out.begin() + count);
+        const std::vector<uint32_t> expected(want.ids.begin() + static_cast<std::ptrdiff_t>(want.offsets[i]),
+                                             want.ids.begin() + static_cast<std::ptrdiff_t>(want.offsets[i + 1]));
+        CHECK(got == expected);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 4 * (6 + 6 + 5 + 3 + 3 + 4 + 2 + 3));
 }
