@@ -607,11 +607,14 @@ void note_momentum_correction(const TrainArgs& a, int replicas) {
                "each time: the optimizer runs without momentum (Adam with beta1 0)\n");
 }
 
-// What --precision bf16 leaves in f32 (rank 0 says it).
-void note_precision(const TrainArgs& a) {
+// What --precision bf16 leaves in f32 (rank 0 says it). bf16_products: the backend multiplies
+// dense operands in bf16 (the CUDA backend's tensor cores).
+void note_precision(const TrainArgs& a, bool bf16_products) {
   if (a.precision != Dtype::f32 && !a.quiet && a.sampler == layers::Sampler::exact)
     fmt::print("note: --precision bf16 stores the sparse input layer's weights in bf16; the exact softmax "
-               "multiplies its whole weight matrix every step and keeps it in f32\n");
+               "multiplies its whole weight matrix every step and keeps it in f32{}\n",
+               bf16_products ? " (its products, and the dense layers', run in bf16 with f32 sums on this device)"
+                             : " (as the dense layers' products on this device)");
 }
 
 // DCT-MP's straight-through estimate at every boundary of a network with stacked hidden layers:
@@ -709,7 +712,9 @@ int run_train(TrainArgs a) {
                  "--slice-weights 1,1,.. keeps equal slices)\n");
   }
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
-  note_precision(a);
+  // Dense products in bf16 where the device has them (the weights stay f32; autocast's split).
+  const bool bf16_products = a.precision == Dtype::bf16 && backend.set_bf16_products(true);
+  note_precision(a, bf16_products);
   note_straight_through(a, grid.model);
   note_momentum_correction(a, grid.data);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),

@@ -231,6 +231,11 @@ class Backend {
   // to the host tensors; Optimizer::state() calls this before host code reads or replaces the
   // state (checkpoints, reslicing). The host backend has nothing to do.
   virtual void flush_state() {}
+  // matmul with bf16 operands and f32 accumulation (tensor cores), as `--precision bf16` asks for
+  // dense products: the operands are rounded to bf16 (to nearest, ties to even) and their products
+  // summed in f32. Returns whether the backend does so from now on; one without such products (the
+  // CPU backend: its f32 products are as fast there) keeps f32 and answers false to `on`.
+  virtual bool set_bf16_products(bool on) { return !on; }
 
   // --- dense -------------------------------------------------------------------------------
   // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major; op(A) is A (M x K) or, with

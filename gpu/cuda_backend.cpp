@@ -142,7 +142,13 @@ void CudaBackend::matmul(const float* a, bool trans_a, const float* b, bool tran
   // Operands inside a device copy (a dense layer's or an exact softmax's weights) are read there.
   const dev::In<float> da = resident_range(a, static_cast<size_t>(m * k));
   const dev::In<float> db = resident_range(b, static_cast<size_t>(k * n));
-  dev::matmul(context(), da, trans_a, db, trans_b, c, m, n, k, accumulate);
+  dev::matmul(context(), da, trans_a, db, trans_b, c, m, n, k, accumulate, bf16_products_);
+}
+
+bool CudaBackend::set_bf16_products(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bf16_products_ = on;
+  return true;
 }
 
 void CudaBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {

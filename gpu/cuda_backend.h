@@ -43,6 +43,8 @@ class CudaBackend : public Backend {
   // the reference copy): the smaller.
   std::optional<uint64_t> state_memory_available() const override;
   void flush_state() override;
+  // cuBLAS GemmEx on bf16 copies of the operands with f32 compute (tensor cores).
+  bool set_bf16_products(bool on) override;
   // Bytes of model tensors held on the device.
   size_t resident_bytes() const;
   bool supports(Op op) const override;
@@ -118,6 +120,7 @@ class CudaBackend : public Backend {
   CudaMemory* memory_ = nullptr;
   DeviceMirror* mirror_ = nullptr;
   int threads_ = 1;
+  bool bf16_products_ = false;
 };
 
 }  // namespace frugal::gpu

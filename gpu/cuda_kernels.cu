@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "core/bucket_union.h"
@@ -485,6 +486,12 @@ __global__ void dwta_codes_kernel(DwtaParams p, const int32_t* winners, size_t n
   }
 }
 
+// Rounds to bf16 (to nearest, ties to even: __float2bfloat16_rn) for the tensor-core products.
+__global__ void to_bf16_kernel(const float* x, size_t n, __nv_bfloat16* y) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
 // core/bucket_union.h's program, one block per sample, a barrier between phases. Shared memory:
 // the keys (slots_max), then the tables' starts (tables + 1), then one run counter per thread.
 constexpr uint32_t kUnionThreads = 512;
@@ -617,7 +624,7 @@ size_t free_bytes(Context& ctx) {
 }
 
 void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
-            int64_t k, bool accumulate) {
+            int64_t k, bool accumulate, bool bf16) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C stays (accumulate) or becomes 0
     if (!accumulate) std::fill(c, c + m * n, 0.0f);
@@ -632,10 +639,28 @@ void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, 
   // Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T: a row-major matrix read as
   // column-major is its transpose, so B goes first and each operand's flag is its own.
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  FRUGAL_CUBLAS(cublasSgemm(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, db,
-                            static_cast<int>(trans_b ? k : n), da, static_cast<int>(trans_a ? m : k), &beta, dc,
-                            static_cast<int>(n)));
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ldb = static_cast<int>(trans_b ? k : n), lda = static_cast<int>(trans_a ? m : k);
+  if (bf16) {
+    const size_t na = static_cast<size_t>(m * k), nb = static_cast<size_t>(k * n);
+    auto* a16 = st.alloc<__nv_bfloat16>(na);
+    auto* b16 = st.alloc<__nv_bfloat16>(nb);
+    to_bf16_kernel<<<blocks_for(na), kThreads, 0, st.stream()>>>(da, na, a16);
+    FRUGAL_LAUNCHED();
+    to_bf16_kernel<<<blocks_for(nb), kThreads, 0, st.stream()>>>(db, nb, b16);
+    FRUGAL_LAUNCHED();
+    // The pedantic mode the context keeps for fp32 would forbid the tensor-core algorithms.
+    FRUGAL_CUBLAS(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));
+    const cublasStatus_t status =
+        cublasGemmEx(ctx.blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+                     b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, dc, CUDA_R_32F, static_cast<int>(n),
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    FRUGAL_CUBLAS(cublasSetMathMode(ctx.blas, CUBLAS_PEDANTIC_MATH));
+    FRUGAL_CUBLAS(status);
+  } else {
+    FRUGAL_CUBLAS(cublasSgemm(ctx.blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                              &alpha, db, ldb, da, lda, &beta, dc, static_cast<int>(n)));
+  }
   st.down(c, dc, static_cast<size_t>(m * n));
   st.finish();
 }

@@ -44,9 +44,11 @@ struct Matrix {
   bool bf16 = false;
 };
 
-// C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32).
+// C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32), or with
+// bf16: both operands rounded to bf16 on the device (to nearest even) and multiplied by cuBLAS
+// GemmEx with f32 compute and output (tensor cores).
 void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
-            int64_t k, bool accumulate);
+            int64_t k, bool accumulate, bool bf16);
 void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, In<float> bias, bool relu);
 // y is read only with relu.
 void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, size_t cols, bool relu,

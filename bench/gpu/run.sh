@@ -151,7 +151,7 @@ KTESTS=("$BIN"/test_kernels*)
 # In a checkout (frugal from build/apps): the build's kernels tests.
 [ -e "${KTESTS[0]}" ] || KTESTS=("$BIN"/../tests/kernels/test_kernels* "$BIN"/../gpu/test_*)
 for t in "${KTESTS[@]}"; do
-  [ -x "$t" ] && [ "${t%.log}" = "$t" ] || continue
+  [ -f "$t" ] && [ -x "$t" ] && [ "${t%.log}" = "$t" ] || continue  # not the build's *.p folders
   record "tests-$(basename "$t")" "$(basename "$t")" - - tests - "$TESTS_TIMEOUT_S" "$t"
 done
 
@@ -183,6 +183,8 @@ one_run() {
                          $(device_args "$GPU") --sampler exact --threads 4 ;;
     frugal-cuda-lsh)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
                          $(device_args "$GPU") --sampler lsh --threads 4 ;;
+    frugal-cuda-exact-bf16) record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
+                         $(device_args "$GPU") --sampler exact --precision bf16 --threads 4 ;;
     frugal-cuda-lsh-bf16) record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "$FRUGAL" "${ft[@]}" \
                          $(device_args "$GPU") --sampler lsh --precision bf16 --threads 4 ;;
     torch-cuda-fp32)   record "$name" "$system" "$tag" "$batch" "$phase" "$m" "$limit" "${tt[@]}" ;;
@@ -192,8 +194,9 @@ one_run() {
   esac
 }
 SYSTEMS=(frugal-cuda-exact frugal-cuda-lsh torch-cuda-fp32 torch-cuda-bf16 frugal-cpu-lsh)
-# bf16 storage on the GPU (--precision bf16) in the fixed-step runs only (the budget).
-STEP_SYSTEMS=("${SYSTEMS[@]}" frugal-cuda-lsh-bf16)
+# --precision bf16 on the GPU in the fixed-step runs only (the budget): bf16 storage with LSH, and
+# the exact softmax's products on bf16 tensor cores (against torch-cuda-bf16's autocast).
+STEP_SYSTEMS=("${SYSTEMS[@]}" frugal-cuda-exact-bf16 frugal-cuda-lsh-bf16)
 
 say "(b) $STEPS-step runs"
 for set in "${SETS[@]}"; do

@@ -20,6 +20,13 @@ using namespace frugal;
 using harness::Tally;
 using harness::run_all;
 
+TEST_CASE("the CPU backend keeps f32 products when bf16 ones are asked for") {
+  Backend* cpu = find_backend("cpu");
+  REQUIRE(cpu != nullptr);
+  CHECK_FALSE(cpu->set_bf16_products(true));
+  CHECK(cpu->set_bf16_products(false));
+}
+
 TEST_CASE("the backend registry has the CPU backend as default") {
   REQUIRE_FALSE(backends().empty());
   Backend* cpu = find_backend("cpu");

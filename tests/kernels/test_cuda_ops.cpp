@@ -10,11 +10,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/rng.h"
 #include "gpu/cuda_info.h"
 #include "tests/kernels/backend_harness.h"
 
@@ -97,6 +99,69 @@ TEST_CASE("every op of the CUDA backend matches the CPU backend") {
       ++(pass ? ok : fail);
     }
   std::printf("cuda vs cpu: %zu OK, %zu FAIL\n", ok, fail);
+}
+
+namespace {
+
+float round_bf16(float x) {  // to nearest, ties to even (finite inputs)
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, 4);
+  bits = ((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16) << 16;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+}  // namespace
+
+// --precision bf16's dense products (Backend::set_bf16_products): the CUDA backend rounds both
+// operands to bf16 and sums their products in f32 on tensor cores. A product of two bf16 values is
+// exact in f32, so the result is the CPU's f32 product of the rounded operands up to the order of
+// the sums (the GEMM bound), and within bf16's rounding (2^-9 relative per operand) of the f32 one.
+TEST_CASE("the CUDA backend's bf16 products are f32 sums of bf16-rounded operands") {
+  Backend* cuda = find_backend("cuda");
+  Backend* cpu = find_backend("cpu");
+  REQUIRE(cuda != nullptr);
+  REQUIRE(cpu != nullptr);
+  CHECK_FALSE(cpu->set_bf16_products(true));  // the CPU keeps f32 products
+  CHECK(cpu->set_bf16_products(false));
+  REQUIRE(cuda->set_bf16_products(true));
+  struct Shape {
+    int64_t m, n, k;
+    bool ta, tb, acc;
+  };
+  for (const Shape& sh : {Shape{1, 1, 1, false, false, false}, Shape{7, 13, 5, false, true, false},
+                          Shape{33, 17, 65, true, false, true}, Shape{128, 256, 128, false, true, false},
+                          Shape{1024, 512, 128, false, false, false}, Shape{64, 1000, 128, true, true, true}}) {
+    Rng rng(static_cast<uint64_t>(sh.m * 31 + sh.n * 7 + sh.k));
+    std::vector<float> a(static_cast<size_t>(sh.m * sh.k)), b(static_cast<size_t>(sh.k * sh.n)),
+        c0(static_cast<size_t>(sh.m * sh.n));
+    for (float& x : a) x = rng.uniform(-1, 1);
+    for (float& x : b) x = rng.uniform(-1, 1);
+    for (float& x : c0) x = rng.uniform(-1, 1);
+    std::vector<float> ar(a), br(b);
+    for (float& x : ar) x = round_bf16(x);
+    for (float& x : br) x = round_bf16(x);
+    std::vector<float> got(c0), rounded(c0), exact(c0);
+    cuda->matmul(a.data(), sh.ta, b.data(), sh.tb, got.data(), sh.m, sh.n, sh.k, sh.acc);
+    cpu->matmul(ar.data(), sh.ta, br.data(), sh.tb, rounded.data(), sh.m, sh.n, sh.k, sh.acc);
+    cpu->matmul(a.data(), sh.ta, b.data(), sh.tb, exact.data(), sh.m, sh.n, sh.k, sh.acc);
+    const auto nmse = [&](const std::vector<float>& want) {
+      double err2 = 0, ref2 = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        err2 += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+        ref2 += double{want[i]} * want[i];
+      }
+      return ref2 > 0 ? err2 / ref2 : err2;
+    };
+    const double to_rounded = nmse(rounded), to_exact = nmse(exact);
+    std::printf("cuda bf16 matmul m=%lld n=%lld k=%lld: nmse %.2e to the f32 product of rounded operands, %.2e to "
+                "the f32 product\n",
+                static_cast<long long>(sh.m), static_cast<long long>(sh.n), static_cast<long long>(sh.k), to_rounded,
+                to_exact);
+    CHECK(to_rounded <= 1e-8);
+    CHECK(to_exact <= 1e-4);
+  }
+  REQUIRE(cuda->set_bf16_products(false));
 }
 
 int main(int argc, char** argv) {
