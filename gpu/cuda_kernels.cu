@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,9 +47,12 @@ struct Buffer {
 
 struct Context {
   int device = 0;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;  // every op's work, cuBLAS's included
+  cudaStream_t side = nullptr;    // the second stream of a pipelined op (copies of one part, kernel of another)
+  cudaEvent_t inputs_ready = nullptr;
   cublasHandle_t blas = nullptr;
-  std::vector<Buffer> slots;  // staging buffers, by position within an op; grown, never shrunk
+  std::vector<Buffer> slots;   // device staging buffers, by position within an op; grown, never shrunk
+  std::vector<Buffer> pinned;  // pinned host buffers, likewise: the host side of every copy
 };
 
 namespace {
@@ -61,18 +65,34 @@ unsigned blocks_for(size_t n, size_t per_block = kThreads) {
   return static_cast<unsigned>(std::clamp<size_t>(b, 1, size_t{1} << 20));
 }
 
-// The device buffers of one op: the i-th request of an op uses slot i, grown when too small.
+// The buffers of one op: its i-th device request uses device slot i, its j-th copy pinned slot j,
+// each grown when too small. Copies go through pinned host memory, so they are true asynchronous
+// DMA: an upload is the host's memcpy into its pinned slot, then a copy the stream runs when it
+// gets there (the host goes on to stage the next input meanwhile); a download lands in its pinned
+// slot and reaches the caller's memory in finish(). On the side stream (pipelined ops, below), the
+// copies of one part of an op run while the main stream computes another.
 class Staging {
  public:
   explicit Staging(Context& ctx) : ctx_(ctx) { FRUGAL_CUDA(cudaSetDevice(ctx.device)); }
-  template <class T>
-  T* alloc(size_t n) {
-    return static_cast<T*>(get(std::max<size_t>(n, 1) * sizeof(T)));
+  ~Staging() {
+    // An op that threw: its queued work still reads its buffers; they must not be reused before.
+    if (!finished_) {
+      (void)cudaStreamSynchronize(ctx_.stream);
+      (void)cudaStreamSynchronize(ctx_.side);
+    }
   }
   template <class T>
-  T* up(const T* host, size_t n) {
+  T* alloc(size_t n) {
+    return static_cast<T*>(get(ctx_.slots, next_slot_, std::max<size_t>(n, 1) * sizeof(T), false));
+  }
+  template <class T>
+  T* up(const T* host, size_t n, cudaStream_t stream = nullptr) {
     T* d = alloc<T>(n);
-    if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, ctx_.stream));
+    if (n > 0) {
+      void* staged = get(ctx_.pinned, next_pinned_, n * sizeof(T), true);
+      std::memcpy(staged, host, n * sizeof(T));
+      FRUGAL_CUDA(cudaMemcpyAsync(d, staged, n * sizeof(T), cudaMemcpyHostToDevice, on(stream)));
+    }
     return d;
   }
   // An input where the op reads it: a device copy as it is, host memory staged.
@@ -86,30 +106,74 @@ class Staging {
     return x.device ? x.p : up(static_cast<const float*>(x.p), n);
   }
   template <class T>
-  void down(T* host, const T* d, size_t n) {
-    if (n > 0) FRUGAL_CUDA(cudaMemcpyAsync(host, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
+  void down(T* host, const T* d, size_t n, cudaStream_t stream = nullptr) {
+    if (n == 0) return;
+    void* staged = get(ctx_.pinned, next_pinned_, n * sizeof(T), true);
+    FRUGAL_CUDA(cudaMemcpyAsync(staged, d, n * sizeof(T), cudaMemcpyDeviceToHost, on(stream)));
+    pending_.push_back({host, staged, n * sizeof(T)});
   }
-  // Waits for the op's copies and kernels: its host outputs are filled when this returns.
-  void finish() { FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream)); }
+  // Waits for the op's copies and kernels on both streams: its host outputs are filled when this
+  // returns. An op may finish more than once (a result it needs before going on).
+  void finish() {
+    FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream));
+    FRUGAL_CUDA(cudaStreamSynchronize(ctx_.side));
+    for (const Pending& p : pending_) std::memcpy(p.host, p.staged, p.bytes);
+    pending_.clear();
+    finished_ = true;
+  }
   cudaStream_t stream() const { return ctx_.stream; }
+  cudaStream_t side() const { return ctx_.side; }
+  // The side stream waits for everything queued so far on the main one (inputs both streams read).
+  void side_waits_for_main() {
+    FRUGAL_CUDA(cudaEventRecord(ctx_.inputs_ready, ctx_.stream));
+    FRUGAL_CUDA(cudaStreamWaitEvent(ctx_.side, ctx_.inputs_ready, 0));
+  }
 
  private:
-  void* get(size_t bytes) {
-    if (next_ == ctx_.slots.size()) ctx_.slots.emplace_back();
-    Buffer& b = ctx_.slots[next_++];
+  struct Pending {
+    void* host;
+    const void* staged;
+    size_t bytes;
+  };
+  cudaStream_t on(cudaStream_t stream) {
+    finished_ = false;
+    return stream != nullptr ? stream : ctx_.stream;
+  }
+  void* get(std::vector<Buffer>& pool, size_t& next, size_t bytes, bool host) {
+    finished_ = false;
+    if (next == pool.size()) pool.emplace_back();
+    Buffer& b = pool[next++];
     if (bytes > b.capacity) {
       const size_t capacity = std::max(bytes, b.capacity * 2);
-      if (b.p != nullptr) FRUGAL_CUDA(cudaFree(b.p));
+      // The old buffer may still be read by work queued before this op: drain first.
+      FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream));
+      FRUGAL_CUDA(cudaStreamSynchronize(ctx_.side));
+      if (b.p != nullptr) FRUGAL_CUDA(host ? cudaFreeHost(b.p) : cudaFree(b.p));
       b.p = nullptr;
       b.capacity = 0;
-      FRUGAL_CUDA(cudaMalloc(&b.p, capacity));
+      FRUGAL_CUDA(host ? cudaHostAlloc(&b.p, capacity, cudaHostAllocDefault) : cudaMalloc(&b.p, capacity));
       b.capacity = capacity;
     }
     return b.p;
   }
   Context& ctx_;
-  size_t next_ = 0;
+  size_t next_slot_ = 0, next_pinned_ = 0;
+  std::vector<Pending> pending_;
+  bool finished_ = true;
 };
+
+// Splits [0, n) into up to kParts parts for a pipelined op (none below min_part items each):
+// part p's copies and kernel go on stream p % 2, so while the main stream computes one part the
+// side stream moves the next one's inputs and the last one's outputs. Parts are independent
+// (each output element still summed by one thread in a fixed order): the bits do not change.
+constexpr size_t kParts = 4;
+template <class F>
+void pipelined(Staging& st, size_t n, size_t min_part, F&& part) {
+  const size_t parts = std::clamp<size_t>(n / std::max<size_t>(min_part, 1), 1, kParts);
+  if (parts > 1) st.side_waits_for_main();
+  for (size_t p = 0; p < parts; ++p)
+    part(n * p / parts, n * (p + 1) / parts, p % 2 == 0 ? st.stream() : st.side());
+}
 
 // A weight matrix's element widened to f32: f32 storage as it is, bf16 the high half of an f32
 // (core/tensor.h), so the f32 kernels on widened values give the CPU's bf16 bits.
@@ -560,6 +624,8 @@ Context* context_create() {
   auto ctx = std::make_unique<Context>();
   FRUGAL_CUDA(cudaSetDevice(ctx->device));
   FRUGAL_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  FRUGAL_CUDA(cudaStreamCreateWithFlags(&ctx->side, cudaStreamNonBlocking));
+  FRUGAL_CUDA(cudaEventCreateWithFlags(&ctx->inputs_ready, cudaEventDisableTiming));
   FRUGAL_CUBLAS(cublasCreate(&ctx->blas));
   FRUGAL_CUBLAS(cublasSetStream(ctx->blas, ctx->stream));
   // Full fp32: no TF32 or other reduced-precision shortcut, whatever the environment says.
@@ -572,7 +638,11 @@ void context_destroy(Context* ctx) noexcept {
   // At process exit the runtime may be gone already: errors are ignored here.
   for (Buffer& b : ctx->slots)
     if (b.p != nullptr) (void)cudaFree(b.p);
+  for (Buffer& b : ctx->pinned)
+    if (b.p != nullptr) (void)cudaFreeHost(b.p);
   if (ctx->blas != nullptr) (void)cublasDestroy(ctx->blas);
+  if (ctx->inputs_ready != nullptr) (void)cudaEventDestroy(ctx->inputs_ready);
+  if (ctx->side != nullptr) (void)cudaStreamDestroy(ctx->side);
   if (ctx->stream != nullptr) (void)cudaStreamDestroy(ctx->stream);
   delete ctx;
 }
@@ -580,6 +650,7 @@ void context_destroy(Context* ctx) noexcept {
 void synchronize(Context& ctx) {
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
+  FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
 }
 
 void* device_alloc(Context& ctx, size_t bytes) {
@@ -699,22 +770,28 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
                     Matrix w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out) {
   if (points == 0 || h == 0) return;
-  const size_t nnz = offsets[points];
   Staging st(ctx);
-  const uint64_t* doff = st.up(offsets, points + 1);
-  const uint32_t* dids = st.up(ids, nnz);
-  const float* dvals = st.up(vals, nnz);
   const void* dw = st.in(w, w_rows * h);
   const float* db = st.in(bias, h);
-  float* dout = st.alloc<float>(points * h);
-  if (w.bf16)
-    sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(
-        doff, points, dids, dvals, static_cast<const uint16_t*>(dw), h, db, relu, dout);
-  else
-    sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(
-        doff, points, dids, dvals, static_cast<const float*>(dw), h, db, relu, dout);
-  FRUGAL_LAUNCHED();
-  st.down(out, dout, points * h);
+  // Parts of the batch: one part's features go up and another's outputs come down while a third
+  // is computed. Each part's offsets are rebased to its own features.
+  std::vector<uint64_t> rebased(points + 1);
+  pipelined(st, points, 256, [&](size_t p0, size_t p1, cudaStream_t stream) {
+    const uint64_t e0 = offsets[p0], e1 = offsets[p1];
+    for (size_t i = p0; i <= p1; ++i) rebased[i] = offsets[i] - e0;
+    const uint64_t* doff = st.up(rebased.data() + p0, p1 - p0 + 1, stream);
+    const uint32_t* dids = st.up(ids + e0, e1 - e0, stream);
+    const float* dvals = st.up(vals + e0, e1 - e0, stream);
+    float* dout = st.alloc<float>((p1 - p0) * h);
+    if (w.bf16)
+      sparse_forward_kernel<<<blocks_for(p1 - p0, 1), kThreads, 0, stream>>>(
+          doff, p1 - p0, dids, dvals, static_cast<const uint16_t*>(dw), h, db, relu, dout);
+    else
+      sparse_forward_kernel<<<blocks_for(p1 - p0, 1), kThreads, 0, stream>>>(
+          doff, p1 - p0, dids, dvals, static_cast<const float*>(dw), h, db, relu, dout);
+    FRUGAL_LAUNCHED();
+    st.down(out + p0 * h, dout, (p1 - p0) * h, stream);
+  });
   st.finish();
 }
 
@@ -724,20 +801,25 @@ void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const
   if (entries == 0) return;
   Staging st(ctx);
   const float* dh = st.up(h, samples * d);
-  const uint32_t* dsample = st.up(sample, entries);
-  const uint32_t* dids = st.up(ids, entries);
   const void* dw = st.in(w, w_rows * d);
   const float* db = st.in(bias, bias_rows);
-  const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
-  float* dz = st.alloc<float>(entries);
-  if (w.bf16)
-    active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
-        dh, d, dsample, dids, entries, static_cast<const uint16_t*>(dw), db, doff, dz);
-  else
-    active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
-        dh, d, dsample, dids, entries, static_cast<const float*>(dw), db, doff, dz);
-  FRUGAL_LAUNCHED();
-  st.down(logits, dz, entries);
+  // Parts of the entries: one part's ids go up and another's logits come down while a third is
+  // computed (the inputs above, read by every part, first).
+  pipelined(st, entries, 1 << 15, [&](size_t e0, size_t e1, cudaStream_t stream) {
+    const size_t n = e1 - e0;
+    const uint32_t* dsample = st.up(sample + e0, n, stream);
+    const uint32_t* dids = st.up(ids + e0, n, stream);
+    const float* doff = logit_offsets != nullptr ? st.up(logit_offsets + e0, n, stream) : nullptr;
+    float* dz = st.alloc<float>(n);
+    if (w.bf16)
+      active_logits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dh, d, dsample, dids, n,
+                                                                   static_cast<const uint16_t*>(dw), db, doff, dz);
+    else
+      active_logits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dh, d, dsample, dids, n,
+                                                                   static_cast<const float*>(dw), db, doff, dz);
+    FRUGAL_LAUNCHED();
+    st.down(logits + e0, dz, n, stream);
+  });
   st.finish();
 }
 
