@@ -713,7 +713,7 @@ int run_train(TrainArgs a) {
   }
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   // Dense products in bf16 where the device has them (the weights stay f32; autocast's split).
-  const bool bf16_products = a.precision == Dtype::bf16 && backend.set_bf16_products(true);
+  const bool bf16_products = backend.set_bf16_products(a.precision == Dtype::bf16) && a.precision == Dtype::bf16;
   note_precision(a, bf16_products);
   note_straight_through(a, grid.model);
   note_momentum_correction(a, grid.data);

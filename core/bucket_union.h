@@ -26,6 +26,7 @@ inline constexpr uint64_t kEmpty = ~uint64_t{0};  // a slot without an entry: so
 // block's key slots are at most threads * kMaxItems.
 inline constexpr uint32_t kMaxItems = 32;
 
+// (n <= 2^31: the callers' entry counts are bounded far below.)
 FRUGAL_HOST_DEVICE inline uint32_t pow2_at_least(uint32_t n) {
   uint32_t p = 1;
   while (p < n) p <<= 1;
@@ -64,38 +65,52 @@ struct Block {
   uint64_t* keys;
   uint32_t* table_start;
   uint32_t* runs;
-  uint32_t entries, slots;  // set by scan()
+  uint32_t entries, slots;  // set by start()
   uint32_t count;           // set by output(): labels + the union's kept neurons
 };
 
-// Thread 0 alone: where each table's bucket goes among the keys, and the slot count.
+// Every thread: the bucket sizes of its tables (table_start[t + 1], summed by start() next).
 template <class Tables>
-FRUGAL_HOST_DEVICE void scan(const Problem<Tables>& p, Block& b) {
-  b.table_start[0] = 0;
-  for (uint32_t t = 0; t < p.num_tables; ++t) {
+FRUGAL_HOST_DEVICE void sizes(const Problem<Tables>& p, Block& b, uint32_t tid, uint32_t threads) {
+  for (uint32_t t = tid; t < p.num_tables; t += threads) {
     uint32_t size = 0;
     p.tables.bucket(t, p.codes[t], size);
-    b.table_start[t + 1] = b.table_start[t] + size;
+    b.table_start[t + 1] = size;
   }
+}
+
+// Thread 0 alone: where each table's bucket starts among the keys, and the slot count.
+template <class Tables>
+FRUGAL_HOST_DEVICE void start(const Problem<Tables>& p, Block& b) {
+  b.table_start[0] = 0;
+  for (uint32_t t = 0; t < p.num_tables; ++t) b.table_start[t + 1] += b.table_start[t];
   b.entries = b.table_start[p.num_tables];
   b.slots = pow2_at_least(b.entries);
 }
 
-// Every thread: its tables' entries as keys (a label's entries as kEmpty), and the padding.
+// Every thread, slot by slot: entry e's key (its table found by bisecting the starts; a label's
+// entries are kEmpty), and kEmpty in the padding.
 template <class Tables>
 FRUGAL_HOST_DEVICE void fill(const Problem<Tables>& p, Block& b, uint32_t tid, uint32_t threads) {
-  for (uint32_t t = tid; t < p.num_tables; t += threads) {
-    uint32_t size = 0;
-    const uint32_t* ids = p.tables.bucket(t, p.codes[t], size);
-    const uint32_t start = b.table_start[t];
-    for (uint32_t j = 0; j < size; ++j) {
-      const uint32_t id = ids[j];
-      bool label = false;
-      for (uint32_t l = 0; l < p.num_labels && !label; ++l) label = p.labels[l] == id;
-      b.keys[start + j] = label ? kEmpty : (static_cast<uint64_t>(id) << 32) | (start + j);
+  for (uint32_t e = tid; e < b.slots; e += threads) {
+    if (e >= b.entries) {
+      b.keys[e] = kEmpty;
+      continue;
     }
+    uint32_t lo = 0, hi = p.num_tables;  // the table t with table_start[t] <= e < table_start[t + 1]
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (b.table_start[mid] <= e)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    uint32_t size = 0;
+    const uint32_t id = p.tables.bucket(lo, p.codes[lo], size)[e - b.table_start[lo]];
+    bool label = false;
+    for (uint32_t l = 0; l < p.num_labels && !label; ++l) label = p.labels[l] == id;
+    b.keys[e] = label ? kEmpty : (static_cast<uint64_t>(id) << 32) | e;
   }
-  for (uint32_t i = b.entries + tid; i < b.slots; i += threads) b.keys[i] = kEmpty;
 }
 
 // One step (k, j) of the bitonic network sorting keys ascending; the steps run for k = 2, 4, ..,
@@ -137,7 +152,8 @@ FRUGAL_HOST_DEVICE bool capped(const Problem<Tables>& p, const Block& b, uint32_
 
 // Every thread, reading only: the record of each run starting among its slots into local
 // (kMaxItems), kEmpty elsewhere. A record sorts as the result's order wants: (first position, id)
-// uncapped, (tables - hits, id) capped.
+// uncapped, (tables - hits, id) capped. A bucket holds an id at most once (layers/lsh/lsh_tables.h
+// places each neuron once per table), so hits <= tables.
 template <class Tables>
 FRUGAL_HOST_DEVICE void records(const Problem<Tables>& p, const Block& b, uint32_t tid, uint32_t threads,
                                 uint64_t* local) {
@@ -181,14 +197,15 @@ uint32_t run_on_host(const Problem<Tables>& p, uint32_t threads) {
   Block b{};
   b.table_start = table_start.data();
   b.runs = runs.data();
-  scan(p, b);
+  const auto each = [&](auto&& phase) {
+    for (uint32_t t = 0; t < threads; ++t) phase(t);
+  };
+  each([&](uint32_t t) { sizes(p, b, t, threads); });
+  start(p, b);
   std::vector<uint64_t> keys(b.slots);
   b.keys = keys.data();
   const uint32_t items = (b.slots + threads - 1) / threads;
   std::vector<uint64_t> local(static_cast<size_t>(threads) * items);
-  const auto each = [&](auto&& phase) {
-    for (uint32_t t = 0; t < threads; ++t) phase(t);
-  };
   const auto sort = [&] {
     for (uint32_t k = 2; k <= b.slots; k <<= 1)
       for (uint32_t j = k >> 1; j > 0; j >>= 1) each([&](uint32_t t) { sort_step(b, k, j, t, threads); });

@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "core/bucket_union.h"
 #include "core/check.h"
 #include "core/device_mirror.h"
 #include "core/hash32.h"
@@ -482,23 +481,27 @@ void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<co
 }
 
 CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tables) {
+  const size_t nt = tables.num_tables();
+  size_t total = 0;
+  for (size_t t = 0; t < nt; ++t) total += tables.ids[t].size();
   DeviceBuckets& d = buckets_[tables.owner];
-  if (d.generation == tables.generation && d.offsets != nullptr) return d;
+  // The generation names the contents; the shape is checked too, so that tables of another shape
+  // at a reused address are never read through an old copy.
+  if (d.offsets != nullptr && d.generation == tables.generation && d.buckets == tables.buckets && d.tables == nt &&
+      d.total == total)
+    return d;
   dev::Context& ctx = context();
   dev::device_free(ctx, d.offsets);
   dev::device_free(ctx, d.ids);
   d = DeviceBuckets{};
-  const size_t nt = tables.num_tables();
-  size_t total = 0;
   uint64_t max_entries = 0;
   for (size_t t = 0; t < nt; ++t) {
-    total += tables.ids[t].size();
     uint32_t largest = 0;
     for (uint32_t b = 0; b < tables.buckets; ++b)
       largest = std::max(largest, tables.offsets[t][b + 1] - tables.offsets[t][b]);
     max_entries += largest;
   }
-  FRUGAL_CHECK(total < 0xffffffffu && max_entries < 0xffffffffu,
+  FRUGAL_CHECK(total < 0xffffffffu && max_entries < 0x7fffffffu,
                fmt::format("bucket_union: {} table entries, beyond the device layout's 32-bit offsets", total));
   // The flat layout: every table's offsets shifted by where its ids start among all ids.
   std::vector<uint32_t> offsets, ids;
@@ -515,55 +518,38 @@ CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tabl
   dev::upload(ctx, d.ids, ids.data(), ids.size() * sizeof(uint32_t));
   d.max_entries = static_cast<uint32_t>(max_entries);
   d.generation = tables.generation;
+  d.buckets = tables.buckets;
+  d.tables = nt;
+  d.total = total;
   return d;
 }
 
-namespace {
-
-// The host's view of BucketTables for core/bucket_union.h's program (its FlatTables, per table).
-struct SpanTables {
-  const BucketTables* t;
-  const uint32_t* bucket(uint32_t table, uint32_t code, uint32_t& size) const {
-    const auto& o = t->offsets[table];
-    size = o[code + 1] - o[code];
-    return t->ids[table].data() + o[code];
-  }
-};
-
-}  // namespace
-
 void CudaBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
   q.validate(tables);
-  const auto nt = static_cast<uint32_t>(tables.num_tables());
-  std::lock_guard<std::mutex> lock(mutex_);
-  out.clear();
-  DeviceBuckets& d = device_buckets(tables);
-  if (dev::bucket_union(context(), static_cast<const uint32_t*>(d.offsets), static_cast<const uint32_t*>(d.ids),
-                        tables.buckets, nt, d.max_entries, q.codes, q.samples, q.label_offsets.data(),
-                        q.labels.data(), q.cap, out.offsets, out.ids, q.scanned))
-    return;
-  // Buckets too large for a block's shared memory: the same program on the host, one thread.
-  for (size_t i = 0; i < q.samples; ++i) {
-    const uint64_t l0 = q.label_offsets[i], l1 = q.label_offsets[i + 1];
-    const size_t first = out.ids.size();
-    out.ids.resize(first + (l1 - l0) + d.max_entries);
-    const bucket_union::Problem<SpanTables> p{.tables = {&tables}, .num_tables = nt, .codes = q.codes + i * nt,
-                                              .labels = q.labels.data() + l0,
-                                              .num_labels = static_cast<uint32_t>(l1 - l0), .cap = q.cap,
-                                              .out = out.ids.data() + first};
-    const uint32_t count = bucket_union::run_on_host(p, 1);
-    out.ids.resize(first + count);
-    out.offsets.push_back(out.ids.size());
-    if (q.scanned != nullptr) {
-      uint64_t entries = 0;
-      for (uint32_t t = 0; t < nt; ++t) {
-        uint32_t size = 0;
-        p.tables.bucket(t, p.codes[t], size);
-        entries += size;
-      }
-      q.scanned[i] = entries;
+  const size_t nt = tables.num_tables();
+  // Each sample's entry count (its output region on the device, and `scanned`), from the host's
+  // offsets: a few look-ups per sample.
+  std::vector<uint64_t> entries(q.samples, 0);
+  for (size_t i = 0; i < q.samples; ++i)
+    for (size_t t = 0; t < nt; ++t) {
+      const uint32_t c = q.codes[i * nt + t];
+      entries[i] += tables.offsets[t][c + 1] - tables.offsets[t][c];
     }
+  if (q.scanned != nullptr) std::copy(entries.begin(), entries.end(), q.scanned);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.clear();
+    DeviceBuckets& d = device_buckets(tables);
+    if (dev::bucket_union(context(), static_cast<const uint32_t*>(d.offsets), static_cast<const uint32_t*>(d.ids),
+                          tables.buckets, static_cast<uint32_t>(nt), d.max_entries, q.codes, q.samples,
+                          q.label_offsets.data(), q.labels.data(), q.cap, entries.data(), out.offsets, out.ids))
+      return;
   }
+  // Buckets holding more entries per sample than a block's shared memory: the CPU backend's union
+  // (the same result, parallel over samples on the host).
+  Backend* cpu = find_backend("cpu");
+  FRUGAL_CHECK(cpu != nullptr, "bucket_union: buckets too large for the device and no CPU backend registered");
+  cpu->bucket_union(tables, q, out);
 }
 
 }  // namespace frugal::gpu

@@ -80,7 +80,7 @@ class CudaBackend : public Backend {
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
   // In the tables' device copy, made at their first look-up and again after each rebuild (a new
   // generation); tables whose buckets do not fit a block's shared memory are looked up on the host
-  // by the same program (core/bucket_union.h).
+  // by the CPU backend.
   void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
 
  private:
@@ -111,6 +111,8 @@ class CudaBackend : public Backend {
     void* offsets = nullptr;
     void* ids = nullptr;
     uint32_t max_entries = 0;  // the sum over tables of their largest bucket
+    uint32_t buckets = 0;      // the shape copied (checked with the generation)
+    size_t tables = 0, total = 0;
   };
   DeviceBuckets& device_buckets(const BucketTables& tables);
   std::unordered_map<const void*, DeviceBuckets> buckets_;

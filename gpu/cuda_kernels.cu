@@ -74,6 +74,8 @@ unsigned blocks_for(size_t n, size_t per_block = kThreads) {
 class Staging {
  public:
   explicit Staging(Context& ctx) : ctx_(ctx) { FRUGAL_CUDA(cudaSetDevice(ctx.device)); }
+  // Every op ends with finish(), which delivers its downloads; an op that threw does not, and its
+  // downloads are dropped with it.
   ~Staging() {
     // An op that threw: its queued work still reads its buffers; they must not be reused before.
     if (!finished_) {
@@ -560,10 +562,10 @@ __global__ void to_bf16_kernel(const float* x, size_t n, __nv_bfloat16* y) {
 // the keys (slots_max), then the tables' starts (tables + 1), then one run counter per thread.
 constexpr uint32_t kUnionThreads = 512;
 
-__global__ void bucket_union_kernel(bucket_union::FlatTables tables, uint32_t nt, const uint32_t* codes,
-                                    const uint64_t* label_offsets, const uint32_t* labels, uint64_t cap,
-                                    uint32_t slots_max, const uint64_t* out_start, uint32_t* out, uint32_t* counts,
-                                    uint32_t* entries) {
+__global__ void __launch_bounds__(kUnionThreads)
+    bucket_union_kernel(bucket_union::FlatTables tables, uint32_t nt, const uint32_t* codes,
+                        const uint64_t* label_offsets, const uint32_t* labels, uint64_t cap, uint32_t slots_max,
+                        const uint64_t* out_start, uint32_t* out, uint32_t* counts) {
   namespace bu = bucket_union;
   extern __shared__ uint64_t smem[];
   __shared__ bu::Block b;
@@ -580,8 +582,11 @@ __global__ void bucket_union_kernel(bucket_union::FlatTables tables, uint32_t nt
     b.keys = smem;
     b.table_start = reinterpret_cast<uint32_t*>(smem + slots_max);
     b.runs = b.table_start + nt + 1;
-    bu::scan(p, b);
   }
+  __syncthreads();
+  bu::sizes(p, b, tid, threads);
+  __syncthreads();
+  if (tid == 0) bu::start(p, b);
   __syncthreads();
   bu::fill(p, b, tid, threads);
   __syncthreads();
@@ -603,10 +608,7 @@ __global__ void bucket_union_kernel(bucket_union::FlatTables tables, uint32_t nt
   sort();
   bu::output(p, b, tid, threads);
   __syncthreads();
-  if (tid == 0) {
-    counts[i] = b.count;
-    entries[i] = b.entries;
-  }
+  if (tid == 0) counts[i] = b.count;
 }
 
 // Sample i's count[i] ids from its region of the kernel's output to its place in the result.
@@ -676,6 +678,7 @@ void device_free(Context&, void* p) noexcept {
 void upload(Context& ctx, void* device, const void* host, size_t bytes) {
   if (bytes == 0) return;
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
   FRUGAL_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, ctx.stream));
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
 }
@@ -683,6 +686,7 @@ void upload(Context& ctx, void* device, const void* host, size_t bytes) {
 void download(Context& ctx, void* host, const void* device, size_t bytes) {
   if (bytes == 0) return;
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
   FRUGAL_CUDA(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, ctx.stream));
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
 }
@@ -1042,22 +1046,27 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, c
 
 bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
                   uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
-                  const uint32_t* labels, uint64_t cap, std::vector<uint64_t>& out_offsets,
-                  std::vector<uint32_t>& out_ids, uint64_t* scanned) {
+                  const uint32_t* labels, uint64_t cap, const uint64_t* entries, std::vector<uint64_t>& out_offsets,
+                  std::vector<uint32_t>& out_ids) {
   const uint32_t slots_max = bucket_union::pow2_at_least(std::max<uint32_t>(max_entries, 1));
   const size_t shared = slots_max * sizeof(uint64_t) + (size_t{tables} + 1 + kUnionThreads) * sizeof(uint32_t);
   int limit = 0;
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
   FRUGAL_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device));
-  if (slots_max > kUnionThreads * bucket_union::kMaxItems || shared > static_cast<size_t>(limit)) return false;
+  cudaFuncAttributes attributes{};
+  FRUGAL_CUDA(cudaFuncGetAttributes(&attributes, bucket_union_kernel));  // its static shared memory counts too
+  if (slots_max > kUnionThreads * bucket_union::kMaxItems ||
+      shared + attributes.sharedSizeBytes > static_cast<size_t>(limit))
+    return false;
   out_offsets.assign(samples + 1, 0);
   out_ids.clear();
   if (samples == 0) return true;
   FRUGAL_CUDA(cudaFuncSetAttribute(bucket_union_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(shared)));
-  // Sample i writes into its own region: room for its labels and every entry it can read.
-  std::vector<uint64_t> out_start(samples + 1);
-  for (size_t i = 0; i <= samples; ++i) out_start[i] = label_offsets[i] + i * uint64_t{max_entries};
+  // Sample i writes into its own region: room for its labels and every entry it reads.
+  std::vector<uint64_t> out_start(samples + 1, 0);
+  for (size_t i = 0; i < samples; ++i)
+    out_start[i + 1] = out_start[i] + (label_offsets[i + 1] - label_offsets[i]) + entries[i];
   Staging st(ctx);
   const uint32_t* dcodes = st.up(codes, samples * tables);
   const uint64_t* dloff = st.up(label_offsets, samples + 1);
@@ -1065,18 +1074,13 @@ bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, ui
   const uint64_t* dstart = st.up(out_start.data(), samples + 1);
   uint32_t* dout = st.alloc<uint32_t>(out_start[samples]);
   uint32_t* dcounts = st.alloc<uint32_t>(samples);
-  uint32_t* dentries = st.alloc<uint32_t>(samples);
   bucket_union_kernel<<<static_cast<unsigned>(samples), kUnionThreads, shared, st.stream()>>>(
-      {offsets, ids, buckets}, tables, dcodes, dloff, dlabels, cap, slots_max, dstart, dout, dcounts, dentries);
+      {offsets, ids, buckets}, tables, dcodes, dloff, dlabels, cap, slots_max, dstart, dout, dcounts);
   FRUGAL_LAUNCHED();
-  std::vector<uint32_t> counts(samples), entries(samples);
+  std::vector<uint32_t> counts(samples);
   st.down(counts.data(), dcounts, samples);
-  st.down(entries.data(), dentries, samples);
   st.finish();
-  for (size_t i = 0; i < samples; ++i) {
-    out_offsets[i + 1] = out_offsets[i] + counts[i];
-    if (scanned != nullptr) scanned[i] = entries[i];
-  }
+  for (size_t i = 0; i < samples; ++i) out_offsets[i + 1] = out_offsets[i] + counts[i];
   out_ids.resize(out_offsets[samples]);
   if (out_ids.empty()) return true;
   const uint64_t* dto = st.up(out_offsets.data(), samples + 1);

@@ -130,12 +130,12 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, c
 // ids: device memory, `tables` x (buckets + 1) offsets into ids). One block per sample runs that
 // header's program in shared memory sized for max_entries (the most bucket entries any sample can
 // read: the sum over tables of their largest bucket). Returns false, having done nothing, when a
-// block cannot have that much (the caller then runs the program on the host). codes, label_offsets
-// and labels are host memory; out_offsets / out_ids receive the result, scanned (when not null)
-// each sample's entry count.
+// block cannot have that much (the caller then looks up on the host). codes, label_offsets,
+// labels and entries (each sample's bucket entries, which size its output region) are host memory;
+// out_offsets / out_ids receive the result.
 bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
                   uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
-                  const uint32_t* labels, uint64_t cap, std::vector<uint64_t>& out_offsets,
-                  std::vector<uint32_t>& out_ids, uint64_t* scanned);
+                  const uint32_t* labels, uint64_t cap, const uint64_t* entries, std::vector<uint64_t>& out_offsets,
+                  std::vector<uint32_t>& out_ids);
 
 }  // namespace frugal::gpu::dev

@@ -743,6 +743,7 @@ Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t n
                                max_labels);
             ActiveSets got;
             got.ids.assign(3, 0xdeadbeef);
+            got.logit_offsets.assign(2, 1.0f);  // the op must clear what out held
             std::vector<uint64_t> scanned(samples, 0xdeadbeef);
             BucketQuery q = f.query(cap);
             q.scanned = scanned.data();
@@ -768,7 +769,7 @@ Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t n
 }  // namespace
 
 BucketTables BucketFixture::view() const {
-  return {.owner = this, .generation = 1, .buckets = buckets, .neurons = neurons, .offsets = offset_spans,
+  return {.owner = this, .generation = generation, .buckets = buckets, .neurons = neurons, .offsets = offset_spans,
           .ids = id_spans};
 }
 
@@ -781,6 +782,7 @@ BucketFixture random_buckets(uint64_t seed, size_t samples, size_t tables, uint3
   Rng rng(seed);
   BucketFixture f;
   f.buckets = buckets;
+  f.generation = new_bucket_generation();
   f.neurons = neurons;
   f.samples = samples;
   // Neurons skewed towards low buckets, so some buckets are full and many are empty.
@@ -810,7 +812,7 @@ BucketFixture random_buckets(uint64_t seed, size_t samples, size_t tables, uint3
     for (size_t t = 0; t < tables; ++t) f.codes.push_back(skewed(buckets));
     // A label is often a neuron of the sample's first bucket (so the union must skip it).
     std::vector<uint32_t> labels = distinct(rng, neurons, rng.below(max_labels + 1));
-    const uint32_t c = f.codes[i * tables];
+    const uint32_t c = tables > 0 ? f.codes[i * tables] : 0;
     if (tables > 0 && !labels.empty() && f.offsets[0][c + 1] > f.offsets[0][c]) {
       const uint32_t hit = f.ids[0][f.offsets[0][c]];
       if (std::find(labels.begin(), labels.end(), hit) == labels.end()) labels[0] = hit;
@@ -917,6 +919,9 @@ std::vector<OpCases> all_cases() {
         bucket_union_case(9, 5, 8, 60, 6, 3, 0), bucket_union_case(9, 5, 8, 60, 6, 3, 7),
         bucket_union_case(7, 12, 16, 300, 20, 4, 25), bucket_union_case(4, 50, 64, 2000, 128, 30, 0),
         bucket_union_case(4, 50, 64, 2000, 128, 30, 40), bucket_union_case(5, 4, 8, 40, 10, 6, 3),
+        // 100 tables with a full bucket of 128 (LSH's defaults): 12,800 entries, the CUDA kernel's
+        // largest block (16,384 key slots, 32 per thread, shared memory beyond the default 48 KB)
+        bucket_union_case(3, 100, 16, 2000, 128, 5, 0), bucket_union_case(3, 100, 16, 2000, 128, 5, 300),
         // 140 full buckets of 128: more entries than a CUDA block's shared memory holds (its host path)
         bucket_union_case(3, 140, 16, 2000, 128, 5, 0)}},
   };

@@ -92,6 +92,7 @@ struct BucketFixture {
   std::vector<std::vector<uint32_t>> offsets, ids;
   std::vector<std::span<const uint32_t>> offset_spans, id_spans;
   uint32_t buckets = 0;
+  uint64_t generation = 0;  // new per fixture: a backend keeping a copy must not reuse another's
   size_t neurons = 0, samples = 0;
   std::vector<uint32_t> codes, labels;
   std::vector<uint64_t> label_offsets;
