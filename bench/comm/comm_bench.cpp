@@ -19,6 +19,9 @@ using namespace frugal::comm;
 
 namespace {
 
+// each: rank 0 also prints every repetition's time (ms) to stderr, to see stalls behind a mean.
+bool each = false;
+
 void bench(Communicator& c, size_t min_bytes, size_t max_bytes) {
   for (const char* op : {"all_reduce", "all_gather"}) {
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
@@ -35,7 +38,17 @@ void bench(Communicator& c, size_t min_bytes, size_t max_bytes) {
       const int reps = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes, 3, 200));
       c.barrier().wait();
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < reps; ++i) once();
+      std::vector<double> times;
+      for (int i = 0; i < reps; ++i) {
+        const auto r0 = std::chrono::steady_clock::now();
+        once();
+        if (each) times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0).count());
+      }
+      if (each && c.rank() == 0) {
+        std::string line = fmt::format("{} {} ms:", op, bytes);
+        for (const double t : times) line += fmt::format(" {:.2f}", t);
+        fmt::print(stderr, "{}\n", line);
+      }
       std::vector<float> secs{static_cast<float>(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps)};
       c.all_reduce(secs, ReduceOp::max).wait();  // the slowest rank defines the time
@@ -57,6 +70,8 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--local") == 0 && i + 1 < argc) local = std::atoi(argv[++i]);
       if (std::strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = std::strtoull(argv[++i], nullptr, 10);
+      if (std::strcmp(argv[i], "--each") == 0) each = true;
+      if (std::strcmp(argv[i], "--min-bytes") == 0 && i + 1 < argc) min_bytes = std::strtoull(argv[++i], nullptr, 10);
     }
     if (local > 0) {
       run_local(local, [&](Communicator& c) { bench(c, min_bytes, max_bytes); });
