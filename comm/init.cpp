@@ -1,5 +1,7 @@
 #include "comm/init.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -99,9 +101,25 @@ std::optional<Transport> forced_transport(const InitOptions& options) {
   throw_bad_value(s->source, s->text, "zmq, mpi or local");
 }
 
+// A ZeroMQ rank allocates and frees large buffers at a high rate: the collectives' 1 MB segments
+// and ZeroMQ's buffer for every frame received. glibc's defaults give such chunks back to the kernel
+// (munmap, and heap trimming past twice the adaptive mmap threshold) and fault them in again, zeroed,
+// for the next frame: at 2 ranks on loopback a 4 MB all-reduce took 15 ms instead of 3.5 (bench/REPORT.md,
+// "Large buffers kept"). So chunks up to 32 MB come from the heap and up to 128 MB of free heap is
+// kept for reuse, unless the user tuned malloc (GLIBC_TUNABLES or MALLOC_*_ variables).
+void keep_large_buffers() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) ||
+      std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr || std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr)
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+}
+
 // The ZeroMQ communicator's errors name its options (ZmqOptions::cluster_key); this process set
 // them from the variables or flags, so those are what its errors name instead.
 std::unique_ptr<Communicator> join_zmq(const ZmqOptions& o, const Flags& f) {
+  keep_large_buffers();
   try {
     return make_zmq_communicator(o);
   } catch (const CommError& e) {
