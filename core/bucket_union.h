@@ -1,8 +1,7 @@
 // One sample's LSH bucket union (Backend::bucket_union, core/backend.h) as a block of cooperating
 // threads computes it: the CUDA backend's kernel runs these phases with a barrier between each,
 // one block per sample, in shared memory; the host runs the same phases one thread after another
-// (run_on_host), which is how the tests check the device's code on a machine without a GPU and
-// how the CUDA backend serves tables whose buckets do not fit a block's shared memory.
+// (run_on_host), which is how the tests check the device's code on a machine without a GPU.
 //
 // Why sorting: the CPU backend counts hits in a neuron-sized array per thread, which a GPU cannot
 // give each of a thousand samples. Here a sample's bucket entries become keys (neuron id << 32 |

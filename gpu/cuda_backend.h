@@ -8,7 +8,7 @@
 // (a checkpoint load, a reslice); an optimizer op updates the copies and writes the changed weight
 // rows back to the host, and the moments come back only when Optimizer::state() asks
 // (flush_state()). What crosses per op is the batch, the activations, their gradients and those
-// weight rows, staged through device buffers kept and grown per backend. Dense operands inside a
+// weight rows, staged through pinned host and device buffers kept and grown per backend. Dense operands inside a
 // device copy (matmul's weights) and LSH codes of weights are read from their copies too.
 #pragma once
 

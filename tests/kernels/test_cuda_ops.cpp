@@ -10,7 +10,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include "core/backend.h"
 #include "core/rng.h"
+#include "core/tensor.h"
 #include "gpu/cuda_info.h"
 #include "tests/kernels/backend_harness.h"
 
@@ -102,18 +102,6 @@ TEST_CASE("every op of the CUDA backend matches the CPU backend") {
   std::printf("cuda vs cpu: %zu OK, %zu FAIL\n", ok, fail);
 }
 
-namespace {
-
-float round_bf16(float x) {  // to nearest, ties to even (finite inputs)
-  uint32_t bits = 0;
-  std::memcpy(&bits, &x, 4);
-  bits = ((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16) << 16;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
-
-}  // namespace
-
 // --precision bf16's dense products (Backend::set_bf16_products): the CUDA backend rounds both
 // operands to bf16 and sums their products in f32 on tensor cores. A product of two bf16 values is
 // exact in f32, so the result is the CPU's f32 product of the rounded operands up to the order of
@@ -142,8 +130,8 @@ TEST_CASE("the CUDA backend's bf16 products are f32 sums of bf16-rounded operand
     for (float& x : b) x = rng.uniform(-1, 1);
     for (float& x : c0) x = rng.uniform(-1, 1);
     std::vector<float> ar(a), br(b);
-    for (float& x : ar) x = round_bf16(x);
-    for (float& x : br) x = round_bf16(x);
+    for (float& x : ar) x = bf16_to_f32(f32_to_bf16(x));
+    for (float& x : br) x = bf16_to_f32(f32_to_bf16(x));
     std::vector<float> got(c0), rounded(c0), exact(c0);
     cuda->matmul(a.data(), sh.ta, b.data(), sh.tb, got.data(), sh.m, sh.n, sh.k, sh.acc);
     cpu->matmul(ar.data(), sh.ta, br.data(), sh.tb, rounded.data(), sh.m, sh.n, sh.k, sh.acc);
