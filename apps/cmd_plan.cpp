@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/cost_model.h"
 #include "apps/netns_cluster.h"
@@ -34,6 +35,7 @@ struct PlanArgs {
   double latency = 50e-6;
   double message_overhead = plan::ModelOptions{}.message_overhead_s;
   bool overlap = true;
+  ForwardSplit overlap_forward = ForwardSplit::automatic;
   std::string loopback_rate = "4gbit";
   size_t batch = 0;
   std::optional<double> dp_keep;
@@ -83,6 +85,7 @@ plan::ModelOptions options_of(const PlanArgs& a) {
   plan::ModelOptions o;
   o.message_overhead_s = a.message_overhead;
   o.overlap = a.overlap;
+  o.forward_split = a.overlap_forward;
   return o;
 }
 
@@ -184,6 +187,7 @@ void run_plan(const PlanArgs& a) {
       plan::Calibration cal_run = plan::with_exchanges_of(model.sparse(), run);
       plan::ModelOptions run_options = options_of(a);
       run_options.overlap = run.overlap;  // as the measured run trained
+      run_options.forward_split = run.forward_split;
       plan::CostModel m(cal_run, cals.scaling, run_options, cpu);
       if (cals.dense) m.set_dense(*cals.dense);
       FRUGAL_CHECK(run.scheme() != plan::Scheme::dp_dense || m.has_dense(),
@@ -249,10 +253,15 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--message-overhead", a->message_overhead,
                   "software cost of a round of messages in seconds (ZeroMQ's small-message all-gather)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--overlap", a->overlap, "plan for frugal train --overlap (on: the input boundary's gradient "
-                                            "exchange hides behind the optimizer where it applies)")
+  cmd->add_option("--overlap", a->overlap, "plan for frugal train --overlap (on: half the input layer's all-gather "
+                                            "hides behind its other half, and the input boundary's gradient "
+                                            "exchange behind the optimizer where it applies)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}))
       ->capture_default_str();
+  add_choice(cmd, "--overlap-forward", a->overlap_forward,
+             {{"auto", ForwardSplit::automatic}, {"on", ForwardSplit::always}, {"off", ForwardSplit::never}},
+             "plan for frugal train --overlap-forward (auto: the input layer splits where half the batch's work on "
+             "a slice reaches 2^20 multiply-adds, from the calibration's profile)");
   cmd->add_option("--loopback-rate", a->loopback_rate, "the rate a `loopback` link stands for")->capture_default_str();
   cmd->add_option("--batch", a->batch, "global batch to plan for (0: the calibration run's)")->capture_default_str();
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP keep fraction of the dct-dp scheme (default: the calibration "

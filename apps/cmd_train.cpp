@@ -125,6 +125,7 @@ struct TrainArgs {
   uint64_t dp_warmup_steps = 0;
   bool dp_momentum_correction = false, dp_local_clip = false;  // DpCompression's (DGC's remedies)
   bool overlap = true;  // TrainerOptions::overlap
+  ForwardSplit overlap_forward = ForwardSplit::automatic;  // TrainerOptions::forward_split
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
   // --dp-select; unset (auto): row when gradients are thresholded with values (the XMC and MLP
   // networks), else global. --dp-keep-input; unset (auto): 2.5 x --dp-keep under per-row selection.
@@ -265,6 +266,7 @@ TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
   o.clip_norm = a.clip_norm;
   o.dropout = {.p = a.dropout, .seed = Rng(a.seed).split(0xd40f).next_u64()};
   o.overlap = a.overlap;
+  o.forward_split = a.overlap_forward;
   return o;
 }
 
@@ -628,6 +630,17 @@ void note_straight_through(const TrainArgs& a, int model_ranks) {
                "-0.76 points, against -0.48 with input and -0.09 off)\n");
 }
 
+// --overlap-forward on where no split can happen says so.
+void note_forward_split(const TrainArgs& a, int model_ranks) {
+  if (a.quiet || a.overlap_forward != ForwardSplit::always) return;
+  const bool compressed = a.mp_keep != 1.0 || a.mp_mass < 1.0 || (a.mp_wire && *a.mp_wire != comm::ValueType::f32);
+  const char* why = !a.overlap         ? "--overlap is off"
+                    : model_ranks <= 1 ? "the input layer is not sliced (one model rank)"
+                    : compressed       ? "DCT-MP's compressed exchange (--mp-keep, --mp-mass or --mp-wire-dtype) goes whole"
+                                       : nullptr;
+  if (why != nullptr) fmt::print("note: --overlap-forward on has no effect: {}\n", why);
+}
+
 int run_train(TrainArgs a) {
   Backend& backend = choose_device(a.device, a.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -716,6 +729,7 @@ int run_train(TrainArgs a) {
   const bool bf16_products = backend.set_bf16_products(a.precision == Dtype::bf16) && a.precision == Dtype::bf16;
   note_precision(a, bf16_products);
   note_straight_through(a, grid.model);
+  note_forward_split(a, grid.model);
   note_momentum_correction(a, grid.data);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
                                              comm_timeout_flag(a.comm), !a.quiet);
@@ -793,7 +807,7 @@ int run_train(TrainArgs a) {
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()},
-             {"overlap", a.overlap}});
+             {"overlap", a.overlap}, {"overlap_forward", to_string(a.overlap_forward)}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
     const EvalResult ev = trainer.evaluate(test, eval_options);
@@ -1004,7 +1018,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
                            "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
                            "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
-                           "--mp-error-feedback", "--dp-local-clip", "--overlap"})
+                           "--mp-error-feedback", "--dp-local-clip", "--overlap", "--overlap-forward"})
     if (const CLI::Option* o = cmd.get_option_no_throw(flag); o != nullptr && o->count() > 0) ignored.emplace_back(flag);
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
@@ -1183,7 +1197,15 @@ void add_train_command(CLI::App& app) {
              "before thresholding (DGC's local clipping) instead of clipping the sum");
   add_choice(cmd, "--overlap", a->overlap, {{"on", true}, {"off", false}},
              "model-parallel steps move the layers above the input while the input boundary's gradient exchange "
-             "is in flight (same bits; applies without replicas and without --clip-norm)");
+             "is in flight (applies without replicas and without --clip-norm), and may compute the input layer in "
+             "two halves, the first half's all-gather in flight while the second is computed (--overlap-forward); "
+             "the same bits either way");
+  add_choice(cmd, "--overlap-forward", a->overlap_forward,
+             {{"auto", ForwardSplit::automatic}, {"on", ForwardSplit::always}, {"off", ForwardSplit::never}},
+             "with --overlap on and an exact input boundary (--mp-keep 1, f32): split the input layer's forward "
+             "pass in two halves always (on), never (off), or where half the batch's input work on the widest "
+             "slice reaches 2^20 multiply-adds (auto: below that the extra round of messages costs more than it "
+             "hides)");
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
       ->capture_default_str();

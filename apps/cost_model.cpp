@@ -141,9 +141,15 @@ WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const
   if (model <= 1) return w;
   const double b = static_cast<double>(batch) / data;
   const bool dct = sparse_.mp_keep < 1.0;
-  for (const size_t width : sparse_.boundaries) {
+  for (size_t i = 0; i < sparse_.boundaries.size(); ++i) {
+    const size_t width = sparse_.boundaries[i];
     if (!dct) {
-      w += all_gather_cost(b * width * 4.0, model, options_);      // activations, f32
+      if (i == 0 && splits_forward(data, model, batch)) {  // the input layer's output in two halves
+        w += all_gather_cost(b / 2 * width * 4.0, model, options_);
+        w += all_gather_cost(b / 2 * width * 4.0, model, options_);
+      } else {
+        w += all_gather_cost(b * width * 4.0, model, options_);  // activations, f32
+      }
       w += reduce_scatter_cost(b * width * 4.0, model, options_);  // their gradients
       continue;
     }
@@ -199,18 +205,34 @@ WireCost CostModel::replica_wire(Scheme scheme, int data, int model, size_t batc
 
 double CostModel::overlapped_seconds(Scheme scheme, int data, int model, double cores, size_t batch,
                                      const Link& link) const {
-  if (!options_.overlap || scheme != Scheme::mp_sparse || data > 1 || model <= 1 || sparse_.mp_keep < 1.0 ||
+  if (!options_.overlap || scheme == Scheme::dp_dense || model <= 1 || sparse_.mp_keep < 1.0 ||
       sparse_.boundaries.empty())
     return 0.0;
-  const double b = static_cast<double>(batch);
-  const double exposed = wire_seconds(reduce_scatter_cost(b * sparse_.boundaries.front() * 4.0, model, options_), link);
-  // The optimizer's time on the parameters above the input: its share of the touched entries.
+  const double to_cores = scaling_.speed(sparse_.threads) / scaling_.speed(cores);
+  const double b = static_cast<double>(batch) / data, width = static_cast<double>(sparse_.boundaries.front());
+  // Forward: the first half's all-gather travels while the input layer computes the second half.
+  double forward = 0;
+  if (splits_forward(data, model, batch)) {
+    const double first_half = wire_seconds(all_gather_cost(b / 2 * width * 4.0, model, options_), link);
+    forward = std::min(first_half, b / 2 * sparse_.input_forward_seconds_per_sample / model * to_cores);
+  }
+  if (scheme != Scheme::mp_sparse || data > 1) return forward;
+  // Backward (no replicas): the input boundary's reduce-scatter travels while the optimizer moves
+  // the parameters above the input, its share of the touched entries.
+  const double exposed = wire_seconds(reduce_scatter_cost(b * width * 4.0, model, options_), link);
   const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
   const double above = touched_entries(model, b, true);
-  const double optimizer = calibrated > 0 ? sparse_.optimizer_seconds_per_step * above / calibrated *
-                                                scaling_.speed(sparse_.threads) / scaling_.speed(cores)
-                                          : 0.0;
-  return std::min(exposed, optimizer);
+  const double optimizer = calibrated > 0 ? sparse_.optimizer_seconds_per_step * above / calibrated * to_cores : 0.0;
+  return forward + std::min(exposed, optimizer);
+}
+
+bool CostModel::splits_forward(int data, int model, size_t batch) const {
+  if (!options_.overlap || model <= 1 || sparse_.mp_keep < 1.0 || sparse_.boundaries.empty() ||
+      options_.forward_split == ForwardSplit::never)
+    return false;
+  if (options_.forward_split == ForwardSplit::always) return true;
+  const double half = static_cast<double>(batch) / data / 2;
+  return forward_split_pays(half * sparse_.input_multiply_adds_per_sample / model);
 }
 
 double CostModel::wire_seconds(const WireCost& w, const Link& link) const {

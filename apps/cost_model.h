@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/train/forward_split.h"
+
 namespace frugal::plan {
 
 enum class Scheme { mp_sparse, dct_dp, dp_dense };
@@ -46,6 +48,8 @@ struct Calibration {
   double replicated_seconds_per_sample = 0;  // phases every model rank does whole
   double rebuild_seconds_per_step = 0;       // LSH table rebuilds: the slice's tables
   double optimizer_seconds_per_step = 0;     // the touched rows of the calibration batch
+  double input_forward_seconds_per_sample = 0;  // the input layer's forward (part of the sliced phases)
+  double input_multiply_adds_per_sample = 0;    // its work, the whole layer's (the profile's flops / 2)
   std::vector<size_t> boundaries;            // activations per sample at each sliced layer's output
   bool sliced_softmax = true;                // the output layer is sliced: a normalizer per step
   std::vector<ParameterShape> parameters;
@@ -100,9 +104,11 @@ struct Cluster {
 };
 
 struct ModelOptions {
-  // frugal train's --overlap (on by default): without replicas, the layers above the input are moved
+  // frugal train's --overlap (on by default): the input layer's output is all-gathered in two halves,
+  // the first while the second is computed; without replicas, the layers above the input are moved
   // while the input boundary's gradient reduce-scatter is in flight, hiding up to their optimizer time.
   bool overlap = true;
+  ForwardSplit forward_split = ForwardSplit::automatic;  // --overlap-forward
   // Software cost of one round of messages on top of the link's latency (ZeroMQ's hand-offs:
   // bench/comm's small-message all-gather on loopback).
   double message_overhead_s = 200e-6;
@@ -162,9 +168,13 @@ class CostModel {
   // Parts of a step, exposed for tests and the report.
   double compute_seconds(Scheme scheme, int data, int model, double cores, size_t batch) const;
   WireCost model_parallel_wire(int data, int model, size_t batch) const;
-  // What --overlap hides of a step: the input boundary's reduce-scatter, at most the optimizer's time
-  // on the parameters above the input (0 with replicas, DCT-MP or a single model rank).
+  // What --overlap hides of a step (0 with DCT-MP or a single model rank): the first half of the
+  // input boundary's all-gather, at most the input layer's time on the second half; and without
+  // replicas the input boundary's reduce-scatter, at most the optimizer's time above the input.
   double overlapped_seconds(Scheme scheme, int data, int model, double cores, size_t batch, const Link& link) const;
+  // Whether the input layer's forward pass goes in two halves (--overlap, --overlap-forward, and
+  // with auto the trainer's rule on the calibration's multiply-adds per point over M slices).
+  bool splits_forward(int data, int model, size_t batch) const;
   WireCost replica_wire(Scheme scheme, int data, int model, size_t batch) const;
   // Entries (rows x columns, summed over the parameters) of one rank's slice that `points` points touch;
   // without_input: the parameters above the input layer only.

@@ -63,6 +63,9 @@ RunMetrics read_run_metrics(const std::string& path) {
     }
     r.threads = s.value("threads", 1);
     r.overlap = s.value("overlap", false);
+    // Runs from before --overlap-forward never split the input layer.
+    const std::string split = s.value("overlap_forward", std::string("off"));
+    r.forward_split = split == "on" ? ForwardSplit::always : split == "auto" ? ForwardSplit::automatic : ForwardSplit::never;
     r.dense = c.value("parallel", std::string("model")) == "data";
     r.batch = c.value("batch", size_t{0});
     r.dp_keep = c.contains("dp_keep") && c["dp_keep"].is_number() ? c["dp_keep"].get<double>() : 1.0;
@@ -104,6 +107,9 @@ Calibration sparse_calibration(const RunMetrics& run) {
   const double steps = std::max<double>(1, static_cast<double>(run.steps));
   cal.rebuild_seconds_per_step = phase_seconds("rebuild") / steps;
   cal.optimizer_seconds_per_step = phase_seconds("optimizer") / steps;
+  cal.input_forward_seconds_per_sample = phase_seconds("input_forward") / samples;
+  if (phases.contains("input_forward"))
+    cal.input_multiply_adds_per_sample = phases["input_forward"].value("flops", 0.0) / 2 / samples;
   for (const auto& [name, t] : phases.items()) profiled += t.value("seconds", 0.0);
   // The loop's time outside the steps (reading batches): every model rank reads the same batch.
   cal.replicated_seconds_per_sample += std::max(0.0, run.seconds - profiled) / samples;

@@ -20,6 +20,7 @@ struct RunMetrics {
   int world_size = 1, data = 1, model = 1, threads = 1;
   bool dense = false;  // --parallel data
   bool overlap = false;  // --overlap (runs from before the flag had none)
+  ForwardSplit forward_split = ForwardSplit::never;  // --overlap-forward (never before the flag)
   size_t batch = 0;
   double dp_keep = 1.0, mp_keep = 1.0;
   double samples_per_s = 0, seconds = 0;

@@ -172,6 +172,15 @@ class ActivationExchange {
   virtual void set_step(uint64_t step) = 0;
   // local (B x w_me) -> the whole (masked) layer output (B x H), identical on every rank.
   virtual const Tensor& gather(const Tensor& local) = 0;
+  // gather in row parts, so that the caller computes later rows while earlier ones travel. Where
+  // gathers_in_parts() (after set_step), call gather_rows(local, first, count) for consecutive parts
+  // covering [0, B) in order, each once its rows of `local` (B x w_me) are final; `local` stays
+  // alive, and its finished rows unchanged, until finish_gather(local), which returns what
+  // gather(local) returns, the same bits. The default (and a compressed exchange) gathers whole at
+  // the finish.
+  virtual bool gathers_in_parts() const { return false; }
+  virtual void gather_rows(const Tensor& /*local*/, size_t /*first*/, size_t /*count*/) {}
+  virtual const Tensor& finish_gather(const Tensor& local) { return gather(local); }
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
   virtual const Tensor& reduce_scatter(const Tensor& partial) = 0;

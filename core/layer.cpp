@@ -21,6 +21,11 @@ std::vector<Parameter*> OutputLayer::label_parameters() {
   return out;
 }
 
+const Tensor& InputLayer::forward_rows(const SparseBatch& x, size_t first, size_t) {
+  if (first == 0 || whole_ == nullptr) whole_ = &forward(x);
+  return *whole_;
+}
+
 Backend& Layer::backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
 
 const Placement& Layer::placement() const {

@@ -55,11 +55,20 @@ class Layer {
 class InputLayer : public Layer {
  public:
   virtual const Tensor& forward(const SparseBatch& x) = 0;
+  // forward(x) in row parts, so that a caller ships finished rows while later ones are computed:
+  // call it for consecutive parts [first, first + count) covering [0, B) in order, starting at 0.
+  // Returns the B x out output, whose rows before first + count are final; after the last part the
+  // output and what backward() needs are forward(x)'s, the same bits. The default computes every
+  // row at the first part.
+  virtual const Tensor& forward_rows(const SparseBatch& x, size_t first, size_t count);
   // grad_out: dLoss/dOutput (B x out). Fills the parameters' row gradients.
   virtual void backward(const SparseBatch& x, const Tensor& grad_out) = 0;
   // The parameters whose row f belongs to input feature f: a step reads only its batch's rows of
   // them (a catch-up optimizer brings those rows up to date before the forward pass).
   virtual std::vector<Parameter*> feature_parameters() { return {}; }
+
+ private:
+  const Tensor* whole_ = nullptr;  // the default forward_rows' output
 };
 
 class HiddenLayer : public Layer {

@@ -22,6 +22,8 @@ struct SparseBatch {
   void clear();
   void add_point(std::span<const uint32_t> ids, std::span<const float> values,
                  std::span<const uint32_t> labels);
+  // This batch := points [first, first + count) of `from` (features and labels).
+  void assign_points(const SparseBatch& from, size_t first, size_t count);
 
   std::span<const uint32_t> features_of(size_t i) const {
     return {feature_ids.data() + feature_offsets[i], feature_offsets[i + 1] - feature_offsets[i]};

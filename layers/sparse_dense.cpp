@@ -1,5 +1,6 @@
 #include "layers/sparse_dense.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <tuple>
@@ -32,16 +33,43 @@ SparseDense::SparseDense(const Options& options) : options_(options) {
   if (options_.storage != Dtype::f32) weight_.value = converted(weight_.value, options_.storage);
 }
 
-const Tensor& SparseDense::forward(const SparseBatch& x) {
-  const profile::Scope phase(profile::Phase::input_forward);
-  for (const uint32_t f : x.feature_ids)
-    FRUGAL_CHECK(f < options_.in, fmt::format("SparseDense: feature id {} >= in = {}", f, options_.in));
-  backend().sparse_input_forward(x, weight_.value, bias_.value, options_.act, out_);
-  // A multiply-add per nonzero and column, the bias and activation per output; the ids, values,
-  // bias and output. (The distinct feature rows it read are counted by backward(), which lists them.)
-  const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(local_out()),
+namespace {
+// A multiply-add per nonzero and column, the bias and activation per output; the ids, values, bias
+// and output. (The distinct feature rows it read are counted by backward(), which lists them.)
+void count_forward(const SparseBatch& x, size_t out) {
+  const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(out),
              b = static_cast<double>(x.size());
   profile::count(profile::Phase::input_forward, 2.0 * nnz * h + 2.0 * b * h, 4.0 * (2.0 * nnz + b * h + h));
+}
+}  // namespace
+
+void SparseDense::check_features(const SparseBatch& x) const {
+  for (const uint32_t f : x.feature_ids)
+    FRUGAL_CHECK(f < options_.in, fmt::format("SparseDense: feature id {} >= in = {}", f, options_.in));
+}
+
+const Tensor& SparseDense::forward(const SparseBatch& x) {
+  const profile::Scope phase(profile::Phase::input_forward);
+  check_features(x);
+  backend().sparse_input_forward(x, weight_.value, bias_.value, options_.act, out_);
+  count_forward(x, local_out());
+  return out_;
+}
+
+const Tensor& SparseDense::forward_rows(const SparseBatch& x, size_t first, size_t count) {
+  const profile::Scope phase(profile::Phase::input_forward);
+  if (first == 0) {  // the whole batch's ids are checked before any part travels
+    check_features(x);
+    out_.resize(x.size(), local_out());
+  }
+  FRUGAL_CHECK(out_.rows() == x.size() && first <= x.size() && count <= x.size() - first,
+               fmt::format("SparseDense::forward_rows: rows {}..{} of a batch of {} (parts must start at row 0)",
+                           first, first + count, x.size()));
+  part_.assign_points(x, first, count);
+  backend().sparse_input_forward(part_, weight_.value, bias_.value, options_.act, part_out_);
+  const size_t w = local_out();
+  for (size_t i = 0; i < count; ++i) std::copy_n(part_out_.row(i), w, out_.row(first + i));
+  count_forward(part_, w);
   return out_;
 }
 

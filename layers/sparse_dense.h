@@ -35,14 +35,22 @@ class SparseDense : public InputLayer {
   const Placement& placement() const override { return options_.placement; }
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   const Tensor& forward(const SparseBatch& x) override;
+  // Each part runs the backend's forward on a copy of its points; the kernel computes every row
+  // alone, so the rows are forward()'s bits.
+  const Tensor& forward_rows(const SparseBatch& x, size_t first, size_t count) override;
   void backward(const SparseBatch& x, const Tensor& grad_out) override;
   std::vector<Parameter*> feature_parameters() override { return {&weight_}; }
 
  private:
+  // Fails, naming the id, on a feature id out of range.
+  void check_features(const SparseBatch& x) const;
+
   Options options_;
   size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   Tensor out_, grad_pre_;
+  SparseBatch part_;  // forward_rows' points
+  Tensor part_out_;   // and their rows
   std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
 };
 

@@ -221,20 +221,12 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
   FRUGAL_CHECK(local.cols() == bounds_[me + 1] - bounds_[me],
                fmt::format("model-parallel exchange: the slice has {} columns, expected {}", local.cols(),
                            bounds_[me + 1] - bounds_[me]));
+  if (!compress_) {
+    gather_rows(local, 0, b);
+    return finish_gather(local);
+  }
   payload_uncompressed_ += (parts - 1) * b * local.cols() * sizeof(float);
   gathered_.resize(b, width_);
-  if (!compress_) {
-    const auto counts = block_counts(b);
-    group.all_gatherv(local.span(), exchange_.span(), counts).wait();
-    payload_sent_ += (parts - 1) * local.size() * sizeof(float);
-    // The gathered buffer holds each rank's B x w_r block in turn; interleave them into B x H.
-    const auto offsets = displacements(counts);
-    for (int r = 0; r < parts; ++r) {
-      const size_t w = bounds_[r + 1] - bounds_[r];
-      for (size_t i = 0; i < b; ++i) std::copy_n(exchange_.data() + offsets[r] + i * w, w, gathered_.row(i) + bounds_[r]);
-    }
-    return gathered_;
-  }
   select_top_k(local);
   message_.clear();
   if (has_positions(me)) write_positions(me);
@@ -264,6 +256,57 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
       for (size_t j = off_r[i]; j < off_r[i + 1]; ++j) gathered_.at(i, bounds_[r] + pos[j]) = row_[j - off_r[i]];
     }
   }
+  return gathered_;
+}
+
+bool BoundaryExchange::gathers_in_parts() const { return active(placement_) && !compress_; }
+
+void BoundaryExchange::gather_rows(const Tensor& local, size_t first, size_t count) {
+  FRUGAL_CHECK(gathers_in_parts(), "model-parallel exchange: a compressed or inactive boundary gathers whole");
+  const int me = placement_.rank(), parts = placement_.parts();
+  const size_t b = local.rows(), w_me = bounds_[me + 1] - bounds_[me];
+  FRUGAL_CHECK(local.cols() == w_me, fmt::format("model-parallel exchange: the slice has {} columns, expected {}",
+                                                 local.cols(), w_me));
+  // A new batch starts at row 0 (a part still in flight from a failed step is waited for first);
+  // every other part follows the one before.
+  FRUGAL_CHECK((first == 0 || (gather_ && first == gather_first_ + gather_count_)) && first <= b && count <= b - first,
+               fmt::format("model-parallel exchange: rows {}..{} of a batch of {} do not follow the part before",
+                           first, first + count, b));
+  land_gathered_part();
+  if (first == 0) gathered_.resize(b, width_);
+  const auto counts = block_counts(count);
+  // Rows [first, first + count) of this rank's slice are one contiguous block of `local`.
+  gather_ = placement_.group->all_gatherv(local.span().subspan(first * w_me, count * w_me), exchange_.span(), counts);
+  gather_first_ = first;
+  gather_count_ = count;
+  const uint64_t bytes = (parts - 1) * count * w_me * sizeof(float);
+  payload_uncompressed_ += bytes;
+  payload_sent_ += bytes;
+}
+
+void BoundaryExchange::land_gathered_part() {
+  if (!gather_) return;
+  Work w = std::move(*gather_);
+  gather_.reset();
+  w.wait();
+  // The gathered buffer holds each rank's block of the part's rows in turn; interleave them into
+  // those rows of B x H.
+  std::vector<size_t> counts(placement_.parts());
+  for (int r = 0; r < placement_.parts(); ++r) counts[r] = gather_count_ * (bounds_[r + 1] - bounds_[r]);
+  const auto offsets = displacements(counts);
+  for (int r = 0; r < placement_.parts(); ++r) {
+    const size_t w_r = bounds_[r + 1] - bounds_[r];
+    for (size_t i = 0; i < gather_count_; ++i)
+      std::copy_n(exchange_.data() + offsets[r] + i * w_r, w_r, gathered_.row(gather_first_ + i) + bounds_[r]);
+  }
+}
+
+const Tensor& BoundaryExchange::finish_gather(const Tensor& local) {
+  if (!gathers_in_parts()) return gather(local);
+  const size_t end = gather_ ? gather_first_ + gather_count_ : 0;
+  land_gathered_part();
+  FRUGAL_CHECK(end == local.rows(), fmt::format("model-parallel exchange: the parts gathered cover {} of {} rows",
+                                                end, local.rows()));
   return gathered_;
 }
 

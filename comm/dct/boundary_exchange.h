@@ -40,6 +40,11 @@ class BoundaryExchange : public ActivationExchange {
   void set_step(uint64_t step) override;
   // local (B x w_me) -> the whole masked layer output (B x H), identical on every rank.
   const Tensor& gather(const Tensor& local) override;
+  // The exact exchange gathers in row parts: one part's all-gather in flight at a time (a part's
+  // start waits for the one before), each B_part x w_r block then interleaved into B x H.
+  bool gathers_in_parts() const override;
+  void gather_rows(const Tensor& local, size_t first, size_t count) override;
+  const Tensor& finish_gather(const Tensor& local) override;
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
   const Tensor& reduce_scatter(const Tensor& partial) override;
@@ -98,6 +103,10 @@ class BoundaryExchange : public ActivationExchange {
   std::vector<std::vector<size_t>> offsets_;
   Tensor gathered_, exchange_, slice_;
   std::optional<Work> scatter_;  // start_reduce_scatter's collective, until the finish
+  std::optional<Work> gather_;   // gather_rows' collective in flight, until the next part or the finish
+  size_t gather_first_ = 0, gather_count_ = 0;  // its rows
+  // Waits for gather_rows' part in flight and interleaves its blocks into gathered_.
+  void land_gathered_part();
   std::vector<std::byte> message_;
   std::vector<float> row_;             // one sample's kept values
   // MpCompression::error_feedback: per peer r, what this rank's share to r did not deliver

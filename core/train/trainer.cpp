@@ -189,7 +189,7 @@ const Tensor& Trainer::forward_hidden(const SparseBatch& batch) {
   activations_.clear();
   for (const auto& b : boundaries_)
     if (b) b->set_step(step_);
-  const Tensor* h = &exchange_forward(0, model_.input().forward(batch));
+  const Tensor* h = &input_forward_exchanged(batch);
   const auto hidden = model_.hidden();
   for (size_t i = 0; i < hidden.size(); ++i) {
     activations_.push_back(h);
@@ -197,6 +197,34 @@ const Tensor& Trainer::forward_hidden(const SparseBatch& batch) {
   }
   activations_.push_back(h);
   return *h;
+}
+
+const Tensor& Trainer::input_forward_exchanged(const SparseBatch& batch) {
+  comm::ActivationExchange* boundary = boundaries_[0].get();
+  const size_t rows = batch.size();
+  // Two parts: the first half's all-gather travels while the second half is computed. More parts
+  // would hide more of the input layer, but each adds a collective's latency (bench/REPORT.md).
+  constexpr size_t kParts = 2;
+  bool split = options_.overlap && boundary != nullptr && boundary->gathers_in_parts() && rows >= kParts &&
+               options_.forward_split != ForwardSplit::never;
+  if (split && options_.forward_split == ForwardSplit::automatic) {
+    // Every model rank has the same batch and slice bounds, so every rank decides alike.
+    const InputLayer& input = model_.input();
+    const auto bounds = input.placement().bounds(input.out_features());
+    size_t widest = 0;
+    for (size_t r = 0; r + 1 < bounds.size(); ++r) widest = std::max(widest, bounds[r + 1] - bounds[r]);
+    const double half = static_cast<double>(batch.feature_ids.size()) / kParts * static_cast<double>(widest);
+    split = forward_split_pays(half);
+  }
+  if (!split) return exchange_forward(0, model_.input().forward(batch));
+  const Tensor* local = nullptr;
+  for (size_t p = 0; p < kParts; ++p) {
+    const size_t first = rows * p / kParts, end = rows * (p + 1) / kParts;
+    local = &model_.input().forward_rows(batch, first, end - first);
+    boundary->gather_rows(*local, first, end - first);
+  }
+  ++split_gathers_;
+  return boundary->finish_gather(*local);
 }
 
 const SparseBatch& Trainer::dropped(const SparseBatch& batch) {

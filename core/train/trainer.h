@@ -10,6 +10,7 @@
 
 #include "core/dataset.h"
 #include "core/exchange.h"
+#include "core/train/forward_split.h"
 #include "core/train/input_dropout.h"
 #include "core/train/lr_schedule.h"
 #include "core/model.h"
@@ -61,8 +62,11 @@ struct TrainerOptions {
   // Model-parallel steps overlap the input boundary's gradient exchange with the optimizer: the
   // layers above the input are moved while the reduce-scatter of dLoss/dh is in flight (their
   // gradients are final by then). The same bits as without; it applies where nothing needs every
-  // gradient before any update (no replicas' sum, no clipping).
+  // gradient before any update (no replicas' sum, no clipping). Forward passes (with an exact input
+  // boundary) compute the input layer in two row parts, the first part's all-gather in flight while
+  // the second is computed; the same bits too.
   bool overlap = true;
+  ForwardSplit forward_split = ForwardSplit::automatic;
   void validate() const;
 };
 
@@ -178,6 +182,9 @@ class Trainer {
   uint64_t step() const { return step_; }
   // Steps whose optimizer overlapped the input boundary's gradient exchange (TrainerOptions::overlap).
   uint64_t overlapped_steps() const { return overlapped_steps_; }
+  // Forward passes (training and evaluation) whose input boundary's all-gather went in two row
+  // parts, the first travelling while the input layer computed the second (TrainerOptions::overlap).
+  uint64_t split_gathers() const { return split_gathers_; }
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
   Model& model() { return model_; }
@@ -202,6 +209,10 @@ class Trainer {
   // The output of layer `producer` (0: input layer, i: hidden layer i-1) as every rank needs it:
   // all-gathered (DCT-MP: top-k) when the layer is sliced.
   const Tensor& exchange_forward(size_t producer, const Tensor& local);
+  // The input layer's output as every rank needs it: with TrainerOptions::overlap, an exact sliced
+  // boundary and a split that pays (TrainerOptions::forward_split), computed and all-gathered in two
+  // row parts that overlap; else whole.
+  const Tensor& input_forward_exchanged(const SparseBatch& batch);
   // dLoss/d(output of `producer`) for this rank's neurons, from the consumer's gradient of the
   // whole output: a share of the group's sum when the consumer is sliced (`partial`), else the sum.
   const Tensor& exchange_backward(size_t producer, const Tensor& grad, bool partial);
@@ -232,6 +243,7 @@ class Trainer {
   // boundary (early_step_); the parameters it moved there are marked in stepped_.
   bool early_step_ = false;
   std::vector<bool> stepped_;
+  uint64_t split_gathers_ = 0;
   uint64_t overlapped_steps_ = 0;  // DpTarget::updates: each parameter's touched rows before the step
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;

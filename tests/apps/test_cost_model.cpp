@@ -66,7 +66,8 @@ TEST_CASE("the model's collective byte counts equal what the in-process collecti
 
 TEST_CASE("model-parallel bytes per sample match the measured XMC exchange", "[plan]") {
   // bench/REPORT.md "The softmax normalizer in one collective": 525.3 (2 ranks) and 807.9 (4 ranks)
-  // bytes sent per sample per rank, hidden 128, batch 128.
+  // bytes sent per sample per rank, hidden 128, batch 128, measured before --overlap split the
+  // activations' all-gather in two (one frame header more per peer: +0.4 and +1.3 bytes per sample).
   const CostModel m(xmc_calibration(), {});
   CHECK(m.model_parallel_wire(1, 2, 128).bytes / 128 == Approx(525.3).epsilon(0.002));
   CHECK(m.model_parallel_wire(1, 4, 128).bytes / 128 == Approx(807.9).epsilon(0.002));
@@ -172,9 +173,46 @@ TEST_CASE("--overlap hides the input boundary's reduce-scatter behind the optimi
                                                                                     slow.link))));
   CHECK(a.overlapped_seconds_per_step <= rs + 1e-12);
   CHECK(a.samples_per_s > b.samples_per_s);
-  // Replicas or DCT-MP: nothing overlaps.
+  // Replicas: the backward half does not overlap (without an input layer time, nothing does);
+  // DCT-MP: nothing overlaps.
   const Cluster four{.nodes = 4, .cores = 1, .link = slow.link};
   CHECK(on.predict(Scheme::mp_sparse, 2, 2, four, 128).overlapped_seconds_per_step == 0);
   c.mp_keep = 0.1;
   CHECK(CostModel(c, {}).predict(Scheme::mp_sparse, 1, 2, slow, 128).overlapped_seconds_per_step == 0);
 }
+
+TEST_CASE("--overlap hides the first half's all-gather behind the input layer's second half, never more", "[plan]") {
+  Calibration c = xmc_calibration();
+  c.optimizer_seconds_per_step = 0;  // only the forward half
+  const Cluster slow{.nodes = 2, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 0}};
+  // The first half's all-gather of 64 x 128 floats over 2 ranks: 16 KB + a header, one round.
+  const double half = (64 * 128 * 4 / 2 + 56) / 12.5e6 + ModelOptions{}.message_overhead_s;
+  // 40,000 multiply-adds a point: 64 points on a slice of half the layer do 1.28M (auto splits).
+  c.input_multiply_adds_per_sample = 40000;
+  for (const double per_sample : {1e-6, 1e-3}) {  // the input layer shorter, then longer than the wire
+    c.input_forward_seconds_per_sample = per_sample;
+    const CostModel on(c, {}), off(c, {}, {.overlap = false});
+    CHECK(on.splits_forward(1, 2, 128));
+    const Prediction a = on.predict(Scheme::mp_sparse, 1, 2, slow, 128), b = off.predict(Scheme::mp_sparse, 1, 2, slow, 128);
+    CHECK(a.overlapped_seconds_per_step == Approx(std::min(half, 64 * per_sample / 2)));
+    CHECK(b.overlapped_seconds_per_step == 0);
+    // Two half all-gathers instead of one: the same payload and one frame header more, one round more.
+    CHECK(a.bytes_per_step_per_rank == Approx(b.bytes_per_step_per_rank + ModelOptions{}.frame_header_bytes));
+    CHECK(a.wire_seconds_per_step == Approx(b.wire_seconds_per_step + ModelOptions{}.message_overhead_s +
+                                            ModelOptions{}.frame_header_bytes / 12.5e6));
+  }
+  // The trainer's rule: 2 replicas halve each one's batch, and 32 points do 0.64M on a slice (whole),
+  // unless --overlap-forward on; off never splits.
+  const Cluster four{.nodes = 4, .cores = 1, .link = slow.link};
+  const CostModel automatic(c, {}), always(c, {}, {.forward_split = ForwardSplit::always}),
+      never(c, {}, {.forward_split = ForwardSplit::never});
+  CHECK_FALSE(automatic.splits_forward(2, 2, 128));
+  CHECK(automatic.predict(Scheme::mp_sparse, 2, 2, four, 128).overlapped_seconds_per_step == 0);
+  CHECK(always.splits_forward(2, 2, 128));
+  const double quarter = (32 * 128 * 4 / 2 + 56) / 12.5e6 + ModelOptions{}.message_overhead_s;
+  CHECK(always.predict(Scheme::mp_sparse, 2, 2, four, 128).overlapped_seconds_per_step ==
+        Approx(std::min(quarter, 32 * 1e-3 / 2)));
+  CHECK_FALSE(never.splits_forward(1, 2, 128));
+  CHECK_FALSE(automatic.splits_forward(1, 1, 128));  // one model rank: nothing is gathered
+}
+

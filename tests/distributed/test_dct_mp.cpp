@@ -261,6 +261,74 @@ TEST_CASE("DCT-MP: positions travel gap-coded, one byte each, escaped when a gap
     }
 }
 
+TEST_CASE("the exact boundary gathers in row parts with gather()'s bits; a compressed one gathers whole") {
+  // Uneven slices over 3 ranks; parts of 2, 0 and 5 rows (one empty) must give gather()'s result
+  // and payload, twice in a row, and parts out of order fail naming the rows.
+  default_backend().set_num_threads(1);
+  constexpr size_t kWidth = 11, kRows = 7;
+  struct Outcome {
+    bool splits = false, compressed_splits = true, same = false, compressed_same = false;
+    uint64_t sent = 0, sent_whole = 0, uncompressed = 0, uncompressed_whole = 0;
+    std::string skipped, short_finish;
+  };
+  std::mutex mu;
+  std::vector<Outcome> outcomes;
+  const auto equal = [](const Tensor& a, const Tensor& b) {
+    return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.data(), a.data() + a.size(), b.data());
+  };
+  comm::run_local(3, [&](comm::Communicator& c) {
+    Outcome o;
+    const Placement placement = Placement::sliced(c, {1, 2, 3});
+    const auto bounds = placement.bounds(kWidth);
+    const size_t w = bounds[c.rank() + 1] - bounds[c.rank()];
+    Tensor local(kRows, w);
+    for (size_t i = 0; i < local.size(); ++i) local.data()[i] = static_cast<float>(i) * 0.5f + 100.0f * c.rank();
+    comm::BoundaryExchange whole(placement, kWidth, {}, 7), parts(placement, kWidth, {}, 8);
+    const Tensor expected = whole.gather(local);
+    o.splits = parts.gathers_in_parts();
+    Tensor got;
+    for (int round = 0; round < 2; ++round) {  // the second batch starts again at row 0
+      parts.gather_rows(local, 0, 2);
+      parts.gather_rows(local, 2, 0);
+      parts.gather_rows(local, 2, 5);
+      got = parts.finish_gather(local);
+    }
+    o.same = equal(got, expected);
+    o.sent = parts.payload_sent();
+    o.sent_whole = whole.payload_sent();
+    o.uncompressed = parts.payload_uncompressed();
+    o.uncompressed_whole = whole.payload_uncompressed();
+    parts.gather_rows(local, 0, 2);
+    try {
+      parts.gather_rows(local, 3, 4);  // skips row 2
+    } catch (const Error& e) {
+      o.skipped = e.what();
+    }
+    try {
+      parts.finish_gather(local);  // only rows 0..2 went
+    } catch (const Error& e) {
+      o.short_finish = e.what();
+    }
+    comm::BoundaryExchange top_k(placement, kWidth, {.keep = 0.5}, 9), top_k_whole(placement, kWidth, {.keep = 0.5}, 10);
+    o.compressed_splits = top_k.gathers_in_parts();
+    const Tensor masked = top_k_whole.gather(local);
+    o.compressed_same = equal(top_k.finish_gather(local), masked);
+    std::lock_guard<std::mutex> lock(mu);
+    outcomes.push_back(o);
+  });
+  REQUIRE(outcomes.size() == 3);
+  for (const Outcome& o : outcomes) {
+    REQUIRE(o.splits);
+    REQUIRE(o.same);
+    REQUIRE(o.sent == 2 * o.sent_whole);
+    REQUIRE(o.uncompressed == 2 * o.uncompressed_whole);
+    REQUIRE_THAT(o.skipped, Catch::Contains("rows 3..7 of a batch of 7 do not follow the part before"));
+    REQUIRE_THAT(o.short_finish, Catch::Contains("the parts gathered cover 2 of 7 rows"));
+    REQUIRE_FALSE(o.compressed_splits);
+    REQUIRE(o.compressed_same);
+  }
+}
+
 TEST_CASE("DCT-MP: i8 values travel as one byte each plus a bf16 scale per sample, within half a step") {
   // Same slices and kept positions as above: per sample 1 + 3 + 3 position bytes, a 2-byte scale
   // and 3 value bytes. Decoded values are within half a step (the row's largest / 254).

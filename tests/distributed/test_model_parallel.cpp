@@ -10,6 +10,8 @@
 #include "core/data/synth_xmc.h"
 #include "core/train/trainer.h"
 #include "core/backend.h"
+#include "layers/softmax_output.h"
+#include "layers/sparse_dense.h"
 #include "layers/xmc_network.h"
 #include "tests/distributed/whole_weights.h"
 
@@ -40,6 +42,7 @@ struct Run {
   Tensor w1, w2;  // full (gathered) weights: F x H and L x H
   double p1 = 0;
   uint64_t overlapped_steps = 0;  // rank 0's
+  uint64_t split_gathers = 0;     // rank 0's
 };
 
 // Copies a rank's slices into the full matrices.
@@ -52,7 +55,8 @@ void store_slices(Model& m, Run& run, std::mutex& mu) {
 }
 
 Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler sampler,
-                       Dtype storage = Dtype::f32, bool overlap = true) {
+                       Dtype storage = Dtype::f32, bool overlap = true,
+                       ForwardSplit split = ForwardSplit::automatic) {
   Run run;
   std::mutex mu;
   comm::run_local(ranks, [&](comm::Communicator& c) {
@@ -60,6 +64,7 @@ Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler s
     build(m, sampler, Placement::sliced(c, weights), storage);
     TrainerOptions o{.parallel = {.model = &c}};
     o.overlap = overlap;
+    o.forward_split = split;
     Trainer t(m, o);
     data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 2});
     SparseBatch batch;
@@ -71,6 +76,7 @@ Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler s
       run.losses = losses;
       run.p1 = p1;
       run.overlapped_steps = t.overlapped_steps();
+      run.split_gathers = t.split_gathers();
     }
   });
   return run;
@@ -143,23 +149,72 @@ TEST_CASE("model parallel: bf16 storage on 2 and 3 ranks follows 1 rank (exact s
 }
 
 TEST_CASE("model parallel: the optimizer overlapping the input boundary's exchange changes no bit") {
-  // TrainerOptions::overlap moves the output layer while dLoss/dh is reduce-scattered; each
-  // parameter's update is the same, so the runs must agree exactly.
+  // TrainerOptions::overlap moves the output layer while dLoss/dh is reduce-scattered, and gathers
+  // the input layer's output in two row parts while computing the second; each parameter's update
+  // is the same, so the runs must agree exactly.
   default_backend().set_num_threads(1);
   for (const auto sampler : {layers::Sampler::exact, layers::Sampler::lsh}) {
     for (const auto& weights : std::vector<std::vector<double>>{{1, 1}, {3, 1, 2}}) {
       INFO(weights.size() << " ranks, sampler " << (sampler == layers::Sampler::lsh ? "lsh" : "exact"));
       const int n = static_cast<int>(weights.size());
-      const Run on = run_model_parallel(n, weights, sampler, Dtype::f32, true);
-      const Run off = run_model_parallel(n, weights, sampler, Dtype::f32, false);
+      const Run on = run_model_parallel(n, weights, sampler, Dtype::f32, true, ForwardSplit::always);
+      // This input layer is far below the automatic split's threshold: only the backward overlap.
+      const Run automatic = run_model_parallel(n, weights, sampler, Dtype::f32, true);
+      const Run off = run_model_parallel(n, weights, sampler, Dtype::f32, false, ForwardSplit::always);
       REQUIRE(on.losses.size() == kSteps);
       REQUIRE(on.overlapped_steps == kSteps);
+      REQUIRE(automatic.overlapped_steps == kSteps);
       REQUIRE(off.overlapped_steps == 0);
-      REQUIRE(on.losses == off.losses);
-      REQUIRE(testing::relative_difference(on.w1, off.w1) == 0.0);
-      REQUIRE(testing::relative_difference(on.w2, off.w2) == 0.0);
-      REQUIRE(on.p1 == off.p1);
+      // Every forward pass (the steps, then evaluation's batches) gathered its input in two parts.
+      REQUIRE(on.split_gathers > kSteps);
+      REQUIRE(automatic.split_gathers == 0);
+      REQUIRE(off.split_gathers == 0);
+      for (const Run* r : {&on, &automatic}) {
+        REQUIRE(r->losses == off.losses);
+        REQUIRE(testing::relative_difference(r->w1, off.w1) == 0.0);
+        REQUIRE(testing::relative_difference(r->w2, off.w2) == 0.0);
+        REQUIRE(r->p1 == off.p1);
+      }
     }
+  }
+}
+
+TEST_CASE("model parallel: the automatic forward split applies where half the batch's input work reaches 2^20") {
+  // Slices of 400 and 200 neurons; ~107 features a point. Half of a 64-point batch on the widest
+  // slice is ~32 x 107 x 400 = 1.4M multiply-adds (split); of a 32-point batch 0.7M (whole).
+  default_backend().set_num_threads(1);
+  static const data::SynthXmc heavy = data::generate_synth_xmc(
+      {.features = 5000, .labels = 40, .train = 128, .test = 0, .nnz = 300, .labels_per_point = 1, .seed = 3});
+  for (const size_t batch : {size_t{64}, size_t{32}}) {
+    std::mutex mu;
+    uint64_t splits = 0;
+    double nnz_per_point = 0;
+    comm::run_local(2, [&](comm::Communicator& c) {
+      Model m;
+      const Placement placement = Placement::sliced(c, {2, 1});
+      m.add<layers::SparseDense>({.in = 5000, .out = 600, .act = Act::relu, .seed = 1, .placement = placement});
+      m.add<layers::SoftmaxOutput>({.in = 600, .out = 40, .sampler = layers::Sampler::exact, .seed = 2,
+                                    .placement = placement});
+      Trainer t(m, {.parallel = {.model = &c}});
+      data::BatchLoader loader(heavy.train, {.batch = batch, .seed = 2});
+      SparseBatch b;
+      double nnz = 0, points = 0;
+      while (loader.next(b)) {
+        t.train_step(b);
+        nnz += static_cast<double>(b.feature_ids.size());
+        points += static_cast<double>(b.size());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (c.rank() == 0) {
+        splits = t.split_gathers();
+        nnz_per_point = nnz / points;
+      }
+    });
+    INFO("batch " << batch << ", " << nnz_per_point << " features a point");
+    const double half = static_cast<double>(batch) / 2 * nnz_per_point * 400;
+    REQUIRE(std::abs(half - kForwardSplitMinMultiplyAdds) > 0.1 * kForwardSplitMinMultiplyAdds);  // far from the line
+    REQUIRE(splits == (half >= kForwardSplitMinMultiplyAdds ? 128 / batch : 0));
+    REQUIRE((batch == 64) == (splits > 0));
   }
 }
 

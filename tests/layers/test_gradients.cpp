@@ -95,6 +95,33 @@ TEST_CASE("gradient: SparseDense (ReLU and linear)") {
   }
 }
 
+TEST_CASE("SparseDense: the forward pass in row parts gives forward()'s bits, and backward() works after it") {
+  Rng rng(12);
+  layers::SparseDense whole({.in = 40, .out = 9, .act = Act::relu, .seed = 3});
+  layers::SparseDense parts({.in = 40, .out = 9, .act = Act::relu, .seed = 3});
+  const SparseBatch x = random_sparse_batch(7, 40, 10, rng);
+  const Tensor expected = whole.forward(x);
+  // Uneven parts, an empty one among them.
+  const Tensor* out = nullptr;
+  for (const auto& [first, count] : std::vector<std::pair<size_t, size_t>>{{0, 3}, {3, 0}, {3, 1}, {4, 3}})
+    out = &parts.forward_rows(x, first, count);
+  REQUIRE(out->rows() == 7);
+  REQUIRE(std::equal(out->data(), out->data() + out->size(), expected.data(), expected.data() + expected.size()));
+  const Tensor g = random_tensor(7, 9, rng);
+  whole.backward(x, g);
+  parts.backward(x, g);
+  const Parameter& a = *whole.parameters()[0];
+  const Parameter& b = *parts.parameters()[0];
+  REQUIRE(a.grad.rows == b.grad.rows);
+  REQUIRE(std::equal(a.grad.values.data(), a.grad.values.data() + a.grad.values.size(), b.grad.values.data()));
+  // Parts must start at row 0 of the batch they belong to; a bad id fails before any part is computed.
+  const SparseBatch y = random_sparse_batch(3, 40, 10, rng);
+  REQUIRE_THROWS_WITH(parts.forward_rows(y, 1, 2), Catch::Contains("parts must start at row 0"));
+  SparseBatch bad = x;
+  bad.feature_ids.back() = 40;
+  REQUIRE_THROWS_WITH(parts.forward_rows(bad, 0, 3), Catch::Contains("feature id 40"));
+}
+
 TEST_CASE("gradient: Dense (ReLU and linear)") {
   for (const Act act : {Act::none, Act::relu}) {
     INFO("act " << (act == Act::relu ? "relu" : "none"));
