@@ -30,8 +30,48 @@ void reduce_bytes(std::span<float> dst, std::span<const std::byte> src, ReduceOp
   }
 }
 
-void reduce_floats(std::span<float> dst, std::span<const float> src, ReduceOp op) {
-  reduce_bytes(dst, std::as_bytes(src), op);
+// out[i] := f(own[i], received[i]) in one pass, the received floats read through an aligned tile.
+template <class F>
+void combine_tiles(float* out, const float* own, const std::byte* received, size_t n, F f) {
+  constexpr size_t kTile = 1024;
+  float tile[kTile];
+  for (size_t at = 0; at < n; at += kTile) {
+    const size_t m = std::min(kTile, n - at);
+    std::memcpy(tile, received + at * sizeof(float), m * sizeof(float));
+    for (size_t i = 0; i < m; ++i) out[at + i] = f(own[at + i], tile[i]);
+  }
+}
+
+// out := own op received (received op own with `received_first`: the operand order of max and min
+// decides which of two equal-comparing values, +0 and -0, or a NaN, wins, so it is kept as the
+// two-pass code had it). out may be own. One pass where copying then reducing took two or more.
+void combine(std::span<float> out, std::span<const float> own, std::span<const std::byte> received, ReduceOp op,
+             bool received_first) {
+  FRUGAL_CHECK(own.size() == out.size() && received.size() == out.size_bytes(), "collective: segment of unexpected size");
+  float* o = out.data();
+  const float* a = own.data();
+  const std::byte* r = received.data();
+  const size_t n = out.size();
+  switch (op) {
+    case ReduceOp::sum:  // IEEE addition commutes exactly
+      combine_tiles(o, a, r, n, [](float x, float y) { return x + y; });
+      break;
+    case ReduceOp::max:
+      if (received_first) combine_tiles(o, a, r, n, [](float x, float y) { return std::max(y, x); });
+      else combine_tiles(o, a, r, n, [](float x, float y) { return std::max(x, y); });
+      break;
+    case ReduceOp::min:
+      if (received_first) combine_tiles(o, a, r, n, [](float x, float y) { return std::min(y, x); });
+      else combine_tiles(o, a, r, n, [](float x, float y) { return std::min(x, y); });
+      break;
+  }
+}
+
+// A payload of `floats` floats, left uninitialized for the caller to fill (`data`).
+Payload fresh_payload(size_t floats, float*& data) {
+  std::shared_ptr<float[]> buffer(new float[floats]);
+  data = buffer.get();
+  return Payload(std::move(buffer), reinterpret_cast<const std::byte*>(data), floats * sizeof(float));
 }
 
 Payload float_payload(std::span<const float> v) { return Payload::copy_of(std::as_bytes(v)); }
@@ -142,8 +182,18 @@ void TransportCommunicator::ring_all_reduce(const Op& op, std::span<float> data,
     const auto blk = block((r - s - 1 + 2 * p) % p);
     for (size_t j = 0; j < segments(blk.size()); ++j) {
       const auto seg = segment(blk, j);
-      recv_reduce(op, left, s, static_cast<uint32_t>(j), seg, rop);
-      send_to(op, right, s + 1, static_cast<uint32_t>(j), float_payload(seg));
+      if (s == p - 2) {  // this rank's finished block: kept, and the first to travel back around
+        recv_reduce(op, left, s, static_cast<uint32_t>(j), seg, rop);
+        send_to(op, right, s + 1, static_cast<uint32_t>(j), float_payload(seg));
+        continue;
+      }
+      // A partial sum this rank only passes on (the gather overwrites its block): summed straight
+      // into the frame it leaves in.
+      Message m = recv_from(op, left, s, static_cast<uint32_t>(j));
+      float* out = nullptr;
+      Payload partial = fresh_payload(seg.size(), out);
+      combine({out, seg.size()}, seg, m.payload.bytes(), rop, false);
+      send_to(op, right, s + 1, static_cast<uint32_t>(j), std::move(partial));
     }
   }
   for (int t = 0; t <= p - 2; ++t) {
@@ -268,24 +318,22 @@ void TransportCommunicator::ring_reduce_scatter(const Op& op, std::span<const fl
   const int p = size(), r = rank_, right = (r + 1) % p, left = (r + p - 1) % p;
   auto block = [&](int b) { return all.subspan(d[b], d[b + 1] - d[b]); };
   send_floats(op, right, 0, block((r + p - 1) % p));
-  std::vector<float> acc;
   for (int s = 0; s <= p - 2; ++s) {
     const int b = (r - s - 2 + 2 * p) % p;
     const auto own = block(b);
     for (size_t j = 0; j < segments(own.size()); ++j) {
       const auto own_seg = segment(std::span<float>(const_cast<float*>(own.data()), own.size()), j);
-      std::span<float> target;
-      if (s == p - 2) {
-        target = mine.subspan(own_seg.data() - own.data(), own_seg.size());
-      } else {
-        acc.assign(own_seg.size(), 0.0f);
-        target = acc;
-      }
       Message m = recv_from(op, left, s, static_cast<uint32_t>(j));
-      FRUGAL_CHECK(m.payload.size() == target.size_bytes(), "reduce_scatter: segment of unexpected size");
-      std::memcpy(target.data(), m.payload.bytes().data(), target.size_bytes());
-      reduce_floats(target, own_seg, rop);
-      if (s < p - 2) send_to(op, right, s + 1, static_cast<uint32_t>(j), float_payload(target));
+      // The received partial sum, then this rank's part: into `mine` at the last step, else straight
+      // into the frame that carries it on.
+      if (s == p - 2) {
+        combine(mine.subspan(own_seg.data() - own.data(), own_seg.size()), own_seg, m.payload.bytes(), rop, true);
+        continue;
+      }
+      float* out = nullptr;
+      Payload partial = fresh_payload(own_seg.size(), out);
+      combine({out, own_seg.size()}, own_seg, m.payload.bytes(), rop, true);
+      send_to(op, right, s + 1, static_cast<uint32_t>(j), std::move(partial));
     }
   }
 }
