@@ -633,10 +633,11 @@ void note_straight_through(const TrainArgs& a, int model_ranks) {
 // --overlap-forward on where no split can happen says so.
 void note_forward_split(const TrainArgs& a, int model_ranks) {
   if (a.quiet || a.overlap_forward != ForwardSplit::always) return;
-  const bool compressed = a.mp_keep != 1.0 || a.mp_mass < 1.0 || (a.mp_wire && *a.mp_wire != comm::ValueType::f32);
+  const bool compressed = a.mp_keep != 1.0 || a.mp_mass < 1.0 || mp_compression(a).wire != comm::ValueType::f32;
   const char* why = !a.overlap         ? "--overlap is off"
                     : model_ranks <= 1 ? "the input layer is not sliced (one model rank)"
-                    : compressed       ? "DCT-MP's compressed exchange (--mp-keep, --mp-mass or --mp-wire-dtype) goes whole"
+                    : compressed       ? "DCT-MP's compressed exchange (--mp-keep, --mp-mass, or a narrow --mp-wire-dtype "
+                                         "or --wire-dtype) goes whole"
                                        : nullptr;
   if (why != nullptr) fmt::print("note: --overlap-forward on has no effect: {}\n", why);
 }

@@ -227,8 +227,9 @@ double CostModel::overlapped_seconds(Scheme scheme, int data, int model, double 
 }
 
 bool CostModel::splits_forward(int data, int model, size_t batch) const {
-  if (!options_.overlap || model <= 1 || sparse_.mp_keep < 1.0 || sparse_.boundaries.empty() ||
-      options_.forward_split == ForwardSplit::never)
+  // As the trainer: only the exact exchange (every activation kept, f32 on the wire) splits.
+  if (!options_.overlap || model <= 1 || sparse_.mp_keep < 1.0 || sparse_.mp_value_bytes != 4.0 ||
+      sparse_.boundaries.empty() || options_.forward_split == ForwardSplit::never)
     return false;
   if (options_.forward_split == ForwardSplit::always) return true;
   const double half = static_cast<double>(batch) / data / 2;

@@ -108,8 +108,6 @@ Calibration sparse_calibration(const RunMetrics& run) {
   cal.rebuild_seconds_per_step = phase_seconds("rebuild") / steps;
   cal.optimizer_seconds_per_step = phase_seconds("optimizer") / steps;
   cal.input_forward_seconds_per_sample = phase_seconds("input_forward") / samples;
-  if (phases.contains("input_forward"))
-    cal.input_multiply_adds_per_sample = phases["input_forward"].value("flops", 0.0) / 2 / samples;
   for (const auto& [name, t] : phases.items()) profiled += t.value("seconds", 0.0);
   // The loop's time outside the steps (reading batches): every model rank reads the same batch.
   cal.replicated_seconds_per_sample += std::max(0.0, run.seconds - profiled) / samples;
@@ -119,6 +117,11 @@ Calibration sparse_calibration(const RunMetrics& run) {
   } else {
     cal.boundaries.push_back(c.value("hidden", size_t{128}));
   }
+  // The profile counts 2 flops per nonzero and neuron plus 2 per neuron (bias, activation); the
+  // trainer's rule counts the multiply-adds of the nonzeros only.
+  if (phases.contains("input_forward") && !cal.boundaries.empty())
+    cal.input_multiply_adds_per_sample = std::max(
+        0.0, phases["input_forward"].value("flops", 0.0) / 2 / samples - static_cast<double>(cal.boundaries.front()));
   for (const auto& p : e["parameter_rows"]) {
     ParameterShape shape;
     shape.name = p.value("name", std::string());

@@ -53,7 +53,7 @@ void combine(std::span<float> out, std::span<const float> own, std::span<const s
   const std::byte* r = received.data();
   const size_t n = out.size();
   switch (op) {
-    case ReduceOp::sum:  // IEEE addition commutes exactly
+    case ReduceOp::sum:  // IEEE addition commutes (bit for bit, but for which of two NaNs' payloads survives)
       combine_tiles(o, a, r, n, [](float x, float y) { return x + y; });
       break;
     case ReduceOp::max:

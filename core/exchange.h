@@ -181,6 +181,9 @@ class ActivationExchange {
   virtual bool gathers_in_parts() const { return false; }
   virtual void gather_rows(const Tensor& /*local*/, size_t /*first*/, size_t /*count*/) {}
   virtual const Tensor& finish_gather(const Tensor& local) { return gather(local); }
+  // After a failure between the parts: waits for the part in flight (its own error dropped: the
+  // caller is already failing) so that no collective still reads `local` or writes this exchange.
+  virtual void abandon_gather() {}
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
   virtual const Tensor& reduce_scatter(const Tensor& partial) = 0;

@@ -225,6 +225,7 @@ const Tensor& BoundaryExchange::gather(const Tensor& local) {
     gather_rows(local, 0, b);
     return finish_gather(local);
   }
+  check_no_gather_in_flight("a compressed gather");
   payload_uncompressed_ += (parts - 1) * b * local.cols() * sizeof(float);
   gathered_.resize(b, width_);
   select_top_k(local);
@@ -267,9 +268,11 @@ void BoundaryExchange::gather_rows(const Tensor& local, size_t first, size_t cou
   const size_t b = local.rows(), w_me = bounds_[me + 1] - bounds_[me];
   FRUGAL_CHECK(local.cols() == w_me, fmt::format("model-parallel exchange: the slice has {} columns, expected {}",
                                                  local.cols(), w_me));
-  // A new batch starts at row 0 (a part still in flight from a failed step is waited for first);
-  // every other part follows the one before.
-  FRUGAL_CHECK((first == 0 || (gather_ && first == gather_first_ + gather_count_)) && first <= b && count <= b - first,
+  FRUGAL_CHECK(first <= b && count <= b - first, fmt::format("model-parallel exchange: rows {}..{} are not in a "
+                                                             "batch of {}", first, first + count, b));
+  // A new batch starts at row 0 (a part still in flight is waited for first); every other part
+  // follows the one before, of the same batch.
+  FRUGAL_CHECK(first == 0 || (gather_ && first == gather_first_ + gather_count_ && b == gathered_.rows()),
                fmt::format("model-parallel exchange: rows {}..{} of a batch of {} do not follow the part before",
                            first, first + count, b));
   land_gathered_part();
@@ -301,6 +304,31 @@ void BoundaryExchange::land_gathered_part() {
   }
 }
 
+void BoundaryExchange::abandon_gather() {
+  if (!gather_) return;
+  Work w = std::move(*gather_);
+  gather_.reset();
+  try {
+    w.wait();
+  } catch (...) {  // the caller is already failing with its own error
+  }
+}
+
+BoundaryExchange::~BoundaryExchange() {
+  abandon_gather();
+  if (scatter_) {
+    try {
+      scatter_->wait();
+    } catch (...) {  // a destructor must not throw; the step has failed already
+    }
+  }
+}
+
+void BoundaryExchange::check_no_gather_in_flight(const char* what) const {
+  FRUGAL_CHECK(!gather_, fmt::format("model-parallel exchange: {} while a gather in parts is unfinished "
+                                     "(finish_gather or abandon_gather first)", what));
+}
+
 const Tensor& BoundaryExchange::finish_gather(const Tensor& local) {
   if (!gathers_in_parts()) return gather(local);
   const size_t end = gather_ ? gather_first_ + gather_count_ : 0;
@@ -311,6 +339,7 @@ const Tensor& BoundaryExchange::finish_gather(const Tensor& local) {
 }
 
 void BoundaryExchange::start_reduce_scatter(const Tensor& partial) {
+  check_no_gather_in_flight("a reduce-scatter");
   if (compress_) {
     reduce_scatter(partial);  // slice_ holds the result
     return;
@@ -349,6 +378,7 @@ std::vector<size_t> BoundaryExchange::pack_blocks(const Tensor& partial) {
 }
 
 const Tensor& BoundaryExchange::reduce_scatter(const Tensor& partial) {
+  check_no_gather_in_flight("a reduce-scatter");
   Communicator& group = *placement_.group;
   const int me = placement_.rank(), parts = placement_.parts();
   const size_t b = partial.rows(), mine = bounds_[me + 1] - bounds_[me];

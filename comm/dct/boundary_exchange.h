@@ -45,6 +45,9 @@ class BoundaryExchange : public ActivationExchange {
   bool gathers_in_parts() const override;
   void gather_rows(const Tensor& local, size_t first, size_t count) override;
   const Tensor& finish_gather(const Tensor& local) override;
+  void abandon_gather() override;
+  // Waits for collectives still in flight (a failed step's), which write into this object.
+  ~BoundaryExchange() override;
   // partial (B x H): this rank's share of dLoss/dOutput of the whole layer -> the group's sum on
   // this rank's slice (B x w_me), zero at positions the forward pass dropped.
   const Tensor& reduce_scatter(const Tensor& partial) override;
@@ -107,6 +110,8 @@ class BoundaryExchange : public ActivationExchange {
   size_t gather_first_ = 0, gather_count_ = 0;  // its rows
   // Waits for gather_rows' part in flight and interleaves its blocks into gathered_.
   void land_gathered_part();
+  // Fails unless no gather_rows part is in flight (every other exchange reuses its buffers).
+  void check_no_gather_in_flight(const char* what) const;
   std::vector<std::byte> message_;
   std::vector<float> row_;             // one sample's kept values
   // MpCompression::error_feedback: per peer r, what this rank's share to r did not deliver

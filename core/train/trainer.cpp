@@ -218,10 +218,15 @@ const Tensor& Trainer::input_forward_exchanged(const SparseBatch& batch) {
   }
   if (!split) return exchange_forward(0, model_.input().forward(batch));
   const Tensor* local = nullptr;
-  for (size_t p = 0; p < kParts; ++p) {
-    const size_t first = rows * p / kParts, end = rows * (p + 1) / kParts;
-    local = &model_.input().forward_rows(batch, first, end - first);
-    boundary->gather_rows(*local, first, end - first);
+  try {
+    for (size_t p = 0; p < kParts; ++p) {
+      const size_t first = rows * p / kParts, end = rows * (p + 1) / kParts;
+      local = &model_.input().forward_rows(batch, first, end - first);
+      boundary->gather_rows(*local, first, end - first);
+    }
+  } catch (...) {
+    boundary->abandon_gather();  // no collective may still read the layer's output or the exchange
+    throw;
   }
   ++split_gathers_;
   return boundary->finish_gather(*local);

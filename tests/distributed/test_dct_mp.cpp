@@ -269,7 +269,7 @@ TEST_CASE("the exact boundary gathers in row parts with gather()'s bits; a compr
   struct Outcome {
     bool splits = false, compressed_splits = true, same = false, compressed_same = false;
     uint64_t sent = 0, sent_whole = 0, uncompressed = 0, uncompressed_whole = 0;
-    std::string skipped, short_finish;
+    std::string skipped, short_finish, in_flight;
   };
   std::mutex mu;
   std::vector<Outcome> outcomes;
@@ -309,6 +309,17 @@ TEST_CASE("the exact boundary gathers in row parts with gather()'s bits; a compr
     } catch (const Error& e) {
       o.short_finish = e.what();
     }
+    // A reduce-scatter while a part travels would reuse its buffer: refused, until it is abandoned.
+    parts.gather_rows(local, 0, 3);
+    Tensor grad(kRows, kWidth);
+    grad.zero();
+    try {
+      parts.reduce_scatter(grad);
+    } catch (const Error& e) {
+      o.in_flight = e.what();
+    }
+    parts.abandon_gather();
+    parts.reduce_scatter(grad);
     comm::BoundaryExchange top_k(placement, kWidth, {.keep = 0.5}, 9), top_k_whole(placement, kWidth, {.keep = 0.5}, 10);
     o.compressed_splits = top_k.gathers_in_parts();
     const Tensor masked = top_k_whole.gather(local);
@@ -324,6 +335,7 @@ TEST_CASE("the exact boundary gathers in row parts with gather()'s bits; a compr
     REQUIRE(o.uncompressed == 2 * o.uncompressed_whole);
     REQUIRE_THAT(o.skipped, Catch::Contains("rows 3..7 of a batch of 7 do not follow the part before"));
     REQUIRE_THAT(o.short_finish, Catch::Contains("the parts gathered cover 2 of 7 rows"));
+    REQUIRE_THAT(o.in_flight, Catch::Contains("a reduce-scatter while a gather in parts is unfinished"));
     REQUIRE_FALSE(o.compressed_splits);
     REQUIRE(o.compressed_same);
   }

@@ -180,8 +180,9 @@ TEST_CASE("model parallel: the optimizer overlapping the input boundary's exchan
 }
 
 TEST_CASE("model parallel: the automatic forward split applies where half the batch's input work reaches 2^20") {
-  // Slices of 400 and 200 neurons; ~107 features a point. Half of a 64-point batch on the widest
-  // slice is ~32 x 107 x 400 = 1.4M multiply-adds (split); of a 32-point batch 0.7M (whole).
+  // Slices of 500 and 500 neurons; ~107 features a point. Half of a 64-point batch on the widest
+  // slice is ~32 x 107 x 500 = 1.7M multiply-adds (split); of a 32-point batch 0.86M (whole), where
+  // the whole layer's 1000 neurons would give 1.7M: the rule must use the widest slice.
   default_backend().set_num_threads(1);
   static const data::SynthXmc heavy = data::generate_synth_xmc(
       {.features = 5000, .labels = 40, .train = 128, .test = 0, .nnz = 300, .labels_per_point = 1, .seed = 3});
@@ -191,9 +192,9 @@ TEST_CASE("model parallel: the automatic forward split applies where half the ba
     double nnz_per_point = 0;
     comm::run_local(2, [&](comm::Communicator& c) {
       Model m;
-      const Placement placement = Placement::sliced(c, {2, 1});
-      m.add<layers::SparseDense>({.in = 5000, .out = 600, .act = Act::relu, .seed = 1, .placement = placement});
-      m.add<layers::SoftmaxOutput>({.in = 600, .out = 40, .sampler = layers::Sampler::exact, .seed = 2,
+      const Placement placement = Placement::sliced(c, {1, 1});
+      m.add<layers::SparseDense>({.in = 5000, .out = 1000, .act = Act::relu, .seed = 1, .placement = placement});
+      m.add<layers::SoftmaxOutput>({.in = 1000, .out = 40, .sampler = layers::Sampler::exact, .seed = 2,
                                     .placement = placement});
       Trainer t(m, {.parallel = {.model = &c}});
       data::BatchLoader loader(heavy.train, {.batch = batch, .seed = 2});
@@ -211,7 +212,7 @@ TEST_CASE("model parallel: the automatic forward split applies where half the ba
       }
     });
     INFO("batch " << batch << ", " << nnz_per_point << " features a point");
-    const double half = static_cast<double>(batch) / 2 * nnz_per_point * 400;
+    const double half = static_cast<double>(batch) / 2 * nnz_per_point * 500;
     REQUIRE(std::abs(half - kForwardSplitMinMultiplyAdds) > 0.1 * kForwardSplitMinMultiplyAdds);  // far from the line
     REQUIRE(splits == (half >= kForwardSplitMinMultiplyAdds ? 128 / batch : 0));
     REQUIRE((batch == 64) == (splits > 0));
