@@ -59,7 +59,9 @@ WireCost all_gather_cost(double total, int p, const ModelOptions& o) {
 
 WireCost all_reduce_cost(double bytes, int p, const ModelOptions& o) {
   if (p <= 1 || bytes <= 0) return {};
-  if (bytes >= static_cast<double>(o.ring_threshold_bytes)) {
+  // As comm/collectives.cpp: two ranks whose blocks fit one segment each exchange directly.
+  const bool one_round = p == 2 && bytes <= 2.0 * static_cast<double>(o.segment_bytes);
+  if (bytes >= static_cast<double>(o.ring_threshold_bytes) && !one_round) {
     const double block = bytes / p;
     const double msgs = 2.0 * (p - 1) * messages(block, o.segment_bytes);
     return {.bytes = 2.0 * (p - 1) * block + msgs * static_cast<double>(o.frame_header_bytes), .rounds = 2.0 * (p - 1)};

@@ -162,7 +162,10 @@ Work TransportCommunicator::all_reduce(std::span<float> data, ReduceOp rop) {
   return submit(OpKind::all_reduce, fmt::format("all_reduce({}, {})", to_string(rop), floats(data.size())),
                 {data.size(), static_cast<uint64_t>(rop)}, [this, data, rop](const Op& op) {
                   if (size() == 1 || data.empty()) return;
-                  if (use_ring(data.size_bytes())) {
+                  // Two ranks whose blocks fit one segment each: the ring's two rounds move the same
+                  // bytes as one direct exchange, with nothing to pipeline, so one round it is.
+                  const bool one_round = size() == 2 && data.size_bytes() <= 2 * tuning_.segment_bytes;
+                  if (use_ring(data.size_bytes()) && !one_round) {
                     ring_all_reduce(op, data, rop);
                   } else {
                     direct_all_reduce(op, data, rop);
