@@ -5,7 +5,8 @@
 //   dct-dp     the same with the replicas' gradients thresholded (--dp-keep, per-row selection);
 //   dp-dense   the Horovod baseline (--parallel data): the whole dense model on every node and a ring
 //              all-reduce of every gradient each step (M = 1).
-// A step costs compute plus wire time, less what --overlap hides (the input boundary's gradient
+// A step costs compute plus wire time, less what --overlap hides (half the input layer's all-gather
+// behind its other half where the input layer is split, and the input boundary's gradient
 // reduce-scatter behind the optimizer of the layers above it, in grids without replicas). Compute comes
 // from a 1-rank calibration run's per-phase profile: phases that slice with the model shrink by M,
 // the rest (LSH hashing into each rank's own tables, the step's glue) stay whole; the global batch is
@@ -134,7 +135,7 @@ struct Prediction {
   double compute_seconds_per_step = 0;
   double wire_seconds_per_step = 0;
   double bytes_per_step_per_rank = 0;
-  double overlapped_seconds_per_step = 0;  // wire time hidden behind the optimizer (--overlap)
+  double overlapped_seconds_per_step = 0;  // wire time hidden behind computation (--overlap)
   double samples_per_s = 0;
   std::vector<double> slice_weights;  // the model ranks' shares of each sliced layer
 };

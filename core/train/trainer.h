@@ -63,8 +63,9 @@ struct TrainerOptions {
   // layers above the input are moved while the reduce-scatter of dLoss/dh is in flight (their
   // gradients are final by then). The same bits as without; it applies where nothing needs every
   // gradient before any update (no replicas' sum, no clipping). Forward passes (with an exact input
-  // boundary) compute the input layer in two row parts, the first part's all-gather in flight while
-  // the second is computed; the same bits too.
+  // boundary, where forward_split says so: core/train/forward_split.h) compute the input layer in
+  // two row parts, the first part's all-gather in flight while the second is computed; the same
+  // bits too.
   bool overlap = true;
   ForwardSplit forward_split = ForwardSplit::automatic;
   void validate() const;
@@ -243,8 +244,8 @@ class Trainer {
   // boundary (early_step_); the parameters it moved there are marked in stepped_.
   bool early_step_ = false;
   std::vector<bool> stepped_;
-  uint64_t split_gathers_ = 0;
-  uint64_t overlapped_steps_ = 0;  // DpTarget::updates: each parameter's touched rows before the step
+  uint64_t split_gathers_ = 0;     // split_gathers()
+  uint64_t overlapped_steps_ = 0;  // overlapped_steps()
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;
