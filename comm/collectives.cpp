@@ -9,27 +9,6 @@
 namespace frugal::comm::detail {
 namespace {
 
-void reduce_bytes(std::span<float> dst, std::span<const std::byte> src, ReduceOp op) {
-  constexpr size_t kTile = 1024;  // copy to an aligned tile: the payload may be unaligned
-  float tile[kTile];
-  for (size_t at = 0; at < dst.size(); at += kTile) {
-    const size_t n = std::min(kTile, dst.size() - at);
-    std::memcpy(tile, src.data() + at * sizeof(float), n * sizeof(float));
-    float* d = dst.data() + at;
-    switch (op) {
-      case ReduceOp::sum:
-        for (size_t i = 0; i < n; ++i) d[i] += tile[i];
-        break;
-      case ReduceOp::max:
-        for (size_t i = 0; i < n; ++i) d[i] = std::max(d[i], tile[i]);
-        break;
-      case ReduceOp::min:
-        for (size_t i = 0; i < n; ++i) d[i] = std::min(d[i], tile[i]);
-        break;
-    }
-  }
-}
-
 // out[i] := f(own[i], received[i]) in one pass, the received floats read through an aligned tile.
 template <class F>
 void combine_tiles(float* out, const float* own, const std::byte* received, size_t n, F f) {
@@ -43,8 +22,8 @@ void combine_tiles(float* out, const float* own, const std::byte* received, size
 }
 
 // out := own op received (received op own with `received_first`: the operand order of max and min
-// decides which of two equal-comparing values, +0 and -0, or a NaN, wins, so it is kept as the
-// two-pass code had it). out may be own. One pass where copying then reducing took two or more.
+// decides which of two equal-comparing values, +0 and -0, or a NaN, wins, so each algorithm keeps
+// its own). out may be own. The received floats may be unaligned: they are read through a tile.
 void combine(std::span<float> out, std::span<const float> own, std::span<const std::byte> received, ReduceOp op,
              bool received_first) {
   FRUGAL_CHECK(own.size() == out.size() && received.size() == out.size_bytes(), "collective: segment of unexpected size");
@@ -65,6 +44,11 @@ void combine(std::span<float> out, std::span<const float> own, std::span<const s
       else combine_tiles(o, a, r, n, [](float x, float y) { return std::min(x, y); });
       break;
   }
+}
+
+// dst := dst op src, src being received bytes.
+void reduce_bytes(std::span<float> dst, std::span<const std::byte> src, ReduceOp op) {
+  combine(dst, dst, src, op, false);
 }
 
 // A payload of `floats` floats, left uninitialized for the caller to fill (`data`).

@@ -27,17 +27,18 @@ void SparseBatch::add_point(std::span<const uint32_t> ids, std::span<const float
 void SparseBatch::assign_points(const SparseBatch& from, size_t first, size_t count) {
   FRUGAL_CHECK(first <= from.size() && count <= from.size() - first,
                fmt::format("points {}..{} of a batch of {}", first, first + count, from.size()));
-  const auto part = [&](const std::vector<uint64_t>& offsets, auto& to_offsets, const auto& items, auto& to_items) {
-    const uint64_t begin = offsets[first], end = offsets[first + count];
-    to_items.assign(items.begin() + static_cast<ptrdiff_t>(begin), items.begin() + static_cast<ptrdiff_t>(end));
-    to_offsets.resize(count + 1);
-    for (size_t i = 0; i <= count; ++i) to_offsets[i] = offsets[first + i] - begin;
-  };
-  part(from.feature_offsets, feature_offsets, from.feature_ids, feature_ids);
-  const uint64_t begin = from.feature_offsets[first], end = from.feature_offsets[first + count];
-  feature_values.assign(from.feature_values.begin() + static_cast<ptrdiff_t>(begin),
-                        from.feature_values.begin() + static_cast<ptrdiff_t>(end));
-  part(from.label_offsets, label_offsets, from.label_ids, label_ids);
+  const uint64_t f0 = from.feature_offsets[first], f1 = from.feature_offsets[first + count];
+  const uint64_t l0 = from.label_offsets[first], l1 = from.label_offsets[first + count];
+  const auto at = [](const auto& v, uint64_t i) { return v.begin() + static_cast<ptrdiff_t>(i); };
+  feature_ids.assign(at(from.feature_ids, f0), at(from.feature_ids, f1));
+  feature_values.assign(at(from.feature_values, f0), at(from.feature_values, f1));
+  label_ids.assign(at(from.label_ids, l0), at(from.label_ids, l1));
+  feature_offsets.resize(count + 1);
+  label_offsets.resize(count + 1);
+  for (size_t i = 0; i <= count; ++i) {
+    feature_offsets[i] = from.feature_offsets[first + i] - f0;
+    label_offsets[i] = from.label_offsets[first + i] - l0;
+  }
 }
 
 }  // namespace frugal

@@ -74,9 +74,14 @@ void BoundaryExchange::select_top_k(const Tensor& local) {
   }
 }
 
-std::vector<size_t> BoundaryExchange::block_counts(size_t batch) {
+std::vector<size_t> BoundaryExchange::block_sizes(size_t batch) const {
   std::vector<size_t> counts(placement_.parts());
   for (int r = 0; r < placement_.parts(); ++r) counts[r] = batch * (bounds_[r + 1] - bounds_[r]);
+  return counts;
+}
+
+std::vector<size_t> BoundaryExchange::block_counts(size_t batch) {
+  std::vector<size_t> counts = block_sizes(batch);
   exchange_.resize(1, std::accumulate(counts.begin(), counts.end(), size_t{0}));
   return counts;
 }
@@ -287,16 +292,30 @@ void BoundaryExchange::gather_rows(const Tensor& local, size_t first, size_t cou
   payload_sent_ += bytes;
 }
 
-void BoundaryExchange::land_gathered_part() {
-  if (!gather_) return;
-  Work w = std::move(*gather_);
-  gather_.reset();
+namespace {
+// Takes the collective out of `work` (left empty) and waits for it; false if there was none.
+bool wait_for(std::optional<Work>& work) {
+  if (!work) return false;
+  Work w = std::move(*work);
+  work.reset();
   w.wait();
+  return true;
+}
+
+// wait_for, with the collective's own error dropped: the caller is already failing.
+void wait_quietly(std::optional<Work>& work) {
+  try {
+    wait_for(work);
+  } catch (...) {
+  }
+}
+}  // namespace
+
+void BoundaryExchange::land_gathered_part() {
+  if (!wait_for(gather_)) return;
   // The gathered buffer holds each rank's block of the part's rows in turn; interleave them into
   // those rows of B x H.
-  std::vector<size_t> counts(placement_.parts());
-  for (int r = 0; r < placement_.parts(); ++r) counts[r] = gather_count_ * (bounds_[r + 1] - bounds_[r]);
-  const auto offsets = displacements(counts);
+  const auto offsets = displacements(block_sizes(gather_count_));
   for (int r = 0; r < placement_.parts(); ++r) {
     const size_t w_r = bounds_[r + 1] - bounds_[r];
     for (size_t i = 0; i < gather_count_; ++i)
@@ -304,24 +323,11 @@ void BoundaryExchange::land_gathered_part() {
   }
 }
 
-void BoundaryExchange::abandon_gather() {
-  if (!gather_) return;
-  Work w = std::move(*gather_);
-  gather_.reset();
-  try {
-    w.wait();
-  } catch (...) {  // the caller is already failing with its own error
-  }
-}
+void BoundaryExchange::abandon_gather() { wait_quietly(gather_); }
 
 BoundaryExchange::~BoundaryExchange() {
-  abandon_gather();
-  if (scatter_) {
-    try {
-      scatter_->wait();
-    } catch (...) {  // a destructor must not throw; the step has failed already
-    }
-  }
+  wait_quietly(gather_);
+  wait_quietly(scatter_);
 }
 
 void BoundaryExchange::check_no_gather_in_flight(const char* what) const {
@@ -357,11 +363,7 @@ void BoundaryExchange::start_reduce_scatter(const Tensor& partial) {
 }
 
 const Tensor& BoundaryExchange::finish_reduce_scatter() {
-  if (scatter_) {
-    Work w = std::move(*scatter_);
-    scatter_.reset();
-    w.wait();
-  }
+  wait_for(scatter_);
   return slice_;
 }
 

@@ -90,7 +90,9 @@ class BoundaryExchange : public ActivationExchange {
   void get_row(const std::byte* in, std::span<float> values) const;
   // The stochastic rounding of the gradient this rank sends rank `to` for `sample` this step.
   uint32_t gradient_rounding_key(int to, size_t sample) const;
-  // Each rank's B x w_r block size in the plain exchange; sizes exchange_ to hold them all.
+  // Each rank's B x w_r block size in the plain exchange; block_counts also sizes exchange_ to hold
+  // them all.
+  std::vector<size_t> block_sizes(size_t batch) const;
   std::vector<size_t> block_counts(size_t batch);
 
   Placement placement_;

@@ -135,6 +135,11 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
     FRUGAL_CHECK(pl.group == group, fmt::format("layer {} ({}) is sliced over a group other than the trainer's "
                                                 "model-parallel group",
                                                 i, producers[i]->kind()));
+    if (i == 0) {  // the automatic forward split's measure (input_forward_exchanged)
+      const auto bounds = pl.bounds(producers[i]->out_features());
+      for (size_t r = 0; r + 1 < bounds.size(); ++r)
+        widest_input_slice_ = std::max(widest_input_slice_, bounds[r + 1] - bounds[r]);
+    }
     comm::MpCompression mp = options_.mp;
     if (i > 0 && mp.straight_through == comm::StraightThrough::input) mp.straight_through = comm::StraightThrough::off;
     boundaries_.push_back(exchanges().activation_exchange(pl, producers[i]->out_features(), mp,
@@ -209,11 +214,7 @@ const Tensor& Trainer::input_forward_exchanged(const SparseBatch& batch) {
                options_.forward_split != ForwardSplit::never;
   if (split && options_.forward_split == ForwardSplit::automatic) {
     // Every model rank has the same batch and slice bounds, so every rank decides alike.
-    const InputLayer& input = model_.input();
-    const auto bounds = input.placement().bounds(input.out_features());
-    size_t widest = 0;
-    for (size_t r = 0; r + 1 < bounds.size(); ++r) widest = std::max(widest, bounds[r + 1] - bounds[r]);
-    const double half = static_cast<double>(batch.feature_ids.size()) / kParts * static_cast<double>(widest);
+    const double half = static_cast<double>(batch.feature_ids.size()) / kParts * static_cast<double>(widest_input_slice_);
     split = forward_split_pays(half);
   }
   if (!split) return exchange_forward(0, model_.input().forward(batch));

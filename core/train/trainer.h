@@ -245,6 +245,7 @@ class Trainer {
   bool early_step_ = false;
   std::vector<bool> stepped_;
   uint64_t split_gathers_ = 0;     // split_gathers()
+  size_t widest_input_slice_ = 0;  // of the input layer's slices over the model group
   uint64_t overlapped_steps_ = 0;  // overlapped_steps()
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
