@@ -193,12 +193,8 @@ void run_plan(const PlanArgs& a) {
       FRUGAL_CHECK(run.scheme() != plan::Scheme::dp_dense || m.has_dense(),
                    fmt::format("{}: a --parallel data run needs a dense calibration (a 1-rank --parallel data run "
                                "among --metrics)", run.path));
-      // Ranks of one host share its cores: each gets 1/R of what the host's cores reach together (the
-      // fitted scaling: two 1-thread ranks on 2 cores do not run at twice one's speed), at most what
-      // its own threads reach. (A rank waiting on a collective frees no core for the others: its
-      // peers wait on the same collective.)
-      const double share = cals.scaling.speed(a.host_cores) / run.world_size;
-      const double cores = std::min<double>(run.threads, cals.scaling.cores_for_speed(share));
+      // Ranks of one host share its cores (ThreadScaling::rank_cores says how).
+      const double cores = cals.scaling.rank_cores(a.host_cores, run.world_size, run.threads);
       const int data = run.dense ? run.world_size : run.data, mdl = run.dense ? 1 : run.model;
       const plan::Prediction p =
           m.predict(run.scheme(), data, mdl, {.nodes = run.world_size, .cores = cores, .link = link.link}, run.batch);

@@ -37,6 +37,13 @@ double ThreadScaling::cores_for_speed(double s) const {
   return den > 1e-12 ? (1.0 - serial_fraction) / den : 1e9;
 }
 
+double ThreadScaling::rank_cores(double host_cores, int ranks, int threads) const {
+  FRUGAL_CHECK(host_cores > 0 && ranks > 0 && threads > 0,
+               "ThreadScaling::rank_cores needs positive host cores, ranks and threads");
+  if (ranks <= host_cores) return std::min<double>(threads, host_cores / ranks);
+  return std::min<double>(threads, cores_for_speed(speed(host_cores) / ranks));
+}
+
 ThreadScaling ThreadScaling::fit(int t1, double s1, int t2, double s2) {
   // s(t) = s(1) * (f + (1 - f) / t) for a run's seconds s at t threads.
   FRUGAL_CHECK(t1 != t2 && t1 > 0 && t2 > 0 && s1 > 0 && s2 > 0,

@@ -159,6 +159,23 @@ TEST_CASE("cores_for_speed inverts speed", "[plan]") {
   CHECK(s.cores_for_speed(5.0) > 1e8);  // beyond 1 / serial fraction: no core count reaches it
 }
 
+TEST_CASE("ranks sharing a host: a core each to themselves, and the fitted scaling once they take turns", "[plan]") {
+  const ThreadScaling s{.serial_fraction = 0.4};
+  // Up to a rank a core: whole cores (no serial fraction between processes), at most their threads.
+  CHECK(s.rank_cores(2, 2, 1) == 1.0);
+  CHECK(s.rank_cores(2, 1, 1) == 1.0);
+  CHECK(s.rank_cores(2, 1, 2) == 2.0);
+  CHECK(s.rank_cores(16, 4, 2) == 2.0);
+  CHECK(s.rank_cores(16, 4, 8) == 4.0);
+  // More ranks than cores: 1/R of the host's fitted speed each, below a fair share of its cores.
+  const double four_on_two = s.rank_cores(2, 4, 1);
+  CHECK(s.speed(four_on_two) == Approx(s.speed(2) / 4));
+  CHECK(four_on_two < 0.5);
+  // Without a serial fraction, taking turns is a fair share.
+  CHECK(ThreadScaling{}.rank_cores(2, 4, 1) == Approx(0.5));
+  CHECK_THROWS_WITH(s.rank_cores(2, 0, 1), Catch::Matchers::Contains("positive"));
+}
+
 TEST_CASE("--overlap hides the input boundary's reduce-scatter behind the optimizer above it, never more", "[plan]") {
   Calibration c = xmc_calibration();
   c.optimizer_seconds_per_step = 0.030;
