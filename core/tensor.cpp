@@ -5,39 +5,21 @@
 #include <cstring>
 #include <new>
 
-#include <sys/mman.h>
-
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/huge_pages.h"
 
 namespace frugal {
 namespace {
 constexpr size_t kAlign = Tensor::kStampBytes;
 static_assert(sizeof(TensorStamp) <= kAlign);
 
-// Tensors from this size up are placed on 2 MB boundaries and asked for transparent huge pages.
-// The big ones are a model's weight matrices, their optimizer moments and row-sparse gradients, read
-// a row at a time in a random order (the sampled neurons): with 4 KB pages nearly every row costs a
-// TLB miss, and Debian's kernels give huge pages only where a process asks (THP "madvise"). A 1-rank
-// XMC run's optimizer took 17.5-19.3 ms a step without and 11.5-12.5 with (bench/REPORT.md, "Huge
-// pages for the big tensors").
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kHugeFrom = 2 * kHugePage;
-
-// The data, kAlign bytes after a TensorStamp.
+// The data, kAlign bytes after a TensorStamp. Big tensors (weights, optimizer moments, row-sparse
+// gradients) are read a sampled row at a time: their memory is on huge pages (core/huge_pages.h).
 std::byte* allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  const size_t total = kAlign + ((bytes + kAlign - 1) / kAlign) * kAlign;
-  const bool huge = total >= kHugeFrom;
-  void* p = huge ? std::aligned_alloc(kHugePage, (total + kHugePage - 1) / kHugePage * kHugePage)
-                 : std::aligned_alloc(kAlign, total);
-  if (p == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  // Advice only: where the kernel has no huge page to give (THP "never", fragmented memory) the
-  // pages stay 4 KB, so a failure here changes nothing but speed.
-  if (huge) madvise(p, (total + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);
-#endif
+  void* p = allocate_for_random_access(kAlign + ((bytes + kAlign - 1) / kAlign) * kAlign, kAlign);
   new (p) TensorStamp();
   return static_cast<std::byte*>(p) + kAlign;
 }
@@ -57,7 +39,7 @@ void Tensor::FreeAligned::operator()(std::byte* p) const {
   TensorStamp* s = stamp_of(p);
   if (s->mirrored.load(std::memory_order_acquire)) forget_device_copies(p);
   s->~TensorStamp();
-  std::free(p - kAlign);
+  free_for_random_access(p - kAlign);
 }
 
 

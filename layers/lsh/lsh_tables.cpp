@@ -15,7 +15,7 @@
 namespace frugal::lsh {
 
 LshTables::LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_capacity)
-    : family_(std::move(family)), capacity_(bucket_capacity), tables_(family_->tables()) {
+    : family_(std::move(family)), capacity_(bucket_capacity), num_tables_(family_->tables()) {
   FRUGAL_CHECK(capacity_ >= 1, "LSH: bucket capacity must be >= 1");
 }
 
@@ -34,11 +34,20 @@ void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, co
 void LshTables::renew_view() {
   offset_spans_.clear();
   id_spans_.clear();
-  for (const Table& t : tables_) {
-    offset_spans_.emplace_back(t.offsets);
-    id_spans_.emplace_back(t.ids);
+  if (stride_ > 0) {
+    for (size_t t = 0; t < num_tables_; ++t) {
+      offset_spans_.emplace_back(offsets_.data() + t * stride_, stride_);
+      id_spans_.emplace_back(ids_.data() + t * num_neurons_, id_counts_[t]);
+    }
   }
   generation_ = new_bucket_generation();
+}
+
+void LshTables::clear_tables() {
+  offsets_.clear();
+  ids_.clear();
+  id_counts_.clear();
+  stride_ = 0;
 }
 
 BucketTables LshTables::view() const {
@@ -47,9 +56,9 @@ BucketTables LshTables::view() const {
 }
 
 template <class Code>
-void LshTables::build_with(std::vector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
+void LshTables::build_with(HugePageVector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
                            const std::vector<uint8_t>* changed) {
-  const size_t n = weights.rows(), nt = tables_.size();
+  const size_t n = weights.rows(), nt = num_tables_;
   const uint32_t nb = family_->buckets_per_table();
   const bool all = changed == nullptr || codes.size() != n * nt;
   FRUGAL_CHECK(all || changed->size() == n, "LSH: change flags do not match the neuron count");
@@ -73,37 +82,42 @@ void LshTables::build_with(std::vector<Code>& codes, Backend& backend, const Ten
       for (size_t j = 0; j < block.size(); ++j) out[block[j]] = static_cast<Code>(fresh[j * nt + t]);
     });
   }
+  stride_ = size_t{nb} + 1;
+  offsets_.resize(nt * stride_);
+  ids_.resize(nt * n);
+  id_counts_.assign(nt, n);
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
-    Table& table = tables_[t];
     const Code* table_codes = &codes[t * n];
-    table.offsets.assign(nb + 1, 0);
-    for (size_t i = 0; i < n; ++i) ++table.offsets[table_codes[i] + 1];
+    uint32_t* offsets = offsets_.data() + t * stride_;
+    uint32_t* ids = ids_.data() + t * n;
+    std::fill(offsets, offsets + stride_, 0u);
+    for (size_t i = 0; i < n; ++i) ++offsets[table_codes[i] + 1];
     bool overfull = false;
     for (uint32_t b = 0; b < nb; ++b) {
-      overfull = overfull || table.offsets[b + 1] > capacity_;
-      table.offsets[b + 1] += table.offsets[b];
+      overfull = overfull || offsets[b + 1] > capacity_;
+      offsets[b + 1] += offsets[b];
     }
-    std::vector<uint32_t> placed(n);
-    std::vector<uint32_t> fill(table.offsets.begin(), table.offsets.end() - 1);
+    // Every bucket fits: the placed ids are the table. Otherwise they are placed aside first.
+    std::vector<uint32_t> aside(overfull ? n : 0);
+    uint32_t* placed = overfull ? aside.data() : ids;
+    std::vector<uint32_t> fill(offsets, offsets + nb);
     for (size_t i = 0; i < n; ++i) placed[fill[table_codes[i]]++] = static_cast<uint32_t>(i);
-    if (!overfull) {  // every bucket fits: the placed ids are the table
-      table.ids = std::move(placed);
-      return;
-    }
+    if (!overfull) return;
     // Keep at most capacity_ per bucket: a seeded shuffle of an overfull bucket, then its prefix.
-    table.ids.clear();
-    std::vector<uint32_t> kept(nb + 1, 0);
     Rng rng = Rng(seed).split(t);
+    uint32_t kept = 0;
     for (uint32_t b = 0; b < nb; ++b) {
-      uint32_t* first = placed.data() + table.offsets[b];
-      const size_t count = table.offsets[b + 1] - table.offsets[b];
+      uint32_t* first = placed + offsets[b];
+      const size_t count = offsets[b + 1] - offsets[b];
       if (count > capacity_)
         for (size_t j = 0; j < capacity_; ++j) std::swap(first[j], first[j + rng.below(count - j)]);
       const size_t keep = std::min(count, capacity_);
-      table.ids.insert(table.ids.end(), first, first + keep);
-      kept[b + 1] = kept[b] + static_cast<uint32_t>(keep);
+      std::copy(first, first + keep, ids + kept);
+      offsets[b] = kept;  // bucket b's old start is read above, before it is overwritten
+      kept += static_cast<uint32_t>(keep);
     }
-    table.offsets = std::move(kept);
+    offsets[nb] = kept;
+    id_counts_[t] = kept;
   });
   // Each neuron's code per table read and its id placed; each table's offsets written and read.
   // (Hashing the changed rows counts itself.)
@@ -112,40 +126,60 @@ void LshTables::build_with(std::vector<Code>& codes, Backend& backend, const Ten
 }
 
 size_t LshTables::bytes() const {
-  size_t n = wide_codes_.size();
-  for (const Table& t : tables_) n += t.offsets.size() + t.ids.size();
-  return n * sizeof(uint32_t) + narrow_codes_.size() * sizeof(uint16_t);
+  return (wide_codes_.size() + offsets_.size() + ids_.size()) * sizeof(uint32_t) +
+         narrow_codes_.size() * sizeof(uint16_t);
 }
 
 void LshTables::save(cereal::BinaryOutputArchive& ar) const {
-  ar(static_cast<uint64_t>(num_neurons_), static_cast<uint64_t>(tables_.size()));
-  for (const Table& t : tables_) ar(t.offsets, t.ids);
+  ar(static_cast<uint64_t>(num_neurons_), static_cast<uint64_t>(num_tables_));
+  // Each table as the two std::vector<uint32_t> it was saved as before the tables shared blocks
+  // (cereal's binary form of a vector: its size, then its bytes), so checkpoints read either way.
+  for (size_t t = 0; t < num_tables_; ++t) {
+    const size_t offsets = stride_ > 0 ? stride_ : 0, ids = stride_ > 0 ? id_counts_[t] : 0;
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(offsets)));
+    ar(cereal::binary_data(offsets_.data() + t * stride_, offsets * sizeof(uint32_t)));
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(ids)));
+    ar(cereal::binary_data(ids_.data() + t * num_neurons_, ids * sizeof(uint32_t)));
+  }
 }
 
 bool LshTables::load(cereal::BinaryInputArchive& ar) {
   uint64_t n = 0, nt = 0;
   ar(n, nt);
-  FRUGAL_CHECK(nt == tables_.size(), fmt::format("checkpoint has {} LSH tables, the layer {}", nt, tables_.size()));
-  num_neurons_ = n;
+  FRUGAL_CHECK(nt == num_tables_, fmt::format("checkpoint has {} LSH tables, the layer {}", nt, num_tables_));
+  // Read whole, checked, then laid out in the blocks.
+  std::vector<std::vector<uint32_t>> offsets(nt), ids(nt);
   bool same_width = true;
-  for (Table& t : tables_) {
-    ar(t.offsets, t.ids);
-    same_width = same_width && t.offsets.size() == size_t{family_->buckets_per_table()} + 1;
-    for (const uint32_t id : t.ids) FRUGAL_CHECK(id < n, "checkpoint: LSH table holds an out-of-range neuron id");
+  for (size_t t = 0; t < nt; ++t) {
+    ar(offsets[t], ids[t]);
+    const auto& o = offsets[t];
+    same_width = same_width && o.size() == size_t{family_->buckets_per_table()} + 1;
+    FRUGAL_CHECK(ids[t].size() <= n, "checkpoint: an LSH table holds more ids than the layer has neurons");
+    for (const uint32_t id : ids[t]) FRUGAL_CHECK(id < n, "checkpoint: LSH table holds an out-of-range neuron id");
     // bucket() reads ids[offsets[b] .. offsets[b + 1]): they must rise from 0 to the entry count.
-    bool ordered = !t.offsets.empty() && t.offsets.front() == 0 && t.offsets.back() == t.ids.size();
-    for (size_t b = 1; ordered && b < t.offsets.size(); ++b) ordered = t.offsets[b - 1] <= t.offsets[b];
+    bool ordered = !o.empty() && o.front() == 0 && o.back() == ids[t].size();
+    for (size_t b = 1; ordered && b < o.size(); ++b) ordered = o[b - 1] <= o[b];
     FRUGAL_CHECK(ordered, "checkpoint: an LSH table's bucket offsets do not rise from 0 to its entry count");
   }
-  renew_view();
-  if (same_width) return true;
   // Hashed with another width (a checkpoint from before the automatic width changed): the tables
-  // are derived state, so they are dropped and rebuilt from the weights.
-  for (Table& t : tables_) t = Table{};
+  // are derived state, so they are dropped and must be rebuilt from the weights.
+  clear_tables();
   narrow_codes_.clear();
   wide_codes_.clear();
+  num_neurons_ = n;
+  if (same_width && nt > 0) {
+    stride_ = offsets[0].size();
+    offsets_.resize(nt * stride_);
+    ids_.resize(nt * n);
+    id_counts_.resize(nt);
+    for (size_t t = 0; t < nt; ++t) {
+      std::copy(offsets[t].begin(), offsets[t].end(), offsets_.begin() + t * stride_);
+      std::copy(ids[t].begin(), ids[t].end(), ids_.begin() + t * n);
+      id_counts_[t] = ids[t].size();
+    }
+  }
   renew_view();
-  return false;
+  return same_width;
 }
 
 }  // namespace frugal::lsh

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/huge_pages.h"
 #include "core/tensor.h"
 #include "layers/lsh/hash_family.h"
 
@@ -31,13 +32,13 @@ class LshTables {
   // classifier are untouched between two rebuilds. The rows are hashed on `backend`.
   void build(Backend& backend, const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed = nullptr);
   std::span<const uint32_t> bucket(size_t table, uint32_t code) const {
-    const auto& t = tables_[table];
-    return {t.ids.data() + t.offsets[code], t.offsets[code + 1] - t.offsets[code]};
+    const uint32_t* o = offsets_.data() + table * stride_;
+    return {ids_.data() + table * num_neurons_ + o[code], o[code + 1] - o[code]};
   }
   // The tables as Backend::bucket_union reads them (valid until the next build or load).
   BucketTables view() const;
   const HashFamily& family() const { return *family_; }
-  size_t num_tables() const { return tables_.size(); }
+  size_t num_tables() const { return num_tables_; }
   size_t num_neurons() const { return num_neurons_; }
   size_t bucket_capacity() const { return capacity_; }
   // Bytes the tables hold: every table's offsets and ids, and the neurons' codes kept for rebuilds.
@@ -48,25 +49,29 @@ class LshTables {
   bool load(cereal::BinaryInputArchive& ar);
 
  private:
-  struct Table {
-    std::vector<uint32_t> offsets;  // buckets + 1
-    std::vector<uint32_t> ids;
-  };
   std::shared_ptr<const HashFamily> family_;
   size_t capacity_;
+  size_t num_tables_;
   size_t num_neurons_ = 0;
-  std::vector<Table> tables_;
-  // view()'s spans over tables_ and the contents' generation, renewed by every build and load.
+  // Every table's arrays in one block each, read in random order by every look-up (huge pages when
+  // big): table t's bucket offsets are offsets_[t * stride_ ..] (buckets + 1 of them; stride_ 0
+  // while there are no tables), its ids ids_[t * num_neurons_ ..], id_counts_[t] of them (fewer
+  // than the neurons where overfull buckets kept only bucket_capacity).
+  HugePageVector<uint32_t> offsets_, ids_;
+  std::vector<size_t> id_counts_;
+  size_t stride_ = 0;
+  void clear_tables();
+  // view()'s spans over each table's part of the blocks and the contents' generation, renewed by every build and load.
   std::vector<std::span<const uint32_t>> offset_spans_, id_spans_;
   uint64_t generation_ = 0;
   void renew_view();
   template <class Code>
-  void build_with(std::vector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
+  void build_with(HugePageVector<Code>& codes, Backend& backend, const Tensor& weights, uint64_t seed,
                   const std::vector<uint8_t>* changed);
   // Every neuron's code in every table, kept so that a rebuild hashes only the changed rows;
   // table-major (codes[t * neurons + i]), 16-bit when the tables have at most 65,536 buckets.
-  std::vector<uint16_t> narrow_codes_;
-  std::vector<uint32_t> wide_codes_;
+  HugePageVector<uint16_t> narrow_codes_;
+  HugePageVector<uint32_t> wide_codes_;
 };
 
 }  // namespace frugal::lsh

@@ -1,13 +1,17 @@
 // LSH quality: on planted data, the neuron with the largest inner product with the query must be in
 // the query's active set in >= 90% of queries, with the default K and L, for both families.
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 #include <cereal/archives/binary.hpp>
+#include <cereal/types/vector.hpp>
 
 #include "core/rng.h"
 #include "layers/lsh/lsh_sampler.h"
+#include "layers/lsh/lsh_tables.h"
 
 using namespace frugal;
 
@@ -175,4 +179,90 @@ TEST_CASE("LSH: tables saved with another width are rebuilt, not used") {
   cereal::BinaryInputArchive in2(*again);
   same.load(in2);
   REQUIRE(same.ready());
+}
+
+TEST_CASE("LSH tables: every bucket holds its neurons, overfull ones a capped subset, and checkpoints keep their form") {
+  Rng rng(5);
+  const size_t n = 3000, dim = 16, tables = 6, capacity = 8;
+  Tensor w(n, dim);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
+  const std::shared_ptr<const lsh::HashFamily> family = lsh::HashFamily::create(lsh::Dwta{.k = 2}, dim, tables, 9);
+  lsh::LshTables t(family, capacity);
+  t.build(default_backend(), w, 77);
+  REQUIRE(t.num_tables() == tables);
+  REQUIRE(t.num_neurons() == n);
+  // Each neuron's code in each table, from the family itself.
+  std::vector<uint32_t> all(n), codes(n * tables);
+  for (size_t i = 0; i < n; ++i) all[i] = static_cast<uint32_t>(i);
+  family->hash(default_backend(), w, all, codes.data());
+  const uint32_t nb = family->buckets_per_table();
+  size_t overfull = 0;
+  for (size_t tb = 0; tb < tables; ++tb) {
+    std::vector<std::vector<uint32_t>> expect(nb);
+    for (size_t i = 0; i < n; ++i) expect[codes[i * tables + tb]].push_back(static_cast<uint32_t>(i));
+    for (uint32_t b = 0; b < nb; ++b) {
+      const auto got = t.bucket(tb, b);
+      const std::vector<uint32_t> ids(got.begin(), got.end());
+      if (expect[b].size() <= capacity) {
+        CHECK(ids == expect[b]);  // in id order
+      } else {
+        ++overfull;
+        CHECK(ids.size() == capacity);
+        for (const uint32_t id : ids) CHECK(std::find(expect[b].begin(), expect[b].end(), id) != expect[b].end());
+        CHECK(std::set<uint32_t>(ids.begin(), ids.end()).size() == capacity);
+      }
+    }
+  }
+  REQUIRE(overfull > 0);  // 3000 neurons in 16 buckets a table: the cap is exercised
+
+  // A checkpoint is, per table, its offsets and ids as two std::vector<uint32_t> (the form it had
+  // when every table had its own vectors), and loads back into the same buckets.
+  std::stringstream bytes;
+  {
+    cereal::BinaryOutputArchive out(bytes);
+    t.save(out);
+  }
+  {
+    std::stringstream copy(bytes.str());
+    cereal::BinaryInputArchive in(copy);
+    uint64_t neurons = 0, saved_tables = 0;
+    in(neurons, saved_tables);
+    REQUIRE(neurons == n);
+    REQUIRE(saved_tables == tables);
+    for (size_t tb = 0; tb < tables; ++tb) {
+      std::vector<uint32_t> offsets, ids;
+      in(offsets, ids);
+      REQUIRE(offsets.size() == size_t{nb} + 1);
+      REQUIRE(offsets.back() == ids.size());
+      for (uint32_t b = 0; b < nb; ++b) {
+        const auto got = t.bucket(tb, b);
+        CHECK(std::vector<uint32_t>(ids.begin() + offsets[b], ids.begin() + offsets[b + 1]) ==
+              std::vector<uint32_t>(got.begin(), got.end()));
+      }
+    }
+  }
+  lsh::LshTables loaded(family, capacity);
+  cereal::BinaryInputArchive in(bytes);
+  REQUIRE(loaded.load(in));
+  const BucketTables a = t.view(), b = loaded.view();
+  REQUIRE(b.num_tables() == tables);
+  for (size_t tb = 0; tb < tables; ++tb) {
+    CHECK(std::vector<uint32_t>(a.offsets[tb].begin(), a.offsets[tb].end()) ==
+          std::vector<uint32_t>(b.offsets[tb].begin(), b.offsets[tb].end()));
+    CHECK(std::vector<uint32_t>(a.ids[tb].begin(), a.ids[tb].end()) ==
+          std::vector<uint32_t>(b.ids[tb].begin(), b.ids[tb].end()));
+  }
+
+  // Rebuilding after a load hashes every row again (the codes kept for rebuilds are the loaded
+  // tables' no longer) and gives the tables a build from scratch gives.
+  std::vector<uint8_t> changed(n, 0);
+  changed[3] = 1;
+  loaded.build(default_backend(), w, 78, &changed);
+  lsh::LshTables fresh(family, capacity);
+  fresh.build(default_backend(), w, 78);
+  for (size_t tb = 0; tb < tables; ++tb)
+    for (uint32_t c = 0; c < nb; ++c) {
+      const auto x = loaded.bucket(tb, c), y = fresh.bucket(tb, c);
+      CHECK(std::vector<uint32_t>(x.begin(), x.end()) == std::vector<uint32_t>(y.begin(), y.end()));
+    }
 }
