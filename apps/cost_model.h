@@ -94,8 +94,8 @@ struct ThreadScaling {
   // The cores each of `ranks` ranks of `threads` threads has on one host of `host_cores` cores.
   // Up to one rank a core, each has its share to itself: processes share no serial part, so the
   // fitted serial fraction (one process's threads) does not apply between them, and two 1-thread
-  // ranks on 2 cores each compute a half slice in half the 1-rank time (bench/REPORT.md, "Huge
-  // pages for the big tensors"). With more ranks than cores they take turns, and every phase that
+  // ranks on 2 cores each compute a half slice in half the 1-rank time (bench/REPORT.md, "Ranks
+  // that share a host, in the cost model"). With more ranks than cores they take turns, and every phase that
   // ends in a collective waits for a peer that is not running: each gets 1/R of what the host's
   // cores reach together under the fit, which reproduced the measured 4-ranks-on-2-cores points.
   double rank_cores(double host_cores, int ranks, int threads) const;

@@ -1,10 +1,10 @@
 // Memory for big arrays read in random order: a weight matrix's sampled rows, its optimizer moments
-// and row-sparse gradient, the LSH tables' buckets. With 4 KB pages nearly every such read misses
-// the TLB; Debian's kernels give transparent huge pages (2 MB) only where a process asks (THP
-// "madvise"). So arrays from kHugePagesFrom up are placed on 2 MB boundaries and advised to use them
-// (bench/REPORT.md, "Huge pages for the big tensors": a 1-rank XMC step's optimizer 17-19 ms -> 9-10.5,
-// the LSH rebuild 12 -> 7 ms). Smaller ones are allocated as usual: a huge page each would waste
-// most of it.
+// and row-sparse gradient, the LSH tables' buckets. With 4 KB pages such a read costs a TLB miss,
+// and 1-rank XMC runs measured fell into a slow mode besides (the optimizer 10-19 ms a step);
+// Debian's kernels give transparent huge pages (2 MB) only where a process asks (THP "madvise").
+// So arrays from kHugePagesFrom up are placed on 2 MB boundaries and advised to use them: the
+// optimizer took 9-12 ms in every run (bench/REPORT.md, "Huge pages for the big arrays"). Smaller
+// ones are allocated as usual: a huge page each would waste most of it.
 #pragma once
 
 #include <cstddef>
