@@ -152,7 +152,7 @@ WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const
   const bool dct = sparse_.mp_keep < 1.0;
   for (size_t i = 0; i < sparse_.boundaries.size(); ++i) {
     const size_t width = sparse_.boundaries[i];
-    if (!dct) {
+    if (exact_model_exchange()) {
       if (i == 0 && splits_forward(data, model, batch)) {  // the input layer's output in two halves
         w += all_gather_cost(b / 2 * width * 4.0, model, options_);
         w += all_gather_cost(b / 2 * width * 4.0, model, options_);
@@ -163,10 +163,13 @@ WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const
       continue;
     }
     // DCT-MP: each sample's top K of the rank's slice as (offset, value) plus a count and a scale;
-    // backward the values at the same positions.
-    const double kept = std::ceil(sparse_.mp_keep * static_cast<double>(width) / model);
+    // backward the values at the same positions. A narrow wire (--mp-wire-dtype bf16, f16, i8) at
+    // --mp-keep 1 takes the same exchange with the whole slice, which travels without positions.
+    const double slice = static_cast<double>(width) / model;
+    const double kept = dct ? std::ceil(sparse_.mp_keep * slice) : slice;
+    const double positions = dct ? 2.0 * kept + 2.0 : 0.0;
     const double scale = sparse_.mp_value_bytes < 2.0 ? 2.0 : 0.0;
-    w += exchange_cost(b * (kept * (2.0 + sparse_.mp_value_bytes) + 2.0 + scale), model, options_);
+    w += exchange_cost(b * (positions + kept * sparse_.mp_value_bytes + scale), model, options_);
     w += exchange_cost(b * (kept * sparse_.mp_value_bytes + scale), model, options_);
   }
   if (sparse_.sliced_softmax) w += all_gather_cost(model * b * 3.0 * 4.0, model, options_);  // the normalizer
@@ -214,7 +217,7 @@ WireCost CostModel::replica_wire(Scheme scheme, int data, int model, size_t batc
 
 double CostModel::overlapped_seconds(Scheme scheme, int data, int model, double cores, size_t batch,
                                      const Link& link) const {
-  if (!options_.overlap || scheme == Scheme::dp_dense || model <= 1 || sparse_.mp_keep < 1.0 ||
+  if (!options_.overlap || scheme == Scheme::dp_dense || model <= 1 || !exact_model_exchange() ||
       sparse_.boundaries.empty())
     return 0.0;
   const double to_cores = scaling_.speed(sparse_.threads) / scaling_.speed(cores);
@@ -235,10 +238,12 @@ double CostModel::overlapped_seconds(Scheme scheme, int data, int model, double 
   return forward + std::min(exposed, optimizer);
 }
 
+bool CostModel::exact_model_exchange() const { return sparse_.mp_keep >= 1.0 && sparse_.mp_value_bytes == 4.0; }
+
 bool CostModel::splits_forward(int data, int model, size_t batch) const {
-  // As the trainer: only the exact exchange (every activation kept, f32 on the wire) splits.
-  if (!options_.overlap || model <= 1 || sparse_.mp_keep < 1.0 || sparse_.mp_value_bytes != 4.0 ||
-      sparse_.boundaries.empty() || options_.forward_split == ForwardSplit::never)
+  // As the trainer: only the exact exchange splits.
+  if (!options_.overlap || model <= 1 || !exact_model_exchange() || sparse_.boundaries.empty() ||
+      options_.forward_split == ForwardSplit::never)
     return false;
   if (options_.forward_split == ForwardSplit::always) return true;
   const double half = static_cast<double>(batch) / data / 2;

@@ -184,6 +184,10 @@ class CostModel {
   // Whether the input layer's forward pass goes in two halves (--overlap, --overlap-forward, and
   // with auto the trainer's rule on the calibration's multiply-adds per point over M slices).
   bool splits_forward(int data, int model, size_t batch) const;
+  // Whether the model-parallel boundaries take the exact exchange (every activation kept, f32 on
+  // the wire: all-gather and reduce-scatter, both overlaps) rather than DCT-MP's (--mp-keep below
+  // 1 or a narrow --mp-wire-dtype: runs whole).
+  bool exact_model_exchange() const;
   WireCost replica_wire(Scheme scheme, int data, int model, size_t batch) const;
   // Entries (rows x columns, summed over the parameters) of one rank's slice that `points` points touch;
   // without_input: the parameters above the input layer only.

@@ -74,6 +74,25 @@ TEST_CASE("model-parallel bytes per sample match the measured XMC exchange", "[p
   CHECK(m.model_parallel_wire(1, 1, 128).bytes == 0);
 }
 
+TEST_CASE("a narrow model-parallel wire at --mp-keep 1 is priced at its value bytes, without positions or overlap",
+          "[plan]") {
+  // Measured (2 ranks, XMC 20k, hidden 128, batch 128, --mp-keep 1): 525.3 bytes sent per sample per
+  // rank with --mp-wire-dtype f32, 269.3 with bf16, 145.3 with i8 (a byte a value and a bf16 scale
+  // per sample); the model priced all three at 525.3 before.
+  Calibration c = xmc_calibration();
+  c.optimizer_seconds_per_step = 0.030;
+  const Cluster link{.nodes = 2, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 0}};
+  for (const auto& [value_bytes, per_sample] : {std::pair{4.0, 525.3}, {2.0, 269.3}, {1.0, 145.3}}) {
+    c.mp_value_bytes = value_bytes;
+    const CostModel m(c, {});
+    INFO(value_bytes << " bytes a value");
+    CHECK(m.model_parallel_wire(1, 2, 128).bytes / 128 == Approx(per_sample).epsilon(0.002));
+    CHECK(m.exact_model_exchange() == (value_bytes == 4.0));
+    // DCT-MP's exchange runs whole: neither half of --overlap.
+    CHECK((m.predict(Scheme::mp_sparse, 1, 2, link, 128).overlapped_seconds_per_step > 0) == (value_bytes == 4.0));
+  }
+}
+
 TEST_CASE("compute shrinks with the slice and the replicas' share of the batch, not with what every rank does",
           "[plan]") {
   const CostModel m(xmc_calibration(), {});
