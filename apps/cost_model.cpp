@@ -162,12 +162,15 @@ WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const
       w += reduce_scatter_cost(b * width * 4.0, model, options_);  // their gradients
       continue;
     }
-    // DCT-MP: each sample's top K of the rank's slice as (offset, value) plus a count and a scale;
+    // DCT-MP: each sample's top K of the rank's slice as positions and values (and an i8 scale);
     // backward the values at the same positions. A narrow wire (--mp-wire-dtype bf16, f16, i8) at
     // --mp-keep 1 takes the same exchange with the whole slice, which travels without positions.
+    // A position is its gap to the previous one in a byte, or an escape byte and the position (2
+    // bytes, 4 past 65,536) for gaps of 255 and more: priced from the mean gap, slice / K.
     const double slice = static_cast<double>(width) / model;
     const double kept = dct ? std::ceil(sparse_.mp_keep * slice) : slice;
-    const double positions = dct ? 2.0 * kept + 2.0 : 0.0;
+    const double position_bytes = slice / std::max(kept, 1.0) < 255.0 ? 1.0 : (slice > 65536.0 ? 5.0 : 3.0);
+    const double positions = dct ? position_bytes * kept : 0.0;
     const double scale = sparse_.mp_value_bytes < 2.0 ? 2.0 : 0.0;
     w += exchange_cost(b * (positions + kept * sparse_.mp_value_bytes + scale), model, options_);
     w += exchange_cost(b * (kept * sparse_.mp_value_bytes + scale), model, options_);

@@ -84,12 +84,23 @@ TEST_CASE("a narrow model-parallel wire at --mp-keep 1 is priced at its value by
   const Cluster link{.nodes = 2, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 0}};
   for (const auto& [value_bytes, per_sample] : {std::pair{4.0, 525.3}, {2.0, 269.3}, {1.0, 145.3}}) {
     c.mp_value_bytes = value_bytes;
+    c.mp_keep = 1.0;
     const CostModel m(c, {});
     INFO(value_bytes << " bytes a value");
     CHECK(m.model_parallel_wire(1, 2, 128).bytes / 128 == Approx(per_sample).epsilon(0.002));
     CHECK(m.exact_model_exchange() == (value_bytes == 4.0));
     // DCT-MP's exchange runs whole: neither half of --overlap.
     CHECK((m.predict(Scheme::mp_sparse, 1, 2, link, 128).overlapped_seconds_per_step > 0) == (value_bytes == 4.0));
+  }
+  // DCT-MP (i8, the default below --mp-keep 1), measured alike: 38.3 bytes a sample at --mp-keep
+  // 0.1 (7 of a 64-wide slice: 7 one-byte position gaps, 7 values and a 2-byte scale forward; the
+  // values and the scale backward), 77.3 at 0.3 (20 kept). Priced before at 47.3 and 99.3 (a
+  // 2-byte position and a count per sample).
+  c.mp_value_bytes = 1.0;
+  for (const auto& [keep, per_sample] : {std::pair{0.1, 38.3}, {0.3, 77.3}}) {
+    c.mp_keep = keep;
+    INFO("--mp-keep " << keep);
+    CHECK(CostModel(c, {}).model_parallel_wire(1, 2, 128).bytes / 128 == Approx(per_sample).epsilon(0.002));
   }
 }
 
