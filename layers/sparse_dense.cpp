@@ -35,11 +35,13 @@ SparseDense::SparseDense(const Options& options) : options_(options) {
 
 namespace {
 // A multiply-add per nonzero and column, the bias and activation per output; the ids, values, bias
-// and output. (The distinct feature rows it read are counted by backward(), which lists them.)
-void count_forward(const SparseBatch& x, size_t out) {
+// and output. (The distinct feature rows it read are counted by backward(), which lists them.) A
+// pass in row parts counts the bias with its first part only, as the whole pass reads it once.
+void count_forward(const SparseBatch& x, size_t out, bool reads_bias = true) {
   const auto nnz = static_cast<double>(x.feature_ids.size()), h = static_cast<double>(out),
              b = static_cast<double>(x.size());
-  profile::count(profile::Phase::input_forward, 2.0 * nnz * h + 2.0 * b * h, 4.0 * (2.0 * nnz + b * h + h));
+  profile::count(profile::Phase::input_forward, 2.0 * nnz * h + 2.0 * b * h,
+                 4.0 * (2.0 * nnz + b * h + (reads_bias ? h : 0.0)));
 }
 }  // namespace
 
@@ -69,7 +71,7 @@ const Tensor& SparseDense::forward_rows(const SparseBatch& x, size_t first, size
   backend().sparse_input_forward(part_, weight_.value, bias_.value, options_.act, part_out_);
   const size_t w = local_out();
   for (size_t i = 0; i < count; ++i) std::copy_n(part_out_.row(i), w, out_.row(first + i));
-  count_forward(part_, w);
+  count_forward(part_, w, first == 0);
   return out_;
 }
 

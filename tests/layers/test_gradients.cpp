@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/rng.h"
+#include "core/step_profile.h"
 #include "layers/dense.h"
 #include "layers/softmax_output.h"
 #include "layers/softmax_output_testing.h"
@@ -100,11 +101,20 @@ TEST_CASE("SparseDense: the forward pass in row parts gives forward()'s bits, an
   layers::SparseDense whole({.in = 40, .out = 9, .act = Act::relu, .seed = 3});
   layers::SparseDense parts({.in = 40, .out = 9, .act = Act::relu, .seed = 3});
   const SparseBatch x = random_sparse_batch(7, 40, 10, rng);
+  const profile::StepProfile before_whole = profile::thread_totals();
   const Tensor expected = whole.forward(x);
+  profile::StepProfile whole_work = profile::thread_totals();
+  whole_work -= before_whole;
   // Uneven parts, an empty one among them.
+  const profile::StepProfile before_parts = profile::thread_totals();
   const Tensor* out = nullptr;
   for (const auto& [first, count] : std::vector<std::pair<size_t, size_t>>{{0, 3}, {3, 0}, {3, 1}, {4, 3}})
     out = &parts.forward_rows(x, first, count);
+  profile::StepProfile parts_work = profile::thread_totals();
+  parts_work -= before_parts;
+  // The work counted is the whole pass's: the bias is read once, not once a part.
+  CHECK(parts_work[profile::Phase::input_forward].flops == Approx(whole_work[profile::Phase::input_forward].flops));
+  CHECK(parts_work[profile::Phase::input_forward].bytes == Approx(whole_work[profile::Phase::input_forward].bytes));
   REQUIRE(out->rows() == 7);
   REQUIRE(std::equal(out->data(), out->data() + out->size(), expected.data(), expected.data() + expected.size()));
   const Tensor g = random_tensor(7, 9, rng);
