@@ -18,8 +18,10 @@ inline constexpr size_t kHugePagesFrom = 2 * kHugePageBytes;
 
 // `bytes` aligned to `alignment` (a power of two up to 2 MB); on a 2 MB boundary and advised to
 // use huge pages when bytes >= kHugePagesFrom. The advice changes only speed: where the kernel has
-// no huge page to give, the pages stay 4 KB. Free with std::free. Throws std::bad_alloc.
+// no huge page to give, the pages stay 4 KB. Throws std::bad_alloc.
 void* allocate_for_random_access(size_t bytes, size_t alignment);
+// Frees what allocate_for_random_access gave.
+void free_for_random_access(void* p) noexcept;
 
 // std::vector's allocator for such arrays.
 template <class T>
@@ -32,19 +34,12 @@ struct HugePageAllocator {
     if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
     return static_cast<T*>(allocate_for_random_access(n * sizeof(T), alignof(T)));
   }
-  void deallocate(T* p, size_t) noexcept;
+  void deallocate(T* p, size_t) noexcept { free_for_random_access(p); }
   template <class U>
   bool operator==(const HugePageAllocator<U>&) const noexcept {
     return true;
   }
 };
-
-void free_for_random_access(void* p) noexcept;
-
-template <class T>
-void HugePageAllocator<T>::deallocate(T* p, size_t) noexcept {
-  free_for_random_access(p);
-}
 
 template <class T>
 using HugePageVector = std::vector<T, HugePageAllocator<T>>;

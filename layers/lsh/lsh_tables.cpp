@@ -135,7 +135,7 @@ void LshTables::save(cereal::BinaryOutputArchive& ar) const {
   // Each table as the two std::vector<uint32_t> it was saved as before the tables shared blocks
   // (cereal's binary form of a vector: its size, then its bytes), so checkpoints read either way.
   for (size_t t = 0; t < num_tables_; ++t) {
-    const size_t offsets = stride_ > 0 ? stride_ : 0, ids = stride_ > 0 ? id_counts_[t] : 0;
+    const size_t offsets = stride_, ids = stride_ > 0 ? id_counts_[t] : 0;
     ar(cereal::make_size_tag(static_cast<cereal::size_type>(offsets)));
     ar(cereal::binary_data(offsets_.data() + t * stride_, offsets * sizeof(uint32_t)));
     ar(cereal::make_size_tag(static_cast<cereal::size_type>(ids)));

@@ -25,6 +25,8 @@ std::string vm_flags_at(uintptr_t a) {
     uintptr_t lo = 0, hi = 0;
     char dash = 0;
     std::istringstream head(line);
+    // A mapping's first line starts "lo-hi perms ..." (its first ':' is in the device, after a
+    // space); its field lines start "Name:".
     if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
       inside = lo <= a && a < hi;
     } else if (inside && line.rfind("VmFlags:", 0) == 0) {
