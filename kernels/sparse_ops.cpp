@@ -101,7 +101,9 @@ void RowAccumulator::accumulate(std::span<const uint64_t> offsets, const uint32_
                                 RowGrad* bias_grad) {
   const size_t samples = offsets.size() - 1;
   const uint64_t entries = offsets.back();
-  // 1. The distinct rows, sorted.
+  // 1. The distinct rows, sorted: where they are many (an output layer's active rows are most of its
+  // rows) by one pass over every row's mark, which costs a tenth of sorting them; where they are few
+  // (an input layer's features) by sorting the list.
   grad.rows.clear();
   for (uint64_t e = 0; e < entries; ++e) {
     const uint32_t r = ids[e];
@@ -111,7 +113,13 @@ void RowAccumulator::accumulate(std::span<const uint64_t> offsets, const uint32_
       grad.rows.push_back(r);
     }
   }
-  std::sort(grad.rows.begin(), grad.rows.end());
+  if (grad.rows.size() * 16 > slot_.size()) {
+    size_t k = 0;
+    for (size_t r = 0; r < slot_.size(); ++r)
+      if (slot_[r] == 0) grad.rows[k++] = static_cast<uint32_t>(r);
+  } else {
+    std::sort(grad.rows.begin(), grad.rows.end());
+  }
   const size_t nrows = grad.rows.size();
   for (size_t j = 0; j < nrows; ++j) slot_[grad.rows[j]] = static_cast<int32_t>(j);
   // 2. Counting sort of the entries by row, keeping sample order within a row.

@@ -30,7 +30,9 @@ void active_backward_input(const ActiveSets& active, std::span<const float> dlog
 // Weight gradients of a layer whose row r received, from sample i, coefficient c times the vector
 // vecs[i]: grad[r] = sum of c * vecs[i]; and bias_grad[r] = sum of c. Used for the input layer
 // (rows = features, c = feature value, vecs = dLoss/dh) and the output layer (rows = labels,
-// c = dLoss/dlogit, vecs = h). Output rows are sorted; sums run in sample order.
+// c = dLoss/dlogit, vecs = h). Output rows are sorted; sums run in sample order. The sorted rows come
+// from a pass over every row's mark where they are many (more than 1/16 of the rows), else from a
+// sort of the touched ones.
 class RowAccumulator {
  public:
   explicit RowAccumulator(size_t num_rows) : slot_(num_rows, -1) {}
