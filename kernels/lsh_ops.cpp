@@ -44,38 +44,51 @@ void simhash_one(const SimHashSpec& s, const float* v, size_t dim, uint32_t* cod
   }
 }
 
-// Bins per vector group of the AVX2 winners.
+// Vectors per block of the AVX2 winners.
 constexpr size_t kLanes = 8;
 
-// The coordinates of groups of eight bins, transposed so that one load gives the j-th coordinate of
-// each: grouped[g * bin_size * 8 + j * 8 + lane] = coords[(g * 8 + lane) * bin_size + j].
-std::vector<int32_t> grouped_coords(const DwtaSpec& s) {
-  const size_t bins = s.tables * s.k, groups = bins / kLanes, bin_size = static_cast<size_t>(s.bin_size);
-  std::vector<int32_t> grouped(groups * bin_size * kLanes);
-  for (size_t g = 0; g < groups; ++g)
-    for (size_t j = 0; j < bin_size; ++j)
-      for (size_t lane = 0; lane < kLanes; ++lane)
-        grouped[(g * bin_size + j) * kLanes + lane] = static_cast<int32_t>(s.coords[(g * kLanes + lane) * bin_size + j]);
-  return grouped;
-}
-
-// The scalar loop's winners, eight bins per step: a lane takes coordinate j when its value is
-// strictly greater than the lane's best so far (which starts at 0), so ties keep the earlier
-// coordinate, a NaN never wins and a bin with no positive value keeps -1.
-__attribute__((target("avx2"))) void group_winners_avx2(const float* v, const int32_t* grouped, size_t groups,
-                                                        int bin_size, int32_t* winners) {
-  for (size_t g = 0; g < groups; ++g) {
-    const int32_t* c = grouped + g * static_cast<size_t>(bin_size) * kLanes;
+// The winners (position of the maximum, or -1 when the bin holds no positive value) of every bin for
+// eight vectors at once. The block is transposed (vt[c * 8 + lane] = coordinate c of vector lane),
+// so each coordinate of a bin is one load for all eight vectors, where a gather of eight
+// coordinates of one vector costs several times more. Compare for compare the scalar loop's: a lane
+// takes coordinate j when its value is strictly greater than the lane's best so far (which starts at
+// 0), so ties keep the earlier coordinate, a NaN never wins and a bin with no positive value keeps -1.
+// winners[b * 8 + lane] is bin b's winner for vector lane.
+__attribute__((target("avx2"))) void block_winners_avx2(const DwtaSpec& s, const float* vt, int32_t* winners) {
+  const size_t bins = s.tables * s.k, bin_size = static_cast<size_t>(s.bin_size);
+  const uint32_t* coords = s.coords.data();
+  // Four bins side by side: each bin's compares form a chain (a compare waits for the last blend),
+  // and four chains keep the core busy where one would leave it waiting.
+  constexpr size_t kTogether = 4;
+  size_t b = 0;
+  for (; b + kTogether <= bins; b += kTogether) {
+    __m256 best[kTogether], arg[kTogether];
+    for (size_t u = 0; u < kTogether; ++u) {
+      best[u] = _mm256_setzero_ps();
+      arg[u] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    }
+    for (size_t j = 0; j < bin_size; ++j) {
+      const __m256 jj = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(j)));
+      for (size_t u = 0; u < kTogether; ++u) {
+        const __m256 x = _mm256_loadu_ps(vt + static_cast<size_t>(coords[(b + u) * bin_size + j]) * kLanes);
+        const __m256 greater = _mm256_cmp_ps(x, best[u], _CMP_GT_OQ);
+        best[u] = _mm256_blendv_ps(best[u], x, greater);
+        arg[u] = _mm256_blendv_ps(arg[u], jj, greater);
+      }
+    }
+    for (size_t u = 0; u < kTogether; ++u)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + (b + u) * kLanes), _mm256_castps_si256(arg[u]));
+  }
+  for (; b < bins; ++b) {
     __m256 best = _mm256_setzero_ps();
     __m256 arg = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    for (int j = 0; j < bin_size; ++j) {
-      const __m256i idx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + static_cast<size_t>(j) * kLanes));
-      const __m256 x = _mm256_i32gather_ps(v, idx, 4);
+    for (size_t j = 0; j < bin_size; ++j) {
+      const __m256 x = _mm256_loadu_ps(vt + static_cast<size_t>(coords[b * bin_size + j]) * kLanes);
       const __m256 greater = _mm256_cmp_ps(x, best, _CMP_GT_OQ);
       best = _mm256_blendv_ps(best, x, greater);
-      arg = _mm256_blendv_ps(arg, _mm256_castsi256_ps(_mm256_set1_epi32(j)), greater);
+      arg = _mm256_blendv_ps(arg, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(j))), greater);
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + g * kLanes), _mm256_castps_si256(arg));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + b * kLanes), _mm256_castps_si256(arg));
   }
 }
 
@@ -87,18 +100,45 @@ bool cpu_has_avx2() {
   return has;
 }
 
-// `grouped`: grouped_coords(s) to take the AVX2 path for whole groups of eight bins, or empty.
-void dwta_one(const DwtaSpec& s, const float* v, uint32_t* codes, int32_t* winners, std::span<const int32_t> grouped) {
+// The codes of L vectors from their bins' winners (bin b's winner for vector lane at
+// winners[b * L + lane]); codes of the first `lanes` vectors written, vector after vector. The lanes
+// go side by side (the compiler vectorizes the loops over them); a bin without a winner in any lane
+// takes the per-lane path for that bin.
+template <size_t L>
+void codes_from_winners(const DwtaSpec& s, const int32_t* winners, size_t lanes, uint32_t* codes) {
+  const size_t bins = s.tables * s.k;
+  const bool fold = s.k * s.bin_bits > s.max_bucket_bits;
+  for (size_t t = 0; t < s.tables; ++t) {
+    uint64_t code[L] = {};
+    for (int j = 0; j < s.k; ++j) {
+      const size_t b = t * s.k + j;
+      const int32_t* w = winners + b * L;
+      bool empty = false;
+      for (size_t lane = 0; lane < L; ++lane) empty |= w[lane] < 0;
+      if (!empty) {
+        for (size_t lane = 0; lane < L; ++lane) code[lane] = (code[lane] << s.bin_bits) | static_cast<uint64_t>(w[lane]);
+        continue;
+      }
+      for (size_t lane = 0; lane < L; ++lane) {
+        int32_t x = w[lane];
+        // Densification: borrow the winner of a pseudo-randomly chosen bin, the same choice for
+        // every vector, so two vectors agree on a borrowed code when they agree on the lender.
+        for (int attempt = 1; x < 0 && attempt <= kMaxDensifyTries; ++attempt)
+          x = winners[(mix32(s.seed ^ (b * 0x9e3779b97f4a7c15ULL) ^ static_cast<uint64_t>(attempt)) % bins) * L + lane];
+        code[lane] = (code[lane] << s.bin_bits) | static_cast<uint64_t>(x < 0 ? 0 : x);
+      }
+    }
+    for (size_t lane = 0; lane < lanes; ++lane)
+      codes[lane * s.tables + t] = fold ? mix32(code[lane] * 0x9e3779b97f4a7c15ULL + t) & ((1u << s.bucket_bits) - 1)
+                                        : static_cast<uint32_t>(code[lane]);
+  }
+}
+
+// The scalar loop, one vector.
+void dwta_one(const DwtaSpec& s, const float* v, uint32_t* codes, int32_t* winners) {
   const size_t bins = s.tables * s.k;
   const auto bin_size = static_cast<size_t>(s.bin_size);
-  size_t first_scalar = 0;
-  if (!grouped.empty()) {
-    const size_t groups = bins / kLanes;
-    group_winners_avx2(v, grouped.data(), groups, s.bin_size, winners);
-    first_scalar = groups * kLanes;
-  }
-  // Winner (position of the maximum) of every bin, or -1 when the bin holds no positive value.
-  for (size_t b = first_scalar; b < bins; ++b) {
+  for (size_t b = 0; b < bins; ++b) {
     const uint32_t* c = &s.coords[b * bin_size];
     float best = 0.0f;
     int32_t arg = -1;
@@ -109,21 +149,7 @@ void dwta_one(const DwtaSpec& s, const float* v, uint32_t* codes, int32_t* winne
       }
     winners[b] = arg;
   }
-  for (size_t t = 0; t < s.tables; ++t) {
-    uint64_t code = 0;
-    for (int j = 0; j < s.k; ++j) {
-      const size_t b = t * s.k + j;
-      int32_t w = winners[b];
-      // Densification: borrow the winner of a pseudo-randomly chosen bin, the same choice for every
-      // vector, so two vectors agree on a borrowed code when they agree on the lender.
-      for (int attempt = 1; w < 0 && attempt <= kMaxDensifyTries; ++attempt)
-        w = winners[mix32(s.seed ^ (b * 0x9e3779b97f4a7c15ULL) ^ static_cast<uint64_t>(attempt)) % bins];
-      code = (code << s.bin_bits) | static_cast<uint64_t>(w < 0 ? 0 : w);
-    }
-    codes[t] = (s.k * s.bin_bits <= s.max_bucket_bits)
-                   ? static_cast<uint32_t>(code)
-                   : mix32(code * 0x9e3779b97f4a7c15ULL + t) & ((1u << s.bucket_bits) - 1);
-  }
+  codes_from_winners<1>(s, winners, 1, codes);
 }
 
 }  // namespace
@@ -140,22 +166,39 @@ void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uin
 
 void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes,
                 bool vectorized) {
-  const size_t bins = spec.tables * spec.k;
+  const size_t bins = spec.tables * spec.k, dim = x.cols();
   FRUGAL_CHECK(spec.coords.size() == bins * spec.bin_size,
                fmt::format("DWTA: {} coordinates for {} bins of {}", spec.coords.size(), bins, spec.bin_size));
   for (const uint32_t c : spec.coords)
-    FRUGAL_CHECK(c < x.cols(), fmt::format("DWTA: coordinate {} of {}-dimensional vectors", c, x.cols()));
-  const std::vector<int32_t> grouped =
-      vectorized && cpu_has_avx2() && x.cols() <= size_t{INT32_MAX} ? grouped_coords(spec) : std::vector<int32_t>{};
-  for_vectors(x, rows, [&](size_t j, const float* v) {
-    int32_t winners_stack[1024];
-    std::vector<int32_t> winners_heap;
-    int32_t* winners = winners_stack;
-    if (bins > 1024) {
-      winners_heap.resize(bins);
-      winners = winners_heap.data();
+    FRUGAL_CHECK(c < dim, fmt::format("DWTA: coordinate {} of {}-dimensional vectors", c, dim));
+  if (!(vectorized && cpu_has_avx2())) {
+    for_vectors(x, rows, [&](size_t j, const float* v) {
+      std::vector<int32_t> winners(bins);
+      dwta_one(spec, v, codes + j * spec.tables, winners.data());
+    });
+    return;
+  }
+  const size_t n = rows.empty() ? x.rows() : rows.size();
+  for (const uint32_t r : rows)
+    FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
+  const size_t blocks = (n + kLanes - 1) / kLanes;
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, blocks, 4), [&](const auto& range) {
+    std::vector<float> vt(dim * kLanes);  // the block's vectors, transposed
+    std::vector<int32_t> winners(bins * kLanes);
+    for (size_t block = range.begin(); block < range.end(); ++block) {
+      const size_t first = block * kLanes, lanes = std::min(kLanes, n - first);
+      for (size_t lane = 0; lane < kLanes; ++lane) {
+        if (lane >= lanes) {  // a last block of fewer vectors: the spare lanes compare zeros, unused
+          for (size_t c = 0; c < dim; ++c) vt[c * kLanes + lane] = 0.0f;
+          continue;
+        }
+        const size_t j = first + lane;
+        const float* v = x.row(rows.empty() ? j : rows[j]);
+        for (size_t c = 0; c < dim; ++c) vt[c * kLanes + lane] = v[c];
+      }
+      block_winners_avx2(spec, vt.data(), winners.data());
+      codes_from_winners<kLanes>(spec, winners.data(), lanes, codes + first * spec.tables);
     }
-    dwta_one(spec, v, codes + j * spec.tables, winners, grouped);
   });
 }
 

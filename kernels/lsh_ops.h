@@ -11,9 +11,9 @@
 namespace frugal::kernels {
 
 void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes);
-// The bins' winners go eight bins at a time through AVX2 gathers where the CPU has them (the same
-// winners, compare for compare, as the scalar loop); `vectorized = false` forces the scalar loop
-// (tests compare the two).
+// The bins' winners go eight vectors at a time through AVX2 where the CPU has it (the block
+// transposed: each coordinate one load for the eight; the same winners, compare for compare, as the
+// scalar loop); `vectorized = false` forces the scalar loop (tests compare the two).
 void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes,
                 bool vectorized = true);
 // Backend::bucket_union: per thread, a hit counter per neuron (all 0 between samples), so a

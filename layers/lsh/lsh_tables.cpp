@@ -70,16 +70,20 @@ void LshTables::build_with(HugePageVector<Code>& codes, Backend& backend, const 
   for (size_t i = 0; i < n; ++i)
     if (all || (*changed)[i] != 0) rows.push_back(static_cast<uint32_t>(i));
   // Blocks one after the other (each hashed in parallel by the backend, on this thread's behalf),
-  // each block's codes then moved into every table's array in parallel over the tables.
-  constexpr size_t kBlock = 16384;
+  // each block's codes then moved into every table's array in parallel over tiles of its rows.
+  constexpr size_t kBlock = 16384, kTile = 256;
   std::vector<uint32_t> fresh;
   for (size_t begin = 0; begin < rows.size(); begin += kBlock) {
     const auto block = std::span<const uint32_t>(rows).subspan(begin, std::min(kBlock, rows.size() - begin));
     fresh.resize(block.size() * nt);
     family_->hash(backend, weights, block, fresh.data());
-    tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
-      Code* out = &codes[t * n];
-      for (size_t j = 0; j < block.size(); ++j) out[block[j]] = static_cast<Code>(fresh[j * nt + t]);
+    // In tiles of rows whose codes stay in cache while every table takes its own from them (a
+    // table at a time over the whole block read each cache line of it once per table).
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, block.size(), kTile), [&](const auto& tile) {
+      for (size_t t = 0; t < nt; ++t) {
+        Code* out = &codes[t * n];
+        for (size_t j = tile.begin(); j < tile.end(); ++j) out[block[j]] = static_cast<Code>(fresh[j * nt + t]);
+      }
     });
   }
   stride_ = size_t{nb} + 1;

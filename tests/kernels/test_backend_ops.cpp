@@ -82,7 +82,7 @@ TEST_CASE("the harness fails when the reference is wrong") {
   CHECK(t.fail > 0);
 }
 
-TEST_CASE("DWTA: the AVX2 winners equal the scalar loop's, ties, NaNs and empty bins included") {
+TEST_CASE("DWTA: the AVX2 blocks of eight vectors equal the scalar loop's, ties, NaNs and empty bins included") {
   // Values from a small set make ties among the largest values common; NaNs and negative values
   // must never win; a bin with no positive value must stay empty (and borrow by densification).
   for (const int bin_size : {2, 4, 8, 16}) {
@@ -105,6 +105,22 @@ TEST_CASE("DWTA: the AVX2 winners equal the scalar loop's, ties, NaNs and empty 
     kernels::dwta_codes(spec, x, {}, scalar.data(), false);
     INFO("bin_size " << bin_size);
     REQUIRE(fast == scalar);
+    // Listed rows, out of order, fewer than a block's eight at the end: each listed row's codes are
+    // those of the whole matrix's pass.
+    const std::vector<uint32_t> listed = {49, 3, 17, 0, 8, 9, 31, 2, 44, 12, 5};
+    std::vector<uint32_t> some_fast(listed.size() * tables), some_scalar(listed.size() * tables);
+    kernels::dwta_codes(spec, x, listed, some_fast.data(), true);
+    kernels::dwta_codes(spec, x, listed, some_scalar.data(), false);
+    REQUIRE(some_fast == some_scalar);
+    for (size_t j = 0; j < listed.size(); ++j)
+      for (size_t t = 0; t < tables; ++t) REQUIRE(some_fast[j * tables + t] == scalar[listed[j] * tables + t]);
+    // Codes wider than the tables (5 bits) are folded by hashing.
+    DwtaSpec narrow = spec;
+    narrow.bucket_bits = narrow.max_bucket_bits = 5;
+    kernels::dwta_codes(narrow, x, {}, fast.data(), true);
+    kernels::dwta_codes(narrow, x, {}, scalar.data(), false);
+    REQUIRE(fast == scalar);
+    for (const uint32_t code : fast) REQUIRE(code < 32u);
   }
 }
 
