@@ -119,18 +119,18 @@ void for_update_rows(const RowUpdate& u, bool second_moment, Body&& body) {
   if (u.w->dtype() == Dtype::f32) {
     parallel_rows(u.rows.size(), [&](size_t j) {
       // The touched rows ascend but skip: the rows a few ahead are asked for (weights and moments).
-      if (j + kPrefetchRows < u.rows.size())
+      if (j + kPrefetchUpdateRows < u.rows.size())
         for (Tensor* t : state)
-          if (t != nullptr) prefetch_for_write(t->row(u.rows[j + kPrefetchRows]), cols);
+          if (t != nullptr) prefetch_for_write(t->row(u.rows[j + kPrefetchUpdateRows]), cols);
       const uint32_t r = u.rows[j];
       body(j, u.w->row(r), u.m->row(r), second_moment ? u.v->row(r) : nullptr);
     }, kOptimRowGrain);
     return;
   }
   parallel_rows(u.rows.size(), [&](size_t j) {
-    if (j + kPrefetchRows < u.rows.size())
+    if (j + kPrefetchUpdateRows < u.rows.size())
       for (Tensor* t : state)
-        if (t != nullptr) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchRows]), cols * sizeof(uint16_t));
+        if (t != nullptr) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchUpdateRows]), cols * sizeof(uint16_t));
     thread_local std::vector<float> scratch;
     if (scratch.size() < 3 * cols) scratch.resize(3 * cols);
     const uint32_t r = u.rows[j];
@@ -155,8 +155,8 @@ void adam_rows(const RowUpdate& u) {
   // bf16 rows without catch-up: one fused pass per row (widen, update, round) instead of three.
   if (u.w->dtype() == Dtype::bf16 && u.plans.empty() && u.grad != nullptr && u.freeze_after == 0) {
     parallel_rows(u.rows.size(), [&](size_t j) {
-      if (j + kPrefetchRows < u.rows.size())
-        for (Tensor* t : {u.w, u.m, u.v}) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchRows]), cols * 2);
+      if (j + kPrefetchUpdateRows < u.rows.size())
+        for (Tensor* t : {u.w, u.m, u.v}) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchUpdateRows]), cols * 2);
       const uint32_t r = u.rows[j], count = u.counts[j];
       adam_row_bf16(u.w->bf16_row(r), u.m->bf16_row(r), u.v->bf16_row(r), u.grad->row(j), cols, u.beta1, u.beta2,
                     u.lr * u.correction1[count], u.correction2[count], u.eps, u.keep, row_key(u, r),
