@@ -173,7 +173,8 @@ void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t>
     FRUGAL_CHECK(c < dim, fmt::format("DWTA: coordinate {} of {}-dimensional vectors", c, dim));
   if (!(vectorized && cpu_has_avx2())) {
     for_vectors(x, rows, [&](size_t j, const float* v) {
-      std::vector<int32_t> winners(bins);
+      thread_local std::vector<int32_t> winners;  // every bin's winner, reused from vector to vector
+      winners.resize(bins);
       dwta_one(spec, v, codes + j * spec.tables, winners.data());
     });
     return;
