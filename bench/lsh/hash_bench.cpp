@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
   size_t rows = 100000, dim = 128, tables = 100, threads = 1, reps = 3;
   int k = 6, bin_size = 8;
   app.add_option("--rows", rows, "vectors hashed (a rebuild hashes every neuron's weight row)");
-  app.add_option("--dim", dim, "their dimension (the hidden width)");
-  app.add_option("--tables", tables, "hash tables");
+  app.add_option("--dim", dim, "their dimension (the hidden width)")->check(CLI::PositiveNumber);
+  app.add_option("--tables", tables, "hash tables")->check(CLI::PositiveNumber);
   app.add_option("--k", k, "bins per table")->check(CLI::Range(1, 16));
   app.add_option("--bin-size", bin_size, "coordinates per bin (a power of two, 2..256)");
   app.add_option("--threads", threads, "oneTBB threads")->check(CLI::PositiveNumber);
