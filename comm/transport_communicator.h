@@ -66,14 +66,20 @@ class TransportCommunicator final : public Communicator {
 
   // How long an operation thread keeps its receive claim after its queue ran empty.
   static constexpr std::chrono::microseconds kClaimLinger{500};
-  // Held by an operation thread (which holds a receive claim) while it sleeps on its mailbox:
-  // frames are then delivered by the transport's own thread.
+  // Held by an operation thread while it sleeps on its mailbox: the thread's receive claim is let go
+  // meanwhile, so that frames are delivered by the transport's own thread. A transport without a
+  // receive spin takes no claims (run()), so there is none to let go.
   struct SleepingReceiver {
-    explicit SleepingReceiver(Transport& t) : transport(t) { transport.release_receive(); }
-    ~SleepingReceiver() { transport.claim_receive(); }
+    explicit SleepingReceiver(Transport& t) : transport(t), claimed(t.receive_spin().count() > 0) {
+      if (claimed) transport.release_receive();
+    }
+    ~SleepingReceiver() {
+      if (claimed) transport.claim_receive();
+    }
     SleepingReceiver(const SleepingReceiver&) = delete;
     SleepingReceiver& operator=(const SleepingReceiver&) = delete;
     Transport& transport;
+    const bool claimed;
   };
   // Polls the network on this thread (Transport::poll_incoming) until ready() or receive_spin
   // has passed; whether ready().

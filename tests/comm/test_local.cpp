@@ -1,9 +1,17 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "collective_checks.h"
 #include "comm/local_communicator.h"
+#include "comm/transport.h"
+#include "comm/transport_communicator.h"
 
 using namespace frugal::comm;
 
@@ -128,4 +136,88 @@ TEST_CASE("local: byte accounting per kind and per peer") {
     c.reset_stats();
     FRUGAL_CHECK(c.stats().total().sent == 0, "reset_stats left bytes");
   });
+}
+
+namespace {
+// Delivers in process, as the local transport does, and keeps count of the receive claims its
+// communicators' threads hold (Transport::claim_receive): a transport with a receive spin is
+// claimed while operations run, one without is never claimed, and no thread lets go of a claim it
+// does not hold.
+class ClaimCountingTransport final : public detail::Transport {
+ public:
+  ClaimCountingTransport(int rank, int size, std::chrono::microseconds spin) : Transport(rank, size), spin_(spin) {}
+  std::string_view name() const override { return "claim-counting"; }
+  uint64_t send(int dst, const FrameHeader& header, detail::Payload payload) override {
+    const uint64_t bytes = kFrameHeaderBytes + payload.size();
+    peers->at(static_cast<size_t>(dst))->deliver({header, std::move(payload), true});
+    return bytes;
+  }
+  std::chrono::microseconds receive_spin() const override { return spin_; }
+  void claim_receive() override {
+    std::lock_guard lock(mutex_);
+    ++held_;
+    ++claims_;
+  }
+  void release_receive() override {
+    std::lock_guard lock(mutex_);
+    lowest_ = std::min(lowest_, --held_);
+  }
+  int held() const {
+    std::lock_guard lock(mutex_);
+    return held_;
+  }
+  int lowest() const {
+    std::lock_guard lock(mutex_);
+    return lowest_;
+  }
+  int claims() const {
+    std::lock_guard lock(mutex_);
+    return claims_;
+  }
+  std::vector<ClaimCountingTransport*>* peers = nullptr;
+
+ private:
+  const std::chrono::microseconds spin_;
+  mutable std::mutex mutex_;
+  int held_ = 0, lowest_ = 0, claims_ = 0;
+};
+}  // namespace
+
+TEST_CASE("transport: an operation that sleeps lets go only of a receive claim it holds") {
+  for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(20)}) {
+    INFO("receive spin " << spin.count() << " us");
+    auto a = std::make_shared<ClaimCountingTransport>(0, 2, spin);
+    auto b = std::make_shared<ClaimCountingTransport>(1, 2, spin);
+    std::vector<ClaimCountingTransport*> peers{a.get(), b.get()};
+    a->peers = b->peers = &peers;
+    {
+      detail::TransportCommunicator t0(a, {0, 1}, 0), t1(b, {0, 1}, 0);
+      Communicator &c0 = t0, &c1 = t1;
+      // Rank 0 comes late to every operation, so rank 1's threads wait past any spin and sleep on
+      // their mailboxes: collectives on one thread, a point-to-point receive on the other.
+      std::thread late([&] {
+        std::vector<float> v(1000, 1.0f);
+        for (int i = 0; i < 5; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          c0.all_reduce(v).wait();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const std::vector<std::byte> bytes(10, std::byte{7});
+        c0.send(1, 3, bytes).wait();
+      });
+      std::vector<float> v(1000, 1.0f);
+      for (int i = 0; i < 5; ++i) c1.all_reduce(v).wait();
+      std::vector<std::byte> got;
+      c1.recv(0, 3, got).wait();
+      late.join();
+      CHECK(v[0] == 32.0f);  // doubled five times
+      CHECK(got.size() == 10);
+    }
+    // The communicators' threads are gone: every claim was let go, and none below zero.
+    for (const auto* t : {a.get(), b.get()}) {
+      CHECK(t->lowest() == 0);
+      CHECK(t->held() == 0);
+      CHECK((t->claims() > 0) == (spin.count() > 0));
+    }
+  }
 }
