@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import time
+from statistics import median
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- bench/run: begin -->", "<!-- bench/run: end -->"
@@ -32,12 +33,6 @@ COLOUR = {"mp-sparse": "#009e73", "dp-dense": "#9400d3", "dct-dp": "#e69f00", "d
 SYSTEM = {"lsh": "LSH", "lsh-bf16": "LSH, bf16", "exact": "exact softmax", "torch-cpu": "PyTorch (CPU)"}
 # Issue 14's targets.
 SPEEDUP_1G, SPEEDUP_100M, P1_GAP, OVERLAP, ZMQ_RATIO, ZMQ_MIN_BYTES, PLAN_ERROR = 50, 300, 1.0, 1.3, 1.5, 64 << 10, 0.25
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def mode_key(c):

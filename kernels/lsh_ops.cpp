@@ -24,12 +24,17 @@ uint32_t mix32(uint64_t x) {
   return static_cast<uint32_t>(x);
 }
 
+// How many vectors a call hashes: the listed rows of x (each checked), or every row when `rows` is empty.
+size_t vectors_to_hash(const Tensor& x, std::span<const uint32_t> rows) {
+  for (const uint32_t r : rows)
+    FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
+  return rows.empty() ? x.rows() : rows.size();
+}
+
 // body(j, row of x) for each listed row (every row when `rows` is empty).
 template <class F>
 void for_vectors(const Tensor& x, std::span<const uint32_t> rows, F&& body) {
-  const size_t n = rows.empty() ? x.rows() : rows.size();
-  for (const uint32_t r : rows)
-    FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
+  const size_t n = vectors_to_hash(x, rows);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 16), [&](const auto& range) {
     for (size_t j = range.begin(); j < range.end(); ++j) body(j, x.row(rows.empty() ? j : rows[j]));
   });
@@ -47,6 +52,31 @@ void simhash_one(const SimHashSpec& s, const float* v, size_t dim, uint32_t* cod
 // Vectors per block of the AVX2 winners.
 constexpr size_t kLanes = 8;
 
+// Bins b .. b + U - 1, side by side: each bin's compares form a chain (a compare waits for the last
+// blend), and several chains keep the core busy where one would leave it waiting. (Their winners as
+// block_winners_avx2 below says.)
+template <size_t U>
+__attribute__((target("avx2"))) void winners_of_bins(const DwtaSpec& s, const float* vt, size_t b, int32_t* winners) {
+  const size_t bin_size = static_cast<size_t>(s.bin_size);
+  const uint32_t* coords = s.coords.data() + b * bin_size;
+  __m256 best[U], arg[U];
+  for (size_t u = 0; u < U; ++u) {
+    best[u] = _mm256_setzero_ps();
+    arg[u] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  }
+  for (size_t j = 0; j < bin_size; ++j) {
+    const __m256 jj = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(j)));
+    for (size_t u = 0; u < U; ++u) {
+      const __m256 x = _mm256_loadu_ps(vt + static_cast<size_t>(coords[u * bin_size + j]) * kLanes);
+      const __m256 greater = _mm256_cmp_ps(x, best[u], _CMP_GT_OQ);
+      best[u] = _mm256_blendv_ps(best[u], x, greater);
+      arg[u] = _mm256_blendv_ps(arg[u], jj, greater);
+    }
+  }
+  for (size_t u = 0; u < U; ++u)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + (b + u) * kLanes), _mm256_castps_si256(arg[u]));
+}
+
 // The winners (position of the maximum, or -1 when the bin holds no positive value) of every bin for
 // eight vectors at once. The block is transposed (vt[c * 8 + lane] = coordinate c of vector lane),
 // so each coordinate of a bin is one load for all eight vectors, where a gather of eight
@@ -55,41 +85,11 @@ constexpr size_t kLanes = 8;
 // 0), so ties keep the earlier coordinate, a NaN never wins and a bin with no positive value keeps -1.
 // winners[b * 8 + lane] is bin b's winner for vector lane.
 __attribute__((target("avx2"))) void block_winners_avx2(const DwtaSpec& s, const float* vt, int32_t* winners) {
-  const size_t bins = s.tables * s.k, bin_size = static_cast<size_t>(s.bin_size);
-  const uint32_t* coords = s.coords.data();
-  // Four bins side by side: each bin's compares form a chain (a compare waits for the last blend),
-  // and four chains keep the core busy where one would leave it waiting.
+  const size_t bins = s.tables * s.k;
   constexpr size_t kTogether = 4;
   size_t b = 0;
-  for (; b + kTogether <= bins; b += kTogether) {
-    __m256 best[kTogether], arg[kTogether];
-    for (size_t u = 0; u < kTogether; ++u) {
-      best[u] = _mm256_setzero_ps();
-      arg[u] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    }
-    for (size_t j = 0; j < bin_size; ++j) {
-      const __m256 jj = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(j)));
-      for (size_t u = 0; u < kTogether; ++u) {
-        const __m256 x = _mm256_loadu_ps(vt + static_cast<size_t>(coords[(b + u) * bin_size + j]) * kLanes);
-        const __m256 greater = _mm256_cmp_ps(x, best[u], _CMP_GT_OQ);
-        best[u] = _mm256_blendv_ps(best[u], x, greater);
-        arg[u] = _mm256_blendv_ps(arg[u], jj, greater);
-      }
-    }
-    for (size_t u = 0; u < kTogether; ++u)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + (b + u) * kLanes), _mm256_castps_si256(arg[u]));
-  }
-  for (; b < bins; ++b) {
-    __m256 best = _mm256_setzero_ps();
-    __m256 arg = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    for (size_t j = 0; j < bin_size; ++j) {
-      const __m256 x = _mm256_loadu_ps(vt + static_cast<size_t>(coords[b * bin_size + j]) * kLanes);
-      const __m256 greater = _mm256_cmp_ps(x, best, _CMP_GT_OQ);
-      best = _mm256_blendv_ps(best, x, greater);
-      arg = _mm256_blendv_ps(arg, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(j))), greater);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(winners + b * kLanes), _mm256_castps_si256(arg));
-  }
+  for (; b + kTogether <= bins; b += kTogether) winners_of_bins<kTogether>(s, vt, b, winners);
+  for (; b < bins; ++b) winners_of_bins<1>(s, vt, b, winners);
 }
 
 bool cpu_has_avx2() {
@@ -179,9 +179,7 @@ void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t>
     });
     return;
   }
-  const size_t n = rows.empty() ? x.rows() : rows.size();
-  for (const uint32_t r : rows)
-    FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
+  const size_t n = vectors_to_hash(x, rows);
   const size_t blocks = (n + kLanes - 1) / kLanes;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, blocks, 4), [&](const auto& range) {
     std::vector<float> vt(dim * kLanes);  // the block's vectors, transposed

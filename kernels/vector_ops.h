@@ -60,7 +60,7 @@ inline void prefetch_bytes_for_write(void* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(b + off, 1);
 }
 
-// How many rows ahead the gathers ask for (bench/REPORT.md "Roofline" and "Prefetch distance"):
+// How many rows ahead the gathers ask for (bench/REPORT.md "Roofline" and "Less CPU per step"):
 // far enough to cover the memory latency, near enough to stay in cache. The optimizer, which reads
 // and writes three rows per row, asks for fewer.
 inline constexpr size_t kPrefetchRows = 8;
