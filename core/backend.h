@@ -130,6 +130,9 @@ struct XentBatch {
   std::span<const uint64_t> pos_offsets;
   std::span<const uint32_t> positions;
   std::span<const uint64_t> label_offsets;
+  // dLoss/dz is multiplied by it (the trainer's 1 / global batch), so every gradient computed from
+  // it comes out scaled with no pass of its own over the rows' gradients. The loss is not scaled.
+  float grad_scale = 1.0f;
   size_t num_samples() const { return offsets.size() - 1; }
   // The offsets cover `logits` logits and positions and labels have one entry per sample.
   void validate(size_t logits) const;
@@ -284,7 +287,8 @@ class Backend {
                          std::span<float> sums) = 0;
   // Given the group's max and sums, with w = 1/labels (float): losses[i] = log(sums[i]) + max[i] -
   // w sums[B + i] (in double), and z becomes dLoss/dz = exp(z - max[i]) * (1 / sums[i]), minus w at
-  // the true labels' positions. A sample without labels gets loss 0 and gradient 0.
+  // the true labels' positions, times batch.grad_scale (when it is not 1). A sample without labels
+  // gets loss 0 and gradient 0.
   virtual void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
                               std::span<const float> sums, std::span<double> losses) = 0;
 

@@ -93,9 +93,11 @@ struct InferenceOptions {
 class OutputLayer : public Layer {
  public:
   // Computes the loss of the batch (summed over points) and, when grad_in is given, fills
-  // dLoss/dIn and the parameters' gradients. `step` seeds any sampling, so runs reproduce.
+  // dLoss/dIn and the parameters' gradients, each times grad_scale (the trainer's 1 / global batch:
+  // applied to dLoss/dz, the gradients need no pass of their own). `step` seeds any sampling, so
+  // runs reproduce.
   virtual double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step,
-                                  Tensor* grad_in) = 0;
+                                  Tensor* grad_in, float grad_scale) = 0;
   // The k highest-scoring labels of each point over all labels, best first (B x k, row-major).
   virtual void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
                      std::vector<float>& scores) = 0;

@@ -307,7 +307,8 @@ void CudaBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std
   FRUGAL_CHECK(batch.positions.size() >= batch.pos_offsets.back(), "xent_loss_grad: positions missing");
   std::lock_guard<std::mutex> lock(mutex_);
   dev::xent_loss_grad(context(), z.data(), z.size(), batch.offsets.data(), batch.pos_offsets.data(),
-                      batch.positions.data(), batch.label_offsets.data(), b, max.data(), sums.data(), losses.data());
+                      batch.positions.data(), batch.label_offsets.data(), b, max.data(), sums.data(), batch.grad_scale,
+                      losses.data());
 }
 
 void CudaBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {

@@ -329,7 +329,7 @@ __global__ void xent_sums_kernel(const float* z, const uint64_t* offsets, const 
 
 __global__ void xent_loss_grad_kernel(float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                                       const uint32_t* positions, const uint64_t* label_offsets, size_t samples,
-                                      const float* max, const float* sums, double* losses) {
+                                      const float* max, const float* sums, float scale, double* losses) {
   for (size_t i = global_id(); i < samples; i += global_stride()) {
     float* zi = z + offsets[i];
     const size_t nj = offsets[i + 1] - offsets[i];
@@ -344,6 +344,8 @@ __global__ void xent_loss_grad_kernel(float* z, const uint64_t* offsets, const u
     const float inv = 1.0f / sums[i];
     for (size_t j = 0; j < nj; ++j) zi[j] = expf(zi[j] - max[i]) * inv;
     for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) zi[positions[p]] -= w;
+    if (scale != 1.0f)
+      for (size_t j = 0; j < nj; ++j) zi[j] *= scale;
   }
 }
 
@@ -897,7 +899,7 @@ void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets,
 
 void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
                     const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
-                    const float* sums, double* losses) {
+                    const float* sums, float scale, double* losses) {
   if (samples == 0) return;
   Staging st(ctx);
   float* dz = st.up(z, nz);
@@ -909,7 +911,7 @@ void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, 
   const float* dsums = st.up(sums, 2 * samples);
   double* dloss = st.alloc<double>(samples);
   xent_loss_grad_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, dloff, samples,
-                                                                           dmax, dsums, dloss);
+                                                                           dmax, dsums, scale, dloss);
   FRUGAL_LAUNCHED();
   st.down(z, dz, nz);
   st.down(losses, dloss, samples);

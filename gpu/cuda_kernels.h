@@ -77,7 +77,7 @@ void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets,
                const uint32_t* positions, size_t samples, const float* max, float* sums);
 void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
                     const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
-                    const float* sums, double* losses);
+                    const float* sums, float scale, double* losses);
 
 // Backend::top_k with CSR rows (offsets always given); bias has bias_size entries (or is null).
 void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,

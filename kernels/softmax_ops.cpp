@@ -84,6 +84,9 @@ void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const 
     const float inv = 1.0f / sums[i];
     for (size_t j = 0; j < nj; ++j) zi[j] = std::exp(zi[j] - max[i]) * inv;
     for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) zi[batch.positions[p]] -= w;
+    // Scaled last, as a separate pass over the gradients would: the same bits.
+    if (batch.grad_scale != 1.0f)
+      for (size_t j = 0; j < nj; ++j) zi[j] *= batch.grad_scale;
   });
 }
 

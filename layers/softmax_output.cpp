@@ -64,19 +64,20 @@ std::string SoftmaxOutput::describe() const {
                      weight_.value.dtype() == Dtype::f32 ? "" : ", bf16");
 }
 
-double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) {
+double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
+                                       float grad_scale) {
   // The backward part opens a scope of its own; the sampler's hashing, sets and rebuilds too.
   const profile::Scope phase(profile::Phase::output_forward);
   FRUGAL_CHECK(in.cols() == options_.in && in.rows() == batch.size(),
                fmt::format("SoftmaxOutput: input is {}x{}, expected {}x{}", in.rows(), in.cols(), batch.size(), options_.in));
   for (const uint32_t l : batch.label_ids)
     FRUGAL_CHECK(l < options_.out, fmt::format("SoftmaxOutput: label id {} >= number of labels {}", l, options_.out));
-  if (options_.sampler == Sampler::exact) return exact_forward_backward(in, batch, grad_in);
-  return sampled_forward_backward(in, batch, step, grad_in);
+  if (options_.sampler == Sampler::exact) return exact_forward_backward(in, batch, grad_in, grad_scale);
+  return sampled_forward_backward(in, batch, step, grad_in, grad_scale);
 }
 
 double SoftmaxOutput::distributed_xent(const SparseBatch& batch, std::span<float> z,
-                                       std::span<const uint64_t> offsets) {
+                                       std::span<const uint64_t> offsets, float grad_scale) {
   const size_t b = batch.size();
   comm::Communicator* group = options_.placement.is_sliced() ? options_.placement.group : nullptr;
   position_offsets_.assign(1, 0);
@@ -86,7 +87,7 @@ double SoftmaxOutput::distributed_xent(const SparseBatch& batch, std::span<float
     position_offsets_.push_back(position_list_.size());
   }
   const XentBatch xb{.offsets = offsets, .pos_offsets = position_offsets_, .positions = position_list_,
-                     .label_offsets = batch.label_offsets};
+                     .label_offsets = batch.label_offsets, .grad_scale = grad_scale};
   Backend& be = backend();
   // Per point: the largest logit, then the sum of exp(z - max) over the logits and the sum of the
   // labels' logits.
@@ -128,7 +129,8 @@ void SoftmaxOutput::combine_normalizer(comm::Communicator& group, size_t b) {
   }, 256);
 }
 
-double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in) {
+double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in,
+                                             float grad_scale) {
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   Backend& be = backend();
   full_logits_.resize(b, n);
@@ -142,7 +144,7 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   });
   row_offsets_.resize(b + 1);
   for (size_t i = 0; i <= b; ++i) row_offsets_[i] = i * n;
-  const double loss = distributed_xent(batch, full_logits_.span(), row_offsets_);
+  const double loss = distributed_xent(batch, full_logits_.span(), row_offsets_, grad_scale);
   // Work: the logits' product (weights and input read once, logits written), the bias pass (read,
   // write) and the cross-entropy's kernels over the logits (max: read; sums: read; loss and
   // gradient: read, write).
@@ -156,7 +158,7 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   profile::count(profile::Phase::output_backward, 4.0 * bd * nd * dd + bd * nd,
                  4.0 * (2.0 * nd * dd + 3.0 * bd * nd + 2.0 * bd * dd + nd));
   labels_scored_ += b * n;
-  // full_logits_ now holds dLoss/dz.
+  // full_logits_ now holds dLoss/dz (scaled).
   grad_in->resize(b, d);
   be.matmul(full_logits_.data(), false, std::as_const(weight_.value).data(), false, grad_in->data(), b, d, n);
   weight_.grad.rows.resize(n);
@@ -169,7 +171,8 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   return loss;
 }
 
-double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) {
+double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
+                                               float grad_scale) {
   const size_t b = in.rows();
   Backend& be = backend();
   if (override_ != nullptr) {
@@ -203,7 +206,7 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
       positions_[i].push_back(static_cast<uint32_t>(it - ids));
     }
   });
-  const double loss = distributed_xent(batch, logits_, active_.offsets);
+  const double loss = distributed_xent(batch, logits_, active_.offsets, grad_scale);
   // Work per active label of a point: a dot product with the hidden vector; its id, logit offset
   // and logit, and the cross-entropy's kernels over the logits (max, sums: read; loss and
   // gradient: read, write). The distinct weight rows read are counted below, once they are listed.

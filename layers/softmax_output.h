@@ -47,7 +47,8 @@ class SoftmaxOutput : public OutputLayer {
   size_t in_features() const override { return options_.in; }
   size_t out_features() const override { return options_.out; }
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
-  double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in) override;
+  double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
+                          float grad_scale) override;
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
   void after_update(uint64_t step) override;
   size_t derived_state_bytes() const override;
@@ -71,12 +72,14 @@ class SoftmaxOutput : public OutputLayer {
 
  private:
   friend struct SoftmaxOutputTesting;  // layers/softmax_output_testing.h (not installed)
-  double exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in);
-  double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in);
+  double exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in, float grad_scale);
+  double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
+                                  float grad_scale);
   // Softmax cross-entropy over logits spread across the group: point i's local logits are
   // z[offsets[i] .. offsets[i+1]), its labels owned here sit at positions_[i] within them.
-  // Overwrites z with dLoss/dz.
-  double distributed_xent(const SparseBatch& batch, std::span<float> z, std::span<const uint64_t> offsets);
+  // Overwrites z with dLoss/dz times grad_scale.
+  double distributed_xent(const SparseBatch& batch, std::span<float> z, std::span<const uint64_t> offsets,
+                          float grad_scale);
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // The same over the labels the LSH tables return for each point only.
   void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);

@@ -358,8 +358,10 @@ Case xent_sums_case(size_t b, size_t max_per, bool empty_sample) {
           }};
 }
 
-Case xent_loss_grad_case(size_t b, size_t max_per, bool empty_sample) {
-  return {xent_shape(b, max_per, empty_sample), [=](Backend& be, Compare& cmp) {
+// grad_scale: the trainer's 1 / batch folded into dLoss/dz (XentBatch::grad_scale).
+Case xent_loss_grad_case(size_t b, size_t max_per, bool empty_sample, float grad_scale = 1.0f) {
+  const std::string scaled = grad_scale != 1.0f ? fmt::format(", gradient x {:g}", grad_scale) : "";
+  return {xent_shape(b, max_per, empty_sample) + scaled, [=](Backend& be, Compare& cmp) {
             Rng rng(b * 71 + max_per);
             XentInput in = random_xent(rng, b, max_per, empty_sample);
             // The group's max and sums: the local parts plus what other ranks add.
@@ -374,7 +376,9 @@ Case xent_loss_grad_case(size_t b, size_t max_per, bool empty_sample) {
             }
             const std::vector<float> z0 = in.z;
             std::vector<double> losses(b, -1.0);
-            be.xent_loss_grad(in.z, in.batch(), max, sums, losses);
+            XentBatch batch = in.batch();
+            batch.grad_scale = grad_scale;
+            be.xent_loss_grad(in.z, batch, max, sums, losses);
             be.synchronize();
             for (size_t i = 0; i < b; ++i) {
               const uint64_t labels = in.label_offsets[i + 1] - in.label_offsets[i];
@@ -385,6 +389,7 @@ Case xent_loss_grad_case(size_t b, size_t max_per, bool empty_sample) {
                 loss = std::log(double{sums[i]}) + max[i] - w * sums[b + i];
                 for (size_t j = 0; j < g.size(); ++j) g[j] = std::exp(double{z0[in.offsets[i] + j]} - max[i]) / sums[i];
                 for (uint64_t p = in.pos_offsets[i]; p < in.pos_offsets[i + 1]; ++p) g[in.positions[p]] -= w;
+                for (double& gj : g) gj *= grad_scale;
               }
               cmp.add(losses[i], loss);
               for (size_t j = 0; j < g.size(); ++j) cmp.add(in.z[in.offsets[i] + j], g[j]);
@@ -893,7 +898,7 @@ std::vector<OpCases> all_cases() {
         xent_sums_case(5, 1000, false)}},
       {Op::xent_loss_grad, kExact,
        {xent_loss_grad_case(0, 4, false), xent_loss_grad_case(1, 1, false), xent_loss_grad_case(7, 40, true),
-        xent_loss_grad_case(5, 1000, false)}},
+        xent_loss_grad_case(5, 1000, false), xent_loss_grad_case(7, 40, true, 1.0f / 24.0f)}},
       {Op::top_k, kExact,
        {top_k_case(0, 5, 3, false, false), top_k_case(1, 1, 1, false, false), top_k_case(6, 37, 5, false, true),
         top_k_case(3, 1000, 10, false, false), top_k_case(7, 50, 4, true, true), top_k_case(2, 5, 0, false, false),
