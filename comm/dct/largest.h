@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <numeric>
 #include <utility>
 #include <vector>
+
+#include "comm/dct/magnitude_scan.h"
 
 namespace frugal::comm {
 
@@ -34,27 +37,35 @@ inline void partition_largest(const float* v, size_t n, size_t k, std::vector<ui
 
 // The k-th largest of the magnitudes |v[0..n)| (1 <= k < n), and how many of the k largest are
 // strictly above it. A few (k <= 32, DCT-DP's per-row keeps): one pass that keeps them sorted in a
-// small buffer (a row of random values inserts ~k ln(n / k) times); more: a float nth_element.
+// small buffer (a row of random values inserts ~k ln(n / k) times), skipping to the next entry
+// above the smallest kept (next_magnitude_above); more: a float nth_element.
 inline std::pair<float, size_t> kth_largest_magnitude(const float* v, size_t n, size_t k) {
-  thread_local std::vector<float> top;
+  const auto count_above = [k](const float* top) {
+    const float kth = top[k - 1];
+    size_t above = 0;
+    for (size_t j = 0; j < k; ++j) above += top[j] > kth ? 1 : 0;  // nth_element leaves the k largest first
+    return std::pair<float, size_t>{kth, above};
+  };
   if (k <= 32) {
-    top.assign(k, -1.0f);  // below every magnitude (a NaN never enters: it is not > anything)
-    for (size_t i = 0; i < n; ++i) {
+    // On the stack, with the smallest kept in a register: the scan compares against it without
+    // reading back what the last insertion stored.
+    std::array<float, 32> top;
+    std::fill_n(top.begin(), k, -1.0f);  // below every magnitude (a NaN never enters: it is not > anything)
+    float bound = -1.0f;
+    for (size_t i = 0; (i = next_magnitude_above(v, i, n, bound)) < n; ++i) {
       const float m = std::abs(v[i]);
-      if (!(m > top[k - 1])) continue;
       size_t j = k - 1;
       for (; j > 0 && top[j - 1] < m; --j) top[j] = top[j - 1];
       top[j] = m;
+      bound = top[k - 1];
     }
-  } else {
-    top.resize(n);
-    for (size_t i = 0; i < n; ++i) top[i] = std::abs(v[i]);
-    std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(k - 1), top.end(), std::greater<float>());
+    return count_above(top.data());
   }
-  const float kth = top[k - 1];
-  size_t above = 0;
-  for (size_t j = 0; j < k; ++j) above += top[j] > kth ? 1 : 0;  // nth_element leaves the k largest first
-  return {kth, above};
+  thread_local std::vector<float> top;
+  top.resize(n);
+  for (size_t i = 0; i < n; ++i) top[i] = std::abs(v[i]);
+  std::nth_element(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(k - 1), top.end(), std::greater<float>());
+  return count_above(top.data());
 }
 
 // out := the positions of the k (<= n) largest magnitudes of `v`, ties to the lower position (the
@@ -71,7 +82,7 @@ inline void largest_ascending(const float* v, size_t n, size_t k, std::vector<ui
   if (k == 0) return;
   const auto [kth, above] = kth_largest_magnitude(v, n, k);
   size_t ties = k - above;  // taken among those equal to the k-th, lowest positions first
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; (i = next_magnitude_above(v, i, n, kth, /*or_equal=*/true)) < n; ++i) {
     const float m = std::abs(v[i]);
     if (m > kth) {
       out.push_back(static_cast<uint32_t>(i));
@@ -79,6 +90,7 @@ inline void largest_ascending(const float* v, size_t n, size_t k, std::vector<ui
       out.push_back(static_cast<uint32_t>(i));
       --ties;
     }
+    if (out.size() == k) break;  // the rest holds nothing above the k-th and no tie left to take
   }
 }
 

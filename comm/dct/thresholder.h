@@ -65,11 +65,13 @@ class Thresholder {
   // residual[at + i] += g[i] for i < n, or with momentum correction residual += (u = momentum * u
   // + scale * g), entry by entry.
   void accumulate(size_t at, const float* g, size_t n);
-  // compress_rows' selection after accumulation (the three ways below).
-  void select_rows(size_t cols, std::span<const uint32_t> rows, ValueType wire, std::vector<uint32_t>& indices,
-                   std::vector<float>& sent);
-  // compress_rows' selection under ThresholdOptions::per_row: each row's top ceil(keep * cols).
-  void select_per_row(size_t cols, std::span<const uint32_t> rows, float keep, ValueType wire,
+  // compress_rows' accumulation of `values` (row j's at values + j * cols) and selection (the
+  // three ways below).
+  void select_rows(size_t cols, std::span<const uint32_t> rows, const float* values, ValueType wire,
+                   std::vector<uint32_t>& indices, std::vector<float>& sent);
+  // compress_rows' under ThresholdOptions::per_row: each row accumulated, then its top
+  // ceil(keep * cols) selected.
+  void select_per_row(size_t cols, std::span<const uint32_t> rows, const float* values, float keep, ValueType wire,
                       std::vector<uint32_t>& indices, std::vector<float>& sent);
   // compress_rows' selection under ValueType::sign: the n candidates of `rows` at or above tau_.
   void send_signs(size_t cols, std::span<const uint32_t> rows, size_t n, std::vector<uint32_t>& indices,

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <vector>
 
 #include "comm/dct/largest.h"
 #include "comm/dct/thresholder.h"
@@ -353,6 +355,24 @@ TEST_CASE("threshold rows, momentum correction: the residual accumulates a veloc
   comm::ThresholderState wrong = t.state();
   wrong.velocity.resize(3);
   REQUIRE_THROWS_WITH(t.restore(wrong), Catch::Contains("velocity of 3 entries"));
+}
+
+TEST_CASE("next_magnitude_above finds what the scalar loop finds: NaNs, infinities, signed zeros, any start") {
+  Rng rng(29);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 1.0f, -1.0f};
+  for (int trial = 0; trial < 3000; ++trial) {
+    const size_t n = rng.below(70);
+    std::vector<float> v(n);
+    for (float& x : v) x = rng.below(4) == 0 ? specials[rng.below(7)] : static_cast<float>(rng.normal());
+    const float t = trial % 3 == 0 ? 1.0f : (trial % 3 == 1 ? 0.0f : static_cast<float>(rng.uniform(0, 2)));
+    const size_t from = rng.below(n + 2);
+    for (const bool or_equal : {false, true}) {
+      INFO("n " << n << " from " << from << " t " << t << " or_equal " << or_equal);
+      REQUIRE(comm::next_magnitude_above(v.data(), from, n, t, or_equal) ==
+              comm::next_magnitude_above_scalar(v.data(), from, n, t, or_equal));
+    }
+  }
 }
 
 TEST_CASE("largest_ascending picks partition_largest's set (ties to the lower position), in ascending order") {
