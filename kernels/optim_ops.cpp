@@ -28,6 +28,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
   }
 }
 
+// Rows of one column (a bias): each row's update as adam_row's for n = 1, the rows in one loop (a
+// call and three prefetches per one-float row cost ~1 ms of a 10 ms optimizer phase at 100k labels).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_column(
+    float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g,
+    const uint32_t* __restrict rows, const uint32_t* __restrict counts, size_t n, float b1, float b2, float lr,
+    const float* __restrict correction1, const float* __restrict correction2, float eps, float keep) {
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t r = rows[j];
+    const float step = lr * correction1[counts[j]], c2 = correction2[counts[j]];
+    m[r] = b1 * m[r] + (1.0f - b1) * g[j];
+    v[r] = b2 * v[r] + (1.0f - b2) * g[j] * g[j];
+    w[r] = keep * w[r] - step * m[r] / (std::sqrt(v[r] * c2) + eps);
+  }
+}
+
 // A row whose second moment is frozen (RowUpdate::freeze_after): v changes only where it is below
 // `floor` g^2 (RowUpdate::frozen_floor), which bounds the step of an entry whose v was ~0 at the freeze.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row_frozen(
@@ -162,6 +177,15 @@ void adam_rows(const RowUpdate& u) {
                     u.lr * u.correction1[count], u.correction2[count], u.eps, u.keep, row_key(u, r),
                     static_cast<uint32_t>(u.col_base));
     }, kOptimRowGrain);
+    return;
+  }
+  if (cols == 1 && u.w->dtype() == Dtype::f32 && u.plans.empty() && u.grad != nullptr && u.freeze_after == 0) {
+    // Rows are independent: no bit depends on the split.
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, u.rows.size(), 4096), [&](const auto& range) {
+      adam_column(u.w->data(), u.m->data(), u.v->data(), u.grad->data() + range.begin(), u.rows.data() + range.begin(),
+                  u.counts.data() + range.begin(), range.size(), u.beta1, u.beta2, u.lr, u.correction1.data(),
+                  u.correction2.data(), u.eps, u.keep);
+    });
     return;
   }
   for_update_rows(u, true, [&](size_t j, float* w, float* m, float* v) {

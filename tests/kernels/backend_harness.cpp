@@ -906,7 +906,11 @@ std::vector<OpCases> all_cases() {
       {Op::adam_rows, kExact,
        {adam_case(4, 3, 0, false, false, 1.0f), adam_case(1, 1, 1, false, true, 1.0f),
         adam_case(20, 33, 7, false, false, 1.0f), adam_case(10, 130, 10, true, false, 1.0f),
-        adam_case(5, 17, 3, false, false, 0.999f)}},
+        adam_case(5, 17, 3, false, false, 0.999f),
+        // One column (a bias): the CPU backend's loop over rows of one float, over two tasks' worth of
+        // rows; with catch-up plans, the general path.
+        adam_case(10000, 1, 6000, false, true, 1.0f), adam_case(30, 1, 20, false, true, 0.999f),
+        adam_case(20, 1, 9, false, false, 1.0f)}},
       {Op::sgd_rows, kExact,
        {sgd_case(4, 3, 0, false, false, 1.0f), sgd_case(1, 1, 1, false, true, 1.0f),
         sgd_case(20, 33, 7, false, false, 1.0f), sgd_case(10, 130, 10, true, false, 1.0f),
