@@ -1,5 +1,6 @@
 #include "kernels/vector_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -13,18 +14,65 @@
 #define FRUGAL_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 namespace frugal::kernels {
+namespace {
 
-FRUGAL_SIMD_CLONES float dot(const float* a, const float* b, size_t n) {
+// dot's arithmetic for `rows` rows b[0..rows) at once (independent chains of adds, where one row's
+// chain bounds the time): each row's 16 partial sums, then their pairwise reduction in a fixed order,
+// so every row's result has the bits dot(a, b[j], n) returns. Inlined with a constant n, a's chunks
+// stay in registers across rows.
+template <size_t Rows>
+inline void dot_body(const float* a, const float* const* b, size_t n, float* out) {
   constexpr size_t kLanes = 16;
-  float acc[kLanes] = {};
+  float acc[Rows][kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-  for (size_t l = 0; i + l < n; ++l) acc[l] += a[i + l] * b[i + l];
-  // Pairwise reduction in a fixed order.
-  for (size_t w = kLanes / 2; w > 0; w /= 2)
-    for (size_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  return acc[0];
+    for (size_t j = 0; j < Rows; ++j)
+      for (size_t l = 0; l < kLanes; ++l) acc[j][l] += a[i + l] * b[j][i + l];
+  for (size_t j = 0; j < Rows; ++j)
+    for (size_t l = 0; i + l < n; ++l) acc[j][l] += a[i + l] * b[j][i + l];
+  for (size_t j = 0; j < Rows; ++j) {
+    for (size_t w = kLanes / 2; w > 0; w /= 2)
+      for (size_t l = 0; l < w; ++l) acc[j][l] += acc[j][l + w];
+    out[j] = acc[j][0];
+  }
+}
+
+// dot_rows for rows of n floats (n a constant where it is one of the common widths).
+template <size_t N>
+inline void dot_rows_of(const float* a, const float* w, size_t ld, const uint32_t* ids, size_t count, size_t n,
+                        float* out) {
+  const size_t width = N > 0 ? N : n;
+  constexpr size_t kTogether = 2;
+  size_t e = 0;
+  for (; e + kTogether <= count; e += kTogether) {
+    for (size_t p = e + kPrefetchRows; p < std::min(e + kPrefetchRows + kTogether, count); ++p)
+      prefetch(w + ids[p] * ld, width);
+    const float* b[kTogether];
+    for (size_t j = 0; j < kTogether; ++j) b[j] = w + ids[e + j] * ld;
+    dot_body<kTogether>(a, b, width, out + e);
+  }
+  for (; e < count; ++e) {
+    const float* b[1] = {w + ids[e] * ld};
+    dot_body<1>(a, b, width, out + e);
+  }
+}
+
+}  // namespace
+
+FRUGAL_SIMD_CLONES float dot(const float* a, const float* b, size_t n) {
+  float out = 0.0f;
+  dot_body<1>(a, &b, n, &out);
+  return out;
+}
+
+FRUGAL_SIMD_CLONES void dot_rows(const float* a, const float* w, size_t ld, const uint32_t* ids, size_t count,
+                                 size_t n, float* out) {
+  switch (n) {
+    case 32: return dot_rows_of<32>(a, w, ld, ids, count, n, out);
+    case 64: return dot_rows_of<64>(a, w, ld, ids, count, n, out);
+    case 128: return dot_rows_of<128>(a, w, ld, ids, count, n, out);
+    default: return dot_rows_of<0>(a, w, ld, ids, count, n, out);
+  }
 }
 
 FRUGAL_SIMD_CLONES void axpy(float alpha, const float* x, float* y, size_t n) {

@@ -875,7 +875,10 @@ std::vector<OpCases> all_cases() {
         sparse_backward_case(7, 37, 17, true), sparse_backward_case(12, 50, 130, false)}},
       {Op::active_logits, kExact,
        {active_logits_case(0, 10, 8, false, false), active_logits_case(1, 1, 1, false, false),
-        active_logits_case(6, 50, 17, true, true), active_logits_case(9, 300, 130, false, false)}},
+        active_logits_case(6, 50, 17, true, true), active_logits_case(9, 300, 130, false, false),
+        // The widths the CPU backend's dot_rows specializes.
+        active_logits_case(5, 200, 128, false, true), active_logits_case(4, 90, 32, true, false),
+        active_logits_case(3, 70, 64, false, false)}},
       {Op::active_backward_input, kExact,
        {active_backward_case(0, 10, 8, false), active_backward_case(1, 1, 1, false),
         active_backward_case(6, 50, 17, true), active_backward_case(9, 300, 130, false)}},

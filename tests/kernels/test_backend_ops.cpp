@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <set>
@@ -14,6 +15,7 @@
 #include "core/rng.h"
 #include "gpu/cuda_info.h"
 #include "kernels/lsh_ops.h"
+#include "kernels/vector_ops.h"
 #include "tests/kernels/backend_harness.h"
 
 using namespace frugal;
@@ -128,6 +130,27 @@ TEST_CASE("DWTA: the AVX2 blocks of eight vectors equal the scalar loop's, ties,
 // host, phase after phase, each phase thread after simulated thread, it must give the definition's
 // result whatever the thread count: this checks the phases and how they split the slots among
 // threads (the kernel adds nothing but a barrier between the same phases).
+TEST_CASE("dot_rows gives each row the bits of dot, at the widths it specializes and others") {
+  Rng rng(41);
+  for (const size_t n : {1, 15, 16, 17, 32, 64, 100, 128, 130}) {
+    const size_t rows = 37, ld = n + 3;  // rows further apart than their width
+    std::vector<float> a(n), w(rows * ld);
+    for (float& x : a) x = static_cast<float>(rng.normal());
+    for (float& x : w) x = static_cast<float>(rng.normal()) * (rng.below(9) == 0 ? 1e6f : 1.0f);
+    for (const size_t count : {0, 1, 2, 5, 36}) {
+      std::vector<uint32_t> ids(count);
+      for (uint32_t& id : ids) id = static_cast<uint32_t>(rng.below(rows));
+      std::vector<float> out(count, -1.0f);
+      kernels::dot_rows(a.data(), w.data(), ld, ids.data(), count, n, out.data());
+      for (size_t e = 0; e < count; ++e) {
+        const float want = kernels::dot(a.data(), w.data() + ids[e] * ld, n);
+        INFO("n " << n << " count " << count << " row " << e);
+        REQUIRE(std::memcmp(&out[e], &want, sizeof want) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("bucket union: the device's block program equals the definition at every thread count") {
   struct Shape {
     size_t samples, tables;
