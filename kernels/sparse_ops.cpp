@@ -94,8 +94,12 @@ void active_backward_input(const ActiveSets& active, std::span<const float> dlog
   for_samples(active.num_samples(), [&](size_t i) {
     float* g = grad_h.row(i);
     std::memset(g, 0, d * sizeof(float));
-    const uint64_t end = active.offsets[i + 1];
-    for (uint64_t e = active.offsets[i]; e < end; ++e) {
+    const uint64_t begin = active.offsets[i], end = active.offsets[i + 1];
+    if (!rows.bf16) {
+      axpy_rows(dlogits.data() + begin, w.data(), d, active.ids.data() + begin, end - begin, d, /*skip_zeros=*/true, g);
+      return;
+    }
+    for (uint64_t e = begin; e < end; ++e) {
       if (e + kPrefetchRows < end) rows.prefetch(active.ids[e + kPrefetchRows]);
       if (dlogits[e] != 0.0f) rows.axpy_into(dlogits[e], active.ids[e], g);
     }
@@ -153,13 +157,12 @@ void RowAccumulator::accumulate(std::span<const uint64_t> offsets, const uint32_
     for (size_t j = range.begin(); j < range.end(); ++j) {
       float* g = grad.values.row(j);
       // Every listed row has at least one entry: the first initializes the row (no memset pass).
-      const uint64_t first = row_start_[j];
+      const uint64_t first = row_start_[j], rest = row_start_[j + 1] - first - 1;
       scale_into(entry_coef_[first], vecs.row(entry_sample_[first]), g, d);
+      axpy_rows(entry_coef_.data() + first + 1, vecs.data(), d, entry_sample_.data() + first + 1, rest, d,
+                /*skip_zeros=*/false, g);
       float bias_sum = entry_coef_[first];
-      for (uint64_t p = first + 1; p < row_start_[j + 1]; ++p) {
-        axpy(entry_coef_[p], vecs.row(entry_sample_[p]), g, d);
-        bias_sum += entry_coef_[p];
-      }
+      for (uint64_t p = first + 1; p <= first + rest; ++p) bias_sum += entry_coef_[p];
       if (bias_grad != nullptr) bias_grad->values.data()[j] = bias_sum;
     }
   });

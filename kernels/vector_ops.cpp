@@ -79,6 +79,33 @@ FRUGAL_SIMD_CLONES void axpy(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
+FRUGAL_SIMD_CLONES void axpy_rows(const float* alpha, const float* x, size_t ld, const uint32_t* ids, size_t count,
+                                  size_t n, bool skip_zeros, float* y) {
+  size_t fetched = 0;  // rows [0, fetched) have been asked for
+  const auto fetch_to = [&](size_t end) {
+    for (end = std::min(end, count); fetched < end; ++fetched) prefetch(x + ids[fetched] * ld, n);
+  };
+  const auto next = [&](size_t e) {
+    while (e < count && skip_zeros && alpha[e] == 0.0f) ++e;
+    return e;
+  };
+  for (size_t e0 = next(0); e0 < count;) {
+    const size_t e1 = next(e0 + 1);
+    fetch_to(e1 + 1 + kPrefetchRows);
+    const float a0 = alpha[e0];
+    const float* x0 = x + ids[e0] * ld;
+    if (e1 >= count) {
+      for (size_t i = 0; i < n; ++i) y[i] += a0 * x0[i];
+      break;
+    }
+    // Two rows in one pass over y: the two additions in the order two axpy calls make them.
+    const float a1 = alpha[e1];
+    const float* x1 = x + ids[e1] * ld;
+    for (size_t i = 0; i < n; ++i) y[i] = (y[i] + a0 * x0[i]) + a1 * x1[i];
+    e0 = next(e1 + 1);
+  }
+}
+
 FRUGAL_SIMD_CLONES void scale_into(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = alpha * x[i];
 }

@@ -16,6 +16,11 @@ float dot(const float* a, const float* b, size_t n);
 void dot_rows(const float* a, const float* w, size_t ld, const uint32_t* ids, size_t count, size_t n, float* out);
 // y += alpha * x
 void axpy(float alpha, const float* x, float* y, size_t n);
+// y += alpha[e] * (x + ids[e] * ld) for e < count in order (skip_zeros: not where alpha[e] is 0),
+// the same bits as axpy per row: two rows per pass over y, the rows prefetched kPrefetchRows ahead
+// (dLoss/dh of a point over its active labels in one call).
+void axpy_rows(const float* alpha, const float* x, size_t ld, const uint32_t* ids, size_t count, size_t n,
+               bool skip_zeros, float* y);
 // y = alpha * x
 void scale_into(float alpha, const float* x, float* y, size_t n);
 

@@ -151,6 +151,34 @@ TEST_CASE("dot_rows gives each row the bits of dot, at the widths it specializes
   }
 }
 
+TEST_CASE("axpy_rows gives the bits of axpy row by row, skipping zero coefficients only when asked") {
+  Rng rng(43);
+  for (const size_t n : {1, 7, 16, 33, 128}) {
+    const size_t rows = 29, ld = n + 5;
+    std::vector<float> x(rows * ld);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    x[3 * ld] = std::numeric_limits<float>::infinity();  // 0 x inf is NaN: a skipped zero must not add it
+    for (const size_t count : {0, 1, 2, 3, 8, 41}) {
+      std::vector<uint32_t> ids(count);
+      std::vector<float> alpha(count);
+      for (size_t e = 0; e < count; ++e) {
+        ids[e] = static_cast<uint32_t>(rng.below(rows));
+        alpha[e] = rng.below(3) == 0 ? 0.0f : static_cast<float>(rng.normal());
+      }
+      for (const bool skip : {true, false}) {
+        std::vector<float> y(n), want(n);
+        for (size_t i = 0; i < n; ++i) y[i] = want[i] = static_cast<float>(rng.normal());
+        if (n > 1) y[1] = want[1] = -0.0f;  // -0 + 0 x finite is +0: another sign a skip keeps
+        kernels::axpy_rows(alpha.data(), x.data(), ld, ids.data(), count, n, skip, y.data());
+        for (size_t e = 0; e < count; ++e)
+          if (!(skip && alpha[e] == 0.0f)) kernels::axpy(alpha[e], x.data() + ids[e] * ld, want.data(), n);
+        INFO("n " << n << " count " << count << " skip " << skip);
+        REQUIRE(std::memcmp(y.data(), want.data(), n * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("bucket union: the device's block program equals the definition at every thread count") {
   struct Shape {
     size_t samples, tables;
