@@ -66,6 +66,8 @@ cl("cluster-mp-sparse-2x2-1gbit", "mp-sparse", 4, "1gbit", 1800.0, 2000.0, grid=
 # 40 steps of 128: 4 s of steps, 1 s waiting -> 100 ms per step, 75 ms compute, 8.2 ms on the wire: 1.33x.
 cl("cluster-mp-sparse-n4-100mbit", "mp-sparse", 4, "100mbit", 1500.0, 800.0, wait=1.0, samples=5120, prof_secs=4.0)
 cl("cluster-dp-dense-n4-100mbit", "dp-dense", 4, "100mbit", 8.0, 4800000.0)
+# 2 ranks, a core each: 1.2 s of 40 steps, 0.2 s waiting -> 30 ms per step, 25 ms compute: 1.20x (information).
+cl("cluster-mp-sparse-n2-100mbit", "mp-sparse", 2, "100mbit", 2500.0, 500.0, wait=0.2, samples=5120, prof_secs=1.2)
 cl("cluster-mp-sparse-n4-loopback", "mp-sparse", 4, "loopback", 2200.0, 800.0)
 # Repeats: at 1 Gbit seeds 2 and 3 give 40x and 45x, so the median (45x) misses where seed 1 (80x)
 # alone would pass; seed 4 has no dense run to pair with and counts for nothing. At 100 Mbit seed 2
@@ -182,6 +184,8 @@ check(r[1].startswith("187.5x") and r[2] == "MISS", r)  # no repeat of the dense
 r = row("Overlap: 4 ranks, 100 Mbit")
 check(r[1].startswith("median 1.17x over seeds 1, 2 (each: 1.33x, 1.00x;") and "compute 75.0 ms" in r[1]
       and "wire 8.2 ms" in r[1] and r[2] == "PASS", r)
+r = row("(information) the overlap measure at 2 ranks")
+check(r[1].startswith("1.20x (rank 0: step 30.0 ms, compute 25.0 ms, wire 5.1 ms)") and r[2] == "info", r)
 r = row("P@1 after the same epochs")
 check("0.8000 vs 0.8050 after 2 epochs: 0.50 points" in r[1] and r[2] == "PASS", r)
 r = row("ZeroMQ within 1.5x of Open MPI (TCP) in every bench/comm cell >= 64 KB: all_reduce, 2 ranks")
@@ -212,7 +216,7 @@ check("- cluster-dct-dp-n4-1gbit: failed: boom: the made-up failure" in section,
 # 3. results.json
 res = json.load(open(os.path.join(tmp, "out", "results.json")))
 names = {r["name"]: r for r in res["runs"]}
-check(len(names) == 24 and names["cluster-mp-sparse-n4-1gbit"]["config"]["link"] == "1gbit", "results.json runs")
+check(len(names) == 25 and names["cluster-mp-sparse-n4-1gbit"]["config"]["link"] == "1gbit", "results.json runs")
 check(names["quality-dp-dense-n4"]["summary"]["epochs_done"] == 3, "results.json summary")
 check(res["failed"] == ["cluster-dct-dp-n4-1gbit"], res["failed"])
 check(sum(t["verdict"] == "PASS" for t in res["targets"]) == 3 and sum(t["verdict"] == "MISS" for t in res["targets"]) == 4,
