@@ -18,8 +18,8 @@ namespace {
 
 // dot's arithmetic for `rows` rows b[0..rows) at once (independent chains of adds, where one row's
 // chain bounds the time): each row's 16 partial sums, then their pairwise reduction in a fixed order,
-// so every row's result has the bits dot(a, b[j], n) returns. Inlined with a constant n, a's chunks
-// stay in registers across rows.
+// so every row's result has the bits dot(a, b[j], n) returns. Inlined with a constant n, the loops
+// unroll.
 template <size_t Rows>
 inline void dot_body(const float* a, const float* const* b, size_t n, float* out) {
   constexpr size_t kLanes = 16;

@@ -10,9 +10,10 @@
 namespace frugal::kernels {
 
 float dot(const float* a, const float* b, size_t n);
-// out[e] = dot(a, w + ids[e] * ld, n) for e < count, the same bits: two rows at a time, `a` kept in
-// registers at the common widths, the rows prefetched kPrefetchRows ahead (an output layer's
-// logits: one call per point over its active labels instead of a call per label).
+// out[e] = dot(a, w + ids[e] * ld, n) for e < count, the same bits: two rows at a time (two
+// independent chains of adds), unrolled at the common widths (32, 64, 128), the rows prefetched
+// kPrefetchRows ahead (an output layer's logits: one call per point over its active labels instead
+// of a call per label).
 void dot_rows(const float* a, const float* w, size_t ld, const uint32_t* ids, size_t count, size_t n, float* out);
 // y += alpha * x
 void axpy(float alpha, const float* x, float* y, size_t n);
