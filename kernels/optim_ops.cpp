@@ -16,16 +16,21 @@
 namespace frugal::kernels {
 namespace {
 
-// One row's update. keep = 1 - lr * weight_decay (w * 1.0f is exact: without decay the update is
-// bitwise what it was before decay existed).
+// One entry's update, shared by the row and column loops below so both make the same roundings.
+// keep = 1 - lr * weight_decay (w * 1.0f is exact: without decay the update is bitwise what it was
+// before decay existed).
+inline void adam_entry(float& w, float& m, float& v, float g, float b1, float b2, float step, float c2, float eps,
+                       float keep) {
+  m = b1 * m + (1.0f - b1) * g;
+  v = b2 * v + (1.0f - b2) * g * g;
+  w = keep * w - step * m / (std::sqrt(v * c2) + eps);
+}
+
+// One row's update.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
     float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, size_t n, float b1,
     float b2, float step, float c2, float eps, float keep) {
-  for (size_t c = 0; c < n; ++c) {
-    m[c] = b1 * m[c] + (1.0f - b1) * g[c];
-    v[c] = b2 * v[c] + (1.0f - b2) * g[c] * g[c];
-    w[c] = keep * w[c] - step * m[c] / (std::sqrt(v[c] * c2) + eps);
-  }
+  for (size_t c = 0; c < n; ++c) adam_entry(w[c], m[c], v[c], g[c], b1, b2, step, c2, eps, keep);
 }
 
 // Rows of one column (a bias): each row's update as adam_row's for n = 1, the rows in one loop (a
@@ -36,10 +41,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_column(
     const float* __restrict correction1, const float* __restrict correction2, float eps, float keep) {
   for (size_t j = 0; j < n; ++j) {
     const uint32_t r = rows[j];
-    const float step = lr * correction1[counts[j]], c2 = correction2[counts[j]];
-    m[r] = b1 * m[r] + (1.0f - b1) * g[j];
-    v[r] = b2 * v[r] + (1.0f - b2) * g[j] * g[j];
-    w[r] = keep * w[r] - step * m[r] / (std::sqrt(v[r] * c2) + eps);
+    adam_entry(w[r], m[r], v[r], g[j], b1, b2, lr * correction1[counts[j]], correction2[counts[j]], eps, keep);
   }
 }
 

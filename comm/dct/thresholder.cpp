@@ -109,13 +109,13 @@ void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, con
                    (static_cast<uint64_t>(rows.back()) + 1) * cols - 1 <= std::numeric_limits<uint32_t>::max(),
                fmt::format("threshold: row {} of {} columns has flat indices beyond 2^32-1; the "
                            "parameter is too large for one compressed exchange", rows.back(), cols));
-  select_rows(cols, rows, values, wire, indices, sent);
+  accumulate_and_select(cols, rows, values, wire, indices, sent);
   if (!velocity_.empty())
     for (const uint32_t i : indices) velocity_[i] = 0.0f;  // momentum factor masking: a sent entry starts afresh
 }
 
-void Thresholder::select_rows(size_t cols, std::span<const uint32_t> rows, const float* values, ValueType wire,
-                              std::vector<uint32_t>& indices, std::vector<float>& sent) {
+void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> rows, const float* values,
+                                        ValueType wire, std::vector<uint32_t>& indices, std::vector<float>& sent) {
   const size_t n = rows.size() * cols;
   auto acc = [&](size_t k) -> float& { return residual_[rows[k / cols] * cols + k % cols]; };
   const float keep = options_.keep_at(steps_);

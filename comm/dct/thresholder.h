@@ -67,8 +67,8 @@ class Thresholder {
   void accumulate(size_t at, const float* g, size_t n);
   // compress_rows' accumulation of `values` (row j's at values + j * cols) and selection (the
   // three ways below).
-  void select_rows(size_t cols, std::span<const uint32_t> rows, const float* values, ValueType wire,
-                   std::vector<uint32_t>& indices, std::vector<float>& sent);
+  void accumulate_and_select(size_t cols, std::span<const uint32_t> rows, const float* values, ValueType wire,
+                             std::vector<uint32_t>& indices, std::vector<float>& sent);
   // compress_rows' under ThresholdOptions::per_row: each row accumulated, then its top
   // ceil(keep * cols) selected.
   void select_per_row(size_t cols, std::span<const uint32_t> rows, const float* values, float keep, ValueType wire,
