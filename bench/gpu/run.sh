@@ -2,7 +2,8 @@
 # frugal on the GPU machine (one H200, 16 cores, no network, python3 with PyTorch + CUDA), from the
 # bundle (`bash apps/dev.sh bundle`, see bench/gpu/README.md). Sized to finish within 8 minutes
 # there (a global deadline, BUDGET_S, skips what would not fit; every run also has its own timeout):
-#  (a) every kernels test executable of the bundle (bin/test_kernels*): pass/fail, parity OK/FAIL/SKIP;
+#  (a) every kernels and CUDA test executable of the bundle (bin/test_kernels*, test_cuda_*,
+#      test_device_*, test_nccl_*): pass/fail, parity OK/FAIL/SKIP;
 #  (b) synthetic sets of 100k and 1M labels (`frugal data synth-xmc`), hidden 128, batches 1024 and
 #      128: frugal --device cuda --sampler exact, frugal --device cuda --sampler lsh, PyTorch on CUDA
 #      (bench/baselines/torch_xmc.py --device cuda, fp32 and --amp bf16), frugal --device cpu
@@ -145,11 +146,14 @@ say "frugal: $FRUGAL; output: $OUT; tiny: $TINY; budget ${BUDGET_S}s"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
-# (a) kernels test executables of the bundle.
-say "(a) kernels tests"
-KTESTS=("$BIN"/test_kernels*)
+# (a) the test executables that check the CUDA backend against the CPU one: the kernels parity
+# harness (test_kernels*), whole trainings on cuda against cpu (test_cuda_end_to_end), the device
+# mirror of the model (test_device_mirror) and the NCCL group (test_nccl_group).
+say "(a) kernels and CUDA tests"
+KTESTS=("$BIN"/test_kernels* "$BIN"/test_cuda_* "$BIN"/test_device_* "$BIN"/test_nccl_*)
 # In a checkout (frugal from build/apps): the build's kernels tests.
-[ -e "${KTESTS[0]}" ] || KTESTS=("$BIN"/../tests/kernels/test_kernels* "$BIN"/../gpu/test_*)
+[ -e "${KTESTS[0]}" ] || KTESTS=("$BIN"/../tests/kernels/test_kernels* "$BIN"/../tests/kernels/test_cuda_* \
+                                  "$BIN"/../tests/kernels/test_device_* "$BIN"/../tests/kernels/test_nccl_* "$BIN"/../gpu/test_*)
 for t in "${KTESTS[@]}"; do
   [ -f "$t" ] && [ -x "$t" ] && [ "${t%.log}" = "$t" ] || continue  # not the build's *.p folders
   record "tests-$(basename "$t")" "$(basename "$t")" - - tests - "$TESTS_TIMEOUT_S" "$t"
