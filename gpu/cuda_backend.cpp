@@ -346,8 +346,13 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   // The weights and state are updated in their device copies; the changed rows of w come back
   // (written through: the host reads weights), the moments stay ahead until flush_state().
   const bool bf16 = u.w->dtype() == Dtype::bf16;
+  // Each updated row comes back straight to its place in the host tensor. Addressed through raw(),
+  // which does not mark the tensor written: a mark now would make resident_matrix() below upload
+  // the whole of w again; changed(w, true) at the end records that the host has the device's rows.
   const size_t row_bytes = cols * dtype_bytes(u.w->dtype());
-  std::vector<std::byte> w_out(n * row_bytes);
+  auto* w_host = const_cast<std::byte*>(u.w->raw());
+  std::vector<void*> w_out_rows(n);
+  for (size_t j = 0; j < n; ++j) w_out_rows[j] = w_host + size_t{u.rows[j]} * row_bytes;
   std::vector<uint32_t> keys;
   if (bf16) {
     keys.resize(n);
@@ -358,7 +363,7 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   r.cols = cols;
   r.bf16 = bf16;
   r.rows = u.rows.data();
-  r.w_out = w_out.data();
+  r.w_out_rows = w_out_rows.data();
   r.keys = bf16 ? keys.data() : nullptr;
   r.col_base = static_cast<uint32_t>(u.col_base);
   r.grad = u.grad != nullptr ? u.grad->data() : nullptr;
@@ -421,10 +426,6 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     dev::sgd_rows(context(), r);
   else
     dev::adagrad_rows(context(), r);
-  for (size_t j = 0; j < n; ++j) {
-    void* host = bf16 ? static_cast<void*>(u.w->bf16_row(u.rows[j])) : static_cast<void*>(u.w->row(u.rows[j]));
-    std::memcpy(host, w_out.data() + j * row_bytes, row_bytes);
-  }
   mirror_->changed(*u.w, true);
   mirror_->changed(*u.m, false);
   if (adam) mirror_->changed(*u.v, false);

@@ -5,9 +5,14 @@
 #include "gpu/cuda_kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,94 @@ struct Buffer {
   size_t capacity = 0;
 };
 
+// FRUGAL_CUDA_PROFILE=1: for each op of this file, its calls, the bytes it moved each way, the
+// host's time copying into and out of pinned memory, its time waiting for the device (kernels and
+// DMA) and its whole time, summed over the run and printed to stderr when the process exits. Host
+// clocks only (every op already ends by waiting for its stream), so it costs next to nothing and
+// says where a GPU step's time goes without a profiler on the machine.
+struct OpStats {
+  uint64_t calls = 0, bytes_up = 0, bytes_down = 0;
+  double copy_s = 0, wait_s = 0, total_s = 0;
+};
+
+class OpProfile {
+ public:
+  static OpProfile& get() {
+    static OpProfile profile;
+    return profile;
+  }
+  bool on() const { return on_; }
+  void add(const char* op, const OpStats& s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    OpStats& t = ops_[op];
+    t.calls += s.calls;
+    t.bytes_up += s.bytes_up;
+    t.bytes_down += s.bytes_down;
+    t.copy_s += s.copy_s;
+    t.wait_s += s.wait_s;
+    t.total_s += s.total_s;
+  }
+  ~OpProfile() {
+    if (!on_ || ops_.empty()) return;
+    std::vector<std::pair<std::string, OpStats>> rows(ops_.begin(), ops_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total_s > b.second.total_s; });
+    OpStats all;
+    std::fprintf(stderr, "cuda profile (FRUGAL_CUDA_PROFILE), whole run, by op:\n");
+    std::fprintf(stderr, "  %-22s %9s %10s %10s %10s %10s %10s\n", "op", "calls", "MB up", "MB down", "staging s",
+                 "wait s", "total s");
+    for (const auto& [op, t] : rows) {
+      std::fprintf(stderr, "  %-22s %9llu %10.1f %10.1f %10.3f %10.3f %10.3f\n", op.c_str(),
+                   static_cast<unsigned long long>(t.calls), t.bytes_up / 1e6, t.bytes_down / 1e6, t.copy_s, t.wait_s,
+                   t.total_s);
+      all.calls += t.calls;
+      all.bytes_up += t.bytes_up;
+      all.bytes_down += t.bytes_down;
+      all.copy_s += t.copy_s;
+      all.wait_s += t.wait_s;
+      all.total_s += t.total_s;
+    }
+    std::fprintf(stderr, "  %-22s %9llu %10.1f %10.1f %10.3f %10.3f %10.3f\n", "(all)",
+                 static_cast<unsigned long long>(all.calls), all.bytes_up / 1e6, all.bytes_down / 1e6, all.copy_s,
+                 all.wait_s, all.total_s);
+  }
+
+ private:
+  OpProfile() {
+    const char* e = std::getenv("FRUGAL_CUDA_PROFILE");
+    on_ = e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+  }
+  bool on_ = false;
+  std::mutex mutex_;
+  std::map<std::string, OpStats> ops_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One op's share of the profile: its whole time from construction to destruction.
+class OpTimer {
+ public:
+  explicit OpTimer(const char* op) : op_(op), on_(OpProfile::get().on()) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  ~OpTimer() {
+    if (!on_) return;
+    stats.calls = 1;
+    stats.total_s = seconds_since(start_);
+    OpProfile::get().add(op_, stats);
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+  bool on() const { return on_; }
+  OpStats stats;
+
+ private:
+  const char* op_;
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace
 
 struct Context {
@@ -73,7 +166,7 @@ unsigned blocks_for(size_t n, size_t per_block = kThreads) {
 // copies of one part of an op run while the main stream computes another.
 class Staging {
  public:
-  explicit Staging(Context& ctx) : ctx_(ctx) { FRUGAL_CUDA(cudaSetDevice(ctx.device)); }
+  Staging(Context& ctx, const char* op) : ctx_(ctx), timer_(op) { FRUGAL_CUDA(cudaSetDevice(ctx.device)); }
   // Every op ends with finish(), which delivers its downloads; an op that threw does not, and its
   // downloads are dropped with it.
   ~Staging() {
@@ -92,7 +185,10 @@ class Staging {
     T* d = alloc<T>(n);
     if (n > 0) {
       void* staged = get(ctx_.pinned, next_pinned_, n * sizeof(T), true);
+      const auto t0 = clock();
       std::memcpy(staged, host, n * sizeof(T));
+      count(timer_.stats.copy_s, t0);
+      timer_.stats.bytes_up += n * sizeof(T);
       FRUGAL_CUDA(cudaMemcpyAsync(d, staged, n * sizeof(T), cudaMemcpyHostToDevice, on(stream)));
     }
     return d;
@@ -112,14 +208,36 @@ class Staging {
     if (n == 0) return;
     void* staged = get(ctx_.pinned, next_pinned_, n * sizeof(T), true);
     FRUGAL_CUDA(cudaMemcpyAsync(staged, d, n * sizeof(T), cudaMemcpyDeviceToHost, on(stream)));
-    pending_.push_back({host, staged, n * sizeof(T)});
+    timer_.stats.bytes_down += n * sizeof(T);
+    pending_.push_back({host, staged, n * sizeof(T), nullptr, 0});
+  }
+  // A download of `rows` rows of `cols` elements whose row j lands at host_rows[j] (rows scattered
+  // in the caller's memory): one copy out of pinned memory, straight to where each row lives.
+  template <class T>
+  void down_rows(void* const* host_rows, const T* d, size_t rows, size_t cols) {
+    if (rows * cols == 0) return;
+    void* staged = get(ctx_.pinned, next_pinned_, rows * cols * sizeof(T), true);
+    FRUGAL_CUDA(cudaMemcpyAsync(staged, d, rows * cols * sizeof(T), cudaMemcpyDeviceToHost, on(nullptr)));
+    timer_.stats.bytes_down += rows * cols * sizeof(T);
+    pending_.push_back({nullptr, staged, rows * cols * sizeof(T), host_rows, cols * sizeof(T)});
   }
   // Waits for the op's copies and kernels on both streams: its host outputs are filled when this
   // returns. An op may finish more than once (a result it needs before going on).
   void finish() {
+    auto t0 = clock();
     FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream));
     FRUGAL_CUDA(cudaStreamSynchronize(ctx_.side));
-    for (const Pending& p : pending_) std::memcpy(p.host, p.staged, p.bytes);
+    count(timer_.stats.wait_s, t0);
+    t0 = clock();
+    for (const Pending& p : pending_) {
+      if (p.host_rows == nullptr) {
+        std::memcpy(p.host, p.staged, p.bytes);
+        continue;
+      }
+      const auto* from = static_cast<const std::byte*>(p.staged);
+      for (size_t j = 0; j < p.bytes / p.row_bytes; ++j) std::memcpy(p.host_rows[j], from + j * p.row_bytes, p.row_bytes);
+    }
+    count(timer_.stats.copy_s, t0);
     pending_.clear();
     finished_ = true;
   }
@@ -133,10 +251,19 @@ class Staging {
 
  private:
   struct Pending {
-    void* host;
+    void* host;  // where the bytes go, or (null) one row at each host_rows[j]
     const void* staged;
     size_t bytes;
+    void* const* host_rows;
+    size_t row_bytes;
   };
+  // The profile's clock, read only when the profile is on.
+  std::chrono::steady_clock::time_point clock() const {
+    return timer_.on() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  }
+  void count(double& seconds, std::chrono::steady_clock::time_point t0) const {
+    if (timer_.on()) seconds += seconds_since(t0);
+  }
   cudaStream_t on(cudaStream_t stream) {
     finished_ = false;
     return stream != nullptr ? stream : ctx_.stream;
@@ -159,6 +286,7 @@ class Staging {
     return b.p;
   }
   Context& ctx_;
+  OpTimer timer_;
   size_t next_slot_ = 0, next_pinned_ = 0;
   std::vector<Pending> pending_;
   bool finished_ = true;
@@ -679,6 +807,8 @@ void device_free(Context&, void* p) noexcept {
 // The stream is drained first: an op still running may read the memory being replaced.
 void upload(Context& ctx, void* device, const void* host, size_t bytes) {
   if (bytes == 0) return;
+  OpTimer timer("mirror_upload");
+  timer.stats.bytes_up = bytes;
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
   FRUGAL_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, ctx.stream));
@@ -687,6 +817,8 @@ void upload(Context& ctx, void* device, const void* host, size_t bytes) {
 
 void download(Context& ctx, void* host, const void* device, size_t bytes) {
   if (bytes == 0) return;
+  OpTimer timer("mirror_download");
+  timer.stats.bytes_down = bytes;
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
   FRUGAL_CUDA(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, ctx.stream));
@@ -709,7 +841,7 @@ void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, 
   }
   constexpr int64_t kMax = 0x7fffffff;
   FRUGAL_CHECK(m <= kMax && n <= kMax && k <= kMax, "CUDA backend: matmul dimensions beyond cuBLAS's int range");
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const float* da = st.in(a, static_cast<size_t>(m * k));
   const float* db = st.in(b, static_cast<size_t>(k * n));
   float* dc = accumulate ? st.up(c, static_cast<size_t>(m * n)) : st.alloc<float>(static_cast<size_t>(m * n));
@@ -745,7 +877,7 @@ void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, 
 void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, In<float> bias, bool relu) {
   const size_t n = rows * cols;
   if (n == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   float* dy = st.up(y, n);
   const float* db = st.in(bias, cols);
   bias_act_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(dy, n, cols, db, relu);
@@ -758,7 +890,7 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
                        float* bias_grad) {
   const size_t n = rows * cols;
   if (cols == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   float* dg = st.up(grad, n);
   float* dbias = st.alloc<float>(cols);
   if (relu && n > 0) {
@@ -776,7 +908,7 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
                     Matrix w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out) {
   if (points == 0 || h == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const void* dw = st.in(w, w_rows * h);
   const float* db = st.in(bias, h);
   // Parts of the batch: one part's features go up and another's outputs come down while a third
@@ -805,7 +937,7 @@ void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const
                    const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
                    size_t bias_rows, const float* logit_offsets, float* logits) {
   if (entries == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const float* dh = st.up(h, samples * d);
   const void* dw = st.in(w, w_rows * d);
   const float* db = st.in(bias, bias_rows);
@@ -833,7 +965,7 @@ void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, cons
                      const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h) {
   if (samples == 0 || d == 0) return;
   const size_t entries = offsets[samples];
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const uint64_t* doff = st.up(offsets, samples + 1);
   const uint32_t* dids = st.up(ids, entries);
   const float* ddl = st.up(dlogits, entries);
@@ -854,7 +986,7 @@ void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32
               const float* vecs, size_t vec_rows, size_t d, float* out, float* bias_out) {
   if (rows == 0) return;
   const size_t entries = row_start[rows];
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const uint64_t* dstart = st.up(row_start, rows + 1);
   const uint32_t* dsample = st.up(sample, entries);
   const float* dcoef = st.up(coef, entries);
@@ -871,7 +1003,7 @@ void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32
 
 void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, size_t samples, float* max) {
   if (samples == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const float* dz = st.up(z, nz);
   const uint64_t* doff = st.up(offsets, samples + 1);
   float* dmax = st.alloc<float>(samples);
@@ -884,7 +1016,7 @@ void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, 
 void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
                const uint32_t* positions, size_t samples, const float* max, float* sums) {
   if (samples == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const float* dz = st.up(z, nz);
   const uint64_t* doff = st.up(offsets, samples + 1);
   const uint64_t* dpoff = st.up(pos_offsets, samples + 1);
@@ -901,7 +1033,7 @@ void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, 
                     const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
                     const float* sums, float scale, double* losses) {
   if (samples == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   float* dz = st.up(z, nz);
   const uint64_t* doff = st.up(offsets, samples + 1);
   const uint64_t* dpoff = st.up(pos_offsets, samples + 1);
@@ -922,7 +1054,7 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
            In<float> bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores) {
   if (rows == 0 || k == 0) return;
   const size_t n = offsets[rows];
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const float* ds = st.up(scores, n);
   const uint64_t* doff = st.up(offsets, rows + 1);
   const uint32_t* dids = ids != nullptr ? st.up(ids, n) : nullptr;
@@ -960,7 +1092,8 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   return d;
 }
 
-// After the update kernel: the updated rows of w, gathered on the device, come back into w_out.
+// After the update kernel: the updated rows of w, gathered on the device, come back to the host
+// rows w_out_rows.
 template <class S>
 void write_through(Staging& st, const OptimRows& r, const OptimRows& d) {
   const size_t total = r.n * r.cols;
@@ -968,7 +1101,7 @@ void write_through(Staging& st, const OptimRows& r, const OptimRows& d) {
   gather_rows_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(static_cast<const S*>(d.w), d.rows, r.n,
                                                                        r.cols, gathered);
   FRUGAL_LAUNCHED();
-  st.down(static_cast<S*>(r.w_out), gathered, total);
+  st.down_rows(r.w_out_rows, gathered, r.n, r.cols);
   st.finish();
 }
 
@@ -990,7 +1123,7 @@ void update_rows(Staging& st, const OptimRows& r, Rule rule) {
 
 void optimizer_rows(Context& ctx, const OptimRows& r, Rule rule) {
   if (r.n * r.cols == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, rule == Rule::adam ? "adam_rows" : rule == Rule::sgd ? "sgd_rows" : "adagrad_rows");
   if (r.bf16)
     update_rows<uint16_t>(st, r, rule);
   else
@@ -1006,7 +1139,7 @@ void adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rul
 void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
              size_t dim, uint32_t* codes) {
   if (n == 0 || tables == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const float* dp = st.up(planes, tables * static_cast<size_t>(k) * dim);
   // A device copy is read where it is (rows listed); host rows were gathered by the caller.
   const void* dx = st.in(x, n * dim);
@@ -1027,7 +1160,7 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, c
           size_t dim, uint32_t* codes) {
   const size_t bins = p.tables * static_cast<size_t>(p.k);
   if (n == 0 || p.tables == 0) return;
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const uint32_t* dcoords = st.up(coords, bins * static_cast<size_t>(p.bin_size));
   const void* dx = st.in(x, n * dim);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
@@ -1069,7 +1202,7 @@ bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, ui
   std::vector<uint64_t> out_start(samples + 1, 0);
   for (size_t i = 0; i < samples; ++i)
     out_start[i + 1] = out_start[i] + (label_offsets[i + 1] - label_offsets[i]) + entries[i];
-  Staging st(ctx);
+  Staging st(ctx, __func__);
   const uint32_t* dcodes = st.up(codes, samples * tables);
   const uint64_t* dloff = st.up(label_offsets, samples + 1);
   const uint32_t* dlabels = st.up(labels, label_offsets[samples]);

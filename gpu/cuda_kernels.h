@@ -85,7 +85,7 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 
 // The listed rows of an optimizer step: w, m, v are the device copies of the whole matrices (f32, or
 // bf16 with bf16 set), row j of the update is their row rows[j] (host ids, n of them), and the
-// updated rows of w come back, as stored, into the host buffer w_out (n x cols elements); m and v
+// updated rows of w come back, as stored, to the host rows w_out_rows[j] (cols elements each); m and v
 // stay on the device. bf16: keys[j] (host) is row j's rounding key and col_base the first column's
 // position in the whole parameter (kernels/optim_ops.cpp's row_key and col_base).
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
@@ -97,7 +97,7 @@ struct OptimRows {
   void *w = nullptr, *m = nullptr, *v = nullptr;
   bool bf16 = false;
   const uint32_t* rows = nullptr;
-  void* w_out = nullptr;
+  void* const* w_out_rows = nullptr;  // the host address of each listed row of w
   const uint32_t* keys = nullptr;
   uint32_t col_base = 0;
   const float* grad = nullptr;

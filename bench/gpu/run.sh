@@ -20,7 +20,10 @@
 #        GPU_BENCH_TINY=1 bash bench/gpu/run.sh   tiny sets, --device cpu, 2 threads: checks the script (< 1 min)
 # Environment: OUT (default ./gpu-bench-out), FRUGAL (the frugal executable; default: found, below),
 #   PYTHON (python3), BUDGET_S (450), STEPS (100), EPOCHS (max epochs of a target run), CPU_THREADS (16),
-#   TARGET_100K / TARGET_1M (P@1 targets), RUN_TIMEOUT_S, TARGET_TIMEOUT_S, TESTS_TIMEOUT_S (per run).
+#   TARGET_100K / TARGET_1M (P@1 targets), RUN_TIMEOUT_S, TARGET_TIMEOUT_S, TESTS_TIMEOUT_S (per run),
+#   GPU_BENCH_ONLY (an extended regex: only the runs whose name matches, e.g. 'tests-|-100k-b128-steps|mixed-';
+#   the data sets are always made), MIXED_STEPS (steps per epoch of the mixed group; default STEPS),
+#   FRUGAL_CUDA_PROFILE (default 1: each CUDA run's log ends with its per-op profile, summed in the report).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -83,6 +86,10 @@ else
   GPU=cuda; TARGET_100K=${TARGET_100K:-0.5}; TARGET_1M=${TARGET_1M:-0.2}
 fi
 BATCHES=(1024 128)
+ONLY=${GPU_BENCH_ONLY:-}
+MIXED_STEPS=${MIXED_STEPS:-$STEPS}
+# The CUDA backend's per-op profile (gpu/cuda_kernels.cu) at the end of each CUDA run's log.
+export FRUGAL_CUDA_PROFILE=${FRUGAL_CUDA_PROFILE:-1}
 mkdir -p "$OUT/runs" "$OUT/data"
 RUNS=$OUT/runs.jsonl
 : > "$RUNS"
@@ -110,6 +117,7 @@ device_args() {  # device_args DEV
 # global deadline), logs to runs/NAME.log and appends its outcome to runs.jsonl. Never fails.
 record() {
   local name=$1 system=$2 labels=$3 batch=$4 phase=$5 metrics=$6 limit=$7; shift 7
+  if [ -n "$ONLY" ] && [ "$phase" != data ] && ! [[ $name =~ $ONLY ]]; then return 0; fi
   local left=$((BUDGET_S - ($(date +%s) - T0))) rc start=$EPOCHREALTIME
   if [ $left -lt 10 ]; then
     echo "skip $name: time budget spent"
@@ -223,7 +231,7 @@ tag=${SETS[0]%%:*}; d=$OUT/data/$tag
 SW=(--slice-weights auto)
 [ $DEVICE_FLAG = no ] && SW=(--slice-weights 1,1,1)
 mixed=(train --train "$d/train.txt" --test "$d/test.txt" --hidden 128 --batch 1024 --lr 1e-3 --seed 1 --quiet
-       --epochs 2 --max-steps "$STEPS" --sampler lsh --threads $(( CPU_THREADS / 3 > 0 ? CPU_THREADS / 3 : 1 )))
+       --epochs 2 --max-steps "$MIXED_STEPS" --sampler lsh --threads $(( CPU_THREADS / 3 > 0 ? CPU_THREADS / 3 : 1 )))
 # (Two epochs: the group calibrates in the first; the second, on the calibrated slices, is compared.)
 record "mixed-gpu-alone-$tag-b1024-steps" "frugal-gpu-rank-alone" "$tag" 1024 steps "$OUT/runs/mixed-gpu-alone.jsonl" \
   "$RUN_TIMEOUT_S" "$WRAP" "${mixed[@]}" $(device_args auto) --metrics "$OUT/runs/mixed-gpu-alone.jsonl"
@@ -321,6 +329,30 @@ md += ["", f"| system | labels | batch | samples/s | P@1 at {steps} steps | time
 for (system, labels, batch), row in rows.items():
     md.append(f"| {system} | {labels} | {batch} | {fmt(row['sps'], '.0f')} | {fmt(row['p1'], '.3f')} | "
               f"{row['ttt'] or '-'} | {'; '.join(row['errors']) or '-'} |")
+# The CUDA runs' per-op profiles (FRUGAL_CUDA_PROFILE): where each run's time went, its five
+# costliest ops and the sum over all of them.
+prof_md = []
+for r in runs:
+    if r["phase"] != "steps" or "cuda" not in r["system"] or r["system"].startswith("torch"):
+        continue
+    log = os.path.join(out, "runs", r["name"] + ".log")
+    lines = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
+    try:
+        start = next(i for i, l in enumerate(lines) if l.startswith("cuda profile"))
+    except StopIteration:
+        continue
+    ops = []
+    for l in lines[start + 2:]:
+        f = l.split()
+        if len(f) != 7:
+            break
+        ops.append(f)
+    shown = [o for o in ops if o[0] != "(all)"][:5] + [o for o in ops if o[0] == "(all)"]
+    prof_md += [f"| {r['name']} | {o[0]} | {o[1]} | {o[2]} | {o[3]} | {o[4]} | {o[5]} | {o[6]} |" for o in shown]
+if prof_md:
+    md += ["", "CUDA backend per-op profile (FRUGAL_CUDA_PROFILE; whole run, data loading and evaluation included; "
+           "staging = the host's copies into and out of pinned memory, wait = waiting for kernels and DMA):", "",
+           "| run | op | calls | MB up | MB down | staging s | wait s | total s |", "|---|---|---|---|---|---|---|---|"] + prof_md
 mixed = {r["name"].split("-")[1]: r for r in runs if r["name"].startswith("mixed-")}
 if "3ranks" in mixed and "gpu" in mixed:
     g, m = mixed["gpu"], mixed["3ranks"]
