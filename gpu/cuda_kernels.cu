@@ -455,25 +455,32 @@ __global__ void xent_sums_kernel(const float* z, const uint64_t* offsets, const 
   }
 }
 
+// A block per sample, its threads over the logits. Each logit goes through the CPU's steps in the
+// CPU's order (exp(z - max) / sum; then, by one thread, minus w at the labels' positions; then the
+// scale), so the bits are those of a serial loop; no sum is split, and the loss is thread 0's.
 __global__ void xent_loss_grad_kernel(float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                                       const uint32_t* positions, const uint64_t* label_offsets, size_t samples,
                                       const float* max, const float* sums, float scale, double* losses) {
-  for (size_t i = global_id(); i < samples; i += global_stride()) {
+  for (size_t i = blockIdx.x; i < samples; i += gridDim.x) {
     float* zi = z + offsets[i];
     const size_t nj = offsets[i + 1] - offsets[i];
     const uint64_t labels = label_offsets[i + 1] - label_offsets[i];
-    if (labels == 0) {
-      for (size_t j = 0; j < nj; ++j) zi[j] = 0.0f;
-      losses[i] = 0.0;
+    if (labels == 0) {  // the same for every thread of the block
+      for (size_t j = threadIdx.x; j < nj; j += blockDim.x) zi[j] = 0.0f;
+      if (threadIdx.x == 0) losses[i] = 0.0;
       continue;
     }
     const float w = 1.0f / static_cast<float>(labels);
-    losses[i] = log(static_cast<double>(sums[i])) + max[i] - w * static_cast<double>(sums[samples + i]);
+    if (threadIdx.x == 0)
+      losses[i] = log(static_cast<double>(sums[i])) + max[i] - w * static_cast<double>(sums[samples + i]);
     const float inv = 1.0f / sums[i];
-    for (size_t j = 0; j < nj; ++j) zi[j] = expf(zi[j] - max[i]) * inv;
-    for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) zi[positions[p]] -= w;
+    for (size_t j = threadIdx.x; j < nj; j += blockDim.x) zi[j] = expf(zi[j] - max[i]) * inv;
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) zi[positions[p]] -= w;
+    __syncthreads();
     if (scale != 1.0f)
-      for (size_t j = 0; j < nj; ++j) zi[j] *= scale;
+      for (size_t j = threadIdx.x; j < nj; j += blockDim.x) zi[j] *= scale;
   }
 }
 
@@ -481,8 +488,51 @@ __global__ void xent_loss_grad_kernel(float* z, const uint64_t* offsets, const u
 
 __device__ bool better(float sa, uint32_t la, float sb, uint32_t lb) { return sa != sb ? sa > sb : la < lb; }
 
+// Inserts (s, label) into the sorted list S/L of `filled` (at most k) entries when it is among the
+// k best so far.
+__device__ void insert_top(float s, uint32_t label, float* S, uint32_t* L, size_t& filled, size_t k) {
+  size_t pos;
+  if (filled < k)
+    pos = filled++;
+  else if (better(s, label, S[k - 1], L[k - 1]))
+    pos = k - 1;
+  else
+    return;
+  while (pos > 0 && better(s, label, S[pos - 1], L[pos - 1])) {
+    S[pos] = S[pos - 1];
+    L[pos] = L[pos - 1];
+    --pos;
+  }
+  S[pos] = s;
+  L[pos] = label;
+}
+
+// Row i's candidate j: its label and its score (with the label's bias when there is one).
+__device__ uint32_t candidate_label(const uint32_t* ids, uint64_t start, size_t j) {
+  return ids != nullptr ? ids[start + j] : static_cast<uint32_t>(j);
+}
+
+// The CPU's completion of a row with fewer than k candidates (-inf labels, the smallest ids not
+// listed), then the labels made global.
+__device__ void complete_top(const uint32_t* ids, uint64_t start, size_t found, uint32_t label_base, size_t k,
+                             size_t filled, float* S, uint32_t* L) {
+  for (uint32_t j = 0; filled < k; ++j) {
+    bool listed = false;
+    if (ids != nullptr) {
+      for (size_t e = 0; e < found && !listed; ++e) listed = ids[start + e] == j;
+    } else {
+      listed = j < found;
+    }
+    if (!listed) {
+      S[filled] = -INFINITY;
+      L[filled++] = j;
+    }
+  }
+  for (size_t j = 0; j < k; ++j) L[j] += label_base;
+}
+
 // One thread per row: insertion into the row's sorted k outputs (labels are distinct, so the order
-// is total and the k best are those of the CPU's heap), then the CPU's completion with -inf labels.
+// is total and the k best are those of the CPU's heap). For k above kTopKMax.
 __global__ void top_k_kernel(size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
                              const float* bias, uint32_t label_base, size_t k, uint32_t* labels, float* out) {
   for (size_t i = global_id(); i < rows; i += global_stride()) {
@@ -492,36 +542,49 @@ __global__ void top_k_kernel(size_t rows, const float* scores, const uint64_t* o
     uint32_t* L = labels + i * k;
     size_t filled = 0;
     for (size_t j = 0; j < found; ++j) {
-      const uint32_t label = ids != nullptr ? ids[start + j] : static_cast<uint32_t>(j);
-      const float s = bias != nullptr ? scores[start + j] + bias[label] : scores[start + j];
-      size_t pos;
-      if (filled < k)
-        pos = filled++;
-      else if (better(s, label, S[k - 1], L[k - 1]))
-        pos = k - 1;
-      else
-        continue;
-      while (pos > 0 && better(s, label, S[pos - 1], L[pos - 1])) {
-        S[pos] = S[pos - 1];
-        L[pos] = L[pos - 1];
-        --pos;
-      }
-      S[pos] = s;
-      L[pos] = label;
+      const uint32_t label = candidate_label(ids, start, j);
+      insert_top(bias != nullptr ? scores[start + j] + bias[label] : scores[start + j], label, S, L, filled, k);
     }
-    for (uint32_t j = 0; filled < k; ++j) {
-      bool listed = false;
-      if (ids != nullptr) {
-        for (size_t e = 0; e < found && !listed; ++e) listed = ids[start + e] == j;
-      } else {
-        listed = j < found;
-      }
-      if (!listed) {
-        S[filled] = -INFINITY;
-        L[filled++] = j;
-      }
+    complete_top(ids, start, found, label_base, k, filled, S, L);
+  }
+}
+
+// A block per row (k <= kTopKMax): each thread keeps the k best of its strided share of the
+// candidates in shared memory, then thread 0 merges the threads' lists. The order (score, then
+// label) is total over distinct labels, so the k best are the same set in the same order however
+// the candidates are shared out: the one-thread-per-row kernel's results, bit for bit, with every
+// thread of the block scanning (a row of a million labels was one thread's serial scan).
+constexpr unsigned kTopKThreads = 128;
+constexpr size_t kTopKMax = 32;
+
+__global__ void __launch_bounds__(kTopKThreads)
+    top_k_block_kernel(size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
+                       const float* bias, uint32_t label_base, size_t k, uint32_t* labels, float* out) {
+  __shared__ float best_s[kTopKThreads * kTopKMax];
+  __shared__ uint32_t best_l[kTopKThreads * kTopKMax];
+  __shared__ uint32_t best_n[kTopKThreads];
+  for (size_t i = blockIdx.x; i < rows; i += gridDim.x) {
+    const uint64_t start = offsets[i];
+    const size_t found = offsets[i + 1] - start;
+    float* S = best_s + threadIdx.x * kTopKMax;
+    uint32_t* L = best_l + threadIdx.x * kTopKMax;
+    size_t filled = 0;
+    for (size_t j = threadIdx.x; j < found; j += blockDim.x) {
+      const uint32_t label = candidate_label(ids, start, j);
+      insert_top(bias != nullptr ? scores[start + j] + bias[label] : scores[start + j], label, S, L, filled, k);
     }
-    for (size_t j = 0; j < k; ++j) L[j] += label_base;
+    best_n[threadIdx.x] = static_cast<uint32_t>(filled);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float* OS = out + i * k;
+      uint32_t* OL = labels + i * k;
+      size_t merged = 0;
+      for (unsigned t = 0; t < blockDim.x; ++t)
+        for (uint32_t c = 0; c < best_n[t]; ++c)
+          insert_top(best_s[t * kTopKMax + c], best_l[t * kTopKMax + c], OS, OL, merged, k);
+      complete_top(ids, start, found, label_base, k, merged, OS, OL);
+    }
+    __syncthreads();  // the lists are rewritten for the block's next row
   }
 }
 
@@ -1042,8 +1105,8 @@ void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, 
   const float* dmax = st.up(max, samples);
   const float* dsums = st.up(sums, 2 * samples);
   double* dloss = st.alloc<double>(samples);
-  xent_loss_grad_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, dloff, samples,
-                                                                           dmax, dsums, scale, dloss);
+  xent_loss_grad_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, dloff, samples,
+                                                                              dmax, dsums, scale, dloss);
   FRUGAL_LAUNCHED();
   st.down(z, dz, nz);
   st.down(losses, dloss, samples);
@@ -1061,7 +1124,11 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
   const float* db = bias.p != nullptr ? st.in(bias, bias_size) : nullptr;
   uint32_t* dl = st.alloc<uint32_t>(rows * k);
   float* dout = st.alloc<float>(rows * k);
-  top_k_kernel<<<blocks_for(rows, 64), 64, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k, dl, dout);
+  if (k <= kTopKMax)
+    top_k_block_kernel<<<blocks_for(rows, 1), kTopKThreads, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k,
+                                                                               dl, dout);
+  else
+    top_k_kernel<<<blocks_for(rows, 64), 64, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k, dl, dout);
   FRUGAL_LAUNCHED();
   st.down(labels, dl, rows * k);
   st.down(out_scores, dout, rows * k);
