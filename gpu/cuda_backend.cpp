@@ -19,17 +19,6 @@
 namespace frugal::gpu {
 namespace {
 
-// Row accumulation's host state, kept between calls (kernels/sparse_ops.cpp's RowAccumulator,
-// steps 1 and 2; step 3, the sums, runs on the device).
-class CudaRowWorkspace : public RowWorkspace {
- public:
-  CudaRowWorkspace(const Backend* owner, size_t num_rows) : RowWorkspace(owner, num_rows), slot(num_rows, -1) {}
-  std::vector<int32_t> slot;  // row -> position in the output, -1 when not touched
-  std::vector<uint64_t> row_start, fill;
-  std::vector<uint32_t> entry_sample;
-  std::vector<float> entry_coef;
-};
-
 // Every id below limit (the rows of the matrix an op reads).
 void check_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
   for (size_t e = 0; e < n; ++e)
@@ -223,7 +212,8 @@ void CudaBackend::active_backward_input(const ActiveSets& active, std::span<cons
 }
 
 std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
-  return std::make_unique<CudaRowWorkspace>(this, num_rows);
+  // No host state: the sort by row runs on the device.
+  return std::make_unique<RowWorkspace>(this, num_rows);
 }
 
 void CudaBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
@@ -233,51 +223,28 @@ void CudaBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> off
   accumulate(ws, offsets, ids, coefs, vecs, grad, bias_grad);
 }
 
-void CudaBackend::accumulate(RowWorkspace& base, std::span<const uint64_t> offsets, const uint32_t* ids,
+void CudaBackend::accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
                              const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
-  auto* ws = dynamic_cast<CudaRowWorkspace*>(&base);
-  FRUGAL_CHECK(ws != nullptr && base.owner() == this, "cuda backend: the row workspace was made by another backend");
-  const size_t samples = offsets.size() - 1;
+  FRUGAL_CHECK(ws.owner() == this, "cuda backend: the row workspace was made by another backend");
+  const size_t samples = offsets.size() - 1, d = vecs.cols();
   const uint64_t entries = offsets.back();
-  std::vector<int32_t>& slot = ws->slot;
-  // 1. The distinct rows, sorted.
-  grad.rows.clear();
-  for (uint64_t e = 0; e < entries; ++e) {
-    const uint32_t r = ids[e];
-    FRUGAL_CHECK(r < slot.size(), fmt::format("row id {} out of range (layer has {} rows)", r, slot.size()));
-    if (slot[r] < 0) {
-      slot[r] = 0;
-      grad.rows.push_back(r);
+  for (uint64_t e = 0; e < entries; ++e)
+    FRUGAL_CHECK(ids[e] < ws.num_rows(),
+                 fmt::format("row id {} out of range (layer has {} rows)", ids[e], ws.num_rows()));
+  // The sort by row, the distinct rows and their sums all run on the device (gpu/cuda_kernels.h).
+  const auto prepare = [&](size_t nrows) {
+    grad.values.resize(nrows, d);
+    dev::RowSumsOut out{grad.values.data(), nullptr};
+    if (bias_grad != nullptr) {
+      bias_grad->values.resize(nrows, 1);
+      out.bias = bias_grad->values.data();
     }
-  }
-  std::sort(grad.rows.begin(), grad.rows.end());
-  const size_t nrows = grad.rows.size();
-  for (size_t j = 0; j < nrows; ++j) slot[grad.rows[j]] = static_cast<int32_t>(j);
-  // 2. Counting sort of the entries by row, keeping sample order within a row.
-  ws->row_start.assign(nrows + 1, 0);
-  for (uint64_t e = 0; e < entries; ++e) ++ws->row_start[slot[ids[e]] + 1];
-  for (size_t j = 0; j < nrows; ++j) ws->row_start[j + 1] += ws->row_start[j];
-  ws->entry_sample.resize(entries);
-  ws->entry_coef.resize(entries);
-  ws->fill.assign(ws->row_start.begin(), ws->row_start.end() - 1);
-  for (size_t i = 0; i < samples; ++i)
-    for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {
-      const uint64_t pos = ws->fill[slot[ids[e]]]++;
-      ws->entry_sample[pos] = static_cast<uint32_t>(i);
-      ws->entry_coef[pos] = coefs[e];
-    }
-  for (const uint32_t r : grad.rows) slot[r] = -1;
-  // 3. On the device: a block per row, each row's sum in sample order.
-  const size_t d = vecs.cols();
-  grad.values.resize(nrows, d);
-  if (bias_grad != nullptr) {
-    bias_grad->rows = grad.rows;
-    bias_grad->values.resize(nrows, 1);
-  }
-  if (nrows == 0) return;
+    return out;
+  };
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::row_sums(context(), ws->row_start.data(), nrows, ws->entry_sample.data(), ws->entry_coef.data(), vecs.data(),
-                samples, d, grad.values.data(), bias_grad != nullptr ? bias_grad->values.data() : nullptr);
+  dev::row_accumulate(context(), offsets.data(), samples, ids, coefs, ws.num_rows(), vecs.data(), d, grad.rows,
+                      prepare);
+  if (bias_grad != nullptr) bias_grad->rows = grad.rows;
 }
 
 void CudaBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {

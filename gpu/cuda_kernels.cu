@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -428,6 +431,30 @@ __global__ void row_sums_kernel(const uint64_t* row_start, size_t rows, const ui
       for (uint64_t p = first + 1; p < last; ++p) b += coef[p];
       bias_out[j] = b;
     }
+  }
+}
+
+// The entry positions 0..n-1 (the values the sort by row carries along).
+__global__ void iota_kernel(uint32_t* out, size_t n) {
+  for (size_t p = global_id(); p < n; p += global_stride()) out[p] = static_cast<uint32_t>(p);
+}
+
+// Entry p of the row-sorted order is entry e = perm[p] of the input: its sample (the last i with
+// offsets[i] <= e, so empty samples are skipped) and its coefficient.
+__global__ void sorted_entries_kernel(const uint32_t* perm, size_t entries, const uint64_t* offsets, size_t samples,
+                                      const float* coefs, uint32_t* sample, float* coef) {
+  for (size_t p = global_id(); p < entries; p += global_stride()) {
+    const uint64_t e = perm[p];
+    size_t lo = 0, hi = samples;  // offsets[lo] <= e; the answer is in [lo, hi)
+    while (lo + 1 < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (offsets[mid] <= e)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    sample[p] = static_cast<uint32_t>(lo);
+    coef[p] = coefs[e];
   }
 }
 
@@ -1045,22 +1072,73 @@ void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, cons
   st.finish();
 }
 
-void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
-              const float* vecs, size_t vec_rows, size_t d, float* out, float* bias_out) {
-  if (rows == 0) return;
-  const size_t entries = row_start[rows];
+void row_accumulate(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids, const float* coefs,
+                    size_t num_rows, const float* vecs, size_t d, std::vector<uint32_t>& rows,
+                    const std::function<RowSumsOut(size_t)>& prepare) {
+  const size_t entries = offsets[samples];
+  rows.clear();
+  if (entries == 0) {
+    prepare(0);
+    return;
+  }
+  FRUGAL_CHECK(entries <= 0x7fffffffu, "CUDA backend: row accumulation of more than 2^31 - 1 entries");
+  const int n = static_cast<int>(entries);
+  // Radix digits up to the largest row id only (17 bits for 100k rows: three passes, not four).
+  int end_bit = 1;
+  while (end_bit < 32 && (size_t{1} << end_bit) < num_rows) ++end_bit;
   Staging st(ctx, __func__);
-  const uint64_t* dstart = st.up(row_start, rows + 1);
-  const uint32_t* dsample = st.up(sample, entries);
-  const float* dcoef = st.up(coef, entries);
-  const float* dvecs = st.up(vecs, vec_rows * d);
-  float* dout = st.alloc<float>(rows * d);
-  float* dbias = bias_out != nullptr ? st.alloc<float>(rows) : nullptr;
-  row_sums_kernel<<<blocks_for(rows, 1), kThreads, 0, st.stream()>>>(dstart, rows, dsample, dcoef, dvecs, d, dout,
-                                                                     dbias);
+  const uint32_t* dids = st.up(ids, entries);
+  const float* dcoefs = st.up(coefs, entries);
+  const uint64_t* doff = st.up(offsets, samples + 1);
+  const float* dvecs = st.up(vecs, samples * d);
+  uint32_t* dpos = st.alloc<uint32_t>(entries);
+  uint32_t* dkeys = st.alloc<uint32_t>(entries);
+  uint32_t* dperm = st.alloc<uint32_t>(entries);
+  uint32_t* drows = st.alloc<uint32_t>(entries);
+  int* dcounts = st.alloc<int>(entries + 1);
+  int* druns = st.alloc<int>(1);
+  uint64_t* dstart = st.alloc<uint64_t>(entries + 1);
+  // CUB's scratch: the largest of the three steps' (the scan's for entries + 1 items bounds its
+  // need for the nrows + 1 it gets).
+  size_t sort_bytes = 0, encode_bytes = 0, scan_bytes = 0;
+  FRUGAL_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, dids, dkeys, dpos, dperm, n, 0, end_bit, st.stream()));
+  FRUGAL_CUDA(cub::DeviceRunLengthEncode::Encode(nullptr, encode_bytes, dkeys, drows, dcounts, druns, n, st.stream()));
+  FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, dcounts, dstart, n + 1, st.stream()));
+  size_t scratch_bytes = std::max({sort_bytes, encode_bytes, scan_bytes});
+  void* scratch = st.alloc<std::byte>(scratch_bytes);
+  // 1. The entries sorted by row; the sort is stable, so within a row they stay in input order
+  // (sample order), the order the CPU's RowAccumulator sums them in.
+  iota_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dpos, entries);
   FRUGAL_LAUNCHED();
-  st.down(out, dout, rows * d);
-  if (bias_out != nullptr) st.down(bias_out, dbias, rows);
+  FRUGAL_CUDA(cub::DeviceRadixSort::SortPairs(scratch, sort_bytes, dids, dkeys, dpos, dperm, n, 0, end_bit, st.stream()));
+  // 2. The distinct rows (ascending) and their entry counts.
+  FRUGAL_CUDA(cub::DeviceRunLengthEncode::Encode(scratch, encode_bytes, dkeys, drows, dcounts, druns, n, st.stream()));
+  int nruns = 0;
+  st.down(&nruns, druns, 1);
+  st.finish();
+  const auto nrows = static_cast<size_t>(nruns);
+  // 3. Each row's first entry: the counts' exclusive sum, with a zero count after the last row so
+  // that row_start[nrows] = entries.
+  FRUGAL_CUDA(cudaMemsetAsync(dcounts + nrows, 0, sizeof(int), st.stream()));
+  scan_bytes = scratch_bytes;
+  FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(scratch, scan_bytes, dcounts, dstart, static_cast<int>(nrows + 1),
+                                            st.stream()));
+  // 4. Each sorted entry's sample and coefficient, then a block per row sums them in order.
+  uint32_t* dsample = st.alloc<uint32_t>(entries);
+  float* dcoef = st.alloc<float>(entries);
+  sorted_entries_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dperm, entries, doff, samples, dcoefs,
+                                                                           dsample, dcoef);
+  FRUGAL_LAUNCHED();
+  const RowSumsOut out = prepare(nrows);
+  float* dout = st.alloc<float>(nrows * d);
+  float* dbias = out.bias != nullptr ? st.alloc<float>(nrows) : nullptr;
+  row_sums_kernel<<<blocks_for(nrows, 1), kThreads, 0, st.stream()>>>(dstart, nrows, dsample, dcoef, dvecs, d, dout,
+                                                                      dbias);
+  FRUGAL_LAUNCHED();
+  rows.resize(nrows);
+  st.down(rows.data(), drows, nrows);
+  st.down(out.values, dout, nrows * d);
+  if (out.bias != nullptr) st.down(out.bias, dbias, nrows);
   st.finish();
 }
 

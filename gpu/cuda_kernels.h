@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace frugal::gpu::dev {
@@ -66,10 +67,18 @@ void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const
 // grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
                      const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h);
-// Row j of out = sum over p in [row_start[j], row_start[j+1]) (in order) of coef[p] vecs[sample[p]];
-// bias_out[j] (when not null) = the sum of those coefficients.
-void row_sums(Context& ctx, const uint64_t* row_start, size_t rows, const uint32_t* sample, const float* coef,
-              const float* vecs, size_t vec_rows, size_t d, float* out, float* bias_out);
+// Row accumulation (kernels/sparse_ops.cpp's RowAccumulator), all of it on the device: entry e of
+// sample i (offsets[i] <= e < offsets[i+1]) adds coefs[e] * vecs[i] (d floats) to row ids[e] (ids
+// below num_rows, checked by the caller). rows gets the distinct rows, ascending; prepare(nrows) is
+// then called once, and row j's sum (its entries in input order, as the CPU sums them) goes to
+// values + j d, the sum of its coefficients to bias[j] (when bias is not null).
+struct RowSumsOut {
+  float* values = nullptr;
+  float* bias = nullptr;
+};
+void row_accumulate(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids, const float* coefs,
+                    size_t num_rows, const float* vecs, size_t d, std::vector<uint32_t>& rows,
+                    const std::function<RowSumsOut(size_t)>& prepare);
 
 // The softmax cross-entropy ops of Backend, one thread per sample.
 void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, size_t samples, float* max);
