@@ -1,7 +1,9 @@
 #include "core/backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -11,10 +13,20 @@
 namespace frugal {
 namespace {
 
+struct Probe {
+  std::string name;
+  std::function<std::unique_ptr<Backend>()> make;
+  bool started = false, finished = false;
+};
+
 struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Backend>> backends;
   std::atomic<Backend*> chosen{nullptr};  // read without the lock: one load per op call
+  std::vector<Probe> probes;
+  // Held while probes run (not `mutex`: a probe registers its backend, and may look others up).
+  // Recursive, so that a probe asking for its own name gets null instead of a deadlock.
+  std::recursive_mutex probing;
 };
 
 // Built on first use: backends register from static objects of other libraries.
@@ -89,6 +101,58 @@ const std::array<Op, kNumOps>& all_ops() {
   return ops;
 }
 
+// Runs the probes not yet finished of that name (all: of every name), once each. A caller that
+// finds one started by another thread waits on `probing` until it has finished.
+void run_probes(Registry& r, std::string_view name, bool all) {
+  const auto matches = [&](const Probe& p) { return all || p.name == name; };
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (std::none_of(r.probes.begin(), r.probes.end(), [&](const Probe& p) { return !p.finished && matches(p); }))
+      return;
+  }
+  std::lock_guard<std::recursive_mutex> probing(r.probing);
+  for (size_t i = 0;; ++i) {
+    std::function<std::unique_ptr<Backend>()> make;
+    std::string probe_name;
+    {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      if (i >= r.probes.size()) break;
+      Probe& p = r.probes[i];
+      if (p.started || !matches(p)) continue;
+      p.started = true;
+      make = p.make;
+      probe_name = p.name;
+    }
+    const auto finish = [&] {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.probes[i].finished = true;  // never tried again: an error is reported once
+    };
+    try {
+      std::unique_ptr<Backend> made = make();
+      if (made != nullptr) {
+        FRUGAL_CHECK(made->name() == probe_name, fmt::format("the probe for backend '{}' made a backend named '{}'",
+                                                             probe_name, made->name()));
+        register_backend(std::move(made));
+      }
+    } catch (...) {
+      finish();
+      throw;
+    }
+    finish();
+  }
+}
+
+void register_backend_probe(std::string name, std::function<std::unique_ptr<Backend>()> make) {
+  FRUGAL_CHECK(make != nullptr, "register_backend_probe: no function to make the backend");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& b : r.backends)
+    FRUGAL_CHECK(b->name() != name, fmt::format("backend '{}' is already registered", name));
+  for (const Probe& p : r.probes)
+    FRUGAL_CHECK(p.name != name, fmt::format("backend '{}' already has a probe", name));
+  r.probes.push_back({std::move(name), std::move(make)});
+}
+
 Backend& register_backend(std::unique_ptr<Backend> backend) {
   FRUGAL_CHECK(backend != nullptr, "register_backend: null backend");
   Registry& r = registry();
@@ -101,6 +165,7 @@ Backend& register_backend(std::unique_ptr<Backend> backend) {
 
 std::vector<Backend*> backends() {
   Registry& r = registry();
+  run_probes(r, {}, true);
   std::lock_guard<std::mutex> lock(r.mutex);
   std::vector<Backend*> out;
   for (const auto& b : r.backends) out.push_back(b.get());
@@ -109,6 +174,7 @@ std::vector<Backend*> backends() {
 
 Backend* find_backend(std::string_view name) {
   Registry& r = registry();
+  run_probes(r, name, false);
   std::lock_guard<std::mutex> lock(r.mutex);
   for (const auto& b : r.backends)
     if (b->name() == name) return b.get();
@@ -118,6 +184,12 @@ Backend* find_backend(std::string_view name) {
 Backend& default_backend() {
   Registry& r = registry();
   if (Backend* b = r.chosen.load(std::memory_order_acquire)) return *b;
+  bool none = false;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    none = r.backends.empty();
+  }
+  if (none) run_probes(r, {}, true);  // only probes registered: the first one made is the default
   std::lock_guard<std::mutex> lock(r.mutex);
   Backend* pick = nullptr;
   for (const auto& b : r.backends)

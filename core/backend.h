@@ -5,8 +5,9 @@
 // likes (threads, SIMD, a GPU) as long as it matches the scalar reference of tests/kernels/.
 //
 // Backends register themselves (register_backend(), usually from a static object in their own
-// folder: kernels/ registers "cpu"); layers and optimizers use default_backend() unless given
-// one, and only apps/ picks another (set_default_backend(), or Layer/Model/Optimizer::set_backend()).
+// folder: kernels/ registers "cpu"; a device backend registers a probe, register_backend_probe(),
+// made when first asked for); layers and optimizers use default_backend() unless given one, and
+// only apps/ picks another (set_default_backend(), or Layer/Model/Optimizer::set_backend()).
 //
 // Every op is synchronous on the host backend. A device backend may return before the work is done
 // when its outputs stay on the device; synchronize() waits for everything issued so far, and an op
@@ -16,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -323,9 +325,16 @@ class Backend {
 
 // The registry. A backend registers once (its name must be new) and lives for the process.
 Backend& register_backend(std::unique_ptr<Backend> backend);
-// Every registered backend, in registration order.
+// A backend made only when it is first asked for: find_backend(name), or backends() (which lists
+// every backend, so it runs every probe). `make` runs once, and may return null (no device here),
+// which leaves the name unregistered; callers asking meanwhile from other threads wait for it. A
+// device backend registers this way so that a process that never asks for it never starts the
+// device's driver: a CUDA context costs time at start, and a sanitizer or profiler that injects
+// itself into the driver must see it initialized after itself, not from a static initializer.
+void register_backend_probe(std::string name, std::function<std::unique_ptr<Backend>()> make);
+// Every registered backend, in registration order (after running every pending probe).
 std::vector<Backend*> backends();
-// The backend of that name, or nullptr.
+// The backend of that name (after running that name's pending probe), or nullptr.
 Backend* find_backend(std::string_view name);
 // The backend layers and optimizers use unless given one: set_default_backend()'s, else "cpu",
 // else the first registered. Throws when none is registered.

@@ -36,13 +36,19 @@ std::vector<float> gather_rows(const Tensor& t, std::span<const uint32_t> rows) 
 
 
 
-// Registered when libfrugal is loaded (libfrugal links this object whole), and only when the
-// process sees a CUDA device: without one, find_backend("cuda") is null.
-Backend* register_if_device() {
-  if (device_count() < 1) return nullptr;
-  return &register_backend(std::make_unique<CudaBackend>());
+// A probe, registered when libfrugal is loaded (libfrugal links this object whole): the backend is
+// made the first time "cuda" is asked for, and only when the process sees a CUDA device (without
+// one, find_backend("cuda") is null). Nothing here touches CUDA before that: a process on --device
+// cpu never starts the driver. (When the device was counted from this static initializer,
+// compute-sanitizer refused to run frugal's executables: "CUDA initialized before the Sanitizer".)
+bool register_probe() {
+  register_backend_probe("cuda", []() -> std::unique_ptr<Backend> {
+    if (device_count() < 1) return nullptr;
+    return std::make_unique<CudaBackend>();
+  });
+  return true;
 }
-[[maybe_unused]] const Backend* const registered = register_if_device();
+[[maybe_unused]] const bool registered = register_probe();
 
 }  // namespace
 
