@@ -630,6 +630,17 @@ void note_straight_through(const TrainArgs& a, int model_ranks) {
                "-0.76 points, against -0.48 with input and -0.09 off)\n");
 }
 
+// A model trained on the CUDA backend alone (one model rank; in a mixed group the calibrated
+// shares weigh the GPU by its measured speed): what the one GPU measured so far found (rank 0 says it).
+void note_cuda_alone(const TrainArgs& a, const Backend& backend, int model_ranks) {
+  if (a.quiet || model_ranks != 1 || backend.name() != "cuda") return;
+  fmt::print("note: the CUDA backend copies each step's activations, logits and row gradients through host memory "
+             "(only the model stays on the device). On an H200 it trained {}; compare --device cpu on this machine "
+             "(bench/REPORT.md, \"GPU\")\n",
+             a.sampler == layers::Sampler::exact ? "20-46x slower than PyTorch with --sampler exact"
+                                                 : "the LSH sampler slower than --device cpu on the machine's 16 cores");
+}
+
 // --overlap-forward on where no split can happen says so.
 void note_forward_split(const TrainArgs& a, int model_ranks) {
   if (a.quiet || a.overlap_forward != ForwardSplit::always) return;
@@ -732,6 +743,7 @@ int run_train(TrainArgs a) {
   note_straight_through(a, grid.model);
   note_forward_split(a, grid.model);
   note_momentum_correction(a, grid.data);
+  note_cuda_alone(a, backend, grid.model);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
                                              comm_timeout_flag(a.comm), !a.quiet);
   if (!a.quiet)
