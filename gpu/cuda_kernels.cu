@@ -1,7 +1,9 @@
-// The device half of the CUDA backend (gpu/cuda_kernels.h): staging buffers, cuBLAS and the kernels.
-// Every kernel uses grid-stride loops (any size fits one launch) and gives each output element to
-// one thread, which sums in the order the CPU kernels (kernels/*_ops.cpp) use: no atomics, so the
-// results do not depend on scheduling, and with -fmad=false most ops give the CPU's bits.
+// The device half of the CUDA backend (gpu/cuda_kernels.h): staging buffers, cuBLAS, CUB and the
+// kernels. Every kernel uses grid-stride loops (any size fits one launch) and gives each sum to one
+// thread, which adds in the order the CPU kernels (kernels/*_ops.cpp) use; a block's threads share
+// only work with no sum split across them (a row's top-k, a sample's logits). No float atomics, so
+// the results do not depend on scheduling, and with -fmad=false most ops give the CPU's bits. CUB
+// sorts row ids for row accumulation: a stable sort, whose output is unique.
 #include "gpu/cuda_kernels.h"
 
 #include <algorithm>
@@ -534,7 +536,7 @@ __device__ void insert_top(float s, uint32_t label, float* S, uint32_t* L, size_
   L[pos] = label;
 }
 
-// Row i's candidate j: its label and its score (with the label's bias when there is one).
+// Row i's candidate j's label: listed (ids), or j itself for dense rows.
 __device__ uint32_t candidate_label(const uint32_t* ids, uint64_t start, size_t j) {
   return ids != nullptr ? ids[start + j] : static_cast<uint32_t>(j);
 }

@@ -1,12 +1,12 @@
 // The device half of the CUDA backend (gpu/cuda_kernels.cu): plain functions over host arrays, so
 // that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header. Each function
-// copies its host inputs into the context's staging buffers, runs cuBLAS or a kernel of its own,
+// copies its host inputs into the context's staging buffers, runs cuBLAS, CUB or a kernel of its own,
 // copies the results back and returns when they are in host memory. Inputs given as In{p, true} are
 // already on the device: the copies of weights, biases and optimizer state the backend keeps there
 // (core/device_mirror.h, through the memory functions below), used where they are.
 //
-// Every kernel gives each output element to one thread that sums in a fixed order (no atomics), so
-// results are deterministic; the .cu files are built with -fmad=false, so the element-wise ops round
+// Every sum is one thread's, in a fixed order (no float atomics; CUB's sort is stable), so results
+// are deterministic; the .cu files are built with -fmad=false, so the element-wise ops round
 // as the CPU kernels do (no contracted multiply-adds). Errors throw frugal::Error.
 #pragma once
 
