@@ -61,6 +61,19 @@ struct Buffer {
 struct OpStats {
   uint64_t calls = 0, bytes_up = 0, bytes_down = 0;
   double copy_s = 0, wait_s = 0, total_s = 0;
+  OpStats& operator+=(const OpStats& s) {
+    calls += s.calls;
+    bytes_up += s.bytes_up;
+    bytes_down += s.bytes_down;
+    copy_s += s.copy_s;
+    wait_s += s.wait_s;
+    total_s += s.total_s;
+    return *this;
+  }
+  void print(const char* op) const {
+    std::fprintf(stderr, "  %-22s %9llu %10.1f %10.1f %10.3f %10.3f %10.3f\n", op, static_cast<unsigned long long>(calls),
+                 bytes_up / 1e6, bytes_down / 1e6, copy_s, wait_s, total_s);
+  }
 };
 
 class OpProfile {
@@ -72,13 +85,7 @@ class OpProfile {
   bool on() const { return on_; }
   void add(const char* op, const OpStats& s) {
     std::lock_guard<std::mutex> lock(mutex_);
-    OpStats& t = ops_[op];
-    t.calls += s.calls;
-    t.bytes_up += s.bytes_up;
-    t.bytes_down += s.bytes_down;
-    t.copy_s += s.copy_s;
-    t.wait_s += s.wait_s;
-    t.total_s += s.total_s;
+    ops_[op] += s;
   }
   ~OpProfile() {
     if (!on_ || ops_.empty()) return;
@@ -89,19 +96,10 @@ class OpProfile {
     std::fprintf(stderr, "  %-22s %9s %10s %10s %10s %10s %10s\n", "op", "calls", "MB up", "MB down", "staging s",
                  "wait s", "total s");
     for (const auto& [op, t] : rows) {
-      std::fprintf(stderr, "  %-22s %9llu %10.1f %10.1f %10.3f %10.3f %10.3f\n", op.c_str(),
-                   static_cast<unsigned long long>(t.calls), t.bytes_up / 1e6, t.bytes_down / 1e6, t.copy_s, t.wait_s,
-                   t.total_s);
-      all.calls += t.calls;
-      all.bytes_up += t.bytes_up;
-      all.bytes_down += t.bytes_down;
-      all.copy_s += t.copy_s;
-      all.wait_s += t.wait_s;
-      all.total_s += t.total_s;
+      t.print(op.c_str());
+      all += t;
     }
-    std::fprintf(stderr, "  %-22s %9llu %10.1f %10.1f %10.3f %10.3f %10.3f\n", "(all)",
-                 static_cast<unsigned long long>(all.calls), all.bytes_up / 1e6, all.bytes_down / 1e6, all.copy_s,
-                 all.wait_s, all.total_s);
+    all.print("(all)");
   }
 
  private:
