@@ -87,6 +87,11 @@ else
 fi
 BATCHES=(1024 128)
 ONLY=${GPU_BENCH_ONLY:-}
+# A regex bash cannot compile would match nothing, silently skipping every run: refuse it.
+if [ -n "$ONLY" ]; then
+  [[ "" =~ $ONLY ]]
+  [ $? -ne 2 ] || { echo "GPU_BENCH_ONLY='$ONLY' is not a valid extended regular expression" >&2; exit 2; }
+fi
 MIXED_STEPS=${MIXED_STEPS:-$STEPS}
 # The CUDA backend's per-op profile (gpu/cuda_kernels.cu) at the end of each CUDA run's log.
 export FRUGAL_CUDA_PROFILE=${FRUGAL_CUDA_PROFILE:-1}

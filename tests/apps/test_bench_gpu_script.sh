@@ -5,7 +5,8 @@
 #  1. GPU_BENCH_ONLY keeps exactly the runs whose name matches (and the data sets);
 #  2. the report's per-op profile table lists each selected CUDA run's costliest ops and its total,
 #     and leaves out the CPU run;
-#  3. results.json holds the selected runs only.
+#  3. results.json holds the selected runs only;
+#  4. a GPU_BENCH_ONLY that is not a regular expression fails at once, naming it.
 # Usage: test_bench_gpu_script.sh FRUGAL SOURCE_ROOT
 set -euo pipefail
 FRUGAL=$1
@@ -33,6 +34,14 @@ echo "+ bench/gpu/run.sh (tiny, GPU_BENCH_ONLY)"
 GPU_BENCH_TINY=1 FRUGAL="$TMP/frugal" OUT="$OUT" \
   GPU_BENCH_ONLY='^frugal-cuda-lsh-1k-b128-steps$|^frugal-cpu-lsh-1k-b128-steps$' \
   bash "$ROOT/bench/gpu/run.sh" > "$TMP/run.log" 2>&1 || { cat "$TMP/run.log"; exit 1; }
+
+echo "+ bench/gpu/run.sh with a GPU_BENCH_ONLY that is not a regex (must fail, naming it)"
+if GPU_BENCH_TINY=1 FRUGAL="$TMP/frugal" OUT="$TMP/bad" GPU_BENCH_ONLY='frugal-(cuda' \
+     bash "$ROOT/bench/gpu/run.sh" > "$TMP/bad.log" 2>&1; then
+  cat "$TMP/bad.log"; echo "succeeded, expected a failure"; exit 1
+fi
+grep -qF "GPU_BENCH_ONLY='frugal-(cuda' is not a valid extended regular expression" "$TMP/bad.log" ||
+  { cat "$TMP/bad.log"; echo "the error does not name GPU_BENCH_ONLY"; exit 1; }
 
 python3 - "$OUT" <<'PY'
 import json, os, sys
