@@ -58,8 +58,6 @@ Payload fresh_payload(size_t floats, float*& data) {
   return Payload(std::move(buffer), reinterpret_cast<const std::byte*>(data), floats * sizeof(float));
 }
 
-Payload float_payload(std::span<const float> v) { return Payload::copy_of(std::as_bytes(v)); }
-
 std::vector<size_t> even_displs(size_t n, int p) {
   std::vector<size_t> d(p + 1);
   for (int i = 0; i <= p; ++i) d[i] = n * static_cast<size_t>(i) / static_cast<size_t>(p);
@@ -71,6 +69,11 @@ std::string floats(size_t n) { return fmt::format("{} floats", n); }
 }  // namespace
 
 // ---- frame helpers ----------------------------------------------------------------------------
+
+Payload TransportCommunicator::own_floats(std::span<const float> v) {
+  if (transport_->releases_sent_payloads()) return loans_.lend(std::as_bytes(v));
+  return Payload::copy_of(std::as_bytes(v));
+}
 
 void TransportCommunicator::send_to(const Op& op, int peer, uint32_t step, uint32_t part,
                                     Payload payload) {
@@ -115,7 +118,7 @@ void TransportCommunicator::send_floats(const Op& op, int peer, uint32_t step,
                                         std::span<const float> block) {
   std::span<float> b(const_cast<float*>(block.data()), block.size());  // read only below
   for (size_t j = 0; j < segments(block.size()); ++j) {
-    send_to(op, peer, step, static_cast<uint32_t>(j), float_payload(segment(b, j)));
+    send_to(op, peer, step, static_cast<uint32_t>(j), own_floats(segment(b, j)));
   }
 }
 
@@ -171,7 +174,7 @@ void TransportCommunicator::ring_all_reduce(const Op& op, std::span<float> data,
       const auto seg = segment(blk, j);
       if (s == p - 2) {  // this rank's finished block: kept, and the first to travel back around
         recv_reduce(op, left, s, static_cast<uint32_t>(j), seg, rop);
-        send_to(op, right, s + 1, static_cast<uint32_t>(j), float_payload(seg));
+        send_to(op, right, s + 1, static_cast<uint32_t>(j), own_floats(seg));
         continue;
       }
       // A partial sum this rank only passes on (the gather overwrites its block): summed straight
@@ -198,7 +201,18 @@ void TransportCommunicator::ring_all_reduce(const Op& op, std::span<float> data,
 // Everyone sends everything to everyone and reduces in rank order (identical on every rank).
 void TransportCommunicator::direct_all_reduce(const Op& op, std::span<float> data, ReduceOp rop) {
   const int p = size();
-  const Payload mine = float_payload(data);
+  if (p == 2) {
+    // Each rank sends its data as it is and, once that frame is out, folds the other's into it in
+    // rank order (combine's operand order): the same bits on both, and no copy of its own data.
+    const int other = 1 - rank_;
+    send_to(op, other, 0, 0, own_floats(data));
+    Message m = recv_from(op, other, 0, 0);
+    FRUGAL_CHECK(m.payload.size() == data.size_bytes(), "all_reduce: message of unexpected size");
+    loans_.wait_returned();
+    combine(data, data, m.payload.bytes(), rop, rank_ == 1);
+    return;
+  }
+  const Payload mine = Payload::copy_of(std::as_bytes(data));  // data is overwritten below
   for (int q = 0; q < p; ++q) {
     if (q != rank_) send_to(op, q, 0, 0, mine);
   }
@@ -260,7 +274,7 @@ void TransportCommunicator::direct_all_gather(const Op& op, std::span<float> all
   const int p = size();
   auto block = [&](int b) { return all.subspan(d[b], d[b + 1] - d[b]); };
   if (!block(rank_).empty()) {
-    const Payload mine = float_payload(block(rank_));
+    const Payload mine = own_floats(block(rank_));
     for (int q = 0; q < p; ++q) {
       if (q != rank_) send_to(op, q, 0, 0, mine);
     }
@@ -331,7 +345,7 @@ void TransportCommunicator::direct_reduce_scatter(const Op& op, std::span<const 
   const int p = size();
   auto block = [&](int b) { return all.subspan(d[b], d[b + 1] - d[b]); };
   for (int q = 0; q < p; ++q) {
-    if (q != rank_ && !block(q).empty()) send_to(op, q, 0, 0, float_payload(block(q)));
+    if (q != rank_ && !block(q).empty()) send_to(op, q, 0, 0, own_floats(block(q)));
   }
   if (mine.empty()) return;
   std::vector<Message> in(p);
@@ -377,7 +391,7 @@ Work TransportCommunicator::broadcast(std::span<float> data, int root) {
                       std::memcpy(seg.data(), m.payload.bytes().data(), seg.size_bytes());
                       out = m.payload;  // forwarded as received, without a copy
                     } else {
-                      out = float_payload(seg);
+                      out = own_floats(seg);
                     }
                     if (pos < p - 1) send_to(op, (rank_ + 1) % p, 0, static_cast<uint32_t>(j), out);
                   }

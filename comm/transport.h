@@ -29,6 +29,12 @@ class Transport {
   // Queues a frame for world rank `dst` (not this rank); frames to one destination arrive in the
   // order they were sent. Never blocks on the network. Returns the bytes it will put on the wire.
   virtual uint64_t send(int dst, const FrameHeader& header, Payload payload) = 0;
+  // Whether every payload given to send() is released soon after it has gone to the wire, and at
+  // the latest when its peer is gone (said goodbye, or declared dead): then collectives send the
+  // caller's own memory without a copy (SendLoans) and wait for it before they complete. In-process
+  // delivery keeps a payload in the receiver's mailbox until an operation takes it, which a failed
+  // receiver never does: it copies.
+  virtual bool releases_sent_payloads() const { return false; }
 
   // Receiving on the thread that waits. A thread that runs collectives claims the network while it
   // runs them (claim_receive .. release_receive): while any thread holds a claim, the transport's

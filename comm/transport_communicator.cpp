@@ -119,6 +119,8 @@ void TransportCommunicator::run(Queue& q, bool collective) {
       try {
         if (collective) mailbox_->begin(op.info);
         op.body(op);
+        // The caller's memory that frames still carry must be back before the caller may change it.
+        loans_.wait_returned();
         op.state->complete();
         continue;
       } catch (const std::exception& e) {
@@ -126,6 +128,9 @@ void TransportCommunicator::run(Queue& q, bool collective) {
         abort(failure);
       }
     }
+    // Also on failure: what was lent is released as it leaves, or when the transport drops the
+    // link to a dead peer.
+    loans_.wait_returned();
     op.state->fail(std::make_exception_ptr(CommError(fmt::format("{}: {}", where, failure))));
   }
 }

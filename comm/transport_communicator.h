@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "comm/send_loans.h"
 #include "comm/transport.h"
 
 namespace frugal::comm::detail {
@@ -91,6 +92,9 @@ class TransportCommunicator final : public Communicator {
   void abort(const std::string& reason);
 
   // Frame helpers of the algorithms (peer = rank in this communicator).
+  // A payload of the caller's own floats, which stay unchanged until the operation ends: lent
+  // (no copy) where the transport releases what it sent, copied otherwise.
+  Payload own_floats(std::span<const float> v);
   void send_to(const Op& op, int peer, uint32_t step, uint32_t part, Payload payload);
   Message recv_from(const Op& op, int peer, uint32_t step, uint32_t part);
   void send_floats(const Op& op, int peer, uint32_t step, std::span<const float> block);
@@ -121,6 +125,7 @@ class TransportCommunicator final : public Communicator {
   StatsCounter stats_;
   uint64_t next_seq_ = 1;  // advanced by the issuing thread
   Queue collectives_, receives_;
+  SendLoans loans_;  // the collective thread's (own_floats); all back before an operation ends
 };
 
 }  // namespace frugal::comm::detail

@@ -284,6 +284,18 @@ void ZmqTransport::send_now(int dst, const std::array<std::byte, kFrameHeaderByt
   links_[dst].last_sent = Clock::now().time_since_epoch().count();
 }
 
+void ZmqTransport::drop_link(int p) {
+  std::lock_guard lock(links_[p].mutex);
+  links_[p].left = true;
+  if (void* d = dealers_[p]) {
+    // Linger 0: ZeroMQ discards what is queued for the peer (closing each message, which releases
+    // its payload) as it tears the socket down, instead of keeping it for a reconnection.
+    set_int(d, ZMQ_LINGER, 0);
+    zmq_close(d);
+    dealers_[p] = nullptr;
+  }
+}
+
 void ZmqTransport::send_control(int dst, FrameKind kind) {
   FrameHeader h;
   h.kind = kind;
@@ -382,7 +394,7 @@ void ZmqTransport::receive_all() {
           fail_all(fmt::format("rank {} rejected a frame from rank {}: {}", world_rank(), src, e.what()));
           break;
         }
-        if (h.kind == FrameKind::goodbye) links_[src].left = true;
+        if (h.kind == FrameKind::goodbye) drop_link(src);
         deliver({h, std::move(payload), true});
         break;
       case FrameKind::heartbeat:
@@ -402,11 +414,11 @@ void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
     const auto silent = now - last_heard_[p];
     if (!failed_ && silent > opt_.timeout) {
       failed_ = true;
+      drop_link(p);  // no goodbye to a dead peer, nothing more to watch, and what waits for it released
       using secs = std::chrono::duration<double>;
       fail_all(fmt::format("rank {} unreachable since {} (nothing heard from it for {:.1f} s, "
                            "timeout {:.1f} s; seen from rank {})", p, wall_time(last_heard_wall_[p]),
                            secs(silent).count(), secs(opt_.timeout).count(), world_rank()));
-      links_[p].left = true;  // no goodbye to a dead peer, and nothing more to watch
     }
   }
 }

@@ -62,6 +62,7 @@ class ZmqTransport final : public Transport {
 
   std::string_view name() const override { return "zmq"; }
   uint64_t send(int dst, const FrameHeader& header, Payload payload) override;
+  bool releases_sent_payloads() const override { return true; }
   std::chrono::microseconds receive_spin() const override { return receive_spin_; }
   void claim_receive() override;
   void release_receive() override;
@@ -99,6 +100,9 @@ class ZmqTransport final : public Transport {
   void send_now(int dst, const std::array<std::byte, kFrameHeaderBytes>& header,
                 const Payload& payload);
   void send_control(int dst, FrameKind kind);
+  // Peer `p` said goodbye or is dead: nothing more is sent to it, and its dealer is closed at once
+  // (no linger), so that the frames still queued for it are dropped and their payloads released.
+  void drop_link(int p);
 
   ZmqOptions opt_;
   void* ctx_ = nullptr;

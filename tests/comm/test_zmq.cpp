@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -149,5 +150,57 @@ TEST_CASE("zmq: concurrent collectives, point-to-point and heartbeats share the 
       FRUGAL_CHECK(s.kind(OpKind::control).messages_sent >= static_cast<uint64_t>(world.size() - 1),
                    "heartbeats were sent");
     }, [](ZmqOptions& o) { o.timeout = std::chrono::milliseconds(300); }));
+  }
+}
+
+// Collectives send the caller's own data without copying it (SendLoans): a Work that completed
+// while ZeroMQ still had to write such a frame would let the caller's next write reach the peer.
+// Each rank overwrites every buffer with NaN the moment its Work completes, and then the next
+// round's values: a peer that sees either got a frame read after the Work ended.
+TEST_CASE("zmq: buffers the caller changes as soon as a collective completes reach no peer changed") {
+  for (int p : {2, 3}) {
+    INFO("world size " << p);
+    REQUIRE_NOTHROW(run_zmq(p, [](Communicator& c) {
+      const size_t n = 1 << 20;  // 4 MB a rank: several ring segments, and long writes
+      const int P = c.size(), r = c.rank();
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> mine(n), all(n * P), sum(n * P), part(n), bcast(n);
+      for (int round = 0; round < 12; ++round) {
+        const auto value = [&](int rank, size_t i) { return static_cast<float>(rank * 1000 + round * 10 + i % 5); };
+        for (size_t i = 0; i < n; ++i) mine[i] = value(r, i);
+        for (size_t i = 0; i < n * P; ++i) sum[i] = value(r, i);
+        for (size_t i = 0; i < n; ++i) bcast[i] = r == 0 ? value(0, i) : nan;
+        c.all_gather(mine, all).wait();
+        std::fill(all.begin() + static_cast<long>(n * r), all.begin() + static_cast<long>(n * (r + 1)), nan);
+        for (int q = 0; q < P; ++q) {
+          for (size_t i = 0; i < n; i += 997) {
+            if (q != r) FRUGAL_CHECK(all[q * n + i] == value(q, i), fmt::format("all_gather round {}: rank {}'s block", round, q));
+          }
+        }
+        c.reduce_scatter(sum, part).wait();
+        std::fill(sum.begin(), sum.end(), nan);
+        c.broadcast(bcast, 0).wait();  // the root receives nothing: its Work ends with its sends
+        for (size_t i = 0; i < n; i += 997) {
+          FRUGAL_CHECK(bcast[i] == value(0, i), fmt::format("broadcast round {}: element {} is {}", round, i, bcast[i]));
+        }
+        std::fill(bcast.begin(), bcast.end(), nan);
+        for (size_t i = 0; i < n; i += 997) {
+          float want = 0;
+          for (int q = 0; q < P; ++q) want += value(q, r * n + i);
+          FRUGAL_CHECK(part[i] == want, fmt::format("reduce_scatter round {}: element {} is {}, not {}", round, i, part[i], want));
+        }
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = value(r, i);
+        c.all_reduce(v).wait();
+        const float first = v[0], last = v[n - 1];
+        std::fill(v.begin(), v.end(), nan);
+        float want0 = 0, want_last = 0;
+        for (int q = 0; q < P; ++q) {
+          want0 += value(q, 0);
+          want_last += value(q, n - 1);
+        }
+        FRUGAL_CHECK(first == want0 && last == want_last, fmt::format("all_reduce round {}", round));
+      }
+    }));
   }
 }
