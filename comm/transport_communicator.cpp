@@ -119,8 +119,9 @@ void TransportCommunicator::run(Queue& q, bool collective) {
       try {
         if (collective) mailbox_->begin(op.info);
         op.body(op);
-        // The caller's memory that frames still carry must be back before the caller may change it.
-        loans_.wait_returned();
+        // The caller's memory that frames still carry must be back before the caller may change it
+        // (only collectives lend: the point-to-point thread has nothing to wait for).
+        if (collective) loans_.wait_returned();
         op.state->complete();
         continue;
       } catch (const std::exception& e) {
@@ -130,7 +131,7 @@ void TransportCommunicator::run(Queue& q, bool collective) {
     }
     // Also on failure: what was lent is released as it leaves, or when the transport drops the
     // link to a dead peer.
-    loans_.wait_returned();
+    if (collective) loans_.wait_returned();
     op.state->fail(std::make_exception_ptr(CommError(fmt::format("{}: {}", where, failure))));
   }
 }

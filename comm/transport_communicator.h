@@ -125,7 +125,7 @@ class TransportCommunicator final : public Communicator {
   StatsCounter stats_;
   uint64_t next_seq_ = 1;  // advanced by the issuing thread
   Queue collectives_, receives_;
-  SendLoans loans_;  // the collective thread's (own_floats); all back before an operation ends
+  SendLoans loans_;  // the collective thread's (own_floats); all back before a collective ends
 };
 
 }  // namespace frugal::comm::detail
