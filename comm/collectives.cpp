@@ -186,6 +186,9 @@ void TransportCommunicator::ring_all_reduce(const Op& op, std::span<float> data,
       send_to(op, right, s + 1, static_cast<uint32_t>(j), std::move(partial));
     }
   }
+  // The gather's first block (t = 0) is this rank's own block r, lent to the right neighbour at
+  // step 0 and not necessarily released yet. Overwriting it is safe: its finished sum can only
+  // arrive after that neighbour received the step-0 frame, so ZeroMQ has written it out.
   for (int t = 0; t <= p - 2; ++t) {
     const auto blk = block((r - t + p) % p);
     for (size_t j = 0; j < segments(blk.size()); ++j) {
