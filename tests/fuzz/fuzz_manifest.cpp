@@ -18,7 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (m.model_slices < 1 || m.model_slices > m.world_size || m.replicas < 1) __builtin_trap();
     if (m.files.size() < static_cast<size_t>(m.model_slices)) __builtin_trap();
     for (const std::string& f : m.files) {
-      if (f.rfind(m.folder + "/", 0) != 0 || f.find("/..") != std::string::npos) __builtin_trap();
+      // "<folder>/<name>" with one plain name: no further '/', and not "." or ".." (a name that
+      // merely starts with "..", like "..slice1.ckpt", stays inside the folder).
+      if (f.rfind(m.folder + "/", 0) != 0) __builtin_trap();
+      const std::string name = f.substr(m.folder.size() + 1);
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) __builtin_trap();
       if (!m.checksums.empty() && !m.checksums.contains(f)) __builtin_trap();
     }
   } catch (const frugal::Error&) {
