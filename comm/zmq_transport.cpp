@@ -412,9 +412,12 @@ void ZmqTransport::heartbeat_and_watch(Clock::time_point now) {
       send_control(p, FrameKind::heartbeat);
     }
     const auto silent = now - last_heard_[p];
-    if (!failed_ && silent > opt_.timeout) {
-      failed_ = true;
-      drop_link(p);  // no goodbye to a dead peer, nothing more to watch, and what waits for it released
+    if (silent > opt_.timeout) {
+      // Every silent peer is dropped, not only the first that fails the run: no goodbye to a dead
+      // peer, nothing more to watch, and the caller's memory that frames queued for it hold
+      // (SendLoans) released, so that the failed collective can return.
+      drop_link(p);
+      if (failed_.exchange(true)) continue;  // the run has failed already: reported once
       using secs = std::chrono::duration<double>;
       fail_all(fmt::format("rank {} unreachable since {} (nothing heard from it for {:.1f} s, "
                            "timeout {:.1f} s; seen from rank {})", p, wall_time(last_heard_wall_[p]),

@@ -102,6 +102,69 @@ TEST_CASE("procs: kill -9 of one rank mid all-reduce fails the others within 2x 
   CHECK(finish(procs[2]) == 128 + SIGKILL);
 }
 
+// Peers that crash (no goodbye) while this rank still sends to them: its all-gather lends its own
+// memory to a frame for every peer (SendLoans), and those frames stay queued for the dead peers.
+// Each silent peer's link must be dropped, which releases them, or the failed all-gather waits for
+// them forever (dropping only the first silent peer hung here).
+TEST_CASE("procs: a rank whose peers all crashed reports the failure instead of waiting for its frames") {
+  const std::string worker = env_or_fail("COMM_WORKER");
+  const int timeout_s = 2;
+  const std::string coordinator = fmt::format("127.0.0.1:{}", frugal::comm::testing::free_port());
+  std::vector<Proc> procs;
+  for (int r = 0; r < 3; ++r) {
+    procs.push_back(start({worker, "orphan", "2"},
+                          {{"FRUGAL_RANK", std::to_string(r)}, {"FRUGAL_SIZE", "3"},
+                           {"FRUGAL_COORDINATOR", coordinator},
+                           {"FRUGAL_COMM_TIMEOUT", std::to_string(timeout_s)}}));
+  }
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << " output:\n" << procs[r].text);
+    CHECK(read_until(procs[r], "exiting", Clock::now() + std::chrono::seconds(60)));
+    CHECK(finish(procs[r]) == 0);
+  }
+  const auto gone = Clock::now();
+  const bool reported = read_until(procs[2], "FAILED:", gone + std::chrono::seconds(3 * timeout_s));
+  INFO("rank 2 output:\n" << procs[2].text << "\n("
+       << std::chrono::duration<double>(Clock::now() - gone).count() << " s after the others exited)");
+  CHECK(reported);
+  CHECK_THAT(procs[2].text, Catch::Contains("unreachable since"));
+  if (!reported) ::kill(procs[2].pid, SIGKILL);
+  CHECK(finish(procs[2]) == (reported ? 1 : 128 + SIGKILL));
+}
+
+// A rank stopped (SIGSTOP) while the others fail and exit without a goodbye finds, once continued,
+// every peer gone. Its collectives send its own memory without a copy (SendLoans): the frames it
+// queues for the dead peers must be dropped for each of them, or its failed all-gather (a frame to
+// every peer) waits for them forever. It must report within 2x the timeout of being continued.
+TEST_CASE("procs: a stopped rank continued after its peers died reports the failure instead of hanging") {
+  const std::string worker = env_or_fail("COMM_WORKER");
+  const int timeout_s = 2;
+  const std::string coordinator = fmt::format("127.0.0.1:{}", frugal::comm::testing::free_port());
+  std::vector<Proc> procs;
+  for (int r = 0; r < 3; ++r) {
+    procs.push_back(start({worker, "allgather-loop"},
+                          {{"FRUGAL_RANK", std::to_string(r)}, {"FRUGAL_SIZE", "3"},
+                           {"FRUGAL_COORDINATOR", coordinator},
+                           {"FRUGAL_COMM_TIMEOUT", std::to_string(timeout_s)}}));
+  }
+  for (auto& p : procs) REQUIRE(read_until(p, "ready", Clock::now() + std::chrono::seconds(60)));
+  ::kill(procs[2].pid, SIGSTOP);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << " output:\n" << procs[r].text);
+    CHECK(read_until(procs[r], "FAILED:", Clock::now() + std::chrono::seconds(4 * timeout_s)));
+    CHECK(finish(procs[r]) == 1);  // exited: its sockets are closed, and it said no goodbye
+  }
+  ::kill(procs[2].pid, SIGCONT);
+  const auto continued = Clock::now();
+  const bool reported = read_until(procs[2], "FAILED:", continued + std::chrono::seconds(2 * timeout_s));
+  INFO("rank 2 output:\n" << procs[2].text << "\n("
+       << std::chrono::duration<double>(Clock::now() - continued).count() << " s after SIGCONT)");
+  CHECK(reported);
+  CHECK_THAT(procs[2].text, Catch::Contains("unreachable since"));
+  if (!reported) ::kill(procs[2].pid, SIGKILL);
+  CHECK(finish(procs[2]) == (reported ? 1 : 128 + SIGKILL));
+}
+
 TEST_CASE("procs: frugal launch runs N ranks, prefixes their output, passes the cluster key") {
   const std::string frugal = env_or_fail("FRUGAL_EXE"), worker = env_or_fail("COMM_WORKER");
   Proc p = start({frugal, "launch", "-n", "3", "--", worker, "collectives"}, {});
