@@ -74,19 +74,26 @@ int finish(Proc& p) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Starts `size` comm_worker ranks of one group (coordinator on a free local port) with the given
+// scenario arguments and peer timeout.
+std::vector<Proc> start_group(int size, const std::vector<std::string>& args, int timeout_s) {
+  const std::string coordinator = fmt::format("127.0.0.1:{}", frugal::comm::testing::free_port());
+  std::vector<std::string> argv{env_or_fail("COMM_WORKER")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<Proc> procs;
+  for (int r = 0; r < size; ++r) {
+    procs.push_back(start(argv, {{"FRUGAL_RANK", std::to_string(r)}, {"FRUGAL_SIZE", std::to_string(size)},
+                                 {"FRUGAL_COORDINATOR", coordinator},
+                                 {"FRUGAL_COMM_TIMEOUT", std::to_string(timeout_s)}}));
+  }
+  return procs;
+}
+
 }  // namespace
 
 TEST_CASE("procs: kill -9 of one rank mid all-reduce fails the others within 2x the timeout") {
-  const std::string worker = env_or_fail("COMM_WORKER");
   const int timeout_s = 2;
-  const std::string coordinator = fmt::format("127.0.0.1:{}", frugal::comm::testing::free_port());
-  std::vector<Proc> procs;
-  for (int r = 0; r < 3; ++r) {
-    procs.push_back(start({worker, "allreduce-loop"},
-                          {{"FRUGAL_RANK", std::to_string(r)}, {"FRUGAL_SIZE", "3"},
-                           {"FRUGAL_COORDINATOR", coordinator},
-                           {"FRUGAL_COMM_TIMEOUT", std::to_string(timeout_s)}}));
-  }
+  std::vector<Proc> procs = start_group(3, {"allreduce-loop"}, timeout_s);
   for (auto& p : procs) REQUIRE(read_until(p, "ready", Clock::now() + std::chrono::seconds(60)));
   ::kill(procs[2].pid, SIGKILL);
   const auto killed = Clock::now();
@@ -107,16 +114,8 @@ TEST_CASE("procs: kill -9 of one rank mid all-reduce fails the others within 2x 
 // Each silent peer's link must be dropped, which releases them, or the failed all-gather waits for
 // them forever (dropping only the first silent peer hung here).
 TEST_CASE("procs: a rank whose peers all crashed reports the failure instead of waiting for its frames") {
-  const std::string worker = env_or_fail("COMM_WORKER");
   const int timeout_s = 2;
-  const std::string coordinator = fmt::format("127.0.0.1:{}", frugal::comm::testing::free_port());
-  std::vector<Proc> procs;
-  for (int r = 0; r < 3; ++r) {
-    procs.push_back(start({worker, "orphan", "2"},
-                          {{"FRUGAL_RANK", std::to_string(r)}, {"FRUGAL_SIZE", "3"},
-                           {"FRUGAL_COORDINATOR", coordinator},
-                           {"FRUGAL_COMM_TIMEOUT", std::to_string(timeout_s)}}));
-  }
+  std::vector<Proc> procs = start_group(3, {"orphan", "2"}, timeout_s);
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << " output:\n" << procs[r].text);
     CHECK(read_until(procs[r], "exiting", Clock::now() + std::chrono::seconds(60)));
@@ -137,16 +136,8 @@ TEST_CASE("procs: a rank whose peers all crashed reports the failure instead of 
 // queues for the dead peers must be dropped for each of them, or its failed all-gather (a frame to
 // every peer) waits for them forever. It must report within 2x the timeout of being continued.
 TEST_CASE("procs: a stopped rank continued after its peers died reports the failure instead of hanging") {
-  const std::string worker = env_or_fail("COMM_WORKER");
   const int timeout_s = 2;
-  const std::string coordinator = fmt::format("127.0.0.1:{}", frugal::comm::testing::free_port());
-  std::vector<Proc> procs;
-  for (int r = 0; r < 3; ++r) {
-    procs.push_back(start({worker, "allgather-loop"},
-                          {{"FRUGAL_RANK", std::to_string(r)}, {"FRUGAL_SIZE", "3"},
-                           {"FRUGAL_COORDINATOR", coordinator},
-                           {"FRUGAL_COMM_TIMEOUT", std::to_string(timeout_s)}}));
-  }
+  std::vector<Proc> procs = start_group(3, {"allgather-loop"}, timeout_s);
   for (auto& p : procs) REQUIRE(read_until(p, "ready", Clock::now() + std::chrono::seconds(60)));
   ::kill(procs[2].pid, SIGSTOP);
   for (int r = 0; r < 2; ++r) {
