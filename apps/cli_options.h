@@ -58,13 +58,15 @@ CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, E& target, std::
 // that device exists is the command's to find out (resolve_device), once it runs.
 inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
   CLI::Option* option = cmd->add_option("--device", target, "compute device: cpu, cuda, cuda:N, or auto (cuda when a "
-                                                            "CUDA backend is available, else cpu)");
+                                                            "CUDA backend is available, else cpu); emulated: a device "
+                                                            "for testing (host memory the host may not touch, every "
+                                                            "byte crossing counted; kernels/emulated_backend.h)");
   option->capture_default_str();
   option->check(CLI::Validator(
       [](std::string& given) {
-        return is_device_spec(given) ? std::string() : "'" + given + "' is not one of cpu, cuda, cuda:N, auto";
+        return is_device_spec(given) ? std::string() : "'" + given + "' is not one of cpu, cuda, cuda:N, auto, emulated";
       },
-      "cpu|cuda|cuda:N|auto", "device"));
+      "cpu|cuda|cuda:N|auto|emulated", "device"));
   return option;
 }
 

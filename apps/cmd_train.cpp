@@ -760,6 +760,7 @@ int run_train(TrainArgs a) {
   Model model;
   const auto build = [&](Model& m, const std::vector<double>& weights) {
     layers::build_network(m, network_spec(a, train), Placement::sliced(*model_group, weights));
+    m.set_backend(&backend);  // the parameters move into the device's memory (core/layer.h)
   };
   build(model, a.weights);
   TrainerOptions options = trainer_options(a, train.size());
@@ -931,6 +932,9 @@ int run_train(TrainArgs a) {
                {"rank_step_seconds_max", step_max[0]},
                {"rank_step_seconds_min", step_min[0]},
                {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
+               // Bytes that crossed between the host and this rank's device per training sample
+               // (0 on the CPU backend; the counting device and CUDA count theirs).
+               {"host_device_bytes_per_sample", fit.host_device_bytes_per_sample()},
                {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
                // DCT: achieved compression (uncompressed payload / payload sent; 0: no such traffic)
                // and bytes on the wire per sample, model-parallel and data-parallel separately.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -38,6 +39,56 @@ Registry& registry() {
 }  // namespace
 
 std::optional<uint64_t> Backend::state_memory_available() const { return host_memory_available(); }
+
+namespace {
+// The host backend's copies: both sides must be host memory.
+void check_host(const Buffer& b, const char* op) {
+  FRUGAL_CHECK(b.is_host(), fmt::format("Backend::{}: a buffer on {} given to a backend that computes on the host", op,
+                                        b.device().name()));
+}
+void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
+  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
+               fmt::format("Backend::{}: bytes [{}, {}) of a buffer of {}", op, offset, offset + bytes, b.bytes()));
+}
+}  // namespace
+
+std::shared_ptr<Buffer> Backend::alloc_buffer(size_t bytes) { return alloc_host_buffer(bytes); }
+
+MatmulShape matmul_shape(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c) {
+  const size_t m = trans_a ? a.cols() : a.rows(), k = trans_a ? a.rows() : a.cols();
+  const size_t kb = trans_b ? b.cols() : b.rows(), n = trans_b ? b.rows() : b.cols();
+  FRUGAL_CHECK(k == kb && c.rows() == m && c.cols() == n,
+               fmt::format("matmul: op(A) is {}x{}, op(B) {}x{}, C {}x{}", m, k, kb, n, c.rows(), c.cols()));
+  for (const Tensor* t : {&a, &b, &c})
+    FRUGAL_CHECK(t->dtype() == Dtype::f32, fmt::format("matmul: a {} operand", dtype_name(t->dtype())));
+  return {static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k)};
+}
+
+void Backend::set(Buffer& dst, size_t offset, const void* src, size_t bytes) {
+  check_host(dst, "set");
+  check_range(dst, offset, bytes, "set");
+  if (bytes > 0) std::memcpy(dst.base() + offset, src, bytes);
+}
+
+void Backend::get(const Buffer& src, size_t offset, void* dst, size_t bytes) {
+  check_host(src, "get");
+  check_range(src, offset, bytes, "get");
+  if (bytes > 0) std::memcpy(dst, src.base() + offset, bytes);
+}
+
+void Backend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+  check_host(dst, "copy");
+  check_host(src, "copy");
+  check_range(dst, dst_offset, bytes, "copy");
+  check_range(src, src_offset, bytes, "copy");
+  if (bytes > 0) std::memmove(dst.base() + dst_offset, src.base() + src_offset, bytes);
+}
+
+void Backend::clear(Buffer& dst, size_t offset, size_t bytes) {
+  check_host(dst, "clear");
+  check_range(dst, offset, bytes, "clear");
+  if (bytes > 0) std::memset(dst.base() + offset, 0, bytes);
+}
 
 std::string_view op_name(Op op) {
   switch (op) {

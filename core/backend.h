@@ -28,6 +28,7 @@
 
 #include "core/act.h"
 #include "core/active_sets.h"
+#include "core/buffer.h"
 #include "core/parameter.h"
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
@@ -236,6 +237,30 @@ class Backend {
   // to the host tensors; Optimizer::state() calls this before host code reads or replaces the
   // state (checkpoints, reslicing). The host backend has nothing to do.
   virtual void flush_state() {}
+  // --- memory (core/buffer.h) ----------------------------------------------------------------
+  // A buffer of `bytes` (uninitialized) where this backend computes: host memory for the host
+  // backend (alloc_host_buffer), device memory for a device. Tensor(rows, cols, dtype, backend)
+  // allocates through it. bytes 0 gives an empty buffer that only fixes the place.
+  virtual std::shared_ptr<Buffer> alloc_buffer(size_t bytes);
+  // Byte copies between host memory and this backend's buffers (or host buffers), ordered after
+  // every op issued before them. set returns when src may be reused; get returns with dst filled
+  // (it waits for the ops before it); copy (buffer to buffer, this backend's or host ones) and
+  // clear (zeroes) are ordered on the backend's stream and may return before they are done:
+  // synchronize() waits. The host backend's are memcpy / memset.
+  virtual void set(Buffer& dst, size_t offset, const void* src, size_t bytes);
+  virtual void get(const Buffer& src, size_t offset, void* dst, size_t bytes);
+  virtual void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes);
+  virtual void clear(Buffer& dst, size_t offset, size_t bytes);
+  // What crossed between the host and this backend's device so far (set, get, and the staging of
+  // ops whose arguments are host memory); all zero on the host backend. Counters only grow.
+  struct Transfers {
+    uint64_t to_device_bytes = 0, to_device_calls = 0;
+    uint64_t to_host_bytes = 0, to_host_calls = 0;
+    uint64_t on_device_bytes = 0;  // copy() within the device
+    uint64_t crossed_bytes() const { return to_device_bytes + to_host_bytes; }
+  };
+  virtual Transfers transfers() const { return {}; }
+
   // matmul with bf16 operands and f32 accumulation (tensor cores), as `--precision bf16` asks for
   // dense products: the operands are rounded to bf16 (to nearest, ties to even) and their products
   // summed in f32. Returns whether the backend does so from now on; one without such products (the
@@ -243,10 +268,11 @@ class Backend {
   virtual bool set_bf16_products(bool on) { return !on; }
 
   // --- dense -------------------------------------------------------------------------------
-  // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major; op(A) is A (M x K) or, with
-  // trans_a, the transpose of A stored as K x M; likewise B (K x N, or N x K with trans_b).
-  virtual void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                      int64_t k, bool accumulate = false) = 0;
+  // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major f32 tensors in this backend's
+  // memory; op(A) is A (M x K) or, with trans_a, the transpose of A stored as K x M; likewise B
+  // (K x N, or N x K with trans_b). C is shaped M x N by the caller (matmul_shape checks it).
+  virtual void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                      bool accumulate = false) = 0;
   // y[i][c] = act(y[i][c] + bias[c]) (bias has y.cols() entries, whatever its shape).
   virtual void bias_act_forward(Tensor& y, const Tensor& bias, Act act) = 0;
   // In place: grad (dLoss/dy in, dLoss/d(pre-activation) out) is zeroed where y <= 0 for relu;
@@ -322,6 +348,12 @@ class Backend {
   // cap - labels neurons found in the most tables (ties: the lower id) are kept, in that order.
   virtual void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) = 0;
 };
+
+// matmul's M, N, K from its operands; throws frugal::Error naming the shapes when they do not fit.
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+MatmulShape matmul_shape(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c);
 
 // The registry. A backend registers once (its name must be new) and lives for the process.
 Backend& register_backend(std::unique_ptr<Backend> backend);

@@ -32,15 +32,21 @@ std::string registered_names() {
 }  // namespace
 
 bool is_device_spec(std::string_view spec) {
-  return spec == "cpu" || spec == "cuda" || spec == "auto" || cuda_index(spec) >= 0;
+  return spec == "cpu" || spec == "cuda" || spec == "auto" || spec == "emulated" || cuda_index(spec) >= 0;
 }
 
 Backend& resolve_device(std::string_view spec) {
   FRUGAL_CHECK(is_device_spec(spec),
-               fmt::format("device '{}' is not one of cpu, cuda, cuda:N, auto", spec));
+               fmt::format("device '{}' is not one of cpu, cuda, cuda:N, auto, emulated", spec));
   if (spec == "auto") {
     if (Backend* cuda = find_backend("cuda")) return *cuda;
     spec = "cpu";
+  }
+  if (spec == "emulated") {  // the counting device (kernels/emulated_backend.h): for testing
+    Backend* emulated = find_backend("emulated");
+    FRUGAL_CHECK(emulated != nullptr, fmt::format("device emulated: no \"emulated\" backend is registered "
+                                                  "(registered: {})", registered_names()));
+    return *emulated;
   }
   if (spec == "cpu") {
     Backend* cpu = find_backend("cpu");

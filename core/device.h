@@ -15,7 +15,7 @@ class Communicator;
 }
 
 // Whether `spec` is a device name this function set understands: cpu, cuda, cuda:N (N a decimal
-// number), auto. Says nothing about whether that device exists.
+// number), auto, emulated (the counting device of kernels/emulated_backend.h, for testing). Says nothing about whether that device exists.
 bool is_device_spec(std::string_view spec);
 
 // The backend `spec` names. auto: "cuda" when a CUDA backend is registered, else "cpu". cuda:N: the

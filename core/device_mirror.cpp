@@ -66,6 +66,7 @@ void DeviceMirror::drop(std::unordered_map<const void*, Entry>::iterator it) noe
 
 void* DeviceMirror::acquire(const Tensor& t) {
   if (t.raw() == nullptr || t.bytes() == 0) return nullptr;
+  FRUGAL_CHECK(t.stamp() != nullptr, "device mirror: only tensors in host buffers of their own can be mirrored");
   std::lock_guard<std::mutex> lock(mutex_);
   TensorStamp& stamp = *t.stamp();
   Entry* e = lookup(t);
@@ -103,7 +104,7 @@ void* DeviceMirror::acquire(const Tensor& t) {
 }
 
 const void* DeviceMirror::find(const Tensor& t) {
-  if (t.raw() == nullptr) return nullptr;
+  if (t.raw() == nullptr || t.stamp() == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = entries_.find(t.raw());
   if (it == entries_.end() || it->second.rows != t.rows() || it->second.cols != t.cols() ||

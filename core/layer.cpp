@@ -28,6 +28,11 @@ const Tensor& InputLayer::forward_rows(const SparseBatch& x, size_t first, size_
 
 Backend& Layer::backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
 
+void Layer::set_backend(Backend* backend) {
+  backend_ = backend;
+  for (Parameter* p : parameters()) place_on(p->value, &this->backend());
+}
+
 const Placement& Layer::placement() const {
   static const Placement replicated{};
   return replicated;

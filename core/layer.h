@@ -45,8 +45,10 @@ class Layer {
   virtual const Placement& placement() const;
   // The Backend this layer computes on (core/backend.h): the one set here, else default_backend().
   Backend& backend() const;
-  // nullptr: back to default_backend(). Only apps/ picks a backend (core/backend.h).
-  void set_backend(Backend* backend) { backend_ = backend; }
+  // Places the layer on `backend` (nullptr: back to default_backend()): its parameters' values
+  // move into that backend's memory (place_on, core/tensor.h), where its ops read and write them.
+  // Only apps/ picks a backend (core/backend.h).
+  void set_backend(Backend* backend);
 
  private:
   Backend* backend_ = nullptr;

@@ -7,27 +7,20 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
-#include "core/huge_pages.h"
 
 namespace frugal {
-namespace {
-constexpr size_t kAlign = Tensor::kStampBytes;
-static_assert(sizeof(TensorStamp) <= kAlign);
 
-// The data, kAlign bytes after a TensorStamp. Big tensors (weights, optimizer moments, row-sparse
-// gradients) are read a sampled row at a time: their memory is on huge pages (core/huge_pages.h).
-std::byte* allocate(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  void* p = allocate_for_random_access(kAlign + ((bytes + kAlign - 1) / kAlign) * kAlign, kAlign);
-  new (p) TensorStamp();
-  return static_cast<std::byte*>(p) + kAlign;
+std::string_view dtype_name(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::f32: return "f32";
+    case Dtype::bf16: return "bf16";
+    case Dtype::u32: return "u32";
+    case Dtype::u64: return "u64";
+  }
+  return "?";
 }
-
-TensorStamp* stamp_of(std::byte* data) { return std::launder(reinterpret_cast<TensorStamp*>(data - kAlign)); }
-}  // namespace
-
-std::string_view dtype_name(Dtype dtype) { return dtype == Dtype::f32 ? "f32" : "bf16"; }
 
 Dtype dtype_from_string(std::string_view name) {
   if (name == "f32") return Dtype::f32;
@@ -35,45 +28,110 @@ Dtype dtype_from_string(std::string_view name) {
   throw Error(fmt::format("unknown precision '{}': expected f32 or bf16", name));
 }
 
-void Tensor::FreeAligned::operator()(std::byte* p) const {
-  TensorStamp* s = stamp_of(p);
-  if (s->mirrored.load(std::memory_order_acquire)) forget_device_copies(p);
-  s->~TensorStamp();
-  free_for_random_access(p - kAlign);
+namespace {
+std::string describe(const Tensor& t) {
+  return fmt::format("{}{}x{} {} tensor", t.name().empty() ? "a " : "tensor '" + t.name() + "' (", t.rows(), t.cols(),
+                     dtype_name(t.dtype())) + (t.name().empty() ? "" : ")");
 }
-
-
+}  // namespace
 
 void Tensor::wrong_dtype(Dtype wanted) const {
-  throw Error(fmt::format("a {}x{} {} tensor was used as {} (a kernel or caller does not handle this precision)",
-                          rows_, cols_, dtype_name(dtype_), dtype_name(wanted)));
+  throw Error(fmt::format("{} was used as {} (a kernel or caller does not handle this type)", describe(*this),
+                          dtype_name(wanted)));
+}
+
+void Tensor::not_host() const {
+  throw Error(fmt::format("{} lives on {}, where the host may not read or write it: copy it with copy_to_host / "
+                          "copy_from_host (its backend's get / set)",
+                          describe(*this), device().name()));
 }
 
 Tensor::Tensor(size_t rows, size_t cols, Dtype dtype) : dtype_(dtype) { resize(rows, cols), zero(); }
+
+Tensor::Tensor(size_t rows, size_t cols, Dtype dtype, Backend& backend) : dtype_(dtype) {
+  // An empty buffer of the backend fixes the place; resize() allocates there.
+  buffer_ = backend.alloc_buffer(0);
+  host_ = buffer_->is_host();
+  resize(rows, cols);
+  zero();
+}
+
+Tensor Tensor::view(std::shared_ptr<Buffer> buffer, size_t offset, size_t rows, size_t cols, Dtype dtype) {
+  FRUGAL_CHECK(buffer != nullptr, "Tensor::view of no buffer");
+  FRUGAL_CHECK(offset + rows * cols * dtype_bytes(dtype) <= buffer->bytes(),
+               fmt::format("Tensor::view: {}x{} {} from byte {} runs past a buffer of {} bytes", rows, cols,
+                           dtype_name(dtype), offset, buffer->bytes()));
+  Tensor t;
+  t.rows_ = rows;
+  t.cols_ = cols;
+  t.dtype_ = dtype;
+  t.host_ = buffer->is_host();
+  t.ptr_ = buffer->base() + offset;
+  t.offset_ = offset;
+  t.buffer_ = std::move(buffer);
+  return t;
+}
+
+Tensor Tensor::wrap(void* data, size_t rows, size_t cols, Dtype dtype) {
+  const size_t bytes = rows * cols * dtype_bytes(dtype);
+  return view(wrap_host_memory(data, bytes), 0, rows, cols, dtype);
+}
+
+Tensor Tensor::rows_view(size_t first, size_t count) const {
+  FRUGAL_CHECK(first + count <= rows_, fmt::format("rows {}..{} of {}", first, first + count, describe(*this)));
+  if (buffer_ == nullptr) return Tensor(0, cols_, dtype_);
+  Tensor t = view(buffer_, offset_ + first * cols_ * dtype_bytes(dtype_), count, cols_, dtype_);
+  t.name_ = name_;
+  return t;
+}
 
 Tensor::Tensor(const Tensor& other) : Tensor() { *this = other; }
 
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
+  if (other.owner() != owner()) {
+    // Take the source's place: a fresh (empty) buffer there; resize() allocates.
+    buffer_ = other.owner() != nullptr ? other.owner()->alloc_buffer(0) : nullptr;
+    host_ = buffer_ == nullptr || buffer_->is_host();
+    ptr_ = buffer_ != nullptr ? buffer_->base() : nullptr;
+    offset_ = 0;
+  }
   dtype_ = other.dtype_;
+  name_ = other.name_;
   resize(other.rows_, other.cols_);
-  if (size() > 0) std::memcpy(written(data_.get()), other.data_.get(), bytes());
+  if (size() == 0) return *this;
+  if (host_ && other.host_) {
+    std::memcpy(written(ptr_), other.ptr_, bytes());
+  } else {
+    owner()->copy(*buffer_, offset_, *other.buffer_, other.offset_, bytes());
+  }
   return *this;
+}
+
+void Tensor::allocate(size_t bytes) {
+  Backend* backend = owner();
+  buffer_ = backend != nullptr ? backend->alloc_buffer(bytes) : alloc_host_buffer(bytes);
+  host_ = buffer_->is_host();
+  offset_ = 0;
+  ptr_ = buffer_->base();
 }
 
 void Tensor::resize(size_t rows, size_t cols) {
   const size_t bytes = rows * cols * dtype_bytes(dtype_);
-  if (bytes > capacity_) {
-    data_.reset(allocate(bytes));
-    capacity_ = bytes;
-  }
+  const size_t capacity = buffer_ != nullptr ? buffer_->bytes() - offset_ : 0;
+  if (bytes > capacity) allocate(bytes);
   rows_ = rows;
   cols_ = cols;
-  if (data_ != nullptr) written(data_.get());  // the contents are unspecified now
+  if (ptr_ != nullptr && host_) written(ptr_);  // the contents are unspecified now
 }
 
 void Tensor::zero() {
-  if (size() > 0) std::memset(written(data_.get()), 0, bytes());
+  if (size() == 0) return;
+  if (host_) {
+    std::memset(written(ptr_), 0, bytes());
+  } else {
+    owner()->clear(*buffer_, offset_, bytes());
+  }
 }
 
 void Tensor::fill(float v) {
@@ -85,8 +143,21 @@ void Tensor::fill(float v) {
 }
 
 void Tensor::assign(const Tensor& other) {
-  if (other.dtype_ == dtype_) {
+  if (other.dtype_ == dtype_ && other.owner() == owner()) {
     *this = other;
+    return;
+  }
+  if (!host_ || !other.host_) {
+    // Converted on the host, then one set into this tensor where it lives.
+    Tensor converted_host(0, 0, dtype_);
+    converted_host.assign(to_host(other));
+    resize(converted_host.rows_, converted_host.cols_);
+    copy_from_host(*this, converted_host.ptr_);
+    return;
+  }
+  if (other.dtype_ == dtype_) {
+    resize(other.rows_, other.cols_);
+    if (size() > 0) std::memcpy(written(ptr_), other.ptr_, bytes());
     return;
   }
   resize(other.rows_, other.cols_);
@@ -130,6 +201,62 @@ void Tensor::write_row(size_t r, const float* in) {
   }
   uint16_t* h = bf16_row(r);
   for (size_t c = 0; c < cols_; ++c) h[c] = f32_to_bf16(in[c]);
+}
+
+void copy_to_host(const Tensor& t, void* dst) {
+  if (t.bytes() == 0) return;
+  if (t.is_host()) {
+    std::memcpy(dst, t.device_data(), t.bytes());
+  } else {
+    t.owner()->get(*t.buffer(), t.offset(), dst, t.bytes());
+  }
+}
+
+void copy_from_host(Tensor& t, const void* src) {
+  if (t.bytes() == 0) return;
+  if (t.is_host()) {
+    if (TensorStamp* s = t.stamp()) s->host_written.store(true, std::memory_order_relaxed);
+    std::memcpy(t.device_data(), src, t.bytes());
+  } else {
+    t.owner()->set(*t.buffer(), t.offset(), src, t.bytes());
+  }
+}
+
+Tensor to_host(const Tensor& t) {
+  if (t.is_host()) return t;
+  Tensor out(t.rows(), t.cols(), t.dtype());
+  out.set_name(t.name());
+  copy_to_host(t, out.device_data());
+  return out;
+}
+
+Tensor to_backend(const Tensor& t, Backend* backend) {
+  if (backend == nullptr) return to_host(t);
+  Tensor out(t.rows(), t.cols(), t.dtype(), *backend);
+  out.set_name(t.name());
+  if (t.is_host()) {
+    copy_from_host(out, t.device_data());
+  } else if (t.owner() == backend) {
+    backend->copy(*out.buffer(), out.offset(), *t.buffer(), t.offset(), t.bytes());
+  } else {  // between two devices: through the host (counted by both)
+    const Tensor host = to_host(t);
+    copy_from_host(out, host.device_data());
+  }
+  return out;
+}
+
+const Tensor& host_view(const Tensor& t, Tensor& scratch) {
+  if (t.is_host()) return t;
+  scratch = to_host(t);
+  return scratch;
+}
+
+void place_on(Tensor& t, Backend* backend) {
+  if (backend != nullptr && !backend->device().is_host()) {
+    if (t.owner() != backend) t = to_backend(t, backend);
+  } else if (!t.is_host()) {
+    t = to_host(t);
+  }
 }
 
 Tensor converted(const Tensor& src, Dtype dtype) {

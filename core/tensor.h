@@ -1,16 +1,22 @@
-// Tensor: a row-major matrix whose rows start on 64-byte boundaries when a row is a multiple of 64
-// bytes, so SIMD kernels can load whole rows. The only dense container frugal uses.
+// Tensor: a row-major matrix, a view of a Buffer (core/buffer.h): {buffer, byte offset, rows, cols,
+// dtype}. The buffer belongs to the backend that computes on it: host memory for the CPU backend
+// (and for every tensor made without a backend), device memory for a device backend. Rows start on
+// 64-byte boundaries when a row is a multiple of 64 bytes and the view starts at the buffer's start,
+// so SIMD kernels can load whole rows. The only dense container frugal uses.
 //
 // Elements are f32, or bf16 for storage (`--precision bf16`: the large row-sparse parameters and
-// their optimizer moments take half the memory and half the bandwidth). A bf16 element is the high
-// half of an f32, so widening is exact; kernels widen and compute in f32. The float accessors
-// (data(), row(), at(), span()) are for f32 tensors and throw frugal::Error on a bf16 one: code that
-// handles both asks dtype() and uses bf16_row(), or the converting value_at() / set_value() / assign().
+// their optimizer moments take half the memory and half the bandwidth), or the unsigned integers
+// u32 / u64 of a step's index arrays (a sparse batch's CSR, active sets, row lists). A bf16 element
+// is the high half of an f32, so widening is exact; kernels widen and compute in f32. The typed
+// accessors (data(), row(), at(), span() for f32; bf16_*; u32_*/u64_*) throw frugal::Error on
+// another dtype, and on a tensor whose buffer the host may not touch (a device's): host code moves
+// a device tensor's bytes with copy_to_host / copy_from_host (or its backend's set / get), never
+// through a pointer.
 //
-// A Tensor's data lives in host memory. A device Backend keeps copies of the tensors it computes on
-// (weights, optimizer state) on its device between ops (core/device_mirror.h); what it needs to
-// know for that travels with the data in a TensorStamp: every non-const access marks the host copy
-// written, so a device copy is refreshed after the host changed the tensor and only then.
+// The CUDA backend still keeps device copies of host tensors (core/device_mirror.h) until every op
+// takes tensors in its own buffers; what it needs to know travels in the host buffer's TensorStamp:
+// every non-const access marks the host copy written, so a device copy is refreshed after the host
+// changed the tensor and only then.
 #pragma once
 
 #include <atomic>
@@ -20,20 +26,14 @@
 #include <memory>
 #include <new>
 #include <span>
+#include <string>
 #include <string_view>
+
+#include "core/buffer.h"
 
 namespace frugal {
 
-enum class DeviceKind : uint8_t { host, cuda };
-
-struct Device {
-  DeviceKind kind = DeviceKind::host;
-  int index = 0;  // which device of its kind (0 for the host)
-  bool is_host() const { return kind == DeviceKind::host; }
-  friend bool operator==(const Device&, const Device&) = default;
-};
-
-// In front of every tensor's data (the 64 bytes before it, so the data stays aligned), moving with it.
+// In front of every host buffer's data (the 64 bytes before it, so the data stays aligned).
 struct TensorStamp {
   // The host changed the data since a device mirror last synced it (set by every non-const access
   // of the Tensor: data(), row(), at(), span(), the bf16 accessors, set_value, write_row, zero,
@@ -45,11 +45,17 @@ struct TensorStamp {
 // Called when the data of a mirrored tensor is freed (core/device_mirror.cpp).
 void forget_device_copies(const void* data) noexcept;
 
-enum class Dtype : uint8_t { f32, bf16 };
+enum class Dtype : uint8_t { f32, bf16, u32, u64 };
 std::string_view dtype_name(Dtype dtype);
-// "f32" or "bf16"; throws frugal::Error naming the text otherwise.
+// "f32" or "bf16" (the precisions a user picks); throws frugal::Error naming the text otherwise.
 Dtype dtype_from_string(std::string_view name);
-inline size_t dtype_bytes(Dtype dtype) { return dtype == Dtype::f32 ? 4 : 2; }
+inline size_t dtype_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::bf16: return 2;
+    case Dtype::u64: return 8;
+    default: return 4;
+  }
+}
 
 // bf16 <-> f32. Widening is exact; narrowing rounds to nearest, ties to even (NaN stays NaN).
 inline float bf16_to_f32(uint16_t h) {
@@ -80,19 +86,30 @@ inline uint16_t f32_to_bf16_stochastic(float f, uint32_t random16) {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(size_t rows, size_t cols, Dtype dtype = Dtype::f32);  // zero-initialized
-  // Copies keep the source's dtype (assign() converts into this tensor's).
+  Tensor(size_t rows, size_t cols, Dtype dtype = Dtype::f32);  // host memory, zero-initialized
+  // In `backend`'s memory (its alloc_buffer), zero-initialized.
+  Tensor(size_t rows, size_t cols, Dtype dtype, Backend& backend);
+  // A view of `buffer` from byte `offset` (the bytes stay the buffer's; nothing is copied).
+  static Tensor view(std::shared_ptr<Buffer> buffer, size_t offset, size_t rows, size_t cols, Dtype dtype);
+  // Host memory owned elsewhere seen as a tensor (core/buffer.h's wrap_host_memory).
+  static Tensor wrap(void* data, size_t rows, size_t cols, Dtype dtype);
+  // Rows [first, first + count) of this tensor, sharing its buffer.
+  Tensor rows_view(size_t first, size_t count) const;
+
+  // Copies are deep and stay where the source lives (host memory, or a new buffer of the same
+  // backend, copied by it); assign() converts into this tensor's dtype.
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
-  // Changes the shape, keeping the dtype and the allocation when it is large enough; contents are
-  // unspecified.
+  // Changes the shape, keeping the dtype, the place and the allocation when it is large enough;
+  // contents are unspecified.
   void resize(size_t rows, size_t cols);
-  void zero();
-  void fill(float v);
-  // Takes other's shape and values in this tensor's dtype (rounding to nearest into bf16).
+  void zero();  // any place (a device tensor is cleared by its backend)
+  void fill(float v);  // host, f32 or bf16
+  // Takes other's shape and values in this tensor's dtype (rounding to nearest into bf16), keeping
+  // this tensor's place (a device tensor receives them with one set).
   void assign(const Tensor& other);
 
   size_t rows() const { return rows_; }
@@ -101,8 +118,16 @@ class Tensor {
   bool empty() const { return size() == 0; }
   Dtype dtype() const { return dtype_; }
   size_t bytes() const { return size() * dtype_bytes(dtype_); }
-  // Where data() points: the host for every Tensor (a device backend's copies are its own).
-  Device device() const { return device_; }
+  // Where the data lives: the host for a tensor without a buffer or with a host buffer.
+  Device device() const { return buffer_ != nullptr ? buffer_->device() : Device{}; }
+  bool is_host() const { return host_; }
+  // The backend that owns the buffer (null: host memory).
+  Backend* owner() const { return buffer_ != nullptr ? buffer_->owner() : nullptr; }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  size_t offset() const { return offset_; }
+  // The name errors use ("softmax.weight"); empty: the shape speaks for it.
+  void set_name(std::string name) { name_ = std::move(name); }
+  const std::string& name() const { return name_; }
 
   // Non-const accessors mark the data written (TensorStamp); read through a const Tensor where
   // nothing is written, or a device backend copies the tensor again for nothing.
@@ -116,58 +141,86 @@ class Tensor {
   std::span<const float> span() const { return {data(), size()}; }
 
   // bf16 tensors only (throw on an f32 one).
-  uint16_t* bf16_data() { return written(half()); }
-  const uint16_t* bf16_data() const { return half(); }
-  uint16_t* bf16_row(size_t r) { return written(half()) + r * cols_; }
-  const uint16_t* bf16_row(size_t r) const { return half() + r * cols_; }
+  uint16_t* bf16_data() { return written(typed<uint16_t>(Dtype::bf16)); }
+  const uint16_t* bf16_data() const { return typed<uint16_t>(Dtype::bf16); }
+  uint16_t* bf16_row(size_t r) { return written(typed<uint16_t>(Dtype::bf16)) + r * cols_; }
+  const uint16_t* bf16_row(size_t r) const { return typed<uint16_t>(Dtype::bf16) + r * cols_; }
 
-  // The stamp in front of the data (null while nothing is allocated), for device mirrors.
-  TensorStamp* stamp() const {
-    return data_ != nullptr ? std::launder(reinterpret_cast<TensorStamp*>(data_.get() - kStampBytes)) : nullptr;
-  }
-  // Bytes in front of the data that hold its TensorStamp (keeping the data 64-byte aligned).
+  // Index arrays (u32 / u64 tensors), host only.
+  std::span<uint32_t> u32() { return {written(typed<uint32_t>(Dtype::u32)), size()}; }
+  std::span<const uint32_t> u32() const { return {typed<uint32_t>(Dtype::u32), size()}; }
+  std::span<uint64_t> u64() { return {written(typed<uint64_t>(Dtype::u64)), size()}; }
+  std::span<const uint64_t> u64() const { return {typed<uint64_t>(Dtype::u64), size()}; }
+
+  // The data's address on its device, whatever the dtype and place, without marking it written: for
+  // the backend that owns the buffer (a device pointer) and for host code that moves raw bytes (null
+  // while nothing is allocated).
+  std::byte* device_data() const { return ptr_; }
+  // The stamp in front of a host buffer's data (null otherwise), for device mirrors.
+  TensorStamp* stamp() const { return buffer_ != nullptr ? buffer_->stamp() : nullptr; }
+  // Bytes in front of a host buffer's data that hold its TensorStamp (keeping the data aligned).
   static constexpr size_t kStampBytes = 64;
-  // The data as bytes, whatever the dtype, without marking it written (device mirrors; null while
-  // nothing is allocated).
-  const std::byte* raw() const { return data_.get(); }
+  // The host data as bytes without marking it written (device mirrors; null while nothing is
+  // allocated). Throws on a device tensor.
+  const std::byte* raw() const {
+    if (!host_) [[unlikely]] not_host();
+    return ptr_;
+  }
 
-  // Either dtype, one element at a time (checkpoints, slicing; not for kernels).
+  // Either float dtype, one element at a time (checkpoints, slicing; not for kernels); host.
   float value_at(size_t r, size_t c) const;
   void set_value(size_t r, size_t c, float v);
-  // Row r widened to f32 into out (cols() floats), and out narrowed (to nearest) into row r.
+  // Row r widened to f32 into out (cols() floats), and out narrowed (to nearest) into row r; host.
   void read_row(size_t r, float* out) const;
   void write_row(size_t r, const float* in);
 
  private:
-  struct FreeAligned {
-    void operator()(std::byte* p) const;
-  };
   [[noreturn]] void wrong_dtype(Dtype wanted) const;
+  [[noreturn]] void not_host() const;
+  void allocate(size_t bytes);
   // Marks the data written. Read first and stored only when not yet marked: kernels call non-const
   // accessors from several threads at once, and a store every time would bounce the stamp's cache
   // line between the cores.
   template <class T>
   T* written(T* p) {
-    if (data_ != nullptr) {
-      std::atomic<bool>& w = stamp()->host_written;
+    if (TensorStamp* s = stamp()) {
+      std::atomic<bool>& w = s->host_written;
       if (!w.load(std::memory_order_relaxed)) w.store(true, std::memory_order_relaxed);
     }
     return p;
   }
-  float* f32() const {
-    if (dtype_ != Dtype::f32) [[unlikely]] wrong_dtype(Dtype::f32);
-    return reinterpret_cast<float*>(data_.get());
+  template <class T>
+  T* typed(Dtype want) const {
+    if (dtype_ != want) [[unlikely]] wrong_dtype(want);
+    if (!host_) [[unlikely]] not_host();
+    return reinterpret_cast<T*>(ptr_);
   }
-  uint16_t* half() const {
-    if (dtype_ != Dtype::bf16) [[unlikely]] wrong_dtype(Dtype::bf16);
-    return reinterpret_cast<uint16_t*>(data_.get());
-  }
+  float* f32() const { return typed<float>(Dtype::f32); }
 
-  size_t rows_ = 0, cols_ = 0, capacity_ = 0;  // capacity in bytes
+  size_t rows_ = 0, cols_ = 0;
   Dtype dtype_ = Dtype::f32;
-  Device device_{};
-  std::unique_ptr<std::byte[], FreeAligned> data_;
+  bool host_ = true;                 // the host may touch the data (no buffer yet counts as host)
+  std::shared_ptr<Buffer> buffer_;   // null while nothing is allocated
+  size_t offset_ = 0;                // bytes from the buffer's base
+  std::byte* ptr_ = nullptr;         // buffer_->base() + offset_
+  std::string name_;
 };
+
+// The host's view of a tensor's bytes: copy_to_host fills dst (t.bytes() bytes) from t wherever it
+// lives (its backend's get for a device tensor; memcpy on the host), copy_from_host writes t's
+// bytes (t keeps its shape) from src. They return when the copy is done.
+void copy_to_host(const Tensor& t, void* dst);
+void copy_from_host(Tensor& t, const void* src);
+// A host copy of t (t itself copied when it is on the host already).
+Tensor to_host(const Tensor& t);
+// t's shape and values in `backend`'s memory (the host's when null).
+Tensor to_backend(const Tensor& t, Backend* backend);
+// t itself when the host may read it, else its host copy made in `scratch` (one get): for host code
+// that reads a tensor which may live on a device (evaluation's bias, a checkpoint).
+const Tensor& host_view(const Tensor& t, Tensor& scratch);
+// Moves t (values, shape, name) to where `backend` computes: into its memory when it computes on a
+// device, to the host when it computes on the host (or is null). Nothing moves when t is there.
+void place_on(Tensor& t, Backend* backend);
 
 // src's values in the given dtype.
 Tensor converted(const Tensor& src, Dtype dtype);

@@ -9,9 +9,12 @@
 
 namespace frugal {
 
-void save_tensor(cereal::BinaryOutputArchive& ar, const Tensor& t) {
-  ar(static_cast<uint64_t>(t.rows()), static_cast<uint64_t>(t.cols()));
-  if (t.empty()) return;
+void save_tensor(cereal::BinaryOutputArchive& ar, const Tensor& tensor) {
+  ar(static_cast<uint64_t>(tensor.rows()), static_cast<uint64_t>(tensor.cols()));
+  if (tensor.empty()) return;
+  // A device tensor is written from its host copy (one get).
+  const Tensor host = tensor.is_host() ? Tensor() : to_host(tensor);
+  const Tensor& t = tensor.is_host() ? tensor : host;
   // Files hold f32 whatever the tensor's precision, so a bf16 run resumes in f32 and back.
   if (t.dtype() == Dtype::f32) {
     ar(cereal::binary_data(t.data(), t.size() * sizeof(float)));
@@ -24,10 +27,18 @@ void save_tensor(cereal::BinaryOutputArchive& ar, const Tensor& t) {
   }
 }
 
-void load_tensor(cereal::BinaryInputArchive& ar, Tensor& t, size_t rows, size_t cols, const std::string& what) {
+void load_tensor(cereal::BinaryInputArchive& ar, Tensor& tensor, size_t rows, size_t cols, const std::string& what) {
   uint64_t r = 0, c = 0;
   ar(r, c);
   FRUGAL_CHECK(r == rows && c == cols, fmt::format("checkpoint: {} is {}x{}, expected {}x{}", what, r, c, rows, cols));
+  if (!tensor.is_host()) {  // read on the host, then one set into the device tensor
+    Tensor host(0, 0, tensor.dtype());
+    load_tensor(ar, host, rows, cols, what);
+    tensor.resize(rows, cols);
+    copy_from_host(tensor, host.device_data());
+    return;
+  }
+  Tensor& t = tensor;
   t.resize(rows, cols);
   if (t.empty()) return;
   if (t.dtype() == Dtype::f32) {

@@ -129,14 +129,13 @@ void CudaBackend::set_num_threads(int threads) {
   threads_ = threads;
 }
 
-void CudaBackend::matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                         int64_t k, bool accumulate) {
-  FRUGAL_CHECK(m >= 0 && n >= 0 && k >= 0, "matmul: negative dimensions");
+void CudaBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate) {
+  const MatmulShape s = matmul_shape(a, trans_a, b, trans_b, c);
   std::lock_guard<std::mutex> lock(mutex_);
-  // Operands inside a device copy (a dense layer's or an exact softmax's weights) are read there.
-  const dev::In<float> da = resident_range(a, static_cast<size_t>(m * k));
-  const dev::In<float> db = resident_range(b, static_cast<size_t>(k * n));
-  dev::matmul(context(), da, trans_a, db, trans_b, c, m, n, k, accumulate, bf16_products_);
+  // Operands with a current device copy (a dense layer's or an exact softmax's weights) are read there.
+  const dev::In<float> da = resident_range(a.data(), static_cast<size_t>(s.m * s.k));
+  const dev::In<float> db = resident_range(b.data(), static_cast<size_t>(s.k * s.n));
+  dev::matmul(context(), da, trans_a, db, trans_b, c.data(), s.m, s.n, s.k, accumulate, bf16_products_);
 }
 
 bool CudaBackend::set_bf16_products(bool on) {

@@ -28,6 +28,7 @@
 #include "core/bucket_union.h"
 #include "core/check.h"
 #include "core/hash32.h"
+#include "core/op_profile.h"
 
 namespace frugal::gpu::dev {
 namespace {
@@ -53,90 +54,15 @@ struct Buffer {
   size_t capacity = 0;
 };
 
-// FRUGAL_CUDA_PROFILE=1: for each op of this file, its calls, the bytes it moved each way, the
-// host's time copying into and out of pinned memory, its time waiting for the device (kernels and
-// DMA) and its whole time, summed over the run and printed to stderr when the process exits. Host
-// clocks only (every op already ends by waiting for its stream), so it costs next to nothing and
-// says where a GPU step's time goes without a profiler on the machine.
-struct OpStats {
-  uint64_t calls = 0, bytes_up = 0, bytes_down = 0;
-  double copy_s = 0, wait_s = 0, total_s = 0;
-  OpStats& operator+=(const OpStats& s) {
-    calls += s.calls;
-    bytes_up += s.bytes_up;
-    bytes_down += s.bytes_down;
-    copy_s += s.copy_s;
-    wait_s += s.wait_s;
-    total_s += s.total_s;
-    return *this;
-  }
-  void print(const char* op) const {
-    std::fprintf(stderr, "  %-22s %9llu %10.1f %10.1f %10.3f %10.3f %10.3f\n", op, static_cast<unsigned long long>(calls),
-                 bytes_up / 1e6, bytes_down / 1e6, copy_s, wait_s, total_s);
-  }
-};
-
-class OpProfile {
- public:
-  static OpProfile& get() {
-    static OpProfile profile;
-    return profile;
-  }
-  bool on() const { return on_; }
-  void add(const char* op, const OpStats& s) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ops_[op] += s;
-  }
-  ~OpProfile() {
-    if (!on_ || ops_.empty()) return;
-    std::vector<std::pair<std::string, OpStats>> rows(ops_.begin(), ops_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.total_s > b.second.total_s; });
-    OpStats all;
-    std::fprintf(stderr, "cuda profile (FRUGAL_CUDA_PROFILE), whole run, by op:\n");
-    std::fprintf(stderr, "  %-22s %9s %10s %10s %10s %10s %10s\n", "op", "calls", "MB up", "MB down", "staging s",
-                 "wait s", "total s");
-    for (const auto& [op, t] : rows) {
-      t.print(op.c_str());
-      all += t;
-    }
-    all.print("(all)");
-  }
-
- private:
-  OpProfile() {
-    const char* e = std::getenv("FRUGAL_CUDA_PROFILE");
-    on_ = e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
-  }
-  bool on_ = false;
-  std::mutex mutex_;
-  std::map<std::string, OpStats> ops_;
-};
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// FRUGAL_CUDA_PROFILE=1: the per-op table of core/op_profile.h for this file's ops.
+OpProfile& cuda_profile() {
+  static OpProfile profile("cuda profile (FRUGAL_CUDA_PROFILE)", "FRUGAL_CUDA_PROFILE");
+  return profile;
 }
 
-// One op's share of the profile: its whole time from construction to destruction.
-class OpTimer {
+class OpTimer : public frugal::OpTimer {
  public:
-  explicit OpTimer(const char* op) : op_(op), on_(OpProfile::get().on()) {
-    if (on_) start_ = std::chrono::steady_clock::now();
-  }
-  ~OpTimer() {
-    if (!on_) return;
-    stats.calls = 1;
-    stats.total_s = seconds_since(start_);
-    OpProfile::get().add(op_, stats);
-  }
-  OpTimer(const OpTimer&) = delete;
-  OpTimer& operator=(const OpTimer&) = delete;
-  bool on() const { return on_; }
-  OpStats stats;
-
- private:
-  const char* op_;
-  bool on_;
-  std::chrono::steady_clock::time_point start_;
+  explicit OpTimer(const char* op) : frugal::OpTimer(cuda_profile(), op) {}
 };
 
 }  // namespace

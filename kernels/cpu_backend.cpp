@@ -57,9 +57,9 @@ bool CpuBackend::supports(Op) const { return true; }
 void CpuBackend::set_num_threads(int threads) { kernels::set_num_threads(threads); }
 int CpuBackend::num_threads() const { return kernels::num_threads(); }
 
-void CpuBackend::matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                        int64_t k, bool accumulate) {
-  kernels::matmul(a, trans_a, b, trans_b, c, m, n, k, accumulate);
+void CpuBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate) {
+  const MatmulShape s = matmul_shape(a, trans_a, b, trans_b, c);
+  kernels::matmul(a.data(), trans_a, b.data(), trans_b, c.data(), s.m, s.n, s.k, accumulate);
 }
 
 void CpuBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) { kernels::bias_act_forward(y, bias, act); }

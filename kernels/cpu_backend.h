@@ -18,8 +18,7 @@ class CpuBackend : public Backend {
   void set_num_threads(int threads) override;
   int num_threads() const override;
 
-  void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
-              bool accumulate = false) override;
+  void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate = false) override;
   void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
   void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) override;
   void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;

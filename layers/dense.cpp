@@ -37,7 +37,7 @@ const Tensor& Dense::forward(const Tensor& in) {
   const size_t b = in.rows(), n = end_ - begin_;
   out_.resize(b, n);
   Backend& be = backend();
-  be.matmul(in.data(), false, std::as_const(weight_.value).data(), true, out_.data(), b, n, options_.in);
+  be.matmul(in, false, weight_.value, true, out_);
   be.bias_act_forward(out_, bias_.value, options_.act);
   // One matrix product (weights and input read once, output written) and the bias pass.
   const auto bd = static_cast<double>(b), nd = static_cast<double>(n), kd = static_cast<double>(options_.in);
@@ -61,9 +61,9 @@ const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
   bias_.grad.rows = weight_.grad.rows;
   weight_.grad.values.resize(n, k);
-  be.matmul(grad_pre_.data(), true, in.data(), false, weight_.grad.values.data(), n, k, b);
+  be.matmul(grad_pre_, true, in, false, weight_.grad.values);
   grad_in_.resize(b, k);
-  be.matmul(grad_pre_.data(), false, std::as_const(weight_.value).data(), false, grad_in_.data(), b, k, n);
+  be.matmul(grad_pre_, false, weight_.value, false, grad_in_);
   // Two matrix products (weight gradient, input gradient) and the activation's gradient.
   const auto bd = static_cast<double>(b), nd = static_cast<double>(n), kd = static_cast<double>(k);
   profile::count(profile::Phase::dense_layers, 4.0 * bd * nd * kd + 2.0 * bd * nd,

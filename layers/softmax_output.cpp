@@ -134,7 +134,7 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   Backend& be = backend();
   full_logits_.resize(b, n);
-  be.matmul(in.data(), false, std::as_const(weight_.value).data(), true, full_logits_.data(), b, n, d);
+  be.matmul(in, false, weight_.value, true, full_logits_);
   be.bias_act_forward(full_logits_, bias_.value, Act::none);
   positions_.resize(b);
   parallel_rows(b, [&](size_t i) {
@@ -160,11 +160,11 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   labels_scored_ += b * n;
   // full_logits_ now holds dLoss/dz (scaled).
   grad_in->resize(b, d);
-  be.matmul(full_logits_.data(), false, std::as_const(weight_.value).data(), false, grad_in->data(), b, d, n);
+  be.matmul(full_logits_, false, weight_.value, false, *grad_in);
   weight_.grad.rows.resize(n);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
   weight_.grad.values.resize(n, d);
-  be.matmul(full_logits_.data(), true, in.data(), false, weight_.grad.values.data(), n, d, b);
+  be.matmul(full_logits_, true, in, false, weight_.grad.values);
   bias_.grad.rows = weight_.grad.rows;
   bias_.grad.values.resize(n, 1);
   be.bias_act_backward(full_logits_, full_logits_, Act::none, bias_.grad.values);
@@ -311,7 +311,7 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
 }
 
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
-  const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
+  const size_t b = in.rows(), n = end_ - begin_;
   if (n == 0) {  // an empty slice has no candidates
     labels.clear();
     scores.clear();
@@ -326,13 +326,15 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
   const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
   Backend& be = backend();
+  Tensor bias_copy;
+  const Tensor& bias = host_view(bias_.value, bias_copy);  // top_k reads the bias from host memory
   for (size_t r0 = 0; r0 < b; r0 += chunk) {
     const size_t rows = std::min(chunk, b - r0);
     full_logits_.resize(rows, n);
-    be.matmul(in.row(r0), false, std::as_const(weight_.value).data(), true, full_logits_.data(), rows, n, d);
+    be.matmul(in.rows_view(r0, rows), false, weight_.value, true, full_logits_);
     // The bias is added as the candidates are ranked (the same float sums, no pass of their own).
     be.top_k({.rows = rows, .scores = full_logits_.data(), .width = n, .label_base = static_cast<uint32_t>(begin_),
-              .bias = std::as_const(bias_.value).data()},
+              .bias = bias.data()},
              k, std::span(labels).subspan(r0 * k, rows * k), std::span(scores).subspan(r0 * k, rows * k));
   }
 }
@@ -349,17 +351,23 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
   Backend& be = backend();
   std::vector<float> cand_scores(b * width), block_scores;
   std::vector<uint32_t> cand_labels(b * width), block_labels;
-  Tensor wide;
+  Tensor wide, bias_copy, block_copy;
+  const Tensor& bias = host_view(bias_.value, bias_copy);
   for (size_t l0 = 0, filled = 0; l0 < n; l0 += block) {
     const size_t len = std::min(block, n - l0), kb = std::min(k, len);
     wide.resize(len, d);
-    parallel_rows(len, [&](size_t j) { weight_.value.read_row(l0 + j, wide.row(j)); }, 256);
+    // The block's rows from the host's view of the weights (a copy of the block where they live on a
+    // device), widened.
+    const bool host = weight_.value.is_host();
+    const Tensor& rows = host ? weight_.value : host_view(weight_.value.rows_view(l0, len), block_copy);
+    const size_t first = host ? l0 : 0;
+    parallel_rows(len, [&](size_t j) { rows.read_row(first + j, wide.row(j)); }, 256);
     full_logits_.resize(b, len);
-    be.matmul(in.data(), false, wide.data(), true, full_logits_.data(), b, len, d);
+    be.matmul(in, false, wide, true, full_logits_);
     block_labels.resize(b * kb);
     block_scores.resize(b * kb);
     be.top_k({.rows = b, .scores = full_logits_.data(), .width = len,
-              .label_base = static_cast<uint32_t>(begin_ + l0), .bias = std::as_const(bias_.value).data() + l0},
+              .label_base = static_cast<uint32_t>(begin_ + l0), .bias = bias.data() + l0},
              kb, block_labels, block_scores);
     for (size_t i = 0; i < b; ++i) {
       std::copy_n(block_labels.data() + i * kb, kb, cand_labels.data() + i * width + filled);
@@ -410,6 +418,8 @@ void SoftmaxOutput::finish_centroids(float scale, std::span<const float> mean) {
   FRUGAL_CHECK(mean.size() == options_.in, fmt::format("SoftmaxOutput: mean hidden vector has {} entries, expected {}",
                                                        mean.size(), options_.in));
   if (centroid_sum_.rows() != end_ - begin_) return;  // no point reached this slice
+  // The rows are formed on the host: weights on a device come down once and go back once.
+  Tensor weight = to_host(weight_.value), bias = to_host(bias_.value);
   parallel_rows(end_ - begin_, [&](size_t j) {
     if (centroid_points_[j] == 0) return;  // a label without points keeps its random row
     float* c = centroid_sum_.row(j);
@@ -424,12 +434,14 @@ void SoftmaxOutput::finish_centroids(float scale, std::span<const float> mean) {
     // The row is formed in c (f32), stored in the weight's precision, and the bias computed from
     // the stored values.
     for (size_t k = 0; k < options_.in; ++k) c[k] *= f;
-    weight_.value.write_row(j, c);
-    weight_.value.read_row(j, c);
+    weight.write_row(j, c);
+    weight.read_row(j, c);
     double shift = 0.0;
     for (size_t k = 0; k < options_.in; ++k) shift += static_cast<double>(c[k]) * mean[k];
-    bias_.value.data()[j] = static_cast<float>(-shift);
+    bias.data()[j] = static_cast<float>(-shift);
   });
+  weight_.value.assign(weight);
+  bias_.value.assign(bias);
   centroid_sum_ = Tensor();
   centroid_points_.clear();
   if (sampler_ != nullptr) sampler_->mark_all_changed();

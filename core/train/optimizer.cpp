@@ -96,7 +96,19 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
     if (m_init != 0.0f) state_[i].m.fill(m_init);
     if (second_moment) state_[i].v = Tensor(w.rows(), w.cols(), w.dtype());
     state_[i].row_steps.assign(w.rows(), 0);
+    place_state(state_[i]);
   }
+}
+
+void Optimizer::place_state(State& s) {
+  place_on(s.m, &backend());
+  place_on(s.v, &backend());
+}
+
+void Optimizer::set_backend(Backend* backend) {
+  if (backend != backend_) this->backend().flush_state();
+  backend_ = backend;
+  for (State& s : state_) place_state(s);
 }
 
 uint64_t Optimizer::move_horizon(double ratio) {

@@ -150,11 +150,9 @@ class Optimizer {
   }
   // The Backend the row updates run on (core/backend.h): the one set here, else default_backend().
   Backend& backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
-  // Another backend takes over with the state current on the host.
-  void set_backend(Backend* backend) {
-    if (backend != backend_) this->backend().flush_state();
-    backend_ = backend;
-  }
+  // Another backend takes over: the state moves into its memory (place_on, core/tensor.h), current
+  // on the host first where the old backend kept it ahead on its device.
+  void set_backend(Backend* backend);
 
  protected:
   // What the missed steps (last, now] do to a row, element-wise (core/backend.h): SGD: w = decay *
@@ -193,6 +191,8 @@ class Optimizer {
                            double lr) = 0;
 
  private:
+  // The moments into the memory of the backend the updates run on.
+  void place_state(State& s);
   void grow_tables(uint64_t now);
   // Brings parameter i's listed rows that are behind up to steps(); returns those rows.
   std::vector<uint32_t> catch_up_param(size_t i, const std::vector<uint32_t>& rows);

@@ -49,6 +49,7 @@ void FitResult::merge(const FitResult& later) {
   dp_payload_sent += later.dp_payload_sent;
   dp_payload_uncompressed += later.dp_payload_uncompressed;
   dp_payload_touched += later.dp_payload_touched;
+  host_device_bytes += later.host_device_bytes;
   if (touched_rows.size() < later.touched_rows.size()) touched_rows.resize(later.touched_rows.size(), 0);
   for (size_t i = 0; i < later.touched_rows.size(); ++i) touched_rows[i] += later.touched_rows[i];
   clipped_steps += later.clipped_steps;
@@ -119,6 +120,8 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
           (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters()),
           options.lr_schedule)) {
   options_.validate();
+  // The optimizer updates the parameters where the model computes: its state goes there too.
+  optimizer_->set_backend(&model_.output().backend());
   comm::Communicator* group = options_.parallel.model;
   if (is_active(group))
     // The gradient sums over the group assume each rank holds a different block of the labels.
@@ -432,6 +435,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const uint64_t dp_touched_before = reducer_ ? reducer_->payload_touched() : 0;
   const std::vector<uint64_t> touched_before = touched_rows_;
   const profile::StepProfile profile_before = profile::thread_totals();
+  const uint64_t crossed_before = host_device_bytes();
   const auto start = std::chrono::steady_clock::now();
   size_t global = 0;
   double norm_sum = 0.0;
@@ -454,6 +458,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.grad_norm = result.steps > 0 ? norm_sum / static_cast<double>(result.steps) : 0.0;
+  result.host_device_bytes = host_device_bytes() - crossed_before;
   comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
   mp -= mp_before;
   dp -= dp_before;
@@ -483,6 +488,21 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", result.samples,
                               result.seconds, result.samples_per_s, result.loss));
   return result;
+}
+
+uint64_t Trainer::host_device_bytes() const {
+  // Each backend the step computes on, once (the layers' and the optimizer's are one, unless a
+  // caller gave them different ones).
+  std::vector<const Backend*> seen;
+  uint64_t bytes = 0;
+  const auto add = [&](const Backend& b) {
+    if (std::find(seen.begin(), seen.end(), &b) != seen.end()) return;
+    seen.push_back(&b);
+    bytes += b.transfers().crossed_bytes();
+  };
+  for (const auto& layer : model_.layers()) add(layer->backend());
+  add(optimizer_->backend());
+  return bytes;
 }
 
 void Trainer::init_output_from_centroids(const data::Dataset& data, float scale, size_t batch_size) {

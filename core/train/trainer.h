@@ -110,6 +110,9 @@ struct FitResult {
   // before any data-parallel exchange: what a replica touches per step, the input of `frugal plan`'s
   // model of the touched-rows exchange.
   std::vector<uint64_t> touched_rows;
+  // Bytes that crossed between the host and this rank's compute device in the training steps
+  // (Backend::transfers(): set / get and ops' staging of host arguments); 0 on the CPU backend.
+  uint64_t host_device_bytes = 0;
   // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
   double grad_norm = 0.0;
   size_t clipped_steps = 0;
@@ -124,6 +127,10 @@ struct FitResult {
   // Appends the result of a later part of the same epoch (FitOptions::skip_steps): sums, and means
   // weighted by points or steps.
   void merge(const FitResult& later);
+  // host_device_bytes per point of this rank's group (the metrics log's host_device_bytes_per_sample).
+  double host_device_bytes_per_sample() const {
+    return group_samples > 0 ? static_cast<double>(host_device_bytes) / static_cast<double>(group_samples) : 0.0;
+  }
   double mp_compression() const;
   double dp_compression() const;
 };
@@ -219,6 +226,8 @@ class Trainer {
   const Tensor& exchange_backward(size_t producer, const Tensor& grad, bool partial);
   uint64_t mp_payload(bool sent) const;
   uint64_t dp_payload(bool sent) const;
+  // Bytes crossed so far between the host and the backends the model and optimizer compute on.
+  uint64_t host_device_bytes() const;
 
   // compute_gradients' input after dropout: `batch` itself without dropout.
   const SparseBatch& dropped(const SparseBatch& batch);

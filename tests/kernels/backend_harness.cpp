@@ -76,6 +76,13 @@ ActiveSets random_active(Rng& rng, size_t b, size_t n, size_t max_per, bool empt
   return a;
 }
 
+// rows x cols floats of host memory in a tensor in be's memory (one set).
+Tensor on(Backend& be, const std::vector<float>& v, size_t rows, size_t cols) {
+  Tensor t(rows, cols, Dtype::f32, be);
+  copy_from_host(t, v.data());
+  return t;
+}
+
 // --- dense --------------------------------------------------------------------------------------
 
 Case matmul_case(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) {
@@ -86,8 +93,12 @@ Case matmul_case(int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) {
             for (float& v : b) v = rng.uniform(-1, 1);
             for (float& v : c) v = rng.uniform(-1, 1);
             const std::vector<float> c0 = c;
-            be.matmul(a.data(), ta, b.data(), tb, c.data(), m, n, k, acc);
+            // The operands go up to the backend's memory, the product comes down (set / get).
+            const Tensor da = on(be, a, ta ? k : m, ta ? m : k), db = on(be, b, tb ? n : k, tb ? k : n);
+            Tensor dc = on(be, c, m, n);
+            be.matmul(da, ta, db, tb, dc, acc);
             be.synchronize();
+            copy_to_host(dc, c.data());
             for (int64_t i = 0; i < m; ++i)
               for (int64_t j = 0; j < n; ++j) {
                 double s = acc ? c0[i * n + j] : 0.0;

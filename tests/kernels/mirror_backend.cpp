@@ -40,11 +40,9 @@ const Tensor& MirrorBackend::current(const Tensor& t) {
   return d != nullptr ? memory_.tensor(d) : t;
 }
 
-void MirrorBackend::matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                           int64_t k, bool accumulate) {
-  const auto* da = static_cast<const float*>(mirror_->find_range(a, static_cast<size_t>(m * k) * sizeof(float)));
-  const auto* db = static_cast<const float*>(mirror_->find_range(b, static_cast<size_t>(k * n) * sizeof(float)));
-  cpu_.matmul(da != nullptr ? da : a, trans_a, db != nullptr ? db : b, trans_b, c, m, n, k, accumulate);
+void MirrorBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate) {
+  // A model tensor (a dense layer's or an exact softmax's weights) is read from its device copy.
+  cpu_.matmul(current(a), trans_a, current(b), trans_b, c, accumulate);
 }
 
 void MirrorBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {

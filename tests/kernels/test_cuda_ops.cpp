@@ -133,9 +133,17 @@ TEST_CASE("the CUDA backend's bf16 products are f32 sums of bf16-rounded operand
     for (float& x : ar) x = bf16_to_f32(f32_to_bf16(x));
     for (float& x : br) x = bf16_to_f32(f32_to_bf16(x));
     std::vector<float> got(c0), rounded(c0), exact(c0);
-    cuda->matmul(a.data(), sh.ta, b.data(), sh.tb, got.data(), sh.m, sh.n, sh.k, sh.acc);
-    cpu->matmul(ar.data(), sh.ta, br.data(), sh.tb, rounded.data(), sh.m, sh.n, sh.k, sh.acc);
-    cpu->matmul(a.data(), sh.ta, b.data(), sh.tb, exact.data(), sh.m, sh.n, sh.k, sh.acc);
+    const auto product = [&](Backend& be, std::vector<float>& x, std::vector<float>& y, std::vector<float>& out) {
+      const Tensor tx = Tensor::wrap(x.data(), static_cast<size_t>(sh.ta ? sh.k : sh.m),
+                                     static_cast<size_t>(sh.ta ? sh.m : sh.k), Dtype::f32);
+      const Tensor ty = Tensor::wrap(y.data(), static_cast<size_t>(sh.tb ? sh.n : sh.k),
+                                     static_cast<size_t>(sh.tb ? sh.k : sh.n), Dtype::f32);
+      Tensor tc = Tensor::wrap(out.data(), static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), Dtype::f32);
+      be.matmul(tx, sh.ta, ty, sh.tb, tc, sh.acc);
+    };
+    product(*cuda, a, b, got);
+    product(*cpu, ar, br, rounded);
+    product(*cpu, a, b, exact);
     const auto nmse = [&](const std::vector<float>& want) {
       double err2 = 0, ref2 = 0;
       for (size_t i = 0; i < got.size(); ++i) {

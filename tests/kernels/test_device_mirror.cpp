@@ -30,8 +30,10 @@
 #include "layers/mlp_network.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/kernels/mirror_backend.h"
+#include "tests/kernels/training_equivalence.h"
 
 using namespace frugal;
+using namespace frugal::testing;
 
 namespace {
 
@@ -55,10 +57,6 @@ class CountingMemory : public DeviceMirror::Memory {
   bool fail_uploads = false;
 };
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && a.dtype() == b.dtype() &&
-         (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
-}
 
 }  // namespace
 
@@ -174,92 +172,10 @@ TEST_CASE("device mirror: every op of the mirror backend passes the parity harne
   CHECK(mirror.mirror().entries() == 0);  // every case's tensors were freed, and their copies with them
 }
 
-namespace {
-
-constexpr size_t kFeatures = 3000, kLabels = 500, kBatch = 64;
-
-const data::SynthXmc& problem() {
-  static const data::SynthXmc d = data::generate_synth_xmc(
-      {.features = kFeatures, .labels = kLabels, .train = 12 * kBatch, .test = 300, .nnz = 25,
-       .labels_per_point = 2, .seed = 21});
-  return d;
-}
-
-struct Setup {
-  std::string name;
-  layers::Sampler sampler = layers::Sampler::lsh;
-  std::vector<size_t> hidden{64};
-  optim::Options optimizer{};
-  Dtype precision = Dtype::f32;
-};
-
-struct Outcome {
-  std::vector<double> losses;
-  double p1 = 0;
-  std::vector<Tensor> weights;
-};
-
-std::unique_ptr<Model> build(const Setup& s) {
-  auto model = std::make_unique<Model>();
-  layers::build_mlp_network(
-      *model, {.features = kFeatures, .labels = kLabels, .hidden = s.hidden, .sampler = s.sampler,
-               .lsh = {.tables = 16, .min_active = 60, .max_active = 120}, .seed = 5, .precision = s.precision});
-  return model;
-}
-
-void use(Backend& be, Model& model, Trainer& trainer) {
-  model.set_backend(&be);
-  trainer.optimizer().set_backend(&be);
-}
-
-// Two epochs; with `resume_dir`, the second runs on a model and trainer loaded from the first's
-// checkpoint (on the same backend).
-Outcome train(Backend& be, const Setup& s, const std::string& resume_dir = {}) {
-  Outcome out;
-  auto model = build(s);
-  auto trainer = std::make_unique<Trainer>(*model, TrainerOptions{.optimizer = s.optimizer});
-  use(be, *model, *trainer);
-  out.losses.push_back(trainer->fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).loss);
-  if (!resume_dir.empty()) {
-    save_checkpoint(resume_dir, *model, *trainer);
-    model = build(s);
-    trainer = std::make_unique<Trainer>(*model, TrainerOptions{.optimizer = s.optimizer});
-    use(be, *model, *trainer);
-    load_checkpoint(resume_dir, *model, *trainer);
-  }
-  out.losses.push_back(trainer->fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false}).loss);
-  out.p1 = trainer->evaluate(problem().test, {.k = {1}}).p(1);
-  for (Parameter* p : model->parameters()) out.weights.push_back(p->value);
-  for (size_t i = 0; i < trainer->optimizer().size(); ++i) {
-    out.weights.push_back(trainer->optimizer().state(i).m);
-    out.weights.push_back(trainer->optimizer().state(i).v);
-  }
-  return out;
-}
-
-void require_same(const Outcome& a, const Outcome& b) {
-  REQUIRE(a.losses == b.losses);
-  CHECK(a.p1 == b.p1);
-  REQUIRE(a.weights.size() == b.weights.size());
-  for (size_t i = 0; i < a.weights.size(); ++i) {
-    INFO("tensor " << i);
-    CHECK(same_bits(a.weights[i], b.weights[i]));
-  }
-}
-
-}  // namespace
-
 TEST_CASE("device mirror: trainings on the mirror backend equal the CPU backend's bit for bit") {
   Backend& cpu = *find_backend("cpu");
   cpu.set_num_threads(2);
-  const std::vector<Setup> setups = {
-      {.name = "lsh, adam lazy"},
-      {.name = "exact, dense hidden layer, adam catch-up", .sampler = layers::Sampler::exact, .hidden = {48, 32},
-       .optimizer = optim::Adam{.lr = 2e-3f, .weight_decay = 1e-4f, .updates = optim::SparseUpdates::catchup}},
-      {.name = "lsh, sgd catch-up", .optimizer = optim::Sgd{.lr = 0.1f, .updates = optim::SparseUpdates::catchup}},
-      {.name = "lsh, adagrad", .optimizer = optim::Adagrad{.lr = 0.05f}},
-      {.name = "lsh, bf16 storage", .precision = Dtype::bf16},
-  };
+  const std::vector<Setup> setups = testing::standard_setups();
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal_device_mirror_ckpt").string();
   for (const Setup& s : setups) {
     SECTION(s.name) {
@@ -299,40 +215,6 @@ TEST_CASE("device mirror: in steady state a step moves no model tensor to the de
     CHECK(mirror.mirror().bytes() >= model_bytes);  // weights and moments resident
   }
 }
-
-namespace {
-
-// A 2x2 grid (2 replicas of a model sliced over 2 ranks), ranks as threads: rank 0 computes on
-// `first`, the others on "cpu". Rank 0's losses, P@1 and weights.
-Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp) {
-  Outcome out;
-  std::mutex mu;
-  comm::run_local(4, [&](comm::Communicator& world) {
-    const int w = world.rank();
-    auto model_group = world.split(w / 2, w);
-    auto data_group = world.split(w % 2, w);
-    Model model;
-    layers::build_mlp_network(model, {.features = kFeatures, .labels = kLabels, .hidden = {32},
-                                      .sampler = layers::Sampler::lsh,
-                                      .lsh = {.tables = 16, .min_active = 60, .max_active = 120}, .seed = 5,
-                                      .placement = Placement::sliced(*model_group)});
-    Trainer trainer(model, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dp});
-    Backend& be = w == 0 ? first : *find_backend("cpu");
-    use(be, model, trainer);
-    std::vector<double> losses;
-    for (uint64_t e = 1; e <= 2; ++e)
-      losses.push_back(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = e, .progress = false}).loss);
-    const double p1 = trainer.evaluate(problem().test, {.k = {1}}).p(1);
-    if (w != 0) return;
-    std::lock_guard<std::mutex> lock(mu);
-    out.losses = losses;
-    out.p1 = p1;
-    for (Parameter* p : model.parameters()) out.weights.push_back(p->value);
-  });
-  return out;
-}
-
-}  // namespace
 
 // Data-parallel replicas and model slices, with DCT-DP over gradients and over optimizer updates
 // (which writes the weights on the host after every step: the mirror must upload them again).

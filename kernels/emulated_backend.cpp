@@ -1,0 +1,433 @@
+#include "kernels/emulated_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/huge_pages.h"
+#include "core/op_profile.h"
+
+namespace frugal::kernels {
+namespace {
+
+OpProfile& emulated_profile() {
+  static OpProfile profile("emulated profile (FRUGAL_EMULATED_PROFILE)", "FRUGAL_EMULATED_PROFILE");
+  return profile;
+}
+
+constexpr size_t kAlign = 64;
+
+// The device's memory: host memory, refused to host code (its Device is not the host's).
+class EmulatedBuffer final : public Buffer {
+ public:
+  EmulatedBuffer(std::byte* base, size_t bytes, Backend* owner)
+      : Buffer(Device{DeviceKind::emulated, 0}, base, bytes, owner) {}
+  ~EmulatedBuffer() override {
+    if (base() != nullptr) free_for_random_access(base());
+  }
+};
+
+// Row accumulation's state, the CPU backend's inside one of this backend's own (so that a layer's
+// workspace slot keeps it between steps: core/backend.h's row_workspace checks the owner).
+class EmulatedRowWorkspace final : public RowWorkspace {
+ public:
+  EmulatedRowWorkspace(const Backend* owner, std::unique_ptr<RowWorkspace> cpu)
+      : RowWorkspace(owner, cpu->num_rows()), cpu_(std::move(cpu)) {}
+  RowWorkspace& cpu() { return *cpu_; }
+
+ private:
+  std::unique_ptr<RowWorkspace> cpu_;
+};
+
+void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
+  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
+               fmt::format("emulated device: {} of bytes [{}, {}) of a buffer of {}", op, offset, offset + bytes,
+                           b.bytes()));
+}
+
+template <class T>
+uint64_t bytes_of(std::span<T> s) {
+  return s.size() * sizeof(T);
+}
+template <class T>
+uint64_t bytes_of(const std::vector<T>& v) {
+  return v.size() * sizeof(T);
+}
+uint64_t bytes_of(const ActiveSets& a) {
+  return bytes_of(a.offsets) + bytes_of(a.ids) + bytes_of(a.logit_offsets);
+}
+uint64_t feature_bytes(const SparseBatch& x) {
+  return bytes_of(x.feature_offsets) + bytes_of(x.feature_ids) + bytes_of(x.feature_values);
+}
+uint64_t batch_bytes(const XentBatch& b) {
+  return bytes_of(b.offsets) + bytes_of(b.pos_offsets) + bytes_of(b.positions) + bytes_of(b.label_offsets);
+}
+
+}  // namespace
+
+// One op's arguments as the CPU kernels see them. A tensor in the device's buffers is viewed as
+// host memory (that is what the emulation's device memory is) at no cost; host memory the caller
+// passed is staged: its bytes are counted up before the op (inputs) and down after it (outputs),
+// as a device would have to copy them. finish() completes the op: an output whose view the kernel
+// had to grow is copied into the device tensor (a device op writes its outputs in place).
+class Staged {
+ public:
+  Staged(EmulatedBackend& be, const char* op) : be_(be), timer_(emulated_profile(), op) {}
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+
+  const Tensor& in(const Tensor& t) {
+    if (mine(t)) return alias(t);
+    up(t.bytes());
+    return t;
+  }
+  // Read and written by the op.
+  Tensor& inout(Tensor& t) {
+    if (mine(t)) return output(t);
+    up(t.bytes());
+    host_outputs_.push_back(&t);
+    return t;
+  }
+  // Written by the op only (its shape may change).
+  Tensor& out(Tensor& t) {
+    if (mine(t)) return output(t);
+    host_outputs_.push_back(&t);
+    return t;
+  }
+  // Written by the op only, at rows x cols (sized on the device first).
+  Tensor& out(Tensor& t, size_t rows, size_t cols) {
+    t.resize(rows, cols);
+    return out(t);
+  }
+  void up(uint64_t bytes) {
+    if (bytes == 0) return;
+    be_.count_up(bytes);
+    timer_.stats.bytes_up += bytes;
+  }
+  void down(uint64_t bytes) {
+    if (bytes == 0) return;
+    be_.count_down(bytes);
+    timer_.stats.bytes_down += bytes;
+  }
+  void finish() {
+    for (auto& [t, view] : outputs_) {
+      if (view->device_data() == t->device_data() && view->rows() == t->rows() && view->cols() == t->cols()) continue;
+      t->resize(view->rows(), view->cols());
+      if (view->bytes() > 0 && view->device_data() != t->device_data())
+        std::memmove(t->device_data(), view->device_data(), view->bytes());
+    }
+    for (const Tensor* t : host_outputs_) down(t->bytes());
+  }
+
+ private:
+  bool mine(const Tensor& t) const {
+    if (t.owner() == &be_) return true;
+    FRUGAL_CHECK(t.is_host(), fmt::format("emulated device: a tensor{} on {} given to an op of the emulated device",
+                                          t.name().empty() ? "" : " '" + t.name() + "'", t.device().name()));
+    return false;
+  }
+  Tensor& alias(const Tensor& t) {
+    Tensor& a = views_.emplace_back(
+        t.bytes() == 0 ? Tensor(t.rows(), t.cols(), t.dtype()) : Tensor::wrap(t.device_data(), t.rows(), t.cols(), t.dtype()));
+    a.set_name(t.name());
+    return a;
+  }
+  Tensor& output(Tensor& t) {
+    Tensor& a = alias(t);
+    outputs_.emplace_back(&t, &a);
+    return a;
+  }
+
+  EmulatedBackend& be_;
+  OpTimer timer_;
+  std::deque<Tensor> views_;
+  std::vector<std::pair<Tensor*, Tensor*>> outputs_;
+  std::vector<const Tensor*> host_outputs_;
+};
+
+namespace {
+// Registered when libfrugal is loaded (libfrugal links this object whole); made on first use.
+bool register_probe() {
+  register_backend_probe("emulated", []() -> std::unique_ptr<Backend> { return std::make_unique<EmulatedBackend>(); });
+  return true;
+}
+[[maybe_unused]] const bool registered = register_probe();
+}  // namespace
+
+EmulatedBackend::EmulatedBackend() : cpu_(*find_backend("cpu")) {}
+EmulatedBackend::~EmulatedBackend() = default;
+
+void EmulatedBackend::count_up(uint64_t bytes) {
+  up_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  up_calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void EmulatedBackend::count_down(uint64_t bytes) {
+  down_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  down_calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Backend::Transfers EmulatedBackend::transfers() const {
+  return {.to_device_bytes = up_bytes_.load(), .to_device_calls = up_calls_.load(), .to_host_bytes = down_bytes_.load(),
+          .to_host_calls = down_calls_.load(), .on_device_bytes = device_bytes_.load()};
+}
+
+std::shared_ptr<Buffer> EmulatedBackend::alloc_buffer(size_t bytes) {
+  if (bytes == 0) return std::make_shared<EmulatedBuffer>(nullptr, 0, this);
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  return std::make_shared<EmulatedBuffer>(static_cast<std::byte*>(allocate_for_random_access(rounded, kAlign)),
+                                          rounded, this);
+}
+
+void EmulatedBackend::set(Buffer& dst, size_t offset, const void* src, size_t bytes) {
+  check_range(dst, offset, bytes, "set");
+  if (bytes == 0) return;
+  std::memcpy(dst.base() + offset, src, bytes);
+  if (!dst.is_host()) count_up(bytes);
+}
+
+void EmulatedBackend::get(const Buffer& src, size_t offset, void* dst, size_t bytes) {
+  check_range(src, offset, bytes, "get");
+  if (bytes == 0) return;
+  std::memcpy(dst, src.base() + offset, bytes);
+  if (!src.is_host()) count_down(bytes);
+}
+
+void EmulatedBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+  check_range(dst, dst_offset, bytes, "copy");
+  check_range(src, src_offset, bytes, "copy");
+  for (const Buffer* b : {static_cast<const Buffer*>(&dst), &src})
+    FRUGAL_CHECK(b->is_host() || b->owner() == this,
+                 fmt::format("emulated device: copy with a buffer on {}", b->device().name()));
+  if (bytes == 0) return;
+  std::memmove(dst.base() + dst_offset, src.base() + src_offset, bytes);
+  if (dst.is_host() == src.is_host()) {
+    if (!dst.is_host()) device_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  } else if (dst.is_host()) {
+    count_down(bytes);
+  } else {
+    count_up(bytes);
+  }
+}
+
+void EmulatedBackend::clear(Buffer& dst, size_t offset, size_t bytes) {
+  check_range(dst, offset, bytes, "clear");
+  if (bytes > 0) std::memset(dst.base() + offset, 0, bytes);
+}
+
+void EmulatedBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                             bool accumulate) {
+  Staged s(*this, "matmul");
+  const Tensor &av = s.in(a), &bv = s.in(b);
+  cpu_.matmul(av, trans_a, bv, trans_b, accumulate ? s.inout(c) : s.out(c), accumulate);
+  s.finish();
+}
+
+void EmulatedBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {
+  Staged s(*this, "bias_act_forward");
+  cpu_.bias_act_forward(s.inout(y), s.in(bias), act);
+  s.finish();
+}
+
+void EmulatedBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {
+  Staged s(*this, "bias_act_backward");
+  // y is read only for relu (and may be grad itself).
+  const Tensor& yv = act == Act::relu && &y != &grad ? s.in(y) : (&y == &grad ? grad : y);
+  Tensor& g = s.inout(grad);
+  cpu_.bias_act_backward(g, &y == &grad ? g : yv, act, s.out(bias_grad));
+  s.finish();
+}
+
+void EmulatedBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+                                           Tensor& out) {
+  Staged s(*this, "sparse_input_forward");
+  s.up(feature_bytes(x));
+  cpu_.sparse_input_forward(x, s.in(w), s.in(bias), act, s.out(out, x.size(), w.cols()));
+  s.finish();
+}
+
+void EmulatedBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+                                            RowGrad& grad) {
+  Staged s(*this, "sparse_input_backward");
+  s.up(feature_bytes(x));
+  RowGrad view{.rows = {}, .values = {}};
+  view.rows.swap(grad.rows);
+  Tensor& values = s.out(grad.values);
+  view.values = std::move(values);
+  cpu_.sparse_input_backward(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), x, s.in(grad_pre), view);
+  values = std::move(view.values);
+  grad.rows.swap(view.rows);
+  s.down(bytes_of(grad.rows));
+  s.finish();
+}
+
+void EmulatedBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                                    std::vector<float>& logits) {
+  Staged s(*this, "active_logits");
+  s.up(bytes_of(active));
+  cpu_.active_logits(s.in(h), active, s.in(w), s.in(bias), logits);
+  s.down(bytes_of(logits));
+  s.finish();
+}
+
+void EmulatedBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                                            Tensor& grad_h) {
+  Staged s(*this, "active_backward_input");
+  s.up(bytes_of(active) + bytes_of(dlogits));
+  cpu_.active_backward_input(active, dlogits, s.in(w), s.out(grad_h, active.num_samples(), w.cols()));
+  s.finish();
+}
+
+std::unique_ptr<RowWorkspace> EmulatedBackend::make_row_workspace(size_t num_rows) {
+  return std::make_unique<EmulatedRowWorkspace>(this, cpu_.make_row_workspace(num_rows));
+}
+
+void EmulatedBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
+                                     const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+  Staged s(*this, "row_accumulate");
+  const uint64_t entries = offsets.empty() ? 0 : offsets.back();
+  s.up(bytes_of(offsets) + entries * (sizeof(uint32_t) + sizeof(float)));
+  // The gradients' values are written on the device; their row lists are host vectors (down).
+  RowGrad g{.rows = {}, .values = {}}, b{.rows = {}, .values = {}};
+  g.rows.swap(grad.rows);
+  Tensor& values = s.out(grad.values);
+  g.values = std::move(values);
+  Tensor* bias_values = nullptr;
+  if (bias_grad != nullptr) {
+    b.rows.swap(bias_grad->rows);
+    bias_values = &s.out(bias_grad->values);
+    b.values = std::move(*bias_values);
+  }
+  cpu_.row_accumulate(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), offsets, ids, coefs, s.in(vecs), g,
+                      bias_grad != nullptr ? &b : nullptr);
+  values = std::move(g.values);
+  grad.rows.swap(g.rows);
+  s.down(bytes_of(grad.rows));
+  if (bias_grad != nullptr) {
+    *bias_values = std::move(b.values);
+    bias_grad->rows.swap(b.rows);
+    s.down(bytes_of(bias_grad->rows));
+  }
+  s.finish();
+}
+
+void EmulatedBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+  Staged s(*this, "xent_max");
+  s.up(bytes_of(z) + batch_bytes(batch));
+  cpu_.xent_max(z, batch, max);
+  s.down(bytes_of(max));
+}
+
+void EmulatedBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
+                                std::span<float> sums) {
+  Staged s(*this, "xent_sums");
+  s.up(bytes_of(z) + batch_bytes(batch) + bytes_of(max));
+  cpu_.xent_sums(z, batch, max, sums);
+  s.down(bytes_of(sums));
+}
+
+void EmulatedBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                                     std::span<const float> sums, std::span<double> losses) {
+  Staged s(*this, "xent_loss_grad");
+  s.up(bytes_of(z) + batch_bytes(batch) + bytes_of(max) + bytes_of(sums));
+  cpu_.xent_loss_grad(z, batch, max, sums, losses);
+  s.down(bytes_of(z) + bytes_of(losses));
+}
+
+void EmulatedBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+  Staged s(*this, "top_k");
+  const uint64_t candidates = in.offsets != nullptr ? (in.rows > 0 ? in.offsets[in.rows] : 0) : in.rows * in.width;
+  uint64_t bias = 0;
+  if (in.bias != nullptr) {
+    if (in.ids == nullptr) {
+      bias = in.width;
+    } else if (candidates > 0) {
+      bias = uint64_t{*std::max_element(in.ids, in.ids + candidates)} + 1;
+    }
+  }
+  s.up(4 * candidates + (in.offsets != nullptr ? 8 * (in.rows + 1) : 0) + (in.ids != nullptr ? 4 * candidates : 0) +
+       4 * bias);
+  cpu_.top_k(in, k, labels, scores);
+  s.down(bytes_of(labels) + bytes_of(scores));
+}
+
+void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
+  Staged s(*this, op_name(op).data());
+  RowUpdate d = u;
+  // The model's tensors: on the device, or (host tensors) only the listed rows staged up and back.
+  const auto rows_moved = [&](const Tensor* t) {
+    return t == nullptr || t->empty() ? 0 : u.rows.size() * t->cols() * dtype_bytes(t->dtype());
+  };
+  const auto state = [&](Tensor* t) -> Tensor* {
+    if (t == nullptr || t->owner() != this) {
+      s.up(rows_moved(t));
+      s.down(rows_moved(t));
+      return t;
+    }
+    return &s.inout(*t);
+  };
+  d.w = state(u.w);
+  d.m = state(u.m);
+  d.v = state(u.v);
+  if (u.grad != nullptr) d.grad = &s.in(*u.grad);
+  uint64_t plans = 0;
+  for (const CatchUpPlan* p : u.plans)
+    if (p != nullptr) plans += sizeof(CatchUpPlan) + 4 * uint64_t{p->terms_count};
+  s.up(bytes_of(u.rows) + bytes_of(u.counts) + bytes_of(u.correction1) + bytes_of(u.correction2) +
+       sizeof(const CatchUpPlan*) * u.plans.size() + plans);
+  if (op == Op::adam_rows) {
+    cpu_.adam_rows(d);
+  } else if (op == Op::sgd_rows) {
+    cpu_.sgd_rows(d);
+  } else {
+    cpu_.adagrad_rows(d);
+  }
+  s.finish();
+}
+
+void EmulatedBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam_rows); }
+void EmulatedBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
+void EmulatedBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
+
+void EmulatedBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                                    uint32_t* codes) {
+  Staged s(*this, "simhash_codes");
+  SimHashSpec d = spec;
+  if (spec.planes != nullptr) d.planes = &s.in(*spec.planes);
+  s.up(bytes_of(rows));
+  const Tensor& xv = s.in(x);
+  cpu_.simhash_codes(d, xv, rows, codes);
+  s.down(4 * (rows.empty() ? x.rows() : rows.size()) * spec.tables);
+}
+
+void EmulatedBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                                 uint32_t* codes) {
+  Staged s(*this, "dwta_codes");
+  s.up(bytes_of(spec.coords) + bytes_of(rows));
+  const Tensor& xv = s.in(x);
+  cpu_.dwta_codes(spec, xv, rows, codes);
+  s.down(4 * (rows.empty() ? x.rows() : rows.size()) * spec.tables);
+}
+
+void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
+  Staged s(*this, "bucket_union");
+  {
+    std::lock_guard<std::mutex> lock(tables_mutex_);
+    uint64_t& generation = table_generations_[tables.owner];
+    if (generation != tables.generation) {
+      generation = tables.generation;
+      uint64_t bytes = 0;
+      for (size_t t = 0; t < tables.num_tables(); ++t) bytes += bytes_of(tables.offsets[t]) + bytes_of(tables.ids[t]);
+      s.up(bytes);
+    }
+  }
+  s.up(4 * q.samples * tables.num_tables() + bytes_of(q.label_offsets) + bytes_of(q.labels));
+  cpu_.bucket_union(tables, q, out);
+  s.down(bytes_of(out) + (q.scanned != nullptr ? 8 * q.samples : 0));
+}
+
+}  // namespace frugal::kernels

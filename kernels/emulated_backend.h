@@ -1,0 +1,83 @@
+// The counting device ("emulated", `--device emulated`): a device for testing, emulated on the host.
+// Its buffers are host memory that the host may NOT touch (Buffer::is_host() is false, so a Tensor's
+// host accessors refuse them, as they refuse a GPU's), it moves bytes only through set / get / copy,
+// and it counts every byte that crosses between the host and itself. Its ops run the CPU backend's
+// kernels on its own memory, so a training on it gives the CPU backend's bits.
+//
+// What crosses is counted honestly, as a real device would have to move it: an op argument that is
+// host memory (a host tensor, a span, a vector, a sparse batch) is staged up before the op and an
+// output in host memory comes down after it; tensors in the device's own buffers cost nothing.
+// Backend::transfers() holds the totals (the metrics log's host_device_bytes_per_sample), and
+// FRUGAL_EMULATED_PROFILE=1 prints the per-op table of core/op_profile.h at exit (the counterpart
+// of FRUGAL_CUDA_PROFILE), so that a design that keeps a step on the device is checked on any
+// machine, without a GPU.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/backend.h"
+
+namespace frugal::kernels {
+
+class EmulatedBackend : public Backend {
+ public:
+  EmulatedBackend();
+  ~EmulatedBackend() override;
+
+  std::string name() const override { return "emulated"; }
+  Device device() const override { return {DeviceKind::emulated, 0}; }
+  bool supports(Op op) const override { return cpu_.supports(op); }
+  void synchronize() override {}
+  void set_num_threads(int threads) override { cpu_.set_num_threads(threads); }
+  int num_threads() const override { return cpu_.num_threads(); }
+
+  std::shared_ptr<Buffer> alloc_buffer(size_t bytes) override;
+  void set(Buffer& dst, size_t offset, const void* src, size_t bytes) override;
+  void get(const Buffer& src, size_t offset, void* dst, size_t bytes) override;
+  void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) override;
+  void clear(Buffer& dst, size_t offset, size_t bytes) override;
+  Transfers transfers() const override;
+
+  void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate = false) override;
+  void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
+  void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) override;
+  void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;
+  void sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre, RowGrad& grad) override;
+  void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+                     std::vector<float>& logits) override;
+  void active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                             Tensor& grad_h) override;
+  std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) override;
+  void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
+                      const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) override;
+  void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) override;
+  void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
+                 std::span<float> sums) override;
+  void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
+                      std::span<const float> sums, std::span<double> losses) override;
+  void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) override;
+  void adam_rows(const RowUpdate& u) override;
+  void sgd_rows(const RowUpdate& u) override;
+  void adagrad_rows(const RowUpdate& u) override;
+  void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
+                     uint32_t* codes) override;
+  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+  // The tables are copied to the device once per generation (as the CUDA backend keeps them).
+  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
+
+ private:
+  friend class Staged;
+  void count_up(uint64_t bytes);
+  void count_down(uint64_t bytes);
+  void optimizer_rows(const RowUpdate& u, Op op);
+
+  Backend& cpu_;
+  std::atomic<uint64_t> up_bytes_{0}, up_calls_{0}, down_bytes_{0}, down_calls_{0}, device_bytes_{0};
+  std::mutex tables_mutex_;
+  std::unordered_map<const void*, uint64_t> table_generations_;  // the tables copied, by owner
+};
+
+}  // namespace frugal::kernels

@@ -1,0 +1,187 @@
+// The `emulated_device` test: the counting device (kernels/emulated_backend.h), a device emulated on
+// the host whose memory host code may not touch, which counts every byte that crosses. It checks
+//  - buffers and tensors: a tensor in a backend's buffer knows its device; host accessors refuse a
+//    device tensor naming it; set / get / copy / clear move and count bytes; copies of a device
+//    tensor stay on the device; integer dtypes;
+//  - every op passes the parity harness on the device;
+//  - whole trainings on the device equal the CPU backend's bit for bit (exact and LSH samplers,
+//    Adam / SGD / Adagrad, bf16 storage, a checkpoint resumed, and a 2x2 grid of ranks with one
+//    rank on the device next to CPU ranks);
+//  - the bytes a step moves between the host and the device, per sample: printed for the exact and
+//    the LSH softmax (bench/REPORT.md records them), and 0 on the CPU backend.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/device.h"
+#include "tests/kernels/backend_harness.h"
+#include "tests/kernels/training_equivalence.h"
+
+using namespace frugal;
+using namespace frugal::testing;
+
+namespace {
+
+Backend& emulated() {
+  Backend* be = find_backend("emulated");
+  REQUIRE(be != nullptr);
+  return *be;
+}
+
+uint64_t crossed(const Backend& be) { return be.transfers().crossed_bytes(); }
+
+}  // namespace
+
+TEST_CASE("tensors: host tensors, views, wrapped memory and integer dtypes") {
+  Tensor t(3, 4);
+  CHECK(t.device().is_host());
+  CHECK(t.is_host());
+  CHECK(t.owner() == nullptr);
+  t.at(2, 3) = 5.0f;
+  const Tensor rows = t.rows_view(1, 2);
+  CHECK(rows.rows() == 2);
+  CHECK(rows.at(1, 3) == 5.0f);  // the same memory
+  std::vector<uint32_t> ids = {7, 8, 9};
+  const Tensor wrapped = Tensor::wrap(ids.data(), 3, 1, Dtype::u32);
+  CHECK(wrapped.u32()[2] == 9u);
+  Tensor offsets(1, 4, Dtype::u64);
+  CHECK(offsets.bytes() == 32);
+  offsets.u64()[3] = uint64_t{1} << 40;
+  CHECK(Tensor(offsets).u64()[3] == uint64_t{1} << 40);
+  CHECK_THROWS_WITH(offsets.data(), Catch::Contains("u64") && Catch::Contains("used as f32"));
+  CHECK_THROWS_WITH(t.u32(), Catch::Contains("f32") && Catch::Contains("used as u32"));
+  CHECK(dtype_name(Dtype::u32) == "u32");
+}
+
+TEST_CASE("emulated device: its tensors are refused to host code and move through set / get / copy, counted") {
+  Backend& be = emulated();
+  CHECK(be.device().name() == "emulated:0");
+  CHECK(&resolve_device("emulated") == &be);
+  const Backend::Transfers before = be.transfers();
+  Tensor w(4, 3, Dtype::f32, be);
+  w.set_name("softmax.weight");
+  CHECK(w.device().kind == DeviceKind::emulated);
+  CHECK_FALSE(w.is_host());
+  CHECK(w.owner() == &be);
+  // Every host accessor refuses it, naming the tensor and its device.
+  CHECK_THROWS_WITH(w.data(), Catch::Contains("softmax.weight") && Catch::Contains("emulated:0"));
+  CHECK_THROWS_WITH(std::as_const(w).row(1), Catch::Contains("emulated:0"));
+  CHECK_THROWS_WITH(w.value_at(0, 0), Catch::Contains("emulated:0"));
+  CHECK_THROWS_WITH(w.raw(), Catch::Contains("softmax.weight"));
+  // Zero-initialized on the device (cleared there: nothing crossed).
+  CHECK(crossed(be) == before.crossed_bytes());
+  std::vector<float> host(12);
+  copy_to_host(w, host.data());
+  CHECK(host == std::vector<float>(12, 0.0f));
+  std::iota(host.begin(), host.end(), 1.0f);
+  copy_from_host(w, host.data());
+  const Backend::Transfers after = be.transfers();
+  CHECK(after.to_device_bytes - before.to_device_bytes == 48);
+  CHECK(after.to_host_bytes - before.to_host_bytes == 48);
+  // A copy stays on the device (copied there), and a row view shares the buffer.
+  const Tensor copy = w;
+  CHECK(copy.owner() == &be);
+  CHECK(be.transfers().on_device_bytes - after.on_device_bytes == 48);
+  CHECK(be.transfers().crossed_bytes() == after.crossed_bytes());
+  const Tensor host_copy = to_host(copy.rows_view(2, 2));
+  CHECK(host_copy.is_host());
+  CHECK(host_copy.at(0, 0) == 7.0f);
+  CHECK(host_copy.at(1, 2) == 12.0f);
+  // Resizing keeps the place; zero() clears on the device.
+  w.resize(100, 3);
+  CHECK(w.owner() == &be);
+  w.zero();
+  CHECK(to_host(w).at(99, 2) == 0.0f);
+  // A host tensor goes to the device and back unchanged.
+  Tensor h(2, 2);
+  h.at(1, 1) = -3.5f;
+  const Tensor d = to_backend(h, &be);
+  CHECK(d.owner() == &be);
+  CHECK(to_host(d).at(1, 1) == -3.5f);
+  // Out-of-range byte copies are refused, naming the range.
+  CHECK_THROWS_WITH(be.set(*d.buffer(), d.buffer()->bytes(), host.data(), 4), Catch::Contains("of a buffer of"));
+  // The CPU backend's buffers are host memory and it counts nothing.
+  Backend& cpu = *find_backend("cpu");
+  Tensor c(2, 2, Dtype::f32, cpu);
+  CHECK(c.is_host());
+  copy_from_host(c, host.data());
+  CHECK(c.at(1, 1) == 4.0f);
+  CHECK(cpu.transfers().crossed_bytes() == 0);
+}
+
+TEST_CASE("emulated device: every op passes the parity harness") {
+  const harness::Tally t = harness::run_all(emulated(), false);
+  CHECK(t.fail == 0);
+  CHECK(t.skip == 0);
+  CHECK(t.ok > 0);
+}
+
+TEST_CASE("emulated device: trainings equal the CPU backend's bit for bit") {
+  Backend& cpu = *find_backend("cpu");
+  cpu.set_num_threads(2);
+  Backend& be = emulated();
+  be.set_num_threads(2);
+  const std::string dir = (std::filesystem::temp_directory_path() / "frugal_emulated_ckpt").string();
+  for (const Setup& s : standard_setups()) {
+    SECTION(s.name) {
+      const Outcome want = train(cpu, s);
+      require_same(train(be, s), want);
+      std::filesystem::remove_all(dir);
+      require_same(train(be, s, dir), want);
+      std::filesystem::remove_all(dir);
+    }
+  }
+}
+
+TEST_CASE("emulated device: a 2x2 grid with rank 0 on the device equals one on the CPU backend") {
+  Backend& cpu = *find_backend("cpu");
+  cpu.set_num_threads(1);
+  emulated().set_num_threads(1);
+  for (const auto& dp : {std::optional<comm::DpCompression>{},
+                         std::optional<comm::DpCompression>{comm::DpCompression{.keep = 0.05f}}}) {
+    INFO((!dp ? "plain" : "dct-dp gradients"));
+    require_same(train_grid(emulated(), dp), train_grid(cpu, dp));
+  }
+}
+
+// What a steady-state epoch moves between the host and the device, per training sample. The
+// design's goal (DESIGN.md "Devices") is the input batch, its labels and a few scalars; until every
+// op takes tensors in the device's buffers, the ops stage their host arguments, and this prints how
+// much that is (bench/REPORT.md). The CPU backend moves nothing.
+TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state epoch") {
+  Backend& be = emulated();
+  be.set_num_threads(2);
+  for (const auto sampler : {layers::Sampler::exact, layers::Sampler::lsh}) {
+    Setup s;
+    s.sampler = sampler;
+    auto model = build(s);
+    Trainer trainer(*model, {});
+    use(be, *model, trainer);
+    trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
+    const FitResult fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    // The input batch (CSR: offsets, ids, values) and the labels (offsets, ids) per sample.
+    const SparseBatch& points = problem().train.points;
+    const double n = static_cast<double>(points.size());
+    const double input = static_cast<double>(8 * points.feature_ids.size()) / n + 8.0;
+    const double labels = static_cast<double>(4 * points.label_ids.size()) / n + 8.0;
+    std::printf("emulated device, %s softmax, batch %zu: %.0f B/sample host <-> device (input %.0f + labels %.0f + "
+                "64 B of scalars = %.0f B/sample is the goal)\n",
+                sampler == layers::Sampler::exact ? "exact" : "LSH", kBatch, fit.host_device_bytes_per_sample(),
+                input, labels, input + labels + 64.0);
+    CHECK(fit.host_device_bytes > 0);
+    CHECK(fit.host_device_bytes_per_sample() ==
+          Approx(static_cast<double>(fit.host_device_bytes) / static_cast<double>(fit.group_samples)));
+  }
+  // The same training on the CPU backend crosses nothing.
+  auto model = build(Setup{});
+  Trainer trainer(*model, {});
+  use(*find_backend("cpu"), *model, trainer);
+  CHECK(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).host_device_bytes == 0);
+}
