@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -279,6 +280,30 @@ void RowUpdate::validate(bool second_moment) const {
   FRUGAL_CHECK(!second_moment || grad == nullptr || counts.size() == rows.size(),
                "optimizer rows: one update count per row");
   for (const uint32_t r : rows) FRUGAL_CHECK(r < n, fmt::format("optimizer rows: row {} of {}", r, n));
+}
+
+void SparseFeatures::assign(const SparseBatch& x, Backend& backend) {
+  if (backend.device().is_host()) {  // views of x's vectors: the host kernels read them in place
+    const auto view = [](const auto& v, Dtype dtype) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      return Tensor::wrap(const_cast<T*>(v.data()), 1, v.size(), dtype);
+    };
+    offsets = view(x.feature_offsets, Dtype::u64);
+    ids = view(x.feature_ids, Dtype::u32);
+    values = view(x.feature_values, Dtype::f32);
+    return;
+  }
+  for (Tensor* t : {&offsets, &ids, &values}) keep_on(*t, backend);
+  assign_values(offsets, std::span<const uint64_t>(x.feature_offsets));
+  assign_values(ids, std::span<const uint32_t>(x.feature_ids));
+  assign_values(values, std::span<const float>(x.feature_values));
+}
+
+XentBatch XentTensors::host() const {
+  for (const Tensor* t : {offsets, pos_offsets, positions, label_offsets})
+    FRUGAL_CHECK(t != nullptr, "softmax: a batch without its offsets, positions or labels");
+  return {.offsets = offsets->u64(), .pos_offsets = pos_offsets->u64(), .positions = positions->u32(),
+          .label_offsets = label_offsets->u64(), .grad_scale = grad_scale};
 }
 
 void XentBatch::validate(size_t logits) const {

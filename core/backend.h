@@ -141,6 +141,31 @@ struct XentBatch {
   void validate(size_t logits) const;
 };
 
+// A sparse batch's features (CSR) as tensors in a backend's memory: what the sparse input ops take.
+// Point i's features are ids/values[offsets[i] .. offsets[i+1]).
+struct SparseFeatures {
+  Tensor offsets{0, 0, Dtype::u64}, ids{0, 0, Dtype::u32}, values{0, 0, Dtype::f32};
+  size_t size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+  // x's features where `backend` computes: on a host backend, views of x's own vectors (no copy: x
+  // must outlive their use); on a device, one set each (the input batch entering the step).
+  void assign(const SparseBatch& x, Backend& backend);
+  // The host kernels' view (host tensors only; throws naming the tensor otherwise).
+  SparseView host() const { return {offsets.u64(), ids.u32(), values.span()}; }
+};
+
+// XentBatch's arrays as tensors in a backend's memory (u64 offsets, u32 positions): what the
+// softmax cross-entropy ops take. host() is the XentBatch over them when they are host tensors
+// (a host backend's kernels); it throws naming the tensor otherwise.
+struct XentTensors {
+  const Tensor* offsets = nullptr;
+  const Tensor* pos_offsets = nullptr;
+  const Tensor* positions = nullptr;
+  const Tensor* label_offsets = nullptr;
+  float grad_scale = 1.0f;
+  size_t num_samples() const { return offsets->size() - 1; }
+  XentBatch host() const;
+};
+
 // The order of top_k's results: a higher score first, then a lower label id.
 inline bool top_k_before(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& b) {
   return a.first != b.first ? a.first > b.first : a.second < b.second;
@@ -281,20 +306,21 @@ class Backend {
 
   // --- sparse input layer --------------------------------------------------------------------
   // out (B x H) = act(x (B x F, sparse) * w (F x H) + bias (H entries)); relu maps v to v > 0 ? v : 0.
-  virtual void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+  virtual void sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
                                     Tensor& out) = 0;
   // grad = row gradients of w: row f gets sum over the batch of value(i, f) * grad_pre[i]
   // (row_accumulate with the batch's features as entries).
-  virtual void sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+  virtual void sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
                                      RowGrad& grad) = 0;
 
   // --- active sets ---------------------------------------------------------------------------
   // logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] (+ active.logit_offsets[e] when there are any)
   // for every entry e of sample i.
+  // logits (1 x entries, f32) is shaped by the op.
   virtual void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                             std::vector<float>& logits) = 0;
+                             Tensor& logits) = 0;
   // grad_h[i] = sum over sample i's entries e (in order) of dlogits[e] * w[ids[e]].
-  virtual void active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+  virtual void active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
                                      Tensor& grad_h) = 0;
 
   // --- row accumulation ----------------------------------------------------------------------
@@ -303,22 +329,24 @@ class Backend {
   // Entries e of sample i (offsets, CSR) say row ids[e] receives coefs[e] * vecs[i]:
   // grad.rows = the distinct rows, sorted; grad.values[j] = the sum for grad.rows[j] in sample
   // order; bias_grad (when not null) the same rows with the sums of the coefficients.
+  // coefs: one f32 per entry (a tensor of offsets.back() elements, any shape).
   virtual void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                              const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
+                              const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
 
   // --- softmax cross-entropy over active sets (split for the group's normalizer all-reduce) ----
+  // The logits z (f32, offsets.back() elements, any shape) and the outputs are tensors in this
+  // backend's memory; each op shapes its outputs: max 1 x B, sums 1 x 2B (f32), losses 1 x B (f64).
   // max[i] = the largest of sample i's logits (-inf for none).
-  virtual void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) = 0;
+  virtual void xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) = 0;
   // sums[i] = sum of exp(z - max[i]) over sample i's logits, sums[B + i] = sum of its true labels'
   // logits (both summed in double, stored as float; B = batch.num_samples()).
-  virtual void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
-                         std::span<float> sums) = 0;
+  virtual void xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) = 0;
   // Given the group's max and sums, with w = 1/labels (float): losses[i] = log(sums[i]) + max[i] -
   // w sums[B + i] (in double), and z becomes dLoss/dz = exp(z - max[i]) * (1 / sums[i]), minus w at
   // the true labels' positions, times batch.grad_scale (when it is not 1). A sample without labels
   // gets loss 0 and gradient 0.
-  virtual void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
-                              std::span<const float> sums, std::span<double> losses) = 0;
+  virtual void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
+                              Tensor& losses) = 0;
 
   // --- ranking -------------------------------------------------------------------------------
   // For each row, the k best candidates (higher score, then lower label first) into labels and

@@ -9,6 +9,17 @@
 
 namespace frugal {
 
+// A batch's features in CSR form over memory held elsewhere (a SparseBatch, or host tensors): what
+// the host kernels read.
+struct SparseView {
+  std::span<const uint64_t> offsets;
+  std::span<const uint32_t> ids;
+  std::span<const float> values;
+  size_t size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+  std::span<const uint32_t> features_of(size_t i) const { return ids.subspan(offsets[i], offsets[i + 1] - offsets[i]); }
+  std::span<const float> values_of(size_t i) const { return values.subspan(offsets[i], offsets[i + 1] - offsets[i]); }
+};
+
 struct SparseBatch {
   // Point i's features are feature_ids/feature_values[feature_offsets[i] .. feature_offsets[i+1]).
   std::vector<uint64_t> feature_offsets{0};
@@ -32,6 +43,7 @@ struct SparseBatch {
     return {feature_values.data() + feature_offsets[i],
             feature_offsets[i + 1] - feature_offsets[i]};
   }
+  SparseView features() const { return {feature_offsets, feature_ids, feature_values}; }
   std::span<const uint32_t> labels_of(size_t i) const {
     return {label_ids.data() + label_offsets[i], label_offsets[i + 1] - label_offsets[i]};
   }

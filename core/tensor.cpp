@@ -18,6 +18,7 @@ std::string_view dtype_name(Dtype dtype) {
     case Dtype::bf16: return "bf16";
     case Dtype::u32: return "u32";
     case Dtype::u64: return "u64";
+    case Dtype::f64: return "f64";
   }
   return "?";
 }
@@ -52,6 +53,7 @@ Tensor::Tensor(size_t rows, size_t cols, Dtype dtype, Backend& backend) : dtype_
   // An empty buffer of the backend fixes the place; resize() allocates there.
   buffer_ = backend.alloc_buffer(0);
   host_ = buffer_->is_host();
+  stamp_ = buffer_->stamp();
   resize(rows, cols);
   zero();
 }
@@ -68,6 +70,7 @@ Tensor Tensor::view(std::shared_ptr<Buffer> buffer, size_t offset, size_t rows, 
   t.host_ = buffer->is_host();
   t.ptr_ = buffer->base() + offset;
   t.offset_ = offset;
+  t.stamp_ = buffer->stamp();
   t.buffer_ = std::move(buffer);
   return t;
 }
@@ -93,6 +96,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
     // Take the source's place: a fresh (empty) buffer there; resize() allocates.
     buffer_ = other.owner() != nullptr ? other.owner()->alloc_buffer(0) : nullptr;
     host_ = buffer_ == nullptr || buffer_->is_host();
+    stamp_ = buffer_ != nullptr ? buffer_->stamp() : nullptr;
     ptr_ = buffer_ != nullptr ? buffer_->base() : nullptr;
     offset_ = 0;
   }
@@ -112,6 +116,7 @@ void Tensor::allocate(size_t bytes) {
   Backend* backend = owner();
   buffer_ = backend != nullptr ? backend->alloc_buffer(bytes) : alloc_host_buffer(bytes);
   host_ = buffer_->is_host();
+  stamp_ = buffer_->stamp();
   offset_ = 0;
   ptr_ = buffer_->base();
 }
@@ -249,6 +254,38 @@ const Tensor& host_view(const Tensor& t, Tensor& scratch) {
   if (t.is_host()) return t;
   scratch = to_host(t);
   return scratch;
+}
+
+void check_element_bytes(const Tensor& t, size_t bytes) {
+  FRUGAL_CHECK(dtype_bytes(t.dtype()) == bytes,
+               fmt::format("{} given elements of {} bytes", describe(t), bytes));
+}
+
+void keep_on(Tensor& t, Backend& backend) {
+  const bool device = !backend.device().is_host();
+  if (device ? t.owner() == &backend : t.is_host()) return;
+  Tensor fresh(0, t.cols(), t.dtype(), backend);
+  fresh.set_name(t.name());
+  t = std::move(fresh);
+}
+
+void copy_rows(Tensor& dst, size_t dst_row, const Tensor& src, size_t src_row, size_t count) {
+  FRUGAL_CHECK(dst.cols() == src.cols() && dst.dtype() == src.dtype() && dst_row + count <= dst.rows() &&
+                   src_row + count <= src.rows(),
+               fmt::format("copy_rows: rows {}..{} of a {}x{} tensor into rows {}..{} of a {}x{} one", src_row,
+                           src_row + count, src.rows(), src.cols(), dst_row, dst_row + count, dst.rows(), dst.cols()));
+  const size_t row_bytes = src.cols() * dtype_bytes(src.dtype()), bytes = count * row_bytes;
+  if (bytes == 0) return;
+  if (dst.is_host() && src.is_host()) {
+    if (TensorStamp* s = dst.stamp()) s->host_written.store(true, std::memory_order_relaxed);
+    std::memmove(dst.device_data() + dst_row * row_bytes, src.device_data() + src_row * row_bytes, bytes);
+    return;
+  }
+  Backend* backend = dst.owner() != nullptr ? dst.owner() : src.owner();
+  FRUGAL_CHECK(dst.is_host() || src.is_host() || dst.owner() == src.owner(),
+               fmt::format("copy_rows: from {} to {}", src.device().name(), dst.device().name()));
+  backend->copy(*dst.buffer(), dst.offset() + dst_row * row_bytes, *src.buffer(), src.offset() + src_row * row_bytes,
+                bytes);
 }
 
 void place_on(Tensor& t, Backend* backend) {

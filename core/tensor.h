@@ -5,8 +5,8 @@
 // so SIMD kernels can load whole rows. The only dense container frugal uses.
 //
 // Elements are f32, or bf16 for storage (`--precision bf16`: the large row-sparse parameters and
-// their optimizer moments take half the memory and half the bandwidth), or the unsigned integers
-// u32 / u64 of a step's index arrays (a sparse batch's CSR, active sets, row lists). A bf16 element
+// their optimizer moments take half the memory and half the bandwidth), f64 (per-sample losses),
+// or the unsigned integers u32 / u64 of a step's index arrays (a sparse batch's CSR, active sets, row lists). A bf16 element
 // is the high half of an f32, so widening is exact; kernels widen and compute in f32. The typed
 // accessors (data(), row(), at(), span() for f32; bf16_*; u32_*/u64_*) throw frugal::Error on
 // another dtype, and on a tensor whose buffer the host may not touch (a device's): host code moves
@@ -45,14 +45,15 @@ struct TensorStamp {
 // Called when the data of a mirrored tensor is freed (core/device_mirror.cpp).
 void forget_device_copies(const void* data) noexcept;
 
-enum class Dtype : uint8_t { f32, bf16, u32, u64 };
+enum class Dtype : uint8_t { f32, bf16, u32, u64, f64 };
 std::string_view dtype_name(Dtype dtype);
 // "f32" or "bf16" (the precisions a user picks); throws frugal::Error naming the text otherwise.
 Dtype dtype_from_string(std::string_view name);
 inline size_t dtype_bytes(Dtype dtype) {
   switch (dtype) {
     case Dtype::bf16: return 2;
-    case Dtype::u64: return 8;
+    case Dtype::u64:
+    case Dtype::f64: return 8;
     default: return 4;
   }
 }
@@ -146,6 +147,9 @@ class Tensor {
   uint16_t* bf16_row(size_t r) { return written(typed<uint16_t>(Dtype::bf16)) + r * cols_; }
   const uint16_t* bf16_row(size_t r) const { return typed<uint16_t>(Dtype::bf16) + r * cols_; }
 
+  // f64 tensors (per-sample losses summed in double), host only.
+  std::span<double> f64() { return {written(typed<double>(Dtype::f64)), size()}; }
+  std::span<const double> f64() const { return {typed<double>(Dtype::f64), size()}; }
   // Index arrays (u32 / u64 tensors), host only.
   std::span<uint32_t> u32() { return {written(typed<uint32_t>(Dtype::u32)), size()}; }
   std::span<const uint32_t> u32() const { return {typed<uint32_t>(Dtype::u32), size()}; }
@@ -157,7 +161,7 @@ class Tensor {
   // while nothing is allocated).
   std::byte* device_data() const { return ptr_; }
   // The stamp in front of a host buffer's data (null otherwise), for device mirrors.
-  TensorStamp* stamp() const { return buffer_ != nullptr ? buffer_->stamp() : nullptr; }
+  TensorStamp* stamp() const { return stamp_; }
   // Bytes in front of a host buffer's data that hold its TensorStamp (keeping the data aligned).
   static constexpr size_t kStampBytes = 64;
   // The host data as bytes without marking it written (device mirrors; null while nothing is
@@ -183,7 +187,7 @@ class Tensor {
   // line between the cores.
   template <class T>
   T* written(T* p) {
-    if (TensorStamp* s = stamp()) {
+    if (TensorStamp* s = stamp_) {
       std::atomic<bool>& w = s->host_written;
       if (!w.load(std::memory_order_relaxed)) w.store(true, std::memory_order_relaxed);
     }
@@ -203,6 +207,7 @@ class Tensor {
   std::shared_ptr<Buffer> buffer_;   // null while nothing is allocated
   size_t offset_ = 0;                // bytes from the buffer's base
   std::byte* ptr_ = nullptr;         // buffer_->base() + offset_
+  TensorStamp* stamp_ = nullptr;     // buffer_->stamp(), kept here: accessors mark it in hot loops
   std::string name_;
 };
 
@@ -218,6 +223,22 @@ Tensor to_backend(const Tensor& t, Backend* backend);
 // t itself when the host may read it, else its host copy made in `scratch` (one get): for host code
 // that reads a tensor which may live on a device (evaluation's bias, a checkpoint).
 const Tensor& host_view(const Tensor& t, Tensor& scratch);
+// For a tensor whose contents are scratch (an activation, a gradient, an op's output): when it
+// lives elsewhere than where `backend` computes, it becomes an empty tensor there (same dtype and
+// name); otherwise it is left as it is, allocation and all, so a step allocates nothing.
+void keep_on(Tensor& t, Backend& backend);
+// t := the values of src as a 1 x n tensor where t lives (one set on a device); T's size must be
+// t's dtype's.
+void check_element_bytes(const Tensor& t, size_t bytes);  // throws naming t when they differ
+template <class T>
+void assign_values(Tensor& t, std::span<const T> src) {
+  check_element_bytes(t, sizeof(T));
+  t.resize(1, src.size());
+  copy_from_host(t, src.data());
+}
+// Rows [src_row, src_row + count) of src copied over rows [dst_row, ...) of dst (same columns
+// and dtype; the same device, or host memory on either side), where they live.
+void copy_rows(Tensor& dst, size_t dst_row, const Tensor& src, size_t src_row, size_t count);
 // Moves t (values, shape, name) to where `backend` computes: into its memory when it computes on a
 // device, to the host when it computes on the host (or is null). Nothing moves when t is there.
 void place_on(Tensor& t, Backend* backend);

@@ -163,29 +163,31 @@ void CudaBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tens
   dev::bias_act_backward(context(), grad.data(), relu ? y.data() : nullptr, rows, n, relu, bias_grad.data());
 }
 
-void CudaBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+void CudaBackend::sparse_input_forward(const SparseFeatures& features, const Tensor& w, const Tensor& bias, Act act,
                                        Tensor& out) {
+  const SparseView x = features.host();
   const size_t h = w.cols();
   FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
   out.resize(x.size(), h);
   if (x.size() == 0 || h == 0) return;
-  check_ids(x.feature_ids.data(), x.feature_ids.size(), w.rows(), "sparse_input_forward");
+  check_ids(x.ids.data(), x.ids.size(), w.rows(), "sparse_input_forward");
   std::lock_guard<std::mutex> lock(mutex_);
-  dev::sparse_forward(context(), x.feature_offsets.data(), x.size(), x.feature_ids.data(), x.feature_values.data(),
-                      resident_matrix(w), w.rows(), h, resident(bias), act == Act::relu, out.data());
+  dev::sparse_forward(context(), x.offsets.data(), x.size(), x.ids.data(), x.values.data(), resident_matrix(w),
+                      w.rows(), h, resident(bias), act == Act::relu, out.data());
 }
 
-void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& features, const Tensor& grad_pre,
                                         RowGrad& grad) {
+  const SparseView x = features.host();
   FRUGAL_CHECK(grad_pre.rows() == x.size(), fmt::format("sparse_input_backward: {} gradient rows for {} points",
                                                         grad_pre.rows(), x.size()));
-  accumulate(ws, x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre, grad, nullptr);
+  accumulate(ws, x.offsets, x.ids.data(), x.values.data(), grad_pre, grad, nullptr);
 }
 
 void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                                std::vector<float>& logits) {
+                                Tensor& logits) {
   const size_t samples = active.num_samples(), entries = active.total(), d = h.cols();
-  logits.resize(entries);
+  logits.resize(1, entries);
   if (entries == 0) return;
   FRUGAL_CHECK(h.rows() >= samples && w.cols() == d,
                fmt::format("active_logits: {} x {} inputs for {} samples, weights of {} columns", h.rows(), d,
@@ -203,8 +205,9 @@ void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const
                      logits.data());
 }
 
-void CudaBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+void CudaBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits_tensor, const Tensor& w,
                                         Tensor& grad_h) {
+  const std::span<const float> dlogits = dlogits_tensor.span();
   const size_t samples = active.num_samples(), d = w.cols();
   FRUGAL_CHECK(dlogits.size() >= active.total(),
                fmt::format("active_backward_input: {} gradients for {} entries", dlogits.size(), active.total()));
@@ -222,10 +225,12 @@ std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
 }
 
 void CudaBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                 const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+                                 const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
   FRUGAL_CHECK(!offsets.empty() && offsets.size() - 1 <= vecs.rows(),
                fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
-  accumulate(ws, offsets, ids, coefs, vecs, grad, bias_grad);
+  FRUGAL_CHECK(coefs.size() == offsets.back(),
+               fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), offsets.back()));
+  accumulate(ws, offsets, ids, coefs.data(), vecs, grad, bias_grad);
 }
 
 void CudaBackend::accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
@@ -252,15 +257,22 @@ void CudaBackend::accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets
   if (bias_grad != nullptr) bias_grad->rows = grad.rows;
 }
 
-void CudaBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+void CudaBackend::xent_max(const Tensor& z_tensor, const XentTensors& batch_tensors, Tensor& max_tensor) {
+  const XentBatch batch = batch_tensors.host();
+  const std::span<const float> z = z_tensor.span();
+  max_tensor.resize(1, batch.num_samples());
+  const std::span<float> max = max_tensor.span();
   batch.validate(z.size());
-  FRUGAL_CHECK(max.size() == batch.num_samples(), "xent_max: one maximum per sample");
   std::lock_guard<std::mutex> lock(mutex_);
   dev::xent_max(context(), z.data(), z.size(), batch.offsets.data(), batch.num_samples(), max.data());
 }
 
-void CudaBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
-                            std::span<float> sums) {
+void CudaBackend::xent_sums(const Tensor& z_tensor, const XentTensors& batch_tensors, const Tensor& max_tensor,
+                            Tensor& sums_tensor) {
+  const XentBatch batch = batch_tensors.host();
+  const std::span<const float> z = z_tensor.span(), max = max_tensor.span();
+  sums_tensor.resize(1, 2 * batch.num_samples());
+  const std::span<float> sums = sums_tensor.span();
   batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_sums: one maximum and two sums per sample");
@@ -270,8 +282,13 @@ void CudaBackend::xent_sums(std::span<const float> z, const XentBatch& batch, st
                  batch.positions.data(), b, max.data(), sums.data());
 }
 
-void CudaBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
-                                 std::span<const float> sums, std::span<double> losses) {
+void CudaBackend::xent_loss_grad(Tensor& z_tensor, const XentTensors& batch_tensors, const Tensor& max_tensor,
+                                 const Tensor& sums_tensor, Tensor& losses_tensor) {
+  const XentBatch batch = batch_tensors.host();
+  const std::span<float> z = z_tensor.span();
+  const std::span<const float> max = max_tensor.span(), sums = sums_tensor.span();
+  losses_tensor.resize(1, batch.num_samples());
+  const std::span<double> losses = losses_tensor.f64();
   batch.validate(z.size());
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b && losses.size() == b,

@@ -56,20 +56,19 @@ class CudaBackend : public Backend {
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate = false) override;
   void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
   void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) override;
-  void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;
-  void sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre, RowGrad& grad) override;
+  void sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;
+  void sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre, RowGrad& grad) override;
   void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                     std::vector<float>& logits) override;
-  void active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+                     Tensor& logits) override;
+  void active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
                              Tensor& grad_h) override;
   std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) override;
-  void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
+  void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const Tensor& coefs,
                       const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) override;
-  void xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) override;
-  void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
-                 std::span<float> sums) override;
-  void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
-                      std::span<const float> sums, std::span<double> losses) override;
+  void xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) override;
+  void xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) override;
+  void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
+                      Tensor& losses) override;
   void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) override;
   void adam_rows(const RowUpdate& u) override;
   void sgd_rows(const RowUpdate& u) override;

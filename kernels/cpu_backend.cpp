@@ -68,25 +68,28 @@ void CpuBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tenso
   kernels::bias_act_backward(grad, y, act, bias_grad);
 }
 
-void CpuBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) {
-  kernels::sparse_input_forward(x, w, bias, act == Act::relu, out);
+void CpuBackend::sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
+                                      Tensor& out) {
+  kernels::sparse_input_forward(x.host(), w, bias, act == Act::relu, out);
 }
 
-void CpuBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre, RowGrad& grad) {
+void CpuBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
+                                       RowGrad& grad) {
   FRUGAL_CHECK(grad_pre.rows() == x.size(), fmt::format("sparse_input_backward: {} gradient rows for {} points",
                                                         grad_pre.rows(), x.size()));
-  accumulator_of(this, ws).accumulate(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre, grad,
-                                      nullptr);
+  const SparseView v = x.host();
+  accumulator_of(this, ws).accumulate(v.offsets, v.ids.data(), v.values.data(), grad_pre, grad, nullptr);
 }
 
 void CpuBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                               std::vector<float>& logits) {
-  kernels::active_logits(h, active, w, bias, logits);
+                               Tensor& logits) {
+  logits.resize(1, active.total());
+  kernels::active_logits(h, active, w, bias, logits.span());
 }
 
-void CpuBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+void CpuBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
                                        Tensor& grad_h) {
-  kernels::active_backward_input(active, dlogits, w, grad_h);
+  kernels::active_backward_input(active, dlogits.span(), w, grad_h);
 }
 
 std::unique_ptr<RowWorkspace> CpuBackend::make_row_workspace(size_t num_rows) {
@@ -94,24 +97,28 @@ std::unique_ptr<RowWorkspace> CpuBackend::make_row_workspace(size_t num_rows) {
 }
 
 void CpuBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+                                const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
   FRUGAL_CHECK(!offsets.empty() && offsets.size() - 1 <= vecs.rows(),
                fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
-  accumulator_of(this, ws).accumulate(offsets, ids, coefs, vecs, grad, bias_grad);
+  FRUGAL_CHECK(coefs.size() == offsets.back(),
+               fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), offsets.back()));
+  accumulator_of(this, ws).accumulate(offsets, ids, coefs.data(), vecs, grad, bias_grad);
 }
 
-void CpuBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
-  kernels::xent_max(z, batch, max);
+void CpuBackend::xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) {
+  max.resize(1, batch.num_samples());
+  kernels::xent_max(z.span(), batch.host(), max.span());
 }
 
-void CpuBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
-                           std::span<float> sums) {
-  kernels::xent_sums(z, batch, max, sums);
+void CpuBackend::xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) {
+  sums.resize(1, 2 * batch.num_samples());
+  kernels::xent_sums(z.span(), batch.host(), max.span(), sums.span());
 }
 
-void CpuBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
-                                std::span<const float> sums, std::span<double> losses) {
-  kernels::xent_loss_grad(z, batch, max, sums, losses);
+void CpuBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
+                                Tensor& losses) {
+  losses.resize(1, batch.num_samples());
+  kernels::xent_loss_grad(z.span(), batch.host(), max.span(), sums.span(), losses.f64());
 }
 
 void CpuBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {

@@ -60,12 +60,6 @@ uint64_t bytes_of(const std::vector<T>& v) {
 uint64_t bytes_of(const ActiveSets& a) {
   return bytes_of(a.offsets) + bytes_of(a.ids) + bytes_of(a.logit_offsets);
 }
-uint64_t feature_bytes(const SparseBatch& x) {
-  return bytes_of(x.feature_offsets) + bytes_of(x.feature_ids) + bytes_of(x.feature_values);
-}
-uint64_t batch_bytes(const XentBatch& b) {
-  return bytes_of(b.offsets) + bytes_of(b.pos_offsets) + bytes_of(b.positions) + bytes_of(b.label_offsets);
-}
 
 }  // namespace
 
@@ -242,23 +236,32 @@ void EmulatedBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, 
   s.finish();
 }
 
-void EmulatedBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+// The batch's features as the CPU kernels see them (each tensor staged when it is host memory).
+static SparseFeatures staged_features(Staged& s, const SparseFeatures& x) {
+  SparseFeatures v;
+  v.offsets = s.in(x.offsets);
+  v.ids = s.in(x.ids);
+  v.values = s.in(x.values);
+  return v;
+}
+
+void EmulatedBackend::sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
                                            Tensor& out) {
   Staged s(*this, "sparse_input_forward");
-  s.up(feature_bytes(x));
-  cpu_.sparse_input_forward(x, s.in(w), s.in(bias), act, s.out(out, x.size(), w.cols()));
+  const SparseFeatures xv = staged_features(s, x);
+  cpu_.sparse_input_forward(xv, s.in(w), s.in(bias), act, s.out(out, x.size(), w.cols()));
   s.finish();
 }
 
-void EmulatedBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+void EmulatedBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
                                             RowGrad& grad) {
   Staged s(*this, "sparse_input_backward");
-  s.up(feature_bytes(x));
+  const SparseFeatures xv = staged_features(s, x);
   RowGrad view{.rows = {}, .values = {}};
   view.rows.swap(grad.rows);
   Tensor& values = s.out(grad.values);
   view.values = std::move(values);
-  cpu_.sparse_input_backward(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), x, s.in(grad_pre), view);
+  cpu_.sparse_input_backward(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), xv, s.in(grad_pre), view);
   values = std::move(view.values);
   grad.rows.swap(view.rows);
   s.down(bytes_of(grad.rows));
@@ -266,19 +269,18 @@ void EmulatedBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch&
 }
 
 void EmulatedBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                                    std::vector<float>& logits) {
+                                    Tensor& logits) {
   Staged s(*this, "active_logits");
   s.up(bytes_of(active));
-  cpu_.active_logits(s.in(h), active, s.in(w), s.in(bias), logits);
-  s.down(bytes_of(logits));
+  cpu_.active_logits(s.in(h), active, s.in(w), s.in(bias), s.out(logits, 1, active.total()));
   s.finish();
 }
 
-void EmulatedBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+void EmulatedBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
                                             Tensor& grad_h) {
   Staged s(*this, "active_backward_input");
-  s.up(bytes_of(active) + bytes_of(dlogits));
-  cpu_.active_backward_input(active, dlogits, s.in(w), s.out(grad_h, active.num_samples(), w.cols()));
+  s.up(bytes_of(active));
+  cpu_.active_backward_input(active, s.in(dlogits), s.in(w), s.out(grad_h, active.num_samples(), w.cols()));
   s.finish();
 }
 
@@ -287,10 +289,11 @@ std::unique_ptr<RowWorkspace> EmulatedBackend::make_row_workspace(size_t num_row
 }
 
 void EmulatedBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                     const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+                                     const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
   Staged s(*this, "row_accumulate");
   const uint64_t entries = offsets.empty() ? 0 : offsets.back();
-  s.up(bytes_of(offsets) + entries * (sizeof(uint32_t) + sizeof(float)));
+  s.up(bytes_of(offsets) + entries * sizeof(uint32_t));
+  const Tensor& coef_view = s.in(coefs);
   // The gradients' values are written on the device; their row lists are host vectors (down).
   RowGrad g{.rows = {}, .values = {}}, b{.rows = {}, .values = {}};
   g.rows.swap(grad.rows);
@@ -302,7 +305,7 @@ void EmulatedBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t>
     bias_values = &s.out(bias_grad->values);
     b.values = std::move(*bias_values);
   }
-  cpu_.row_accumulate(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), offsets, ids, coefs, s.in(vecs), g,
+  cpu_.row_accumulate(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), offsets, ids, coef_view, s.in(vecs), g,
                       bias_grad != nullptr ? &b : nullptr);
   values = std::move(g.values);
   grad.rows.swap(g.rows);
@@ -315,27 +318,34 @@ void EmulatedBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t>
   s.finish();
 }
 
-void EmulatedBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+// The batch's tensors as the CPU kernels see them (each staged when it is host memory).
+static XentTensors staged_batch(Staged& s, const XentTensors& batch) {
+  return {.offsets = &s.in(*batch.offsets), .pos_offsets = &s.in(*batch.pos_offsets),
+          .positions = &s.in(*batch.positions), .label_offsets = &s.in(*batch.label_offsets),
+          .grad_scale = batch.grad_scale};
+}
+
+void EmulatedBackend::xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) {
   Staged s(*this, "xent_max");
-  s.up(bytes_of(z) + batch_bytes(batch));
-  cpu_.xent_max(z, batch, max);
-  s.down(bytes_of(max));
+  const XentTensors b = staged_batch(s, batch);
+  cpu_.xent_max(s.in(z), b, s.out(max, 1, batch.num_samples()));
+  s.finish();
 }
 
-void EmulatedBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
-                                std::span<float> sums) {
+void EmulatedBackend::xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) {
   Staged s(*this, "xent_sums");
-  s.up(bytes_of(z) + batch_bytes(batch) + bytes_of(max));
-  cpu_.xent_sums(z, batch, max, sums);
-  s.down(bytes_of(sums));
+  const XentTensors b = staged_batch(s, batch);
+  cpu_.xent_sums(s.in(z), b, s.in(max), s.out(sums, 1, 2 * batch.num_samples()));
+  s.finish();
 }
 
-void EmulatedBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
-                                     std::span<const float> sums, std::span<double> losses) {
+void EmulatedBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
+                                     Tensor& losses) {
   Staged s(*this, "xent_loss_grad");
-  s.up(bytes_of(z) + batch_bytes(batch) + bytes_of(max) + bytes_of(sums));
-  cpu_.xent_loss_grad(z, batch, max, sums, losses);
-  s.down(bytes_of(z) + bytes_of(losses));
+  const XentTensors b = staged_batch(s, batch);
+  const Tensor &mv = s.in(max), &sv = s.in(sums);
+  cpu_.xent_loss_grad(s.inout(z), b, mv, sv, s.out(losses, 1, batch.num_samples()));
+  s.finish();
 }
 
 void EmulatedBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {

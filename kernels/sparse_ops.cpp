@@ -42,7 +42,7 @@ struct WeightRows {
 };
 }  // namespace
 
-void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out) {
+void sparse_input_forward(const SparseView& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out) {
   const size_t h = w.cols();
   FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
   out.resize(x.size(), h);
@@ -62,8 +62,9 @@ void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& b
 }
 
 void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                   std::vector<float>& logits) {
-  logits.resize(active.total());
+                   std::span<float> logits) {
+  FRUGAL_CHECK(logits.size() == active.total(),
+               fmt::format("active_logits: {} logits for {} entries", logits.size(), active.total()));
   const WeightRows rows{w};
   for_samples(active.num_samples(), [&](size_t i) {
     const float* hi = h.row(i);

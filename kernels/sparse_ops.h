@@ -16,12 +16,13 @@
 namespace frugal::kernels {
 
 // out (B x H) = x (B x F, sparse) * w (F x H) + bias (1 x H), then ReLU when relu is set.
-void sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out);
+void sparse_input_forward(const SparseView& x, const Tensor& w, const Tensor& bias, bool relu, Tensor& out);
 
 // logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] for every entry e of sample i, plus
 // active.logit_offsets[e] when it has any.
+// logits has one entry per id.
 void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                   std::vector<float>& logits);
+                   std::span<float> logits);
 
 // grad_h[i] = sum over sample i's entries e of dlogits[e] * w[ids[e]].
 void active_backward_input(const ActiveSets& active, std::span<const float> dlogits,

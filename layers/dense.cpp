@@ -35,8 +35,9 @@ const Tensor& Dense::forward(const Tensor& in) {
   const profile::Scope phase(profile::Phase::dense_layers);
   FRUGAL_CHECK(in.cols() == options_.in, fmt::format("Dense: input has {} columns, expected {}", in.cols(), options_.in));
   const size_t b = in.rows(), n = end_ - begin_;
-  out_.resize(b, n);
   Backend& be = backend();
+  keep_on(out_, be);
+  out_.resize(b, n);
   be.matmul(in, false, weight_.value, true, out_);
   be.bias_act_forward(out_, bias_.value, options_.act);
   // One matrix product (weights and input read once, output written) and the bias pass.
@@ -53,6 +54,8 @@ const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
   Backend& be = backend();
   // dL/d(pre-activation) and the bias gradient (its column sums).
   grad_pre_ = grad_out;
+  keep_on(bias_.grad.values, be);
+  keep_on(weight_.grad.values, be);
   bias_.grad.values.resize(n, 1);
   be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
   // Every row of a dense layer gets a gradient every step. Set each time: the replicas' exchange
@@ -62,6 +65,7 @@ const Tensor& Dense::backward(const Tensor& in, const Tensor& grad_out) {
   bias_.grad.rows = weight_.grad.rows;
   weight_.grad.values.resize(n, k);
   be.matmul(grad_pre_, true, in, false, weight_.grad.values);
+  keep_on(grad_in_, be);
   grad_in_.resize(b, k);
   be.matmul(grad_pre_, false, weight_.value, false, grad_in_);
   // Two matrix products (weight gradient, input gradient) and the activation's gradient.

@@ -76,8 +76,8 @@ double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batc
   return sampled_forward_backward(in, batch, step, grad_in, grad_scale);
 }
 
-double SoftmaxOutput::distributed_xent(const SparseBatch& batch, std::span<float> z,
-                                       std::span<const uint64_t> offsets, float grad_scale) {
+double SoftmaxOutput::distributed_xent(const SparseBatch& batch, Tensor& z, const Tensor& offsets,
+                                       float grad_scale) {
   const size_t b = batch.size();
   comm::Communicator* group = options_.placement.is_sliced() ? options_.placement.group : nullptr;
   position_offsets_.assign(1, 0);
@@ -86,32 +86,44 @@ double SoftmaxOutput::distributed_xent(const SparseBatch& batch, std::span<float
     position_list_.insert(position_list_.end(), positions_[i].begin(), positions_[i].end());
     position_offsets_.push_back(position_list_.size());
   }
-  const XentBatch xb{.offsets = offsets, .pos_offsets = position_offsets_, .positions = position_list_,
-                     .label_offsets = batch.label_offsets, .grad_scale = grad_scale};
   Backend& be = backend();
+  // The labels' part of the batch goes where the ops run: where each point's labels sit among its
+  // logits, and how many labels it has in all.
+  for (Tensor* t : {&pos_offsets_, &position_ids_, &label_offsets_, &max_, &sums_, &losses_}) keep_on(*t, be);
+  assign_values(pos_offsets_, std::span<const uint64_t>(position_offsets_));
+  assign_values(position_ids_, std::span<const uint32_t>(position_list_));
+  assign_values(label_offsets_, std::span<const uint64_t>(batch.label_offsets));
+  const XentTensors xb{.offsets = &offsets, .pos_offsets = &pos_offsets_, .positions = &position_ids_,
+                       .label_offsets = &label_offsets_, .grad_scale = grad_scale};
   // Per point: the largest logit, then the sum of exp(z - max) over the logits and the sum of the
   // labels' logits.
-  max_.resize(b);
   be.xent_max(z, xb, max_);
-  sums_.resize(2 * b);
   be.xent_sums(z, xb, max_, sums_);
   if (group != nullptr) combine_normalizer(*group, b);
-  losses_.resize(b);
   be.xent_loss_grad(z, xb, max_, sums_, losses_);
-  return std::accumulate(losses_.begin(), losses_.end(), 0.0);
+  // The loss leaves the step: 8 bytes a point, summed on the host in point order.
+  Tensor copy;
+  const std::span<const double> losses = host_view(losses_, copy).f64();
+  return std::accumulate(losses.begin(), losses.end(), 0.0);
 }
 
 void SoftmaxOutput::combine_normalizer(comm::Communicator& group, size_t b) {
   // Each rank's sums are relative to its own largest logit. One all-gather of (max, sum, label
   // sum) per point and rank, then every rank combines them alike, in rank order: the global max M,
   // sum_r s_r exp(m_r - M) and sum_r l_r. One round trip per step where a max all-reduce followed
-  // by a sum all-reduce took two (each a ring of 2(R-1) hops).
+  // by a sum all-reduce took two (each a ring of 2(R-1) hops). The wire takes host memory: on a
+  // device, max and sums come down (12 bytes a point) and the combined values go back up.
+  Tensor max_copy, sums_copy;
+  Tensor& max = max_.is_host() ? max_ : (max_copy = to_host(max_));
+  Tensor& sums = sums_.is_host() ? sums_ : (sums_copy = to_host(sums_));
   normalizer_mine_.resize(3 * b);
-  std::copy(max_.begin(), max_.end(), normalizer_mine_.begin());
-  std::copy(sums_.begin(), sums_.end(), normalizer_mine_.begin() + static_cast<std::ptrdiff_t>(b));
+  std::copy_n(max.data(), b, normalizer_mine_.begin());
+  std::copy_n(sums.data(), 2 * b, normalizer_mine_.begin() + static_cast<std::ptrdiff_t>(b));
   const auto ranks = static_cast<size_t>(group.size());
   normalizer_all_.resize(3 * b * ranks);
   group.all_gather(normalizer_mine_, normalizer_all_).wait();
+  float* m_out = max.data();
+  float* s_out = sums.data();
   parallel_rows(b, [&](size_t i) {
     float m = -std::numeric_limits<float>::infinity();
     for (size_t r = 0; r < ranks; ++r) m = std::max(m, normalizer_all_[r * 3 * b + i]);
@@ -123,16 +135,19 @@ void SoftmaxOutput::combine_normalizer(comm::Communicator& group, size_t b) {
         sum += static_cast<double>(part[b + i]) * std::exp(static_cast<double>(part[i]) - static_cast<double>(m));
       labels += static_cast<double>(part[2 * b + i]);
     }
-    max_[i] = m;
-    sums_[i] = static_cast<float>(sum);
-    sums_[b + i] = static_cast<float>(labels);
+    m_out[i] = m;
+    s_out[i] = static_cast<float>(sum);
+    s_out[b + i] = static_cast<float>(labels);
   }, 256);
+  if (!max_.is_host()) copy_from_host(max_, max.data());
+  if (!sums_.is_host()) copy_from_host(sums_, sums.data());
 }
 
 double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch& batch, Tensor* grad_in,
                                              float grad_scale) {
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
   Backend& be = backend();
+  keep_on(full_logits_, be);
   full_logits_.resize(b, n);
   be.matmul(in, false, weight_.value, true, full_logits_);
   be.bias_act_forward(full_logits_, bias_.value, Act::none);
@@ -142,9 +157,15 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
     for (const uint32_t l : batch.labels_of(i))
       if (l >= begin_ && l < end_) positions_[i].push_back(l - static_cast<uint32_t>(begin_));
   });
-  row_offsets_.resize(b + 1);
-  for (size_t i = 0; i <= b; ++i) row_offsets_[i] = i * n;
-  const double loss = distributed_xent(batch, full_logits_.span(), row_offsets_, grad_scale);
+  // The logits' CSR offsets (i * labels) go to the backend when the batch's shape changes.
+  keep_on(row_offsets_, be);
+  if (row_offsets_.size() != b + 1 || row_offsets_width_ != n) {
+    std::vector<uint64_t> offsets(b + 1);
+    for (size_t i = 0; i <= b; ++i) offsets[i] = i * n;
+    assign_values(row_offsets_, std::span<const uint64_t>(offsets));
+    row_offsets_width_ = n;
+  }
+  const double loss = distributed_xent(batch, full_logits_, row_offsets_, grad_scale);
   // Work: the logits' product (weights and input read once, logits written), the bias pass (read,
   // write) and the cross-entropy's kernels over the logits (max: read; sums: read; loss and
   // gradient: read, write).
@@ -163,9 +184,11 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   be.matmul(full_logits_, false, weight_.value, false, *grad_in);
   weight_.grad.rows.resize(n);
   std::iota(weight_.grad.rows.begin(), weight_.grad.rows.end(), 0u);
+  keep_on(weight_.grad.values, be);
   weight_.grad.values.resize(n, d);
   be.matmul(full_logits_, true, in, false, weight_.grad.values);
   bias_.grad.rows = weight_.grad.rows;
+  keep_on(bias_.grad.values, be);
   bias_.grad.values.resize(n, 1);
   be.bias_act_backward(full_logits_, full_logits_, Act::none, bias_.grad.values);
   return loss;
@@ -190,6 +213,7 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   // Random negatives stand for the labels outside the set: their logQ correction (the sets'
   // logit_offsets, added by active_logits) enters the softmax (and so the gradient's
   // probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
+  keep_on(logits_, be);
   be.active_logits(in, active_, weight_.value, bias_.value, logits_);
   // Positions of the point's own labels inside its active set (the sampler put them first; an
   // override may place them anywhere).
@@ -206,7 +230,9 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
       positions_[i].push_back(static_cast<uint32_t>(it - ids));
     }
   });
-  const double loss = distributed_xent(batch, logits_, active_.offsets, grad_scale);
+  keep_on(active_offsets_, be);
+  assign_values(active_offsets_, std::span<const uint64_t>(active_.offsets));
+  const double loss = distributed_xent(batch, logits_, active_offsets_, grad_scale);
   // Work per active label of a point: a dot product with the hidden vector; its id, logit offset
   // and logit, and the cross-entropy's kernels over the logits (max, sums: read; loss and
   // gradient: read, write). The distinct weight rows read are counted below, once they are listed.
@@ -215,8 +241,10 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   if (grad_in == nullptr) return loss;
   const profile::Scope backward_phase(profile::Phase::output_backward);
   be.active_backward_input(active_, logits_, weight_.value, *grad_in);
-  be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_.offsets, active_.ids.data(), logits_.data(),
-                    in, weight_.grad, &bias_.grad);
+  keep_on(weight_.grad.values, be);
+  keep_on(bias_.grad.values, be);
+  be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_.offsets, active_.ids.data(), logits_, in,
+                    weight_.grad, &bias_.grad);
   // The logits' reads of the distinct active rows (and their biases); then two multiply-adds per
   // active label and column: dLoss/dh (the rows read again, ids and gradients read, dLoss/dh
   // written) and the rows' gradients (ids, gradients and hidden vectors read, each distinct row's
@@ -297,7 +325,10 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   const size_t cap = inference_.candidates == 0 ? 0
       : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
   sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_, cap);
+  keep_on(logits_, be);
   be.active_logits(in, candidates_, weight_.value, bias_.value, logits_);
+  Tensor logits_copy;
+  const Tensor& logits = host_view(logits_, logits_copy);  // top_k reads host memory
   labels_scored_ += candidates_.total();
   const size_t b = in.rows(), n = end_ - begin_;
   k = std::min(k, n);
@@ -305,7 +336,7 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   scores.resize(b * k);
   // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
   // lowest ids first, so every point still gets k distinct labels.
-  be.top_k({.rows = b, .scores = logits_.data(), .offsets = candidates_.offsets.data(), .ids = candidates_.ids.data(),
+  be.top_k({.rows = b, .scores = logits.data(), .offsets = candidates_.offsets.data(), .ids = candidates_.ids.data(),
             .label_base = static_cast<uint32_t>(begin_)},
            k, labels, scores);
 }
@@ -326,14 +357,17 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
   const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
   Backend& be = backend();
-  Tensor bias_copy;
-  const Tensor& bias = host_view(bias_.value, bias_copy);  // top_k reads the bias from host memory
+  // top_k reads the bias and the scores from host memory (copies of them on a device).
+  Tensor bias_copy, logits_copy;
+  const Tensor& bias = host_view(bias_.value, bias_copy);
+  keep_on(full_logits_, be);
   for (size_t r0 = 0; r0 < b; r0 += chunk) {
     const size_t rows = std::min(chunk, b - r0);
     full_logits_.resize(rows, n);
     be.matmul(in.rows_view(r0, rows), false, weight_.value, true, full_logits_);
+    const Tensor& logits = host_view(full_logits_, logits_copy);
     // The bias is added as the candidates are ranked (the same float sums, no pass of their own).
-    be.top_k({.rows = rows, .scores = full_logits_.data(), .width = n, .label_base = static_cast<uint32_t>(begin_),
+    be.top_k({.rows = rows, .scores = logits.data(), .width = n, .label_base = static_cast<uint32_t>(begin_),
               .bias = bias.data()},
              k, std::span(labels).subspan(r0 * k, rows * k), std::span(scores).subspan(r0 * k, rows * k));
   }
@@ -351,8 +385,9 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
   Backend& be = backend();
   std::vector<float> cand_scores(b * width), block_scores;
   std::vector<uint32_t> cand_labels(b * width), block_labels;
-  Tensor wide, bias_copy, block_copy;
+  Tensor wide, bias_copy, block_copy, logits_copy;
   const Tensor& bias = host_view(bias_.value, bias_copy);
+  keep_on(full_logits_, be);
   for (size_t l0 = 0, filled = 0; l0 < n; l0 += block) {
     const size_t len = std::min(block, n - l0), kb = std::min(k, len);
     wide.resize(len, d);
@@ -364,9 +399,10 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
     parallel_rows(len, [&](size_t j) { rows.read_row(first + j, wide.row(j)); }, 256);
     full_logits_.resize(b, len);
     be.matmul(in, false, wide, true, full_logits_);
+    const Tensor& logits = host_view(full_logits_, logits_copy);
     block_labels.resize(b * kb);
     block_scores.resize(b * kb);
-    be.top_k({.rows = b, .scores = full_logits_.data(), .width = len,
+    be.top_k({.rows = b, .scores = logits.data(), .width = len,
               .label_base = static_cast<uint32_t>(begin_ + l0), .bias = bias.data() + l0},
              kb, block_labels, block_scores);
     for (size_t i = 0; i < b; ++i) {
@@ -403,12 +439,14 @@ void SoftmaxOutput::accumulate_centroids(const Tensor& in, const SparseBatch& ba
     centroid_sum_ = Tensor(end_ - begin_, options_.in);
     centroid_points_.assign(end_ - begin_, 0);
   }
+  Tensor in_copy;
+  const Tensor& hidden = host_view(in, in_copy);  // summed on the host (a copy of a device's)
   for (size_t i = 0; i < batch.size(); ++i)
     for (const uint32_t l : batch.labels_of(i)) {
       if (l < begin_ || l >= end_) continue;
       ++centroid_points_[l - begin_];
       float* row = centroid_sum_.row(l - begin_);
-      const float* h = in.row(i);
+      const float* h = hidden.row(i);
       for (size_t c = 0; c < options_.in; ++c) row[c] += h[c];
     }
 }

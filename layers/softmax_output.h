@@ -78,8 +78,7 @@ class SoftmaxOutput : public OutputLayer {
   // Softmax cross-entropy over logits spread across the group: point i's local logits are
   // z[offsets[i] .. offsets[i+1]), its labels owned here sit at positions_[i] within them.
   // Overwrites z with dLoss/dz times grad_scale.
-  double distributed_xent(const SparseBatch& batch, std::span<float> z, std::span<const uint64_t> offsets,
-                          float grad_scale);
+  double distributed_xent(const SparseBatch& batch, Tensor& z, const Tensor& offsets, float grad_scale);
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // The same over the labels the LSH tables return for each point only.
   void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
@@ -103,12 +102,16 @@ class SoftmaxOutput : public OutputLayer {
   const ActiveSets* override_ = nullptr;
   ActiveSets active_;
   std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
-  std::vector<float> logits_;
+  // Where the layer computes (its backend's memory): the logits and dLoss/dz, the per-sample max,
+  // sums and losses of the softmax, and the batch's arrays the cross-entropy ops read.
+  Tensor logits_;
   Tensor full_logits_;
-  std::vector<uint64_t> row_offsets_;  // exact softmax: i * labels, the logits' CSR offsets
-  std::vector<float> max_, sums_;
+  Tensor max_, sums_, losses_{0, 0, Dtype::f64};
+  Tensor row_offsets_{0, 0, Dtype::u64};     // exact softmax: i * labels, the logits' CSR offsets
+  size_t row_offsets_width_ = 0;             // the labels those offsets were made for
+  Tensor active_offsets_{0, 0, Dtype::u64};  // LSH: the active sets' offsets
+  Tensor pos_offsets_{0, 0, Dtype::u64}, position_ids_{0, 0, Dtype::u32}, label_offsets_{0, 0, Dtype::u64};
   std::vector<float> normalizer_mine_, normalizer_all_;  // a sliced group's per-rank (max, sums), gathered
-  std::vector<double> losses_;
   std::vector<std::vector<uint32_t>> positions_;
   std::vector<uint64_t> position_offsets_;  // positions_ in CSR form, for the backend
   std::vector<uint32_t> position_list_;

@@ -53,7 +53,10 @@ void SparseDense::check_features(const SparseBatch& x) const {
 const Tensor& SparseDense::forward(const SparseBatch& x) {
   const profile::Scope phase(profile::Phase::input_forward);
   check_features(x);
-  backend().sparse_input_forward(x, weight_.value, bias_.value, options_.act, out_);
+  keep_on(out_, backend());
+  // The input batch enters the step here, once: backward() reads the same copy.
+  features_.assign(x, backend());
+  backend().sparse_input_forward(features_, weight_.value, bias_.value, options_.act, out_);
   count_forward(x, local_out());
   return out_;
 }
@@ -62,15 +65,20 @@ const Tensor& SparseDense::forward_rows(const SparseBatch& x, size_t first, size
   const profile::Scope phase(profile::Phase::input_forward);
   if (first == 0) {  // the whole batch's ids are checked before any part travels
     check_features(x);
+    keep_on(out_, backend());
+    keep_on(part_out_, backend());
     out_.resize(x.size(), local_out());
   }
   FRUGAL_CHECK(out_.rows() == x.size() && first <= x.size() && count <= x.size() - first,
                fmt::format("SparseDense::forward_rows: rows {}..{} of a batch of {} (parts must start at row 0)",
                            first, first + count, x.size()));
   part_.assign_points(x, first, count);
-  backend().sparse_input_forward(part_, weight_.value, bias_.value, options_.act, part_out_);
+  part_features_.assign(part_, backend());
+  backend().sparse_input_forward(part_features_, weight_.value, bias_.value, options_.act, part_out_);
+  // backward() reads the whole batch: its copy is made with the last part.
+  if (first + count == x.size()) features_.assign(x, backend());
   const size_t w = local_out();
-  for (size_t i = 0; i < count; ++i) std::copy_n(part_out_.row(i), w, out_.row(first + i));
+  copy_rows(out_, first, part_out_, 0, count);
   count_forward(part_, w, first == 0);
   return out_;
 }
@@ -85,9 +93,12 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   // gradient is its column sums.
   grad_pre_ = grad_out;
   bias_.grad.rows.assign(1, 0);
+  keep_on(bias_.grad.values, be);
+  keep_on(weight_.grad.values, be);
   bias_.grad.values.resize(1, out);
   be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
-  be.sparse_input_backward(row_workspace(be, workspace_, options_.in), x, grad_pre_, weight_.grad);
+  FRUGAL_CHECK(features_.size() == x.size(), "SparseDense::backward: not the batch of the last forward pass");
+  be.sparse_input_backward(row_workspace(be, workspace_, options_.in), features_, grad_pre_, weight_.grad);
   // The forward's reads of the batch's distinct feature rows, now that they are listed; then the
   // activation's gradient (output and gradient read, gradient written) and a multiply-add per
   // nonzero and column into the distinct rows' gradients (ids, values read; rows written once).

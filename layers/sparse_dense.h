@@ -49,8 +49,10 @@ class SparseDense : public InputLayer {
   size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   Tensor out_, grad_pre_;
-  SparseBatch part_;  // forward_rows' points
-  Tensor part_out_;   // and their rows
+  SparseFeatures features_;  // the last forward pass's batch where the layer computes
+  SparseBatch part_;         // forward_rows' points
+  SparseFeatures part_features_;
+  Tensor part_out_;          // and their rows
   std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
 };
 

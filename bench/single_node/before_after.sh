@@ -9,6 +9,8 @@
 #   bash bench/single_node/before_after.sh [REF]
 # Environment: REPEATS=3 STEPS=300 (training steps per run; the first epoch's first STEPS steps)
 #   FRUGAL_BENCH_DATA=.bench/xmc100k (generated as bench/single_node/run.sh does when absent)
+#   REF_EXE=path/to/frugal: a reference binary built earlier (REF is then only its label), instead of
+#   building REF in a worktree (another full build on a 2-core machine)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -23,14 +25,21 @@ mkdir -p "$OUT"
 
 say "building the working tree"
 bash apps/dev.sh build >/dev/null
-if [ ! -d "$WT/.git" ] && [ ! -f "$WT/.git" ]; then
-  say "worktree of $REF in $WT"
-  git worktree add -f --detach "$WT" "$REF" >/dev/null
+REF_EXE=${REF_EXE:-}
+if [ -n "$REF_EXE" ]; then
+  [ -x "$REF_EXE" ] || { echo "REF_EXE=$REF_EXE is not an executable" >&2; exit 1; }
+  say "reference: $REF_EXE (labelled $REF)"
 else
-  git -C "$WT" checkout -q --detach "$REF"
+  if [ ! -d "$WT/.git" ] && [ ! -f "$WT/.git" ]; then
+    say "worktree of $REF in $WT"
+    git worktree add -f --detach "$WT" "$REF" >/dev/null
+  else
+    git -C "$WT" checkout -q --detach "$REF"
+  fi
+  say "building $REF"
+  (cd "$WT" && { [ -d build ] || meson setup build >/dev/null; } && ninja -C build -j2 apps/frugal >/dev/null)
+  REF_EXE="$WT/build/apps/frugal"
 fi
-say "building $REF"
-(cd "$WT" && { [ -d build ] || meson setup build >/dev/null; } && ninja -C build -j2 apps/frugal >/dev/null)
 if [ ! -f "$DATA/train.txt" ]; then
   say "generating $DATA"
   build/apps/frugal data synth-xmc --features 100000 --labels 100000 --train 50000 --test 5000 --nnz 75 \
@@ -48,7 +57,7 @@ for sampler in lsh exact; do
   for r in $(seq 1 "$REPEATS"); do
     for side in before after; do
       exe=build/apps/frugal
-      [ "$side" = before ] && exe="$WT/build/apps/frugal"
+      [ "$side" = before ] && exe="$REF_EXE"
       "$exe" train --train "$DATA/train.txt" --test "$DATA/test.txt" --hidden 128 --batch 128 --epochs 1 \
         --lr 1e-3 --threads 2 --seed 1 --sampler "$sampler" --max-steps "$STEPS" --quiet \
         --metrics "$OUT/$sampler-$side-$r.jsonl" >/dev/null 2>&1
@@ -67,5 +76,7 @@ for s in ('lsh', 'exact'):
     b, a = runs.get((s, 'before'), []), runs.get((s, 'after'), [])
     if b and a:
         print(f'{s}: before {statistics.mean(b):.1f} (sd {statistics.pstdev(b):.1f}), after {statistics.mean(a):.1f} '
-              f'(sd {statistics.pstdev(a):.1f}) samples/s: after/before = {statistics.mean(a)/statistics.mean(b):.3f}')
+              f'(sd {statistics.pstdev(a):.1f}) samples/s: after/before = {statistics.mean(a)/statistics.mean(b):.3f} '
+              f'(medians {statistics.median(b):.1f} / {statistics.median(a):.1f}: '
+              f'{statistics.median(a)/statistics.median(b):.3f})')
 PY

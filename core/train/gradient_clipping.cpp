@@ -13,8 +13,10 @@ double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communi
   double squares = 0.0;
   for (const Parameter* p : params) {
     if (group && p->sliced_axis < 0 && model_group->rank() != 0) continue;  // replicated: rank 0 counts it
-    const float* g = p->grad.values.data();
-    for (size_t i = 0, n = p->grad.values.size(); i < n; ++i) squares += double(g[i]) * g[i];
+    Tensor copy;
+    const Tensor& values = host_view(p->grad.values, copy);  // a device's gradient comes down
+    const float* g = values.data();
+    for (size_t i = 0, n = values.size(); i < n; ++i) squares += double(g[i]) * g[i];
   }
   if (group) {
     std::vector<std::vector<std::byte>> all;
@@ -34,8 +36,12 @@ double clip_gradient_norm(const std::vector<Parameter*>& params, float max_norm,
   const double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return norm;
   const auto scale = static_cast<float>(coef);
-  for (Parameter* p : params)
-    for (size_t i = 0, n = p->grad.values.size(); i < n; ++i) p->grad.values.data()[i] *= scale;
+  for (Parameter* p : params) {
+    Tensor copy;
+    Tensor& values = p->grad.values.is_host() ? p->grad.values : (copy = to_host(p->grad.values));
+    for (size_t i = 0, n = values.size(); i < n; ++i) values.data()[i] *= scale;
+    if (!p->grad.values.is_host()) copy_from_host(p->grad.values, values.data());
+  }
   return norm;
 }
 

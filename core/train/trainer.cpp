@@ -167,16 +167,20 @@ const comm::ExchangeFactory& Trainer::exchanges() const {
   return options_.exchanges != nullptr ? *options_.exchanges : comm::exchange_factory("a Trainer over several ranks");
 }
 
+// The exchanges take host memory (the wire): an activation or gradient on a device comes down
+// first, one get where data leaves the step; what arrives is host memory the next op reads.
 const Tensor& Trainer::exchange_forward(size_t producer, const Tensor& local) {
-  return boundaries_[producer] ? boundaries_[producer]->gather(local) : local;
+  return boundaries_[producer] ? boundaries_[producer]->gather(host_view(local, wire_copy_)) : local;
 }
 
-const Tensor& Trainer::exchange_backward(size_t producer, const Tensor& grad, bool partial) {
-  if (boundaries_[producer])
+const Tensor& Trainer::exchange_backward(size_t producer, const Tensor& grad_here, bool partial) {
+  if (boundaries_[producer]) {
+    const Tensor& grad = host_view(grad_here, wire_copy_);
     return partial ? boundaries_[producer]->reduce_scatter(grad) : boundaries_[producer]->own_slice(grad);
-  if (!partial) return grad;
+  }
+  if (!partial) return grad_here;
   // A replicated layer feeding a sliced one: every rank needs the whole sum.
-  grad_full_ = grad;
+  grad_full_ = to_host(grad_here);
   options_.parallel.model->all_reduce(grad_full_.span()).wait();
   return grad_full_;
 }
@@ -213,8 +217,9 @@ const Tensor& Trainer::input_forward_exchanged(const SparseBatch& batch) {
   // Two parts: the first half's all-gather travels while the second half is computed. More parts
   // would hide more of the input layer, but each adds a collective's latency (bench/REPORT.md).
   constexpr size_t kParts = 2;
+  // A device rank's parts would come down one by one for the host's wire: it gathers whole.
   bool split = options_.overlap && boundary != nullptr && boundary->gathers_in_parts() && rows >= kParts &&
-               options_.forward_split != ForwardSplit::never;
+               options_.forward_split != ForwardSplit::never && model_.input().backend().device().is_host();
   if (split && options_.forward_split == ForwardSplit::automatic) {
     // Every model rank has the same batch and slice bounds, so every rank decides alike.
     const double half = static_cast<double>(batch.feature_ids.size()) / kParts * static_cast<double>(widest_input_slice_);
@@ -281,6 +286,7 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
   // at 4 ranks and 100k labels) took 2-4% of the step.
   if (global_batch == 0) global_batch = batch.size();
   const float scale = global_batch > 0 ? 1.0f / static_cast<float>(global_batch) : 0.0f;
+  keep_on(grad_, model_.output().backend());  // dLoss/dh is written where the output layer computes
   const double loss = model_.output().forward_backward(h, batch, step_, &grad_, scale);
   // Walk back through the producing layers; a sliced consumer's input gradient is its share only.
   const auto hidden = model_.hidden();
@@ -338,6 +344,8 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   } else if (reducer_ && options_.dp && options_.dp->target == comm::DpTarget::updates) {
     step_on_exchanged_updates();
   } else {
+    // The replicas' exchange reads and writes host memory (the wire): a device's gradients come down.
+    if (reducer_) gradients_to_host();
     // DGC's local clipping: each replica's own gradient, before error feedback holds any of it.
     const bool local_clip = reducer_ && options_.dp && options_.dp->local_clipping && options_.clip_norm > 0.0f;
     last_clip_limit_ = options_.clip_norm;
@@ -356,7 +364,18 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   return loss;
 }
 
+void Trainer::gradients_to_host() {
+  for (Parameter* p : model_.parameters())
+    if (!p->grad.values.is_host()) p->grad.values = to_host(p->grad.values);
+}
+
 void Trainer::step_on_exchanged_updates() {
+  for (const Parameter* p : model_.parameters())
+    FRUGAL_CHECK(p->value.is_host(),
+                 fmt::format("DCT-DP over optimizer updates (--dp-compress updates) changes the weights on the host, "
+                             "but parameter {} lives on {}: use --dp-compress gradients on this device",
+                             p->name, p->value.device().name()));
+  gradients_to_host();
   // The gradients are this replica's share of the global batch's mean (scaled by the global
   // batch): clipping sees the local norm, and the optimizer's moments follow the local gradient.
   last_clip_limit_ = options_.clip_norm;
@@ -511,8 +530,10 @@ void Trainer::init_output_from_centroids(const data::Dataset& data, float scale,
   double squares = 0.0;
   std::vector<double> sum;
   size_t points = 0;
+  Tensor copy;
   while (loader.next(batch)) {
-    const Tensor& h = forward_hidden(batch);
+    const Tensor& hidden = forward_hidden(batch);
+    const Tensor& h = host_view(hidden, copy);  // the statistics are the host's
     sum.resize(h.cols(), 0.0);
     for (size_t i = 0; i < h.rows(); ++i)
       for (size_t c = 0; c < h.cols(); ++c) {
@@ -521,7 +542,7 @@ void Trainer::init_output_from_centroids(const data::Dataset& data, float scale,
         sum[c] += v;
       }
     points += batch.size();
-    model_.output().accumulate_centroids(h, batch);
+    model_.output().accumulate_centroids(hidden, batch);
   }
   if (points == 0) return;
   std::vector<float> mean(sum.size());

@@ -234,6 +234,8 @@ class Trainer {
   // Catch-up rows: brings the rows the forward pass of `batch` reads (its features' input rows,
   // its true labels' output rows) up to date first, so they are used as dense training has them.
   void catch_up_read_rows(const SparseBatch& batch);
+  // Every parameter's gradient values in host memory (a get per parameter computed on a device).
+  void gradients_to_host();
   // DpTarget::updates: the optimizer steps on this replica's own gradient, and the replicas
   // exchange (thresholded, with error feedback) and average the weight changes it made.
   void step_on_exchanged_updates();
@@ -247,6 +249,7 @@ class Trainer {
   // The sum over data-parallel replicas (null without an active data-parallel group).
   std::unique_ptr<comm::ReplicaReducer> reducer_;
   Tensor grad_, grad_full_;
+  Tensor wire_copy_;  // the host copy of a device activation or gradient that an exchange sends
   std::vector<Tensor> before_update_;
   std::vector<uint64_t> touched_rows_;  // FitResult::touched_rows since this trainer was made
   // TrainerOptions::overlap: train_step lets compute_gradients begin the optimizer's step at the input

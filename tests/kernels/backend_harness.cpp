@@ -164,9 +164,12 @@ Case sparse_forward_case(size_t b, size_t features, size_t h, Act act, bool empt
             const SparseBatch x = random_batch(rng, b, features, 12, empty_point);
             const Tensor w = random_tensor(rng, features, h);
             const Tensor bias = random_tensor(rng, 1, h);
-            Tensor out;
-            be.sparse_input_forward(x, w, bias, act, out);
+            SparseFeatures xd;
+            xd.assign(x, be);
+            Tensor result(0, 0, Dtype::f32, be);
+            be.sparse_input_forward(xd, to_backend(w, &be), to_backend(bias, &be), act, result);
             be.synchronize();
+            const Tensor out = to_host(result);
             std::vector<double> want(b * h);
             for (size_t i = 0; i < b; ++i)
               for (size_t c = 0; c < h; ++c) {
@@ -214,8 +217,11 @@ Case sparse_backward_case(size_t b, size_t features, size_t h, bool empty_point)
               const SparseBatch x = random_batch(rng, b, features, 9, empty_point);
               const Tensor grad_pre = random_tensor(rng, b, h);
               RowGrad grad;
-              be.sparse_input_backward(*ws, x, grad_pre, grad);
+              SparseFeatures xd;
+              xd.assign(x, be);
+              be.sparse_input_backward(*ws, xd, to_backend(grad_pre, &be), grad);
               be.synchronize();
+              grad.values = to_host(grad.values);
               std::map<uint32_t, std::vector<double>> rows;
               std::map<uint32_t, double> bias;
               reference_rows(x.feature_offsets, x.feature_ids.data(), x.feature_values.data(), grad_pre, rows, bias);
@@ -233,16 +239,17 @@ Case active_logits_case(size_t b, size_t n, size_t d, bool empty_sample, bool of
             Rng rng(b * 47 + n * 3 + d + offsets);
             const ActiveSets active = random_active(rng, b, n, 20, empty_sample, offsets);
             const Tensor h = random_tensor(rng, b, d), w = random_tensor(rng, n, d), bias = random_tensor(rng, n, 1);
-            std::vector<float> logits;
-            be.active_logits(h, active, w, bias, logits);
+            Tensor out(0, 0, Dtype::f32, be);
+            be.active_logits(to_backend(h, &be), active, to_backend(w, &be), to_backend(bias, &be), out);
             be.synchronize();
+            const Tensor logits = to_host(out);
             cmp.same_size(logits.size(), active.total());
             for (size_t i = 0; i < b; ++i)
               for (uint64_t e = active.offsets[i]; e < std::min<uint64_t>(active.offsets[i + 1], logits.size()); ++e) {
                 double s = bias.data()[active.ids[e]];
                 for (size_t c = 0; c < d; ++c) s += static_cast<double>(h.at(i, c)) * w.at(active.ids[e], c);
                 if (offsets) s += active.logit_offsets[e];
-                cmp.add(logits[e], s);
+                cmp.add(logits.data()[e], s);
               }
           }};
 }
@@ -255,9 +262,11 @@ Case active_backward_case(size_t b, size_t n, size_t d, bool empty_sample) {
             std::vector<float> dlogits(active.total());
             for (size_t e = 0; e < dlogits.size(); ++e) dlogits[e] = e % 4 == 1 ? 0.0f : rng.uniform(-1, 1);
             const Tensor w = random_tensor(rng, n, d);
-            Tensor grad_h;
-            be.active_backward_input(active, dlogits, w, grad_h);
+            Tensor out(0, 0, Dtype::f32, be);
+            be.active_backward_input(active, to_backend(Tensor::wrap(dlogits.data(), 1, dlogits.size(), Dtype::f32), &be),
+                                     to_backend(w, &be), out);
             be.synchronize();
+            const Tensor grad_h = to_host(out);
             std::vector<double> want(b * d, 0.0);
             for (size_t i = 0; i < b; ++i)
               for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e)
@@ -279,8 +288,11 @@ Case row_accumulate_case(size_t b, size_t n, size_t d, bool empty_sample, bool w
               for (float& c : coefs) c = rng.uniform(-1, 1);
               const Tensor vecs = random_tensor(rng, b, d);
               RowGrad grad, bias_grad;
-              be.row_accumulate(*ws, active.offsets, active.ids.data(), coefs.data(), vecs, grad,
-                                with_bias ? &bias_grad : nullptr);
+              be.row_accumulate(*ws, active.offsets, active.ids.data(),
+                                to_backend(Tensor::wrap(coefs.data(), 1, coefs.size(), Dtype::f32), &be),
+                                to_backend(vecs, &be), grad, with_bias ? &bias_grad : nullptr);
+              grad.values = to_host(grad.values);
+              bias_grad.values = to_host(bias_grad.values);
               be.synchronize();
               std::map<uint32_t, std::vector<double>> rows;
               std::map<uint32_t, double> bias;
@@ -304,11 +316,36 @@ Case row_accumulate_case(size_t b, size_t n, size_t d, bool empty_sample, bool w
 // Logits of b samples in CSR form, up to max_per each (sample b / 2 has none when empty_sample),
 // with the positions of their labels owned here and their label counts over the group: sample 1
 // has no labels, sample 2 has labels but none owned here.
+// A host vector in a 1 x n tensor of be's memory (one set), and back.
+template <class T>
+Tensor vector_on(Backend& be, const std::vector<T>& v, Dtype dtype) {
+  Tensor t(1, v.size(), dtype, be);
+  copy_from_host(t, v.data());
+  return t;
+}
+template <class T>
+std::vector<T> vector_of(const Tensor& t) {
+  std::vector<T> v(t.size());
+  copy_to_host(t, v.data());
+  return v;
+}
+
 struct XentInput {
   std::vector<float> z;
   std::vector<uint64_t> offsets{0}, pos_offsets{0}, label_offsets{0};
   std::vector<uint32_t> positions;
-  XentBatch batch() const { return {offsets, pos_offsets, positions, label_offsets}; }
+  // The logits and the batch's arrays in be's memory, as the ops take them.
+  struct OnBackend {
+    Tensor z, offsets, pos_offsets, positions, label_offsets;
+    XentTensors batch(float grad_scale = 1.0f) const {
+      return {.offsets = &offsets, .pos_offsets = &pos_offsets, .positions = &positions,
+              .label_offsets = &label_offsets, .grad_scale = grad_scale};
+    }
+  };
+  OnBackend on(Backend& be) const {
+    return {vector_on(be, z, Dtype::f32), vector_on(be, offsets, Dtype::u64), vector_on(be, pos_offsets, Dtype::u64),
+            vector_on(be, positions, Dtype::u32), vector_on(be, label_offsets, Dtype::u64)};
+  }
 };
 
 XentInput random_xent(Rng& rng, size_t b, size_t max_per, bool empty_sample) {
@@ -340,10 +377,13 @@ Case xent_max_case(size_t b, size_t max_per, bool empty_sample) {
   return {xent_shape(b, max_per, empty_sample), [=](Backend& be, Compare& cmp) {
             Rng rng(b * 61 + max_per);
             const XentInput in = random_xent(rng, b, max_per, empty_sample);
-            std::vector<float> max(b);
-            be.xent_max(in.z, in.batch(), max);
+            const XentInput::OnBackend d = in.on(be);
+            Tensor out(0, 0, Dtype::f32, be);
+            be.xent_max(d.z, d.batch(), out);
             be.synchronize();
-            for (size_t i = 0; i < b; ++i) cmp.add(max[i], reference_max(in, i));
+            const std::vector<float> max = vector_of<float>(out);
+            cmp.same_size(max.size(), b);
+            for (size_t i = 0; i < std::min(b, max.size()); ++i) cmp.add(max[i], reference_max(in, i));
           }};
 }
 
@@ -351,13 +391,18 @@ Case xent_sums_case(size_t b, size_t max_per, bool empty_sample) {
   return {xent_shape(b, max_per, empty_sample), [=](Backend& be, Compare& cmp) {
             Rng rng(b * 67 + max_per);
             const XentInput in = random_xent(rng, b, max_per, empty_sample);
-            std::vector<float> max(b), sums(2 * b);
+            std::vector<float> max(b);
             for (size_t i = 0; i < b; ++i) {  // the group's maximum: at least the local one
               const double m = reference_max(in, i);
               max[i] = static_cast<float>(std::isfinite(m) ? m + rng.uniform(0, 1) : rng.uniform(-1, 1));
             }
-            be.xent_sums(in.z, in.batch(), max, sums);
+            const XentInput::OnBackend d = in.on(be);
+            Tensor out(0, 0, Dtype::f32, be);
+            be.xent_sums(d.z, d.batch(), vector_on(be, max, Dtype::f32), out);
             be.synchronize();
+            std::vector<float> sums = vector_of<float>(out);
+            cmp.same_size(sums.size(), 2 * b);
+            sums.resize(2 * b);
             for (size_t i = 0; i < b; ++i) {
               double s = 0, y = 0;
               for (uint64_t e = in.offsets[i]; e < in.offsets[i + 1]; ++e) s += std::exp(double{in.z[e]} - max[i]);
@@ -386,11 +431,15 @@ Case xent_loss_grad_case(size_t b, size_t max_per, bool empty_sample, float grad
               sums[b + i] = rng.uniform(-3, 3);
             }
             const std::vector<float> z0 = in.z;
-            std::vector<double> losses(b, -1.0);
-            XentBatch batch = in.batch();
-            batch.grad_scale = grad_scale;
-            be.xent_loss_grad(in.z, batch, max, sums, losses);
+            XentInput::OnBackend d = in.on(be);
+            Tensor out(0, 0, Dtype::f64, be);
+            be.xent_loss_grad(d.z, d.batch(grad_scale), vector_on(be, max, Dtype::f32), vector_on(be, sums, Dtype::f32),
+                              out);
             be.synchronize();
+            std::vector<double> losses = vector_of<double>(out);
+            cmp.same_size(losses.size(), b);
+            losses.resize(b);
+            in.z = vector_of<float>(d.z);
             for (size_t i = 0; i < b; ++i) {
               const uint64_t labels = in.label_offsets[i + 1] - in.label_offsets[i];
               std::vector<double> g(in.offsets[i + 1] - in.offsets[i], 0.0);

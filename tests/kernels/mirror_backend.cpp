@@ -53,22 +53,22 @@ void MirrorBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Te
   cpu_.bias_act_backward(grad, y, act, bias_grad);
 }
 
-void MirrorBackend::sparse_input_forward(const SparseBatch& x, const Tensor& w, const Tensor& bias, Act act,
+void MirrorBackend::sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
                                          Tensor& out) {
   cpu_.sparse_input_forward(x, w.empty() ? w : copy_of(w), bias.empty() ? bias : copy_of(bias), act, out);
 }
 
-void MirrorBackend::sparse_input_backward(RowWorkspace& ws, const SparseBatch& x, const Tensor& grad_pre,
+void MirrorBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
                                           RowGrad& grad) {
   cpu_.sparse_input_backward(ws, x, grad_pre, grad);
 }
 
 void MirrorBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
-                                  std::vector<float>& logits) {
+                                  Tensor& logits) {
   cpu_.active_logits(h, active, w.empty() ? w : copy_of(w), bias.empty() ? bias : copy_of(bias), logits);
 }
 
-void MirrorBackend::active_backward_input(const ActiveSets& active, std::span<const float> dlogits, const Tensor& w,
+void MirrorBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
                                           Tensor& grad_h) {
   cpu_.active_backward_input(active, dlogits, w.empty() ? w : copy_of(w), grad_h);
 }
@@ -79,21 +79,20 @@ std::unique_ptr<RowWorkspace> MirrorBackend::make_row_workspace(size_t num_rows)
 }
 
 void MirrorBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                   const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+                                   const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
   cpu_.row_accumulate(ws, offsets, ids, coefs, vecs, grad, bias_grad);
 }
 
-void MirrorBackend::xent_max(std::span<const float> z, const XentBatch& batch, std::span<float> max) {
+void MirrorBackend::xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) {
   cpu_.xent_max(z, batch, max);
 }
 
-void MirrorBackend::xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const float> max,
-                              std::span<float> sums) {
+void MirrorBackend::xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) {
   cpu_.xent_sums(z, batch, max, sums);
 }
 
-void MirrorBackend::xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
-                                   std::span<const float> sums, std::span<double> losses) {
+void MirrorBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
+                                   Tensor& losses) {
   cpu_.xent_loss_grad(z, batch, max, sums, losses);
 }
 

@@ -39,9 +39,6 @@ Pair random_pair(size_t rows, size_t cols, uint64_t seed, float scale = 0.5f) {
   return p;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && a.dtype() == b.dtype() &&
          std::memcmp(a.dtype() == Dtype::f32 ? static_cast<const void*>(a.data()) : a.bf16_data(),
@@ -135,8 +132,10 @@ TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on
       x.add_point(ids, vals, {&label, 1});
     }
     Tensor out_half, out_wide;
-    be.sparse_input_forward(x, w.half, bias, Act::relu, out_half);
-    be.sparse_input_forward(x, w.wide, bias, Act::relu, out_wide);
+    SparseFeatures features;
+    features.assign(x, be);
+    be.sparse_input_forward(features, w.half, bias, Act::relu, out_half);
+    be.sparse_input_forward(features, w.wide, bias, Act::relu, out_wide);
     REQUIRE(same_bits(out_half, out_wide));
 
     // Active sets: each sample scores 40 rows of the 300 (a label matrix), with logit offsets.
@@ -150,7 +149,7 @@ TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on
       }
       active.offsets.push_back(active.ids.size());
     }
-    std::vector<float> logits_half, logits_wide;
+    Tensor logits_half, logits_wide;
     be.active_logits(out_wide, active, labels.half, lbias, logits_half);
     be.active_logits(out_wide, active, labels.wide, lbias, logits_wide);
     REQUIRE(same_bits(logits_half, logits_wide));
