@@ -9,6 +9,15 @@
 // made when first asked for); layers and optimizers use default_backend() unless given one, and
 // only apps/ picks another (set_default_backend(), or Layer/Model/Optimizer::set_backend()).
 //
+// Memory is owned where it is computed (core/buffer.h): a backend allocates buffers
+// (alloc_buffer), a Tensor is a view of one, and an op reads and writes tensors in its backend's
+// memory without copying between the host and a device. Only set / get / copy move bytes, in the
+// few places where data enters or leaves a step (the input batch, the labels, the loss, the
+// wire, checkpoints); transfers() counts them. The ops that still take host memory (spans,
+// vectors, ActiveSets, RowGrad's row list, TopKInput's pointers, the optimizers' row lists and
+// tables, LSH codes) are staged by a device backend, counted as crossings (kernels/
+// emulated_backend.h shows how many bytes each op moves).
+//
 // Every op is synchronous on the host backend. A device backend may return before the work is done
 // when its outputs stay on the device; synchronize() waits for everything issued so far, and an op
 // whose output is host memory (std::vector, a host Tensor) returns with it filled.

@@ -6,6 +6,10 @@
 // One line per (backend, op, shape): OK, FAIL or SKIP (the backend does not support the op; never
 // counted as a pass). A second test breaks every reference on purpose and requires the harness to
 // fail each case: a harness that cannot fail checks nothing.
+// Tensor inputs go up to the backend's memory with set (to_backend, copy_from_host), the op runs on
+// the backend's own buffers, and tensor outputs come back with get (to_host) before the comparison;
+// arguments the interface still takes as host memory (spans, ActiveSets, TopKInput's pointers, the
+// optimizers' row lists) are passed as they are, and a device backend stages them.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -119,8 +123,10 @@ Case bias_act_forward_case(size_t rows, size_t cols, Act act) {
             Tensor y = random_tensor(rng, rows, cols);
             const Tensor bias = random_tensor(rng, cols, 1);  // a column, as Dense keeps it
             const Tensor y0 = y;
-            be.bias_act_forward(y, bias, act);
+            Tensor dy = to_backend(y, &be);
+            be.bias_act_forward(dy, to_backend(bias, &be), act);
             be.synchronize();
+            y = to_host(dy);
             std::vector<double> want(rows * cols);
             for (size_t i = 0; i < rows; ++i)
               for (size_t c = 0; c < cols; ++c) {
@@ -139,9 +145,11 @@ Case bias_act_backward_case(size_t rows, size_t cols, Act act) {
             Tensor y = random_tensor(rng, rows, cols);
             for (size_t i = 0; i < y.size(); ++i) y.data()[i] = std::max(0.0f, y.data()[i]);  // a ReLU's output
             const Tensor g0 = grad;
-            Tensor bias_grad(1, cols);
-            be.bias_act_backward(grad, y, act, bias_grad);
+            Tensor dgrad = to_backend(grad, &be), dbias(1, cols, Dtype::f32, be);
+            be.bias_act_backward(dgrad, to_backend(y, &be), act, dbias);
             be.synchronize();
+            grad = to_host(dgrad);
+            const Tensor bias_grad = to_host(dbias);
             std::vector<double> want(rows * cols), bias(cols, 0.0);
             for (size_t i = 0; i < rows; ++i)
               for (size_t c = 0; c < cols; ++c) {
@@ -576,12 +584,15 @@ Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool
             Rng rng(rows * 79 + cols * 3 + listed + catch_up_only);
             OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
             const Tensor w0 = in.w, m0 = in.m, v0 = in.v;
+            // The state and the gradient in the backend's memory (set), read back after the op (get).
+            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
+                   dg = to_backend(in.grad, &be);
             RowUpdate u;
-            u.w = &in.w;
-            u.m = &in.m;
-            u.v = &in.v;
+            u.w = &dw;
+            u.m = &dm;
+            u.v = &dv;
             u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &in.grad;
+            u.grad = catch_up_only ? nullptr : &dg;
             u.plans = in.plans;
             u.counts = in.counts;
             u.correction1 = in.c1;
@@ -594,6 +605,9 @@ Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool
             be.adam_rows(u);
             be.synchronize();
             be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
+            in.w = to_host(dw);
+            in.m = to_host(dm);
+            in.v = to_host(dv);
             std::vector<double> w = to_double(w0), m = to_double(m0), v = to_double(v0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -629,11 +643,14 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
             Rng rng(rows * 83 + cols * 3 + listed + catch_up_only);
             OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
             const Tensor w0 = in.w, m0 = in.m;
+            // The state and the gradient in the backend's memory (set), read back after the op (get).
+            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
+                   dg = to_backend(in.grad, &be);
             RowUpdate u;
-            u.w = &in.w;
-            u.m = &in.m;
+            u.w = &dw;
+            u.m = &dm;
             u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &in.grad;
+            u.grad = catch_up_only ? nullptr : &dg;
             u.plans = in.plans;
             u.keep = keep;
             u.lr = 0.1f;
@@ -641,6 +658,9 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
             be.sgd_rows(u);
             be.synchronize();
             be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
+            in.w = to_host(dw);
+            in.m = to_host(dm);
+            in.v = to_host(dv);
             std::vector<double> w = to_double(w0), m = to_double(m0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -670,11 +690,14 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
             in.m = random_tensor(rng, rows, cols, 0.0f, 0.2f);
             for (size_t c = 0; c < cols; ++c) in.m.at(0, c) = 0.0f;
             const Tensor w0 = in.w, m0 = in.m;
+            // The state and the gradient in the backend's memory (set), read back after the op (get).
+            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
+                   dg = to_backend(in.grad, &be);
             RowUpdate u;
-            u.w = &in.w;
-            u.m = &in.m;
+            u.w = &dw;
+            u.m = &dm;
             u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &in.grad;
+            u.grad = catch_up_only ? nullptr : &dg;
             u.plans = in.plans;
             u.keep = keep;
             u.lr = 0.05f;
@@ -682,6 +705,9 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
             be.adagrad_rows(u);
             be.synchronize();
             be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
+            in.w = to_host(dw);
+            in.m = to_host(dm);
+            in.v = to_host(dv);
             std::vector<double> w = to_double(w0), m = to_double(m0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -713,7 +739,8 @@ Case simhash_case(size_t tables, int k, size_t dim, size_t rows, size_t listed) 
             std::vector<uint32_t> list = distinct(rng, rows, listed);
             const size_t n = listed > 0 ? list.size() : rows;
             std::vector<uint32_t> codes(n * tables, 0xdeadbeef);
-            be.simhash_codes({.planes = &planes, .k = k, .tables = tables}, x, list, codes.data());
+            const Tensor dplanes = to_backend(planes, &be);
+            be.simhash_codes({.planes = &dplanes, .k = k, .tables = tables}, to_backend(x, &be), list, codes.data());
             be.synchronize();
             for (size_t j = 0; j < n; ++j) {
               const size_t r = listed > 0 ? list[j] : j;
@@ -765,7 +792,7 @@ Case dwta_case(size_t tables, int k, int bin_size, size_t dim, size_t rows, size
             std::vector<uint32_t> list = distinct(rng, rows, listed);
             const size_t n = listed > 0 ? list.size() : rows;
             std::vector<uint32_t> codes(n * tables, 0xdeadbeef);
-            be.dwta_codes(spec, x, list, codes.data());
+            be.dwta_codes(spec, to_backend(x, &be), list, codes.data());
             be.synchronize();
             for (size_t j = 0; j < n; ++j) {
               const size_t r = listed > 0 ? list[j] : j;
