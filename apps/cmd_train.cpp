@@ -336,8 +336,11 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
   // At --dp-keep 1 nothing is thresholded: gradients give exactly the uncompressed sum.
   // bf16 storage cannot hold the replicas' small weight changes (check_precision): gradients then.
   // DGC's remedies (--dp-momentum-correction, --dp-local-clip) act on gradients: asked for, they decide.
+  // Updates are thresholded on the host's weights: a rank whose model lives on a device (its memory is
+  // not the host's, --device emulated) thresholds gradients.
+  const bool host_weights = default_backend().device().is_host();
   const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f &&
-                          a.precision == Dtype::f32 && !a.dp_momentum_correction && !a.dp_local_clip;
+                          a.precision == Dtype::f32 && !a.dp_momentum_correction && !a.dp_local_clip && host_weights;
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
 }
 
@@ -596,6 +599,11 @@ void check_dgc(const TrainArgs& a) {
   }
   FRUGAL_CHECK(!a.dp_local_clip || a.clip_norm > 0.0f,
                "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C");
+  // Updates are the weights' changes, taken on the host: a model in a device's memory cannot.
+  FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates || default_backend().device().is_host(),
+               fmt::format("--dp-compress updates thresholds the weights' changes on the host; --device {} keeps the "
+                           "model in the device's memory: use --dp-compress gradients",
+                           a.device));
 }
 
 // --dp-momentum-correction where nothing is held back: every velocity is sent every step and

@@ -48,7 +48,7 @@ std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, c
     return group;
   }
   // The CUDA backend drives one device, device 0 of what the process sees (core/device.h).
-  const int device = device_name(backend) == "cpu" ? -1 : 0;
+  const int device = is_gpu(device_name(backend)) ? 0 : -1;
   if (transport == DpTransport::host) return group;
   if (transport == DpTransport::auto_ && !gpu::nccl_usable(*group, device)) return group;
   const int replicas = group->size();

@@ -69,10 +69,13 @@ Backend& resolve_device(std::string_view spec) {
 
 std::string device_name(const Backend& backend) { return backend.name(); }
 
+bool is_gpu(std::string_view device) { return device == "cuda" || cuda_index(device) >= 0; }
+
 bool group_mixes_devices(comm::Communicator* group, std::string_view device) {
   if (!comm::is_active(group)) return false;
-  const float gpu = device == "cpu" ? 0.0f : 1.0f;
-  std::vector<float> most{gpu}, least{gpu};
+  // One number per kind of device (cpu, a GPU, the counting device): they mix when two differ.
+  const float kind = device == "cpu" ? 0.0f : is_gpu(device) ? 1.0f : 2.0f;
+  std::vector<float> most{kind}, least{kind};
   group->all_reduce(most, comm::ReduceOp::max).wait();
   group->all_reduce(least, comm::ReduceOp::min).wait();
   return most[0] != least[0];

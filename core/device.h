@@ -28,6 +28,9 @@ Backend& resolve_device(std::string_view spec);
 // The device name of a resolved backend, as logs and metrics record it ("cpu", "cuda", ...).
 std::string device_name(const Backend& backend);
 
+// Whether a device name (device_name's) is a GPU's: cuda, cuda:N (not cpu, not emulated).
+bool is_gpu(std::string_view device);
+
 // Whether the ranks of `group` compute on different kinds of device (some on a GPU, some on the
 // CPU), given this rank's device name: the same answer on every rank. Collective over the group
 // (two 1-float all-reduces); false for a null or 1-rank group.

@@ -299,7 +299,8 @@ double Trainer::compute_gradients(const SparseBatch& full_batch, size_t global_b
   }
   if (early_step_ && partial && boundaries_[0]) {
     // Every gradient but the input layer's is final: move those parameters while dLoss/dh travels.
-    boundaries_[0]->start_reduce_scatter(*g);
+    // The wire reads host memory until finish_reduce_scatter: wire_copy_ holds a device's copy.
+    boundaries_[0]->start_reduce_scatter(host_view(*g, wire_copy_));
     optimizer_->begin_step();
     const std::vector<Parameter*> params = model_.parameters();
     const std::vector<Parameter*> input = model_.input().parameters();

@@ -8,7 +8,9 @@
 #     under a decaying schedule, fail naming the problem;
 #  3. 1 epoch + --resume for a 2nd equals 2 epochs straight (catch-up AdamW, warm-up, clipping,
 #     dropout): identical loss and P@1;
-#  4. ranks started with different --sparse-updates refuse to run together.
+#  4. ranks started with different --sparse-updates refuse to run together;
+#  5. --device emulated (the counting device) trains the CPU's bits and logs host_device_bytes_per_sample;
+#     --dp-compress updates there fails naming the flags.
 set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
@@ -38,6 +40,12 @@ run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 2 --resume "$TMP/half" --metr
 # Rank 1 with --sparse-updates lazy, rank 0 with catchup: the run-config check names the setting.
 fails_with "sparse_updates" "$FRUGAL" launch -n 2 -- bash -c \
   'u=catchup; [ "$FRUGAL_RANK" = 1 ] && u=lazy; exec "$0" "$@" --sparse-updates $u' "$FRUGAL" "${COMMON[@]}" --epochs 1
+# The counting device (--device emulated): the CPU's bits, and the bytes that crossed in the log;
+# DCT-DP over updates, which changes the weights on the host, is refused there naming the flags.
+run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --device emulated --metrics "$TMP/emulated.jsonl"
+run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --device cpu --metrics "$TMP/cpu.jsonl"
+fails_with "--dp-compress updates thresholds the weights' changes on the host" "$FRUGAL" "${COMMON[@]}" --epochs 1 \
+  --device emulated --dp-keep 0.05 --dp-compress updates
 python3 - "$TMP" <<'PY'
 import json, sys, os
 d = sys.argv[1]
@@ -56,6 +64,9 @@ assert manifest["run_state"]["early_stopping"]["best"] == best, (manifest["run_s
 straight, resumed = events("straight.jsonl", "epoch"), events("resumed.jsonl", "epoch")
 assert len(straight) == 2 and len(resumed) == 1, (straight, resumed)
 assert resumed[0]["loss"] == straight[1]["loss"] and resumed[0]["p@1"] == straight[1]["p@1"], (straight[1], resumed[0])
+emulated, cpu = events("emulated.jsonl", "epoch"), events("cpu.jsonl", "epoch")
+assert emulated[0]["loss"] == cpu[0]["loss"] and emulated[0]["p@1"] == cpu[0]["p@1"], (emulated[0], cpu[0])
+assert cpu[0]["host_device_bytes_per_sample"] == 0 and emulated[0]["host_device_bytes_per_sample"] > 0, (cpu, emulated)
 print("OK: every flag runs; early stopping keeps the best (valid P@1 %.4f after %d epochs); resume is exact" %
       (best, len(es)))
 PY

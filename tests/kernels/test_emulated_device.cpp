@@ -140,6 +140,15 @@ TEST_CASE("emulated device: trainings equal the CPU backend's bit for bit") {
   }
 }
 
+// One model sliced over 2 ranks (the model-parallel step: exchanges, the sliced normalizer, the
+// optimizer stepping while dLoss/dh travels), rank 0 on the device and rank 1 on the CPU.
+TEST_CASE("emulated device: a 2-rank model-parallel group with rank 0 on the device equals one on the CPU backend") {
+  Backend& cpu = *find_backend("cpu");
+  cpu.set_num_threads(1);
+  emulated().set_num_threads(1);
+  require_same(train_grid(emulated(), std::nullopt, 1), train_grid(cpu, std::nullopt, 1));
+}
+
 TEST_CASE("emulated device: a 2x2 grid with rank 0 on the device equals one on the CPU backend") {
   Backend& cpu = *find_backend("cpu");
   cpu.set_num_threads(1);

@@ -83,10 +83,10 @@ void require_same(const Outcome& a, const Outcome& b) {
   }
 }
 
-Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp) {
+Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp, int replicas) {
   Outcome out;
   std::mutex mu;
-  comm::run_local(4, [&](comm::Communicator& world) {
+  comm::run_local(2 * replicas, [&](comm::Communicator& world) {
     const int w = world.rank();
     auto model_group = world.split(w / 2, w);
     auto data_group = world.split(w % 2, w);

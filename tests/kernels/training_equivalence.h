@@ -48,8 +48,8 @@ void use(Backend& be, Model& model, Trainer& trainer);
 // checkpoint (on the same backend).
 Outcome train(Backend& be, const Setup& s, const std::string& resume_dir = {});
 void require_same(const Outcome& a, const Outcome& b);
-// A 2x2 grid (2 replicas of a model sliced over 2 ranks), ranks as threads: rank 0 computes on
-// `first`, the others on "cpu". Rank 0's losses, P@1 and weights.
-Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp);
+// A replicas x 2 grid (replicas of a model sliced over 2 ranks), ranks as threads: rank 0 computes
+// on `first`, the others on "cpu". Rank 0's losses, P@1 and weights.
+Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp, int replicas = 2);
 
 }  // namespace frugal::testing
