@@ -30,7 +30,10 @@ Backend& Layer::backend() const { return backend_ != nullptr ? *backend_ : defau
 
 void Layer::set_backend(Backend* backend) {
   backend_ = backend;
-  for (Parameter* p : parameters()) place_on(p->value, &this->backend());
+  for (Parameter* p : parameters()) {
+    p->value.set_name(p->name);  // errors about the tensor name the parameter
+    place_on(p->value, &this->backend());
+  }
 }
 
 const Placement& Layer::placement() const {

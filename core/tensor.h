@@ -6,9 +6,10 @@
 //
 // Elements are f32, or bf16 for storage (`--precision bf16`: the large row-sparse parameters and
 // their optimizer moments take half the memory and half the bandwidth), f64 (per-sample losses),
-// or the unsigned integers u32 / u64 of a step's index arrays (a sparse batch's CSR, active sets, row lists). A bf16 element
-// is the high half of an f32, so widening is exact; kernels widen and compute in f32. The typed
-// accessors (data(), row(), at(), span() for f32; bf16_*; u32_*/u64_*) throw frugal::Error on
+// or the unsigned integers u32 / u64 of a step's index arrays (a sparse batch's CSR, the softmax's
+// offsets and positions). A bf16 element is the high half of an f32, so widening is exact; kernels
+// widen and compute in f32. The typed accessors (data(), row(), at(), span() for f32; bf16_*;
+// u32(), u64(), f64()) throw frugal::Error on
 // another dtype, and on a tensor whose buffer the host may not touch (a device's): host code moves
 // a device tensor's bytes with copy_to_host / copy_from_host (or its backend's set / get), never
 // through a pointer.

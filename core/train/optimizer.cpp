@@ -96,6 +96,8 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
     if (m_init != 0.0f) state_[i].m.fill(m_init);
     if (second_moment) state_[i].v = Tensor(w.rows(), w.cols(), w.dtype());
     state_[i].row_steps.assign(w.rows(), 0);
+    state_[i].m.set_name(params_[i]->name + ".m");
+    state_[i].v.set_name(params_[i]->name + ".v");
     place_state(state_[i]);
   }
 }

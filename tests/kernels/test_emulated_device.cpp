@@ -173,6 +173,9 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
     auto model = build(s);
     Trainer trainer(*model, {});
     use(be, *model, trainer);
+    // The model lives on the device: host code reading a weight is refused, naming it.
+    const Parameter& first = *model->parameters().front();
+    CHECK_THROWS_WITH(first.value.data(), Catch::Contains("'" + first.name + "'") && Catch::Contains("emulated:0"));
     trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
     const FitResult fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     // The input batch (CSR: offsets, ids, values) and the labels (offsets, ids) per sample.
