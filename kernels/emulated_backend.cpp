@@ -177,18 +177,26 @@ std::shared_ptr<Buffer> EmulatedBackend::alloc_buffer(size_t bytes) {
                                           rounded, this);
 }
 
+// set / get appear in the profile's table next to the ops (the input batch, labels and loss
+// cross there).
 void EmulatedBackend::set(Buffer& dst, size_t offset, const void* src, size_t bytes) {
   check_range(dst, offset, bytes, "set");
   if (bytes == 0) return;
+  OpTimer timer(emulated_profile(), "set");
   std::memcpy(dst.base() + offset, src, bytes);
-  if (!dst.is_host()) count_up(bytes);
+  if (dst.is_host()) return;
+  count_up(bytes);
+  timer.stats.bytes_up = bytes;
 }
 
 void EmulatedBackend::get(const Buffer& src, size_t offset, void* dst, size_t bytes) {
   check_range(src, offset, bytes, "get");
   if (bytes == 0) return;
+  OpTimer timer(emulated_profile(), "get");
   std::memcpy(dst, src.base() + offset, bytes);
-  if (!src.is_host()) count_down(bytes);
+  if (src.is_host()) return;
+  count_down(bytes);
+  timer.stats.bytes_down = bytes;
 }
 
 void EmulatedBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
