@@ -299,6 +299,15 @@ void SparseFeatures::assign(const SparseBatch& x, Backend& backend) {
   assign_values(values, std::span<const float>(x.feature_values));
 }
 
+TopKRows TopKInput::host() const {
+  FRUGAL_CHECK(scores != nullptr, "top_k: no scores");
+  FRUGAL_CHECK(bias == nullptr || bias_offset <= bias->size(),
+               fmt::format("top_k: bias from entry {} of {}", bias_offset, bias == nullptr ? 0 : bias->size()));
+  return {.rows = rows, .scores = scores->data(), .offsets = offsets != nullptr ? offsets->u64().data() : nullptr,
+          .width = width, .ids = ids != nullptr ? ids->u32().data() : nullptr, .label_base = label_base,
+          .bias = bias != nullptr ? bias->data() + bias_offset : nullptr};
+}
+
 XentBatch XentTensors::host() const {
   for (const Tensor* t : {offsets, pos_offsets, positions, label_offsets})
     FRUGAL_CHECK(t != nullptr, "softmax: a batch without its offsets, positions or labels");

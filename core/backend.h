@@ -14,8 +14,8 @@
 // memory without copying between the host and a device. Only set / get / copy move bytes, in the
 // few places where data enters or leaves a step (the input batch, the labels, the loss, the
 // wire, checkpoints); transfers() counts them. The ops that still take host memory (spans,
-// vectors, ActiveSets, RowGrad's row list, TopKInput's pointers, the optimizers' row lists and
-// tables, LSH codes) are staged by a device backend, counted as crossings (kernels/
+// vectors, ActiveSets, RowGrad's row list, the optimizers' row lists and tables, LSH codes) are
+// staged by a device backend, counted as crossings (kernels/
 // emulated_backend.h shows how many bytes each op moves).
 //
 // Every op is synchronous on the host backend. A device backend may return before the work is done
@@ -184,7 +184,8 @@ inline bool top_k_before(const std::pair<float, uint32_t>& a, const std::pair<fl
 // offsets is null, scores[i * width .. (i+1) * width). Candidate e is label ids[e] (+ label_base),
 // or, when ids is null, its position in the row. With bias, a candidate's score is its score plus
 // bias[its label] (a float addition, before label_base), so raw logits need no pass of their own.
-struct TopKInput {
+// TopKRows is the host kernels' form (pointers into host memory); the op takes TopKInput.
+struct TopKRows {
   size_t rows = 0;
   const float* scores = nullptr;
   const uint64_t* offsets = nullptr;
@@ -192,6 +193,21 @@ struct TopKInput {
   const uint32_t* ids = nullptr;
   uint32_t label_base = 0;
   const float* bias = nullptr;
+};
+
+// The same candidates as tensors in the backend's memory: scores (f32), offsets (u64, rows + 1;
+// null: rows of `width`), ids (u32; null: positions), bias (f32; null: none) whose entry for label
+// 0 is bias_offset. host() is the TopKRows over them when they are host tensors.
+struct TopKInput {
+  size_t rows = 0;
+  const Tensor* scores = nullptr;
+  const Tensor* offsets = nullptr;
+  size_t width = 0;
+  const Tensor* ids = nullptr;
+  uint32_t label_base = 0;
+  const Tensor* bias = nullptr;
+  size_t bias_offset = 0;
+  TopKRows host() const;
 };
 
 // SimHash: `tables` x k Gaussian hyperplanes as rows of planes; bit b of table t's code is whether
@@ -361,7 +377,8 @@ class Backend {
   // For each row, the k best candidates (higher score, then lower label first) into labels and
   // scores (rows x k). A row with fewer than k candidates is completed with the lowest labels
   // (from 0, + label_base) that are not among its candidates, scored -inf.
-  virtual void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) = 0;
+  // labels (u32) and scores (f32) are shaped rows x k by the op.
+  virtual void top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) = 0;
 
   // --- optimizers ----------------------------------------------------------------------------
   // Adam (decoupled weight decay): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;

@@ -300,10 +300,12 @@ void CudaBackend::xent_loss_grad(Tensor& z_tensor, const XentTensors& batch_tens
                       losses.data());
 }
 
-void CudaBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
-  FRUGAL_CHECK(labels.size() == in.rows * k && scores.size() == in.rows * k,
-               fmt::format("top_k: outputs hold {} and {} entries, expected {} x {}", labels.size(), scores.size(),
-                           in.rows, k));
+void CudaBackend::top_k(const TopKInput& input, size_t k, Tensor& label_tensor, Tensor& score_tensor) {
+  label_tensor.resize(input.rows, k);
+  score_tensor.resize(input.rows, k);
+  const TopKRows in = input.host();
+  const std::span<uint32_t> labels = label_tensor.u32();
+  const std::span<float> scores = score_tensor.span();
   if (k == 0 || in.rows == 0) return;
   // Dense rows become CSR rows of `width` candidates.
   std::vector<uint64_t> dense_offsets;

@@ -121,8 +121,10 @@ void CpuBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Tenso
   kernels::xent_loss_grad(z.span(), batch.host(), max.span(), sums.span(), losses.f64());
 }
 
-void CpuBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
-  kernels::top_k(in, k, labels, scores);
+void CpuBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) {
+  labels.resize(in.rows, k);
+  scores.resize(in.rows, k);
+  kernels::top_k(in.host(), k, labels.u32(), scores.span());
 }
 
 void CpuBackend::adam_rows(const RowUpdate& u) { kernels::adam_rows(u); }

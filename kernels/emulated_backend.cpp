@@ -125,8 +125,8 @@ class Staged {
     return false;
   }
   Tensor& alias(const Tensor& t) {
-    Tensor& a = views_.emplace_back(
-        t.bytes() == 0 ? Tensor(t.rows(), t.cols(), t.dtype()) : Tensor::wrap(t.device_data(), t.rows(), t.cols(), t.dtype()));
+    Tensor& a = views_.emplace_back(t.bytes() == 0 ? Tensor(t.rows(), t.cols(), t.dtype())
+                                                   : Tensor::wrap(t.device_data(), t.rows(), t.cols(), t.dtype()));
     a.set_name(t.name());
     return a;
   }
@@ -356,21 +356,13 @@ void EmulatedBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const 
   s.finish();
 }
 
-void EmulatedBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+void EmulatedBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) {
   Staged s(*this, "top_k");
-  const uint64_t candidates = in.offsets != nullptr ? (in.rows > 0 ? in.offsets[in.rows] : 0) : in.rows * in.width;
-  uint64_t bias = 0;
-  if (in.bias != nullptr) {
-    if (in.ids == nullptr) {
-      bias = in.width;
-    } else if (candidates > 0) {
-      bias = uint64_t{*std::max_element(in.ids, in.ids + candidates)} + 1;
-    }
-  }
-  s.up(4 * candidates + (in.offsets != nullptr ? 8 * (in.rows + 1) : 0) + (in.ids != nullptr ? 4 * candidates : 0) +
-       4 * bias);
-  cpu_.top_k(in, k, labels, scores);
-  s.down(bytes_of(labels) + bytes_of(scores));
+  TopKInput v = in;
+  for (const Tensor** t : {&v.scores, &v.offsets, &v.ids, &v.bias})
+    if (*t != nullptr) *t = &s.in(**t);
+  cpu_.top_k(v, k, s.out(labels, in.rows, k), s.out(scores, in.rows, k));
+  s.finish();
 }
 
 void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {

@@ -57,7 +57,7 @@ class EmulatedBackend : public Backend {
   void xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) override;
   void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
                       Tensor& losses) override;
-  void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) override;
+  void top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) override;
   void adam_rows(const RowUpdate& u) override;
   void sgd_rows(const RowUpdate& u) override;
   void adagrad_rows(const RowUpdate& u) override;

@@ -90,7 +90,7 @@ void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const 
   });
 }
 
-void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+void top_k(const TopKRows& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
   FRUGAL_CHECK(labels.size() == in.rows * k && scores.size() == in.rows * k,
                fmt::format("top_k: outputs hold {} and {} entries, expected {} x {}", labels.size(), scores.size(),
                            in.rows, k));

@@ -15,6 +15,6 @@ void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const
 void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const float> max,
                     std::span<const float> sums, std::span<double> losses);
 
-void top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores);
+void top_k(const TopKRows& in, size_t k, std::span<uint32_t> labels, std::span<float> scores);
 
 }  // namespace frugal::kernels

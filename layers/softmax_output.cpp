@@ -25,6 +25,14 @@
 namespace frugal::layers {
 namespace {
 
+// n entries of host memory from p seen as a rows x cols tensor, no copy: the ranking's host inputs
+// (LSH candidates: the sampler's host half) and its results, which leave the step (a device stages
+// them).
+template <class T>
+Tensor host_tensor(const T* p, size_t rows, size_t cols, Dtype dtype) {
+  return Tensor::wrap(const_cast<T*>(p), rows, cols, dtype);
+}
+
 }  // namespace
 
 void SoftmaxOutputOptions::validate() const {
@@ -327,8 +335,6 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_, cap);
   keep_on(logits_, be);
   be.active_logits(in, candidates_, weight_.value, bias_.value, logits_);
-  Tensor logits_copy;
-  const Tensor& logits = host_view(logits_, logits_copy);  // top_k reads host memory
   labels_scored_ += candidates_.total();
   const size_t b = in.rows(), n = end_ - begin_;
   k = std::min(k, n);
@@ -336,9 +342,13 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   scores.resize(b * k);
   // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
   // lowest ids first, so every point still gets k distinct labels.
-  be.top_k({.rows = b, .scores = logits.data(), .offsets = candidates_.offsets.data(), .ids = candidates_.ids.data(),
+  const Tensor offsets = host_tensor(candidates_.offsets.data(), 1, candidates_.offsets.size(), Dtype::u64);
+  const Tensor ids = host_tensor(candidates_.ids.data(), 1, candidates_.ids.size(), Dtype::u32);
+  Tensor top_labels = host_tensor(labels.data(), b, k, Dtype::u32);
+  Tensor top_scores = host_tensor(scores.data(), b, k, Dtype::f32);
+  be.top_k({.rows = b, .scores = &logits_, .offsets = &offsets, .ids = &ids,
             .label_base = static_cast<uint32_t>(begin_)},
-           k, labels, scores);
+           k, top_labels, top_scores);
 }
 
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
@@ -357,19 +367,18 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
   const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
   Backend& be = backend();
-  // top_k reads the bias and the scores from host memory (copies of them on a device).
-  Tensor bias_copy, logits_copy;
-  const Tensor& bias = host_view(bias_.value, bias_copy);
   keep_on(full_logits_, be);
   for (size_t r0 = 0; r0 < b; r0 += chunk) {
     const size_t rows = std::min(chunk, b - r0);
     full_logits_.resize(rows, n);
     be.matmul(in.rows_view(r0, rows), false, weight_.value, true, full_logits_);
-    const Tensor& logits = host_view(full_logits_, logits_copy);
-    // The bias is added as the candidates are ranked (the same float sums, no pass of their own).
-    be.top_k({.rows = rows, .scores = logits.data(), .width = n, .label_base = static_cast<uint32_t>(begin_),
-              .bias = bias.data()},
-             k, std::span(labels).subspan(r0 * k, rows * k), std::span(scores).subspan(r0 * k, rows * k));
+    // The bias is added as the candidates are ranked (the same float sums, no pass of their own);
+    // only the k best of each row leave the step.
+    Tensor top_labels = host_tensor(labels.data() + r0 * k, rows, k, Dtype::u32);
+    Tensor top_scores = host_tensor(scores.data() + r0 * k, rows, k, Dtype::f32);
+    be.top_k({.rows = rows, .scores = &full_logits_, .width = n, .label_base = static_cast<uint32_t>(begin_),
+              .bias = &bias_.value},
+             k, top_labels, top_scores);
   }
 }
 
@@ -385,8 +394,7 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
   Backend& be = backend();
   std::vector<float> cand_scores(b * width), block_scores;
   std::vector<uint32_t> cand_labels(b * width), block_labels;
-  Tensor wide, bias_copy, block_copy, logits_copy;
-  const Tensor& bias = host_view(bias_.value, bias_copy);
+  Tensor wide, block_copy;
   keep_on(full_logits_, be);
   for (size_t l0 = 0, filled = 0; l0 < n; l0 += block) {
     const size_t len = std::min(block, n - l0), kb = std::min(k, len);
@@ -399,19 +407,25 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
     parallel_rows(len, [&](size_t j) { rows.read_row(first + j, wide.row(j)); }, 256);
     full_logits_.resize(b, len);
     be.matmul(in, false, wide, true, full_logits_);
-    const Tensor& logits = host_view(full_logits_, logits_copy);
     block_labels.resize(b * kb);
     block_scores.resize(b * kb);
-    be.top_k({.rows = b, .scores = logits.data(), .width = len,
-              .label_base = static_cast<uint32_t>(begin_ + l0), .bias = bias.data() + l0},
-             kb, block_labels, block_scores);
+    Tensor top_labels = host_tensor(block_labels.data(), b, kb, Dtype::u32);
+    Tensor top_scores = host_tensor(block_scores.data(), b, kb, Dtype::f32);
+    be.top_k({.rows = b, .scores = &full_logits_, .width = len, .label_base = static_cast<uint32_t>(begin_ + l0),
+              .bias = &bias_.value, .bias_offset = l0},
+             kb, top_labels, top_scores);
     for (size_t i = 0; i < b; ++i) {
       std::copy_n(block_labels.data() + i * kb, kb, cand_labels.data() + i * width + filled);
       std::copy_n(block_scores.data() + i * kb, kb, cand_scores.data() + i * width + filled);
     }
     filled += kb;
   }
-  be.top_k({.rows = b, .scores = cand_scores.data(), .width = width, .ids = cand_labels.data()}, k, labels, scores);
+  const Tensor cand_score_tensor = host_tensor(cand_scores.data(), b, width, Dtype::f32);
+  const Tensor cand_label_tensor = host_tensor(cand_labels.data(), b, width, Dtype::u32);
+  Tensor top_labels = host_tensor(labels.data(), b, k, Dtype::u32);
+  Tensor top_scores = host_tensor(scores.data(), b, k, Dtype::f32);
+  be.top_k({.rows = b, .scores = &cand_score_tensor, .width = width, .ids = &cand_label_tensor}, k, top_labels,
+           top_scores);
 }
 
 size_t SoftmaxOutput::derived_state_bytes() const {

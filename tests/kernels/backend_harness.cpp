@@ -8,8 +8,8 @@
 // fail each case: a harness that cannot fail checks nothing.
 // Tensor inputs go up to the backend's memory with set (to_backend, copy_from_host), the op runs on
 // the backend's own buffers, and tensor outputs come back with get (to_host) before the comparison;
-// arguments the interface still takes as host memory (spans, ActiveSets, TopKInput's pointers, the
-// optimizers' row lists) are passed as they are, and a device backend stages them.
+// arguments the interface still takes as host memory (spans, ActiveSets, the optimizers' row
+// lists) are passed as they are, and a device backend stages them.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -271,8 +271,8 @@ Case active_backward_case(size_t b, size_t n, size_t d, bool empty_sample) {
             for (size_t e = 0; e < dlogits.size(); ++e) dlogits[e] = e % 4 == 1 ? 0.0f : rng.uniform(-1, 1);
             const Tensor w = random_tensor(rng, n, d);
             Tensor out(0, 0, Dtype::f32, be);
-            be.active_backward_input(active, to_backend(Tensor::wrap(dlogits.data(), 1, dlogits.size(), Dtype::f32), &be),
-                                     to_backend(w, &be), out);
+            const Tensor ddlogits = to_backend(Tensor::wrap(dlogits.data(), 1, dlogits.size(), Dtype::f32), &be);
+            be.active_backward_input(active, ddlogits, to_backend(w, &be), out);
             be.synchronize();
             const Tensor grad_h = to_host(out);
             std::vector<double> want(b * d, 0.0);
@@ -489,13 +489,19 @@ Case top_k_case(size_t rows, size_t width, size_t k, bool csr, bool ties, bool w
               offsets.push_back(scores.size());
             }
             const uint32_t base = csr ? 100 : 7;
-            TopKInput in{.rows = rows, .scores = scores.data(), .offsets = csr ? offsets.data() : nullptr,
-                         .width = width, .ids = csr ? ids.data() : nullptr, .label_base = base,
-                         .bias = with_bias ? bias.data() : nullptr};
-            std::vector<uint32_t> labels(rows * k);
-            std::vector<float> best(rows * k);
-            be.top_k(in, k, labels, best);
+            // The candidates go up (set), the k best come back (get).
+            const Tensor dscores = vector_on(be, scores, Dtype::f32), doffsets = vector_on(be, offsets, Dtype::u64),
+                         dids = vector_on(be, ids, Dtype::u32), dbias = vector_on(be, bias, Dtype::f32);
+            TopKInput in{.rows = rows, .scores = &dscores, .offsets = csr ? &doffsets : nullptr, .width = width,
+                         .ids = csr ? &dids : nullptr, .label_base = base, .bias = with_bias ? &dbias : nullptr};
+            Tensor dlabels(0, 0, Dtype::u32, be), dbest(0, 0, Dtype::f32, be);
+            be.top_k(in, k, dlabels, dbest);
             be.synchronize();
+            std::vector<uint32_t> labels = vector_of<uint32_t>(dlabels);
+            std::vector<float> best = vector_of<float>(dbest);
+            cmp.same_size(labels.size(), rows * k);
+            labels.resize(rows * k);
+            best.resize(rows * k);
             for (size_t i = 0; i < rows; ++i) {
               std::vector<std::pair<float, uint32_t>> cand;
               for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) {

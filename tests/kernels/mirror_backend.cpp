@@ -96,11 +96,10 @@ void MirrorBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Te
   cpu_.xent_loss_grad(z, batch, max, sums, losses);
 }
 
-void MirrorBackend::top_k(const TopKInput& in, size_t k, std::span<uint32_t> labels, std::span<float> scores) {
+void MirrorBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) {
   TopKInput on = in;
-  // The bias (a model tensor) from its device copy when there is one; its extent is what the labels reach.
-  if (in.bias != nullptr)
-    if (const void* d = mirror_->find_range(in.bias, sizeof(float))) on.bias = static_cast<const float*>(d);
+  // The bias (a model tensor) from its device copy when there is one.
+  if (in.bias != nullptr) on.bias = &current(*in.bias);
   cpu_.top_k(on, k, labels, scores);
 }
 
