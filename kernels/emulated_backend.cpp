@@ -237,10 +237,10 @@ void EmulatedBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {
 
 void EmulatedBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {
   Staged s(*this, "bias_act_backward");
-  // y is read only for relu (and may be grad itself).
-  const Tensor& yv = act == Act::relu && &y != &grad ? s.in(y) : (&y == &grad ? grad : y);
+  // y may be grad itself (the exact softmax passes its logits twice); it is read only for relu.
   Tensor& g = s.inout(grad);
-  cpu_.bias_act_backward(g, &y == &grad ? g : yv, act, s.out(bias_grad));
+  const Tensor& yv = &y == &grad ? g : act == Act::relu ? s.in(y) : y;
+  cpu_.bias_act_backward(g, yv, act, s.out(bias_grad));
   s.finish();
 }
 

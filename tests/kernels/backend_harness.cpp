@@ -327,8 +327,8 @@ Case row_accumulate_case(size_t b, size_t n, size_t d, bool empty_sample, bool w
 // A host vector in a 1 x n tensor of be's memory (one set), and back.
 template <class T>
 Tensor vector_on(Backend& be, const std::vector<T>& v, Dtype dtype) {
-  Tensor t(1, v.size(), dtype, be);
-  copy_from_host(t, v.data());
+  Tensor t(0, 0, dtype, be);
+  assign_values(t, std::span<const T>(v));
   return t;
 }
 template <class T>
