@@ -44,7 +44,6 @@ Session open_session(const std::string& model, const std::string& device, int th
                      size_t candidates, comm::RunConfig config) {
   // The device is per rank (a mixed cluster may differ), so it is not in the run config.
   Backend& backend = resolve_device(device);
-  set_default_backend(&backend);
   backend.set_num_threads(threads_for_rank(threads));
   config["model"] = model;
   config["infer"] = std::string(to_string(infer));
@@ -58,7 +57,8 @@ Session open_session(const std::string& model, const std::string& device, int th
   Session s;
   s.world = comm::init({.run_config = config});
   s.predictor = std::make_unique<Predictor>(
-      model, PredictorOptions{.group = s.world.get(), .inference = infer, .inference_candidates = candidates});
+      model, PredictorOptions{.group = s.world.get(), .inference = infer, .inference_candidates = candidates,
+                                        .backend = &backend});
   return s;
 }
 

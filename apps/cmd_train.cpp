@@ -318,7 +318,7 @@ struct DpTargetChoice {
   comm::DpTarget target;
   double input_rows_touched;  // mean fraction of input rows a batch touches
 };
-DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train) {
+DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train, const Backend& backend) {
   const size_t batch = std::max<size_t>(1, a.batch), batches = std::min<size_t>(16, std::max<size_t>(1, train.size() / batch));
   std::vector<uint32_t> seen(train.num_features, 0);
   double touched = 0.0;
@@ -338,7 +338,7 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train)
   // DGC's remedies (--dp-momentum-correction, --dp-local-clip) act on gradients: asked for, they decide.
   // Updates are thresholded on the host's weights: a rank whose model lives on a device (its memory is
   // not the host's, --device emulated) thresholds gradients.
-  const bool host_weights = default_backend().device().is_host();
+  const bool host_weights = backend.device().is_host();
   const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f &&
                           a.precision == Dtype::f32 && !a.dp_momentum_correction && !a.dp_local_clip && host_weights;
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
@@ -424,11 +424,10 @@ nlohmann::json skipped_json(const std::vector<SkippedCheckpoint>& skipped) {
   return out;
 }
 
-// The run's compute backend: the device --device names (core/device.h), made the default backend
-// every layer and optimizer uses.
+// The run's compute backend: the device --device names (core/device.h), where the model is placed
+// once built (Model::set_backend; the trainer places its optimizer with it).
 Backend& choose_device(const std::string& device, int threads) {
   Backend& backend = resolve_device(device);
-  set_default_backend(&backend);
   backend.set_num_threads(threads_for_rank(threads));
   return backend;
 }
@@ -498,7 +497,7 @@ FitResult calibrated_epoch(const TrainArgs& a, const data::Dataset& train, const
                                             : current[me] / std::accumulate(current.begin(), current.end(), 0.0);
     const double state_bytes = model_state_bytes(model, *trainer);
     std::optional<double> room;
-    if (const std::optional<uint64_t> available = default_backend().state_memory_available())
+    if (const std::optional<uint64_t> available = model.input().backend().state_memory_available())
       room = static_cast<double>(*available);
     if (a.memory_limit_mib > 0) {
       const double limit_room = std::max(0.0, a.memory_limit_mib * 1048576.0 - state_bytes);
@@ -588,7 +587,7 @@ void check_precision(const TrainArgs& a) {
 }
 
 // DGC's remedies need what they act on.
-void check_dgc(const TrainArgs& a) {
+void check_dgc(const TrainArgs& a, const Backend& backend) {
   for (const auto& [on, flag] : {std::pair{a.dp_momentum_correction, "--dp-momentum-correction"},
                                  std::pair{a.dp_local_clip, "--dp-local-clip"}}) {
     FRUGAL_CHECK(!on || a.dp_keep, fmt::format("{} on acts on DCT-DP's thresholded gradients: it needs --dp-keep "
@@ -600,7 +599,7 @@ void check_dgc(const TrainArgs& a) {
   FRUGAL_CHECK(!a.dp_local_clip || a.clip_norm > 0.0f,
                "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C");
   // Updates are the weights' changes, taken on the host: a model in a device's memory cannot.
-  FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates || default_backend().device().is_host(),
+  FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates || backend.device().is_host(),
                fmt::format("--dp-compress updates thresholds the weights' changes on the host; --device {} keeps the "
                            "model in the device's memory: use --dp-compress gradients",
                            a.device));
@@ -678,11 +677,11 @@ int run_train(TrainArgs a) {
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::optional<DpTargetChoice> dp_auto;  // --dp-keep with --dp-compress auto: what it chose
   if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
-    dp_auto = resolve_dp_target(a, train);
+    dp_auto = resolve_dp_target(a, train, backend);
     a.dp_compress = dp_auto->target;
   }
   check_precision(a);
-  check_dgc(a);
+  check_dgc(a, backend);
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
   nlohmann::json config = run_config(a, train);
   config["grid"] = a.grid;

@@ -73,7 +73,6 @@ int run_dlrm(const DlrmRun& a) {
   Backend& backend = resolve_device(a.device);
   FRUGAL_CHECK(backend.name() == "cpu", fmt::format("--model dlrm runs on the CPU backend; --device {} is not "
                                                     "supported yet", a.device));
-  set_default_backend(&backend);
   backend.set_num_threads(threads_for_rank(a.threads));
   const auto t0 = std::chrono::steady_clock::now();
   const data::CtrDataset train = data::load_ctr(a.train), test = data::load_ctr(a.test);
@@ -220,7 +219,6 @@ struct LoadedDlrm {
 
 LoadedDlrm load_dlrm(const std::string& model, int threads) {
   Backend& backend = resolve_device("cpu");
-  set_default_backend(&backend);
   backend.set_num_threads(threads_for_rank(threads));
   LoadedDlrm m{layers::read_dlrm_checkpoint(model), {}, nullptr};
   m.ids = layers::load_dlrm_ids(model, m.info);

@@ -24,7 +24,7 @@ struct Probe {
 struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Backend>> backends;
-  std::atomic<Backend*> chosen{nullptr};  // read without the lock: one load per op call
+  std::atomic<Backend*> host{nullptr};  // host_backend(), found once; read without the lock
   std::vector<Probe> probes;
   // Held while probes run (not `mutex`: a probe registers its backend, and may look others up).
   // Recursive, so that a probe asking for its own name gets null instead of a deadlock.
@@ -233,15 +233,15 @@ Backend* find_backend(std::string_view name) {
   return nullptr;
 }
 
-Backend& default_backend() {
+Backend& host_backend() {
   Registry& r = registry();
-  if (Backend* b = r.chosen.load(std::memory_order_acquire)) return *b;
+  if (Backend* b = r.host.load(std::memory_order_acquire)) return *b;
   bool none = false;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     none = r.backends.empty();
   }
-  if (none) run_probes(r, {}, true);  // only probes registered: the first one made is the default
+  if (none) run_probes(r, {}, true);  // only probes registered: the first one made is the fallback
   std::lock_guard<std::mutex> lock(r.mutex);
   Backend* pick = nullptr;
   for (const auto& b : r.backends)
@@ -251,13 +251,8 @@ Backend& default_backend() {
                "kernels/cpu_backend.o, e.g. with link_whole)");
   if (pick == nullptr) pick = r.backends.front().get();
   Backend* expected = nullptr;
-  r.chosen.compare_exchange_strong(expected, pick, std::memory_order_acq_rel);
-  return *r.chosen.load(std::memory_order_acquire);
-}
-
-void set_default_backend(Backend* backend) {
-  Registry& r = registry();
-  r.chosen.store(backend, std::memory_order_release);
+  r.host.compare_exchange_strong(expected, pick, std::memory_order_acq_rel);
+  return *r.host.load(std::memory_order_acquire);
 }
 
 RowWorkspace& row_workspace(Backend& backend, std::unique_ptr<RowWorkspace>& slot, size_t num_rows) {

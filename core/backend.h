@@ -6,8 +6,10 @@
 //
 // Backends register themselves (register_backend(), usually from a static object in their own
 // folder: kernels/ registers "cpu"; a device backend registers a probe, register_backend_probe(),
-// made when first asked for); layers and optimizers use default_backend() unless given one, and
-// only apps/ picks another (set_default_backend(), or Layer/Model/Optimizer::set_backend()).
+// made when first asked for). There is no process-wide choice: a layer, an optimizer or a sampler
+// computes on the backend it was placed on (Layer/Model/Optimizer::set_backend(); ranks of one
+// group may differ), and one never placed computes on the host backend (host_backend(), "cpu").
+// Only apps/ picks a device and places the model on it.
 //
 // Memory is owned where it is computed (core/buffer.h): a backend allocates buffers
 // (alloc_buffer), a Tensor is a view of one, and an op reads and writes tensors in its backend's
@@ -283,10 +285,6 @@ class Backend {
   // memory (core/host_memory.h), where the CPU backend keeps them; a device backend that keeps
   // copies on its device (the CUDA one) answers the smaller of that and its device's room.
   virtual std::optional<uint64_t> state_memory_available() const;
-  // A backend that keeps optimizer state ahead on its device (core/device_mirror.h) writes it back
-  // to the host tensors; Optimizer::state() calls this before host code reads or replaces the
-  // state (checkpoints, reslicing). The host backend has nothing to do.
-  virtual void flush_state() {}
   // --- memory (core/buffer.h) ----------------------------------------------------------------
   // A buffer of `bytes` (uninitialized) where this backend computes: host memory for the host
   // backend (alloc_host_buffer), device memory for a device. Tensor(rows, cols, dtype, backend)
@@ -422,10 +420,10 @@ void register_backend_probe(std::string name, std::function<std::unique_ptr<Back
 std::vector<Backend*> backends();
 // The backend of that name (after running that name's pending probe), or nullptr.
 Backend* find_backend(std::string_view name);
-// The backend layers and optimizers use unless given one: set_default_backend()'s, else "cpu",
-// else the first registered. Throws when none is registered.
-Backend& default_backend();
-void set_default_backend(Backend* backend);  // nullptr: back to the rule above
+// Where a layer, optimizer or sampler never placed on a backend computes: "cpu", else the first
+// registered (a build without the CPU kernels). Not settable: a device is chosen by placing the
+// model on it. Throws when none is registered.
+Backend& host_backend();
 
 // A row workspace made by `backend` for num_rows rows, made again when `slot` holds none or one of
 // another backend or size.

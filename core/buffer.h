@@ -29,11 +29,6 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-// In front of a host buffer's data (moving with it): what the CUDA backend's mirror of host tensors
-// (core/device_mirror.h) needs to know. It goes with that mirror, once every op takes tensors in its
-// backend's own buffers.
-struct TensorStamp;
-
 class Buffer {
  public:
   // owner: the backend whose set / get / copy move this buffer's bytes (null for host memory, which
@@ -52,8 +47,6 @@ class Buffer {
   // dereferences its own buffers' (device pointers, or the counting device's host memory).
   std::byte* base() const { return base_; }
   Backend* owner() const { return owner_; }
-  // The mirror's stamp (host buffers made by alloc_host_buffer only; null otherwise).
-  virtual TensorStamp* stamp() const { return nullptr; }
 
  private:
   Device device_;

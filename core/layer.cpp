@@ -26,7 +26,7 @@ const Tensor& InputLayer::forward_rows(const SparseBatch& x, size_t first, size_
   return *whole_;
 }
 
-Backend& Layer::backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
+Backend& Layer::backend() const { return backend_ != nullptr ? *backend_ : host_backend(); }
 
 void Layer::set_backend(Backend* backend) {
   backend_ = backend;

@@ -43,9 +43,9 @@ class Layer {
   virtual std::string describe() const;
   // How the layer's output neurons are spread over a model-parallel group (replicated by default).
   virtual const Placement& placement() const;
-  // The Backend this layer computes on (core/backend.h): the one set here, else default_backend().
+  // The Backend this layer computes on (core/backend.h): the one set here, else host_backend().
   Backend& backend() const;
-  // Places the layer on `backend` (nullptr: back to default_backend()): its parameters' values
+  // Places the layer on `backend` (nullptr: back to host_backend()): its parameters' values
   // move into that backend's memory (place_on, core/tensor.h), where its ops read and write them.
   // Only apps/ picks a backend (core/backend.h).
   void set_backend(Backend* backend);

@@ -32,7 +32,7 @@ class Model {
   std::string describe() const;
   // Throws unless the layers chain: input first, output last, widths match.
   void validate() const;
-  // Every layer computes on `backend` (core/backend.h); nullptr: on default_backend().
+  // Every layer computes on `backend` (core/backend.h); nullptr: on host_backend().
   void set_backend(Backend* backend);
 
  private:

@@ -53,7 +53,6 @@ Tensor::Tensor(size_t rows, size_t cols, Dtype dtype, Backend& backend) : dtype_
   // An empty buffer of the backend fixes the place; resize() allocates there.
   buffer_ = backend.alloc_buffer(0);
   host_ = buffer_->is_host();
-  stamp_ = buffer_->stamp();
   resize(rows, cols);
   zero();
 }
@@ -70,7 +69,6 @@ Tensor Tensor::view(std::shared_ptr<Buffer> buffer, size_t offset, size_t rows, 
   t.host_ = buffer->is_host();
   t.ptr_ = buffer->base() + offset;
   t.offset_ = offset;
-  t.stamp_ = buffer->stamp();
   t.buffer_ = std::move(buffer);
   return t;
 }
@@ -96,7 +94,6 @@ Tensor& Tensor::operator=(const Tensor& other) {
     // Take the source's place: a fresh (empty) buffer there; resize() allocates.
     buffer_ = other.owner() != nullptr ? other.owner()->alloc_buffer(0) : nullptr;
     host_ = buffer_ == nullptr || buffer_->is_host();
-    stamp_ = buffer_ != nullptr ? buffer_->stamp() : nullptr;
     ptr_ = buffer_ != nullptr ? buffer_->base() : nullptr;
     offset_ = 0;
   }
@@ -105,7 +102,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
   resize(other.rows_, other.cols_);
   if (size() == 0) return *this;
   if (host_ && other.host_) {
-    std::memcpy(written(ptr_), other.ptr_, bytes());
+    std::memcpy(ptr_, other.ptr_, bytes());
   } else {
     owner()->copy(*buffer_, offset_, *other.buffer_, other.offset_, bytes());
   }
@@ -116,7 +113,6 @@ void Tensor::allocate(size_t bytes) {
   Backend* backend = owner();
   buffer_ = backend != nullptr ? backend->alloc_buffer(bytes) : alloc_host_buffer(bytes);
   host_ = buffer_->is_host();
-  stamp_ = buffer_->stamp();
   offset_ = 0;
   ptr_ = buffer_->base();
 }
@@ -127,13 +123,12 @@ void Tensor::resize(size_t rows, size_t cols) {
   if (bytes > capacity) allocate(bytes);
   rows_ = rows;
   cols_ = cols;
-  if (ptr_ != nullptr && host_) written(ptr_);  // the contents are unspecified now
 }
 
 void Tensor::zero() {
   if (size() == 0) return;
   if (host_) {
-    std::memset(written(ptr_), 0, bytes());
+    std::memset(ptr_, 0, bytes());
   } else {
     owner()->clear(*buffer_, offset_, bytes());
   }
@@ -162,7 +157,7 @@ void Tensor::assign(const Tensor& other) {
   }
   if (other.dtype_ == dtype_) {
     resize(other.rows_, other.cols_);
-    if (size() > 0) std::memcpy(written(ptr_), other.ptr_, bytes());
+    if (size() > 0) std::memcpy(ptr_, other.ptr_, bytes());
     return;
   }
   resize(other.rows_, other.cols_);
@@ -220,7 +215,6 @@ void copy_to_host(const Tensor& t, void* dst) {
 void copy_from_host(Tensor& t, const void* src) {
   if (t.bytes() == 0) return;
   if (t.is_host()) {
-    if (TensorStamp* s = t.stamp()) s->host_written.store(true, std::memory_order_relaxed);
     std::memcpy(t.device_data(), src, t.bytes());
   } else {
     t.owner()->set(*t.buffer(), t.offset(), src, t.bytes());
@@ -277,7 +271,6 @@ void copy_rows(Tensor& dst, size_t dst_row, const Tensor& src, size_t src_row, s
   const size_t row_bytes = src.cols() * dtype_bytes(src.dtype()), bytes = count * row_bytes;
   if (bytes == 0) return;
   if (dst.is_host() && src.is_host()) {
-    if (TensorStamp* s = dst.stamp()) s->host_written.store(true, std::memory_order_relaxed);
     std::memmove(dst.device_data() + dst_row * row_bytes, src.device_data() + src_row * row_bytes, bytes);
     return;
   }

@@ -12,15 +12,10 @@
 // u32(), u64(), f64()) throw frugal::Error on
 // another dtype, and on a tensor whose buffer the host may not touch (a device's): host code moves
 // a device tensor's bytes with copy_to_host / copy_from_host (or its backend's set / get), never
-// through a pointer.
-//
-// The CUDA backend still keeps device copies of host tensors (core/device_mirror.h) until every op
-// takes tensors in its own buffers; what it needs to know travels in the host buffer's TensorStamp:
-// every non-const access marks the host copy written, so a device copy is refreshed after the host
-// changed the tensor and only then.
+// through a pointer. Nothing is found by host address: a device keeps no copies of host tensors,
+// it computes on its own buffers.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -33,18 +28,6 @@
 #include "core/buffer.h"
 
 namespace frugal {
-
-// In front of every host buffer's data (the 64 bytes before it, so the data stays aligned).
-struct TensorStamp {
-  // The host changed the data since a device mirror last synced it (set by every non-const access
-  // of the Tensor: data(), row(), at(), span(), the bf16 accessors, set_value, write_row, zero,
-  // fill, assign, copies into it). A mirror clears it when it has the host's values.
-  std::atomic<bool> host_written{true};
-  // A mirror holds a device copy of this data: freeing the data tells the mirrors to drop it.
-  std::atomic<bool> mirrored{false};
-};
-// Called when the data of a mirrored tensor is freed (core/device_mirror.cpp).
-void forget_device_copies(const void* data) noexcept;
 
 enum class Dtype : uint8_t { f32, bf16, u32, u64, f64 };
 std::string_view dtype_name(Dtype dtype);
@@ -131,41 +114,35 @@ class Tensor {
   void set_name(std::string name) { name_ = std::move(name); }
   const std::string& name() const { return name_; }
 
-  // Non-const accessors mark the data written (TensorStamp); read through a const Tensor where
-  // nothing is written, or a device backend copies the tensor again for nothing.
-  float* data() { return written(f32()); }
+  float* data() { return f32(); }
   const float* data() const { return f32(); }
-  float* row(size_t r) { return written(f32()) + r * cols_; }
+  float* row(size_t r) { return f32() + r * cols_; }
   const float* row(size_t r) const { return f32() + r * cols_; }
-  float& at(size_t r, size_t c) { return written(f32())[r * cols_ + c]; }
+  float& at(size_t r, size_t c) { return f32()[r * cols_ + c]; }
   float at(size_t r, size_t c) const { return f32()[r * cols_ + c]; }
   std::span<float> span() { return {data(), size()}; }
   std::span<const float> span() const { return {data(), size()}; }
 
   // bf16 tensors only (throw on an f32 one).
-  uint16_t* bf16_data() { return written(typed<uint16_t>(Dtype::bf16)); }
+  uint16_t* bf16_data() { return typed<uint16_t>(Dtype::bf16); }
   const uint16_t* bf16_data() const { return typed<uint16_t>(Dtype::bf16); }
-  uint16_t* bf16_row(size_t r) { return written(typed<uint16_t>(Dtype::bf16)) + r * cols_; }
+  uint16_t* bf16_row(size_t r) { return typed<uint16_t>(Dtype::bf16) + r * cols_; }
   const uint16_t* bf16_row(size_t r) const { return typed<uint16_t>(Dtype::bf16) + r * cols_; }
 
   // f64 tensors (per-sample losses summed in double), host only.
-  std::span<double> f64() { return {written(typed<double>(Dtype::f64)), size()}; }
+  std::span<double> f64() { return {typed<double>(Dtype::f64), size()}; }
   std::span<const double> f64() const { return {typed<double>(Dtype::f64), size()}; }
   // Index arrays (u32 / u64 tensors), host only.
-  std::span<uint32_t> u32() { return {written(typed<uint32_t>(Dtype::u32)), size()}; }
+  std::span<uint32_t> u32() { return {typed<uint32_t>(Dtype::u32), size()}; }
   std::span<const uint32_t> u32() const { return {typed<uint32_t>(Dtype::u32), size()}; }
-  std::span<uint64_t> u64() { return {written(typed<uint64_t>(Dtype::u64)), size()}; }
+  std::span<uint64_t> u64() { return {typed<uint64_t>(Dtype::u64), size()}; }
   std::span<const uint64_t> u64() const { return {typed<uint64_t>(Dtype::u64), size()}; }
 
-  // The data's address on its device, whatever the dtype and place, without marking it written: for
-  // the backend that owns the buffer (a device pointer) and for host code that moves raw bytes (null
-  // while nothing is allocated).
+  // The data's address on its device, whatever the dtype and place: for the backend that owns the
+  // buffer (a device pointer) and for host code that moves raw bytes (null while nothing is
+  // allocated).
   std::byte* device_data() const { return ptr_; }
-  // The stamp in front of a host buffer's data (null otherwise), for device mirrors.
-  TensorStamp* stamp() const { return stamp_; }
-  // Bytes in front of a host buffer's data that hold its TensorStamp (keeping the data aligned).
-  static constexpr size_t kStampBytes = 64;
-  // The host data as bytes without marking it written (device mirrors; null while nothing is
+  // The host data as bytes, whatever the dtype (comparisons, hashing; null while nothing is
   // allocated). Throws on a device tensor.
   const std::byte* raw() const {
     if (!host_) [[unlikely]] not_host();
@@ -183,17 +160,6 @@ class Tensor {
   [[noreturn]] void wrong_dtype(Dtype wanted) const;
   [[noreturn]] void not_host() const;
   void allocate(size_t bytes);
-  // Marks the data written. Read first and stored only when not yet marked: kernels call non-const
-  // accessors from several threads at once, and a store every time would bounce the stamp's cache
-  // line between the cores.
-  template <class T>
-  T* written(T* p) {
-    if (TensorStamp* s = stamp_) {
-      std::atomic<bool>& w = s->host_written;
-      if (!w.load(std::memory_order_relaxed)) w.store(true, std::memory_order_relaxed);
-    }
-    return p;
-  }
   template <class T>
   T* typed(Dtype want) const {
     if (dtype_ != want) [[unlikely]] wrong_dtype(want);
@@ -208,7 +174,6 @@ class Tensor {
   std::shared_ptr<Buffer> buffer_;   // null while nothing is allocated
   size_t offset_ = 0;                // bytes from the buffer's base
   std::byte* ptr_ = nullptr;         // buffer_->base() + offset_
-  TensorStamp* stamp_ = nullptr;     // buffer_->stamp(), kept here: accessors mark it in hot loops
   std::string name_;
 };
 

@@ -1,17 +1,17 @@
-// The CUDA Backend's host half: argument checks, the host-side preparation (sorting entries by
-// row, flattening catch-up plans), the device copies of the model tensors (a DeviceMirror over
-// CUDA memory) and the calls into gpu/cuda_kernels.cu. Compiled by the host compiler: no CUDA header.
+// The CUDA Backend's host half: argument checks, the host-side preparation (each entry's sample,
+// flattened catch-up plans, the tables' flat layout), buffers from the caching allocator and the
+// calls into gpu/cuda_kernels.cu. Compiled by the host compiler: no CUDA header.
 #include "gpu/cuda_backend.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/check.h"
-#include "core/device_mirror.h"
 #include "core/hash32.h"
 #include "gpu/cuda_info.h"
 #include "gpu/cuda_kernels.h"
@@ -26,15 +26,29 @@ void check_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
                  fmt::format("{}: row id {} out of range (the matrix has {} rows)", what, ids[e], limit));
 }
 
-// Rows `rows` of t (every row when rows is empty), one after another, widened to f32.
-std::vector<float> gather_rows(const Tensor& t, std::span<const uint32_t> rows) {
-  const size_t n = rows.empty() ? t.rows() : rows.size();
-  std::vector<float> out(n * t.cols());
-  for (size_t j = 0; j < n; ++j) t.read_row(rows.empty() ? j : rows[j], out.data() + j * t.cols());
-  return out;
+void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
+  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
+               fmt::format("cuda backend: {} of bytes [{}, {}) of a buffer of {}", op, offset, offset + bytes,
+                           b.bytes()));
 }
 
+std::string tensor_words(const Tensor& t) {
+  return t.name().empty() ? fmt::format("a {}x{} tensor", t.rows(), t.cols()) : fmt::format("tensor '{}'", t.name());
+}
 
+// Device memory: a block of the backend's caching allocator, back to it when the last tensor
+// viewing it goes.
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(std::shared_ptr<CachingAllocator> memory, CachingAllocator::Block block, Backend* owner)
+      : Buffer(Device{DeviceKind::cuda, 0}, static_cast<std::byte*>(block.p), block.bytes, owner),
+        memory_(std::move(memory)), block_(block) {}
+  ~CudaBuffer() override { memory_->release(block_); }
+
+ private:
+  std::shared_ptr<CachingAllocator> memory_;
+  CachingAllocator::Block block_;
+};
 
 // A probe, registered when libfrugal is loaded (libfrugal links this object whole): the backend is
 // made the first time "cuda" is asked for, and only when the process sees a CUDA device (without
@@ -52,75 +66,74 @@ bool register_probe() {
 
 }  // namespace
 
-// CUDA memory for the backend's DeviceMirror (core/device_mirror.h).
-class CudaMemory : public DeviceMirror::Memory {
+// An op's tensors in device memory: this backend's own as they are; a host tensor is copied up for
+// the op (a set, counted as crossing) and, when the op writes it, back after it (finish(): a get).
+// A tensor on another device is refused, naming it.
+class CudaBackend::Args {
  public:
-  explicit CudaMemory(dev::Context& ctx) : ctx_(ctx) {}
-  void* allocate(const Tensor&, size_t bytes) override { return dev::device_alloc(ctx_, bytes); }
-  void release(void* device) noexcept override { dev::device_free(ctx_, device); }
-  void upload(void* device, const void* host, size_t bytes) override { dev::upload(ctx_, device, host, bytes); }
-  void download(void* host, const void* device, size_t bytes) override { dev::download(ctx_, host, device, bytes); }
+  Args(CudaBackend& be, const char* op) : be_(be), op_(op) {}
+  Args(const Args&) = delete;
+  Args& operator=(const Args&) = delete;
+  template <class T>
+  const T* in(const Tensor& t) {
+    return static_cast<const T*>(place(t, true, false));
+  }
+  template <class T>
+  T* out(Tensor& t) {
+    return static_cast<T*>(place(t, false, true));
+  }
+  template <class T>
+  T* inout(Tensor& t) {
+    return static_cast<T*>(place(t, true, true));
+  }
+  dev::Matrix matrix(const Tensor& t) {
+    FRUGAL_CHECK(t.dtype() == Dtype::f32 || t.dtype() == Dtype::bf16,
+                 fmt::format("cuda {}: {} is {}, not a weight matrix's f32 or bf16", op_, tensor_words(t),
+                             dtype_name(t.dtype())));
+    return {place(t, true, false), t.dtype() == Dtype::bf16};
+  }
+  // The host outputs' values, back from their device copies.
+  void finish() {
+    for (auto& [host, temp] : outputs_) copy_to_host(*temp, host->device_data());
+    outputs_.clear();
+  }
 
  private:
-  dev::Context& ctx_;
+  void* place(const Tensor& t, bool read, bool written) {
+    if (t.owner() == &be_) return t.device_data();
+    FRUGAL_CHECK(t.is_host(), fmt::format("cuda {}: {} lives on {}, not on this backend's device ({})", op_,
+                                          tensor_words(t), t.device().name(), be_.device().name()));
+    Tensor& temp = temps_.emplace_back(t.rows(), t.cols(), t.dtype(), be_);
+    if (read) copy_from_host(temp, t.device_data());
+    if (written) outputs_.emplace_back(const_cast<Tensor*>(&t), &temp);
+    return temp.device_data();
+  }
+  CudaBackend& be_;
+  const char* op_;
+  std::deque<Tensor> temps_;
+  std::vector<std::pair<Tensor*, Tensor*>> outputs_;
 };
 
-CudaBackend::CudaBackend() = default;
+CudaBackend::CudaBackend()
+    : memory_(std::make_shared<CachingAllocator>([this](size_t bytes) { return dev::device_alloc(context(), bytes); },
+                                                 [](void* p) { dev::device_free(p); })) {}
 // The registry keeps its backends until the process exits, when the CUDA runtime may already be
-// torn down (its exit handlers run first): freeing device memory or destroying the cuBLAS handle then
-// is not safe, so the context is left to the process's end, which releases everything anyway.
+// torn down (its exit handlers run first): destroying the stream or the cuBLAS handle then is not
+// safe, so the context is left to the process's end, which releases everything anyway.
 CudaBackend::~CudaBackend() = default;
 
-dev::Context& CudaBackend::context() {
-  if (ctx_ == nullptr) {
-    ctx_ = dev::context_create();
-    // Left to the process's end with the context (see the destructor).
-    memory_ = new CudaMemory(*ctx_);
-    mirror_ = new DeviceMirror(*memory_);
-  }
+dev::Context& CudaBackend::context() const {
+  if (ctx_ == nullptr) ctx_ = dev::context_create();
   return *ctx_;
 }
 
-dev::Matrix CudaBackend::resident_matrix(const Tensor& t) {
-  context();
-  return {mirror_->acquire(t), true, t.dtype() == Dtype::bf16};
-}
-
-dev::In<float> CudaBackend::resident(const Tensor& t) {
-  (void)t.data();  // f32 only: throws naming the dtype otherwise
-  context();
-  return {static_cast<const float*>(mirror_->acquire(t)), true};
-}
-
-dev::In<float> CudaBackend::resident_range(const float* p, size_t floats) {
-  context();
-  const void* d = p != nullptr ? mirror_->find_range(p, floats * sizeof(float)) : nullptr;
-  return d != nullptr ? dev::In<float>{static_cast<const float*>(d), true} : dev::In<float>{p, false};
-}
-
-void CudaBackend::flush_state() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (mirror_ != nullptr) mirror_->flush();
-}
-
 std::optional<uint64_t> CudaBackend::state_memory_available() const {
-  // The model state is held twice: on the host (the reference copy) and on the device.
-  const std::optional<uint64_t> host = Backend::state_memory_available();
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& self = const_cast<CudaBackend&>(*this);
-  const uint64_t device = dev::free_bytes(self.context()) + self.mirror_->bytes();
-  return host.has_value() ? std::min(*host, device) : device;
-}
-
-size_t CudaBackend::resident_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return mirror_ != nullptr ? mirror_->bytes() : 0;
+  return dev::free_bytes(context()) + memory_->stats().cached_bytes;
 }
 
 bool CudaBackend::supports(Op) const { return true; }
 
 void CudaBackend::synchronize() {
-  std::lock_guard<std::mutex> lock(mutex_);
   if (ctx_ != nullptr) dev::synchronize(*ctx_);
 }
 
@@ -129,27 +142,97 @@ void CudaBackend::set_num_threads(int threads) {
   threads_ = threads;
 }
 
-void CudaBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate) {
-  const MatmulShape s = matmul_shape(a, trans_a, b, trans_b, c);
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Operands with a current device copy (a dense layer's or an exact softmax's weights) are read there.
-  const dev::In<float> da = resident_range(a.data(), static_cast<size_t>(s.m * s.k));
-  const dev::In<float> db = resident_range(b.data(), static_cast<size_t>(s.k * s.n));
-  dev::matmul(context(), da, trans_a, db, trans_b, c.data(), s.m, s.n, s.k, accumulate, bf16_products_);
-}
-
 bool CudaBackend::set_bf16_products(bool on) {
-  std::lock_guard<std::mutex> lock(mutex_);
   bf16_products_ = on;
   return true;
+}
+
+// --- memory ---------------------------------------------------------------------------------------
+
+std::shared_ptr<Buffer> CudaBackend::alloc_buffer(size_t bytes) {
+  return std::make_shared<CudaBuffer>(memory_, memory_->acquire(bytes), this);
+}
+
+CachingAllocator::Stats CudaBackend::memory_stats() const { return memory_->stats(); }
+
+void CudaBackend::set(Buffer& dst, size_t offset, const void* src, size_t bytes) {
+  check_range(dst, offset, bytes, "set");
+  if (bytes == 0) return;
+  if (dst.is_host()) {
+    std::memcpy(dst.base() + offset, src, bytes);
+    return;
+  }
+  FRUGAL_CHECK(dst.owner() == this, fmt::format("cuda backend: set into a buffer on {}", dst.device().name()));
+  dev::set(context(), dst.base() + offset, src, bytes);
+}
+
+void CudaBackend::get(const Buffer& src, size_t offset, void* dst, size_t bytes) {
+  check_range(src, offset, bytes, "get");
+  if (bytes == 0) return;
+  if (src.is_host()) {
+    std::memcpy(dst, src.base() + offset, bytes);
+    return;
+  }
+  FRUGAL_CHECK(src.owner() == this, fmt::format("cuda backend: get from a buffer on {}", src.device().name()));
+  dev::get(context(), dst, src.base() + offset, bytes);
+}
+
+void CudaBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+  check_range(dst, dst_offset, bytes, "copy");
+  check_range(src, src_offset, bytes, "copy");
+  for (const Buffer* b : {static_cast<const Buffer*>(&dst), &src})
+    FRUGAL_CHECK(b->is_host() || b->owner() == this,
+                 fmt::format("cuda backend: copy with a buffer on {}", b->device().name()));
+  if (bytes == 0) return;
+  if (dst.is_host() && src.is_host()) {
+    std::memmove(dst.base() + dst_offset, src.base() + src_offset, bytes);
+  } else if (dst.is_host()) {
+    dev::get(context(), dst.base() + dst_offset, src.base() + src_offset, bytes);
+  } else if (src.is_host()) {
+    dev::set(context(), dst.base() + dst_offset, src.base() + src_offset, bytes);
+  } else {
+    dev::copy(context(), dst.base() + dst_offset, src.base() + src_offset, bytes);
+  }
+}
+
+void CudaBackend::clear(Buffer& dst, size_t offset, size_t bytes) {
+  check_range(dst, offset, bytes, "clear");
+  if (bytes == 0) return;
+  if (dst.is_host()) {
+    std::memset(dst.base() + offset, 0, bytes);
+    return;
+  }
+  FRUGAL_CHECK(dst.owner() == this, fmt::format("cuda backend: clear of a buffer on {}", dst.device().name()));
+  dev::clear(context(), dst.base() + offset, bytes);
+}
+
+Backend::Transfers CudaBackend::transfers() const {
+  if (ctx_ == nullptr) return {};
+  const dev::Crossed c = dev::crossed(*ctx_);
+  return {.to_device_bytes = c.up_bytes, .to_device_calls = c.up_calls, .to_host_bytes = c.down_bytes,
+          .to_host_calls = c.down_calls, .on_device_bytes = c.device_bytes};
+}
+
+// --- ops ------------------------------------------------------------------------------------------
+
+void CudaBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate) {
+  const MatmulShape s = matmul_shape(a, trans_a, b, trans_b, c);
+  Args args(*this, "matmul");
+  const float* da = args.in<float>(a);
+  const float* db = args.in<float>(b);
+  float* dc = accumulate ? args.inout<float>(c) : args.out<float>(c);
+  dev::matmul(context(), da, trans_a, db, trans_b, dc, s.m, s.n, s.k, accumulate, bf16_products_);
+  args.finish();
 }
 
 void CudaBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) {
   FRUGAL_CHECK(bias.size() == y.cols(),
                fmt::format("bias has {} entries, the output {} columns", bias.size(), y.cols()));
   if (y.empty()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::bias_act_forward(context(), y.data(), y.rows(), y.cols(), resident(bias), act == Act::relu);
+  Args args(*this, "bias_act_forward");
+  dev::bias_act_forward(context(), args.inout<float>(y), y.rows(), y.cols(), args.in<float>(bias),
+                        act == Act::relu);
+  args.finish();
 }
 
 void CudaBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {
@@ -159,29 +242,37 @@ void CudaBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tens
   const bool relu = act == Act::relu;
   if (relu)
     FRUGAL_CHECK(y.rows() == rows && y.cols() == n, "bias_act_backward: output and gradient shapes differ");
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::bias_act_backward(context(), grad.data(), relu ? y.data() : nullptr, rows, n, relu, bias_grad.data());
+  Args args(*this, "bias_act_backward");
+  float* dg = args.inout<float>(grad);
+  const float* dy = relu ? args.in<float>(y) : nullptr;
+  dev::bias_act_backward(context(), dg, dy, rows, n, relu, args.out<float>(bias_grad));
+  args.finish();
 }
 
-void CudaBackend::sparse_input_forward(const SparseFeatures& features, const Tensor& w, const Tensor& bias, Act act,
+void CudaBackend::sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
                                        Tensor& out) {
-  const SparseView x = features.host();
-  const size_t h = w.cols();
+  const size_t h = w.cols(), points = x.size();
   FRUGAL_CHECK(bias.size() == h, fmt::format("bias has {} entries, the layer {}", bias.size(), h));
-  out.resize(x.size(), h);
-  if (x.size() == 0 || h == 0) return;
-  check_ids(x.ids.data(), x.ids.size(), w.rows(), "sparse_input_forward");
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::sparse_forward(context(), x.offsets.data(), x.size(), x.ids.data(), x.values.data(), resident_matrix(w),
-                      w.rows(), h, resident(bias), act == Act::relu, out.data());
+  FRUGAL_CHECK(x.ids.size() == x.values.size(),
+               fmt::format("sparse_input_forward: {} feature ids, {} values", x.ids.size(), x.values.size()));
+  out.resize(points, h);
+  if (points == 0 || h == 0) return;
+  Args args(*this, "sparse_input_forward");
+  dev::sparse_forward(context(), args.in<uint64_t>(x.offsets), points, args.in<uint32_t>(x.ids),
+                      args.in<float>(x.values), args.matrix(w), h, args.in<float>(bias), act == Act::relu,
+                      args.out<float>(out));
+  args.finish();
 }
 
-void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& features, const Tensor& grad_pre,
+void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
                                         RowGrad& grad) {
-  const SparseView x = features.host();
   FRUGAL_CHECK(grad_pre.rows() == x.size(), fmt::format("sparse_input_backward: {} gradient rows for {} points",
                                                         grad_pre.rows(), x.size()));
-  accumulate(ws, x.offsets, x.ids.data(), x.values.data(), grad_pre, grad, nullptr);
+  Args args(*this, "sparse_input_backward");
+  // The batch's CSR is where the step set it (the layer checked its ids against the weights' rows).
+  const dev::RowEntries in{.offsets = args.in<uint64_t>(x.offsets), .ids = args.in<uint32_t>(x.ids),
+                           .samples = x.size(), .entries = x.ids.size(), .on_device = true};
+  accumulate(ws, in, x.values, grad_pre, grad, nullptr);
 }
 
 void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
@@ -199,24 +290,25 @@ void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const
   for (size_t i = 0; i < samples; ++i)
     std::fill(sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i]),
               sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i + 1]), static_cast<uint32_t>(i));
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::active_logits(context(), h.data(), samples, d, sample.data(), active.ids.data(), entries, resident_matrix(w),
-                     resident(bias), w.rows(), bias.size(), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
-                     logits.data());
+  Args args(*this, "active_logits");
+  dev::active_logits(context(), args.in<float>(h), d, sample.data(), active.ids.data(), entries, args.matrix(w),
+                     args.in<float>(bias), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
+                     args.out<float>(logits));
+  args.finish();
 }
 
-void CudaBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits_tensor, const Tensor& w,
+void CudaBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
                                         Tensor& grad_h) {
-  const std::span<const float> dlogits = dlogits_tensor.span();
   const size_t samples = active.num_samples(), d = w.cols();
   FRUGAL_CHECK(dlogits.size() >= active.total(),
                fmt::format("active_backward_input: {} gradients for {} entries", dlogits.size(), active.total()));
   grad_h.resize(samples, d);
   if (samples == 0 || d == 0) return;
   check_ids(active.ids.data(), active.total(), w.rows(), "active_backward_input");
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::active_backward(context(), active.offsets.data(), samples, active.ids.data(), dlogits.data(),
-                       resident_matrix(w), w.rows(), d, grad_h.data());
+  Args args(*this, "active_backward_input");
+  dev::active_backward(context(), active.offsets.data(), samples, active.ids.data(), args.in<float>(dlogits),
+                       args.matrix(w), d, args.out<float>(grad_h));
+  args.finish();
 }
 
 std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
@@ -230,103 +322,105 @@ void CudaBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> off
                fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
   FRUGAL_CHECK(coefs.size() == offsets.back(),
                fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), offsets.back()));
-  accumulate(ws, offsets, ids, coefs.data(), vecs, grad, bias_grad);
+  check_ids(ids, offsets.back(), ws.num_rows(), "row_accumulate");
+  accumulate(ws, {.offsets = offsets.data(), .ids = ids, .samples = offsets.size() - 1, .entries = offsets.back()},
+             coefs, vecs, grad, bias_grad);
 }
 
-void CudaBackend::accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                             const float* coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const Tensor& coefs, const Tensor& vecs,
+                             RowGrad& grad, RowGrad* bias_grad) {
   FRUGAL_CHECK(ws.owner() == this, "cuda backend: the row workspace was made by another backend");
-  const size_t samples = offsets.size() - 1, d = vecs.cols();
-  const uint64_t entries = offsets.back();
-  for (uint64_t e = 0; e < entries; ++e)
-    FRUGAL_CHECK(ids[e] < ws.num_rows(),
-                 fmt::format("row id {} out of range (layer has {} rows)", ids[e], ws.num_rows()));
-  // The sort by row, the distinct rows and their sums all run on the device (gpu/cuda_kernels.h).
+  const size_t d = vecs.cols();
+  Args args(*this, "row_accumulate");
+  const float* dcoefs = args.in<float>(coefs);
+  const float* dvecs = args.in<float>(vecs);
+  keep_on(grad.values, *this);
+  if (bias_grad != nullptr) keep_on(bias_grad->values, *this);
+  // The sort by row, the distinct rows and their sums all run on the device (gpu/cuda_kernels.h);
+  // the sums stay there, the row list comes down (RowGrad's rows are host memory).
   const auto prepare = [&](size_t nrows) {
     grad.values.resize(nrows, d);
-    dev::RowSumsOut out{grad.values.data(), nullptr};
+    dev::RowSumsOut out{reinterpret_cast<float*>(grad.values.device_data()), nullptr};
     if (bias_grad != nullptr) {
       bias_grad->values.resize(nrows, 1);
-      out.bias = bias_grad->values.data();
+      out.bias = reinterpret_cast<float*>(bias_grad->values.device_data());
     }
     return out;
   };
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::row_accumulate(context(), offsets.data(), samples, ids, coefs, ws.num_rows(), vecs.data(), d, grad.rows,
-                      prepare);
+  dev::row_accumulate(context(), in, dcoefs, ws.num_rows(), dvecs, d, grad.rows, prepare);
   if (bias_grad != nullptr) bias_grad->rows = grad.rows;
+  args.finish();
 }
 
-void CudaBackend::xent_max(const Tensor& z_tensor, const XentTensors& batch_tensors, Tensor& max_tensor) {
-  const XentBatch batch = batch_tensors.host();
-  const std::span<const float> z = z_tensor.span();
-  max_tensor.resize(1, batch.num_samples());
-  const std::span<float> max = max_tensor.span();
-  batch.validate(z.size());
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::xent_max(context(), z.data(), z.size(), batch.offsets.data(), batch.num_samples(), max.data());
-}
-
-void CudaBackend::xent_sums(const Tensor& z_tensor, const XentTensors& batch_tensors, const Tensor& max_tensor,
-                            Tensor& sums_tensor) {
-  const XentBatch batch = batch_tensors.host();
-  const std::span<const float> z = z_tensor.span(), max = max_tensor.span();
-  sums_tensor.resize(1, 2 * batch.num_samples());
-  const std::span<float> sums = sums_tensor.span();
-  batch.validate(z.size());
+namespace {
+// The shapes the softmax ops rely on, checked from the tensors' sizes (their contents stay on the
+// device: the trainer made them).
+void check_xent(const XentTensors& batch, const Tensor& z, const char* op) {
+  FRUGAL_CHECK(batch.offsets != nullptr && batch.pos_offsets != nullptr && batch.positions != nullptr &&
+                   batch.label_offsets != nullptr,
+               fmt::format("{}: the batch's offsets, positions and label offsets are all needed", op));
   const size_t b = batch.num_samples();
-  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_sums: one maximum and two sums per sample");
-  FRUGAL_CHECK(batch.positions.size() >= batch.pos_offsets.back(), "xent_sums: positions missing");
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::xent_sums(context(), z.data(), z.size(), batch.offsets.data(), batch.pos_offsets.data(),
-                 batch.positions.data(), b, max.data(), sums.data());
+  FRUGAL_CHECK(batch.offsets->dtype() == Dtype::u64 && batch.pos_offsets->dtype() == Dtype::u64 &&
+                   batch.label_offsets->dtype() == Dtype::u64 && batch.positions->dtype() == Dtype::u32 &&
+                   z.dtype() == Dtype::f32,
+               fmt::format("{}: u64 offsets, u32 positions and f32 logits", op));
+  FRUGAL_CHECK(batch.pos_offsets->size() == b + 1 && batch.label_offsets->size() == b + 1,
+               fmt::format("{}: {} samples, {} position offsets, {} label offsets", op, b,
+                           batch.pos_offsets->size(), batch.label_offsets->size()));
 }
+}  // namespace
 
-void CudaBackend::xent_loss_grad(Tensor& z_tensor, const XentTensors& batch_tensors, const Tensor& max_tensor,
-                                 const Tensor& sums_tensor, Tensor& losses_tensor) {
-  const XentBatch batch = batch_tensors.host();
-  const std::span<float> z = z_tensor.span();
-  const std::span<const float> max = max_tensor.span(), sums = sums_tensor.span();
-  losses_tensor.resize(1, batch.num_samples());
-  const std::span<double> losses = losses_tensor.f64();
-  batch.validate(z.size());
+void CudaBackend::xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) {
+  check_xent(batch, z, "xent_max");
   const size_t b = batch.num_samples();
-  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b && losses.size() == b,
-               "xent_loss_grad: one maximum, two sums and one loss per sample");
-  FRUGAL_CHECK(batch.positions.size() >= batch.pos_offsets.back(), "xent_loss_grad: positions missing");
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::xent_loss_grad(context(), z.data(), z.size(), batch.offsets.data(), batch.pos_offsets.data(),
-                      batch.positions.data(), batch.label_offsets.data(), b, max.data(), sums.data(), batch.grad_scale,
-                      losses.data());
+  max.resize(1, b);
+  Args args(*this, "xent_max");
+  dev::xent_max(context(), args.in<float>(z), args.in<uint64_t>(*batch.offsets), b, args.out<float>(max));
+  args.finish();
 }
 
-void CudaBackend::top_k(const TopKInput& input, size_t k, Tensor& label_tensor, Tensor& score_tensor) {
-  label_tensor.resize(input.rows, k);
-  score_tensor.resize(input.rows, k);
-  const TopKRows in = input.host();
-  const std::span<uint32_t> labels = label_tensor.u32();
-  const std::span<float> scores = score_tensor.span();
+void CudaBackend::xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) {
+  check_xent(batch, z, "xent_sums");
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b, "xent_sums: one maximum per sample");
+  sums.resize(1, 2 * b);
+  Args args(*this, "xent_sums");
+  dev::xent_sums(context(), args.in<float>(z), args.in<uint64_t>(*batch.offsets),
+                 args.in<uint64_t>(*batch.pos_offsets), args.in<uint32_t>(*batch.positions), b, args.in<float>(max),
+                 args.out<float>(sums));
+  args.finish();
+}
+
+void CudaBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
+                                 Tensor& losses) {
+  check_xent(batch, z, "xent_loss_grad");
+  const size_t b = batch.num_samples();
+  FRUGAL_CHECK(max.size() == b && sums.size() == 2 * b, "xent_loss_grad: one maximum and two sums per sample");
+  FRUGAL_CHECK(losses.dtype() == Dtype::f64, "xent_loss_grad: the losses are f64");
+  losses.resize(1, b);
+  Args args(*this, "xent_loss_grad");
+  dev::xent_loss_grad(context(), args.inout<float>(z), args.in<uint64_t>(*batch.offsets),
+                      args.in<uint64_t>(*batch.pos_offsets), args.in<uint32_t>(*batch.positions),
+                      args.in<uint64_t>(*batch.label_offsets), b, args.in<float>(max), args.in<float>(sums),
+                      batch.grad_scale, args.out<double>(losses));
+  args.finish();
+}
+
+void CudaBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) {
+  FRUGAL_CHECK(in.scores != nullptr, "top_k: no scores");
+  FRUGAL_CHECK(labels.dtype() == Dtype::u32 && scores.dtype() == Dtype::f32, "top_k: u32 labels and f32 scores");
+  FRUGAL_CHECK(in.offsets != nullptr ? in.offsets->size() == in.rows + 1 : in.scores->size() == in.rows * in.width,
+               fmt::format("top_k: {} rows of candidates, {} scores", in.rows, in.scores->size()));
+  labels.resize(in.rows, k);
+  scores.resize(in.rows, k);
   if (k == 0 || in.rows == 0) return;
-  // Dense rows become CSR rows of `width` candidates.
-  std::vector<uint64_t> dense_offsets;
-  const uint64_t* offsets = in.offsets;
-  if (offsets == nullptr) {
-    dense_offsets.resize(in.rows + 1);
-    for (size_t i = 0; i <= in.rows; ++i) dense_offsets[i] = i * in.width;
-    offsets = dense_offsets.data();
-  }
-  // The bias entries the candidates' labels reach.
-  size_t bias_size = 0;
-  if (in.bias != nullptr) {
-    if (in.ids != nullptr) {
-      for (uint64_t e = 0; e < offsets[in.rows]; ++e) bias_size = std::max<size_t>(bias_size, in.ids[e] + size_t{1});
-    } else {
-      for (size_t i = 0; i < in.rows; ++i) bias_size = std::max<size_t>(bias_size, offsets[i + 1] - offsets[i]);
-    }
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  dev::top_k(context(), in.rows, in.scores, offsets, in.ids, resident_range(in.bias, bias_size), bias_size,
-             in.label_base, k, labels.data(), scores.data());
+  Args args(*this, "top_k");
+  const float* bias = nullptr;
+  if (in.bias != nullptr) bias = args.in<float>(*in.bias) + in.bias_offset;
+  dev::top_k(context(), in.rows, args.in<float>(*in.scores), in.offsets != nullptr ? args.in<uint64_t>(*in.offsets) : nullptr,
+             in.width, in.ids != nullptr ? args.in<uint32_t>(*in.ids) : nullptr, bias, in.label_base, k,
+             args.out<uint32_t>(labels), args.out<float>(scores));
+  args.finish();
 }
 
 void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
@@ -334,30 +428,21 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   u.validate(adam);
   const size_t n = u.rows.size(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
-  // The weights and state are updated in their device copies; the changed rows of w come back
-  // (written through: the host reads weights), the moments stay ahead until flush_state().
   const bool bf16 = u.w->dtype() == Dtype::bf16;
-  // Each updated row comes back straight to its place in the host tensor. Addressed through raw(),
-  // which does not mark the tensor written: a mark now would make resident_matrix() below upload
-  // the whole of w again; changed(w, true) at the end records that the host has the device's rows.
-  const size_t row_bytes = cols * dtype_bytes(u.w->dtype());
-  auto* w_host = const_cast<std::byte*>(u.w->raw());
-  std::vector<void*> w_out_rows(n);
-  for (size_t j = 0; j < n; ++j) w_out_rows[j] = w_host + size_t{u.rows[j]} * row_bytes;
   std::vector<uint32_t> keys;
   if (bf16) {
     keys.resize(n);
     for (size_t j = 0; j < n; ++j) keys[j] = rounding_row_key(u.round_seed, u.row_base + u.rows[j]);
   }
+  Args args(*this, op_name(op).data());
   dev::OptimRows r;
   r.n = n;
   r.cols = cols;
   r.bf16 = bf16;
   r.rows = u.rows.data();
-  r.w_out_rows = w_out_rows.data();
   r.keys = bf16 ? keys.data() : nullptr;
   r.col_base = static_cast<uint32_t>(u.col_base);
-  r.grad = u.grad != nullptr ? u.grad->data() : nullptr;
+  r.grad = u.grad != nullptr ? args.in<float>(*u.grad) : nullptr;
   r.keep = u.keep;
   r.beta1 = u.beta1;
   r.beta2 = u.beta2;
@@ -407,54 +492,36 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     r.frozen = frozen.data();
     if (u.freeze_after > 0) r.frozen_floor = u.frozen_floor();
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  r.w = const_cast<void*>(resident_matrix(*u.w).p);
-  r.m = const_cast<void*>(resident_matrix(*u.m).p);
-  r.v = adam ? const_cast<void*>(resident_matrix(*u.v).p) : nullptr;
+  r.w = args.inout<std::byte>(*u.w);
+  r.m = args.inout<std::byte>(*u.m);
+  r.v = adam ? args.inout<std::byte>(*u.v) : nullptr;
   if (adam)
     dev::adam_rows(context(), r);
   else if (op == Op::sgd_rows)
     dev::sgd_rows(context(), r);
   else
     dev::adagrad_rows(context(), r);
-  mirror_->changed(*u.w, true);
-  mirror_->changed(*u.m, false);
-  if (adam) mirror_->changed(*u.v, false);
+  args.finish();
 }
 
 void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam_rows); }
 void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
 void CudaBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
 
-CudaBackend::Listed CudaBackend::listed(const Tensor& x, std::span<const uint32_t> rows) {
-  context();
-  Listed in;
-  if (const void* d = mirror_->find(x)) {  // weights being hashed: their device copy, rows listed
-    in.x = {d, true, x.dtype() == Dtype::bf16};
-    in.rows = rows.empty() ? nullptr : rows.data();
-    return in;
-  }
-  if (rows.empty() && x.dtype() == Dtype::f32) {
-    in.x = {x.data(), false, false};
-    return in;
-  }
-  in.gathered = gather_rows(x, rows);  // widened to f32 on the host
-  in.x = {in.gathered.data(), false, false};
-  return in;
-}
-
 void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                 uint32_t* codes) {
   FRUGAL_CHECK(spec.planes != nullptr && spec.planes->rows() == spec.tables * spec.k &&
-                   spec.planes->cols() == x.cols(),
+                   spec.planes->cols() == x.cols() && spec.planes->dtype() == Dtype::f32,
                fmt::format("SimHash: {} x {} planes for {} tables of {} bits over {} dimensions",
                            spec.planes == nullptr ? 0 : spec.planes->rows(),
                            spec.planes == nullptr ? 0 : spec.planes->cols(), spec.tables, spec.k, x.cols()));
   for (const uint32_t r : rows) FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
   const size_t n = rows.empty() ? x.rows() : rows.size();
-  std::lock_guard<std::mutex> lock(mutex_);
-  const Listed in = listed(x, rows);
-  dev::simhash(context(), spec.planes->data(), spec.tables, spec.k, in.x, in.rows, n, x.cols(), codes);
+  if (n == 0 || spec.tables == 0) return;
+  Args args(*this, "simhash_codes");
+  dev::simhash(context(), args.in<float>(*spec.planes), spec.tables, spec.k, args.matrix(x),
+               rows.empty() ? nullptr : rows.data(), n, x.cols(), codes);
+  args.finish();
 }
 
 void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
@@ -468,9 +535,10 @@ void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<co
   const dev::DwtaParams p{.tables = spec.tables, .k = spec.k, .bin_size = spec.bin_size, .bin_bits = spec.bin_bits,
                           .bucket_bits = spec.bucket_bits, .max_bucket_bits = spec.max_bucket_bits,
                           .seed = spec.seed};
-  std::lock_guard<std::mutex> lock(mutex_);
-  const Listed in = listed(x, rows);
-  dev::dwta(context(), p, spec.coords.data(), in.x, in.rows, n, x.cols(), codes);
+  Args args(*this, "dwta_codes");
+  dev::dwta(context(), p, spec.coords.data(), args.matrix(x), rows.empty() ? nullptr : rows.data(), n, x.cols(),
+            codes);
+  args.finish();
 }
 
 CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tables) {
@@ -480,12 +548,9 @@ CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tabl
   DeviceBuckets& d = buckets_[tables.owner];
   // The generation names the contents; the shape is checked too, so that tables of another shape
   // at a reused address are never read through an old copy.
-  if (d.offsets != nullptr && d.generation == tables.generation && d.buckets == tables.buckets && d.tables == nt &&
-      d.total == total)
+  if (d.generation == tables.generation && d.buckets == tables.buckets && d.tables == nt && d.total == total &&
+      !d.offsets.empty())
     return d;
-  dev::Context& ctx = context();
-  dev::device_free(ctx, d.offsets);
-  dev::device_free(ctx, d.ids);
   d = DeviceBuckets{};
   uint64_t max_entries = 0;
   for (size_t t = 0; t < nt; ++t) {
@@ -505,10 +570,10 @@ CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tabl
     for (const uint32_t o : tables.offsets[t]) offsets.push_back(base + o);
     ids.insert(ids.end(), tables.ids[t].begin(), tables.ids[t].end());
   }
-  d.offsets = dev::device_alloc(ctx, offsets.size() * sizeof(uint32_t));
-  d.ids = dev::device_alloc(ctx, ids.size() * sizeof(uint32_t));
-  dev::upload(ctx, d.offsets, offsets.data(), offsets.size() * sizeof(uint32_t));
-  dev::upload(ctx, d.ids, ids.data(), ids.size() * sizeof(uint32_t));
+  d.offsets = Tensor(0, 0, Dtype::u32, *this);
+  d.ids = Tensor(0, 0, Dtype::u32, *this);
+  assign_values(d.offsets, std::span<const uint32_t>(offsets));
+  assign_values(d.ids, std::span<const uint32_t>(ids));
   d.max_entries = static_cast<uint32_t>(max_entries);
   d.generation = tables.generation;
   d.buckets = tables.buckets;
@@ -529,15 +594,13 @@ void CudaBackend::bucket_union(const BucketTables& tables, const BucketQuery& q,
       entries[i] += tables.offsets[t][c + 1] - tables.offsets[t][c];
     }
   if (q.scanned != nullptr) std::copy(entries.begin(), entries.end(), q.scanned);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    out.clear();
-    DeviceBuckets& d = device_buckets(tables);
-    if (dev::bucket_union(context(), static_cast<const uint32_t*>(d.offsets), static_cast<const uint32_t*>(d.ids),
-                          tables.buckets, static_cast<uint32_t>(nt), d.max_entries, q.codes, q.samples,
-                          q.label_offsets.data(), q.labels.data(), q.cap, entries.data(), out.offsets, out.ids))
-      return;
-  }
+  out.clear();
+  const DeviceBuckets& d = device_buckets(tables);
+  if (dev::bucket_union(context(), reinterpret_cast<const uint32_t*>(d.offsets.device_data()),
+                        reinterpret_cast<const uint32_t*>(d.ids.device_data()), tables.buckets,
+                        static_cast<uint32_t>(nt), d.max_entries, q.codes, q.samples, q.label_offsets.data(),
+                        q.labels.data(), q.cap, entries.data(), out.offsets, out.ids))
+    return;
   // Buckets holding more entries per sample than a block's shared memory: the CPU backend's union
   // (the same result, parallel over samples on the host).
   Backend* cpu = find_backend("cpu");

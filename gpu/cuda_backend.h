@@ -2,34 +2,29 @@
 // the rest. It registers itself when libfrugal is loaded, and only when cudaGetDeviceCount reports
 // a device (gpu/cuda_info.h); otherwise find_backend("cuda") is null. No CUDA header here.
 //
-// Every op takes and returns host memory, as the interface says. The model stays on the device: the
-// weights, biases and optimizer moments the ops are given live in a DeviceMirror
-// (core/device_mirror.h) of device copies, uploaded once and again only after the host writes them
-// (a checkpoint load, a reslice); an optimizer op updates the copies and writes the changed weight
-// rows back to the host, and the moments come back only when Optimizer::state() asks
-// (flush_state()). What crosses per op is the batch, the activations, their gradients and those
-// weight rows, staged through pinned host and device buffers kept and grown per backend. Dense operands inside a
-// device copy (matmul's weights) and LSH codes of weights are read from their copies too.
+// Its tensors live in device memory (core/buffer.h): alloc_buffer hands out blocks of a caching
+// allocator (core/caching_allocator.h), so a step that makes the same tensors every step allocates
+// nothing from the device after the first; set / get / copy / clear move bytes on the backend's one
+// stream (pinned staging inside set and get), and transfers() counts what crosses. Every op reads
+// and writes tensors where they are: the model, its optimizer state, activations, logits and
+// gradients never leave the device. What the interface still passes in host memory (an ActiveSets,
+// a RowGrad's row list, an optimizer's row lists and tables, LSH codes and bucket tables) is staged
+// inside the op and counted; a host tensor given to an op is copied up for it (and back when the op
+// writes it), counted too. Ops whose outputs are all device memory return once queued.
+//
+// A backend instance belongs to one rank, which issues its ops from one thread at a time: there is
+// no lock around the ops (the allocator has its own).
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/caching_allocator.h"
 #include "gpu/cuda_kernels.h"
 
-namespace frugal {
-class DeviceMirror;
-}
-
 namespace frugal::gpu {
-
-namespace dev {
-struct Context;
-}
-class CudaMemory;
 
 class CudaBackend : public Backend {
  public:
@@ -37,21 +32,25 @@ class CudaBackend : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
-  // Where the ops' inputs and outputs live: host memory (the device copies are the backend's own).
-  Device device() const override { return {}; }
-  // Device memory free plus what the model already holds there, and host memory (the host keeps
-  // the reference copy): the smaller.
+  Device device() const override { return {DeviceKind::cuda, 0}; }
+  // The device's free memory plus the allocator's cached blocks.
   std::optional<uint64_t> state_memory_available() const override;
-  void flush_state() override;
   // cuBLAS GemmEx on bf16 copies of the operands with f32 compute (tensor cores).
   bool set_bf16_products(bool on) override;
-  // Bytes of model tensors held on the device.
-  size_t resident_bytes() const;
   bool supports(Op op) const override;
   void synchronize() override;
-  // The host-side work (sorting rows, gathering) is single-threaded; the count is only recorded.
+  // The host-side work (staging host arguments) is single-threaded; the count is only recorded.
   void set_num_threads(int threads) override;
   int num_threads() const override { return threads_; }
+
+  std::shared_ptr<Buffer> alloc_buffer(size_t bytes) override;
+  void set(Buffer& dst, size_t offset, const void* src, size_t bytes) override;
+  void get(const Buffer& src, size_t offset, void* dst, size_t bytes) override;
+  void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) override;
+  void clear(Buffer& dst, size_t offset, size_t bytes) override;
+  Transfers transfers() const override;
+  // The caching allocator's counts: a steady step allocates nothing.
+  CachingAllocator::Stats memory_stats() const;
 
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate = false) override;
   void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
@@ -82,32 +81,20 @@ class CudaBackend : public Backend {
   void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
 
  private:
-  // The device context, made on first use (registering creates nothing on the device); callers
-  // hold mutex_, which serializes the ops (they share the staging buffers).
-  dev::Context& context();
-  // t's device copy (made or refreshed by the mirror): f32 only, or (resident_matrix) f32 or bf16.
-  dev::In<float> resident(const Tensor& t);
-  dev::Matrix resident_matrix(const Tensor& t);
-  // p's device address when [p, p + floats) lies in a current device copy, else p as host memory.
-  dev::In<float> resident_range(const float* p, size_t floats);
-  // The rows of x an LSH op hashes: x's device copy with the row ids, or host rows gathered.
-  struct Listed {
-    dev::Matrix x;
-    const uint32_t* rows = nullptr;
-    std::vector<float> gathered;
-  };
-  Listed listed(const Tensor& x, std::span<const uint32_t> rows);
-  void accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const float* coefs,
-                  const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad);
-  // adam_rows, sgd_rows or adagrad_rows (op): the rows gathered, updated on the device, scattered back.
+  class Args;
+  // The device context, made on first use (registering creates nothing on the device).
+  dev::Context& context() const;
+  // adam_rows, sgd_rows or adagrad_rows (op).
   void optimizer_rows(const RowUpdate& u, Op op);
+  // Row accumulation with the entries' offsets and ids given as in.
+  void accumulate(RowWorkspace& ws, const dev::RowEntries& in, const Tensor& coefs, const Tensor& vecs,
+                  RowGrad& grad, RowGrad* bias_grad);
 
   // A BucketTables' device copy in core/bucket_union.h's flat layout, per owner (a sampler's tables:
   // a few per model, replaced when their generation changes).
   struct DeviceBuckets {
     uint64_t generation = 0;
-    void* offsets = nullptr;
-    void* ids = nullptr;
+    Tensor offsets, ids;  // u32, in this backend's buffers
     uint32_t max_entries = 0;  // the sum over tables of their largest bucket
     uint32_t buckets = 0;      // the shape copied (checked with the generation)
     size_t tables = 0, total = 0;
@@ -115,10 +102,8 @@ class CudaBackend : public Backend {
   DeviceBuckets& device_buckets(const BucketTables& tables);
   std::unordered_map<const void*, DeviceBuckets> buckets_;
 
-  mutable std::mutex mutex_;
-  dev::Context* ctx_ = nullptr;
-  CudaMemory* memory_ = nullptr;
-  DeviceMirror* mirror_ = nullptr;
+  mutable dev::Context* ctx_ = nullptr;
+  std::shared_ptr<CachingAllocator> memory_;  // shared with every buffer made from it
   int threads_ = 1;
   bool bf16_products_ = false;
 };

@@ -7,11 +7,13 @@
 #include "gpu/cuda_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,12 +71,24 @@ class OpTimer : public frugal::OpTimer {
 
 struct Context {
   int device = 0;
-  cudaStream_t stream = nullptr;  // every op's work, cuBLAS's included
-  cudaStream_t side = nullptr;    // the second stream of a pipelined op (copies of one part, kernel of another)
-  cudaEvent_t inputs_ready = nullptr;
+  cudaStream_t stream = nullptr;  // every op's work, cuBLAS's and every copy included
   cublasHandle_t blas = nullptr;
   std::vector<Buffer> slots;   // device staging buffers, by position within an op; grown, never shrunk
-  std::vector<Buffer> pinned;  // pinned host buffers, likewise: the host side of every copy
+  std::vector<Buffer> pinned;  // pinned host buffers, likewise: the host side of every staged copy
+  // An op that staged host inputs and returned before its copies ran (its outputs stay on the
+  // device) leaves its pinned buffers in use until this event: the next op to stage waits for it.
+  cudaEvent_t pinned_free = nullptr;
+  bool pinned_busy = false;
+  // What crossed (set, get, staged arguments) and what moved within the device (copy).
+  std::atomic<uint64_t> up_bytes{0}, up_calls{0}, down_bytes{0}, down_calls{0}, device_bytes{0};
+  void count_up(size_t bytes) {
+    up_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    up_calls.fetch_add(1, std::memory_order_relaxed);
+  }
+  void count_down(size_t bytes) {
+    down_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    down_calls.fetch_add(1, std::memory_order_relaxed);
+  }
 };
 
 namespace {
@@ -88,103 +102,92 @@ unsigned blocks_for(size_t n, size_t per_block = kThreads) {
 }
 
 // The buffers of one op: its i-th device request uses device slot i, its j-th copy pinned slot j,
-// each grown when too small. Copies go through pinned host memory, so they are true asynchronous
-// DMA: an upload is the host's memcpy into its pinned slot, then a copy the stream runs when it
-// gets there (the host goes on to stage the next input meanwhile); a download lands in its pinned
-// slot and reaches the caller's memory in finish(). On the side stream (pipelined ops, below), the
-// copies of one part of an op run while the main stream computes another.
+// each grown when too small. Device slots are reused by the next op, which the stream orders after
+// this one. Copies go through pinned host memory, so they are true asynchronous DMA: an upload is
+// the host's memcpy into its pinned slot, then a copy the stream runs when it gets there; a
+// download lands in its pinned slot and reaches the caller's memory in finish(). An op whose
+// outputs are all device memory never calls finish(): it returns once its work is queued.
 class Staging {
  public:
   Staging(Context& ctx, const char* op) : ctx_(ctx), timer_(op) { FRUGAL_CUDA(cudaSetDevice(ctx.device)); }
-  // Every op ends with finish(), which delivers its downloads; an op that threw does not, and its
-  // downloads are dropped with it.
   ~Staging() {
-    // An op that threw: its queued work still reads its buffers; they must not be reused before.
-    if (!finished_) {
+    if (finished_) return;
+    if (std::uncaught_exceptions() > 0) {
+      // An op that threw: its queued work still reads its buffers; they must not be reused before.
       (void)cudaStreamSynchronize(ctx_.stream);
-      (void)cudaStreamSynchronize(ctx_.side);
+      ctx_.pinned_busy = false;
+      return;
+    }
+    if (staged_) {  // uploads still in flight from pinned memory: the next op to stage waits
+      if (cudaEventRecord(ctx_.pinned_free, ctx_.stream) == cudaSuccess) {
+        ctx_.pinned_busy = true;
+      } else {
+        (void)cudaStreamSynchronize(ctx_.stream);
+      }
     }
   }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
   template <class T>
   T* alloc(size_t n) {
     return static_cast<T*>(get(ctx_.slots, next_slot_, std::max<size_t>(n, 1) * sizeof(T), false));
   }
+  // Host memory up to a device slot (counted as crossing).
   template <class T>
-  T* up(const T* host, size_t n, cudaStream_t stream = nullptr) {
+  T* up(const T* host, size_t n) {
     T* d = alloc<T>(n);
-    if (n > 0) {
-      void* staged = get(ctx_.pinned, next_pinned_, n * sizeof(T), true);
-      const auto t0 = clock();
-      std::memcpy(staged, host, n * sizeof(T));
-      count(timer_.stats.copy_s, t0);
-      timer_.stats.bytes_up += n * sizeof(T);
-      FRUGAL_CUDA(cudaMemcpyAsync(d, staged, n * sizeof(T), cudaMemcpyHostToDevice, on(stream)));
-    }
+    up_to(d, host, n);
     return d;
   }
-  // An input where the op reads it: a device copy as it is, host memory staged.
+  // Host memory up to the device address d (a buffer's: Backend::set).
   template <class T>
-  const T* in(In<T> x, size_t n) {
-    return x.device ? x.p : up(x.p, n);
-  }
-  // A weight matrix read where it is (a device copy) or staged (host f32).
-  const void* in(Matrix x, size_t n) {
-    FRUGAL_CHECK(x.device || !x.bf16, "CUDA backend: a bf16 matrix in host memory (the staging takes f32)");
-    return x.device ? x.p : up(static_cast<const float*>(x.p), n);
-  }
-  template <class T>
-  void down(T* host, const T* d, size_t n, cudaStream_t stream = nullptr) {
+  void up_to(T* d, const T* host, size_t n) {
     if (n == 0) return;
-    void* staged = get(ctx_.pinned, next_pinned_, n * sizeof(T), true);
-    FRUGAL_CUDA(cudaMemcpyAsync(staged, d, n * sizeof(T), cudaMemcpyDeviceToHost, on(stream)));
-    timer_.stats.bytes_down += n * sizeof(T);
-    pending_.push_back({host, staged, n * sizeof(T), nullptr, 0});
+    void* staged = pinned(n * sizeof(T));
+    const auto t0 = clock();
+    std::memcpy(staged, host, n * sizeof(T));
+    count(timer_.stats.copy_s, t0);
+    timer_.stats.bytes_up += n * sizeof(T);
+    ctx_.count_up(n * sizeof(T));
+    staged_ = true;
+    FRUGAL_CUDA(cudaMemcpyAsync(d, staged, n * sizeof(T), cudaMemcpyHostToDevice, ctx_.stream));
   }
-  // A download of `rows` rows of `cols` elements whose row j lands at host_rows[j] (rows scattered
-  // in the caller's memory): one copy out of pinned memory, straight to where each row lives.
+  // Host memory up when it is host memory, else (device) as it is.
   template <class T>
-  void down_rows(void* const* host_rows, const T* d, size_t rows, size_t cols) {
-    if (rows * cols == 0) return;
-    void* staged = get(ctx_.pinned, next_pinned_, rows * cols * sizeof(T), true);
-    FRUGAL_CUDA(cudaMemcpyAsync(staged, d, rows * cols * sizeof(T), cudaMemcpyDeviceToHost, on(nullptr)));
-    timer_.stats.bytes_down += rows * cols * sizeof(T);
-    pending_.push_back({nullptr, staged, rows * cols * sizeof(T), host_rows, cols * sizeof(T)});
+  const T* up_or_device(const T* p, size_t n, bool on_device) {
+    return on_device ? p : up(p, n);
   }
-  // Waits for the op's copies and kernels on both streams: its host outputs are filled when this
-  // returns. An op may finish more than once (a result it needs before going on).
+  // Device memory down to host memory, delivered by finish() (counted as crossing).
+  template <class T>
+  void down(T* host, const T* d, size_t n) {
+    if (n == 0) return;
+    void* staged = pinned(n * sizeof(T));
+    FRUGAL_CUDA(cudaMemcpyAsync(staged, d, n * sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
+    timer_.stats.bytes_down += n * sizeof(T);
+    ctx_.count_down(n * sizeof(T));
+    pending_.push_back({host, staged, n * sizeof(T)});
+  }
+  // Waits for the op's copies and kernels: its host outputs are filled when this returns. An op
+  // may finish more than once (a result it needs before going on).
   void finish() {
     auto t0 = clock();
     FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream));
-    FRUGAL_CUDA(cudaStreamSynchronize(ctx_.side));
     count(timer_.stats.wait_s, t0);
+    ctx_.pinned_busy = false;
     t0 = clock();
-    for (const Pending& p : pending_) {
-      if (p.host_rows == nullptr) {
-        std::memcpy(p.host, p.staged, p.bytes);
-        continue;
-      }
-      const auto* from = static_cast<const std::byte*>(p.staged);
-      for (size_t j = 0; j < p.bytes / p.row_bytes; ++j) std::memcpy(p.host_rows[j], from + j * p.row_bytes, p.row_bytes);
-    }
+    for (const Pending& p : pending_) std::memcpy(p.host, p.staged, p.bytes);
     count(timer_.stats.copy_s, t0);
     pending_.clear();
+    staged_ = false;
     finished_ = true;
   }
   cudaStream_t stream() const { return ctx_.stream; }
-  cudaStream_t side() const { return ctx_.side; }
-  // The side stream waits for everything queued so far on the main one (inputs both streams read).
-  void side_waits_for_main() {
-    FRUGAL_CUDA(cudaEventRecord(ctx_.inputs_ready, ctx_.stream));
-    FRUGAL_CUDA(cudaStreamWaitEvent(ctx_.side, ctx_.inputs_ready, 0));
-  }
 
  private:
   struct Pending {
-    void* host;  // where the bytes go, or (null) one row at each host_rows[j]
+    void* host;
     const void* staged;
     size_t bytes;
-    void* const* host_rows;
-    size_t row_bytes;
   };
   // The profile's clock, read only when the profile is on.
   std::chrono::steady_clock::time_point clock() const {
@@ -193,9 +196,15 @@ class Staging {
   void count(double& seconds, std::chrono::steady_clock::time_point t0) const {
     if (timer_.on()) seconds += seconds_since(t0);
   }
-  cudaStream_t on(cudaStream_t stream) {
-    finished_ = false;
-    return stream != nullptr ? stream : ctx_.stream;
+  // The next pinned slot, once the previous op's uploads out of pinned memory have run.
+  void* pinned(size_t bytes) {
+    if (ctx_.pinned_busy) {
+      const auto t0 = clock();
+      FRUGAL_CUDA(cudaEventSynchronize(ctx_.pinned_free));
+      count(timer_.stats.wait_s, t0);
+      ctx_.pinned_busy = false;
+    }
+    return get(ctx_.pinned, next_pinned_, bytes, true);
   }
   void* get(std::vector<Buffer>& pool, size_t& next, size_t bytes, bool host) {
     finished_ = false;
@@ -205,7 +214,7 @@ class Staging {
       const size_t capacity = std::max(bytes, b.capacity * 2);
       // The old buffer may still be read by work queued before this op: drain first.
       FRUGAL_CUDA(cudaStreamSynchronize(ctx_.stream));
-      FRUGAL_CUDA(cudaStreamSynchronize(ctx_.side));
+      ctx_.pinned_busy = false;
       if (b.p != nullptr) FRUGAL_CUDA(host ? cudaFreeHost(b.p) : cudaFree(b.p));
       b.p = nullptr;
       b.capacity = 0;
@@ -219,20 +228,8 @@ class Staging {
   size_t next_slot_ = 0, next_pinned_ = 0;
   std::vector<Pending> pending_;
   bool finished_ = true;
+  bool staged_ = false;  // uploads from pinned memory queued since the last finish()
 };
-
-// Splits [0, n) into up to kParts parts for a pipelined op (none below min_part items each):
-// part p's copies and kernel go on stream p % 2, so while the main stream computes one part the
-// side stream moves the next one's inputs and the last one's outputs. Parts are independent
-// (each output element still summed by one thread in a fixed order): the bits do not change.
-constexpr size_t kParts = 4;
-template <class F>
-void pipelined(Staging& st, size_t n, size_t min_part, F&& part) {
-  const size_t parts = std::clamp<size_t>(n / std::max<size_t>(min_part, 1), 1, kParts);
-  if (parts > 1) st.side_waits_for_main();
-  for (size_t p = 0; p < parts; ++p)
-    part(n * p / parts, n * (p + 1) / parts, p % 2 == 0 ? st.stream() : st.side());
-}
 
 // A weight matrix's element widened to f32: f32 storage as it is, bf16 the high half of an f32
 // (core/tensor.h), so the f32 kernels on widened values give the CPU's bf16 bits.
@@ -636,11 +633,9 @@ __global__ void adagrad_kernel(OptimRows r) {
   }
 }
 
-// out (n x cols) = rows rows[j] of w: the updated weight rows an update writes through (as stored).
-template <class S>
-__global__ void gather_rows_kernel(const S* w, const uint32_t* rows, size_t n, size_t cols, S* out) {
-  for (size_t idx = global_id(); idx < n * cols; idx += global_stride())
-    out[idx] = w[static_cast<size_t>(rows[idx / cols]) * cols + idx % cols];
+// Row i of candidates in rows of `width`: offsets[i] = i * width (top_k's dense rows as CSR).
+__global__ void dense_offsets_kernel(size_t rows, size_t width, uint64_t* offsets) {
+  for (size_t i = global_id(); i <= rows; i += global_stride()) offsets[i] = i * width;
 }
 
 // --- LSH ----------------------------------------------------------------------------------------
@@ -766,14 +761,14 @@ __global__ void compact_kernel(size_t samples, const uint64_t* from, const uint6
 
 }  // namespace
 
+
 // --- the entry points -----------------------------------------------------------------------------
 
 Context* context_create() {
   auto ctx = std::make_unique<Context>();
   FRUGAL_CUDA(cudaSetDevice(ctx->device));
   FRUGAL_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
-  FRUGAL_CUDA(cudaStreamCreateWithFlags(&ctx->side, cudaStreamNonBlocking));
-  FRUGAL_CUDA(cudaEventCreateWithFlags(&ctx->inputs_ready, cudaEventDisableTiming));
+  FRUGAL_CUDA(cudaEventCreateWithFlags(&ctx->pinned_free, cudaEventDisableTiming));
   FRUGAL_CUBLAS(cublasCreate(&ctx->blas));
   FRUGAL_CUBLAS(cublasSetStream(ctx->blas, ctx->stream));
   // Full fp32: no TF32 or other reduced-precision shortcut, whatever the environment says.
@@ -789,8 +784,7 @@ void context_destroy(Context* ctx) noexcept {
   for (Buffer& b : ctx->pinned)
     if (b.p != nullptr) (void)cudaFreeHost(b.p);
   if (ctx->blas != nullptr) (void)cublasDestroy(ctx->blas);
-  if (ctx->inputs_ready != nullptr) (void)cudaEventDestroy(ctx->inputs_ready);
-  if (ctx->side != nullptr) (void)cudaStreamDestroy(ctx->side);
+  if (ctx->pinned_free != nullptr) (void)cudaEventDestroy(ctx->pinned_free);
   if (ctx->stream != nullptr) (void)cudaStreamDestroy(ctx->stream);
   delete ctx;
 }
@@ -798,7 +792,7 @@ void context_destroy(Context* ctx) noexcept {
 void synchronize(Context& ctx) {
   FRUGAL_CUDA(cudaSetDevice(ctx.device));
   FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
-  FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
+  ctx.pinned_busy = false;
 }
 
 void* device_alloc(Context& ctx, size_t bytes) {
@@ -810,35 +804,14 @@ void* device_alloc(Context& ctx, size_t bytes) {
     size_t free = 0, total = 0;
     (void)cudaMemGetInfo(&free, &total);
     fail(__FILE__, __LINE__, "cudaMalloc",
-         "no room on the device for a model tensor of " + std::to_string(bytes) + " bytes (" + std::to_string(free) +
-             " of " + std::to_string(total) + " bytes free): " + cudaGetErrorString(e));
+         "no room on the device for " + std::to_string(bytes) + " bytes (" + std::to_string(free) + " of " +
+             std::to_string(total) + " bytes free): " + cudaGetErrorString(e));
   }
   return p;
 }
 
-void device_free(Context&, void* p) noexcept {
+void device_free(void* p) noexcept {
   if (p != nullptr) (void)cudaFree(p);  // at process exit the runtime may be gone: ignored
-}
-
-// The stream is drained first: an op still running may read the memory being replaced.
-void upload(Context& ctx, void* device, const void* host, size_t bytes) {
-  if (bytes == 0) return;
-  OpTimer timer("mirror_upload");
-  timer.stats.bytes_up = bytes;
-  FRUGAL_CUDA(cudaSetDevice(ctx.device));
-  FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
-  FRUGAL_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, ctx.stream));
-  FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
-}
-
-void download(Context& ctx, void* host, const void* device, size_t bytes) {
-  if (bytes == 0) return;
-  OpTimer timer("mirror_download");
-  timer.stats.bytes_down = bytes;
-  FRUGAL_CUDA(cudaSetDevice(ctx.device));
-  FRUGAL_CUDA(cudaStreamSynchronize(ctx.side));
-  FRUGAL_CUDA(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, ctx.stream));
-  FRUGAL_CUDA(cudaStreamSynchronize(ctx.stream));
 }
 
 size_t free_bytes(Context& ctx) {
@@ -848,19 +821,47 @@ size_t free_bytes(Context& ctx) {
   return free;
 }
 
-void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
+void set(Context& ctx, void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  Staging st(ctx, "set");
+  st.up_to(static_cast<std::byte*>(device), static_cast<const std::byte*>(host), bytes);
+}
+
+void get(Context& ctx, void* host, const void* device, size_t bytes) {
+  if (bytes == 0) return;
+  Staging st(ctx, "get");
+  st.down(static_cast<std::byte*>(host), static_cast<const std::byte*>(device), bytes);
+  st.finish();
+}
+
+void copy(Context& ctx, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  Staging st(ctx, "copy");
+  ctx.device_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  FRUGAL_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st.stream()));
+}
+
+void clear(Context& ctx, void* device, size_t bytes) {
+  if (bytes == 0) return;
+  FRUGAL_CUDA(cudaSetDevice(ctx.device));
+  FRUGAL_CUDA(cudaMemsetAsync(device, 0, bytes, ctx.stream));
+}
+
+Crossed crossed(const Context& ctx) {
+  return {ctx.up_bytes.load(), ctx.up_calls.load(), ctx.down_bytes.load(), ctx.down_calls.load(),
+          ctx.device_bytes.load()};
+}
+
+void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
             int64_t k, bool accumulate, bool bf16) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C stays (accumulate) or becomes 0
-    if (!accumulate) std::fill(c, c + m * n, 0.0f);
+    if (!accumulate) clear(ctx, c, static_cast<size_t>(m * n) * sizeof(float));
     return;
   }
   constexpr int64_t kMax = 0x7fffffff;
   FRUGAL_CHECK(m <= kMax && n <= kMax && k <= kMax, "CUDA backend: matmul dimensions beyond cuBLAS's int range");
   Staging st(ctx, __func__);
-  const float* da = st.in(a, static_cast<size_t>(m * k));
-  const float* db = st.in(b, static_cast<size_t>(k * n));
-  float* dc = accumulate ? st.up(c, static_cast<size_t>(m * n)) : st.alloc<float>(static_cast<size_t>(m * n));
   // Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T: a row-major matrix read as
   // column-major is its transpose, so B goes first and each operand's flag is its own.
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
@@ -870,36 +871,30 @@ void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, 
     const size_t na = static_cast<size_t>(m * k), nb = static_cast<size_t>(k * n);
     auto* a16 = st.alloc<__nv_bfloat16>(na);
     auto* b16 = st.alloc<__nv_bfloat16>(nb);
-    to_bf16_kernel<<<blocks_for(na), kThreads, 0, st.stream()>>>(da, na, a16);
+    to_bf16_kernel<<<blocks_for(na), kThreads, 0, st.stream()>>>(a, na, a16);
     FRUGAL_LAUNCHED();
-    to_bf16_kernel<<<blocks_for(nb), kThreads, 0, st.stream()>>>(db, nb, b16);
+    to_bf16_kernel<<<blocks_for(nb), kThreads, 0, st.stream()>>>(b, nb, b16);
     FRUGAL_LAUNCHED();
     // The pedantic mode the context keeps for fp32 would forbid the tensor-core algorithms.
     FRUGAL_CUBLAS(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));
     const cublasStatus_t status =
         cublasGemmEx(ctx.blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
-                     b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, dc, CUDA_R_32F, static_cast<int>(n),
+                     b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c, CUDA_R_32F, static_cast<int>(n),
                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     FRUGAL_CUBLAS(cublasSetMathMode(ctx.blas, CUBLAS_PEDANTIC_MATH));
     FRUGAL_CUBLAS(status);
   } else {
     FRUGAL_CUBLAS(cublasSgemm(ctx.blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                              &alpha, db, ldb, da, lda, &beta, dc, static_cast<int>(n)));
+                              &alpha, b, ldb, a, lda, &beta, c, static_cast<int>(n)));
   }
-  st.down(c, dc, static_cast<size_t>(m * n));
-  st.finish();
 }
 
-void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, In<float> bias, bool relu) {
+void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, const float* bias, bool relu) {
   const size_t n = rows * cols;
   if (n == 0) return;
   Staging st(ctx, __func__);
-  float* dy = st.up(y, n);
-  const float* db = st.in(bias, cols);
-  bias_act_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(dy, n, cols, db, relu);
+  bias_act_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(y, n, cols, bias, relu);
   FRUGAL_LAUNCHED();
-  st.down(y, dy, n);
-  st.finish();
 }
 
 void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, size_t cols, bool relu,
@@ -907,101 +902,62 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
   const size_t n = rows * cols;
   if (cols == 0) return;
   Staging st(ctx, __func__);
-  float* dg = st.up(grad, n);
-  float* dbias = st.alloc<float>(cols);
   if (relu && n > 0) {
-    const float* dy = st.up(y, n);
-    relu_mask_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(dg, dy, n);
+    relu_mask_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(grad, y, n);
     FRUGAL_LAUNCHED();
   }
-  column_sums_kernel<<<blocks_for(cols), kThreads, 0, st.stream()>>>(dg, rows, cols, dbias);
+  column_sums_kernel<<<blocks_for(cols), kThreads, 0, st.stream()>>>(grad, rows, cols, bias_grad);
   FRUGAL_LAUNCHED();
-  st.down(grad, dg, n);
-  st.down(bias_grad, dbias, cols);
-  st.finish();
 }
 
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                    Matrix w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out) {
+                    Matrix w, size_t h, const float* bias, bool relu, float* out) {
   if (points == 0 || h == 0) return;
   Staging st(ctx, __func__);
-  const void* dw = st.in(w, w_rows * h);
-  const float* db = st.in(bias, h);
-  // Parts of the batch: one part's features go up and another's outputs come down while a third
-  // is computed. Each part's offsets are rebased to its own features.
-  std::vector<uint64_t> rebased(points + 1);
-  pipelined(st, points, 256, [&](size_t p0, size_t p1, cudaStream_t stream) {
-    const uint64_t e0 = offsets[p0], e1 = offsets[p1];
-    for (size_t i = p0; i <= p1; ++i) rebased[i] = offsets[i] - e0;
-    const uint64_t* doff = st.up(rebased.data() + p0, p1 - p0 + 1, stream);
-    const uint32_t* dids = st.up(ids + e0, e1 - e0, stream);
-    const float* dvals = st.up(vals + e0, e1 - e0, stream);
-    float* dout = st.alloc<float>((p1 - p0) * h);
-    if (w.bf16)
-      sparse_forward_kernel<<<blocks_for(p1 - p0, 1), kThreads, 0, stream>>>(
-          doff, p1 - p0, dids, dvals, static_cast<const uint16_t*>(dw), h, db, relu, dout);
-    else
-      sparse_forward_kernel<<<blocks_for(p1 - p0, 1), kThreads, 0, stream>>>(
-          doff, p1 - p0, dids, dvals, static_cast<const float*>(dw), h, db, relu, dout);
-    FRUGAL_LAUNCHED();
-    st.down(out + p0 * h, dout, (p1 - p0) * h, stream);
-  });
-  st.finish();
+  if (w.bf16)
+    sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(
+        offsets, points, ids, vals, static_cast<const uint16_t*>(w.p), h, bias, relu, out);
+  else
+    sparse_forward_kernel<<<blocks_for(points, 1), kThreads, 0, st.stream()>>>(
+        offsets, points, ids, vals, static_cast<const float*>(w.p), h, bias, relu, out);
+  FRUGAL_LAUNCHED();
 }
 
-void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
-                   const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
-                   size_t bias_rows, const float* logit_offsets, float* logits) {
+void active_logits(Context& ctx, const float* h, size_t d, const uint32_t* sample, const uint32_t* ids,
+                   size_t entries, Matrix w, const float* bias, const float* logit_offsets, float* logits) {
   if (entries == 0) return;
   Staging st(ctx, __func__);
-  const float* dh = st.up(h, samples * d);
-  const void* dw = st.in(w, w_rows * d);
-  const float* db = st.in(bias, bias_rows);
-  // Parts of the entries: one part's ids go up and another's logits come down while a third is
-  // computed (the inputs above, read by every part, first).
-  pipelined(st, entries, 1 << 15, [&](size_t e0, size_t e1, cudaStream_t stream) {
-    const size_t n = e1 - e0;
-    const uint32_t* dsample = st.up(sample + e0, n, stream);
-    const uint32_t* dids = st.up(ids + e0, n, stream);
-    const float* doff = logit_offsets != nullptr ? st.up(logit_offsets + e0, n, stream) : nullptr;
-    float* dz = st.alloc<float>(n);
-    if (w.bf16)
-      active_logits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dh, d, dsample, dids, n,
-                                                                   static_cast<const uint16_t*>(dw), db, doff, dz);
-    else
-      active_logits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dh, d, dsample, dids, n,
-                                                                   static_cast<const float*>(dw), db, doff, dz);
-    FRUGAL_LAUNCHED();
-    st.down(logits + e0, dz, n, stream);
-  });
-  st.finish();
+  const uint32_t* dsample = st.up(sample, entries);
+  const uint32_t* dids = st.up(ids, entries);
+  const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
+  if (w.bf16)
+    active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
+        h, d, dsample, dids, entries, static_cast<const uint16_t*>(w.p), bias, doff, logits);
+  else
+    active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
+        h, d, dsample, dids, entries, static_cast<const float*>(w.p), bias, doff, logits);
+  FRUGAL_LAUNCHED();
 }
 
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                     const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h) {
+                     const float* dlogits, Matrix w, size_t d, float* grad_h) {
   if (samples == 0 || d == 0) return;
   const size_t entries = offsets[samples];
   Staging st(ctx, __func__);
   const uint64_t* doff = st.up(offsets, samples + 1);
   const uint32_t* dids = st.up(ids, entries);
-  const float* ddl = st.up(dlogits, entries);
-  const void* dw = st.in(w, w_rows * d);
-  float* dg = st.alloc<float>(samples * d);
   if (w.bf16)
     active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
-        doff, samples, dids, ddl, static_cast<const uint16_t*>(dw), d, dg);
+        doff, samples, dids, dlogits, static_cast<const uint16_t*>(w.p), d, grad_h);
   else
     active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
-        doff, samples, dids, ddl, static_cast<const float*>(dw), d, dg);
+        doff, samples, dids, dlogits, static_cast<const float*>(w.p), d, grad_h);
   FRUGAL_LAUNCHED();
-  st.down(grad_h, dg, samples * d);
-  st.finish();
 }
 
-void row_accumulate(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids, const float* coefs,
-                    size_t num_rows, const float* vecs, size_t d, std::vector<uint32_t>& rows,
-                    const std::function<RowSumsOut(size_t)>& prepare) {
-  const size_t entries = offsets[samples];
+void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size_t num_rows, const float* vecs,
+                    size_t d, std::vector<uint32_t>& rows, const std::function<RowSumsOut(size_t)>& prepare) {
+  const size_t entries = in.entries, samples = in.samples;
   rows.clear();
   if (entries == 0) {
     prepare(0);
@@ -1013,10 +969,8 @@ void row_accumulate(Context& ctx, const uint64_t* offsets, size_t samples, const
   int end_bit = 1;
   while (end_bit < 32 && (size_t{1} << end_bit) < num_rows) ++end_bit;
   Staging st(ctx, __func__);
-  const uint32_t* dids = st.up(ids, entries);
-  const float* dcoefs = st.up(coefs, entries);
-  const uint64_t* doff = st.up(offsets, samples + 1);
-  const float* dvecs = st.up(vecs, samples * d);
+  const uint32_t* dids = st.up_or_device(in.ids, entries, in.on_device);
+  const uint64_t* doff = st.up_or_device(in.offsets, samples + 1, in.on_device);
   uint32_t* dpos = st.alloc<uint32_t>(entries);
   uint32_t* dkeys = st.alloc<uint32_t>(entries);
   uint32_t* dperm = st.alloc<uint32_t>(entries);
@@ -1052,103 +1006,73 @@ void row_accumulate(Context& ctx, const uint64_t* offsets, size_t samples, const
   // 4. Each sorted entry's sample and coefficient, then a block per row sums them in order.
   uint32_t* dsample = st.alloc<uint32_t>(entries);
   float* dcoef = st.alloc<float>(entries);
-  sorted_entries_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dperm, entries, doff, samples, dcoefs,
+  sorted_entries_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(dperm, entries, doff, samples, coefs,
                                                                            dsample, dcoef);
   FRUGAL_LAUNCHED();
   const RowSumsOut out = prepare(nrows);
-  float* dout = st.alloc<float>(nrows * d);
-  float* dbias = out.bias != nullptr ? st.alloc<float>(nrows) : nullptr;
-  row_sums_kernel<<<blocks_for(nrows, 1), kThreads, 0, st.stream()>>>(dstart, nrows, dsample, dcoef, dvecs, d, dout,
-                                                                      dbias);
+  row_sums_kernel<<<blocks_for(nrows, 1), kThreads, 0, st.stream()>>>(dstart, nrows, dsample, dcoef, vecs, d,
+                                                                      out.values, out.bias);
   FRUGAL_LAUNCHED();
+  // The row list is host memory (core/backend.h's RowGrad): it comes down; the sums stay.
   rows.resize(nrows);
   st.down(rows.data(), drows, nrows);
-  st.down(out.values, dout, nrows * d);
-  if (out.bias != nullptr) st.down(out.bias, dbias, nrows);
   st.finish();
 }
 
-void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, size_t samples, float* max) {
+void xent_max(Context& ctx, const float* z, const uint64_t* offsets, size_t samples, float* max) {
   if (samples == 0) return;
   Staging st(ctx, __func__);
-  const float* dz = st.up(z, nz);
-  const uint64_t* doff = st.up(offsets, samples + 1);
-  float* dmax = st.alloc<float>(samples);
-  xent_max_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, samples, dmax);
+  xent_max_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(z, offsets, samples, max);
   FRUGAL_LAUNCHED();
-  st.down(max, dmax, samples);
-  st.finish();
 }
 
-void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+void xent_sums(Context& ctx, const float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                const uint32_t* positions, size_t samples, const float* max, float* sums) {
   if (samples == 0) return;
   Staging st(ctx, __func__);
-  const float* dz = st.up(z, nz);
-  const uint64_t* doff = st.up(offsets, samples + 1);
-  const uint64_t* dpoff = st.up(pos_offsets, samples + 1);
-  const uint32_t* dpos = st.up(positions, pos_offsets[samples]);
-  const float* dmax = st.up(max, samples);
-  float* dsums = st.alloc<float>(2 * samples);
-  xent_sums_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, samples, dmax, dsums);
+  xent_sums_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(z, offsets, pos_offsets, positions, samples,
+                                                                      max, sums);
   FRUGAL_LAUNCHED();
-  st.down(sums, dsums, 2 * samples);
-  st.finish();
 }
 
-void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+void xent_loss_grad(Context& ctx, float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                     const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
                     const float* sums, float scale, double* losses) {
   if (samples == 0) return;
   Staging st(ctx, __func__);
-  float* dz = st.up(z, nz);
-  const uint64_t* doff = st.up(offsets, samples + 1);
-  const uint64_t* dpoff = st.up(pos_offsets, samples + 1);
-  const uint32_t* dpos = st.up(positions, pos_offsets[samples]);
-  const uint64_t* dloff = st.up(label_offsets, samples + 1);
-  const float* dmax = st.up(max, samples);
-  const float* dsums = st.up(sums, 2 * samples);
-  double* dloss = st.alloc<double>(samples);
-  xent_loss_grad_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(dz, doff, dpoff, dpos, dloff, samples,
-                                                                              dmax, dsums, scale, dloss);
+  xent_loss_grad_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
+      z, offsets, pos_offsets, positions, label_offsets, samples, max, sums, scale, losses);
   FRUGAL_LAUNCHED();
-  st.down(z, dz, nz);
-  st.down(losses, dloss, samples);
-  st.finish();
 }
 
-void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
-           In<float> bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores) {
+void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, size_t width,
+           const uint32_t* ids, const float* bias, uint32_t label_base, size_t k, uint32_t* labels,
+           float* out_scores) {
   if (rows == 0 || k == 0) return;
-  const size_t n = offsets[rows];
   Staging st(ctx, __func__);
-  const float* ds = st.up(scores, n);
-  const uint64_t* doff = st.up(offsets, rows + 1);
-  const uint32_t* dids = ids != nullptr ? st.up(ids, n) : nullptr;
-  const float* db = bias.p != nullptr ? st.in(bias, bias_size) : nullptr;
-  uint32_t* dl = st.alloc<uint32_t>(rows * k);
-  float* dout = st.alloc<float>(rows * k);
+  if (offsets == nullptr) {  // rows of `width` candidates: CSR offsets made on the device
+    uint64_t* doff = st.alloc<uint64_t>(rows + 1);
+    dense_offsets_kernel<<<blocks_for(rows + 1), kThreads, 0, st.stream()>>>(rows, width, doff);
+    FRUGAL_LAUNCHED();
+    offsets = doff;
+  }
   if (k <= kTopKMax)
-    top_k_block_kernel<<<blocks_for(rows, 1), kTopKThreads, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k,
-                                                                               dl, dout);
+    top_k_block_kernel<<<blocks_for(rows, 1), kTopKThreads, 0, st.stream()>>>(rows, scores, offsets, ids, bias,
+                                                                               label_base, k, labels, out_scores);
   else
-    top_k_kernel<<<blocks_for(rows, 64), 64, 0, st.stream()>>>(rows, ds, doff, dids, db, label_base, k, dl, dout);
+    top_k_kernel<<<blocks_for(rows, 64), 64, 0, st.stream()>>>(rows, scores, offsets, ids, bias, label_base, k,
+                                                               labels, out_scores);
   FRUGAL_LAUNCHED();
-  st.down(labels, dl, rows * k);
-  st.down(out_scores, dout, rows * k);
-  st.finish();
 }
 
 namespace {
 
-// The device side of r: w, m, v are device copies already; the row ids, rounding keys, gradients
-// and plans go up.
+// The device side of r: w, m, v and the gradient are device memory already; the row ids, rounding
+// keys and plans go up.
 OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   OptimRows d = r;
-  const size_t total = r.n * r.cols;
   d.rows = st.up(r.rows, r.n);
   d.keys = r.keys != nullptr ? st.up(r.keys, r.n) : nullptr;
-  d.grad = r.grad != nullptr ? st.up(r.grad, total) : nullptr;
   if (r.has_plan != nullptr) {
     d.has_plan = st.up(r.has_plan, r.n);
     d.plan = st.up(r.plan, 4 * r.n);
@@ -1161,19 +1085,6 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
     d.frozen = r.frozen != nullptr ? st.up(r.frozen, r.n) : nullptr;
   }
   return d;
-}
-
-// After the update kernel: the updated rows of w, gathered on the device, come back to the host
-// rows w_out_rows.
-template <class S>
-void write_through(Staging& st, const OptimRows& r, const OptimRows& d) {
-  const size_t total = r.n * r.cols;
-  S* gathered = st.alloc<S>(total);
-  gather_rows_kernel<<<blocks_for(total), kThreads, 0, st.stream()>>>(static_cast<const S*>(d.w), d.rows, r.n,
-                                                                       r.cols, gathered);
-  FRUGAL_LAUNCHED();
-  st.down_rows(r.w_out_rows, gathered, r.n, r.cols);
-  st.finish();
 }
 
 enum class Rule { adam, sgd, adagrad };
@@ -1189,7 +1100,6 @@ void update_rows(Staging& st, const OptimRows& r, Rule rule) {
   else
     adagrad_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d);
   FRUGAL_LAUNCHED();
-  write_through<S>(st, r, d);
 }
 
 void optimizer_rows(Context& ctx, const OptimRows& r, Rule rule) {
@@ -1211,17 +1121,14 @@ void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, 
              size_t dim, uint32_t* codes) {
   if (n == 0 || tables == 0) return;
   Staging st(ctx, __func__);
-  const float* dp = st.up(planes, tables * static_cast<size_t>(k) * dim);
-  // A device copy is read where it is (rows listed); host rows were gathered by the caller.
-  const void* dx = st.in(x, n * dim);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   uint32_t* dc = st.alloc<uint32_t>(n * tables);
   if (x.bf16)
     simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(
-        dp, tables, k, static_cast<const uint16_t*>(dx), drows, n, dim, dc);
+        planes, tables, k, static_cast<const uint16_t*>(x.p), drows, n, dim, dc);
   else
     simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(
-        dp, tables, k, static_cast<const float*>(dx), drows, n, dim, dc);
+        planes, tables, k, static_cast<const float*>(x.p), drows, n, dim, dc);
   FRUGAL_LAUNCHED();
   st.down(codes, dc, n * tables);
   st.finish();
@@ -1233,16 +1140,15 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, c
   if (n == 0 || p.tables == 0) return;
   Staging st(ctx, __func__);
   const uint32_t* dcoords = st.up(coords, bins * static_cast<size_t>(p.bin_size));
-  const void* dx = st.in(x, n * dim);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   int32_t* dwin = st.alloc<int32_t>(n * bins);
   uint32_t* dc = st.alloc<uint32_t>(n * p.tables);
   if (x.bf16)
     dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(
-        dcoords, bins, p.bin_size, static_cast<const uint16_t*>(dx), drows, n, dim, dwin);
+        dcoords, bins, p.bin_size, static_cast<const uint16_t*>(x.p), drows, n, dim, dwin);
   else
     dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(
-        dcoords, bins, p.bin_size, static_cast<const float*>(dx), drows, n, dim, dwin);
+        dcoords, bins, p.bin_size, static_cast<const float*>(x.p), drows, n, dim, dwin);
   FRUGAL_LAUNCHED();
   dwta_codes_kernel<<<blocks_for(n * p.tables), kThreads, 0, st.stream()>>>(p, dwin, n, dc);
   FRUGAL_LAUNCHED();

@@ -1,9 +1,12 @@
-// The device half of the CUDA backend (gpu/cuda_kernels.cu): plain functions over host arrays, so
-// that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header. Each function
-// copies its host inputs into the context's staging buffers, runs cuBLAS, CUB or a kernel of its own,
-// copies the results back and returns when they are in host memory. Inputs given as In{p, true} are
-// already on the device: the copies of weights, biases and optimizer state the backend keeps there
-// (core/device_mirror.h, through the memory functions below), used where they are.
+// The device half of the CUDA backend (gpu/cuda_kernels.cu): plain functions over device pointers,
+// so that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header.
+//
+// Pointers named as device memory are the backend's buffers (its tensors); the arguments the
+// interface still passes in host memory (an ActiveSets' ids, a RowGrad's row list, an optimizer's
+// row lists and tables, LSH codes) are named as host memory: a function copies those up itself
+// (through pinned staging, counted) and, for a host output, copies it back and returns with it
+// filled. Everything is ordered on the context's one stream: a function whose outputs are all device
+// memory returns once its work is queued.
 //
 // Every sum is one thread's, in a fixed order (no float atomics; CUB's sort is stable), so results
 // are deterministic; the .cu files are built with -fmad=false, so the element-wise ops round
@@ -17,96 +20,113 @@
 
 namespace frugal::gpu::dev {
 
-// A device (0), one stream, a cuBLAS handle and staging buffers that grow and are kept.
+// A device (0), its stream, a cuBLAS handle and staging buffers that grow and are kept.
 struct Context;
 Context* context_create();
 void context_destroy(Context* ctx) noexcept;  // not at process exit (gpu/cuda_backend.cpp)
 void synchronize(Context& ctx);
 
-// Device memory for the backend's DeviceMirror: allocate throws naming the size when the device has
-// no room; copies return when done. free_bytes: cudaMemGetInfo's free memory.
+// Device memory (cudaMalloc / cudaFree: the backend's caching allocator, core/caching_allocator.h,
+// calls these only when its cache has no block). device_alloc throws naming the size when the
+// device has no room; device_free ignores errors (at process exit the runtime may be gone).
 void* device_alloc(Context& ctx, size_t bytes);
-void device_free(Context& ctx, void* p) noexcept;
-void upload(Context& ctx, void* device, const void* host, size_t bytes);
-void download(Context& ctx, void* host, const void* device, size_t bytes);
+void device_free(void* p) noexcept;
 size_t free_bytes(Context& ctx);
 
-// An input in host memory (staged by the op) or already on the device (device = true).
-template <class T>
-struct In {
-  const T* p = nullptr;
-  bool device = false;
+// Backend::set / get / copy / clear on device memory, ordered on the stream. set returns when
+// `host` may be reused (its bytes are in pinned staging or on the device); get returns with `host`
+// filled. Each counts in the profile (FRUGAL_CUDA_PROFILE) as "set" / "get".
+void set(Context& ctx, void* device, const void* host, size_t bytes);
+void get(Context& ctx, void* host, const void* device, size_t bytes);
+void copy(Context& ctx, void* dst, const void* src, size_t bytes);
+void clear(Context& ctx, void* device, size_t bytes);
+
+// Bytes that crossed between the host and the device so far: set, get and the staging of host
+// arguments inside the functions below.
+struct Crossed {
+  uint64_t up_bytes = 0, up_calls = 0, down_bytes = 0, down_calls = 0, device_bytes = 0;
 };
-// A weight matrix an op reads: host f32 memory (staged), or a device copy in f32 or bf16 storage
-// (`--precision bf16`; the kernels widen each element, as the CPU's bf16 kernels do).
+Crossed crossed(const Context& ctx);
+
+// A weight matrix an op reads (device memory) in f32 or bf16 storage (`--precision bf16`: the
+// kernels widen each element, as the CPU's bf16 kernels do).
 struct Matrix {
   const void* p = nullptr;
-  bool device = false;
   bool bf16 = false;
 };
 
 // C (m x n) = op(a) op(b) (+ c), row-major, as Backend::matmul; fp32 cuBLAS (no TF32), or with
 // bf16: both operands rounded to bf16 on the device (to nearest even) and multiplied by cuBLAS
-// GemmEx with f32 compute and output (tensor cores).
-void matmul(Context& ctx, In<float> a, bool trans_a, In<float> b, bool trans_b, float* c, int64_t m, int64_t n,
+// GemmEx with f32 compute and output (tensor cores). a, b, c: device.
+void matmul(Context& ctx, const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
             int64_t k, bool accumulate, bool bf16);
-void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, In<float> bias, bool relu);
-// y is read only with relu.
+// y, bias: device.
+void bias_act_forward(Context& ctx, float* y, size_t rows, size_t cols, const float* bias, bool relu);
+// grad, y (read only with relu), bias_grad: device.
 void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, size_t cols, bool relu,
                        float* bias_grad);
 
 // out[i] = act(bias + sum over point i's entries e, in order, of vals[e] * w[ids[e]]): w holds the
-// w_rows rows the ids refer to, h columns each.
+// rows the ids refer to (checked by the layer on the host), h columns each. Every pointer is device
+// memory (the batch's CSR was set where the step begins).
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
-                    Matrix w, size_t w_rows, size_t h, In<float> bias, bool relu, float* out);
-// logits[e] = <h[sample[e]], w[ids[e]]> + bias[ids[e]] (then + offsets[e] when not null), the dot
-// product with the CPU kernels' 16 partial sums.
-void active_logits(Context& ctx, const float* h, size_t samples, size_t d, const uint32_t* sample,
-                   const uint32_t* ids, size_t entries, Matrix w, In<float> bias, size_t w_rows,
-                   size_t bias_rows, const float* logit_offsets, float* logits);
+                    Matrix w, size_t h, const float* bias, bool relu, float* out);
+// logits[e] = <h[sample[e]], w[ids[e]]> + bias[ids[e]] (then + logit_offsets[e] when not null), the
+// dot product with the CPU kernels' 16 partial sums. sample, ids, logit_offsets: host (staged);
+// h, w, bias, logits: device.
+void active_logits(Context& ctx, const float* h, size_t d, const uint32_t* sample, const uint32_t* ids,
+                   size_t entries, Matrix w, const float* bias, const float* logit_offsets, float* logits);
 // grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
+// offsets, ids: host (staged); dlogits, w, grad_h: device.
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
-                     const float* dlogits, Matrix w, size_t w_rows, size_t d, float* grad_h);
+                     const float* dlogits, Matrix w, size_t d, float* grad_h);
 // Row accumulation (kernels/sparse_ops.cpp's RowAccumulator), all of it on the device: entry e of
 // sample i (offsets[i] <= e < offsets[i+1]) adds coefs[e] * vecs[i] (d floats) to row ids[e] (ids
-// below num_rows, checked by the caller). rows gets the distinct rows, ascending; prepare(nrows) is
-// then called once, and row j's sum (its entries in input order, as the CPU sums them) goes to
-// values + j d, the sum of its coefficients to bias[j] (when bias is not null).
+// below num_rows, checked by the caller). rows (host) gets the distinct rows, ascending; prepare(nrows)
+// is then called once and returns where row j's sum goes (values + j d, device) and the sum of its
+// coefficients (bias[j], device, when not null). offsets, ids: host (staged) or, with
+// entries_on_device, device memory (the input batch's CSR); coefs, vecs: device.
 struct RowSumsOut {
   float* values = nullptr;
   float* bias = nullptr;
 };
-void row_accumulate(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids, const float* coefs,
-                    size_t num_rows, const float* vecs, size_t d, std::vector<uint32_t>& rows,
-                    const std::function<RowSumsOut(size_t)>& prepare);
+struct RowEntries {
+  const uint64_t* offsets = nullptr;  // samples + 1
+  const uint32_t* ids = nullptr;      // entries
+  size_t samples = 0, entries = 0;
+  bool on_device = false;
+};
+void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size_t num_rows, const float* vecs,
+                    size_t d, std::vector<uint32_t>& rows, const std::function<RowSumsOut(size_t)>& prepare);
 
-// The softmax cross-entropy ops of Backend, one thread per sample.
-void xent_max(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, size_t samples, float* max);
-void xent_sums(Context& ctx, const float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+// The softmax cross-entropy ops of Backend, one thread per sample; every pointer is device memory.
+void xent_max(Context& ctx, const float* z, const uint64_t* offsets, size_t samples, float* max);
+void xent_sums(Context& ctx, const float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                const uint32_t* positions, size_t samples, const float* max, float* sums);
-void xent_loss_grad(Context& ctx, float* z, size_t nz, const uint64_t* offsets, const uint64_t* pos_offsets,
+void xent_loss_grad(Context& ctx, float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                     const uint32_t* positions, const uint64_t* label_offsets, size_t samples, const float* max,
                     const float* sums, float scale, double* losses);
 
-// Backend::top_k with CSR rows (offsets always given); bias has bias_size entries (or is null).
-void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, const uint32_t* ids,
-           In<float> bias, size_t bias_size, uint32_t label_base, size_t k, uint32_t* labels, float* out_scores);
+// Backend::top_k. scores, ids (null: positions), bias (null: none; its entry for label 0),
+// labels, out_scores: device. offsets: device, or null for rows of `width` candidates.
+void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offsets, size_t width,
+           const uint32_t* ids, const float* bias, uint32_t label_base, size_t k, uint32_t* labels,
+           float* out_scores);
 
-// The listed rows of an optimizer step: w, m, v are the device copies of the whole matrices (f32, or
-// bf16 with bf16 set), row j of the update is their row rows[j] (host ids, n of them), and the
-// updated rows of w come back, as stored, to the host rows w_out_rows[j] (cols elements each); m and v
-// stay on the device. bf16: keys[j] (host) is row j's rounding key and col_base the first column's
-// position in the whole parameter (kernels/optim_ops.cpp's row_key and col_base).
+// The listed rows of an optimizer step: w, m, v, grad are device memory (f32 state, or bf16 with
+// bf16 set), row j of the update is their row rows[j] (host ids, n of them, staged with every other
+// host array here). bf16: keys[j] is row j's rounding key and col_base the first column's position
+// in the whole parameter (kernels/optim_ops.cpp's row_key and col_base).
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
 // terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
 // correction2[count]; frozen[j] (null: none) marks a row whose second moment is frozen (c2[j] is
-// then correction2[freeze_after], and v is raised to frozen_floor g^2 where below). Adagrad: m is the accumulator, eps Adagrad's. grad null: catch-up only.
+// then correction2[freeze_after], and v is raised to frozen_floor g^2 where below). Adagrad: m is
+// the accumulator, eps Adagrad's. grad null: catch-up only.
 struct OptimRows {
   size_t n = 0, cols = 0;
   void *w = nullptr, *m = nullptr, *v = nullptr;
   bool bf16 = false;
   const uint32_t* rows = nullptr;
-  void* const* w_out_rows = nullptr;  // the host address of each listed row of w
   const uint32_t* keys = nullptr;
   uint32_t col_base = 0;
   const float* grad = nullptr;
@@ -123,8 +143,8 @@ void adam_rows(Context& ctx, const OptimRows& r);
 void sgd_rows(Context& ctx, const OptimRows& r);
 void adagrad_rows(Context& ctx, const OptimRows& r);
 
-// codes[j * tables + t] for n rows of x (dim columns), as Backend's LSH ops.
-// rows (host, n ids; null: rows 0..n-1 of x) are the rows of x hashed.
+// codes[j * tables + t] for n rows of x (dim columns), as Backend's LSH ops: planes, coords and x
+// are device memory; rows (host, n ids; null: rows 0..n-1 of x) and codes (host) are staged.
 void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
              size_t dim, uint32_t* codes);
 struct DwtaParams {
@@ -132,6 +152,7 @@ struct DwtaParams {
   int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
   uint64_t seed = 0;
 };
+// coords: host (tables * k * bin_size ids below dim).
 void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, const uint32_t* rows, size_t n,
           size_t dim, uint32_t* codes);
 

@@ -1,6 +1,6 @@
 // The CPU Backend ("cpu"): oneDNN for dense products, vectorized oneTBB-parallel kernels for the
 // rest (kernels/*.h). It registers itself when libfrugal is loaded (a static registrar in
-// cpu_backend.cpp); layers reach it through default_backend() (core/backend.h).
+// cpu_backend.cpp); layers reach it through host_backend() (core/backend.h).
 #pragma once
 
 #include <memory>

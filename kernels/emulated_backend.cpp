@@ -21,14 +21,18 @@ OpProfile& emulated_profile() {
 
 constexpr size_t kAlign = 64;
 
-// The device's memory: host memory, refused to host code (its Device is not the host's).
+// The device's memory: host memory, refused to host code (its Device is not the host's), from the
+// backend's caching allocator (as a GPU's is), and back to it when the last tensor viewing it goes.
 class EmulatedBuffer final : public Buffer {
  public:
-  EmulatedBuffer(std::byte* base, size_t bytes, Backend* owner)
-      : Buffer(Device{DeviceKind::emulated, 0}, base, bytes, owner) {}
-  ~EmulatedBuffer() override {
-    if (base() != nullptr) free_for_random_access(base());
-  }
+  EmulatedBuffer(std::shared_ptr<CachingAllocator> memory, CachingAllocator::Block block, Backend* owner)
+      : Buffer(Device{DeviceKind::emulated, 0}, static_cast<std::byte*>(block.p), block.bytes, owner),
+        memory_(std::move(memory)), block_(block) {}
+  ~EmulatedBuffer() override { memory_->release(block_); }
+
+ private:
+  std::shared_ptr<CachingAllocator> memory_;
+  CachingAllocator::Block block_;
 };
 
 // Row accumulation's state, the CPU backend's inside one of this backend's own (so that a layer's
@@ -152,7 +156,11 @@ bool register_probe() {
 [[maybe_unused]] const bool registered = register_probe();
 }  // namespace
 
-EmulatedBackend::EmulatedBackend() : cpu_(*find_backend("cpu")) {}
+EmulatedBackend::EmulatedBackend()
+    : cpu_(*find_backend("cpu")),
+      memory_(std::make_shared<CachingAllocator>(
+          [](size_t bytes) { return allocate_for_random_access(bytes, kAlign); },
+          [](void* p) { free_for_random_access(p); })) {}
 EmulatedBackend::~EmulatedBackend() = default;
 
 void EmulatedBackend::count_up(uint64_t bytes) {
@@ -171,11 +179,10 @@ Backend::Transfers EmulatedBackend::transfers() const {
 }
 
 std::shared_ptr<Buffer> EmulatedBackend::alloc_buffer(size_t bytes) {
-  if (bytes == 0) return std::make_shared<EmulatedBuffer>(nullptr, 0, this);
-  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  return std::make_shared<EmulatedBuffer>(static_cast<std::byte*>(allocate_for_random_access(rounded, kAlign)),
-                                          rounded, this);
+  return std::make_shared<EmulatedBuffer>(memory_, memory_->acquire(bytes), this);
 }
+
+CachingAllocator::Stats EmulatedBackend::memory_stats() const { return memory_->stats(); }
 
 // set / get appear in the profile's table next to the ops (the input batch, labels and loss
 // cross there).

@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "core/backend.h"
+#include "core/caching_allocator.h"
 
 namespace frugal::kernels {
 
@@ -40,6 +41,8 @@ class EmulatedBackend : public Backend {
   void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) override;
   void clear(Buffer& dst, size_t offset, size_t bytes) override;
   Transfers transfers() const override;
+  // The caching allocator's counts (core/caching_allocator.h): a steady step allocates nothing.
+  CachingAllocator::Stats memory_stats() const;
 
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate = false) override;
   void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
@@ -74,6 +77,7 @@ class EmulatedBackend : public Backend {
   void optimizer_rows(const RowUpdate& u, Op op);
 
   Backend& cpu_;
+  std::shared_ptr<CachingAllocator> memory_;  // shared with every buffer made from it
   std::atomic<uint64_t> up_bytes_{0}, up_calls_{0}, down_bytes_{0}, down_calls_{0}, device_bytes_{0};
   std::mutex tables_mutex_;
   std::unordered_map<const void*, uint64_t> table_generations_;  // the tables copied, by owner

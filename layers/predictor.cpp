@@ -35,6 +35,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
     spec.sampler = "exact";  // inference scores every label: LSH tables would only cost time to build
     layers::build_network(m.model, spec, placement);
   }
+  if (options.backend != nullptr) m.model.set_backend(options.backend);  // before the weights load into it
   m.trainer = std::make_unique<Trainer>(m.model, TrainerOptions{.parallel = {.model = group}, .inference_only = true});
   load_weights(checkpoint_dir, m.model, group);
   m.model.output().set_inference({.mode = options.inference, .candidates = options.inference_candidates});

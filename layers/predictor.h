@@ -50,6 +50,9 @@ struct PredictorOptions {
   // return for each point (tables built from the loaded weights at the first call).
   Inference inference = Inference::exact;
   size_t inference_candidates = InferenceOptions{}.candidates;  // LSH: labels scored per point at most
+  // Where the model computes (its weights are loaded into that backend's memory); null: the host
+  // backend (core/backend.h's host_backend()).
+  Backend* backend = nullptr;
 };
 
 // The k best labels of each of `size()` points, best first: row i of `labels` and `scores`.

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    frugal::default_backend().set_num_threads(2);
+    frugal::host_backend().set_num_threads(2);
     const auto train = frugal::data::XmcFile::open(argv[1]);
     const auto test = frugal::data::XmcFile::open(argv[2]);
     frugal::Model model;

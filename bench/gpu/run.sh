@@ -3,7 +3,7 @@
 # bundle (`bash apps/dev.sh bundle`, see bench/gpu/README.md). Sized to finish within 8 minutes
 # there (a global deadline, BUDGET_S, skips what would not fit; every run also has its own timeout):
 #  (a) every kernels and CUDA test executable of the bundle (bin/test_kernels*, test_cuda_*,
-#      test_device_*, test_nccl_*): pass/fail, parity OK/FAIL/SKIP;
+#      test_emulated_*, test_nccl_*): pass/fail, parity OK/FAIL/SKIP;
 #  (b) synthetic sets of 100k and 1M labels (`frugal data synth-xmc`), hidden 128, batches 1024 and
 #      128: frugal --device cuda --sampler exact, frugal --device cuda --sampler lsh, PyTorch on CUDA
 #      (bench/baselines/torch_xmc.py --device cuda, fp32 and --amp bf16), frugal --device cpu
@@ -160,13 +160,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > 
 cat "$OUT/gpu.txt"
 
 # (a) the test executables that check the CUDA backend against the CPU one: the kernels parity
-# harness (test_kernels*), whole trainings on cuda against cpu (test_cuda_end_to_end), the device
-# mirror of the model (test_device_mirror) and the NCCL group (test_nccl_group).
+# harness (test_kernels*), whole trainings on cuda against cpu (test_cuda_end_to_end), the counting
+# device (test_emulated_device) and the NCCL group (test_nccl_group).
 say "(a) kernels and CUDA tests"
-KTESTS=("$BIN"/test_kernels* "$BIN"/test_cuda_* "$BIN"/test_device_* "$BIN"/test_nccl_*)
+KTESTS=("$BIN"/test_kernels* "$BIN"/test_cuda_* "$BIN"/test_emulated_* "$BIN"/test_nccl_*)
 # In a checkout (frugal from build/apps): the build's kernels tests.
 [ -e "${KTESTS[0]}" ] || KTESTS=("$BIN"/../tests/kernels/test_kernels* "$BIN"/../tests/kernels/test_cuda_* \
-                                  "$BIN"/../tests/kernels/test_device_* "$BIN"/../tests/kernels/test_nccl_* "$BIN"/../gpu/test_*)
+                                  "$BIN"/../tests/kernels/test_emulated_* "$BIN"/../tests/kernels/test_nccl_* "$BIN"/../gpu/test_*)
 for t in "${KTESTS[@]}"; do
   [ -f "$t" ] && [ -x "$t" ] && [ "${t%.log}" = "$t" ] || continue  # not the build's *.p folders
   record "tests-$(basename "$t")" "$(basename "$t")" - - tests - "$TESTS_TIMEOUT_S" "$t"

@@ -108,7 +108,6 @@ void Optimizer::place_state(State& s) {
 }
 
 void Optimizer::set_backend(Backend* backend) {
-  if (backend != backend_) this->backend().flush_state();
   backend_ = backend;
   for (State& s : state_) place_state(s);
 }

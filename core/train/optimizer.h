@@ -137,21 +137,13 @@ class Optimizer {
   const Options& options() const { return options_; }
   const LrSchedule& schedule() const { return schedule_; }
   size_t size() const { return state_.size(); }
-  // Parameter i's state, current on the host: a device backend that keeps the moments on its device
-  // writes them back first (Backend::flush_state()), so what the caller reads or replaces is the
-  // state, and a replacement reaches the device before the next update.
-  State& state(size_t i) {
-    backend().flush_state();
-    return state_.at(i);
-  }
-  const State& state(size_t i) const {
-    backend().flush_state();
-    return state_.at(i);
-  }
-  // The Backend the row updates run on (core/backend.h): the one set here, else default_backend().
-  Backend& backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
-  // Another backend takes over: the state moves into its memory (place_on, core/tensor.h), current
-  // on the host first where the old backend kept it ahead on its device.
+  // Parameter i's state, where the backend keeps it (host code reads a device's moments with
+  // copy_to_host / to_host, core/tensor.h).
+  State& state(size_t i) { return state_.at(i); }
+  const State& state(size_t i) const { return state_.at(i); }
+  // The Backend the row updates run on (core/backend.h): the one set here, else host_backend().
+  Backend& backend() const { return backend_ != nullptr ? *backend_ : host_backend(); }
+  // Another backend takes over: the state moves into its memory (place_on, core/tensor.h).
   void set_backend(Backend* backend);
 
  protected:

@@ -65,8 +65,8 @@ class LshSampler {
   const LshTables& tables() const { return tables_; }
   const LshOptions& options() const { return options_; }
   uint64_t rebuilds() const { return rebuilds_; }
-  // The Backend that hashes (core/backend.h): the one set here, else default_backend().
-  Backend& backend() const { return backend_ != nullptr ? *backend_ : default_backend(); }
+  // The Backend that hashes (core/backend.h): the one set here, else host_backend().
+  Backend& backend() const { return backend_ != nullptr ? *backend_ : host_backend(); }
   void set_backend(Backend* backend) { backend_ = backend; }
   void save(cereal::BinaryOutputArchive& ar) const;
   void load(cereal::BinaryInputArchive& ar);

@@ -57,7 +57,7 @@ std::vector<double> losses(Dtype precision, size_t steps) {
 }  // namespace
 
 TEST_CASE("bf16: a bf16 model's loss and gradients are an f32 model's on the same values, bit for bit") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   for (const auto sampler : {layers::Sampler::lsh, layers::Sampler::exact}) {
     INFO("sampler " << (sampler == layers::Sampler::lsh ? "lsh" : "exact"));
     Model half, full;
@@ -82,7 +82,7 @@ TEST_CASE("bf16: a bf16 model's loss and gradients are an f32 model's on the sam
 }
 
 TEST_CASE("bf16: training learns like f32, reproducibly, in about half the state") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   REQUIRE(losses(Dtype::bf16, 30) == losses(Dtype::bf16, 30));
   double p1[2] = {};
   size_t state[2] = {};

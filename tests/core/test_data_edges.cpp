@@ -21,7 +21,7 @@ layers::XmcNetworkOptions net(uint32_t labels) {
 }  // namespace
 
 TEST_CASE("data edges: L = 1 trains and evaluates; P@1 is 1, P@5 is 1/5") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   std::istringstream in("4 8 1\n0 1:1 2:0.5\n0 3:1\n0 0:2 7:1\n0 5:1\n");
   const data::Dataset d = data::XmcFile::read(in, "one_label.txt");
   REQUIRE(d.num_labels == 1);
@@ -43,7 +43,7 @@ TEST_CASE("data edges: L = 1 trains and evaluates; P@1 is 1, P@5 is 1/5") {
 }
 
 TEST_CASE("data edges: N = 0 reads, trains zero steps and evaluates to 0, no NaN") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   std::istringstream in("0 8 3\n");
   const data::Dataset d = data::XmcFile::read(in, "empty.txt");
   REQUIRE(d.size() == 0);

@@ -61,7 +61,7 @@ std::string show(const Curve& c) {
 }  // namespace
 
 TEST_CASE("LSH softmax follows the exact softmax on skewed labels") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   const Curve exact = curve(layers::Sampler::exact, 0, 4);
   const Curve lsh = curve(layers::Sampler::lsh, lsh::LshOptions{}.negatives, 4);
   const auto [gap, fall] = worst(lsh, exact);
@@ -76,7 +76,7 @@ TEST_CASE("LSH softmax follows the exact softmax on skewed labels") {
 }
 
 TEST_CASE("output rows from label centroids start the network as a nearest-centroid classifier") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   const data::SynthXmc d = data::generate_synth_xmc(
       {.features = 3000, .labels = 300, .train = 3000, .test = 300, .nnz = 30, .labels_per_point = 2, .seed = 8});
   const auto p1 = [&](bool centroids) {

@@ -75,7 +75,7 @@ TEST_CASE("step profile: work goes to the named phase, or the innermost open one
 }
 
 TEST_CASE("step profile: an LSH epoch's profile has every phase of the step, with the layers' work") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   const data::SynthXmc d = data::generate_synth_xmc(
       {.features = 2000, .labels = 500, .train = 640, .test = 64, .nnz = 20, .labels_per_point = 2, .seed = 5});
   for (const auto sampler : {layers::Sampler::lsh, layers::Sampler::exact}) {

@@ -1,4 +1,4 @@
-// Where a tensor's memory lies: small ones 64-byte aligned behind their stamp; big ones (weights,
+// Where a tensor's memory lies: small ones 64-byte aligned; big ones (weights,
 // optimizer moments, row-sparse gradients) on a 2 MB boundary and advised to use transparent huge
 // pages, which their random row reads need (core/tensor.cpp).
 #include <catch2/catch.hpp>
@@ -14,7 +14,7 @@ using namespace frugal;
 
 namespace {
 
-uintptr_t start_of(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) - Tensor::kStampBytes; }
+uintptr_t start_of(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()); }
 
 // The VmFlags line of the mapping in /proc/self/smaps that holds address a ("" when not found).
 std::string vm_flags_at(uintptr_t a) {

@@ -42,7 +42,7 @@ std::vector<double> losses_after(layers::Sampler sampler, size_t steps) {
 }  // namespace
 
 TEST_CASE("trainer: P@1 >= 0.9 within a few epochs, exact and LSH samplers") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   for (const auto sampler : {layers::Sampler::exact, layers::Sampler::lsh}) {
     Model model;
     layers::build_xmc_network(model, net(sampler));

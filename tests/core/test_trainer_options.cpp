@@ -54,7 +54,7 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("trainer options: resume with every option on is bit-identical to an uninterrupted run") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   const std::string dir = "trainer_options_resume_ckpt";
   const std::vector<optim::Options> optimizers{
       optim::Adam{.lr = 3e-3f, .weight_decay = 0.01f, .updates = optim::SparseUpdates::catchup},

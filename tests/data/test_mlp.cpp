@@ -35,7 +35,7 @@ data::Dataset bars(size_t n, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("mlp: two hidden layers learn an image problem to >= 95% accuracy") {
-  default_backend().set_num_threads(2);
+  host_backend().set_num_threads(2);
   const auto train = bars(4000, 1), test = bars(1000, 2);
   Model model;
   layers::build_mlp_network(model, {.features = 64, .labels = 4, .hidden = {32, 16}, .seed = 3});

@@ -86,7 +86,7 @@ void require_identical(const Run& a, const Run& b) {
 }  // namespace
 
 TEST_CASE("DCT-DP: --dp-keep 1 reproduces the uncompressed replica sum exactly (grids 2x1 and 2x2)") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   for (const int slices : {1, 2}) {
     INFO("grid 2x" << slices);
     const Run plain = train(2, slices, std::nullopt);
@@ -97,7 +97,7 @@ TEST_CASE("DCT-DP: --dp-keep 1 reproduces the uncompressed replica sum exactly (
 }
 
 TEST_CASE("DCT-DP: thresholded training is deterministic, learns and cuts the traffic") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const comm::DpCompression dct{.keep = 0.01f, .reestimate_every = 10};
   const Run a = train(2, 1, dct), b = train(2, 1, dct);
   require_identical(a, b);
@@ -110,7 +110,7 @@ TEST_CASE("DCT-DP: thresholded training is deterministic, learns and cuts the tr
 }
 
 TEST_CASE("DCT-DP: exact top-k every step, bf16 values, 4 replicas") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run exact = train(2, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 1, .exact_tau = true}, 1);
   REQUIRE(exact.fit.dp_compression() > 5.0);
   const Run half = train(4, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 5, .wire = comm::ValueType::bf16}, 1);
@@ -119,7 +119,7 @@ TEST_CASE("DCT-DP: exact top-k every step, bf16 values, 4 replicas") {
 }
 
 TEST_CASE("DCT-DP over optimizer updates: replicas stay identical, runs are deterministic, learn and compress") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   for (const int slices : {1, 2}) {
     INFO("grid 2x" << slices);
     const comm::DpCompression dct{.keep = 0.01f, .reestimate_every = 1, .wire = comm::ValueType::bf16,
@@ -142,7 +142,7 @@ TEST_CASE("DCT-DP over optimizer updates: replicas stay identical, runs are dete
 TEST_CASE("DCT-DP over optimizer updates at keep 1 is the mean of the replicas' own optimizer steps") {
   // Two replicas that see the same points take the same local step, so their mean is that step: the
   // run equals single-process training on those points, bit for bit.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const data::Dataset& train_set = problem().train;
   std::vector<double> losses[2];
   std::map<std::string, Tensor> weights[2];
@@ -196,7 +196,7 @@ TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each 
 }
 
 TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the same grid is bit-identical") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   // updates: each replica's own optimizer state too; momentum correction: each replica's velocity.
   const auto [target, momentum] = GENERATE(std::pair{comm::DpTarget::gradients, false},
                                            std::pair{comm::DpTarget::updates, false},
@@ -240,7 +240,7 @@ TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the
 }
 
 TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-truncated").string();
   std::filesystem::remove_all(dir);
   const comm::DpCompression dct{.keep = 0.05f, .reestimate_every = 3};
@@ -278,7 +278,7 @@ TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
 TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; keep 1 stays exact") {
   // Regression: a Dense layer set its gradient's row list once, so after an exchange left only the
   // rows some replica sent, the next step's gradient no longer matched its row list.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   auto run = [](std::optional<comm::DpCompression> dp) {
     std::vector<double> losses;
     comm::run_local(2, [&](comm::Communicator& c) {
@@ -297,7 +297,7 @@ TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; 
 }
 
 TEST_CASE("DCT-DP: per-parameter keep fractions override --dp-keep by name prefix") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   // Every parameter overridden to 1: exactly the uncompressed sum, whatever --dp-keep says.
   const Run plain = train(2, 1, std::nullopt);
   const Run all_kept = train(2, 1, comm::DpCompression{.keep = 0.01f, .per_parameter = {{"sparse_dense.", 1.0f},
@@ -328,7 +328,7 @@ TEST_CASE("DCT-DP: per-parameter keep fractions override --dp-keep by name prefi
 }
 
 TEST_CASE("DCT-DP momentum correction (DGC): at keep 1 it is the optimizer without momentum; thresholded, it learns") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   // Everything is sent every step, so every velocity restarts from 0 (momentum factor masking):
   // SGD with momentum 0.9 under momentum correction steps exactly as SGD without momentum.
   const comm::DpCompression all{.keep = 1.0f, .momentum_correction = true};
@@ -355,7 +355,7 @@ TEST_CASE("DCT-DP momentum correction (DGC): at keep 1 it is the optimizer witho
 }
 
 TEST_CASE("DCT-DP local clipping (DGC): each replica clips to clip_norm / sqrt(replicas) before thresholding") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const comm::DpCompression local{.keep = 0.05f, .local_clipping = true};
   // A limit no gradient reaches: nothing is clipped, so the run is the unclipped one, bit for bit.
   const Run loose = train(2, 1, local, 1, {.clip_norm = 1e6f});

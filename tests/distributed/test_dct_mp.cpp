@@ -93,7 +93,7 @@ std::vector<std::string> errors_of(int ranks, const std::function<void(comm::Com
 }  // namespace
 
 TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 rank when everything is kept") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run reference = train(1, {});
   for (const int ranks : {2, 3, 4}) {
     INFO(ranks << " ranks");
@@ -104,7 +104,7 @@ TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 
 }
 
 TEST_CASE("DCT-MP: keep = 100% through the top-k code path reproduces the uncompressed exchange exactly") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const double whole = static_cast<double>(*std::max_element(kHidden.begin(), kHidden.end()));  // a count >= every slice
   const Run plain = train(2, {.keep = 1.0}), topk = train(2, {.keep = whole});
   REQUIRE(topk.losses == plain.losses);
@@ -170,7 +170,7 @@ void check_masked_gradients(int ranks, comm::MpCompression mp) {
 }  // namespace
 
 TEST_CASE("DCT-MP: finite differences through the top-k masked network match its gradients") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   // The exact gradient of the masked network: without the (default) local straight-through estimate.
   SECTION("2 ranks, keep 25% of each slice") { check_masked_gradients(2, {.keep = 0.25, .straight_through = comm::StraightThrough::off}); }
   SECTION("3 ranks, keep 3 per slice") { check_masked_gradients(3, {.keep = 3, .straight_through = comm::StraightThrough::off}); }
@@ -180,7 +180,7 @@ TEST_CASE("DCT-MP: finite differences through the top-k masked network match its
 }
 
 TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still learns; runs reproduce") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run full = train(2, {});
   const Run topk = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
   // Forward: 2-byte position + 2-byte value for a quarter of the activations instead of 4 bytes
@@ -195,7 +195,7 @@ TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still lear
 }
 
 TEST_CASE("DCT-MP: ranks that disagree on --mp-keep fail with a clear error, not garbage") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const auto errors = errors_of(2, [](comm::Communicator& c) {
     Model m;
     build(m, Placement::sliced(c));
@@ -220,7 +220,7 @@ TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically
   REQUIRE(count.kept_of(1000, 100) == 10);
   REQUIRE(count.kept_of(4, 100) == 4);  // a count never exceeds the slice
   // During the warm-up's first step everything travels: the run starts exactly as an uncompressed one.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run warm = train(2, {.keep = 0.25, .warmup_steps = 1000}), plain = train(2, {});
   REQUIRE(warm.losses == plain.losses);  // f32 and everything kept for all kSteps steps
   const Run short_warmup = train(2, {.keep = 0.25, .warmup_steps = 4});
@@ -231,7 +231,7 @@ TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically
 TEST_CASE("DCT-MP: positions travel gap-coded, one byte each, escaped when a gap reaches 255") {
   // Slices of 700 neurons: the kept positions 0, 400 and 699 of each sample take 1 byte (gap 0)
   // and 3 bytes each (escape + 2-byte position); values are 4 bytes (f32).
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   constexpr size_t kSlice = 700, kRows = 3;
   const std::vector<uint32_t> kept{0, 400, 699};
   std::mutex mu;
@@ -264,7 +264,7 @@ TEST_CASE("DCT-MP: positions travel gap-coded, one byte each, escaped when a gap
 TEST_CASE("the exact boundary gathers in row parts with gather()'s bits; a compressed one gathers whole") {
   // Uneven slices over 3 ranks; parts of 2, 0 and 5 rows (one empty) must give gather()'s result
   // and payload, twice in a row, and parts out of order fail naming the rows.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   constexpr size_t kWidth = 11, kRows = 7;
   struct Outcome {
     bool splits = false, compressed_splits = true, same = false, compressed_same = false;
@@ -344,7 +344,7 @@ TEST_CASE("the exact boundary gathers in row parts with gather()'s bits; a compr
 TEST_CASE("DCT-MP: i8 values travel as one byte each plus a bf16 scale per sample, within half a step") {
   // Same slices and kept positions as above: per sample 1 + 3 + 3 position bytes, a 2-byte scale
   // and 3 value bytes. Decoded values are within half a step (the row's largest / 254).
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   constexpr size_t kSlice = 700, kRows = 3;
   const std::vector<uint32_t> kept{0, 400, 699};
   std::mutex mu;
@@ -374,7 +374,7 @@ TEST_CASE("DCT-MP: i8 values travel as one byte each plus a bf16 scale per sampl
 }
 
 TEST_CASE("DCT-MP: i8 on the wire trains like bf16 at about 3/5 of its bytes and reproduces") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run bf16 = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
   const Run i8 = train(2, {.keep = 0.25, .wire = comm::ValueType::i8});
   INFO("mp compression bf16 " << bf16.fit.mp_compression() << ", i8 " << i8.fit.mp_compression());
@@ -395,7 +395,7 @@ TEST_CASE("DCT-MP: i8 on the wire trains like bf16 at about 3/5 of its bytes and
 TEST_CASE("DCT-MP: a truncated i8 message fails naming the rank, not with garbage") {
   // Rank 1 believes each sample keeps 2 values, rank 0 3: each rank's decoder finds the other's
   // message of the wrong shape (positions or value bytes) and says so, naming the rank.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const auto errors = errors_of(2, [](comm::Communicator& c) {
     comm::BoundaryExchange exchange(Placement::sliced(c), 40,
                                     {.keep = c.rank() == 0 ? 3.0 : 2.0, .wire = comm::ValueType::i8}, 7);
@@ -410,7 +410,7 @@ TEST_CASE("DCT-MP: a truncated i8 message fails naming the rank, not with garbag
 TEST_CASE("DCT-MP: an adaptive k keeps per sample the fewest activations covering the asked L1 mass") {
   // Slices of 20, at most 5 kept, 80% of the mass: a sample whose mass sits in one unit sends that
   // unit; a flat one hits the cap; an all-zero one sends its count alone.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   constexpr size_t kSlice = 20;
   std::mutex mu;
   Tensor gathered;
@@ -440,7 +440,7 @@ TEST_CASE("DCT-MP: an adaptive k keeps per sample the fewest activations coverin
 }
 
 TEST_CASE("DCT-MP: an adaptive k sends less than its cap, learns, and reproduces") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run fixed = train(2, {.keep = 0.5, .wire = comm::ValueType::i8});
   const Run adaptive = train(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
   INFO("mp compression fixed " << fixed.fit.mp_compression() << ", adaptive " << adaptive.fit.mp_compression());
@@ -456,7 +456,7 @@ TEST_CASE("DCT-MP: an adaptive k sends less than its cap, learns, and reproduces
 TEST_CASE("DCT-MP: local straight-through adds this rank's own gradient share at the positions the mask dropped") {
   // 2 ranks, slices of 6, 2 kept per sample. Backward: kept positions get the sum over both ranks
   // (as without the option); dropped ones get this rank's own share only (nothing travels for them).
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   constexpr size_t kSlice = 6, kRows = 2;
   std::mutex mu;
   std::vector<Tensor> results(2), plain_results(2);
@@ -495,7 +495,7 @@ TEST_CASE("DCT-MP: straight-through at the input boundary only, at all of them, 
   // The MLP has three boundaries (input layer and two hidden layers): `input` differs from both
   // `off` and `all`; a window of 0 steps means the whole run, a window past the run's steps is the
   // same, and a window that ends inside the run differs from both ends.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   using comm::StraightThrough;
   const Run off = train(2, {.keep = 0.25, .straight_through = StraightThrough::off});
   const Run input = train(2, {.keep = 0.25, .straight_through = StraightThrough::input});
@@ -520,7 +520,7 @@ TEST_CASE("DCT-MP error feedback: what a backward message left out is added at t
   // 2 ranks, slices of 6, 2 kept per sample, f32 values. Step 1 keeps positions {1 + row, 4}, step 2
   // {0, 4}: at position 0 the peer's share of step 1 (dropped then) arrives with its share of step 2;
   // at 4 (sent both times) nothing was held back.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   constexpr size_t kSlice = 6, kRows = 2;
   std::mutex mu;
   std::vector<Tensor> second(2);

@@ -100,7 +100,7 @@ void require_same_losses(const std::vector<double>& a, const std::vector<double>
 }  // namespace
 
 TEST_CASE("model parallel: 2, 3, 4 ranks with uneven slices equal 1 rank (exact sampler)") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run reference = run_model_parallel(1, {}, layers::Sampler::exact);
   REQUIRE(reference.losses.size() == kSteps);
   // Weights of 0: ranks left out (empty slices) take part in the exchanges with nothing of their own.
@@ -118,7 +118,7 @@ TEST_CASE("model parallel: 2, 3, 4 ranks with uneven slices equal 1 rank (exact 
 TEST_CASE("model parallel: a rank left out (empty slice) changes nothing with the LSH sampler either") {
   // Rank 0 holds every neuron, so its tables and draws are 1 rank's; rank 1 holds none, has no
   // tables, and sends only its empty share of the normalizer.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run reference = run_model_parallel(1, {}, layers::Sampler::lsh);
   const Run mp = run_model_parallel(2, {1, 0}, layers::Sampler::lsh);
   REQUIRE(reference.losses.size() == kSteps);
@@ -132,7 +132,7 @@ TEST_CASE("model parallel: bf16 storage on 2 and 3 ranks follows 1 rank (exact s
   // The stochastic rounding of bf16 updates is keyed by each element's place in the whole
   // parameter, so slices round as the whole matrix does; only sums taken in another order (the
   // normalizer's) can flip a rounding, a bf16 step (2^-8 relative) in a few elements.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run reference = run_model_parallel(1, {}, layers::Sampler::exact, Dtype::bf16);
   const Run f32 = run_model_parallel(1, {}, layers::Sampler::exact);
   REQUIRE(reference.losses.size() == kSteps);
@@ -152,7 +152,7 @@ TEST_CASE("model parallel: the optimizer overlapping the input boundary's exchan
   // TrainerOptions::overlap moves the output layer while dLoss/dh is reduce-scattered, and gathers
   // the input layer's output in two row parts while computing the second; each parameter's update
   // is the same, so the runs must agree exactly.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   for (const auto sampler : {layers::Sampler::exact, layers::Sampler::lsh}) {
     for (const auto& weights : std::vector<std::vector<double>>{{1, 1}, {3, 1, 2}}) {
       INFO(weights.size() << " ranks, sampler " << (sampler == layers::Sampler::lsh ? "lsh" : "exact"));
@@ -183,7 +183,7 @@ TEST_CASE("model parallel: the automatic forward split applies where half the ba
   // Slices of 500 and 500 neurons; ~107 features a point. Half of a 64-point batch on the widest
   // slice is ~32 x 107 x 500 = 1.7M multiply-adds (split); of a 32-point batch 0.86M (whole), where
   // the whole layer's 1000 neurons would give 1.7M: the rule must use the widest slice.
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   static const data::SynthXmc heavy = data::generate_synth_xmc(
       {.features = 5000, .labels = 40, .train = 128, .test = 0, .nnz = 300, .labels_per_point = 1, .seed = 3});
   for (const size_t batch : {size_t{64}, size_t{32}}) {
@@ -220,7 +220,7 @@ TEST_CASE("model parallel: the automatic forward split applies where half the ba
 }
 
 TEST_CASE("model parallel: LSH runs are deterministic per seed and learn") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run a = run_model_parallel(3, {}, layers::Sampler::lsh);
   const Run b = run_model_parallel(3, {}, layers::Sampler::lsh);
   REQUIRE(a.losses == b.losses);
@@ -252,7 +252,7 @@ Run run_grid(int d, int m_size, bool dense) {
 }  // namespace
 
 TEST_CASE("hybrid grids 1x4, 2x2, 4x1 agree with 1 rank (exact sampler); dense data parallel too") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run reference = run_grid(1, 1, false);
   for (const auto& [d, m] : std::vector<std::pair<int, int>>{{1, 4}, {2, 2}, {4, 1}}) {
     INFO("grid " << d << "x" << m);

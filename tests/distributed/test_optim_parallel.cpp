@@ -108,7 +108,7 @@ bool bitwise_equal(const std::map<std::string, Tensor>& a, const std::map<std::s
 }  // namespace
 
 TEST_CASE("every optimizer option on: 1x3 model-parallel and 2x2 grids equal 1 rank (exact sampler)") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const Run one = train({.options = every_option()});
   for (const auto& [d, m] : std::vector<std::pair<int, int>>{{1, 3}, {2, 2}}) {
     INFO("grid " << d << "x" << m);
@@ -121,7 +121,7 @@ TEST_CASE("every optimizer option on: 1x3 model-parallel and 2x2 grids equal 1 r
 }
 
 TEST_CASE("catch-up replicas exchanging touched rows follow the dense all-reduce; lazy ones drift") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   TrainerOptions catchup, lazy;
   catchup.optimizer.updates = optim::SparseUpdates::catchup;
   const Run dense = train({.replicas = 2, .options = lazy, .dense = true});  // every row every step: dense Adam
@@ -135,7 +135,7 @@ TEST_CASE("catch-up replicas exchanging touched rows follow the dense all-reduce
 
 TEST_CASE("SGD momentum and catch-up row steps reslice from 2 model slices onto 3 and 1") {
   namespace fs = std::filesystem;
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const std::string dir = "optim_reslice_ckpt";
   fs::remove_all(dir);
   TrainerOptions sgd;

@@ -610,7 +610,6 @@ Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool
             u.eps = 1e-8f;
             be.adam_rows(u);
             be.synchronize();
-            be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
             in.w = to_host(dw);
             in.m = to_host(dm);
             in.v = to_host(dv);
@@ -663,7 +662,6 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
             u.momentum = 0.9f;
             be.sgd_rows(u);
             be.synchronize();
-            be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
             in.w = to_host(dw);
             in.m = to_host(dm);
             in.v = to_host(dv);
@@ -710,7 +708,6 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
             u.eps = 1e-10f;
             be.adagrad_rows(u);
             be.synchronize();
-            be.flush_state();  // a device backend's moments come back to the host (core/backend.h)
             in.w = to_host(dw);
             in.m = to_host(dm);
             in.v = to_host(dv);

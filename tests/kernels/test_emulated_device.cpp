@@ -21,6 +21,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/device.h"
+#include "kernels/emulated_backend.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/kernels/training_equivalence.h"
 
@@ -177,7 +178,11 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
     const Parameter& first = *model->parameters().front();
     CHECK_THROWS_WITH(first.value.data(), Catch::Contains("'" + first.name + "'") && Catch::Contains("emulated:0"));
     trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
+    const uint64_t allocations = dynamic_cast<kernels::EmulatedBackend&>(be).memory_stats().device_allocations;
     const FitResult fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    // After the first epoch a step allocates nothing from the device: the caching allocator's
+    // blocks are reused (core/caching_allocator.h).
+    CHECK(dynamic_cast<kernels::EmulatedBackend&>(be).memory_stats().device_allocations == allocations);
     // The input batch (CSR: offsets, ids, values) and the labels (offsets, ids) per sample.
     const SparseBatch& points = problem().train.points;
     const double n = static_cast<double>(points.size());

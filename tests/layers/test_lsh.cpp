@@ -188,13 +188,13 @@ TEST_CASE("LSH tables: every bucket holds its neurons, overfull ones a capped su
   for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
   const std::shared_ptr<const lsh::HashFamily> family = lsh::HashFamily::create(lsh::Dwta{.k = 2}, dim, tables, 9);
   lsh::LshTables t(family, capacity);
-  t.build(default_backend(), w, 77);
+  t.build(host_backend(), w, 77);
   REQUIRE(t.num_tables() == tables);
   REQUIRE(t.num_neurons() == n);
   // Each neuron's code in each table, from the family itself.
   std::vector<uint32_t> all(n), codes(n * tables);
   for (size_t i = 0; i < n; ++i) all[i] = static_cast<uint32_t>(i);
-  family->hash(default_backend(), w, all, codes.data());
+  family->hash(host_backend(), w, all, codes.data());
   const uint32_t nb = family->buckets_per_table();
   size_t overfull = 0;
   for (size_t tb = 0; tb < tables; ++tb) {
@@ -257,9 +257,9 @@ TEST_CASE("LSH tables: every bucket holds its neurons, overfull ones a capped su
   // tables' no longer) and gives the tables a build from scratch gives.
   std::vector<uint8_t> changed(n, 0);
   changed[3] = 1;
-  loaded.build(default_backend(), w, 78, &changed);
+  loaded.build(host_backend(), w, 78, &changed);
   lsh::LshTables fresh(family, capacity);
-  fresh.build(default_backend(), w, 78);
+  fresh.build(host_backend(), w, 78);
   for (size_t tb = 0; tb < tables; ++tb)
     for (uint32_t c = 0; c < nb; ++c) {
       const auto x = loaded.bucket(tb, c), y = fresh.bucket(tb, c);

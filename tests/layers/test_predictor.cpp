@@ -77,7 +77,7 @@ void require_same(const Predictions& got, const Top& want, double tolerance) {
 }  // namespace
 
 TEST_CASE("predictor: top-k and metrics equal the trainer's on one rank") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const std::string dir = "predictor_test_one";
   fs::remove_all(dir);
   Model m;
@@ -111,7 +111,7 @@ TEST_CASE("predictor: top-k and metrics equal the trainer's on one rank") {
 }
 
 TEST_CASE("predictor: a checkpoint of 3 uneven slices loads on 1, 2 and 3 ranks; 1 rank's on 2") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   const std::string dir = "predictor_test_three";
   const Top want = train_and_save(dir, 3, {1, 2, 3});
   require_same(Predictor(dir).top_k(test_batch(), 5), want, 1e-5);
@@ -132,7 +132,7 @@ TEST_CASE("predictor: a checkpoint of 3 uneven slices loads on 1, 2 and 3 ranks;
 }
 
 TEST_CASE("predictor: clear errors for missing, damaged or unbuildable checkpoints and bad points") {
-  default_backend().set_num_threads(1);
+  host_backend().set_num_threads(1);
   CHECK_THROWS_WITH(Predictor("predictor_test_missing"), Catch::Contains("predictor_test_missing: no checkpoint here"));
   const std::string dir = "predictor_test_errors";
   fs::remove_all(dir);

@@ -4,7 +4,7 @@
 #pragma once
 
 // The ground: tensors, batches, errors, rng, parameters, placement, layers, models, metrics, and
-// the compute backends (default_backend().set_num_threads(n) sets the threads).
+// the compute backends (host_backend().set_num_threads(n) sets the threads).
 #include "core/backend.h"
 #include "core/binary_metrics.h"
 #include "core/check.h"
