@@ -12,6 +12,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/rank_threads.h"
+#include "comm/exchange_factory.h"
 #include "comm/init.h"
 #include "core/backend.h"
 #include "core/binary_metrics.h"
@@ -140,7 +141,8 @@ int run_dlrm(const DlrmRun& a) {
   const layers::TableMode tables = a.data_parallel ? layers::TableMode::replicated : d.table_exchange;
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
-                           .seed = a.seed, .group = group, .tables = tables, .dp = a.dp});
+                           .seed = a.seed, .group = group, .tables = tables, .dp = a.dp,
+                           .exchanges = &comm::comm_exchanges()});
   layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = say});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;

@@ -10,7 +10,7 @@
 
 #include "apps/comm_flags.h"
 #include "core/exchange.h"
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "layers/dlrm/id_map.h"
 #include "layers/dlrm/table_exchange.h"
 

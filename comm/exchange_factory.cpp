@@ -1,8 +1,7 @@
-// comm/'s ExchangeFactory, registered when libfrugal loads: the trainer (core/train) reaches the
-// exchanges through core/exchange.h and never includes comm/.
+#include "comm/exchange_factory.h"
+
 #include "comm/dct/boundary_exchange.h"
 #include "comm/replica_reducer.h"
-#include "core/exchange.h"
 
 namespace frugal::comm {
 namespace {
@@ -19,10 +18,11 @@ class CommExchangeFactory : public ExchangeFactory {
   }
 };
 
-const CommExchangeFactory factory;
-// libfrugal links comm/ whole (the root meson.build), so this object file, and this registration,
-// is always part of it.
-[[maybe_unused]] const bool registered = (register_exchange_factory(&factory), true);
-
 }  // namespace
+
+const ExchangeFactory& comm_exchanges() {
+  static const CommExchangeFactory factory;
+  return factory;
+}
+
 }  // namespace frugal::comm

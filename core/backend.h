@@ -87,7 +87,7 @@ class RowWorkspace {
   size_t num_rows_;
 };
 
-// What a row missed while it had no gradient (core/train/optimizer.h, catch-up mode), element-wise:
+// What a row missed while it had no gradient (core/optim/optimizer.h, catch-up mode), element-wise:
 // SGD: w = decay * w - move * m; Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v)
 // + eps) over terms_count steps. Then m *= m_decay, v *= v_decay. Adagrad: w = decay * w only (zero
 // gradients leave its accumulator as it is; the other fields are unused).

@@ -81,21 +81,4 @@ void ReplicaReducer::restore_feedback(size_t param, const ThresholderState&) {
   throw Error(fmt::format("this replica reducer carries no error feedback (asked to restore parameter {})", param));
 }
 
-namespace {
-const ExchangeFactory*& registered() {
-  static const ExchangeFactory* factory = nullptr;
-  return factory;
-}
-}  // namespace
-
-void register_exchange_factory(const ExchangeFactory* factory) { registered() = factory; }
-
-const ExchangeFactory& exchange_factory(const char* needed_by) {
-  FRUGAL_CHECK(registered() != nullptr,
-               fmt::format("{} needs exchanges between ranks, and no ExchangeFactory is registered (link "
-                           "libfrugal, whose comm/ registers one, or pass TrainerOptions::exchanges)",
-                           needed_by));
-  return *registered();
-}
-
 }  // namespace frugal::comm

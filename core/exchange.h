@@ -252,9 +252,4 @@ class ExchangeFactory {
                                                           const ReducerOptions& options) const = 0;
 };
 
-// The factory libfrugal's comm/ registers when it loads (a build of the lower floors alone has none:
-// exchange_factory() then fails, naming what asked for it).
-void register_exchange_factory(const ExchangeFactory* factory);
-const ExchangeFactory& exchange_factory(const char* needed_by);
-
 }  // namespace frugal::comm

@@ -601,11 +601,9 @@ void CudaBackend::bucket_union(const BucketTables& tables, const BucketQuery& q,
                         static_cast<uint32_t>(nt), d.max_entries, q.codes, q.samples, q.label_offsets.data(),
                         q.labels.data(), q.cap, entries.data(), out.offsets, out.ids))
     return;
-  // Buckets holding more entries per sample than a block's shared memory: the CPU backend's union
-  // (the same result, parallel over samples on the host).
-  Backend* cpu = find_backend("cpu");
-  FRUGAL_CHECK(cpu != nullptr, "bucket_union: buckets too large for the device and no CPU backend registered");
-  cpu->bucket_union(tables, q, out);
+  // Buckets holding more entries per sample than a block's shared memory: the host backend's union
+  // (the CPU's: the same result, parallel over samples on the host; its arguments are host memory).
+  host_backend().bucket_union(tables, q, out);
 }
 
 }  // namespace frugal::gpu

@@ -77,7 +77,7 @@ class CudaBackend : public Backend {
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
   // In the tables' device copy, made at their first look-up and again after each rebuild (a new
   // generation); tables whose buckets do not fit a block's shared memory are looked up on the host
-  // by the CPU backend.
+  // by the host backend (core/backend.h's host_backend()).
   void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
 
  private:

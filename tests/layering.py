@@ -3,12 +3,16 @@
 
     core         the ground and the contracts (Communicator, Backend, exchanges)
     core/data    data sets                      -> core
-    core/train   trainer, optimizers, checkpoints -> core, core/data
+    core/optim   optimizers, LR schedules       -> core
     kernels      the CPU Backend                -> core
     gpu          the CUDA Backend               -> core
-    layers       layers and LSH                 -> core, core/data, core/train
-    comm         Communicator implementations   -> core, core/data, core/train
+    layers       layers and LSH                 -> core, core/data, core/optim
+    comm         Communicator implementations   -> core, core/data
+    core/train   trainer, checkpoints, Predictor -> core, core/data, core/optim, layers, comm
     apps         the frugal command, examples   -> everything
+
+The trainer sits above what it orchestrates: it calls layers/ and comm/ directly (comm/'s
+exchanges, no registry), and neither of them may include it.
 
 Usage: layering.py ROOT [--stamp FILE] [--graph]. Exit 1 (and the build fails) on a violation,
 naming the file, the line and the rule. --graph prints the folder-to-folder include counts.
@@ -22,15 +26,21 @@ import sys
 ALLOWED = {
     'core': {'core'},
     'core/data': {'core', 'core/data'},
-    'core/train': {'core', 'core/data', 'core/train'},
+    'core/optim': {'core', 'core/optim'},
     'kernels': {'core', 'kernels'},
     'gpu': {'core', 'gpu'},
-    'layers': {'core', 'core/data', 'core/train', 'layers'},
-    'comm': {'core', 'core/data', 'core/train', 'comm'},
+    'layers': {'core', 'core/data', 'core/optim', 'layers'},
+    'comm': {'core', 'core/data', 'comm'},
+    'core/train': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'core/train'},
 }
 FOLDERS = sorted(list(ALLOWED) + ['apps'], key=len, reverse=True)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SUFFIXES = ('.h', '.cpp', '.cu', '.cuh')
+# The Meson dependency each floor's library is declared as: a floor's meson.build may link only the
+# floors it may include (so comm/ cannot link core/train even without including it).
+DEP_FLOOR = {'core_dep': 'core', 'data_dep': 'core/data', 'optim_dep': 'core/optim', 'kernels_dep': 'kernels',
+             'gpu_dep': 'gpu', 'layers_dep': 'layers', 'comm_dep': 'comm', 'train_dep': 'core/train'}
+DEP_USE = re.compile(r'\b(' + '|'.join(DEP_FLOOR) + r')\b(?!\s*=[^=])')
 
 
 def floor_of(path):
@@ -70,6 +80,18 @@ def main():
                             violations.append(
                                 f'{path}:{number}: includes "{m.group(1)}": {folder}/ may include only '
                                 f'{", ".join(sorted(ALLOWED[folder]))}')
+    for folder in ALLOWED:
+        build = os.path.join(args.root, folder, 'meson.build')
+        if not os.path.exists(build):
+            continue
+        with open(build, encoding='utf-8') as f:
+            for number, line in enumerate(f, 1):
+                for m in DEP_USE.finditer(line.split('#', 1)[0]):
+                    target = DEP_FLOOR[m.group(1)]
+                    if target not in ALLOWED[folder]:
+                        violations.append(
+                            f'{folder}/meson.build:{number}: links {m.group(1)} ({target}): {folder}/ may link only '
+                            f'{", ".join(sorted(ALLOWED[folder]))}')
     if args.graph:
         for (a, b), n in sorted(graph.items()):
             if a != b:
@@ -77,7 +99,7 @@ def main():
     for v in violations:
         print(v, file=sys.stderr)
     if violations:
-        print(f'layering: {len(violations)} include(s) from a lower floor to a higher one '
+        print(f'layering: {len(violations)} include(s) or link(s) from a lower floor to a higher one '
               '(the rule is in tests/layering.py)', file=sys.stderr)
         return 1
     if args.stamp:

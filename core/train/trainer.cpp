@@ -11,10 +11,11 @@
 #include "core/communicator.h"
 #include "core/data/batch_loader.h"
 #include "core/check.h"
+#include "comm/exchange_factory.h"
 #include "core/train/gradient_clipping.h"
 #include "core/metrics.h"
 #include "core/parallel_rows.h"
-#include "core/train/progress.h"
+#include "core/progress.h"
 #include "core/rng.h"
 
 namespace frugal {
@@ -164,7 +165,7 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
 }
 
 const comm::ExchangeFactory& Trainer::exchanges() const {
-  return options_.exchanges != nullptr ? *options_.exchanges : comm::exchange_factory("a Trainer over several ranks");
+  return options_.exchanges != nullptr ? *options_.exchanges : comm::comm_exchanges();
 }
 
 // The exchanges take host memory (the wire): an activation or gradient on a device comes down

@@ -12,12 +12,12 @@
 #include "core/exchange.h"
 #include "core/train/forward_split.h"
 #include "core/train/input_dropout.h"
-#include "core/train/lr_schedule.h"
+#include "core/optim/lr_schedule.h"
 #include "core/model.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/step_profile.h"
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace frugal {
 
@@ -38,7 +38,7 @@ struct Parallelism {
 };
 
 struct TrainerOptions {
-  // Adam by default (lazy rows); optim::Adam{...} or optim::Sgd{...} (core/train/optimizer.h).
+  // Adam by default (lazy rows); optim::Adam{...} or optim::Sgd{...} (core/optim/optimizer.h).
   optim::Options optimizer{};
   Parallelism parallel{};
   // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).
@@ -49,8 +49,8 @@ struct TrainerOptions {
   // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
   // which leaves the model's weights as the only copy in memory; train_step refuses to run.
   bool inference_only = false;
-  // What makes the exchanges between ranks (core/exchange.h); null: the one libfrugal's comm/
-  // registers. Only consulted when a group of more than one rank is given.
+  // What makes the exchanges between ranks (core/exchange.h); null: comm/'s (comm/exchange_factory.h).
+  // Only consulted when a group of more than one rank is given.
   const comm::ExchangeFactory* exchanges = nullptr;
   // The learning rate of each step (linear/cosine need lr_schedule.total_steps: epochs x steps).
   optim::LrSchedule lr_schedule{};

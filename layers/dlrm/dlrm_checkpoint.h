@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/communicator.h"
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
 

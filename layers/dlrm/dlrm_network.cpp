@@ -61,8 +61,9 @@ DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
       for (auto* layers : {&bottom_, &top_})
         for (auto& l : *layers)
           for (Parameter* p : l->parameters()) dense.push_back(p);
-      dp_reducer_ = comm::exchange_factory("DLRM with DCT-DP")
-                        .replica_reducer(*options_.group, dense, {.mode = comm::ReduceMode::thresholded, .dp = *options_.dp});
+      FRUGAL_CHECK(options_.exchanges != nullptr,
+                   "DLRM with DCT-DP over a group needs DlrmOptions::exchanges (comm::comm_exchanges())");
+      dp_reducer_ = options_.exchanges->replica_reducer(*options_.group, dense, {.mode = comm::ReduceMode::thresholded, .dp = *options_.dp});
     }
   }
 }

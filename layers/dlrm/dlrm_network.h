@@ -45,6 +45,9 @@ struct DlrmOptions {
   // DCT-DP on the MLPs' gradients over the group (core/exchange.h's thresholded ReplicaReducer):
   // each rank sends the entries above its threshold, the rest is fed back. Unset: an exact sum.
   std::optional<comm::DpCompression> dp = std::nullopt;
+  // What makes that reducer (comm/exchange_factory.h's comm_exchanges(): this floor is below comm/);
+  // required with dp over a group.
+  const comm::ExchangeFactory* exchanges = nullptr;
   void validate() const;
 };
 

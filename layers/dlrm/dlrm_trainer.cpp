@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "core/placement.h"
 #include "core/rng.h"
-#include "core/train/progress.h"
+#include "core/progress.h"
 
 namespace frugal::layers {
 

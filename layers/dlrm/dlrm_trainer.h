@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "layers/dlrm/ctr_view.h"
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
@@ -32,7 +32,7 @@ struct ClickMetrics {
 struct DlrmTrainOptions {
   optim::Options optimizer = optim::Adam{};
   size_t batch = 128;
-  // Progress lines during fit_epoch (core/train/progress.h): a bar on a terminal, every ~10% or
+  // Progress lines during fit_epoch (core/progress.h): a bar on a terminal, every ~10% or
   // 30 s otherwise. Its loss is this rank's running mean (the epoch line has the group's).
   bool progress = false;
 };

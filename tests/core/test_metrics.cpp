@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "core/train/adam.h"
+#include "core/optim/adam.h"
 #include "core/metrics.h"
 
 using namespace frugal;

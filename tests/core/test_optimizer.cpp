@@ -6,11 +6,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "core/train/adagrad.h"
-#include "core/train/adam.h"
-#include "core/train/lr_schedule.h"
-#include "core/train/optimizer.h"
-#include "core/train/sgd.h"
+#include "core/optim/adagrad.h"
+#include "core/optim/adam.h"
+#include "core/optim/lr_schedule.h"
+#include "core/optim/optimizer.h"
+#include "core/optim/sgd.h"
 
 using namespace frugal;
 

@@ -15,7 +15,7 @@
 #include "core/backend.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
-#include "layers/predictor.h"
+#include "core/train/predictor.h"
 
 using namespace frugal;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// Adam over row-sparse gradients (core/train/optimizer.h explains lazy and catch-up rows). Dense layers
+// Adam over row-sparse gradients (core/optim/optimizer.h explains lazy and catch-up rows). Dense layers
 // list all rows every step and get ordinary Adam (AdamW with weight decay) either way.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace frugal::optim {
 

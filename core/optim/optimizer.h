@@ -18,7 +18,7 @@
 // P@1 higher and runs ~15% faster, while catch-up (= dense Adam) leads after 1 epoch (README).
 // Weight decay is decoupled (AdamW, SGDW, and likewise for Adagrad): w -= lr_t * weight_decay * w
 // before the step's update.
-// The learning rate of step t is lr * schedule.factor(t) (core/train/lr_schedule.h).
+// The learning rate of step t is lr * schedule.factor(t) (core/optim/lr_schedule.h).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@
 
 #include "core/backend.h"
 #include "core/parameter.h"
-#include "core/train/lr_schedule.h"
+#include "core/optim/lr_schedule.h"
 
 namespace frugal::optim {
 

@@ -1,4 +1,4 @@
-#include "core/train/adam.h"
+#include "core/optim/adam.h"
 
 #include <algorithm>
 #include <cmath>

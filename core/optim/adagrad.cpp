@@ -1,4 +1,4 @@
-#include "core/train/adagrad.h"
+#include "core/optim/adagrad.h"
 
 #include "core/check.h"
 

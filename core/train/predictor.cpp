@@ -1,4 +1,4 @@
-#include "layers/predictor.h"
+#include "core/train/predictor.h"
 
 #include <fmt/format.h>
 

@@ -1,12 +1,12 @@
 // SGD with (heavy-ball) momentum over row-sparse gradients, with lazy or catch-up rows (see
-// core/train/optimizer.h): buf = momentum * buf + g; w = (1 - lr * weight_decay) * w - lr * buf.
+// core/optim/optimizer.h): buf = momentum * buf + g; w = (1 - lr * weight_decay) * w - lr * buf.
 // momentum 0 is plain SGD.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace frugal::optim {
 

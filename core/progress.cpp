@@ -1,4 +1,4 @@
-#include "core/train/progress.h"
+#include "core/progress.h"
 
 #include <unistd.h>
 

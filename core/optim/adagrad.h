@@ -1,4 +1,4 @@
-// Adagrad over row-sparse gradients, with lazy or catch-up rows (see core/train/optimizer.h):
+// Adagrad over row-sparse gradients, with lazy or catch-up rows (see core/optim/optimizer.h):
 // acc = acc + g^2; w = (1 - lr * weight_decay) * w - lr * g / (sqrt(acc) + eps), PyTorch's update
 // without its lr decay, with decoupled weight decay and the accumulator starting at
 // options.initial_accumulator. A zero gradient changes neither acc nor w, so a row that misses
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace frugal::optim {
 

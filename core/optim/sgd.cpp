@@ -1,4 +1,4 @@
-#include "core/train/sgd.h"
+#include "core/optim/sgd.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/train/optimizer.h"
+#include "core/optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,11 +8,11 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "core/train/adagrad.h"
-#include "core/train/adam.h"
+#include "core/optim/adagrad.h"
+#include "core/optim/adam.h"
 #include "core/check.h"
 #include "core/step_profile.h"
-#include "core/train/sgd.h"
+#include "core/optim/sgd.h"
 
 namespace frugal::optim {
 
