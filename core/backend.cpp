@@ -274,6 +274,14 @@ void RowUpdate::validate(bool second_moment) const {
   FRUGAL_CHECK(plans.empty() || plans.size() == rows.size(), "optimizer rows: one catch-up plan per row");
   FRUGAL_CHECK(!second_moment || grad == nullptr || counts.size() == rows.size(),
                "optimizer rows: one update count per row");
+  if (second_moment && grad != nullptr) {
+    FRUGAL_CHECK(corrections != nullptr && corrections->dtype() == Dtype::f32 && corrections->cols() == 2,
+                 "optimizer rows: Adam needs its bias corrections (a T x 2 f32 tensor)");
+    const size_t t = corrections->rows();
+    for (const uint32_t c : counts)
+      FRUGAL_CHECK(c < t, fmt::format("optimizer rows: update count {} beyond the {} bias corrections", c, t));
+    // (A frozen row's count is above freeze_after, so its correction2(freeze_after) is in the table.)
+  }
   for (const uint32_t r : rows) FRUGAL_CHECK(r < n, fmt::format("optimizer rows: row {} of {}", r, n));
 }
 

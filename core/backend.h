@@ -108,15 +108,18 @@ struct RowUpdate {
   const Tensor* grad = nullptr;                // rows.size() x cols, or null (catch-up only)
   std::span<const CatchUpPlan* const> plans;   // per row, or empty (no catch-up)
   float keep = 1.0f;                           // 1 - lr * weight_decay (exactly 1 without decay)
-  // Adam: row j's step is lr * correction1[counts[j]], its second-moment correction
-  // correction2[counts[j]] (the bias corrections 1 / (1 - beta^t) by update count t).
+  // Adam: row j's step is lr * correction1(counts[j]), its second-moment correction
+  // correction2(counts[j]): the bias corrections 1 / (1 - beta^t) by update count t, a T x 2 f32
+  // tensor where the backend computes (row t = correction1(t), correction2(t)), which the optimizer
+  // keeps there and appends to as the counts grow (a table that crossed every step would grow
+  // with the training's length).
   std::span<const uint32_t> counts;
-  std::span<const float> correction1, correction2;
+  const Tensor* corrections = nullptr;
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0;  // eps: Adam's or Adagrad's
   float momentum = 0;  // SGD
   // Adam: a row's second moment stops moving after its freeze_after-th update (0: never), as 1-bit
-  // Adam freezes its variance; later updates divide by that v and its correction2[freeze_after],
-  // with v raised where needed so that the corrected v * correction2[freeze_after] is at least
+  // Adam freezes its variance; later updates divide by that v and its correction2(freeze_after),
+  // with v raised where needed so that the corrected v * correction2(freeze_after) is at least
   // (1 - beta2) g^2 (one ordinary step's share of the update's own gradient): an entry whose v was ~0
   // at the freeze cannot take an unbounded step (at most ~sqrt(1 / (1 - beta2)) ordinary ones), while
   // a burst up to that many steps' gradient stays linear.
@@ -131,8 +134,9 @@ struct RowUpdate {
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
   void validate(bool second_moment) const;
   bool frozen(uint32_t count) const { return freeze_after > 0 && count > freeze_after; }
-  // The floor of a frozen v, per g^2: (1 - beta2) / correction2[freeze_after].
-  float frozen_floor() const { return (1.0f - beta2) / correction2[freeze_after]; }
+  // The floor of a frozen v, per g^2: (1 - beta2) / correction2(freeze_after), given the table's
+  // entries (host kernels: corrections->data(); a device kernel reads its own).
+  float frozen_floor(const float* table) const { return (1.0f - beta2) / table[2 * size_t{freeze_after} + 1]; }
 };
 
 // Logits of a batch in CSR form for the softmax cross-entropy ops: sample i's logits are
@@ -380,7 +384,7 @@ class Backend {
 
   // --- optimizers ----------------------------------------------------------------------------
   // Adam (decoupled weight decay): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-  // w = keep w - lr correction1[count] m / (sqrt(v correction2[count]) + eps), after the catch-up.
+  // w = keep w - lr correction1(count) m / (sqrt(v correction2(count)) + eps), after the catch-up.
   virtual void adam_rows(const RowUpdate& u) = 0;
   // SGD: m = momentum m + g; w = keep w - lr m, after the catch-up.
   virtual void sgd_rows(const RowUpdate& u) = 0;

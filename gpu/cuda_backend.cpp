@@ -473,24 +473,10 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     r.term_start = term_start.data();
     r.terms = terms.data();
   }
-  std::vector<float> step, c2;
-  std::vector<uint8_t> frozen;
   if (adam && u.grad != nullptr) {
-    step.resize(n);
-    c2.resize(n);
-    frozen.resize(n);
-    for (size_t j = 0; j < n; ++j) {
-      const uint32_t count = u.counts[j];
-      FRUGAL_CHECK(count < u.correction1.size() && count < u.correction2.size(),
-                   fmt::format("adam rows: update count {} beyond the bias corrections", count));
-      step[j] = u.lr * u.correction1[count];
-      frozen[j] = u.frozen(count) ? 1 : 0;
-      c2[j] = u.correction2[frozen[j] != 0 ? u.freeze_after : count];
-    }
-    r.step = step.data();
-    r.c2 = c2.data();
-    r.frozen = frozen.data();
-    if (u.freeze_after > 0) r.frozen_floor = u.frozen_floor();
+    r.counts = u.counts.data();  // checked against the table by validate()
+    r.corrections = args.in<float>(*u.corrections);
+    r.freeze_after = u.freeze_after;
   }
   r.w = args.inout<std::byte>(*u.w);
   r.m = args.inout<std::byte>(*u.m);

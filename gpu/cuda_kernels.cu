@@ -575,12 +575,18 @@ __global__ void adam_kernel(OptimRows r) {
     }
     if (r.grad != nullptr) {
       const float g = r.grad[idx];
+      const uint32_t count = r.counts[j];
+      const bool frozen = r.freeze_after > 0 && count > r.freeze_after;
+      const float step = r.lr * r.corrections[2 * size_t{count}];
+      const float c2 = r.corrections[2 * size_t{frozen ? r.freeze_after : count} + 1];
       m = r.beta1 * m + (1.0f - r.beta1) * g;
-      if (r.frozen != nullptr && r.frozen[j] != 0)  // kernels/optim_ops.cpp's adam_row_frozen
-        v = (v < r.frozen_floor * g * g) ? r.frozen_floor * g * g : v;  // std::max: a NaN v stays NaN
-      else
+      if (frozen) {  // kernels/optim_ops.cpp's adam_row_frozen
+        const float floor = (1.0f - r.beta2) / r.corrections[2 * size_t{r.freeze_after} + 1];
+        v = (v < floor * g * g) ? floor * g * g : v;  // std::max: a NaN v stays NaN
+      } else {
         v = r.beta2 * v + (1.0f - r.beta2) * g * g;
-      w = r.keep * w - r.step[j] * m / (sqrtf(v * r.c2[j]) + r.eps);
+      }
+      w = r.keep * w - step * m / (sqrtf(v * c2) + r.eps);
     }
     const uint32_t bits = rounding_bits(r, idx);
     store_stochastic(W, at, w, bits & 0xffffu);
@@ -1067,8 +1073,8 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 
 namespace {
 
-// The device side of r: w, m, v and the gradient are device memory already; the row ids, rounding
-// keys and plans go up.
+// The device side of r: w, m, v, the gradient and Adam's corrections are device memory already; the
+// row ids, update counts, rounding keys and plans go up.
 OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   OptimRows d = r;
   d.rows = st.up(r.rows, r.n);
@@ -1079,11 +1085,7 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
     d.term_start = st.up(r.term_start, r.n + 1);
     d.terms = st.up(r.terms, 2 * static_cast<size_t>(r.term_start[r.n]));
   }
-  if (adam && r.grad != nullptr) {
-    d.step = st.up(r.step, r.n);
-    d.c2 = st.up(r.c2, r.n);
-    d.frozen = r.frozen != nullptr ? st.up(r.frozen, r.n) : nullptr;
-  }
+  if (adam && r.grad != nullptr) d.counts = st.up(r.counts, r.n);
   return d;
 }
 

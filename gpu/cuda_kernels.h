@@ -118,10 +118,12 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 // host array here). bf16: keys[j] is row j's rounding key and col_base the first column's position
 // in the whole parameter (kernels/optim_ops.cpp's row_key and col_base).
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
-// terms[2 term_start[j] .. 2 term_start[j+1]). Adam: step[j] = lr * correction1[count], c2[j] =
-// correction2[count]; frozen[j] (null: none) marks a row whose second moment is frozen (c2[j] is
-// then correction2[freeze_after], and v is raised to frozen_floor g^2 where below). Adagrad: m is
-// the accumulator, eps Adagrad's. grad null: catch-up only.
+// terms[2 term_start[j] .. 2 term_start[j+1]). Adam: counts[j] is row j's update count (host,
+// staged) and corrections the T x 2 table of bias corrections (device: row t = correction1(t),
+// correction2(t)); row j's step is lr * correction1(count), and a row whose count is above
+// freeze_after (> 0) has a frozen second moment: it divides by correction2(freeze_after) and v is
+// raised to (1 - beta2) / correction2(freeze_after) g^2 where below. Adagrad: m is the accumulator,
+// eps Adagrad's. grad null: catch-up only.
 struct OptimRows {
   size_t n = 0, cols = 0;
   void *w = nullptr, *m = nullptr, *v = nullptr;
@@ -134,9 +136,9 @@ struct OptimRows {
   const float* plan = nullptr;
   const uint32_t* term_start = nullptr;
   const float* terms = nullptr;
-  const float *step = nullptr, *c2 = nullptr;
-  const uint8_t* frozen = nullptr;
-  float frozen_floor = 0;
+  const uint32_t* counts = nullptr;
+  const float* corrections = nullptr;
+  uint32_t freeze_after = 0;
   float keep = 1, beta1 = 0, beta2 = 0, eps = 0, lr = 0, momentum = 0;
 };
 void adam_rows(Context& ctx, const OptimRows& r);

@@ -391,11 +391,11 @@ void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
   d.m = state(u.m);
   d.v = state(u.v);
   if (u.grad != nullptr) d.grad = &s.in(*u.grad);
+  if (u.corrections != nullptr) d.corrections = &s.in(*u.corrections);  // the optimizer keeps it here
   uint64_t plans = 0;
   for (const CatchUpPlan* p : u.plans)
     if (p != nullptr) plans += sizeof(CatchUpPlan) + 4 * uint64_t{p->terms_count};
-  s.up(bytes_of(u.rows) + bytes_of(u.counts) + bytes_of(u.correction1) + bytes_of(u.correction2) +
-       sizeof(const CatchUpPlan*) * u.plans.size() + plans);
+  s.up(bytes_of(u.rows) + bytes_of(u.counts) + sizeof(const CatchUpPlan*) * u.plans.size() + plans);
   if (op == Op::adam_rows) {
     cpu_.adam_rows(d);
   } else if (op == Op::sgd_rows) {

@@ -38,10 +38,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row(
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_column(
     float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g,
     const uint32_t* __restrict rows, const uint32_t* __restrict counts, size_t n, float b1, float b2, float lr,
-    const float* __restrict correction1, const float* __restrict correction2, float eps, float keep) {
+    const float* __restrict corrections, float eps, float keep) {
   for (size_t j = 0; j < n; ++j) {
     const uint32_t r = rows[j];
-    adam_entry(w[r], m[r], v[r], g[j], b1, b2, lr * correction1[counts[j]], correction2[counts[j]], eps, keep);
+    const float* c = corrections + 2 * size_t{counts[j]};
+    adam_entry(w[r], m[r], v[r], g[j], b1, b2, lr * c[0], c[1], eps, keep);
   }
 }
 
@@ -169,6 +170,10 @@ void for_update_rows(const RowUpdate& u, bool second_moment, Body&& body) {
 void adam_rows(const RowUpdate& u) {
   u.validate(true);
   const size_t cols = u.w->cols();
+  // Row t of the bias corrections: correction1(t), correction2(t).
+  const float* table = u.corrections != nullptr ? u.corrections->data() : nullptr;
+  const auto c1 = [&](uint32_t t) { return table[2 * size_t{t}]; };
+  const auto c2 = [&](uint32_t t) { return table[2 * size_t{t} + 1]; };
   // bf16 rows without catch-up: one fused pass per row (widen, update, round) instead of three.
   if (u.w->dtype() == Dtype::bf16 && u.plans.empty() && u.grad != nullptr && u.freeze_after == 0) {
     parallel_rows(u.rows.size(), [&](size_t j) {
@@ -176,7 +181,7 @@ void adam_rows(const RowUpdate& u) {
         for (Tensor* t : {u.w, u.m, u.v}) prefetch_bytes_for_write(t->bf16_row(u.rows[j + kPrefetchUpdateRows]), cols * 2);
       const uint32_t r = u.rows[j], count = u.counts[j];
       adam_row_bf16(u.w->bf16_row(r), u.m->bf16_row(r), u.v->bf16_row(r), u.grad->row(j), cols, u.beta1, u.beta2,
-                    u.lr * u.correction1[count], u.correction2[count], u.eps, u.keep, row_key(u, r),
+                    u.lr * c1(count), c2(count), u.eps, u.keep, row_key(u, r),
                     static_cast<uint32_t>(u.col_base));
     }, kOptimRowGrain);
     return;
@@ -185,8 +190,7 @@ void adam_rows(const RowUpdate& u) {
     // Rows are independent: no bit depends on the split.
     tbb::parallel_for(tbb::blocked_range<size_t>(0, u.rows.size(), 4096), [&](const auto& range) {
       adam_column(u.w->data(), u.m->data(), u.v->data(), u.grad->data() + range.begin(), u.rows.data() + range.begin(),
-                  u.counts.data() + range.begin(), range.size(), u.beta1, u.beta2, u.lr, u.correction1.data(),
-                  u.correction2.data(), u.eps, u.keep);
+                  u.counts.data() + range.begin(), range.size(), u.beta1, u.beta2, u.lr, table, u.eps, u.keep);
     });
     return;
   }
@@ -198,11 +202,10 @@ void adam_rows(const RowUpdate& u) {
     if (u.grad == nullptr) return;
     const uint32_t count = u.counts[j];
     if (u.frozen(count))
-      adam_row_frozen(w, m, v, u.grad->row(j), cols, u.beta1, u.frozen_floor(), u.lr * u.correction1[count],
-                      u.correction2[u.freeze_after], u.eps, u.keep);
+      adam_row_frozen(w, m, v, u.grad->row(j), cols, u.beta1, u.frozen_floor(table), u.lr * c1(count),
+                      c2(u.freeze_after), u.eps, u.keep);
     else
-      adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * u.correction1[count], u.correction2[count],
-               u.eps, u.keep);
+      adam_row(w, m, v, u.grad->row(j), cols, u.beta1, u.beta2, u.lr * c1(count), c2(count), u.eps, u.keep);
   });
 }
 

@@ -26,10 +26,10 @@ AdamOptimizer::AdamOptimizer(const Options& options, std::vector<Parameter*> par
 
 void AdamOptimizer::prepare(uint64_t max_count, uint64_t now) {
   const float b1 = options().beta1, b2 = options().beta2;
-  while (correction1_.size() <= max_count) {
-    const auto t = static_cast<float>(correction1_.size());
-    correction1_.push_back(1.0f / (1.0f - std::pow(b1, t)));
-    correction2_.push_back(1.0f / (1.0f - std::pow(b2, t)));
+  while (corrections_.size() / 2 <= max_count) {
+    const auto t = static_cast<float>(corrections_.size() / 2);
+    corrections_.push_back(1.0f / (1.0f - std::pow(b1, t)));
+    corrections_.push_back(1.0f / (1.0f - std::pow(b2, t)));
   }
   if (options().updates != SparseUpdates::catchup) return;
   while (exact_corrections_.size() <= std::min(now, corrections_end_)) {
@@ -39,6 +39,24 @@ void AdamOptimizer::prepare(uint64_t max_count, uint64_t now) {
 }
 
 void AdamOptimizer::reserve_plans(size_t plans) { terms_.resize(plans * 2 * horizon_); }
+
+const Tensor& AdamOptimizer::placed_corrections() {
+  Backend& be = backend();
+  const size_t t = corrections_.size() / 2;
+  const bool here = be.device().is_host() ? table_.is_host() : table_.owner() == &be;
+  if (!here || table_.rows() < t) {  // room for twice as many: a step adds at most one row
+    table_ = Tensor(std::max<size_t>(64, 2 * t), 2, Dtype::f32, be);
+    table_.set_name("adam.bias_corrections");
+    placed_rows_ = 0;
+  }
+  if (placed_rows_ < t) {
+    Tensor tail = table_.rows_view(placed_rows_, t - placed_rows_);
+    copy_from_host(tail, corrections_.data() + 2 * placed_rows_);
+    placed_rows_ = t;
+  }
+  table_view_ = table_.rows_view(0, t);
+  return table_view_;
+}
 
 // Dense Adam with zero gradients in steps tau = last + j, j = 1..s (s = now - last): the moments
 // only decay, m_tau = beta1^j m, v_tau = beta2^j v, and the weight moves
@@ -81,8 +99,7 @@ void AdamOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t
   RowUpdate u = row_update(p, s, rows, grad, plans, lr);
   u.v = &s.v;
   u.counts = counts;
-  u.correction1 = correction1_;
-  u.correction2 = correction2_;
+  u.corrections = &placed_corrections();
   u.beta1 = options().beta1;
   u.beta2 = options().beta2;
   u.freeze_after = options().freeze_second_moment;

@@ -601,8 +601,11 @@ Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool
             u.grad = catch_up_only ? nullptr : &dg;
             u.plans = in.plans;
             u.counts = in.counts;
-            u.correction1 = in.c1;
-            u.correction2 = in.c2;
+            // The bias corrections (row t = c1[t], c2[t]) where the backend computes.
+            std::vector<float> table;
+            for (size_t t = 0; t < in.c1.size(); ++t) table.insert(table.end(), {in.c1[t], in.c2[t]});
+            const Tensor corrections = on(be, table, in.c1.size(), 2);
+            u.corrections = &corrections;
             u.keep = keep;
             u.lr = 1e-2f;
             u.beta1 = 0.9f;

@@ -190,7 +190,7 @@ namespace {
 struct AdamCase {
   Tensor w, m, v, grad;
   std::vector<uint32_t> rows, counts;
-  std::vector<float> c1, c2;
+  Tensor corrections;  // row t: correction1(t), correction2(t)
 };
 AdamCase adam_case(Dtype dtype) {
   AdamCase a;
@@ -203,8 +203,11 @@ AdamCase adam_case(Dtype dtype) {
   Rng rng(2);
   for (size_t i = 0; i < a.grad.size(); ++i) a.grad.data()[i] = 0.01f * static_cast<float>(rng.normal());
   a.counts.assign(a.rows.size(), 1);
-  a.c1 = {1.0f, 10.0f};
-  a.c2 = {1.0f, 1000.0f};
+  a.corrections = Tensor(2, 2);
+  a.corrections.at(0, 0) = 1.0f;
+  a.corrections.at(0, 1) = 1.0f;
+  a.corrections.at(1, 0) = 10.0f;
+  a.corrections.at(1, 1) = 1000.0f;
   return a;
 }
 RowUpdate adam_update(AdamCase& a, std::span<const CatchUpPlan* const> plans) {
@@ -216,8 +219,7 @@ RowUpdate adam_update(AdamCase& a, std::span<const CatchUpPlan* const> plans) {
   u.grad = &a.grad;
   u.plans = plans;
   u.counts = a.counts;
-  u.correction1 = a.c1;
-  u.correction2 = a.c2;
+  u.corrections = &a.corrections;
   u.lr = 1e-3f;
   u.beta1 = 0.9f;
   u.beta2 = 0.999f;
@@ -247,7 +249,7 @@ TEST_CASE("bf16: every other backend's optimizer rows on bf16 state are the CPU'
       adam_plan.terms_count = 1;
       std::vector<const CatchUpPlan*> plans(a.rows.size(), nullptr);
       for (size_t j = 0; j < plans.size(); j += 4) plans[j] = op == Op::adam_rows ? &adam_plan : &plan;
-      for (Tensor* t : {&b.w, &b.m, &b.v, &b.grad}) place_on(*t, other);  // the other backend's memory
+      for (Tensor* t : {&b.w, &b.m, &b.v, &b.grad, &b.corrections}) place_on(*t, other);  // the other backend's memory
       for (int step = 0; step < 3; ++step)
         for (auto [be, c] : {std::pair{&cpu, &a}, std::pair{other, &b}}) {
           RowUpdate u = adam_update(*c, step == 0 ? std::span<const CatchUpPlan* const>(plans)
@@ -323,7 +325,8 @@ TEST_CASE("bf16: updates far below a bf16 step still move the weights (stochasti
   w.fill(1.0f);
   g.fill(1.0f);
   const std::vector<uint32_t> rows{0}, counts{1};
-  const std::vector<float> one{1.0f, 1.0f};
+  Tensor ones(2, 2);  // no bias correction: m and v start at the gradient's scale below
+  ones.fill(1.0f);
   RowUpdate u;
   u.w = &w;
   u.m = &m;
@@ -331,8 +334,7 @@ TEST_CASE("bf16: updates far below a bf16 step still move the weights (stochasti
   u.rows = rows;
   u.grad = &g;
   u.counts = counts;
-  u.correction1 = one;  // no bias correction: m and v start at the gradient's scale below
-  u.correction2 = one;
+  u.corrections = &ones;
   u.lr = 1e-4f;
   u.beta1 = 0.0f;  // m = g, v = g^2: each step is lr * g / |g| = lr
   u.beta2 = 0.0f;
