@@ -269,11 +269,14 @@ void RowUpdate::validate(bool second_moment) const {
                "optimizer rows: the state's shape differs from the weights'");
   FRUGAL_CHECK(m->dtype() == w->dtype() && (!second_moment || v->dtype() == w->dtype()),
                "optimizer rows: the state's precision differs from the weights'");
-  FRUGAL_CHECK(grad == nullptr || (grad->rows() == rows.size() && (rows.empty() || grad->cols() == cols)),
+  FRUGAL_CHECK(!all_rows || (rows.empty() && plans.empty()),
+               "optimizer rows: all_rows takes no row list and no catch-up plans");
+  const size_t listed = num_rows();
+  FRUGAL_CHECK(grad == nullptr || (grad->rows() == listed && (listed == 0 || grad->cols() == cols)),
                "optimizer rows: the gradient's shape does not match the row list");
   FRUGAL_CHECK(plans.empty() || plans.size() == rows.size(), "optimizer rows: one catch-up plan per row");
-  FRUGAL_CHECK(!second_moment || grad == nullptr || counts.size() == rows.size(),
-               "optimizer rows: one update count per row");
+  FRUGAL_CHECK(!second_moment || grad == nullptr || counts.size() == (all_rows ? 1 : rows.size()),
+               all_rows ? "optimizer rows: all_rows takes one update count" : "optimizer rows: one update count per row");
   if (second_moment && grad != nullptr) {
     FRUGAL_CHECK(corrections != nullptr && corrections->dtype() == Dtype::f32 && corrections->cols() == 2,
                  "optimizer rows: Adam needs its bias corrections (a T x 2 f32 tensor)");

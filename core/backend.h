@@ -98,14 +98,18 @@ struct CatchUpPlan {
 };
 
 // One optimizer step (or catch-up) over a list of rows of one parameter. Row j of the list is row
-// rows[j] of w, m, v: first its catch-up (when plans is not empty and plans[j] is not null), then,
-// when grad is given, the step's update with gradient grad->row(j).
+// rows[j] of w, m, v (row j itself with all_rows): first its catch-up (when plans is not empty and
+// plans[j] is not null), then, when grad is given, the step's update with gradient grad->row(j).
 struct RowUpdate {
   Tensor* w = nullptr;
   Tensor* m = nullptr;  // Adam: first moment; SGD: momentum buffer; Adagrad: sum of squared gradients
   Tensor* v = nullptr;  // Adam: second moment; SGD: unused
   std::span<const uint32_t> rows;              // distinct rows
-  const Tensor* grad = nullptr;                // rows.size() x cols, or null (catch-up only)
+  // Every row of w in order, rows left empty, and (Adam) counts holding one count for all of them:
+  // a dense parameter's step sends no row list (a device would get 8 bytes a row every step: the
+  // exact softmax's 100k rows). No catch-up plans with it.
+  bool all_rows = false;
+  const Tensor* grad = nullptr;                // num_rows() x cols, or null (catch-up only)
   std::span<const CatchUpPlan* const> plans;   // per row, or empty (no catch-up)
   float keep = 1.0f;                           // 1 - lr * weight_decay (exactly 1 without decay)
   // Adam: row j's step is lr * correction1(counts[j]), its second-moment correction
@@ -133,6 +137,7 @@ struct RowUpdate {
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
   void validate(bool second_moment) const;
+  size_t num_rows() const { return all_rows ? w->rows() : rows.size(); }
   bool frozen(uint32_t count) const { return freeze_after > 0 && count > freeze_after; }
   // The floor of a frozen v, per g^2: (1 - beta2) / correction2(freeze_after), given the table's
   // entries (host kernels: corrections->data(); a device kernel reads its own).

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
-#include "core/hash32.h"
 #include "gpu/cuda_info.h"
 #include "gpu/cuda_kernels.h"
 
@@ -426,21 +425,17 @@ void CudaBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& s
 void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   const bool adam = op == Op::adam_rows;
   u.validate(adam);
-  const size_t n = u.rows.size(), cols = u.w->cols();
+  const size_t n = u.num_rows(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
   const bool bf16 = u.w->dtype() == Dtype::bf16;
-  std::vector<uint32_t> keys;
-  if (bf16) {
-    keys.resize(n);
-    for (size_t j = 0; j < n; ++j) keys[j] = rounding_row_key(u.round_seed, u.row_base + u.rows[j]);
-  }
   Args args(*this, op_name(op).data());
   dev::OptimRows r;
   r.n = n;
   r.cols = cols;
   r.bf16 = bf16;
-  r.rows = u.rows.data();
-  r.keys = bf16 ? keys.data() : nullptr;
+  r.rows = u.all_rows ? nullptr : u.rows.data();
+  r.round_seed = u.round_seed;
+  r.row_base = u.row_base;
   r.col_base = static_cast<uint32_t>(u.col_base);
   r.grad = u.grad != nullptr ? args.in<float>(*u.grad) : nullptr;
   r.keep = u.keep;
@@ -474,7 +469,11 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     r.terms = terms.data();
   }
   if (adam && u.grad != nullptr) {
-    r.counts = u.counts.data();  // checked against the table by validate()
+    // Checked against the table by validate(); all_rows: one count for every row.
+    if (u.all_rows)
+      r.count_all = u.counts[0];
+    else
+      r.counts = u.counts.data();
     r.corrections = args.in<float>(*u.corrections);
     r.freeze_after = u.freeze_after;
   }

@@ -542,13 +542,13 @@ __global__ void __launch_bounds__(kTopKThreads)
 
 // Element idx of an update is column idx % cols of row rows[idx / cols] of the whole matrices w, m,
 // v (their device copies); the gradient is the listed rows, gathered.
-__device__ size_t element(const OptimRows& r, size_t idx) {
-  return static_cast<size_t>(r.rows[idx / r.cols]) * r.cols + idx % r.cols;
-}
+__device__ size_t row_of(const OptimRows& r, size_t j) { return r.rows != nullptr ? r.rows[j] : j; }
+__device__ size_t element(const OptimRows& r, size_t idx) { return row_of(r, idx / r.cols) * r.cols + idx % r.cols; }
 // The 32 random bits of a bf16 element's rounding (unused for f32 storage).
 __device__ uint32_t rounding_bits(const OptimRows& r, size_t idx) {
-  if (r.keys == nullptr) return 0u;
-  return rounding_column_hash(r.keys[idx / r.cols], r.col_base + static_cast<uint32_t>(idx % r.cols));
+  if (!r.bf16) return 0u;
+  const uint32_t key = rounding_row_key(r.round_seed, r.row_base + row_of(r, idx / r.cols));
+  return rounding_column_hash(key, r.col_base + static_cast<uint32_t>(idx % r.cols));
 }
 
 // One thread per element of the listed rows: the catch-up, then the step (kernels/optim_ops.cpp),
@@ -575,7 +575,7 @@ __global__ void adam_kernel(OptimRows r) {
     }
     if (r.grad != nullptr) {
       const float g = r.grad[idx];
-      const uint32_t count = r.counts[j];
+      const uint32_t count = r.counts != nullptr ? r.counts[j] : r.count_all;
       const bool frozen = r.freeze_after > 0 && count > r.freeze_after;
       const float step = r.lr * r.corrections[2 * size_t{count}];
       const float c2 = r.corrections[2 * size_t{frozen ? r.freeze_after : count} + 1];
@@ -1074,18 +1074,17 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 namespace {
 
 // The device side of r: w, m, v, the gradient and Adam's corrections are device memory already; the
-// row ids, update counts, rounding keys and plans go up.
+// row ids, update counts and plans go up.
 OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   OptimRows d = r;
-  d.rows = st.up(r.rows, r.n);
-  d.keys = r.keys != nullptr ? st.up(r.keys, r.n) : nullptr;
+  d.rows = r.rows != nullptr ? st.up(r.rows, r.n) : nullptr;
   if (r.has_plan != nullptr) {
     d.has_plan = st.up(r.has_plan, r.n);
     d.plan = st.up(r.plan, 4 * r.n);
     d.term_start = st.up(r.term_start, r.n + 1);
     d.terms = st.up(r.terms, 2 * static_cast<size_t>(r.term_start[r.n]));
   }
-  if (adam && r.grad != nullptr) d.counts = st.up(r.counts, r.n);
+  if (adam && r.grad != nullptr && r.counts != nullptr) d.counts = st.up(r.counts, r.n);
   return d;
 }
 

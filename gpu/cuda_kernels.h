@@ -115,11 +115,12 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 
 // The listed rows of an optimizer step: w, m, v, grad are device memory (f32 state, or bf16 with
 // bf16 set), row j of the update is their row rows[j] (host ids, n of them, staged with every other
-// host array here). bf16: keys[j] is row j's rounding key and col_base the first column's position
-// in the whole parameter (kernels/optim_ops.cpp's row_key and col_base).
+// host array here; null: row j itself, every row of the parameter). bf16: row r's rounding key is
+// rounding_row_key(round_seed, row_base + r) and col_base the first column's position in the whole
+// parameter (kernels/optim_ops.cpp's row_key and col_base), computed on the device.
 // Plans: has_plan[j]; plan[4j..4j+3] = decay, move, m_decay, v_decay; row j's catch-up terms are
 // terms[2 term_start[j] .. 2 term_start[j+1]). Adam: counts[j] is row j's update count (host,
-// staged) and corrections the T x 2 table of bias corrections (device: row t = correction1(t),
+// staged; null: count_all for every row) and corrections the T x 2 table of bias corrections (device: row t = correction1(t),
 // correction2(t)); row j's step is lr * correction1(count), and a row whose count is above
 // freeze_after (> 0) has a frozen second moment: it divides by correction2(freeze_after) and v is
 // raised to (1 - beta2) / correction2(freeze_after) g^2 where below. Adagrad: m is the accumulator,
@@ -129,7 +130,7 @@ struct OptimRows {
   void *w = nullptr, *m = nullptr, *v = nullptr;
   bool bf16 = false;
   const uint32_t* rows = nullptr;
-  const uint32_t* keys = nullptr;
+  uint64_t round_seed = 0, row_base = 0;
   uint32_t col_base = 0;
   const float* grad = nullptr;
   const uint8_t* has_plan = nullptr;  // null: no plans
@@ -137,6 +138,7 @@ struct OptimRows {
   const uint32_t* term_start = nullptr;
   const float* terms = nullptr;
   const uint32_t* counts = nullptr;
+  uint32_t count_all = 0;
   const float* corrections = nullptr;
   uint32_t freeze_after = 0;
   float keep = 1, beta1 = 0, beta2 = 0, eps = 0, lr = 0, momentum = 0;

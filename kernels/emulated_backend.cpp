@@ -377,7 +377,7 @@ void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
   RowUpdate d = u;
   // The model's tensors: on the device, or (host tensors) only the listed rows staged up and back.
   const auto rows_moved = [&](const Tensor* t) {
-    return t == nullptr || t->empty() ? 0 : u.rows.size() * t->cols() * dtype_bytes(t->dtype());
+    return t == nullptr || t->empty() ? 0 : u.num_rows() * t->cols() * dtype_bytes(t->dtype());
   };
   const auto state = [&](Tensor* t) -> Tensor* {
     if (t == nullptr || t->owner() != this) {

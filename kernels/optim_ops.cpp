@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include <fmt/format.h>
@@ -165,9 +166,28 @@ void for_update_rows(const RowUpdate& u, bool second_moment, Body&& body) {
   }, kOptimRowGrain);
 }
 
+// An update over every row (RowUpdate::all_rows) as the same update over the listed rows 0..R-1,
+// each with the one count: the kernels below take row lists (this is only for host backends that
+// were handed all_rows, e.g. the counting device's; a host optimizer lists its rows).
+template <class Op>
+void with_rows_listed(const RowUpdate& u, Op&& op) {
+  std::vector<uint32_t> rows(u.w->rows()), counts;
+  std::iota(rows.begin(), rows.end(), 0u);
+  if (!u.counts.empty()) counts.assign(rows.size(), u.counts[0]);
+  RowUpdate listed = u;
+  listed.all_rows = false;
+  listed.rows = rows;
+  listed.counts = counts;
+  op(listed);
+}
+
 }  // namespace
 
 void adam_rows(const RowUpdate& u) {
+  if (u.all_rows) {
+    u.validate(true);
+    return with_rows_listed(u, [](const RowUpdate& l) { adam_rows(l); });
+  }
   u.validate(true);
   const size_t cols = u.w->cols();
   // Row t of the bias corrections: correction1(t), correction2(t).
@@ -210,6 +230,10 @@ void adam_rows(const RowUpdate& u) {
 }
 
 void sgd_rows(const RowUpdate& u) {
+  if (u.all_rows) {
+    u.validate(false);
+    return with_rows_listed(u, [](const RowUpdate& l) { sgd_rows(l); });
+  }
   u.validate(false);
   const size_t cols = u.w->cols();
   for_update_rows(u, false, [&](size_t j, float* w, float* m, float*) {
@@ -221,6 +245,10 @@ void sgd_rows(const RowUpdate& u) {
 }
 
 void adagrad_rows(const RowUpdate& u) {
+  if (u.all_rows) {
+    u.validate(false);
+    return with_rows_listed(u, [](const RowUpdate& l) { adagrad_rows(l); });
+  }
   u.validate(false);
   const size_t cols = u.w->cols();
   for_update_rows(u, false, [&](size_t j, float* w, float* m, float*) {

@@ -274,12 +274,18 @@ for r in runs:
     e = epochs(r["metrics"]) if r["metrics"] not in ("-", "") else []
     if r["phase"] == "tests":
         log = os.path.join(out, "runs", r["name"] + ".log")
-        lines = [l.strip() for l in open(log, errors="replace") if l.startswith("parity:")] if os.path.exists(log) else []
+        text = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
+        lines = [l.strip() for l in text if l.startswith("parity:")]
         r["parity"] = lines[-1] if lines else None
+        # The exact step's host <-> device bytes per sample (test_cuda_end_to_end, issue 41's target).
+        moved = [l.strip() for l in text if "B/sample host <-> device" in l]
+        if moved:
+            r["host_device"] = moved[-1]
         r["result"] = "pass" if r["rc"] == 0 else ("skip" if r["rc"] == 77 else "fail")
     if e:
         # The mixed group calibrates in epoch 1: both mixed runs are compared on their last epoch.
         r["samples_per_s"] = (e[-1] if r["name"].startswith("mixed-") else e[0]).get("train_samples_per_s")
+        r["host_device_bytes_per_sample"] = e[-1].get("host_device_bytes_per_sample")
         if r["name"].startswith("mixed-"):
             r["rank_step_seconds"] = [e[-1].get("rank_step_seconds_max"), e[-1].get("rank_step_seconds_min")]
             cal = [json.loads(l) for l in open(r["metrics"]) if '"calibration"' in l]
@@ -313,9 +319,9 @@ for r in runs:
     if r["phase"] not in ("steps", "target"):
         continue
     key = (r["system"], r["labels"], r["batch"])
-    row = rows.setdefault(key, {"sps": None, "p1": None, "ttt": None, "errors": []})
+    row = rows.setdefault(key, {"sps": None, "p1": None, "ttt": None, "hd": None, "errors": []})
     if r["phase"] == "steps":
-        row["sps"], row["p1"] = r.get("samples_per_s"), r.get("p@1")
+        row["sps"], row["p1"], row["hd"] = r.get("samples_per_s"), r.get("p@1"), r.get("host_device_bytes_per_sample")
     elif r.get("time_to_target_s") is not None:
         row["ttt"] = f'{r["time_to_target_s"]:.1f} s ({r["epochs_to_target"]} ep)'
     elif "best_p@1" in r:
@@ -329,11 +335,12 @@ md = [f"## GPU machine ({'tiny check, not a benchmark' if tiny == '1' else 'benc
 md += [f"- note: {n}" for n in notes]
 tests = [r for r in runs if r["phase"] == "tests"]
 md += ["", "| kernels test | result | parity |", "|---|---|---|"]
-md += [f"| {r['system']} | {r['result']} | {r.get('parity') or '-'} |" for r in tests] or ["| (none in the bundle) | - | - |"]
-md += ["", f"| system | labels | batch | samples/s | P@1 at {steps} steps | time to target | errors |", "|---|---|---|---|---|---|---|"]
+md += [f"| {r['system']} | {r['result']} | {r.get('parity') or r.get('host_device') or '-'} |" for r in tests] or ["| (none in the bundle) | - | - |"]
+md += ["", f"| system | labels | batch | samples/s | P@1 at {steps} steps | host <-> device B/sample | time to target | errors |",
+       "|---|---|---|---|---|---|---|---|"]
 for (system, labels, batch), row in rows.items():
     md.append(f"| {system} | {labels} | {batch} | {fmt(row['sps'], '.0f')} | {fmt(row['p1'], '.3f')} | "
-              f"{row['ttt'] or '-'} | {'; '.join(row['errors']) or '-'} |")
+              f"{fmt(row['hd'], '.0f')} | {row['ttt'] or '-'} | {'; '.join(row['errors']) or '-'} |")
 # The CUDA runs' per-op profiles (FRUGAL_CUDA_PROFILE): where each run's time went, its five
 # costliest ops and the sum over all of them.
 prof_md = []

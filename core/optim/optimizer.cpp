@@ -136,7 +136,8 @@ RowUpdate Optimizer::row_update(Parameter& p, State& s, std::span<const uint32_t
   RowUpdate u;
   u.w = &p.value;
   u.m = &s.m;
-  u.rows = rows;
+  u.all_rows = every_row_;
+  if (!every_row_) u.rows = rows;
   u.grad = grad;
   u.plans = plans;
   u.lr = static_cast<float>(lr);
@@ -255,8 +256,16 @@ void Optimizer::step_parameter(size_t i) {
       row_counts_[j] = static_cast<uint32_t>(count);
     }
   });
+  // A device gets a parameter whose every row changed with one count (a dense layer's, the exact
+  // softmax's) without the row list: its ids and counts would cross every step, 8 bytes a row.
+  // (The rows are sorted and distinct: as many as the parameter's are 0..R-1.)
+  every_row_ = !catchup && !backend().device().is_host() && !rows.empty() && rows.size() == p.value.rows() &&
+               std::all_of(row_counts_.begin(), row_counts_.end(), [&](uint32_t c) { return c == row_counts_[0]; });
+  const std::span<const uint32_t> counts =
+      every_row_ ? std::span<const uint32_t>(row_counts_).first(1) : std::span<const uint32_t>(row_counts_);
   // Rows are independent, so the result does not depend on how the backend splits them.
-  update_rows(p, s, rows, &p.grad.values, row_plans_, row_counts_, lr_n);
+  update_rows(p, s, rows, &p.grad.values, row_plans_, counts, lr_n);
+  every_row_ = false;
   count_row_updates(s, rows.size(), cols, true);
 }
 

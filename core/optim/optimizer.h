@@ -185,6 +185,9 @@ class Optimizer {
  private:
   // The moments into the memory of the backend the updates run on.
   void place_state(State& s);
+  // Set by step_parameter around update_rows when the update covers every row with one count
+  // (row_update then asks for RowUpdate::all_rows).
+  bool every_row_ = false;
   void grow_tables(uint64_t now);
   // Brings parameter i's listed rows that are behind up to steps(); returns those rows.
   std::vector<uint32_t> catch_up_param(size_t i, const std::vector<uint32_t>& rows);
