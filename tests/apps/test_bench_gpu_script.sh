@@ -54,7 +54,9 @@ for r in res["runs"]:
     assert r["rc"] == 0, f"{r['name']} failed: {r.get('error')}"
 report = open(os.path.join(out, "REPORT-gpu.md")).read()
 assert "CUDA backend per-op profile" in report, "no profile table in the report"
-rows = [l for l in report.splitlines() if l.startswith("| frugal-") and l.count("|") == 9]
+assert "host <-> device B/sample" in report, "no host <-> device column in the results table"
+# The profile's rows (a run's name, then its op), not the results table's (a system's name).
+rows = [l for l in report.splitlines() if l.startswith("| frugal-") and l.count("|") == 9 and "-steps |" in l]
 assert rows == ["| frugal-cuda-lsh-1k-b128-steps | adam_rows | 80 | 1454.5 | 1393.4 | 0.603 | 0.051 | 0.764 |",
                 "| frugal-cuda-lsh-1k-b128-steps | row_accumulate | 40 | 371.9 | 1404.2 | 0.307 | 0.034 | 0.385 |",
                 "| frugal-cuda-lsh-1k-b128-steps | (all) | 120 | 1826.4 | 2797.6 | 0.910 | 0.085 | 1.149 |"], rows
