@@ -48,8 +48,7 @@ void check_host(const Buffer& b, const char* op) {
                                         b.device().name()));
 }
 void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
-  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
-               fmt::format("Backend::{}: bytes [{}, {}) of a buffer of {}", op, offset, offset + bytes, b.bytes()));
+  check_buffer_range(b, offset, bytes, fmt::format("Backend::{}", op));
 }
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "core/huge_pages.h"
 
 namespace frugal {
@@ -35,6 +36,11 @@ std::shared_ptr<Buffer> alloc_host_buffer(size_t bytes) {
   if (bytes == 0) return std::make_shared<HostBuffer>(nullptr, 0);
   const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   return std::make_shared<HostBuffer>(static_cast<std::byte*>(allocate_for_random_access(rounded, kAlign)), rounded);
+}
+
+void check_buffer_range(const Buffer& b, size_t offset, size_t bytes, std::string_view who) {
+  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
+               fmt::format("{}: bytes [{}, {}) of a buffer of {}", who, offset, offset + bytes, b.bytes()));
 }
 
 std::shared_ptr<Buffer> wrap_host_memory(void* p, size_t bytes) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace frugal {
 
@@ -60,5 +61,8 @@ std::shared_ptr<Buffer> alloc_host_buffer(size_t bytes);
 // Host memory owned elsewhere (a data loader's vector, a kernel's scratch), seen as a buffer for
 // the length of a call: never freed here, and it must outlive every tensor viewing it.
 std::shared_ptr<Buffer> wrap_host_memory(void* p, size_t bytes);
+// Throws frugal::Error naming `who` (a backend's name and op) when [offset, offset + bytes) is not
+// inside b: every backend's set / get / copy / clear checks its ranges so.
+void check_buffer_range(const Buffer& b, size_t offset, size_t bytes, std::string_view who);
 
 }  // namespace frugal

@@ -65,6 +65,26 @@ void CachingAllocator::empty_cache() noexcept {
   for (const auto& [bytes, p] : blocks) raw_free_(p);
 }
 
+namespace {
+class CachedBuffer final : public Buffer {
+ public:
+  CachedBuffer(Device device, std::shared_ptr<CachingAllocator> memory, CachingAllocator::Block block, Backend* owner)
+      : Buffer(device, static_cast<std::byte*>(block.p), block.bytes, owner), memory_(std::move(memory)),
+        block_(block) {}
+  ~CachedBuffer() override { memory_->release(block_); }
+
+ private:
+  std::shared_ptr<CachingAllocator> memory_;
+  CachingAllocator::Block block_;
+};
+}  // namespace
+
+std::shared_ptr<Buffer> make_cached_buffer(Device device, std::shared_ptr<CachingAllocator> memory, size_t bytes,
+                                           Backend* owner) {
+  const CachingAllocator::Block block = memory->acquire(bytes);
+  return std::make_shared<CachedBuffer>(device, std::move(memory), block, owner);
+}
+
 CachingAllocator::Stats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

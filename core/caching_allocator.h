@@ -19,6 +19,8 @@
 #include <memory>
 #include <mutex>
 
+#include "core/buffer.h"
+
 namespace frugal {
 
 class CachingAllocator {
@@ -55,5 +57,10 @@ class CachingAllocator {
   std::multimap<size_t, void*> cache_;  // free blocks by size
   Stats stats_;
 };
+
+// A device buffer of `bytes` from `memory` (a block of it; none for 0 bytes), owned by `owner`, on
+// `device`; the block goes back to the cache when the last tensor viewing the buffer goes.
+std::shared_ptr<Buffer> make_cached_buffer(Device device, std::shared_ptr<CachingAllocator> memory, size_t bytes,
+                                           Backend* owner);
 
 }  // namespace frugal

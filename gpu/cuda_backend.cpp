@@ -26,28 +26,12 @@ void check_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
 }
 
 void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
-  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
-               fmt::format("cuda backend: {} of bytes [{}, {}) of a buffer of {}", op, offset, offset + bytes,
-                           b.bytes()));
+  check_buffer_range(b, offset, bytes, fmt::format("cuda backend: {}", op));
 }
 
 std::string tensor_words(const Tensor& t) {
   return t.name().empty() ? fmt::format("a {}x{} tensor", t.rows(), t.cols()) : fmt::format("tensor '{}'", t.name());
 }
-
-// Device memory: a block of the backend's caching allocator, back to it when the last tensor
-// viewing it goes.
-class CudaBuffer final : public Buffer {
- public:
-  CudaBuffer(std::shared_ptr<CachingAllocator> memory, CachingAllocator::Block block, Backend* owner)
-      : Buffer(Device{DeviceKind::cuda, 0}, static_cast<std::byte*>(block.p), block.bytes, owner),
-        memory_(std::move(memory)), block_(block) {}
-  ~CudaBuffer() override { memory_->release(block_); }
-
- private:
-  std::shared_ptr<CachingAllocator> memory_;
-  CachingAllocator::Block block_;
-};
 
 // A probe, registered when libfrugal is loaded (libfrugal links this object whole): the backend is
 // made the first time "cuda" is asked for, and only when the process sees a CUDA device (without
@@ -149,7 +133,7 @@ bool CudaBackend::set_bf16_products(bool on) {
 // --- memory ---------------------------------------------------------------------------------------
 
 std::shared_ptr<Buffer> CudaBackend::alloc_buffer(size_t bytes) {
-  return std::make_shared<CudaBuffer>(memory_, memory_->acquire(bytes), this);
+  return make_cached_buffer(device(), memory_, bytes, this);
 }
 
 CachingAllocator::Stats CudaBackend::memory_stats() const { return memory_->stats(); }

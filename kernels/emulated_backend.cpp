@@ -21,20 +21,6 @@ OpProfile& emulated_profile() {
 
 constexpr size_t kAlign = 64;
 
-// The device's memory: host memory, refused to host code (its Device is not the host's), from the
-// backend's caching allocator (as a GPU's is), and back to it when the last tensor viewing it goes.
-class EmulatedBuffer final : public Buffer {
- public:
-  EmulatedBuffer(std::shared_ptr<CachingAllocator> memory, CachingAllocator::Block block, Backend* owner)
-      : Buffer(Device{DeviceKind::emulated, 0}, static_cast<std::byte*>(block.p), block.bytes, owner),
-        memory_(std::move(memory)), block_(block) {}
-  ~EmulatedBuffer() override { memory_->release(block_); }
-
- private:
-  std::shared_ptr<CachingAllocator> memory_;
-  CachingAllocator::Block block_;
-};
-
 // Row accumulation's state, the CPU backend's inside one of this backend's own (so that a layer's
 // workspace slot keeps it between steps: core/backend.h's row_workspace checks the owner).
 class EmulatedRowWorkspace final : public RowWorkspace {
@@ -48,9 +34,7 @@ class EmulatedRowWorkspace final : public RowWorkspace {
 };
 
 void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
-  FRUGAL_CHECK(offset <= b.bytes() && bytes <= b.bytes() - offset,
-               fmt::format("emulated device: {} of bytes [{}, {}) of a buffer of {}", op, offset, offset + bytes,
-                           b.bytes()));
+  check_buffer_range(b, offset, bytes, fmt::format("emulated device: {}", op));
 }
 
 template <class T>
@@ -179,7 +163,8 @@ Backend::Transfers EmulatedBackend::transfers() const {
 }
 
 std::shared_ptr<Buffer> EmulatedBackend::alloc_buffer(size_t bytes) {
-  return std::make_shared<EmulatedBuffer>(memory_, memory_->acquire(bytes), this);
+  // Host memory the host may not touch (its Device is not the host's), cached as a GPU's is.
+  return make_cached_buffer(device(), memory_, bytes, this);
 }
 
 CachingAllocator::Stats EmulatedBackend::memory_stats() const { return memory_->stats(); }
