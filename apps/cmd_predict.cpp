@@ -29,7 +29,7 @@
 #include "core/data/xmc_reader.h"
 #include "core/backend.h"
 #include "core/device.h"
-#include "core/train/predictor.h"
+#include "train/predictor.h"
 
 namespace frugal::cli {
 namespace {

@@ -38,20 +38,20 @@
 #include "comm/environment.h"
 #include "comm/init.h"
 #include "core/parse.h"
-#include "core/train/checkpoint_history.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_history.h"
+#include "train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/dataset_split.h"
 #include "core/data/fingerprint.h"
-#include "core/train/early_stopping.h"
-#include "core/train/metrics_log.h"
+#include "train/early_stopping.h"
+#include "train/metrics_log.h"
 #include "core/propensity.h"
 #include "core/rng.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/data/xmc_file.h"
 #include "core/backend.h"
 #include "core/device.h"
-#include "core/train/rebalance.h"
+#include "train/rebalance.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
 
@@ -432,7 +432,7 @@ Backend& choose_device(const std::string& device, int threads) {
   return backend;
 }
 
-// The folder the ranks reslice through (core/train/rebalance.h): rank 0 names it, every rank gets
+// The folder the ranks reslice through (train/rebalance.h): rank 0 names it, every rank gets
 // the name. Under --checkpoint DIR (which every rank sees), a subfolder of it; else the temporary
 // folder (the ranks must share it: one host).
 std::string reslice_folder(comm::Communicator& world, const std::string& checkpoint) {

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/train/forward_split.h"
+#include "train/forward_split.h"
 
 namespace frugal::plan {
 

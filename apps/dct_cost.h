@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/communicator.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 
 namespace frugal::cli {
 

@@ -22,7 +22,7 @@
 #include "core/device.h"
 #include "core/parse.h"
 #include "core/rng.h"
-#include "core/train/metrics_log.h"
+#include "train/metrics_log.h"
 #include "layers/dlrm/dlrm_checkpoint.h"
 #include "layers/dlrm/dlrm_trainer.h"
 

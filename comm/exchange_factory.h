@@ -1,5 +1,5 @@
 // comm/'s ExchangeFactory (core/exchange.h): the model-parallel boundary exchanges and the replica
-// reducers of comm/. The trainer (core/train, the floor above comm/) and apps/ pass it where a group
+// reducers of comm/. The trainer (train, the floor above comm/) and apps/ pass it where a group
 // of ranks needs exchanges; the layers below comm/ (the DLRM network) are given it.
 #pragma once
 

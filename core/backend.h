@@ -1,6 +1,6 @@
 // Backend: where layers and optimizers compute (ggml's backend interface, in spirit). A Backend is
 // a name, the ops it supports, the ops themselves, synchronize() and thread control. Every compute
-// step of the layers (layers/) and of the optimizers (core/train/) is one op call on a Backend, per
+// step of the layers (layers/) and of the optimizers (train/) is one op call on a Backend, per
 // batch or per parameter, never per row or element: a backend is free to run an op however it
 // likes (threads, SIMD, a GPU) as long as it matches the scalar reference of tests/kernels/.
 //

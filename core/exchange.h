@@ -1,4 +1,4 @@
-// The exchanges the trainer calls, as contracts: comm/ implements them, core/train/ only calls them.
+// The exchanges the trainer calls, as contracts: comm/ implements them, train/ only calls them.
 //  - ActivationExchange: one sliced-layer boundary of the model-parallel group (all-gather forward,
 //    reduce-scatter backward; DCT-MP top-k when compression is asked for).
 //  - ReplicaReducer: the sum of every parameter's gradient over data-parallel replicas (the dense

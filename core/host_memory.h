@@ -1,5 +1,5 @@
 // How much more host memory this process may use: what `--slice-weights auto` caps a rank's share
-// of the model by (core/train/rebalance.h). The smaller of the kernel's MemAvailable estimate
+// of the model by (train/rebalance.h). The smaller of the kernel's MemAvailable estimate
 // (/proc/meminfo: free memory plus what caches would give back) and what the process's cgroup
 // v2 limit leaves (memory.max - memory.current), since a container's limit is reached long before
 // the machine runs out.

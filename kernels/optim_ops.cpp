@@ -59,7 +59,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_row_froze
   }
 }
 
-// The missed steps of a row (core/train/adam.cpp's catch_up_plan): w = decay * w - m * sum_j
+// The missed steps of a row (train/adam.cpp's catch_up_plan): w = decay * w - m * sum_j
 // weight_j / (root_j * sqrt(v) + eps). Columns go in chunks so that the sum over steps runs
 // vectorized across columns.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adam_catch_up_row(
@@ -115,7 +115,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_row(fl
   }
 }
 
-// Adagrad's missed steps are weight decay only (core/train/adagrad.cpp): the accumulator stays.
+// Adagrad's missed steps are weight decay only (train/adagrad.cpp): the accumulator stays.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_catch_up_row(float* __restrict w, size_t n,
                                                                                        float decay) {
   for (size_t c = 0; c < n; ++c) w[c] *= decay;

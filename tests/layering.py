@@ -8,7 +8,7 @@
     gpu          the CUDA Backend               -> core
     layers       layers and LSH                 -> core, core/data, core/optim
     comm         Communicator implementations   -> core, core/data
-    core/train   trainer, checkpoints, Predictor -> core, core/data, core/optim, layers, comm
+    train        trainer, checkpoints, Predictor -> core, core/data, core/optim, layers, comm
     apps         the frugal command, examples   -> everything
 
 The trainer sits above what it orchestrates: it calls layers/ and comm/ directly (comm/'s
@@ -31,15 +31,15 @@ ALLOWED = {
     'gpu': {'core', 'gpu'},
     'layers': {'core', 'core/data', 'core/optim', 'layers'},
     'comm': {'core', 'core/data', 'comm'},
-    'core/train': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'core/train'},
+    'train': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'train'},
 }
 FOLDERS = sorted(list(ALLOWED) + ['apps'], key=len, reverse=True)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SUFFIXES = ('.h', '.cpp', '.cu', '.cuh')
 # The Meson dependency each floor's library is declared as: a floor's meson.build may link only the
-# floors it may include (so comm/ cannot link core/train even without including it).
+# floors it may include (so comm/ cannot link train/ even without including it).
 DEP_FLOOR = {'core_dep': 'core', 'data_dep': 'core/data', 'optim_dep': 'core/optim', 'kernels_dep': 'kernels',
-             'gpu_dep': 'gpu', 'layers_dep': 'layers', 'comm_dep': 'comm', 'train_dep': 'core/train'}
+             'gpu_dep': 'gpu', 'layers_dep': 'layers', 'comm_dep': 'comm', 'train_dep': 'train'}
 DEP_USE = re.compile(r'\b(' + '|'.join(DEP_FLOOR) + r')\b(?!\s*=[^=])')
 
 

@@ -1,4 +1,4 @@
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,9 +14,9 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/crc32c.h"
-#include "core/train/checkpoint_history.h"
-#include "core/train/checkpoint_slice.h"
-#include "core/train/dct_state_file.h"
+#include "train/checkpoint_history.h"
+#include "train/checkpoint_slice.h"
+#include "train/dct_state_file.h"
 #include "core/tensor_io.h"
 
 namespace frugal {

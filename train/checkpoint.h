@@ -5,7 +5,7 @@
 // LSH tables). The learning-rate schedule's position is the trainer's step. Files are written to a
 // temporary name, fsync'ed and renamed; the manifest is replaced last and is the commit point, so a
 // run that dies while saving leaves the previous checkpoint whole. Each epoch folder also holds a copy
-// of its manifest, so that the older checkpoints a run keeps (core/train/checkpoint_history.h) can
+// of its manifest, so that the older checkpoints a run keeps (train/checkpoint_history.h) can
 // still be found and resumed.
 //
 // Loading onto the same number of model slices restores everything bit for bit (resume continues
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "core/model.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 
 namespace frugal {
 
@@ -38,7 +38,7 @@ struct CheckpointInfo {
 };
 
 // Collective over the trainer's model-parallel group (every rank of the run calls it).
-// (core/train/checkpoint_manifest.h adds the run's configuration and resume state, as JSON.)
+// (train/checkpoint_manifest.h adds the run's configuration and resume state, as JSON.)
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer);
 // Restores model and trainer.
 CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& trainer);

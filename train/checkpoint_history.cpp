@@ -1,4 +1,4 @@
-#include "core/train/checkpoint_history.h"
+#include "train/checkpoint_history.h"
 
 #include <algorithm>
 #include <cinttypes>

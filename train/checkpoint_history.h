@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 
 namespace frugal {
 

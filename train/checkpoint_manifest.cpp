@@ -1,7 +1,7 @@
 // The manifest side of checkpoint_manifest.h: reading manifest.json and checking every field. Apart
 // from checkpoint.cpp (which needs the model and the trainer) so that the fuzz target
 // tests/fuzz/fuzz_manifest.cpp builds from this file alone.
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 
 #include <algorithm>
 #include <fstream>

@@ -1,4 +1,4 @@
-// The JSON side of checkpoints (core/train/checkpoint.h): the run's configuration, which a resumed
+// The JSON side of checkpoints (train/checkpoint.h): the run's configuration, which a resumed
 // run must agree with, the parameters' slicing, the optimizer record and the run's own resume state.
 // Internal (the frugal command, the Predictor and tests use it): the public API stays free of JSON.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/train/checkpoint.h"
+#include "train/checkpoint.h"
 
 namespace frugal {
 
@@ -32,7 +32,7 @@ struct CheckpointManifest : CheckpointInfo {
 
 // save_checkpoint with the run's configuration and `run_state`: anything else the run needs to
 // resume (kept in the manifest, returned by load). The newest `keep` checkpoints stay in `dir`, each
-// epoch folder with a copy of its manifest (core/train/checkpoint_history.h); older ones are removed.
+// epoch folder with a copy of its manifest (train/checkpoint_history.h); older ones are removed.
 void save_checkpoint(const std::string& dir, const Model& model, const Trainer& trainer, const nlohmann::json& config,
                      const nlohmann::json& run_state = nlohmann::json::object(), size_t keep = 1);
 // load_checkpoint; settings present in both `config` and the checkpoint must agree.

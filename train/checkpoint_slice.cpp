@@ -1,4 +1,4 @@
-#include "core/train/checkpoint_slice.h"
+#include "train/checkpoint_slice.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include "core/bounded_read.h"
 #include "core/check.h"
 #include "core/tensor_io.h"
-#include "core/train/checkpoint.h"
+#include "train/checkpoint.h"
 
 namespace frugal {
 namespace {

@@ -1,4 +1,4 @@
-// The slice files of checkpoints (core/train/checkpoint.h), as read back: per parameter its slice
+// The slice files of checkpoints (train/checkpoint.h), as read back: per parameter its slice
 // (name, sliced axis, offset, the whole parameter's shape), value, optimizer moments and per-row step
 // counts, then the step, the epoch and each layer's own state, cereal binary after an 8-byte magic
 // and the format version. Internal: checkpoint.cpp writes and restores them; the fuzz target

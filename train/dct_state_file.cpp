@@ -1,4 +1,4 @@
-#include "core/train/dct_state_file.h"
+#include "train/dct_state_file.h"
 
 #include <fstream>
 #include <sstream>

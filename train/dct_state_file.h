@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 
 namespace frugal {
 

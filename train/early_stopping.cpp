@@ -1,4 +1,4 @@
-#include "core/train/early_stopping.h"
+#include "train/early_stopping.h"
 
 namespace frugal {
 

@@ -1,4 +1,4 @@
-#include "core/train/gradient_clipping.h"
+#include "train/gradient_clipping.h"
 
 #include <cmath>
 #include <cstring>

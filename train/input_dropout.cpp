@@ -1,4 +1,4 @@
-#include "core/train/input_dropout.h"
+#include "train/input_dropout.h"
 
 #include <fmt/format.h>
 

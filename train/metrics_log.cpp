@@ -1,4 +1,4 @@
-#include "core/train/metrics_log.h"
+#include "train/metrics_log.h"
 
 #include <sys/resource.h>
 

@@ -1,13 +1,13 @@
-#include "core/train/predictor.h"
+#include "train/predictor.h"
 
 #include <fmt/format.h>
 
 #include "core/communicator.h"
 #include "core/check.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/model.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "layers/network_config.h"
 
 namespace frugal {

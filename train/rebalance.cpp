@@ -1,4 +1,4 @@
-#include "core/train/rebalance.h"
+#include "train/rebalance.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "core/communicator.h"
-#include "core/train/checkpoint.h"
+#include "train/checkpoint.h"
 
 namespace frugal {
 

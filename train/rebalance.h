@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/model.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 
 namespace frugal {
 

@@ -1,4 +1,4 @@
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include "core/data/batch_loader.h"
 #include "core/check.h"
 #include "comm/exchange_factory.h"
-#include "core/train/gradient_clipping.h"
+#include "train/gradient_clipping.h"
 #include "core/metrics.h"
 #include "core/parallel_rows.h"
 #include "core/progress.h"

@@ -10,8 +10,8 @@
 
 #include "core/dataset.h"
 #include "core/exchange.h"
-#include "core/train/forward_split.h"
-#include "core/train/input_dropout.h"
+#include "train/forward_split.h"
+#include "train/input_dropout.h"
 #include "core/optim/lr_schedule.h"
 #include "core/model.h"
 #include "core/propensity.h"
@@ -63,7 +63,7 @@ struct TrainerOptions {
   // layers above the input are moved while the reduce-scatter of dLoss/dh is in flight (their
   // gradients are final by then). The same bits as without; it applies where nothing needs every
   // gradient before any update (no replicas' sum, no clipping). Forward passes (with an exact input
-  // boundary, where forward_split says so: core/train/forward_split.h) compute the input layer in
+  // boundary, where forward_split says so: train/forward_split.h) compute the input layer in
   // two row parts, the first part's all-gather in flight while the second is computed; the same
   // bits too.
   bool overlap = true;

@@ -9,7 +9,7 @@ The same model, data handling, optimizer and metrics as frugal (layers/dlrm/, ap
   tables  one per field, --embedding-dim wide, rows U(-1/sqrt(rows), 1/sqrt(rows))
   interact the bottom vector, then the dot products of every pair of the 1 + 26 vectors (lower triangle)
   top     -> --top widths (ReLU) -> 1 (the click logit); loss: logistic, averaged over the batch
-  Adam    lazy for the tables, as frugal's lazy Adam (core/train/adam.cpp): a row is updated only in
+  Adam    lazy for the tables, as frugal's lazy Adam (train/adam.cpp): a row is updated only in
           steps that use it, with the bias corrections of its own update count t,
           w -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps) (RowAdam below; torch's SparseAdam
           corrects by the table's step count instead, --sparse-adam); torch.optim.Adam for the MLPs

@@ -11,9 +11,9 @@
 #include "core/backend.h"
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 #include "core/rng.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

@@ -1,4 +1,4 @@
-// Keeping the last K checkpoints (core/train/checkpoint_history.h) and --resume's fallback: the
+// Keeping the last K checkpoints (train/checkpoint_history.h) and --resume's fallback: the
 // newest intact checkpoint is chosen, a damaged newer one is passed over with the reason naming the
 // damaged file; K = 1 keeps only the newest, as before K existed; a directory saved before the
 // epoch folders held their own manifest still resumes, and keeps its checkpoint as a fallback.
@@ -9,8 +9,8 @@
 #include <iterator>
 
 #include "core/check.h"
-#include "core/train/checkpoint_history.h"
-#include "core/train/trainer.h"
+#include "train/checkpoint_history.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

@@ -13,9 +13,9 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
-#include "core/train/checkpoint_manifest.h"
-#include "core/train/checkpoint_slice.h"
-#include "core/train/trainer.h"
+#include "train/checkpoint_manifest.h"
+#include "train/checkpoint_slice.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

@@ -7,7 +7,7 @@
 #include "core/backend.h"
 #include "core/data/xmc_file.h"
 #include "core/metrics.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

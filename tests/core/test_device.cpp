@@ -10,8 +10,8 @@
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
 #include "core/device.h"
-#include "core/train/checkpoint.h"
-#include "core/train/trainer.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

@@ -1,4 +1,4 @@
-// --slice-weights auto's weighting (core/train/rebalance.h): shares proportional to measured
+// --slice-weights auto's weighting (train/rebalance.h): shares proportional to measured
 // throughput, capped by memory, with a minimum share for a very slow rank.
 #include <catch2/catch.hpp>
 #include <numeric>
@@ -6,7 +6,7 @@
 #include "core/check.h"
 #include "core/host_memory.h"
 #include "core/placement.h"
-#include "core/train/rebalance.h"
+#include "train/rebalance.h"
 
 using namespace frugal;
 using Catch::Matchers::Contains;

@@ -5,9 +5,9 @@
 #include <mutex>
 
 #include "comm/local_communicator.h"
-#include "core/train/early_stopping.h"
-#include "core/train/gradient_clipping.h"
-#include "core/train/input_dropout.h"
+#include "train/early_stopping.h"
+#include "train/gradient_clipping.h"
+#include "train/input_dropout.h"
 
 using namespace frugal;
 

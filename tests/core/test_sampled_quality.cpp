@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/xmc_network.h"
 

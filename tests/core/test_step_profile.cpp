@@ -10,7 +10,7 @@
 #include "core/data/synth_xmc.h"
 #include "core/roofline.h"
 #include "core/step_profile.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

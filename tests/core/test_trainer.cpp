@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "core/data/batch_loader.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/xmc_network.h"
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 
 #include "core/data/batch_loader.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/xmc_network.h"
 

@@ -4,7 +4,7 @@
 
 #include "core/data/idx_file.h"
 #include "core/rng.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/mlp_network.h"
 #include "layers/xmc_network.h"

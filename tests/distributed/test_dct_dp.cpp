@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "comm/local_communicator.h"
-#include "core/train/checkpoint.h"
+#include "train/checkpoint.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/mlp_network.h"
 #include "layers/xmc_network.h"

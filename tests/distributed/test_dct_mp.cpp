@@ -14,7 +14,7 @@
 #include "comm/local_communicator.h"
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/mlp_network.h"
 #include "tests/distributed/whole_weights.h"

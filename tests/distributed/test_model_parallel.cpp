@@ -8,7 +8,7 @@
 #include "comm/local_communicator.h"
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/softmax_output.h"
 #include "layers/sparse_dense.h"

@@ -1,4 +1,4 @@
-// --slice-weights auto through the library API (core/train/rebalance.h), 2 ranks as threads:
+// --slice-weights auto through the library API (train/rebalance.h), 2 ranks as threads:
 // gathered step times give every rank the same weights; reslicing in place keeps every parameter
 // (the slices follow the new weights, the totals stay), training continues without NaN, and the
 // whole sequence is deterministic.
@@ -11,8 +11,8 @@
 #include "core/data/batch_loader.h"
 #include "core/device.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/rebalance.h"
-#include "core/train/trainer.h"
+#include "train/rebalance.h"
+#include "train/trainer.h"
 #include "layers/xmc_network.h"
 
 using namespace frugal;

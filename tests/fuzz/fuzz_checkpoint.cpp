@@ -1,4 +1,4 @@
-// libFuzzer target: the checkpoint slice-file reader (core/train/checkpoint_slice.h) and the
+// libFuzzer target: the checkpoint slice-file reader (train/checkpoint_slice.h) and the
 // checksum check in front of it. Any input must be decoded or refused with frugal::Error; any other
 // exception (std::bad_alloc or std::length_error from a count in the file, cereal's own error) or a
 // crash is a bug, and a slice that decodes must fit its parameter (what restoring indexes by).
@@ -18,7 +18,7 @@
 
 #include "core/check.h"
 #include "core/crc32c.h"
-#include "core/train/checkpoint_slice.h"
+#include "train/checkpoint_slice.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 5) return 0;

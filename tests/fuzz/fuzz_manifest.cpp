@@ -1,5 +1,5 @@
 // libFuzzer target: the checkpoint manifest (manifest.json) parser and validator
-// (core/train/checkpoint_manifest.h). Every input must end in a checked manifest or frugal::Error
+// (train/checkpoint_manifest.h). Every input must end in a checked manifest or frugal::Error
 // naming the file and field; any other exception (nlohmann's type or parse errors, std::out_of_range,
 // std::invalid_argument from a number conversion) or a crash is a bug. A manifest that is accepted
 // must name only files inside its epoch folder, one per model slice, each with a checksum if any.
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

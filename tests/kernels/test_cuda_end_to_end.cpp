@@ -24,10 +24,10 @@
 
 #include "comm/local_communicator.h"
 #include "core/backend.h"
-#include "core/train/checkpoint.h"
+#include "train/checkpoint.h"
 #include "gpu/cuda_backend.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "gpu/cuda_info.h"
 #include "gpu/nccl_communicator.h"
 #include "layers/xmc_network.h"

@@ -7,7 +7,7 @@
 
 #include "comm/local_communicator.h"
 #include "core/placement.h"
-#include "core/train/checkpoint.h"
+#include "train/checkpoint.h"
 #include "layers/mlp_network.h"
 
 namespace frugal::testing {

@@ -13,7 +13,7 @@
 #include "core/data/synth_xmc.h"
 #include "core/exchange.h"
 #include "core/model.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "layers/softmax_output.h"
 
 namespace frugal::testing {

@@ -8,14 +8,14 @@
 
 #include "comm/local_communicator.h"
 #include "core/data/batch_loader.h"
-#include "core/train/checkpoint_manifest.h"
+#include "train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/synth_xmc.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 #include "core/backend.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
-#include "core/train/predictor.h"
+#include "train/predictor.h"
 
 using namespace frugal;
 namespace fs = std::filesystem;

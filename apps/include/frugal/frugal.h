@@ -42,14 +42,14 @@
 // Training: the trainer, optimizers and regularization, checkpoints.
 #include "core/optim/adagrad.h"
 #include "core/optim/adam.h"
-#include "core/train/checkpoint.h"
-#include "core/train/early_stopping.h"
-#include "core/train/gradient_clipping.h"
-#include "core/train/input_dropout.h"
+#include "train/checkpoint.h"
+#include "train/early_stopping.h"
+#include "train/gradient_clipping.h"
+#include "train/input_dropout.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/sgd.h"
-#include "core/train/trainer.h"
+#include "train/trainer.h"
 
 // Layers, networks and the Predictor.
 #include "layers/dense.h"
@@ -58,7 +58,7 @@
 #include "layers/lsh/hash_family.h"
 #include "layers/mlp_network.h"
 #include "layers/network_spec.h"
-#include "core/train/predictor.h"
+#include "train/predictor.h"
 #include "layers/softmax_output.h"
 #include "layers/sparse_dense.h"
 #include "layers/xmc_network.h"
