@@ -285,23 +285,56 @@ void RowUpdate::validate(bool second_moment) const {
     // (A frozen row's count is above freeze_after, so its correction2(freeze_after) is in the table.)
   }
   for (const uint32_t r : rows) FRUGAL_CHECK(r < n, fmt::format("optimizer rows: row {} of {}", r, n));
+  FRUGAL_CHECK(row_ids == nullptr || (!all_rows && row_ids->dtype() == Dtype::u32 && row_ids->size() == rows.size()),
+               "optimizer rows: the backend's row list must be u32 with one id per listed row");
+  FRUGAL_CHECK(row_counts == nullptr ||
+                   (second_moment && grad != nullptr && !all_rows && row_counts->dtype() == Dtype::u32 &&
+                    row_counts->size() == n),
+               "optimizer rows: the backend's update counts must be u32, one per row of the weights, for an Adam "
+               "step over listed rows");
 }
+
+namespace {
+// A host vector seen as a 1 x n tensor of its dtype (no copy): what a host backend's ops read.
+template <class T>
+Tensor vector_view(const std::vector<T>& v, Dtype dtype) {
+  return Tensor::wrap(const_cast<T*>(v.data()), 1, v.size(), dtype);
+}
+}  // namespace
 
 void SparseFeatures::assign(const SparseBatch& x, Backend& backend) {
   if (backend.device().is_host()) {  // views of x's vectors: the host kernels read them in place
-    const auto view = [](const auto& v, Dtype dtype) {
-      using T = typename std::decay_t<decltype(v)>::value_type;
-      return Tensor::wrap(const_cast<T*>(v.data()), 1, v.size(), dtype);
-    };
-    offsets = view(x.feature_offsets, Dtype::u64);
-    ids = view(x.feature_ids, Dtype::u32);
-    values = view(x.feature_values, Dtype::f32);
+    offsets = vector_view(x.feature_offsets, Dtype::u64);
+    ids = vector_view(x.feature_ids, Dtype::u32);
+    values = vector_view(x.feature_values, Dtype::f32);
     return;
   }
   for (Tensor* t : {&offsets, &ids, &values}) keep_on(*t, backend);
   assign_values(offsets, std::span<const uint64_t>(x.feature_offsets));
   assign_values(ids, std::span<const uint32_t>(x.feature_ids));
   assign_values(values, std::span<const float>(x.feature_values));
+}
+
+void ActiveTensors::assign(const ActiveSets& a, Backend& backend) {
+  FRUGAL_CHECK(!a.offsets.empty() && a.offsets.back() == a.ids.size() &&
+                   (a.logit_offsets.empty() || a.logit_offsets.size() == a.ids.size()),
+               fmt::format("active sets: {} ids, offsets ending at {}, {} logit offsets", a.ids.size(),
+                           a.offsets.empty() ? 0 : a.offsets.back(), a.logit_offsets.size()));
+  if (backend.device().is_host()) {
+    offsets = vector_view(a.offsets, Dtype::u64);
+    ids = vector_view(a.ids, Dtype::u32);
+    logit_offsets = vector_view(a.logit_offsets, Dtype::f32);
+    return;
+  }
+  for (Tensor* t : {&offsets, &ids, &logit_offsets}) keep_on(*t, backend);
+  assign_values(offsets, std::span<const uint64_t>(a.offsets));
+  assign_values(ids, std::span<const uint32_t>(a.ids));
+  assign_values(logit_offsets, std::span<const float>(a.logit_offsets));
+}
+
+ActiveView ActiveTensors::host() const {
+  return {.offsets = offsets.u64(), .ids = ids.u32(),
+          .logit_offsets = logit_offsets.empty() ? std::span<const float>() : logit_offsets.span()};
 }
 
 TopKRows TopKInput::host() const {

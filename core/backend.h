@@ -15,10 +15,12 @@
 // (alloc_buffer), a Tensor is a view of one, and an op reads and writes tensors in its backend's
 // memory without copying between the host and a device. Only set / get / copy move bytes, in the
 // few places where data enters or leaves a step (the input batch, the labels, the loss, the
-// wire, checkpoints); transfers() counts them. The ops that still take host memory (spans,
-// vectors, ActiveSets, RowGrad's row list, the optimizers' row lists and tables, LSH codes) are
-// staged by a device backend, counted as crossings (kernels/
-// emulated_backend.h shows how many bytes each op moves).
+// wire, checkpoints); transfers() counts them. Row lists are listed on the host where the host
+// has the ids (a sparse batch's features, the sampler's active sets: DistinctRows) while a device
+// keeps its own copy for the optimizer (RowGrad::device_rows), so they never come down. What still
+// takes host memory is the LSH sampler's half on the host (its codes, bucket tables and queries, the
+// catch-up plans of `--sparse-updates catchup`): a device backend stages those arguments and counts
+// them as crossings (kernels/emulated_backend.h shows how many bytes each op moves).
 //
 // Every op is synchronous on the host backend. A device backend may return before the work is done
 // when its outputs stay on the device; synchronize() waits for everything issued so far, and an op
@@ -105,6 +107,14 @@ struct RowUpdate {
   Tensor* m = nullptr;  // Adam: first moment; SGD: momentum buffer; Adagrad: sum of squared gradients
   Tensor* v = nullptr;  // Adam: second moment; SGD: unused
   std::span<const uint32_t> rows;              // distinct rows
+  // Device backends: the same list already in the backend's memory (RowGrad::device_rows), so it
+  // is not sent again; null: rows is sent. Host backends read rows.
+  const Tensor* row_ids = nullptr;
+  // Device backends, Adam with a gradient: every row's update count so far (u32, w->rows() entries,
+  // in the backend's memory; the optimizer keeps it beside its host counts). The op raises each
+  // listed row's entry by one and uses the result as that row's count, so no counts are sent
+  // (counts still holds them, for host backends and checks). Null: counts is sent.
+  Tensor* row_counts = nullptr;
   // Every row of w in order, rows left empty, and (Adam) counts holding one count for all of them:
   // a dense parameter's step sends no row list (a device would get 8 bytes a row every step: the
   // exact softmax's 100k rows). No catch-up plans with it.
@@ -341,7 +351,11 @@ class Backend {
   virtual void sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
                                     Tensor& out) = 0;
   // grad = row gradients of w: row f gets sum over the batch of value(i, f) * grad_pre[i]
-  // (row_accumulate with the batch's features as entries).
+  // (row_accumulate with the batch's features as entries). A host backend lists grad.rows itself.
+  // A device backend finds the rows on the device and keeps its list there
+  // (RowGrad::device_rows_tensor, for the optimizer): grad.rows must already hold the batch's distinct
+  // feature ids, ascending, which the caller lists from its host copy of the batch (DistinctRows,
+  // core/distinct_rows.h), so that no row list comes down.
   virtual void sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
                                      RowGrad& grad) = 0;
 
@@ -349,21 +363,26 @@ class Backend {
   // logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] (+ active.logit_offsets[e] when there are any)
   // for every entry e of sample i.
   // logits (1 x entries, f32) is shaped by the op.
-  virtual void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+  // The sets are tensors in this backend's memory (ActiveTensors::assign); their ids are below
+  // w's rows (the layer checked them on the host).
+  virtual void active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
                              Tensor& logits) = 0;
   // grad_h[i] = sum over sample i's entries e (in order) of dlogits[e] * w[ids[e]].
-  virtual void active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
+  virtual void active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
                                      Tensor& grad_h) = 0;
 
   // --- row accumulation ----------------------------------------------------------------------
   // A workspace for row_accumulate / sparse_input_backward over a matrix of num_rows rows.
   virtual std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) = 0;
-  // Entries e of sample i (offsets, CSR) say row ids[e] receives coefs[e] * vecs[i]:
-  // grad.rows = the distinct rows, sorted; grad.values[j] = the sum for grad.rows[j] in sample
-  // order; bias_grad (when not null) the same rows with the sums of the coefficients.
-  // coefs: one f32 per entry (a tensor of offsets.back() elements, any shape).
-  virtual void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                              const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
+  // Entries e of sample i (entries.offsets, CSR) say row entries.ids[e] (below the workspace's
+  // rows) receives coefs[e] * vecs[i]: grad.rows = the distinct rows, sorted; grad.values[j] = the
+  // sum for grad.rows[j] in sample order; bias_grad (when not null) the same rows with the sums of
+  // the coefficients. coefs: one f32 per entry (a tensor of entries.total() elements, any shape).
+  // As sparse_input_backward: a host backend lists grad.rows itself; a device backend expects them
+  // listed by the caller (DistinctRows over the host's ids) and keeps its own list on the device
+  // (RowGrad::device_rows_tensor, in grad and bias_grad). entries.logit_offsets are not read.
+  virtual void row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs,
+                              const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
 
   // --- softmax cross-entropy over active sets (split for the group's normalizer all-reduce) ----
   // The logits z (f32, offsets.back() elements, any shape) and the outputs are tensors in this

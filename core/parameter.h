@@ -15,9 +15,25 @@ namespace frugal {
 struct RowGrad {
   std::vector<uint32_t> rows;  // sorted, unique row ids of `value` that have a gradient
   Tensor values;               // rows.size() x cols: the gradient of each listed row
+  // A device backend's own copy of the row list (u32, rows.size() entries, in its memory), made by
+  // the op that computed the gradient there (sparse_input_backward), so that the optimizer's
+  // update finds the list where it runs instead of sending `rows` up again. It stands for the list
+  // `device_rows_of` that was current when it was made: code that changes `rows` afterwards (an
+  // exchange, a selection) needs not know about it, as device_rows() then no longer hands it out.
+  Tensor device_rows_tensor{0, 0, Dtype::u32};
+  std::vector<uint32_t> device_rows_of;
+  // The device copy of `rows` in `owner`'s memory when there is one that still lists exactly
+  // `rows`; null otherwise (the caller then sends `rows`).
+  const Tensor* device_rows(const Backend* owner) const {
+    return owner != nullptr && device_rows_tensor.owner() == owner && device_rows_of == rows &&
+                   device_rows_tensor.size() == rows.size()
+               ? &device_rows_tensor
+               : nullptr;
+  }
   void clear() {
     rows.clear();
     values.resize(0, values.cols());
+    device_rows_of.clear();
   }
 };
 

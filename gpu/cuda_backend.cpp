@@ -18,13 +18,6 @@
 namespace frugal::gpu {
 namespace {
 
-// Every id below limit (the rows of the matrix an op reads).
-void check_ids(const uint32_t* ids, size_t n, size_t limit, const char* what) {
-  for (size_t e = 0; e < n; ++e)
-    FRUGAL_CHECK(ids[e] < limit,
-                 fmt::format("{}: row id {} out of range (the matrix has {} rows)", what, ids[e], limit));
-}
-
 void check_range(const Buffer& b, size_t offset, size_t bytes, const char* op) {
   check_buffer_range(b, offset, bytes, fmt::format("cuda backend: {}", op));
 }
@@ -253,12 +246,15 @@ void CudaBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& 
                                                         grad_pre.rows(), x.size()));
   Args args(*this, "sparse_input_backward");
   // The batch's CSR is where the step set it (the layer checked its ids against the weights' rows).
+  // The caller listed the rows on the host (core/backend.h): the device's own list stays here, for
+  // the optimizer, and nothing comes down.
   const dev::RowEntries in{.offsets = args.in<uint64_t>(x.offsets), .ids = args.in<uint32_t>(x.ids),
-                           .samples = x.size(), .entries = x.ids.size(), .on_device = true};
+                           .samples = x.size(), .entries = x.ids.size(), .on_device = true, .rows_listed = true};
   accumulate(ws, in, x.values, grad_pre, grad, nullptr);
+  grad.device_rows_of = grad.rows;
 }
 
-void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+void CudaBackend::active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
                                 Tensor& logits) {
   const size_t samples = active.num_samples(), entries = active.total(), d = h.cols();
   logits.resize(1, entries);
@@ -268,29 +264,24 @@ void CudaBackend::active_logits(const Tensor& h, const ActiveSets& active, const
                            samples, w.cols()));
   FRUGAL_CHECK(active.logit_offsets.empty() || active.logit_offsets.size() == entries,
                "active_logits: one logit offset per entry");
-  check_ids(active.ids.data(), entries, std::min(w.rows(), bias.size()), "active_logits");
-  std::vector<uint32_t> sample(entries);
-  for (size_t i = 0; i < samples; ++i)
-    std::fill(sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i]),
-              sample.begin() + static_cast<std::ptrdiff_t>(active.offsets[i + 1]), static_cast<uint32_t>(i));
   Args args(*this, "active_logits");
-  dev::active_logits(context(), args.in<float>(h), d, sample.data(), active.ids.data(), entries, args.matrix(w),
-                     args.in<float>(bias), active.logit_offsets.empty() ? nullptr : active.logit_offsets.data(),
+  dev::active_logits(context(), args.in<float>(h), d, args.in<uint64_t>(active.offsets), samples,
+                     args.in<uint32_t>(active.ids), entries, args.matrix(w), args.in<float>(bias),
+                     active.logit_offsets.empty() ? nullptr : args.in<float>(active.logit_offsets),
                      args.out<float>(logits));
   args.finish();
 }
 
-void CudaBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
+void CudaBackend::active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
                                         Tensor& grad_h) {
   const size_t samples = active.num_samples(), d = w.cols();
   FRUGAL_CHECK(dlogits.size() >= active.total(),
                fmt::format("active_backward_input: {} gradients for {} entries", dlogits.size(), active.total()));
   grad_h.resize(samples, d);
   if (samples == 0 || d == 0) return;
-  check_ids(active.ids.data(), active.total(), w.rows(), "active_backward_input");
   Args args(*this, "active_backward_input");
-  dev::active_backward(context(), active.offsets.data(), samples, active.ids.data(), args.in<float>(dlogits),
-                       args.matrix(w), d, args.out<float>(grad_h));
+  dev::active_backward(context(), args.in<uint64_t>(active.offsets), samples, args.in<uint32_t>(active.ids),
+                       args.in<float>(dlogits), args.matrix(w), d, args.out<float>(grad_h));
   args.finish();
 }
 
@@ -299,15 +290,19 @@ std::unique_ptr<RowWorkspace> CudaBackend::make_row_workspace(size_t num_rows) {
   return std::make_unique<RowWorkspace>(this, num_rows);
 }
 
-void CudaBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                 const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
-  FRUGAL_CHECK(!offsets.empty() && offsets.size() - 1 <= vecs.rows(),
-               fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
-  FRUGAL_CHECK(coefs.size() == offsets.back(),
-               fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), offsets.back()));
-  check_ids(ids, offsets.back(), ws.num_rows(), "row_accumulate");
-  accumulate(ws, {.offsets = offsets.data(), .ids = ids, .samples = offsets.size() - 1, .entries = offsets.back()},
-             coefs, vecs, grad, bias_grad);
+void CudaBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs,
+                                 const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+  FRUGAL_CHECK(!entries.offsets.empty() && entries.num_samples() <= vecs.rows(),
+               fmt::format("row_accumulate: {} samples, {} vectors", entries.num_samples(), vecs.rows()));
+  FRUGAL_CHECK(coefs.size() == entries.total(),
+               fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), entries.total()));
+  // The caller listed the rows on the host (core/backend.h): the device's list stays here.
+  Args args(*this, "row_accumulate");
+  const dev::RowEntries in{.offsets = args.in<uint64_t>(entries.offsets), .ids = args.in<uint32_t>(entries.ids),
+                           .samples = entries.num_samples(), .entries = entries.total(), .on_device = true,
+                           .rows_listed = true};
+  accumulate(ws, in, coefs, vecs, grad, bias_grad);
+  grad.device_rows_of = grad.rows;
 }
 
 void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const Tensor& coefs, const Tensor& vecs,
@@ -321,9 +316,14 @@ void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const 
   if (bias_grad != nullptr) keep_on(bias_grad->values, *this);
   // The sort by row, the distinct rows and their sums all run on the device (gpu/cuda_kernels.h);
   // the sums stay there, the row list comes down (RowGrad's rows are host memory).
+  if (in.rows_listed) keep_on(grad.device_rows_tensor, *this);
   const auto prepare = [&](size_t nrows) {
     grad.values.resize(nrows, d);
-    dev::RowSumsOut out{reinterpret_cast<float*>(grad.values.device_data()), nullptr};
+    dev::RowSumsOut out{reinterpret_cast<float*>(grad.values.device_data()), nullptr, nullptr};
+    if (in.rows_listed) {
+      grad.device_rows_tensor.resize(1, nrows);
+      out.row_ids = reinterpret_cast<uint32_t*>(grad.device_rows_tensor.device_data());
+    }
     if (bias_grad != nullptr) {
       bias_grad->values.resize(nrows, 1);
       out.bias = reinterpret_cast<float*>(bias_grad->values.device_data());
@@ -331,7 +331,15 @@ void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const 
     return out;
   };
   dev::row_accumulate(context(), in, dcoefs, ws.num_rows(), dvecs, d, grad.rows, prepare);
-  if (bias_grad != nullptr) bias_grad->rows = grad.rows;
+  if (bias_grad != nullptr) {
+    bias_grad->rows = grad.rows;
+    if (in.rows_listed) {  // the bias's update reads the same list, on the device
+      keep_on(bias_grad->device_rows_tensor, *this);
+      bias_grad->device_rows_tensor.resize(1, grad.rows.size());
+      copy_rows(bias_grad->device_rows_tensor, 0, grad.device_rows_tensor, 0, 1);
+      bias_grad->device_rows_of = grad.rows;
+    }
+  }
   args.finish();
 }
 
@@ -418,6 +426,11 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   r.cols = cols;
   r.bf16 = bf16;
   r.rows = u.all_rows ? nullptr : u.rows.data();
+  if (u.row_ids != nullptr) {  // the gradient's own list, already here
+    FRUGAL_CHECK(u.row_ids->owner() == this, "cuda backend: the optimizer's row list is another backend's");
+    r.rows = reinterpret_cast<const uint32_t*>(u.row_ids->device_data());
+    r.rows_on_device = true;
+  }
   r.round_seed = u.round_seed;
   r.row_base = u.row_base;
   r.col_base = static_cast<uint32_t>(u.col_base);
@@ -454,10 +467,14 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   }
   if (adam && u.grad != nullptr) {
     // Checked against the table by validate(); all_rows: one count for every row.
-    if (u.all_rows)
+    if (u.all_rows) {
       r.count_all = u.counts[0];
-    else
+    } else if (u.row_counts != nullptr) {  // raised on the device from its own per-row counts
+      FRUGAL_CHECK(u.row_counts->owner() == this, "cuda backend: the optimizer's update counts are another backend's");
+      r.row_counts = reinterpret_cast<uint32_t*>(u.row_counts->device_data());
+    } else {
       r.counts = u.counts.data();
+    }
     r.corrections = args.in<float>(*u.corrections);
     r.freeze_after = u.freeze_after;
   }

@@ -7,9 +7,11 @@
 // nothing from the device after the first; set / get / copy / clear move bytes on the backend's one
 // stream (pinned staging inside set and get), and transfers() counts what crosses. Every op reads
 // and writes tensors where they are: the model, its optimizer state, activations, logits and
-// gradients never leave the device. What the interface still passes in host memory (an ActiveSets,
-// a RowGrad's row list, an optimizer's row lists and tables, LSH codes and bucket tables) is staged
-// inside the op and counted; a host tensor given to an op is copied up for it (and back when the op
+// gradients never leave the device; active sets arrive as tensors (set once by the layer), row
+// gradients keep their row list here (RowGrad::device_rows) and Adam's update counts are raised
+// here (RowUpdate::row_counts). What the interface still passes in host memory (the LSH sampler's
+// host half: codes, bucket tables and queries; catch-up plans; a row list the host changed) is
+// staged inside the op and counted; a host tensor given to an op is copied up for it (and back when the op
 // writes it), counted too. Ops whose outputs are all device memory return once queued.
 //
 // A backend instance belongs to one rank, which issues its ops from one thread at a time: there is
@@ -57,13 +59,13 @@ class CudaBackend : public Backend {
   void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) override;
   void sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;
   void sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre, RowGrad& grad) override;
-  void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+  void active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
                      Tensor& logits) override;
-  void active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
+  void active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
                              Tensor& grad_h) override;
   std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) override;
-  void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const Tensor& coefs,
-                      const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) override;
+  void row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs, const Tensor& vecs,
+                      RowGrad& grad, RowGrad* bias_grad) override;
   void xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) override;
   void xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) override;
   void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,

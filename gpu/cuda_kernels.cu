@@ -929,42 +929,49 @@ void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const 
   FRUGAL_LAUNCHED();
 }
 
-void active_logits(Context& ctx, const float* h, size_t d, const uint32_t* sample, const uint32_t* ids,
-                   size_t entries, Matrix w, const float* bias, const float* logit_offsets, float* logits) {
+// sample[e] = i for sample i's entries e: one thread per sample (active_logits' per-entry threads
+// need their sample).
+__global__ void entry_samples_kernel(const uint64_t* offsets, size_t samples, uint32_t* sample) {
+  for (size_t i = global_id(); i < samples; i += global_stride())
+    for (uint64_t e = offsets[i]; e < offsets[i + 1]; ++e) sample[e] = static_cast<uint32_t>(i);
+}
+
+void active_logits(Context& ctx, const float* h, size_t d, const uint64_t* offsets, size_t samples,
+                   const uint32_t* ids, size_t entries, Matrix w, const float* bias, const float* logit_offsets,
+                   float* logits) {
   if (entries == 0) return;
   Staging st(ctx, __func__);
-  const uint32_t* dsample = st.up(sample, entries);
-  const uint32_t* dids = st.up(ids, entries);
-  const float* doff = logit_offsets != nullptr ? st.up(logit_offsets, entries) : nullptr;
+  uint32_t* dsample = st.alloc<uint32_t>(entries);
+  entry_samples_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(offsets, samples, dsample);
+  FRUGAL_LAUNCHED();
   if (w.bf16)
     active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
-        h, d, dsample, dids, entries, static_cast<const uint16_t*>(w.p), bias, doff, logits);
+        h, d, dsample, ids, entries, static_cast<const uint16_t*>(w.p), bias, logit_offsets, logits);
   else
     active_logits_kernel<<<blocks_for(entries), kThreads, 0, st.stream()>>>(
-        h, d, dsample, dids, entries, static_cast<const float*>(w.p), bias, doff, logits);
+        h, d, dsample, ids, entries, static_cast<const float*>(w.p), bias, logit_offsets, logits);
   FRUGAL_LAUNCHED();
 }
 
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
                      const float* dlogits, Matrix w, size_t d, float* grad_h) {
   if (samples == 0 || d == 0) return;
-  const size_t entries = offsets[samples];
   Staging st(ctx, __func__);
-  const uint64_t* doff = st.up(offsets, samples + 1);
-  const uint32_t* dids = st.up(ids, entries);
   if (w.bf16)
     active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
-        doff, samples, dids, dlogits, static_cast<const uint16_t*>(w.p), d, grad_h);
+        offsets, samples, ids, dlogits, static_cast<const uint16_t*>(w.p), d, grad_h);
   else
     active_backward_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(
-        doff, samples, dids, dlogits, static_cast<const float*>(w.p), d, grad_h);
+        offsets, samples, ids, dlogits, static_cast<const float*>(w.p), d, grad_h);
   FRUGAL_LAUNCHED();
 }
 
 void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size_t num_rows, const float* vecs,
                     size_t d, std::vector<uint32_t>& rows, const std::function<RowSumsOut(size_t)>& prepare) {
   const size_t entries = in.entries, samples = in.samples;
-  rows.clear();
+  if (!in.rows_listed) rows.clear();
+  FRUGAL_CHECK(!in.rows_listed || rows.size() <= entries,
+               "CUDA backend: more listed rows than the batch has entries");
   if (entries == 0) {
     prepare(0);
     return;
@@ -999,10 +1006,14 @@ void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size
   FRUGAL_CUDA(cub::DeviceRadixSort::SortPairs(scratch, sort_bytes, dids, dkeys, dpos, dperm, n, 0, end_bit, st.stream()));
   // 2. The distinct rows (ascending) and their entry counts.
   FRUGAL_CUDA(cub::DeviceRunLengthEncode::Encode(scratch, encode_bytes, dkeys, drows, dcounts, druns, n, st.stream()));
-  int nruns = 0;
-  st.down(&nruns, druns, 1);
-  st.finish();
-  const auto nrows = static_cast<size_t>(nruns);
+  // How many rows: the caller's list says it, or the count comes down (a wait for the device).
+  size_t nrows = rows.size();
+  if (!in.rows_listed) {
+    int nruns = 0;
+    st.down(&nruns, druns, 1);
+    st.finish();
+    nrows = static_cast<size_t>(nruns);
+  }
   // 3. Each row's first entry: the counts' exclusive sum, with a zero count after the last row so
   // that row_start[nrows] = entries.
   FRUGAL_CUDA(cudaMemsetAsync(dcounts + nrows, 0, sizeof(int), st.stream()));
@@ -1016,9 +1027,17 @@ void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size
                                                                            dsample, dcoef);
   FRUGAL_LAUNCHED();
   const RowSumsOut out = prepare(nrows);
-  row_sums_kernel<<<blocks_for(nrows, 1), kThreads, 0, st.stream()>>>(dstart, nrows, dsample, dcoef, vecs, d,
-                                                                      out.values, out.bias);
+  if (nrows > 0)
+    row_sums_kernel<<<blocks_for(nrows, 1), kThreads, 0, st.stream()>>>(dstart, nrows, dsample, dcoef, vecs, d,
+                                                                        out.values, out.bias);
   FRUGAL_LAUNCHED();
+  if (in.rows_listed) {
+    // The device's list stays on the device, where the optimizer reads it.
+    if (nrows > 0 && out.row_ids != nullptr)
+      FRUGAL_CUDA(cudaMemcpyAsync(out.row_ids, drows, nrows * sizeof(uint32_t), cudaMemcpyDeviceToDevice,
+                                  st.stream()));
+    return;
+  }
   // The row list is host memory (core/backend.h's RowGrad): it comes down; the sums stay.
   rows.resize(nrows);
   st.down(rows.data(), drows, nrows);
@@ -1073,18 +1092,32 @@ void top_k(Context& ctx, size_t rows, const float* scores, const uint64_t* offse
 
 namespace {
 
+// Row j's Adam update count, raised on the device: counts[j] = ++row_counts[rows[j]] (rows distinct).
+__global__ void raise_counts_kernel(const uint32_t* rows, size_t n, uint32_t* row_counts, uint32_t* counts) {
+  for (size_t j = blockIdx.x * size_t{blockDim.x} + threadIdx.x; j < n; j += size_t{gridDim.x} * blockDim.x)
+    counts[j] = ++row_counts[rows[j]];
+}
+
 // The device side of r: w, m, v, the gradient and Adam's corrections are device memory already; the
-// row ids, update counts and plans go up.
+// row ids (unless the gradient's own list is on the device), update counts (unless raised there)
+// and plans go up.
 OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   OptimRows d = r;
-  d.rows = r.rows != nullptr ? st.up(r.rows, r.n) : nullptr;
+  d.rows = r.rows == nullptr ? nullptr : r.rows_on_device ? r.rows : st.up(r.rows, r.n);
   if (r.has_plan != nullptr) {
     d.has_plan = st.up(r.has_plan, r.n);
     d.plan = st.up(r.plan, 4 * r.n);
     d.term_start = st.up(r.term_start, r.n + 1);
     d.terms = st.up(r.terms, 2 * static_cast<size_t>(r.term_start[r.n]));
   }
-  if (adam && r.grad != nullptr && r.counts != nullptr) d.counts = st.up(r.counts, r.n);
+  if (adam && r.grad != nullptr && r.row_counts != nullptr && d.rows != nullptr) {
+    uint32_t* dc = st.alloc<uint32_t>(r.n);
+    raise_counts_kernel<<<blocks_for(r.n), kThreads, 0, st.stream()>>>(d.rows, r.n, r.row_counts, dc);
+    FRUGAL_LAUNCHED();
+    d.counts = dc;
+  } else if (adam && r.grad != nullptr && r.counts != nullptr) {
+    d.counts = st.up(r.counts, r.n);
+  }
   return d;
 }
 

@@ -2,8 +2,9 @@
 // so that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header.
 //
 // Pointers named as device memory are the backend's buffers (its tensors); the arguments the
-// interface still passes in host memory (an ActiveSets' ids, a RowGrad's row list, an optimizer's
-// row lists and tables, LSH codes) are named as host memory: a function copies those up itself
+// interface still passes in host memory (the LSH sampler's host half: codes, bucket tables and
+// queries; an optimizer's row lists, counts and catch-up plans when they are not on the device)
+// are named as host memory: a function copies those up itself
 // (through pinned staging, counted) and, for a host output, copies it back and returns with it
 // filled. Everything is ordered on the context's one stream: a function whose outputs are all device
 // memory returns once its work is queued.
@@ -71,13 +72,14 @@ void bias_act_backward(Context& ctx, float* grad, const float* y, size_t rows, s
 // memory (the batch's CSR was set where the step begins).
 void sparse_forward(Context& ctx, const uint64_t* offsets, size_t points, const uint32_t* ids, const float* vals,
                     Matrix w, size_t h, const float* bias, bool relu, float* out);
-// logits[e] = <h[sample[e]], w[ids[e]]> + bias[ids[e]] (then + logit_offsets[e] when not null), the
-// dot product with the CPU kernels' 16 partial sums. sample, ids, logit_offsets: host (staged);
-// h, w, bias, logits: device.
-void active_logits(Context& ctx, const float* h, size_t d, const uint32_t* sample, const uint32_t* ids,
-                   size_t entries, Matrix w, const float* bias, const float* logit_offsets, float* logits);
+// logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] for entry e of sample i (offsets[i] <= e <
+// offsets[i+1]), then + logit_offsets[e] when not null, the dot product with the CPU kernels' 16
+// partial sums. Every pointer is device memory (the sets were set where the step samples them).
+void active_logits(Context& ctx, const float* h, size_t d, const uint64_t* offsets, size_t samples,
+                   const uint32_t* ids, size_t entries, Matrix w, const float* bias, const float* logit_offsets,
+                   float* logits);
 // grad_h[i] = sum over sample i's entries e (in order, skipping dlogits[e] == 0) of dlogits[e] w[ids[e]].
-// offsets, ids: host (staged); dlogits, w, grad_h: device.
+// Every pointer is device memory.
 void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, const uint32_t* ids,
                      const float* dlogits, Matrix w, size_t d, float* grad_h);
 // Row accumulation (kernels/sparse_ops.cpp's RowAccumulator), all of it on the device: entry e of
@@ -86,15 +88,19 @@ void active_backward(Context& ctx, const uint64_t* offsets, size_t samples, cons
 // is then called once and returns where row j's sum goes (values + j d, device) and the sum of its
 // coefficients (bias[j], device, when not null). offsets, ids: host (staged) or, with
 // entries_on_device, device memory (the input batch's CSR); coefs, vecs: device.
+// With rows_listed, rows already holds the distinct rows (the caller listed them on the host): no
+// count and no list come down, and the device's list is copied to prepare's row_ids (device).
 struct RowSumsOut {
   float* values = nullptr;
   float* bias = nullptr;
+  uint32_t* row_ids = nullptr;
 };
 struct RowEntries {
   const uint64_t* offsets = nullptr;  // samples + 1
   const uint32_t* ids = nullptr;      // entries
   size_t samples = 0, entries = 0;
   bool on_device = false;
+  bool rows_listed = false;
 };
 void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size_t num_rows, const float* vecs,
                     size_t d, std::vector<uint32_t>& rows, const std::function<RowSumsOut(size_t)>& prepare);
@@ -130,6 +136,10 @@ struct OptimRows {
   void *w = nullptr, *m = nullptr, *v = nullptr;
   bool bf16 = false;
   const uint32_t* rows = nullptr;
+  bool rows_on_device = false;  // rows is device memory (the gradient's own list) and not staged
+  // Device, Adam: per-row update counts of the whole parameter; row j's count is ++row_counts[rows[j]]
+  // (counts is then not read).
+  uint32_t* row_counts = nullptr;
   uint64_t round_seed = 0, row_base = 0;
   uint32_t col_base = 0;
   const float* grad = nullptr;

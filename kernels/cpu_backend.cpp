@@ -81,28 +81,29 @@ void CpuBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x
   accumulator_of(this, ws).accumulate(v.offsets, v.ids.data(), v.values.data(), grad_pre, grad, nullptr);
 }
 
-void CpuBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+void CpuBackend::active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
                                Tensor& logits) {
   logits.resize(1, active.total());
-  kernels::active_logits(h, active, w, bias, logits.span());
+  kernels::active_logits(h, active.host(), w, bias, logits.span());
 }
 
-void CpuBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
+void CpuBackend::active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
                                        Tensor& grad_h) {
-  kernels::active_backward_input(active, dlogits.span(), w, grad_h);
+  kernels::active_backward_input(active.host(), dlogits.span(), w, grad_h);
 }
 
 std::unique_ptr<RowWorkspace> CpuBackend::make_row_workspace(size_t num_rows) {
   return std::make_unique<CpuRowWorkspace>(this, num_rows);
 }
 
-void CpuBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
-  FRUGAL_CHECK(!offsets.empty() && offsets.size() - 1 <= vecs.rows(),
-               fmt::format("row_accumulate: {} samples, {} vectors", offsets.size() - 1, vecs.rows()));
-  FRUGAL_CHECK(coefs.size() == offsets.back(),
-               fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), offsets.back()));
-  accumulator_of(this, ws).accumulate(offsets, ids, coefs.data(), vecs, grad, bias_grad);
+void CpuBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs,
+                                const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+  const ActiveView e = entries.host();
+  FRUGAL_CHECK(!e.offsets.empty() && e.num_samples() <= vecs.rows(),
+               fmt::format("row_accumulate: {} samples, {} vectors", e.num_samples(), vecs.rows()));
+  FRUGAL_CHECK(coefs.size() == e.offsets.back() && e.offsets.back() == e.total(),
+               fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), e.offsets.back()));
+  accumulator_of(this, ws).accumulate(e.offsets, e.ids.data(), coefs.data(), vecs, grad, bias_grad);
 }
 
 void CpuBackend::xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) {

@@ -23,13 +23,13 @@ class CpuBackend : public Backend {
   void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) override;
   void sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act, Tensor& out) override;
   void sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre, RowGrad& grad) override;
-  void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+  void active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
                      Tensor& logits) override;
-  void active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
+  void active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
                              Tensor& grad_h) override;
   std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) override;
-  void row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids, const Tensor& coefs,
-                      const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) override;
+  void row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs, const Tensor& vecs,
+                      RowGrad& grad, RowGrad* bias_grad) override;
   void xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) override;
   void xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) override;
   void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,

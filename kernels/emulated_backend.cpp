@@ -45,9 +45,6 @@ template <class T>
 uint64_t bytes_of(const std::vector<T>& v) {
   return v.size() * sizeof(T);
 }
-uint64_t bytes_of(const ActiveSets& a) {
-  return bytes_of(a.offsets) + bytes_of(a.ids) + bytes_of(a.logit_offsets);
-}
 
 }  // namespace
 
@@ -253,34 +250,57 @@ void EmulatedBackend::sparse_input_forward(const SparseFeatures& x, const Tensor
   s.finish();
 }
 
+// A row gradient's list as a device keeps it: the rows found on the device (`found`, the CPU
+// kernel's list in this device's memory) stay there as grad's device_rows_tensor, and the caller
+// listed the same rows on the host (core/backend.h). The emulation can afford to check that
+// contract: a list that differs would update other rows than the gradient's.
+void EmulatedBackend::keep_device_rows(RowGrad& grad, const std::vector<uint32_t>& found, const char* op,
+                                       const char* what) {
+  FRUGAL_CHECK(found == grad.rows,
+               fmt::format("emulated device: {} found {} distinct rows, the caller listed {} others (grad.rows must "
+                           "hold the distinct {}, ascending)",
+                           op, found.size(), grad.rows.size(), what));
+  keep_on(grad.device_rows_tensor, *this);
+  grad.device_rows_tensor.resize(1, found.size());
+  if (!found.empty()) std::memcpy(grad.device_rows_tensor.device_data(), found.data(), bytes_of(found));
+  grad.device_rows_of = grad.rows;
+}
+
 void EmulatedBackend::sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
                                             RowGrad& grad) {
   Staged s(*this, "sparse_input_backward");
   const SparseFeatures xv = staged_features(s, x);
-  RowGrad view{.rows = {}, .values = {}};
-  view.rows.swap(grad.rows);
+  RowGrad view;
   Tensor& values = s.out(grad.values);
   view.values = std::move(values);
   cpu_.sparse_input_backward(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), xv, s.in(grad_pre), view);
   values = std::move(view.values);
-  grad.rows.swap(view.rows);
-  s.down(bytes_of(grad.rows));
+  keep_device_rows(grad, view.rows, "sparse_input_backward", "feature ids of the batch");
   s.finish();
 }
 
-void EmulatedBackend::active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+// The sets' tensors as the CPU kernels see them (each staged when it is host memory).
+static ActiveTensors staged_active(Staged& s, const ActiveTensors& a) {
+  ActiveTensors v;
+  v.offsets = s.in(a.offsets);
+  v.ids = s.in(a.ids);
+  v.logit_offsets = s.in(a.logit_offsets);
+  return v;
+}
+
+void EmulatedBackend::active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
                                     Tensor& logits) {
   Staged s(*this, "active_logits");
-  s.up(bytes_of(active));
-  cpu_.active_logits(s.in(h), active, s.in(w), s.in(bias), s.out(logits, 1, active.total()));
+  const ActiveTensors av = staged_active(s, active);
+  cpu_.active_logits(s.in(h), av, s.in(w), s.in(bias), s.out(logits, 1, active.total()));
   s.finish();
 }
 
-void EmulatedBackend::active_backward_input(const ActiveSets& active, const Tensor& dlogits, const Tensor& w,
+void EmulatedBackend::active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
                                             Tensor& grad_h) {
   Staged s(*this, "active_backward_input");
-  s.up(bytes_of(active));
-  cpu_.active_backward_input(active, s.in(dlogits), s.in(w), s.out(grad_h, active.num_samples(), w.cols()));
+  const ActiveTensors av = staged_active(s, active);
+  cpu_.active_backward_input(av, s.in(dlogits), s.in(w), s.out(grad_h, active.num_samples(), w.cols()));
   s.finish();
 }
 
@@ -288,32 +308,30 @@ std::unique_ptr<RowWorkspace> EmulatedBackend::make_row_workspace(size_t num_row
   return std::make_unique<EmulatedRowWorkspace>(this, cpu_.make_row_workspace(num_rows));
 }
 
-void EmulatedBackend::row_accumulate(RowWorkspace& ws, std::span<const uint64_t> offsets, const uint32_t* ids,
-                                     const Tensor& coefs, const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
+void EmulatedBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs,
+                                     const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) {
   Staged s(*this, "row_accumulate");
-  const uint64_t entries = offsets.empty() ? 0 : offsets.back();
-  s.up(bytes_of(offsets) + entries * sizeof(uint32_t));
+  ActiveTensors ev;
+  ev.offsets = s.in(entries.offsets);
+  ev.ids = s.in(entries.ids);
   const Tensor& coef_view = s.in(coefs);
-  // The gradients' values are written on the device; their row lists are host vectors (down).
-  RowGrad g{.rows = {}, .values = {}}, b{.rows = {}, .values = {}};
-  g.rows.swap(grad.rows);
+  // The gradients' values are written on the device, their row lists kept there.
+  RowGrad g, b;
   Tensor& values = s.out(grad.values);
   g.values = std::move(values);
   Tensor* bias_values = nullptr;
   if (bias_grad != nullptr) {
-    b.rows.swap(bias_grad->rows);
     bias_values = &s.out(bias_grad->values);
     b.values = std::move(*bias_values);
   }
-  cpu_.row_accumulate(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), offsets, ids, coef_view, s.in(vecs), g,
+  cpu_.row_accumulate(dynamic_cast<EmulatedRowWorkspace&>(ws).cpu(), ev, coef_view, s.in(vecs), g,
                       bias_grad != nullptr ? &b : nullptr);
   values = std::move(g.values);
-  grad.rows.swap(g.rows);
-  s.down(bytes_of(grad.rows));
+  keep_device_rows(grad, g.rows, "row_accumulate", "row ids of the entries");
   if (bias_grad != nullptr) {
     *bias_values = std::move(b.values);
-    bias_grad->rows.swap(b.rows);
-    s.down(bytes_of(bias_grad->rows));
+    bias_grad->rows = grad.rows;
+    keep_device_rows(*bias_grad, b.rows, "row_accumulate", "row ids of the entries");
   }
   s.finish();
 }
@@ -380,7 +398,35 @@ void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
   uint64_t plans = 0;
   for (const CatchUpPlan* p : u.plans)
     if (p != nullptr) plans += sizeof(CatchUpPlan) + 4 * uint64_t{p->terms_count};
-  s.up(bytes_of(u.rows) + bytes_of(u.counts) + sizeof(const CatchUpPlan*) * u.plans.size() + plans);
+  s.up(sizeof(const CatchUpPlan*) * u.plans.size() + plans);
+  // The row list: already here (the gradient's own, RowGrad::device_rows) or sent.
+  std::vector<uint32_t> device_rows;
+  if (u.row_ids != nullptr) {
+    const Tensor& ids = s.in(*u.row_ids);
+    FRUGAL_CHECK(u.row_ids->owner() == this, "emulated device: the optimizer's row list is another backend's");
+    const std::span<const uint32_t> listed = ids.u32();
+    device_rows.assign(listed.begin(), listed.end());
+    FRUGAL_CHECK(std::equal(device_rows.begin(), device_rows.end(), u.rows.begin(), u.rows.end()),
+                 "emulated device: the optimizer's row list on the device differs from its host list");
+    d.rows = device_rows;
+  } else {
+    s.up(bytes_of(u.rows));
+  }
+  // Adam's update counts: raised on the device from its per-row counts, or sent. The emulation
+  // checks that the device's counts are the host's (they are two copies of one state).
+  std::vector<uint32_t> device_counts;
+  if (u.row_counts != nullptr) {
+    FRUGAL_CHECK(u.row_counts->owner() == this, "emulated device: the optimizer's update counts are another backend's");
+    const std::span<uint32_t> per_row = s.inout(*u.row_counts).u32();
+    device_counts.reserve(d.rows.size());
+    for (const uint32_t r : d.rows) device_counts.push_back(++per_row[r]);
+    FRUGAL_CHECK(device_counts.size() == u.counts.size() &&
+                     std::equal(device_counts.begin(), device_counts.end(), u.counts.begin()),
+                 "emulated device: the update counts kept on the device differ from the optimizer's");
+    d.counts = device_counts;
+  } else {
+    s.up(bytes_of(u.counts));
+  }
   if (op == Op::adam_rows) {
     cpu_.adam_rows(d);
   } else if (op == Op::sgd_rows) {
@@ -429,7 +475,8 @@ void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketQuery
   }
   s.up(4 * q.samples * tables.num_tables() + bytes_of(q.label_offsets) + bytes_of(q.labels));
   cpu_.bucket_union(tables, q, out);
-  s.down(bytes_of(out) + (q.scanned != nullptr ? 8 * q.samples : 0));
+  s.down(bytes_of(out.offsets) + bytes_of(out.ids) + bytes_of(out.logit_offsets) +
+         (q.scanned != nullptr ? 8 * q.samples : 0));
 }
 
 }  // namespace frugal::kernels

@@ -61,7 +61,7 @@ void sparse_input_forward(const SparseView& x, const Tensor& w, const Tensor& bi
   });
 }
 
-void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+void active_logits(const Tensor& h, const ActiveView& active, const Tensor& w, const Tensor& bias,
                    std::span<float> logits) {
   FRUGAL_CHECK(logits.size() == active.total(),
                fmt::format("active_logits: {} logits for {} entries", logits.size(), active.total()));
@@ -87,7 +87,7 @@ void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, c
   });
 }
 
-void active_backward_input(const ActiveSets& active, std::span<const float> dlogits,
+void active_backward_input(const ActiveView& active, std::span<const float> dlogits,
                            const Tensor& w, Tensor& grad_h) {
   const size_t d = w.cols();
   grad_h.resize(active.num_samples(), d);

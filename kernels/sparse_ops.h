@@ -21,11 +21,11 @@ void sparse_input_forward(const SparseView& x, const Tensor& w, const Tensor& bi
 // logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] for every entry e of sample i, plus
 // active.logit_offsets[e] when it has any.
 // logits has one entry per id.
-void active_logits(const Tensor& h, const ActiveSets& active, const Tensor& w, const Tensor& bias,
+void active_logits(const Tensor& h, const ActiveView& active, const Tensor& w, const Tensor& bias,
                    std::span<float> logits);
 
 // grad_h[i] = sum over sample i's entries e of dlogits[e] * w[ids[e]].
-void active_backward_input(const ActiveSets& active, std::span<const float> dlogits,
+void active_backward_input(const ActiveView& active, std::span<const float> dlogits,
                            const Tensor& w, Tensor& grad_h);
 
 // Weight gradients of a layer whose row r received, from sample i, coefficient c times the vector

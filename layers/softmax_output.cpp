@@ -202,6 +202,15 @@ double SoftmaxOutput::exact_forward_backward(const Tensor& in, const SparseBatch
   return loss;
 }
 
+void SoftmaxOutput::check_active_ids(const ActiveSets& sets) const {
+  // The ops read the rows the ids name without checking them where they run (a device). One pass
+  // for the largest id (vectorized), so that the check costs the CPU path next to nothing.
+  const size_t n = end_ - begin_;
+  if (sets.ids.empty()) return;
+  const uint32_t most = *std::max_element(sets.ids.begin(), sets.ids.end());
+  FRUGAL_CHECK(most < n, fmt::format("SoftmaxOutput: active label {} is outside the slice's {} labels", most, n));
+}
+
 double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
                                                float grad_scale) {
   const size_t b = in.rows();
@@ -218,11 +227,14 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
     sampler_->maybe_rebuild(weight_.value, step);
     sampler_->sample(in, &batch, static_cast<uint32_t>(begin_), step, active_);
   }
+  check_active_ids(active_);
+  // The sets enter the step where the layer computes, once: every op below reads that copy.
+  active_tensors_.assign(active_, be);
   // Random negatives stand for the labels outside the set: their logQ correction (the sets'
   // logit_offsets, added by active_logits) enters the softmax (and so the gradient's
   // probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
   keep_on(logits_, be);
-  be.active_logits(in, active_, weight_.value, bias_.value, logits_);
+  be.active_logits(in, active_tensors_, weight_.value, bias_.value, logits_);
   // Positions of the point's own labels inside its active set (the sampler put them first; an
   // override may place them anywhere).
   positions_.resize(b);
@@ -238,9 +250,7 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
       positions_[i].push_back(static_cast<uint32_t>(it - ids));
     }
   });
-  keep_on(active_offsets_, be);
-  assign_values(active_offsets_, std::span<const uint64_t>(active_.offsets));
-  const double loss = distributed_xent(batch, logits_, active_offsets_, grad_scale);
+  const double loss = distributed_xent(batch, logits_, active_tensors_.offsets, grad_scale);
   // Work per active label of a point: a dot product with the hidden vector; its id, logit offset
   // and logit, and the cross-entropy's kernels over the logits (max, sums: read; loss and
   // gradient: read, write). The distinct weight rows read are counted below, once they are listed.
@@ -248,11 +258,16 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   profile::count(profile::Phase::output_forward, 2.0 * a * d + 6.0 * a, 4.0 * 7.0 * a);
   if (grad_in == nullptr) return loss;
   const profile::Scope backward_phase(profile::Phase::output_backward);
-  be.active_backward_input(active_, logits_, weight_.value, *grad_in);
+  be.active_backward_input(active_tensors_, logits_, weight_.value, *grad_in);
   keep_on(weight_.grad.values, be);
   keep_on(bias_.grad.values, be);
-  be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_.offsets, active_.ids.data(), logits_, in,
-                    weight_.grad, &bias_.grad);
+  if (!be.device().is_host()) {
+    // A device keeps the row list it finds; the host lists the same rows from its sets.
+    if (distinct_.num_rows() < end_ - begin_) distinct_ = DistinctRows(end_ - begin_);
+    distinct_.list(active_.ids, weight_.grad.rows);
+  }
+  be.row_accumulate(row_workspace(be, workspace_, end_ - begin_), active_tensors_, logits_, in, weight_.grad,
+                    &bias_.grad);
   // The logits' reads of the distinct active rows (and their biases); then two multiply-adds per
   // active label and column: dLoss/dh (the rows read again, ids and gradients read, dLoss/dh
   // written) and the rows' gradients (ids, gradients and hidden vectors read, each distinct row's
@@ -333,8 +348,10 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   const size_t cap = inference_.candidates == 0 ? 0
       : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
   sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_, cap);
+  check_active_ids(candidates_);
+  candidate_tensors_.assign(candidates_, be);
   keep_on(logits_, be);
-  be.active_logits(in, candidates_, weight_.value, bias_.value, logits_);
+  be.active_logits(in, candidate_tensors_, weight_.value, bias_.value, logits_);
   labels_scored_ += candidates_.total();
   const size_t b = in.rows(), n = end_ - begin_;
   k = std::min(k, n);
@@ -342,11 +359,9 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   scores.resize(b * k);
   // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
   // lowest ids first, so every point still gets k distinct labels.
-  const Tensor offsets = host_tensor(candidates_.offsets.data(), 1, candidates_.offsets.size(), Dtype::u64);
-  const Tensor ids = host_tensor(candidates_.ids.data(), 1, candidates_.ids.size(), Dtype::u32);
   Tensor top_labels = host_tensor(labels.data(), b, k, Dtype::u32);
   Tensor top_scores = host_tensor(scores.data(), b, k, Dtype::f32);
-  be.top_k({.rows = b, .scores = &logits_, .offsets = &offsets, .ids = &ids,
+  be.top_k({.rows = b, .scores = &logits_, .offsets = &candidate_tensors_.offsets, .ids = &candidate_tensors_.ids,
             .label_base = static_cast<uint32_t>(begin_)},
            k, top_labels, top_scores);
 }

@@ -15,6 +15,7 @@
 
 #include "core/active_sets.h"
 #include "core/backend.h"
+#include "core/distinct_rows.h"
 #include "core/layer.h"
 #include "core/placement.h"
 #include "layers/lsh/lsh_sampler.h"
@@ -87,6 +88,8 @@ class SoftmaxOutput : public OutputLayer {
   void combine_normalizer(comm::Communicator& group, size_t b);
   // local_top_k over bf16 weights: blocks of labels widened and scored, their k best merged.
   void widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // Every id of the sets is a label of this slice (throws naming the first that is not).
+  void check_active_ids(const ActiveSets& sets) const;
 
   Options options_;
   size_t begin_ = 0, end_ = 0;
@@ -109,7 +112,9 @@ class SoftmaxOutput : public OutputLayer {
   Tensor max_, sums_, losses_{0, 0, Dtype::f64};
   Tensor row_offsets_{0, 0, Dtype::u64};     // exact softmax: i * labels, the logits' CSR offsets
   size_t row_offsets_width_ = 0;             // the labels those offsets were made for
-  Tensor active_offsets_{0, 0, Dtype::u64};  // LSH: the active sets' offsets
+  ActiveTensors active_tensors_;     // LSH: active_ where the layer computes (the xent reads its offsets)
+  ActiveTensors candidate_tensors_;  // LSH inference: candidates_ where the layer computes
+  DistinctRows distinct_;            // the active rows, listed on the host for a device backend
   Tensor pos_offsets_{0, 0, Dtype::u64}, position_ids_{0, 0, Dtype::u32}, label_offsets_{0, 0, Dtype::u64};
   std::vector<float> normalizer_mine_, normalizer_all_;  // a sliced group's per-rank (max, sums), gathered
   std::vector<std::vector<uint32_t>> positions_;

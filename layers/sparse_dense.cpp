@@ -98,6 +98,12 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   bias_.grad.values.resize(1, out);
   be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
   FRUGAL_CHECK(features_.size() == x.size(), "SparseDense::backward: not the batch of the last forward pass");
+  if (!be.device().is_host()) {
+    // A device keeps the row list it finds where it computes; the host lists the same rows from its
+    // copy of the batch (the ids were checked by forward), so the list never comes down.
+    if (distinct_.num_rows() < options_.in) distinct_ = DistinctRows(options_.in);
+    distinct_.list(x.feature_ids, weight_.grad.rows);
+  }
   be.sparse_input_backward(row_workspace(be, workspace_, options_.in), features_, grad_pre_, weight_.grad);
   // The forward's reads of the batch's distinct feature rows, now that they are listed; then the
   // activation's gradient (output and gradient read, gradient written) and a multiply-add per

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/backend.h"
+#include "core/distinct_rows.h"
 #include "core/layer.h"
 #include "core/placement.h"
 
@@ -53,6 +54,7 @@ class SparseDense : public InputLayer {
   SparseBatch part_;         // forward_rows' points
   SparseFeatures part_features_;
   Tensor part_out_;          // and their rows
+  DistinctRows distinct_;    // the batch's feature rows, listed on the host for a device backend
   std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
 };
 

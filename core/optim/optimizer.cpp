@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -110,6 +111,24 @@ void Optimizer::place_state(State& s) {
 void Optimizer::set_backend(Backend* backend) {
   backend_ = backend;
   for (State& s : state_) place_state(s);
+  device_counts_.clear();
+  counts_current_.clear();
+}
+
+Tensor& Optimizer::counts_on_device(size_t i) {
+  if (device_counts_.size() != state_.size()) {
+    device_counts_.assign(state_.size(), Tensor(0, 0, Dtype::u32));
+    counts_current_.assign(state_.size(), 0);
+  }
+  Tensor& t = device_counts_[i];
+  if (!counts_current_[i]) {
+    const std::vector<uint32_t>& steps = state_[i].row_steps;
+    keep_on(t, backend());
+    t.set_name(params_[i]->name + ".update_counts");
+    assign_values(t, std::span<const uint32_t>(steps));
+    counts_current_[i] = 1;
+  }
+  return t;
 }
 
 uint64_t Optimizer::move_horizon(double ratio) {
@@ -138,6 +157,8 @@ RowUpdate Optimizer::row_update(Parameter& p, State& s, std::span<const uint32_t
   u.m = &s.m;
   u.all_rows = every_row_;
   if (!every_row_) u.rows = rows;
+  u.row_ids = rows_on_device_;
+  u.row_counts = grad != nullptr ? counts_on_device_ : nullptr;
   u.grad = grad;
   u.plans = plans;
   u.lr = static_cast<float>(lr);
@@ -245,6 +266,20 @@ void Optimizer::step_parameter(size_t i) {
   }
   prepare(most, n);
   if (catchup) make_plans(s.row_steps, rows, n - 1);
+  // A device gets a parameter whose every row changes with one count (a dense layer's, the exact
+  // softmax's) without the row list: its ids and counts would cross every step, 8 bytes a row.
+  // (The rows are sorted and distinct: as many as the parameter's are 0..R-1, and their counts
+  // are equal after the step when they are equal before it.)
+  const bool device = !backend().device().is_host();
+  every_row_ = !catchup && device && !rows.empty() && rows.size() == p.value.rows() &&
+               std::all_of(s.row_steps.begin(), s.row_steps.end(), [&](uint32_t c) { return c == s.row_steps[0]; });
+  // Otherwise a device finds the row list where the gradient was computed when it is still the
+  // gradient's, and Adam's lazy counts in its own copy, which the op raises as the host's are
+  // raised below (sent first when not current: before the host's are raised).
+  rows_on_device_ = device && !every_row_ ? p.grad.device_rows(&backend()) : nullptr;
+  const bool counted = !catchup && !s.v.empty() && !rows.empty();
+  counts_on_device_ = device && !every_row_ && counted ? &counts_on_device(i) : nullptr;
+  if (every_row_ && i < counts_current_.size()) counts_current_[i] = 0;  // all_rows does not raise them
   row_counts_.resize(rows.size());
   row_plans_.resize(catchup ? rows.size() : 0);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, rows.size(), 64), [&](const auto& range) {
@@ -256,16 +291,25 @@ void Optimizer::step_parameter(size_t i) {
       row_counts_[j] = static_cast<uint32_t>(count);
     }
   });
-  // A device gets a parameter whose every row changed with one count (a dense layer's, the exact
-  // softmax's) without the row list: its ids and counts would cross every step, 8 bytes a row.
-  // (The rows are sorted and distinct: as many as the parameter's are 0..R-1.)
-  every_row_ = !catchup && !backend().device().is_host() && !rows.empty() && rows.size() == p.value.rows() &&
-               std::all_of(row_counts_.begin(), row_counts_.end(), [&](uint32_t c) { return c == row_counts_[0]; });
   const std::span<const uint32_t> counts =
       every_row_ ? std::span<const uint32_t>(row_counts_).first(1) : std::span<const uint32_t>(row_counts_);
   // Rows are independent, so the result does not depend on how the backend splits them.
-  update_rows(p, s, rows, &p.grad.values, row_plans_, counts, lr_n);
-  every_row_ = false;
+  {
+    // The settings above are this update's alone, whether it returns or throws.
+    // (Thrown: the device's counts may not have been raised as the host's were.)
+    struct Reset {
+      Optimizer& o;
+      size_t i;
+      int exceptions = std::uncaught_exceptions();
+      ~Reset() {
+        o.every_row_ = false;
+        o.rows_on_device_ = nullptr;
+        o.counts_on_device_ = nullptr;
+        if (std::uncaught_exceptions() > exceptions && i < o.counts_current_.size()) o.counts_current_[i] = 0;
+      }
+    } reset{*this, i};
+    update_rows(p, s, rows, &p.grad.values, row_plans_, counts, lr_n);
+  }
   count_row_updates(s, rows.size(), cols, true);
 }
 

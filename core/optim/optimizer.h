@@ -138,8 +138,12 @@ class Optimizer {
   const LrSchedule& schedule() const { return schedule_; }
   size_t size() const { return state_.size(); }
   // Parameter i's state, where the backend keeps it (host code reads a device's moments with
-  // copy_to_host / to_host, core/tensor.h).
-  State& state(size_t i) { return state_.at(i); }
+  // copy_to_host / to_host, core/tensor.h). The writable form may change row_steps (a checkpoint
+  // load): the device's copy of them is sent again before it is used next.
+  State& state(size_t i) {
+    if (i < counts_current_.size()) counts_current_[i] = 0;
+    return state_.at(i);
+  }
   const State& state(size_t i) const { return state_.at(i); }
   // The Backend the row updates run on (core/backend.h): the one set here, else host_backend().
   Backend& backend() const { return backend_ != nullptr ? *backend_ : host_backend(); }
@@ -188,6 +192,16 @@ class Optimizer {
   // Set by step_parameter around update_rows when the update covers every row with one count
   // (row_update then asks for RowUpdate::all_rows).
   bool every_row_ = false;
+  // Set by step_parameter around update_rows on a device backend: the gradient's row list already
+  // on the device (RowGrad::device_rows) and Adam's update counts kept there (row_update passes
+  // them as RowUpdate::row_ids / row_counts).
+  const Tensor* rows_on_device_ = nullptr;
+  Tensor* counts_on_device_ = nullptr;
+  // Parameter i's lazy update counts (row_steps) in the backend's memory, sent when they are not
+  // current (first use, a checkpoint load, a step that did not raise them on the device).
+  Tensor& counts_on_device(size_t i);
+  std::vector<Tensor> device_counts_;
+  std::vector<uint8_t> counts_current_;
   void grow_tables(uint64_t now);
   // Brings parameter i's listed rows that are behind up to steps(); returns those rows.
   std::vector<uint32_t> catch_up_param(size_t i, const std::vector<uint32_t>& rows);

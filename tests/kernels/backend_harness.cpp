@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "core/backend.h"
+#include "core/distinct_rows.h"
 #include "core/rng.h"
 #include "tests/kernels/backend_harness.h"
 
@@ -215,6 +216,17 @@ void compare_rows(Compare& cmp, const RowGrad& got, const std::map<uint32_t, std
   }
 }
 
+// A device backend keeps the row list it found (RowGrad::device_rows): the host's, on the device.
+void check_device_rows(Compare& cmp, Backend& be, const RowGrad& grad) {
+  if (be.device().is_host()) return;
+  const Tensor* on_device = grad.device_rows(&be);
+  cmp.exact(on_device != nullptr ? 1 : 0, 1);
+  if (on_device == nullptr) return;
+  const Tensor listed = to_host(*on_device);
+  cmp.same_size(listed.size(), grad.rows.size());
+  for (size_t j = 0; j < std::min(listed.size(), grad.rows.size()); ++j) cmp.exact(listed.u32()[j], grad.rows[j]);
+}
+
 Case sparse_backward_case(size_t b, size_t features, size_t h, bool empty_point) {
   return {fmt::format("B={} F={} H={}{}, workspace reused", b, features, h,
                       empty_point ? " (a point without features)" : ""),
@@ -227,7 +239,10 @@ Case sparse_backward_case(size_t b, size_t features, size_t h, bool empty_point)
               RowGrad grad;
               SparseFeatures xd;
               xd.assign(x, be);
+              // A device backend takes the rows listed by the host (core/backend.h).
+              if (!be.device().is_host()) DistinctRows(features).list(x.feature_ids, grad.rows);
               be.sparse_input_backward(*ws, xd, to_backend(grad_pre, &be), grad);
+              check_device_rows(cmp, be, grad);
               be.synchronize();
               grad.values = to_host(grad.values);
               std::map<uint32_t, std::vector<double>> rows;
@@ -248,7 +263,9 @@ Case active_logits_case(size_t b, size_t n, size_t d, bool empty_sample, bool of
             const ActiveSets active = random_active(rng, b, n, 20, empty_sample, offsets);
             const Tensor h = random_tensor(rng, b, d), w = random_tensor(rng, n, d), bias = random_tensor(rng, n, 1);
             Tensor out(0, 0, Dtype::f32, be);
-            be.active_logits(to_backend(h, &be), active, to_backend(w, &be), to_backend(bias, &be), out);
+            ActiveTensors sets;
+            sets.assign(active, be);
+            be.active_logits(to_backend(h, &be), sets, to_backend(w, &be), to_backend(bias, &be), out);
             be.synchronize();
             const Tensor logits = to_host(out);
             cmp.same_size(logits.size(), active.total());
@@ -272,7 +289,9 @@ Case active_backward_case(size_t b, size_t n, size_t d, bool empty_sample) {
             const Tensor w = random_tensor(rng, n, d);
             Tensor out(0, 0, Dtype::f32, be);
             const Tensor ddlogits = to_backend(Tensor::wrap(dlogits.data(), 1, dlogits.size(), Dtype::f32), &be);
-            be.active_backward_input(active, ddlogits, to_backend(w, &be), out);
+            ActiveTensors sets;
+            sets.assign(active, be);
+            be.active_backward_input(sets, ddlogits, to_backend(w, &be), out);
             be.synchronize();
             const Tensor grad_h = to_host(out);
             std::vector<double> want(b * d, 0.0);
@@ -296,9 +315,14 @@ Case row_accumulate_case(size_t b, size_t n, size_t d, bool empty_sample, bool w
               for (float& c : coefs) c = rng.uniform(-1, 1);
               const Tensor vecs = random_tensor(rng, b, d);
               RowGrad grad, bias_grad;
-              be.row_accumulate(*ws, active.offsets, active.ids.data(),
-                                to_backend(Tensor::wrap(coefs.data(), 1, coefs.size(), Dtype::f32), &be),
+              ActiveTensors entries;
+              entries.assign(active, be);
+              // A device backend takes the rows listed by the host (core/backend.h).
+              if (!be.device().is_host()) DistinctRows(n).list(active.ids, grad.rows);
+              be.row_accumulate(*ws, entries, to_backend(Tensor::wrap(coefs.data(), 1, coefs.size(), Dtype::f32), &be),
                                 to_backend(vecs, &be), grad, with_bias ? &bias_grad : nullptr);
+              check_device_rows(cmp, be, grad);
+              if (with_bias) check_device_rows(cmp, be, bias_grad);
               grad.values = to_host(grad.values);
               bias_grad.values = to_host(bias_grad.values);
               be.synchronize();

@@ -149,13 +149,15 @@ TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on
       }
       active.offsets.push_back(active.ids.size());
     }
+    ActiveTensors sets;
+    sets.assign(active, be);
     Tensor logits_half, logits_wide;
-    be.active_logits(out_wide, active, labels.half, lbias, logits_half);
-    be.active_logits(out_wide, active, labels.wide, lbias, logits_wide);
+    be.active_logits(out_wide, sets, labels.half, lbias, logits_half);
+    be.active_logits(out_wide, sets, labels.wide, lbias, logits_wide);
     REQUIRE(same_bits(logits_half, logits_wide));
     Tensor grad_half, grad_wide;
-    be.active_backward_input(active, logits_wide, labels.half, grad_half);
-    be.active_backward_input(active, logits_wide, labels.wide, grad_wide);
+    be.active_backward_input(sets, logits_wide, labels.half, grad_half);
+    be.active_backward_input(sets, logits_wide, labels.wide, grad_wide);
     REQUIRE(same_bits(grad_half, grad_wide));
 
     // LSH codes of listed rows (a rebuild) and of every row.
