@@ -63,6 +63,8 @@ enum class ModelKind { xmc, dlrm };  // --model: the XMC network, or DLRM on cli
 std::string_view to_string(ModelKind m) { return m == ModelKind::dlrm ? "dlrm" : "xmc"; }
 enum class ParallelMode { model, data };  // --parallel: slice the model, or dense data parallelism
 enum class TauEstimate { sampled, exact };  // --dp-tau: DpCompression::exact_tau
+enum class Compress { off, auto_ };         // --compress: DCT's keep fractions by hand, or set online
+std::string_view to_string(Compress c) { return c == Compress::auto_ ? "auto" : "off"; }
 enum class OutputInit { random, centroid };  // --output-init
 std::string_view to_string(ParallelMode m) { return m == ParallelMode::data ? "data" : "model"; }
 std::string_view to_string(TauEstimate t) { return t == TauEstimate::exact ? "exact" : "sampled"; }
@@ -117,6 +119,10 @@ struct TrainArgs {
   // DCT: --dp-keep (unset: every touched row travels), --dp-reestimate-every, --dp-tau, --mp-keep,
   // --wire-dtype
   std::optional<float> dp_keep;
+  // --compress auto: DCT-DP's keep per parameter set online (ThresholdOptions::auto_energy, with
+  // kAutoDpFloor as the floor) and DCT-MP's per sample (MpCompression::mass); see apply_compress.
+  Compress compress = Compress::off;
+  float compress_energy = 0.0f;  // --compress-energy (0: kAutoDpEnergy)
   // Sampling 10k entries per parameter and step is cheap next to the step; a stale tau lets the
   // residuals outgrow it and send several times the asked fraction (bench/REPORT.md).
   uint64_t dp_reestimate_every = 1;
@@ -344,6 +350,17 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train,
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
 }
 
+// --compress auto's settings (bench/REPORT.md, "Compression that adapts"): DCT-DP's keep per
+// parameter falls from 1 while what is sent carries at least kAutoDpEnergy of the accumulated
+// gradient's energy, never below kAutoDpFloor; DCT-MP sends, per sample and slice, the fewest
+// largest activations that carry kAutoMpMass of the slice's L1 mass.
+constexpr float kAutoDpEnergy = 0.7f;
+constexpr float kAutoDpFloor = 0.002f;
+constexpr double kAutoMpMass = 0.7;
+
+// --compress auto's DCT-DP energy target: --compress-energy, else kAutoDpEnergy.
+float auto_dp_energy(const TrainArgs& a) { return a.compress_energy > 0.0f ? a.compress_energy : kAutoDpEnergy; }
+
 // `target`: what DCT-DP thresholds, where the trainer supports only one (DLRM: gradients).
 // The sparse input layer's parameters (SparseDense of the XMC and MLP networks).
 constexpr const char* kInputLayerPrefix = "sparse_dense.";
@@ -391,7 +408,8 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
                              .target = what, .warmup_steps = a.dp_warmup_steps, .per_row = per_row,
                              .momentum_correction = a.dp_momentum_correction, .local_clipping = a.dp_local_clip,
-                             .per_parameter = dp_keep_overrides(a, per_row)};
+                             .per_parameter = dp_keep_overrides(a, per_row),
+                             .auto_energy = a.compress == Compress::auto_ ? auto_dp_energy(a) : 0.0f};
 }
 
 comm::MpCompression mp_compression(const TrainArgs& a) {
@@ -638,12 +656,13 @@ void note_straight_through(const TrainArgs& a, int model_ranks) {
 }
 
 // A model trained on the CUDA backend alone (one model rank; in a mixed group the calibrated
-// shares weigh the GPU by its measured speed): what the one GPU measured so far found (rank 0 says it).
+// shares weigh the GPU by its measured speed): what is known of its speed (rank 0 says it).
 void note_cuda_alone(const TrainArgs& a, const Backend& backend, int model_ranks) {
   if (a.quiet || model_ranks != 1 || backend.name() != "cuda") return;
-  fmt::print("note: the CUDA backend copies each step's activations, logits and row gradients through host memory "
-             "(only the model stays on the device). On an H200 it trained {}; compare --device cpu on this machine "
-             "(bench/REPORT.md, \"GPU\")\n",
+  fmt::print("note: the CUDA backend keeps the step's tensors on the device{}; this design has not been timed on a "
+             "GPU yet (the previous one, which copied every op's arguments through host memory, trained {} on an "
+             "H200): compare --device cpu on this machine (bench/REPORT.md, \"GPU\")\n",
+             a.sampler == layers::Sampler::exact ? "" : " but the LSH sampler's host half (codes, bucket tables) crosses",
              a.sampler == layers::Sampler::exact ? "20-46x slower than PyTorch with --sampler exact"
                                                  : "the LSH sampler slower than --device cpu on the machine's 16 cores");
 }
@@ -658,6 +677,55 @@ void note_forward_split(const TrainArgs& a, int model_ranks) {
                                          "or --wire-dtype) goes whole"
                                        : nullptr;
   if (why != nullptr) fmt::print("note: --overlap-forward on has no effect: {}\n", why);
+}
+
+// --compress auto: DCT's keep fractions set online. The hand-set keep flags are the expert's way to
+// the same settings: with auto they would fight it, so the run refuses them.
+void apply_compress(TrainArgs& a) {
+  FRUGAL_CHECK(a.compress == Compress::auto_ || a.compress_energy == 0.0f,
+               "--compress-energy sets --compress auto's target: give --compress auto too");
+  if (a.compress != Compress::auto_) return;
+  FRUGAL_CHECK(!a.dp_keep && a.mp_keep == 1.0 && a.mp_mass == 1.0 && a.dp_keep_param.empty() && !a.dp_keep_input,
+               "--compress auto sets DCT's keep fractions itself: drop --dp-keep, --dp-keep-param, --dp-keep-input, "
+               "--mp-keep and --mp-mass (or keep them and use --compress off)");
+  a.dp_keep = kAutoDpFloor;
+  a.mp_mass = kAutoMpMass;
+}
+
+// This replica's automatic keeps over its parameters (ReplicaReducer::auto_keep).
+struct AutoKeepSummary {
+  float keep_min = 1.0f, keep_max = 0.0f;
+  double energy_min = 1.0, energy_max = 0.0;
+  uint64_t backoffs = 0;
+};
+AutoKeepSummary auto_keep_summary(const Trainer& trainer) {
+  AutoKeepSummary out;
+  const comm::ReplicaReducer* reducer = trainer.reducer();
+  const size_t n = reducer != nullptr ? reducer->feedback_states() : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const comm::ReplicaReducer::AutoKeep k = reducer->auto_keep(i);
+    out.keep_min = std::min(out.keep_min, k.keep);
+    out.keep_max = std::max(out.keep_max, k.keep);
+    out.energy_min = std::min(out.energy_min, k.carried_energy);
+    out.energy_max = std::max(out.energy_max, k.carried_energy);
+    out.backoffs += k.backoffs;
+  }
+  if (n == 0) out = {.keep_min = 1.0f, .keep_max = 1.0f, .energy_min = 1.0, .energy_max = 1.0, .backoffs = 0};
+  return out;
+}
+
+// What --compress auto does on this grid (rank 0 says it once).
+void note_compress(const TrainArgs& a, const Grid& grid) {
+  if (a.quiet || a.compress != Compress::auto_) return;
+  std::string what;
+  if (grid.data > 1)
+    what += fmt::format("DCT-DP keeps, per parameter, the fewest entries whose values carry {:.0f}% of the "
+                        "accumulated gradient's energy (from everything down to at most 1 in {:.0f})",
+                        100.0 * auto_dp_energy(a), 1.0 / kAutoDpFloor);
+  if (grid.model > 1)
+    what += fmt::format("{}DCT-MP sends, per sample and slice, the fewest largest activations that carry {:.0f}% "
+                        "of the slice's L1 mass", what.empty() ? "" : "; ", 100.0 * kAutoMpMass);
+  fmt::print("compress auto: {}\n", what.empty() ? "one rank, nothing crosses the network" : what);
 }
 
 int run_train(TrainArgs a) {
@@ -675,6 +743,7 @@ int run_train(TrainArgs a) {
   const data::Dataset& train = held_out ? held_out->train : inputs.train;
   const data::Dataset* valid = held_out ? &held_out->test : nullptr;
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  apply_compress(a);
   std::optional<DpTargetChoice> dp_auto;  // --dp-keep with --dp-compress auto: what it chose
   if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
     dp_auto = resolve_dp_target(a, train, backend);
@@ -692,6 +761,8 @@ int run_train(TrainArgs a) {
   // Compared between ranks, not on --resume: checkpoints hold f32 and resume in either precision.
   config["precision"] = std::string(dtype_name(a.precision));
   // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
+  config["compress"] = std::string(to_string(a.compress));
+  config["compress_energy"] = a.compress == Compress::auto_ ? auto_dp_energy(a) : 0.0f;
   config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
   config["dp_reestimate_every"] = a.dp_reestimate_every;
   config["dp_tau"] = std::string(to_string(a.dp_tau));
@@ -751,6 +822,7 @@ int run_train(TrainArgs a) {
   note_forward_split(a, grid.model);
   note_momentum_correction(a, grid.data);
   note_cuda_alone(a, backend, grid.model);
+  note_compress(a, grid);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
                                              comm_timeout_flag(a.comm), !a.quiet);
   if (!a.quiet)
@@ -852,6 +924,7 @@ int run_train(TrainArgs a) {
   std::optional<double> link_rate;
   if (data_group && data_group->size() > 1 && a.dp_keep && *a.dp_keep < 1.0f) link_rate = probe_link_rate(*data_group);
   bool said_no_pay = false;
+  uint64_t backoffs_said = 0;  // --compress auto's back-offs already reported
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
   bool calibrate = a.auto_weights && grid.model > 1;
   RunGroups groups{.world = world.get(), .model = model_group};
@@ -910,6 +983,16 @@ int run_train(TrainArgs a) {
           line += fmt::format(", data-parallel {:.0f} ({:.1f}x less than a dense all-reduce)",
                               per_sample(fit.dp_bytes_sent), fit.dp_compression());
         fmt::print("{}\n", line);
+        if (grid.data > 1 && a.compress == Compress::auto_) {
+          const AutoKeepSummary k = auto_keep_summary(trainer);
+          fmt::print("  compress auto (rank 0): DCT-DP keeps {:.4f} to {:.4f} per parameter, carrying {:.0f}% to "
+                     "{:.0f}% of the gradient's energy{}\n",
+                     k.keep_min, k.keep_max, 100.0 * k.energy_min, 100.0 * k.energy_max,
+                     k.backoffs > backoffs_said
+                         ? fmt::format("; backed off {} times this epoch (the error grew)", k.backoffs - backoffs_said)
+                         : "");
+          backoffs_said = k.backoffs;
+        }
         if (grid.model > 1)
           fmt::print("  step compute time over the model ranks: {:.4f} s (slowest) / {:.4f} s (fastest)\n",
                      step_max[0], step_min[0]);
@@ -967,6 +1050,11 @@ int run_train(TrainArgs a) {
                // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
                {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     if (valid != nullptr) line["valid_p@1"] = valid_p1;
+    if (a.compress == Compress::auto_ && trainer.reducer() != nullptr) {
+      const AutoKeepSummary k = auto_keep_summary(trainer);
+      line["dp_auto"] = {{"keep_min", k.keep_min}, {"keep_max", k.keep_max}, {"energy_min", k.energy_min},
+                         {"energy_max", k.energy_max}, {"backoffs", k.backoffs}};
+    }
     line["parameter_rows"] = parameter_rows(model, fit);
     if (link_rate && fit.steps > 0) {
       const DctDpCost cost = dct_dp_cost(fit, *link_rate);
@@ -1034,6 +1122,8 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   FRUGAL_CHECK(!a.dp_momentum_correction,
                "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
                "replicas' thresholded sum; drop the flag)");
+  FRUGAL_CHECK(a.compress == Compress::off, "--model dlrm: --compress auto is not implemented for the recommendation "
+                                           "model yet (its DCT-DP takes --dp-keep; drop --compress)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
@@ -1179,6 +1269,17 @@ void add_train_command(CLI::App& app) {
              "(NCCL between their GPUs; every replica on --device cuda), auto (nccl when every replica runs on a "
              "GPU and this build has NCCL, else host)");
   a->comm.add_to(cmd);
+  add_choice(cmd, "--compress", a->compress, {Compress::off, Compress::auto_},
+             "DCT on the network: auto sets the keep fractions online (DCT-DP: per parameter, the fewest entries "
+             "carrying a fixed share of the gradient's energy, backing off when the error grows; DCT-MP: per sample, "
+             "the fewest activations carrying a fixed share of the L1 mass); off: only what --dp-keep / --mp-keep "
+             "and friends ask for")
+      ->capture_default_str();
+  cmd->add_option("--compress-energy", a->compress_energy,
+                  fmt::format("--compress auto: the share of each parameter's accumulated gradient energy that DCT-DP's "
+                              "messages must carry (default {}; higher: closer to uncompressed, fewer bytes saved)",
+                              kAutoDpEnergy))
+      ->check(CLI::Range(0.01, 0.99));
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
                                          "touched row travels")

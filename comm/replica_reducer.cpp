@@ -247,6 +247,11 @@ void ThresholdedReducer::restore_feedback(size_t param, const ThresholderState& 
   exchanges_.at(param)->thresholder().restore(state);
 }
 
+ReplicaReducer::AutoKeep ThresholdedReducer::auto_keep(size_t param) const {
+  const Thresholder& t = exchanges_.at(param)->thresholder();
+  return {.keep = t.keep(), .carried_energy = t.carried_energy(), .backoffs = t.backoffs()};
+}
+
 std::unique_ptr<ReplicaReducer> make_replica_reducer(Communicator& group, std::vector<Parameter*> params,
                                                      const ReducerOptions& options) {
   switch (options.mode) {

@@ -60,6 +60,7 @@ class ThresholdedReducer : public ReplicaReducer {
   size_t feedback_size(size_t param) const override;
   ThresholderState feedback_state(size_t param) const override;
   void restore_feedback(size_t param, const ThresholderState& state) override;
+  AutoKeep auto_keep(size_t param) const override;
 
  private:
   // One all-gather of the messages of the parameters `which` (those on the sparse path), then

@@ -57,8 +57,18 @@ struct ThresholdOptions {
   // momentum it would have had. Row-sparse: a row's velocity moves only in steps that touch it (as
   // lazy Adam's moments do). 0: off (the residual accumulates g).
   float momentum = 0.0f, momentum_scale = 1.0f;
+  // Automatic keep (`--compress auto`), 0: off. Else the kept fraction is set online, starting from
+  // everything and never below `keep` (the floor), so that what is sent carries at least this
+  // fraction of the energy (sum of squares) of the accumulated candidates, gradient plus residual:
+  // each step the fraction falls by kAutoFall while the carried energy (smoothed over steps) is at
+  // or above the target, and rises by kAutoRise when it is below (a back-off: a learning-rate
+  // change, a new epoch's rare rows). tau is re-estimated every step meanwhile.
+  float auto_energy = 0.0f;
+  static constexpr float kAutoFall = 0.95f, kAutoRise = 1.25f;
+  // Weight of a step's measurement in the smoothed carried energy.
+  static constexpr double kAutoSmoothing = 0.2;
   void validate() const;
-  // The fraction kept at 0-based step `step`.
+  // The fraction kept at 0-based step `step` (without auto_energy).
   float keep_at(uint64_t step) const;
 };
 
@@ -71,6 +81,11 @@ struct ThresholderState {
   uint64_t steps = 0;
   bool estimate_pending = false;
   uint64_t rng = 0;
+  // ThresholdOptions::auto_energy's controller: the kept fraction, the smoothed carried energy,
+  // and how many steps raised the fraction (back-offs) so far.
+  float auto_keep = 1.0f;
+  double carried_energy = 1.0;
+  uint64_t backoffs = 0;
 };
 
 // Where DCT-MP's backward adds a rank's own gradient share at the positions its mask dropped.
@@ -159,6 +174,9 @@ struct DpCompression {
   // Per-parameter keep fractions: the first override whose prefix starts a parameter's name sets
   // its keep (the output layer's rows and the input layer's need not lose alike); others use `keep`.
   std::vector<KeepOverride> per_parameter{};
+  // ThresholdOptions::auto_energy (--compress auto): each parameter's keep set online, with its
+  // keep (keep_for) as the floor. 0: off.
+  float auto_energy = 0.0f;
   void validate() const;
   float keep_for(std::string_view parameter) const;
 };
@@ -238,6 +256,15 @@ class ReplicaReducer {
   virtual size_t feedback_size(size_t /*param*/) const { return 0; }
   virtual ThresholderState feedback_state(size_t param) const;
   virtual void restore_feedback(size_t param, const ThresholderState& state);
+  // The automatic keep (ThresholdOptions::auto_energy, `--compress auto`) of parameter `param`:
+  // the fraction its next step keeps, the smoothed energy its messages carry, and its back-offs so
+  // far (1, 1, 0 where nothing is thresholded), without copying its residual.
+  struct AutoKeep {
+    float keep = 1.0f;
+    double carried_energy = 1.0;
+    uint64_t backoffs = 0;
+  };
+  virtual AutoKeep auto_keep(size_t /*param*/) const { return {}; }
 };
 
 class ExchangeFactory {

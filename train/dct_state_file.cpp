@@ -12,8 +12,9 @@ namespace frugal {
 namespace {
 constexpr char kMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'D', 'C'};
 // 1: residuals only; 2: then, under DpTarget::updates, this replica's optimizer state; 3: each
-// residual followed by its momentum-correction velocity (0 entries without it).
-constexpr uint32_t kVersion = 3;
+// residual followed by its momentum-correction velocity (0 entries without it); 4: then the
+// automatic keep's controller (--compress auto: kept fraction, carried energy, back-offs).
+constexpr uint32_t kVersion = 4;
 
 bool local_optimizer_state(const Trainer& trainer) {
   return trainer.options().dp && trainer.options().dp->target == comm::DpTarget::updates;
@@ -53,6 +54,7 @@ std::string encode_dct_state(const Trainer& trainer) {
     ar(s.tau, s.steps, s.estimate_pending, s.rng);
     ar(static_cast<uint64_t>(s.velocity.size()));
     ar(cereal::binary_data(s.velocity.data(), s.velocity.size() * sizeof(float)));
+    ar(s.auto_keep, s.carried_energy, s.backoffs);
   }
   // Under DpTarget::updates each replica's optimizer moments follow its own gradients: the model
   // slice files hold replica 0's, so every replica keeps its own here.
@@ -105,6 +107,12 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
                      fmt::format("{}: a velocity of {} entries, the parameter has {}", path, n, s.residual.size()));
         s.velocity.resize(n);
         ar(cereal::binary_data(s.velocity.data(), n * sizeof(float)));
+      }
+      if (version >= 4) {
+        ar(s.auto_keep, s.carried_energy, s.backoffs);
+        FRUGAL_CHECK(s.auto_keep > 0.0f && s.auto_keep <= 1.0f && s.carried_energy >= 0.0 && s.carried_energy <= 1.0,
+                     fmt::format("{}: an automatic keep of {} with a carried energy of {} (both in (0, 1])", path,
+                                 s.auto_keep, s.carried_energy));
       }
       reducer->restore_feedback(i, s);
     }

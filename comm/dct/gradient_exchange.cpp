@@ -32,7 +32,8 @@ GradientExchange::GradientExchange(const DpCompression& options, size_t rows, si
       thresholder_({.keep = options.keep, .reestimate_every = options.reestimate_every,
                     .exact = options.exact_tau, .sample_size = options.sample_size, .seed = options.seed,
                     .warmup_steps = options.warmup_steps, .per_row = options.per_row,
-                    .momentum = options.momentum, .momentum_scale = options.momentum_scale},
+                    .momentum = options.momentum, .momentum_scale = options.momentum_scale,
+                    .auto_energy = options.auto_energy},
                    checked_entries(options, rows, cols, name_)) {}
 
 void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {

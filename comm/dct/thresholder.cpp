@@ -76,20 +76,38 @@ void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t
   FRUGAL_CHECK(gradient.size() == residual_.size(),
                fmt::format("threshold: gradient has {} entries, the residual {}", gradient.size(), residual_.size()));
   accumulate(0, gradient.data(), gradient.size());
-  const float keep = options_.keep_at(steps_);
+  const float keep = this->keep();
   if (estimate_due())
     tau_ = options_.exact ? exact_threshold(residual_, keep)
                           : sampled_threshold(residual_, keep, options_.sample_size, rng_);
   ++steps_;
   indices.clear();
   values.clear();
-  for (size_t i = 0; i < residual_.size(); ++i)
+  double total = 0.0, carried = 0.0;
+  for (size_t i = 0; i < residual_.size(); ++i) {
+    const double a = residual_[i];
+    total += a * a;
     if (std::abs(residual_[i]) >= tau_ && residual_[i] != 0.0f) {
+      carried += a * a;
       indices.push_back(static_cast<uint32_t>(i));
       values.push_back(residual_[i]);
       residual_[i] = 0.0f;  // sent in full: nothing of it stays behind
       if (!velocity_.empty()) velocity_[i] = 0.0f;  // momentum factor masking
     }
+  }
+  adapt_keep(total, carried);
+}
+
+void Thresholder::adapt_keep(double total, double carried) {
+  if (options_.auto_energy <= 0.0f || !(total > 0.0)) return;  // nothing to measure this step
+  const double share = std::min(1.0, carried / total);
+  carried_energy_ = (1.0 - ThresholdOptions::kAutoSmoothing) * carried_energy_ + ThresholdOptions::kAutoSmoothing * share;
+  if (carried_energy_ >= options_.auto_energy) {
+    auto_keep_ = std::max(options_.keep, auto_keep_ * ThresholdOptions::kAutoFall);
+  } else if (auto_keep_ < 1.0f) {
+    auto_keep_ = std::min(1.0f, auto_keep_ * ThresholdOptions::kAutoRise);
+    ++backoffs_;
+  }
 }
 
 void Thresholder::compress_rows(size_t cols, std::span<const uint32_t> rows, const float* values,
@@ -118,7 +136,7 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
                                         ValueType wire, std::vector<uint32_t>& indices, std::vector<float>& sent) {
   const size_t n = rows.size() * cols;
   auto acc = [&](size_t k) -> float& { return residual_[rows[k / cols] * cols + k % cols]; };
-  const float keep = options_.keep_at(steps_);
+  const float keep = this->keep();
   const bool send_all = keep >= 1.0f;  // no thresholding: the uncompressed exchange
   if (options_.per_row && !send_all && wire != ValueType::sign) {
     ++steps_;
@@ -145,19 +163,27 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
 
   indices.clear();
   sent.clear();
+  double total = 0.0, carried = 0.0;
   if (wire == ValueType::sign) {
+    if (options_.auto_energy > 0.0f)
+      for (size_t k = 0; k < n; ++k) total += static_cast<double>(acc(k)) * acc(k);
     send_signs(cols, rows, n, indices, sent);
+    for (const float v : sent) carried += static_cast<double>(v) * v;
+    adapt_keep(total, carried);
     return;
   }
   for (size_t k = 0; k < n; ++k) {
     float& a = acc(k);
+    total += static_cast<double>(a) * a;
     if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
     const float r = round_to_wire(a, wire);
     if (!send_all && r == 0.0f) continue;  // rounds away on the wire: keep all of it for later
     indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
     sent.push_back(r);
+    carried += static_cast<double>(r) * r;
     a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
   }
+  adapt_keep(total, carried);
 }
 
 void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, const float* values, float keep,
@@ -167,6 +193,8 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
   const auto k = std::clamp<size_t>(static_cast<size_t>(std::ceil(keep * static_cast<float>(cols) * (1.0f - 1e-6f))), 1,
                                     cols);
   std::vector<uint32_t> order;
+  const bool measure = options_.auto_energy > 0.0f;
+  double total = 0.0, carried = 0.0;
   for (size_t r = 0; r < rows.size(); ++r) {
     const uint32_t row = rows[r];
     float* a = residual_.data() + static_cast<size_t>(row) * cols;
@@ -174,6 +202,8 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
     // pass accumulating every row first had the selection read them back: 6M entries a step at
     // 100k labels, far more than the cache holds).
     accumulate(static_cast<size_t>(row) * cols, values + r * cols, cols);
+    if (measure)
+      for (size_t c = 0; c < cols; ++c) total += static_cast<double>(a[c]) * a[c];
     largest_ascending(a, cols, k, order);
     for (size_t j = 0; j < k; ++j) {
       float& v = a[order[j]];
@@ -181,9 +211,11 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
       if (r == 0.0f) continue;  // zero, or rounds away on the wire: keep all of it for later
       indices.push_back(static_cast<uint32_t>(static_cast<size_t>(row) * cols + order[j]));
       sent.push_back(r);
+      carried += static_cast<double>(r) * r;
       v -= r;
     }
   }
+  adapt_keep(total, carried);
 }
 
 void Thresholder::send_signs(size_t cols, std::span<const uint32_t> rows, size_t n, std::vector<uint32_t>& indices,
@@ -213,7 +245,7 @@ void Thresholder::send_signs(size_t cols, std::span<const uint32_t> rows, size_t
 }
 
 ThresholderState Thresholder::state() const {
-  return {residual_, velocity_, tau_, steps_, estimate_pending_, rng_.state()};
+  return {residual_, velocity_, tau_, steps_, estimate_pending_, rng_.state(), auto_keep_, carried_energy_, backoffs_};
 }
 
 void Thresholder::restore(const ThresholderState& state) {
@@ -235,6 +267,9 @@ void Thresholder::restore(const ThresholderState& state) {
   steps_ = state.steps;
   estimate_pending_ = state.estimate_pending;
   rng_.set_state(state.rng);
+  auto_keep_ = state.auto_keep;
+  carried_energy_ = state.carried_energy;
+  backoffs_ = state.backoffs;
 }
 
 }  // namespace frugal::comm

@@ -50,6 +50,12 @@ class Thresholder {
                      std::vector<uint32_t>& indices, std::vector<float>& sent);
   float tau() const { return tau_; }
   uint64_t steps() const { return steps_; }
+  // The fraction the next step keeps: the automatic one (ThresholdOptions::auto_energy) or the
+  // schedule's.
+  float keep() const { return options_.auto_energy > 0.0f ? auto_keep_ : options_.keep_at(steps_); }
+  // The automatic keep's smoothed carried energy and its back-offs so far (auto_energy only).
+  double carried_energy() const { return carried_energy_; }
+  uint64_t backoffs() const { return backoffs_; }
   std::span<const float> residual() const { return residual_; }
   std::span<const float> velocity() const { return velocity_; }
   ThresholderState state() const;
@@ -58,10 +64,15 @@ class Thresholder {
   void restore(const ThresholderState& state);
 
  private:
-  // On schedule, and every step of the warm-up including the first after it (keep changes each step).
+  // On schedule, and every step of the warm-up including the first after it, or of the automatic
+  // keep (keep changes each step).
   bool estimate_due() const {
-    return steps_ % options_.reestimate_every == 0 || (options_.warmup_steps > 0 && steps_ <= options_.warmup_steps);
+    return steps_ % options_.reestimate_every == 0 || (options_.warmup_steps > 0 && steps_ <= options_.warmup_steps) ||
+           options_.auto_energy > 0.0f;
   }
+  // The automatic keep's step: `total` is the energy of the step's accumulated candidates, `carried`
+  // what the message carries of it (ThresholdOptions::auto_energy).
+  void adapt_keep(double total, double carried);
   // residual[at + i] += g[i] for i < n, or with momentum correction residual += (u = momentum * u
   // + scale * g), entry by entry.
   void accumulate(size_t at, const float* g, size_t n);
@@ -82,6 +93,9 @@ class Thresholder {
   std::vector<float> velocity_;  // ThresholdOptions::momentum > 0 only
   float tau_ = 0.0f;
   uint64_t steps_ = 0;
+  float auto_keep_ = 1.0f;
+  double carried_energy_ = 1.0;
+  uint64_t backoffs_ = 0;
   // compress_rows() hit its estimation step with no candidates: estimate at the next step that has
   // some instead of leaving tau at a value estimated from nothing.
   bool estimate_pending_ = false;

@@ -104,6 +104,14 @@ fails_with "--dp-momentum-correction on acts on gradients; --dp-compress updates
   "$FRUGAL" "${T[@]}" --dp-momentum-correction on --dp-keep 0.1 --dp-compress updates
 fails_with "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C" \
   "$FRUGAL" "${T[@]}" --dp-local-clip on --dp-keep 0.1
+# --compress auto: recorded with its energy target; refuses the hand-set keeps and a target alone.
+"$FRUGAL" "${T[@]}" --compress auto --compress-energy 0.8 --metrics "$TMP/auto.jsonl" > /dev/null
+python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; got = (c["compress"], round(c["compress_energy"], 6)); assert got == ("auto", 0.8), got' \
+  "$TMP/auto.jsonl"
+fails_with "--compress auto sets DCT's keep fractions itself: drop --dp-keep" "$FRUGAL" "${T[@]}" --compress auto --dp-keep 0.1
+fails_with "--compress auto sets DCT's keep fractions itself" "$FRUGAL" "${T[@]}" --compress auto --mp-keep 0.5
+fails_with "--compress-energy sets --compress auto's target: give --compress auto too" \
+  "$FRUGAL" "${T[@]}" --compress-energy 0.8
 fails_with "--dp-keep-input: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-input 0
 fails_with "--dp-keep-param 'softmax.': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.
 fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.=2

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "comm/dct/largest.h"
@@ -409,5 +411,83 @@ TEST_CASE("largest_ascending picks partition_largest's set (ties to the lower po
     std::sort(slow.begin(), slow.end());
     INFO("normal values, n " << n << " k " << k);
     REQUIRE(fast == slow);
+  }
+}
+
+// --compress auto's controller (ThresholdOptions::auto_energy): the kept fraction starts at
+// everything and falls while what is sent carries the target share of the accumulated energy; a
+// gradient whose energy sits in few entries ends far lower than one spread evenly; when the
+// gradients change so that the share drops, it backs off (rises); never below its floor; mass is
+// conserved throughout, and the controller's state survives a save and restore.
+TEST_CASE("threshold rows, automatic keep: falls to what the energy target allows, backs off, respects its floor") {
+  const size_t rows = 200, cols = 16;
+  std::vector<uint32_t> all(rows);
+  for (uint32_t r = 0; r < rows; ++r) all[r] = r;
+  const auto run = [&](comm::Thresholder& t, const std::string& kind, int steps, Rng& rng) {
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (int s = 0; s < steps; ++s) {
+      const std::vector<float> g = draw(kind, rows * cols, rng);
+      t.compress_rows(cols, all, g.data(), comm::ValueType::f32, idx, val);
+      REQUIRE(t.keep() >= 0.001f);
+      REQUIRE(t.keep() <= 1.0f);
+    }
+  };
+  const comm::ThresholdOptions o{.keep = 0.001f, .exact = true, .auto_energy = 0.5f};
+  comm::Thresholder heavy(o, rows * cols), flat(o, rows * cols);
+  CHECK(heavy.keep() == 1.0f);
+  Rng rng(21);
+  run(heavy, "lognormal", 300, rng);
+  run(flat, "uniform", 300, rng);
+  INFO("heavy-tailed keep " << heavy.keep() << ", uniform keep " << flat.keep());
+  CHECK(heavy.keep() < 0.1f);                 // a few entries carry half the energy
+  CHECK(flat.keep() > 2.0f * heavy.keep());   // spread evenly: many more are needed
+  CHECK(heavy.carried_energy() > 0.3);        // held near the target
+  CHECK(flat.carried_energy() > 0.3);
+  // A floor above what the energy would allow holds.
+  comm::Thresholder floored({.keep = 0.2f, .exact = true, .auto_energy = 0.5f}, rows * cols);
+  run(floored, "lognormal", 200, rng);
+  CHECK(floored.keep() == Approx(0.2f));
+  // The gradients change: the heavy-tailed keep no longer carries the share, so it backs off.
+  const uint64_t before = heavy.backoffs();
+  const float low = heavy.keep();
+  run(heavy, "uniform", 100, rng);
+  CHECK(heavy.backoffs() > before);
+  CHECK(heavy.keep() > low);
+  // Save and restore: the copy continues exactly as the original.
+  comm::Thresholder copy(o, rows * cols);
+  copy.restore(heavy.state());
+  CHECK(copy.keep() == heavy.keep());
+  CHECK(copy.backoffs() == heavy.backoffs());
+  std::vector<uint32_t> ia, ib;
+  std::vector<float> va, vb;
+  const std::vector<float> g = draw("laplace", rows * cols, rng);
+  heavy.compress_rows(cols, all, g.data(), comm::ValueType::f32, ia, va);
+  copy.compress_rows(cols, all, g.data(), comm::ValueType::f32, ib, vb);
+  CHECK(ia == ib);
+  CHECK(va == vb);
+  CHECK(copy.keep() == heavy.keep());
+}
+
+TEST_CASE("threshold rows, automatic keep: error feedback conserves mass; per-row selection adapts too") {
+  const size_t rows = 50, cols = 8;
+  std::vector<uint32_t> all(rows);
+  for (uint32_t r = 0; r < rows; ++r) all[r] = r;
+  for (const bool per_row : {false, true}) {
+    INFO("per-row " << per_row);
+    comm::Thresholder t({.keep = 0.01f, .exact = true, .per_row = per_row, .auto_energy = 0.6f}, rows * cols);
+    Rng rng(5);
+    std::vector<double> fed(rows * cols, 0.0), sent(rows * cols, 0.0);
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (int s = 0; s < 200; ++s) {
+      const std::vector<float> g = draw("lognormal", rows * cols, rng);
+      for (size_t i = 0; i < g.size(); ++i) fed[i] += g[i];
+      t.compress_rows(cols, all, g.data(), comm::ValueType::bf16, idx, val);
+      for (size_t j = 0; j < idx.size(); ++j) sent[idx[j]] += val[j];
+    }
+    CHECK(t.keep() < 1.0f);
+    const std::span<const float> residual = t.residual();
+    for (size_t i = 0; i < fed.size(); ++i) REQUIRE(sent[i] + residual[i] == Approx(fed[i]).epsilon(1e-4).margin(1e-3));
   }
 }

@@ -10,7 +10,9 @@
 #     dropout): identical loss and P@1;
 #  4. ranks started with different --sparse-updates refuse to run together;
 #  5. --device emulated (the counting device) trains the CPU's bits and logs host_device_bytes_per_sample;
-#     --dp-compress updates there fails naming the flags.
+#     --dp-compress updates there fails naming the flags;
+#  6. --compress auto on two replicas: the keep falls, the epoch line says so, and a resumed run
+#     continues the controller exactly.
 set -euo pipefail
 FRUGAL=$1
 TMP=$(mktemp -d)
@@ -46,6 +48,27 @@ run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --device emulated --metrics
 run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --device cpu --metrics "$TMP/cpu.jsonl"
 fails_with "--dp-compress updates thresholds the weights' changes on the host" "$FRUGAL" "${COMMON[@]}" --epochs 1 \
   --device emulated --dp-keep 0.05 --dp-compress updates
+# --compress auto on two data-parallel replicas: the controller's keep falls below 1, the epoch line
+# says what it kept, and its state travels with a checkpoint (1 epoch + --resume = 2 epochs straight).
+AUTO=(--grid 2x1 --compress auto)
+"$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 \
+  --hidden 32 --batch 64 --seed 3 "${AUTO[@]}" --epochs 2 --metrics "$TMP/auto.jsonl" > "$TMP/auto.log" 2>&1 \
+  || { cat "$TMP/auto.log"; exit 1; }
+grep -q "compress auto: DCT-DP keeps, per parameter" "$TMP/auto.log" && grep -q "compress auto (rank 0): DCT-DP keeps" "$TMP/auto.log" \
+  || { cat "$TMP/auto.log"; echo "no --compress auto lines"; exit 1; }
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" "${AUTO[@]}" --epochs 1 --checkpoint "$TMP/auto-ckpt"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" "${AUTO[@]}" --epochs 2 --resume "$TMP/auto-ckpt" \
+  --metrics "$TMP/auto-resumed.jsonl"
+python3 - "$TMP" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+def events(name, kind):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == kind]
+auto, resumed = events("auto.jsonl", "epoch"), events("auto-resumed.jsonl", "epoch")
+assert all(r["dp_auto"]["keep_min"] < 1 and r["dp_compression"] > 1 for r in auto), auto
+assert len(resumed) == 1 and resumed[0]["loss"] == auto[1]["loss"] and resumed[0]["p@1"] == auto[1]["p@1"], (auto, resumed)
+assert resumed[0]["dp_auto"] == auto[1]["dp_auto"], (auto[1]["dp_auto"], resumed[0]["dp_auto"])
+PY
 python3 - "$TMP" <<'PY'
 import json, sys, os
 d = sys.argv[1]
