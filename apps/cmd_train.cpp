@@ -922,8 +922,9 @@ int run_train(TrainArgs a) {
   // DCT-DP between replicas: the link rate between them, to tell whether compression pays
   // (apps/dct_cost.h; measured here, before any epoch counts traffic).
   std::optional<double> link_rate;
-  if (data_group && data_group->size() > 1 && a.dp_keep && *a.dp_keep < 1.0f) link_rate = probe_link_rate(*data_group);
-  bool said_no_pay = false;
+  // DCT-DP on: whether it pays; off (no --dp-keep): whether it would (the exchange outweighing the step).
+  if (data_group && data_group->size() > 1 && (!a.dp_keep || *a.dp_keep < 1.0f)) link_rate = probe_link_rate(*data_group);
+  bool said_no_pay = false, said_would_pay = false;
   uint64_t backoffs_said = 0;  // --compress auto's back-offs already reported
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
   bool calibrate = a.auto_weights && grid.model > 1;
@@ -1056,11 +1057,17 @@ int run_train(TrainArgs a) {
                          {"energy_max", k.energy_max}, {"backoffs", k.backoffs}};
     }
     line["parameter_rows"] = parameter_rows(model, fit);
-    if (link_rate && fit.steps > 0) {
+    if (link_rate && fit.steps > 0 && a.dp_keep) {
       const DctDpCost cost = dct_dp_cost(fit, *link_rate);
       line["dct_dp_cost"] = to_json(cost);
-      if (!cost.pays() && !said_no_pay && !a.quiet) fmt::print("{}\n", does_not_pay_note(cost));
+      const std::string flag = a.compress == Compress::auto_ ? "--compress auto" : "--dp-keep";
+      if (!cost.pays() && !said_no_pay && !a.quiet) fmt::print("{}\n", does_not_pay_note(cost, flag));
       said_no_pay = said_no_pay || !cost.pays();
+    } else if (link_rate && fit.steps > 0) {
+      const DpExchangeCost cost = dp_exchange_cost(fit, *link_rate);
+      line["dp_exchange_cost"] = to_json(cost);
+      if (cost.would_pay() && !said_would_pay && !a.quiet) fmt::print("{}\n", would_pay_note(cost));
+      said_would_pay = said_would_pay || cost.would_pay();
     }
     if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;

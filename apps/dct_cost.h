@@ -34,7 +34,22 @@ struct DctDpCost {
 // From an epoch of this rank (fit.steps > 0) and the probed link rate.
 DctDpCost dct_dp_cost(const FitResult& fit, double link_bytes_per_s);
 nlohmann::json to_json(const DctDpCost& cost);
-// The log line of a run whose compression does not pay (names the measured figures).
-std::string does_not_pay_note(const DctDpCost& cost);
+// The log line of a run whose compression does not pay (names the measured figures and `flag`,
+// the flag that turned DCT-DP on: "--dp-keep" or "--compress auto").
+std::string does_not_pay_note(const DctDpCost& cost, const std::string& flag = "--dp-keep");
+
+// An uncompressed data-parallel exchange on this run's link: the wire time of what a step sent at
+// the probed rate against the step's time outside communication waits. When the wire takes longer
+// than the computation, compression would pay (`would_pay`).
+struct DpExchangeCost {
+  double link_bytes_per_s = 0;
+  double wire_seconds_per_step = 0;     // this rank's data-parallel payload per step at the link rate
+  double compute_seconds_per_step = 0;  // the step's seconds without the `wait` phase
+  bool would_pay() const { return wire_seconds_per_step > compute_seconds_per_step; }
+};
+DpExchangeCost dp_exchange_cost(const FitResult& fit, double link_bytes_per_s);
+nlohmann::json to_json(const DpExchangeCost& cost);
+// The log line of an uncompressed run whose exchange outweighs its computation.
+std::string would_pay_note(const DpExchangeCost& cost);
 
 }  // namespace frugal::cli

@@ -187,6 +187,22 @@ assert c["pays"] == (c["wire_seconds_saved_per_step"] >= c["cpu_seconds_per_step
 noted = "--dp-keep does not pay on this link" in open(sys.argv[2]).read()
 assert noted == (not c["pays"]), (noted, c)
 PY
+  # Uncompressed replicas measure the link too and say when compression would pay (the exchange's
+  # wire time above the step's compute; again the test checks the note follows the record).
+  "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 \
+    --threads 1 --hidden 8 --tables 4 --max-steps 2 --grid 2x1 --metrics "$TMP/off.jsonl" \
+    > "$TMP/off.log" 2>&1 || { cat "$TMP/off.log"; echo "the uncompressed DP run failed"; exit 1; }
+  python3 - "$TMP/off.jsonl" "$TMP/off.log" <<'PY'
+import json, sys
+line = [json.loads(l) for l in open(sys.argv[1]) if '"event":"epoch"' in l][0]
+c = line["dp_exchange_cost"]
+assert c["link_bytes_per_s"] > 0 and c["compute_seconds_per_step"] > 0, c
+want = line["dp_payload_sent"] / line["steps"] / c["link_bytes_per_s"]
+assert abs(c["wire_seconds_per_step"] - want) <= 1e-9 * max(1.0, want), (c, want)
+assert c["would_pay"] == (c["wire_seconds_per_step"] > c["compute_seconds_per_step"]), c
+noted = "the data-parallel exchange outweighs the computation on this link" in open(sys.argv[2]).read()
+assert noted == c["would_pay"], (noted, c)
+PY
 else  # a build without ZeroMQ has no cluster keys, and says why
   grep -q "built without it" "$TMP/keygen.log" || { cat "$TMP/keygen.log"; echo "keygen failed unexplained"; exit 1; }
 fi
