@@ -83,12 +83,14 @@ void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t
   ++steps_;
   indices.clear();
   values.clear();
+  // The energies only when the automatic keep reads them (they cost a pass's arithmetic otherwise).
+  const bool measure = options_.auto_energy > 0.0f;
   double total = 0.0, carried = 0.0;
   for (size_t i = 0; i < residual_.size(); ++i) {
     const double a = residual_[i];
-    total += a * a;
+    if (measure) total += a * a;
     if (std::abs(residual_[i]) >= tau_ && residual_[i] != 0.0f) {
-      carried += a * a;
+      if (measure) carried += a * a;
       indices.push_back(static_cast<uint32_t>(i));
       values.push_back(residual_[i]);
       residual_[i] = 0.0f;  // sent in full: nothing of it stays behind
@@ -163,24 +165,28 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
 
   indices.clear();
   sent.clear();
+  const bool measure = options_.auto_energy > 0.0f;  // as in compress()
   double total = 0.0, carried = 0.0;
   if (wire == ValueType::sign) {
-    if (options_.auto_energy > 0.0f)
+    if (measure) {
       for (size_t k = 0; k < n; ++k) total += static_cast<double>(acc(k)) * acc(k);
+    }
     send_signs(cols, rows, n, indices, sent);
-    for (const float v : sent) carried += static_cast<double>(v) * v;
+    if (measure) {
+      for (const float v : sent) carried += static_cast<double>(v) * v;
+    }
     adapt_keep(total, carried);
     return;
   }
   for (size_t k = 0; k < n; ++k) {
     float& a = acc(k);
-    total += static_cast<double>(a) * a;
+    if (measure) total += static_cast<double>(a) * a;
     if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
     const float r = round_to_wire(a, wire);
     if (!send_all && r == 0.0f) continue;  // rounds away on the wire: keep all of it for later
     indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
     sent.push_back(r);
-    carried += static_cast<double>(r) * r;
+    if (measure) carried += static_cast<double>(r) * r;
     a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
   }
   adapt_keep(total, carried);
@@ -211,7 +217,7 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
       if (r == 0.0f) continue;  // zero, or rounds away on the wire: keep all of it for later
       indices.push_back(static_cast<uint32_t>(static_cast<size_t>(row) * cols + order[j]));
       sent.push_back(r);
-      carried += static_cast<double>(r) * r;
+      if (measure) carried += static_cast<double>(r) * r;
       v -= r;
     }
   }
