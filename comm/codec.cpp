@@ -46,6 +46,8 @@ class Reader {
     return static_cast<uint8_t>(b_[at_++]);
   }
   uint64_t varint(const char* what) {
+    // The common case, a 1-byte varint with more bytes after it, without the loop's checks.
+    if (at_ < b_.size() && !(static_cast<uint8_t>(b_[at_]) & 0x80)) return static_cast<uint8_t>(b_[at_++]);
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       need(1, what);
@@ -93,6 +95,53 @@ void read_signs(Reader& r, std::vector<float>& values) {
   }
   for (size_t k = 0; k < n; ++k)
     values[k] = (static_cast<uint8_t>(bits[k / 8]) >> (k % 8)) & 1u ? -scale : scale;
+}
+
+// A varint at p (room checked by the caller: at most 10 bytes); returns the byte after it.
+std::byte* write_varint(std::byte* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<std::byte>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<std::byte>(v);
+  return p;
+}
+
+// Values of one wire type, one loop per type: the type is decided once a message, not per entry
+// (DCT-DP's messages carry millions of entries a step).
+template <typename Convert>
+void write_values_as(std::span<const float> values, std::byte* out, size_t width, Convert convert) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    const auto bits = convert(values[k]);
+    std::memcpy(out + k * width, &bits, width);
+  }
+}
+
+void write_values(ValueType type, std::span<const float> values, std::byte* out) {
+  switch (type) {
+    case ValueType::bf16: return write_values_as(values, out, 2, float_to_bf16);
+    case ValueType::f16: return write_values_as(values, out, 2, float_to_f16);
+    case ValueType::f32: return write_values_as(values, out, 4, [](float v) { return v; });
+    default: FRUGAL_CHECK(false, "i8 values need their row's scale (comm/dct/scaled_int8.h)");
+  }
+}
+
+template <typename Bits, typename Convert>
+void read_values_as(const std::byte* in, std::span<float> values, Convert convert) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    Bits bits;
+    std::memcpy(&bits, in + k * sizeof(Bits), sizeof(Bits));
+    values[k] = convert(bits);
+  }
+}
+
+void read_values(ValueType type, const std::byte* in, std::span<float> values) {
+  switch (type) {
+    case ValueType::bf16: return read_values_as<uint16_t>(in, values, bf16_to_float);
+    case ValueType::f16: return read_values_as<uint16_t>(in, values, f16_to_float);
+    case ValueType::f32: return read_values_as<float>(in, values, [](float v) { return v; });
+    default: FRUGAL_CHECK(false, "i8 values need their row's scale (comm/dct/scaled_int8.h)");
+  }
 }
 
 struct Parsed {
@@ -184,28 +233,41 @@ size_t sparse_encoded_bytes(uint64_t dim, std::span<const uint32_t> indices, Val
 
 std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> indices,
                                      std::span<const float> values, ValueType type) {
+  std::vector<std::byte> out;
+  encode_sparse(dim, indices, values, type, out);
+  return out;
+}
+
+void encode_sparse(uint64_t dim, std::span<const uint32_t> indices, std::span<const float> values, ValueType type,
+                   std::vector<std::byte>& out) {
   FRUGAL_CHECK(indices.size() == values.size(),
                fmt::format("encode_sparse: {} indices but {} values", indices.size(), values.size()));
   FRUGAL_CHECK(dim <= std::numeric_limits<uint32_t>::max(),
                fmt::format("encode_sparse: dimension {} exceeds 2^32-1", dim));
-  std::vector<std::byte> out;
-  out.reserve(sparse_encoded_bytes(dim, indices, type));
-  out.push_back(static_cast<std::byte>(0x10 | static_cast<uint8_t>(type)));
-  put_varint(out, dim);
-  put_varint(out, indices.size());
+  FRUGAL_CHECK(type != ValueType::i8, "the vector codec has no i8 values (DCT-MP's activation exchange only)");
+  // Written through a pointer into room for the longest encoding (5 bytes an index gap), then
+  // trimmed: no per-byte push_back, and no pass beforehand to size it.
+  const size_t w = type == ValueType::sign ? 0 : value_bytes(type);
+  out.resize(1 + 2 * 10 + indices.size() * (5 + w));
+  std::byte* p = out.data();
+  *p++ = static_cast<std::byte>(0x10 | static_cast<uint8_t>(type));
+  p = write_varint(p, dim);
+  p = write_varint(p, indices.size());
   int64_t prev = -1;
   for (uint32_t i : indices) {
     FRUGAL_CHECK(static_cast<int64_t>(i) > prev && i < dim,
                  fmt::format("encode_sparse: index {} after {} is not increasing or not < {}", i,
                              prev, dim));
-    put_varint(out, static_cast<uint64_t>(static_cast<int64_t>(i) - prev - 1));
+    p = write_varint(p, static_cast<uint64_t>(static_cast<int64_t>(i) - prev - 1));
     prev = i;
   }
   if (type != ValueType::sign) {
-    for (float v : values) put_value(out, v, type);
-    return out;
+    write_values(type, values, p);
+    out.resize(static_cast<size_t>(p - out.data()) + values.size() * w);
+    return;
   }
-  if (values.empty()) return out;
+  out.resize(static_cast<size_t>(p - out.data()));
+  if (values.empty()) return;
   const float scale = std::abs(values[0]);
   FRUGAL_CHECK(scale > 0.0f && std::isfinite(scale), fmt::format("encode_sparse: sign scale {} is not > 0 and finite", scale));
   put_value(out, scale, ValueType::f32);
@@ -216,7 +278,6 @@ std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> ind
                  fmt::format("encode_sparse: sign value {} at entry {} is not +-{}", values[k], k, scale));
     if (values[k] < 0.0f) out[bits + k / 8] |= static_cast<std::byte>(1u << (k % 8));
   }
-  return out;
 }
 
 std::vector<std::byte> encode_auto(std::span<const float> values, ValueType type) {
@@ -239,9 +300,14 @@ std::vector<std::byte> encode_auto(std::span<const float> values, ValueType type
 EncodedInfo peek(std::span<const std::byte> bytes) { return parse_prefix(bytes).info; }
 
 SparseVector decode(std::span<const std::byte> bytes) {
+  SparseVector v;
+  decode(bytes, v);
+  return v;
+}
+
+void decode(std::span<const std::byte> bytes, SparseVector& v) {
   auto [info, r] = parse_prefix(bytes);
   const size_t w = info.type == ValueType::sign ? 0 : value_bytes(info.type);
-  SparseVector v;
   v.dim = info.dim;
   if (info.layout == Layout::dense) {
     if (r.left() != info.dim * w) {
@@ -255,7 +321,7 @@ SparseVector decode(std::span<const std::byte> bytes) {
       v.indices[i] = static_cast<uint32_t>(i);
       v.values[i] = read_value(info.type, p + i * w);
     }
-    return v;
+    return;
   }
   const uint64_t nnz = r.varint("entry count");
   // Each entry takes at least one index byte and w value bytes (sign: one index byte and a bit):
@@ -279,15 +345,13 @@ SparseVector decode(std::span<const std::byte> bytes) {
   }
   if (info.type == ValueType::sign) {
     read_signs(r, v.values);
-    return v;
+    return;
   }
   if (r.left() != nnz * w) {
     throw CodecError(fmt::format("bad encoded vector: {} entries need {} value bytes, {} present",
                                  nnz, nnz * w, r.left()));
   }
-  const std::byte* p = r.take(nnz * w, "values");
-  for (uint64_t k = 0; k < nnz; ++k) v.values[k] = read_value(info.type, p + k * w);
-  return v;
+  read_values(info.type, r.take(nnz * w, "values"), v.values);
 }
 
 void decode_into(std::span<const std::byte> bytes, std::span<float> out) {

@@ -51,6 +51,9 @@ std::vector<std::byte> encode_dense(std::span<const float> values, ValueType typ
 std::vector<std::byte> encode_sparse(uint64_t dim, std::span<const uint32_t> indices,
                                      std::span<const float> values,
                                      ValueType type = ValueType::f32);
+// The same into `out` (its capacity reused: a step's message allocates nothing once warm).
+void encode_sparse(uint64_t dim, std::span<const uint32_t> indices, std::span<const float> values, ValueType type,
+                   std::vector<std::byte>& out);
 // Sparse over the non-zero entries or dense, whichever encodes smaller.
 std::vector<std::byte> encode_auto(std::span<const float> values, ValueType type = ValueType::f32);
 
@@ -66,6 +69,8 @@ EncodedInfo peek(std::span<const std::byte> bytes);
 
 // Either layout into (indices, values); a dense message yields every index.
 SparseVector decode(std::span<const std::byte> bytes);
+// The same into `into`, reusing its vectors' capacity.
+void decode(std::span<const std::byte> bytes, SparseVector& into);
 // Either layout into a dense vector of exactly dim floats (absent entries are zero).
 void decode_into(std::span<const std::byte> bytes, std::span<float> out);
 

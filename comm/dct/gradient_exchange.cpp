@@ -75,7 +75,7 @@ GradientExchange::Totals GradientExchange::compress(int ranks, std::vector<uint3
     message_.clear();
     return {};
   }
-  message_ = encode_sparse(dim, indices_, sent_, options_.wire);
+  encode_sparse(dim, indices_, sent_, options_.wire, message_);
   return {static_cast<float>(message_.size()), static_cast<float>(indices_.size())};
 }
 
@@ -124,7 +124,9 @@ void GradientExchange::finish_sparse(std::span<const std::span<const std::byte>>
                                      std::vector<uint32_t>& rows, Tensor& values) {
   // Every rank decodes the same messages (its own included, which round-trips exactly: sent
   // values are already rounded to the wire type), so every rank merges the same numbers.
-  std::vector<SparseVector> parts(all.size());
+  // The buffers are the exchange's, reused: a step allocates (and page-faults) nothing once warm.
+  std::vector<SparseVector>& parts = parts_;
+  parts.resize(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     try {
       const EncodedInfo info = peek(all[r]);
@@ -134,7 +136,7 @@ void GradientExchange::finish_sparse(std::span<const std::span<const std::byte>>
                                      static_cast<int>(info.type), rows_ * cols_,
                                      static_cast<int>(options_.wire)));
       }
-      parts[r] = decode(all[r]);
+      decode(all[r], parts[r]);
     } catch (const CodecError& e) {
       throw CodecError(fmt::format("gradient exchange of '{}' ({} x {}): bad message from rank {}: {}",
                                    name_, rows_, cols_, r, e.what()));
@@ -145,32 +147,40 @@ void GradientExchange::finish_sparse(std::span<const std::span<const std::byte>>
   // Each sum starts with the lowest rank's value and adds the others in rank order, the same float
   // operations on every rank; each merge is linear in the entries so far (a heap over the ranks
   // cost a log factor and a branchy pop per entry).
-  std::vector<uint32_t> indices = std::move(parts[0].indices), merged_indices;
-  std::vector<float> sums = std::move(parts[0].values), merged_sums;
+  std::vector<uint32_t>& indices = merged_indices_[0];
+  std::vector<float>& sums = merged_sums_[0];
+  std::vector<uint32_t>& merged_indices = merged_indices_[1];
+  std::vector<float>& merged_sums = merged_sums_[1];
+  indices.assign(parts[0].indices.begin(), parts[0].indices.end());
+  sums.assign(parts[0].values.begin(), parts[0].values.end());
   for (size_t r = 1; r < parts.size(); ++r) {
     const auto& next_i = parts[r].indices;
     const auto& next_v = parts[r].values;
-    merged_indices.clear();
-    merged_sums.clear();
-    merged_indices.reserve(indices.size() + next_i.size());
-    merged_sums.reserve(indices.size() + next_i.size());
+    // Written through pointers into room for both (no push_back's capacity check an entry), then
+    // trimmed to what the merge produced.
+    merged_indices.resize(indices.size() + next_i.size());
+    merged_sums.resize(indices.size() + next_i.size());
+    uint32_t* out_i = merged_indices.data();
+    float* out_v = merged_sums.data();
     size_t a = 0, b = 0;
     while (a < indices.size() && b < next_i.size()) {
       if (indices[a] < next_i[b]) {
-        merged_indices.push_back(indices[a]);
-        merged_sums.push_back(sums[a++]);
+        *out_i++ = indices[a];
+        *out_v++ = sums[a++];
       } else if (next_i[b] < indices[a]) {
-        merged_indices.push_back(next_i[b]);
-        merged_sums.push_back(next_v[b++]);
+        *out_i++ = next_i[b];
+        *out_v++ = next_v[b++];
       } else {
-        merged_indices.push_back(indices[a]);
-        merged_sums.push_back(sums[a++] + next_v[b++]);
+        *out_i++ = indices[a];
+        *out_v++ = sums[a++] + next_v[b++];
       }
     }
-    merged_indices.insert(merged_indices.end(), indices.begin() + static_cast<std::ptrdiff_t>(a), indices.end());
-    merged_sums.insert(merged_sums.end(), sums.begin() + static_cast<std::ptrdiff_t>(a), sums.end());
-    merged_indices.insert(merged_indices.end(), next_i.begin() + static_cast<std::ptrdiff_t>(b), next_i.end());
-    merged_sums.insert(merged_sums.end(), next_v.begin() + static_cast<std::ptrdiff_t>(b), next_v.end());
+    out_i = std::copy(indices.begin() + static_cast<std::ptrdiff_t>(a), indices.end(), out_i);
+    out_v = std::copy(sums.begin() + static_cast<std::ptrdiff_t>(a), sums.end(), out_v);
+    out_i = std::copy(next_i.begin() + static_cast<std::ptrdiff_t>(b), next_i.end(), out_i);
+    out_v = std::copy(next_v.begin() + static_cast<std::ptrdiff_t>(b), next_v.end(), out_v);
+    merged_indices.resize(static_cast<size_t>(out_i - merged_indices.data()));
+    merged_sums.resize(static_cast<size_t>(out_v - merged_sums.data()));
     indices.swap(merged_indices);
     sums.swap(merged_sums);
   }
@@ -179,19 +189,28 @@ void GradientExchange::finish_sparse(std::span<const std::span<const std::byte>>
 
 void GradientExchange::to_rows(std::span<const uint32_t> indices, std::span<const float> sums,
                                std::vector<uint32_t>& rows, Tensor& values) const {
+  // The indices ascend, so a row's entries are consecutive: one division a row, not an entry.
   rows.clear();
+  size_t row_end = 0;  // the flat index just past the current row
   for (const uint32_t i : indices) {
-    const auto row = static_cast<uint32_t>(i / cols_);
-    if (rows.empty() || rows.back() != row) rows.push_back(row);
+    if (i < row_end) continue;
+    const size_t row = i / cols_;
+    rows.push_back(static_cast<uint32_t>(row));
+    row_end = (row + 1) * cols_;
   }
   // Only the output rows are zeroed: O(touched rows x cols), never O(parameter).
   values.resize(rows.size(), cols_);
   values.zero();
-  size_t k = 0;
+  float* out = nullptr;
+  size_t row_begin = 0, k = 0;
+  row_end = 0;
   for (size_t j = 0; j < indices.size(); ++j) {
-    const auto row = static_cast<uint32_t>(indices[j] / cols_);
-    while (rows[k] != row) ++k;
-    values.at(k, indices[j] % cols_) = sums[j];
+    if (indices[j] >= row_end) {
+      out = values.row(k);
+      row_begin = static_cast<size_t>(rows[k++]) * cols_;
+      row_end = row_begin + cols_;
+    }
+    out[indices[j] - row_begin] = sums[j];
   }
 }
 

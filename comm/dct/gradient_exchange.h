@@ -88,6 +88,9 @@ class GradientExchange {
   std::vector<uint32_t> indices_;  // this rank's message, reused between steps
   std::vector<float> sent_;
   std::vector<std::byte> message_;  // this rank's encoded message of the current step
+  std::vector<SparseVector> parts_;  // the ranks' decoded messages, then their merge (reused)
+  std::vector<uint32_t> merged_indices_[2];
+  std::vector<float> merged_sums_[2];
   std::vector<float> dense_;  // the fallback's buffer; allocated only once the fallback runs
   uint64_t payload_sent_ = 0, payload_uncompressed_ = 0, payload_touched_ = 0, dense_fallbacks_ = 0, exchanges_ = 0;
 };

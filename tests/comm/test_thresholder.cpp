@@ -400,17 +400,43 @@ TEST_CASE("largest_ascending picks partition_largest's set (ties to the lower po
   // Rows of distinct normal values, the widths DCT-DP meets (128-column rows, k up to 32: the
   // block-maximum pass), and a row whose largest entries all sit in one block.
   for (int trial = 0; trial < 500; ++trial) {
-    const size_t n = 64 + rng.below(200), k = 1 + rng.below(32);
+    const size_t n = 64 + rng.below(200), k = 1 + rng.below(trial % 2 == 0 ? 32 : n);
     std::vector<float> v(n);
     for (float& x : v) x = rng.normal();
     if (trial % 5 == 0)
       for (size_t j = 0; j < std::min<size_t>(8, n); ++j) v[j] = 100.0f + static_cast<float>(j);
+    // The bitwise search's edges: subnormals, the largest finite value, infinities, signed zeros.
+    if (trial % 7 == 0) {
+      v[rng.below(n)] = std::numeric_limits<float>::denorm_min();
+      v[rng.below(n)] = -std::numeric_limits<float>::max();
+      v[rng.below(n)] = std::numeric_limits<float>::infinity();
+      v[rng.below(n)] = -0.0f;
+    }
     comm::largest_ascending(v.data(), n, k, fast);
     comm::partition_largest(v.data(), n, std::min(k, n), slow);
     slow.resize(std::min(k, n));
     std::sort(slow.begin(), slow.end());
     INFO("normal values, n " << n << " k " << k);
     REQUIRE(fast == slow);
+  }
+}
+
+TEST_CASE("kth_largest_magnitude leaves a NaN out, whatever k selects the path") {
+  Rng rng(23);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t n = 40 + rng.below(100), k = 1 + rng.below(32);
+    std::vector<float> v(n);
+    for (float& x : v) x = rng.normal();
+    v[rng.below(n)] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> m;
+    for (const float x : v)
+      if (!std::isnan(x)) m.push_back(std::abs(x));
+    std::sort(m.begin(), m.end(), std::greater<float>());
+    const auto [kth, above] = comm::kth_largest_magnitude(v.data(), n, k);
+    INFO("n " << n << " k " << k);
+    REQUIRE(kth == m[k - 1]);
+    REQUIRE(above == static_cast<size_t>(std::count_if(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(k),
+                                                       [&](float x) { return x > m[k - 1]; })));
   }
 }
 
