@@ -63,8 +63,10 @@ enum class ModelKind { xmc, dlrm };  // --model: the XMC network, or DLRM on cli
 std::string_view to_string(ModelKind m) { return m == ModelKind::dlrm ? "dlrm" : "xmc"; }
 enum class ParallelMode { model, data };  // --parallel: slice the model, or dense data parallelism
 enum class TauEstimate { sampled, exact };  // --dp-tau: DpCompression::exact_tau
-enum class Compress { off, auto_ };         // --compress: DCT's keep fractions by hand, or set online
-std::string_view to_string(Compress c) { return c == Compress::auto_ ? "auto" : "off"; }
+// --compress: DCT's keep fractions by hand (off), set online (auto), or auto where the replicas' link
+// makes it pay (link, the default: decided at start-up, apps/dct_cost.h CompressChoice).
+enum class Compress { off, auto_, link };
+std::string_view to_string(Compress c) { return c == Compress::auto_ ? "auto" : c == Compress::link ? "link" : "off"; }
 enum class OutputInit { random, centroid };  // --output-init
 std::string_view to_string(ParallelMode m) { return m == ParallelMode::data ? "data" : "model"; }
 std::string_view to_string(TauEstimate t) { return t == TauEstimate::exact ? "exact" : "sampled"; }
@@ -121,7 +123,7 @@ struct TrainArgs {
   std::optional<float> dp_keep;
   // --compress auto: DCT-DP's keep per parameter set online (ThresholdOptions::auto_energy, with
   // kAutoDpFloor as the floor) and DCT-MP's per sample (MpCompression::mass); see apply_compress.
-  Compress compress = Compress::off;
+  Compress compress = Compress::link;
   float compress_energy = 0.0f;  // --compress-energy (0: kAutoDpEnergy)
   // Sampling 10k entries per parameter and step is cheap next to the step; a stale tau lets the
   // residuals outgrow it and send several times the asked fraction (bench/REPORT.md).
@@ -682,8 +684,15 @@ void note_forward_split(const TrainArgs& a, int model_ranks) {
 // --compress auto: DCT's keep fractions set online. The hand-set keep flags are the expert's way to
 // the same settings: with auto they would fight it, so the run refuses them.
 void apply_compress(TrainArgs& a) {
-  FRUGAL_CHECK(a.compress == Compress::auto_ || a.compress_energy == 0.0f,
+  FRUGAL_CHECK(a.compress != Compress::off || a.compress_energy == 0.0f,
                "--compress-energy sets --compress auto's target: give --compress auto too");
+  // link (the default) stands aside for the hand-set keeps, the recommendation model (its DCT-DP
+  // takes --dp-keep) and --parallel data (the dense all-reduce baseline): what those runs did
+  // before --compress existed.
+  if (a.compress == Compress::link &&
+      (a.dp_keep || a.mp_keep != 1.0 || a.mp_mass != 1.0 || !a.dp_keep_param.empty() || a.dp_keep_input ||
+       a.model == ModelKind::dlrm || a.parallel == ParallelMode::data))
+    a.compress = Compress::off;
   if (a.compress != Compress::auto_) return;
   FRUGAL_CHECK(!a.dp_keep && a.mp_keep == 1.0 && a.mp_mass == 1.0 && a.dp_keep_param.empty() && !a.dp_keep_input,
                "--compress auto sets DCT's keep fractions itself: drop --dp-keep, --dp-keep-param, --dp-keep-input, "
@@ -762,7 +771,7 @@ int run_train(TrainArgs a) {
   config["precision"] = std::string(dtype_name(a.precision));
   // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
   config["compress"] = std::string(to_string(a.compress));
-  config["compress_energy"] = a.compress == Compress::auto_ ? auto_dp_energy(a) : 0.0f;
+  config["compress_energy"] = a.compress != Compress::off ? auto_dp_energy(a) : 0.0f;
   config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
   config["dp_reestimate_every"] = a.dp_reestimate_every;
   config["dp_tau"] = std::string(to_string(a.dp_tau));
@@ -822,9 +831,36 @@ int run_train(TrainArgs a) {
   note_forward_split(a, grid.model);
   note_momentum_correction(a, grid.data);
   note_cuda_alone(a, backend, grid.model);
-  note_compress(a, grid);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
                                              comm_timeout_flag(a.comm), !a.quiet);
+  // The replicas' link rate: measured once, before any epoch counts traffic (apps/dct_cost.h).
+  std::optional<double> link_rate;
+  std::optional<CompressChoice> compress_choice;  // --compress link: what it measured and chose
+  if (a.compress == Compress::link) {
+    if (data_group && data_group->size() > 1 && replicas_share_one_network(*data_group)) {
+      if (!a.quiet)
+        fmt::print("compress link: the {} replicas share this machine's loopback, where compression does not pay: "
+                   "the exchange stays uncompressed (--compress auto compresses anyway)\n", data_group->size());
+    } else if (data_group && data_group->size() > 1) {
+      link_rate = probe_link_rate(*data_group);
+      TrainArgs with_auto = a;
+      with_auto.compress = Compress::auto_;
+      apply_compress(with_auto);
+      compress_choice = probe_compress_choice(*data_group, *link_rate, *dp_compression(with_auto));
+      if (!a.quiet) fmt::print("{}\n", compress_choice_note(*compress_choice));
+    }
+    // Model slices alone stay uncompressed: their boundary traffic is small next to a replica's
+    // gradients (README: when to turn --compress auto on).
+    a.compress = compress_choice && compress_choice->pays() ? Compress::auto_ : Compress::off;
+    apply_compress(a);
+    if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
+      dp_auto = resolve_dp_target(a, train, backend);
+      a.dp_compress = dp_auto->target;
+    }
+    check_precision(a);
+    check_dgc(a, backend);
+  }
+  note_compress(a, grid);
   if (!a.quiet)
     fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
                inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
@@ -900,7 +936,10 @@ int run_train(TrainArgs a) {
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()},
-             {"overlap", a.overlap}, {"overlap_forward", to_string(a.overlap_forward)}});
+             {"overlap", a.overlap}, {"overlap_forward", to_string(a.overlap_forward)},
+             // What --compress resolved to (off or auto), and under link what it measured.
+             {"compress_chosen", to_string(a.compress)},
+             {"compress_choice", compress_choice ? to_json(*compress_choice) : nlohmann::json()}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
     const EvalResult ev = trainer.evaluate(test, eval_options);
@@ -920,10 +959,10 @@ int run_train(TrainArgs a) {
   }
   const Rng seeds(a.seed);
   // DCT-DP between replicas: the link rate between them, to tell whether compression pays
-  // (apps/dct_cost.h; measured here, before any epoch counts traffic).
-  std::optional<double> link_rate;
-  // DCT-DP on: whether it pays; off (no --dp-keep): whether it would (the exchange outweighing the step).
-  if (data_group && data_group->size() > 1 && (!a.dp_keep || *a.dp_keep < 1.0f)) link_rate = probe_link_rate(*data_group);
+  // (apps/dct_cost.h). DCT-DP on: whether it pays; off (no --dp-keep): whether it would (the
+  // exchange outweighing the step).
+  if (!link_rate && data_group && data_group->size() > 1 && (!a.dp_keep || *a.dp_keep < 1.0f))
+    link_rate = probe_link_rate(*data_group);
   bool said_no_pay = false, said_would_pay = false;
   uint64_t backoffs_said = 0;  // --compress auto's back-offs already reported
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
@@ -1060,7 +1099,9 @@ int run_train(TrainArgs a) {
     if (link_rate && fit.steps > 0 && a.dp_keep) {
       const DctDpCost cost = dct_dp_cost(fit, *link_rate);
       line["dct_dp_cost"] = to_json(cost);
-      const std::string flag = a.compress == Compress::auto_ ? "--compress auto" : "--dp-keep";
+      const std::string flag = compress_choice       ? "--compress auto (chosen by --compress link)"
+                               : a.compress == Compress::auto_ ? "--compress auto"
+                                                               : "--dp-keep";
       if (!cost.pays() && !said_no_pay && !a.quiet) fmt::print("{}\n", does_not_pay_note(cost, flag));
       said_no_pay = said_no_pay || !cost.pays();
     } else if (link_rate && fit.steps > 0) {
@@ -1129,7 +1170,7 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   FRUGAL_CHECK(!a.dp_momentum_correction,
                "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
                "replicas' thresholded sum; drop the flag)");
-  FRUGAL_CHECK(a.compress == Compress::off, "--model dlrm: --compress auto is not implemented for the recommendation "
+  FRUGAL_CHECK(a.compress != Compress::auto_, "--model dlrm: --compress auto is not implemented for the recommendation "
                                            "model yet (its DCT-DP takes --dp-keep; drop --compress)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
@@ -1276,11 +1317,12 @@ void add_train_command(CLI::App& app) {
              "(NCCL between their GPUs; every replica on --device cuda), auto (nccl when every replica runs on a "
              "GPU and this build has NCCL, else host)");
   a->comm.add_to(cmd);
-  add_choice(cmd, "--compress", a->compress, {Compress::off, Compress::auto_},
+  add_choice(cmd, "--compress", a->compress, {Compress::link, Compress::off, Compress::auto_},
              "DCT on the network: auto sets the keep fractions online (DCT-DP: per parameter, the fewest entries "
              "carrying a fixed share of the gradient's energy, backing off when the error grows; DCT-MP: per sample, "
              "the fewest activations carrying a fixed share of the L1 mass); off: only what --dp-keep / --mp-keep "
-             "and friends ask for")
+             "and friends ask for; link: auto for the replicas' exchange when the link measured at start-up is slow "
+             "enough for it to pay, else off (the log says which; --dp-keep and friends mean off)")
       ->capture_default_str();
   cmd->add_option("--compress-energy", a->compress_energy,
                   fmt::format("--compress auto: the share of each parameter's accumulated gradient energy that DCT-DP's "

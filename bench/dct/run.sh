@@ -168,7 +168,7 @@ if wants timing; then
       dsteps=$DENSE_STEPS
       [ "$bw" = 100mbit ] && dsteps=$(( (DENSE_STEPS + 1) / 2 ))
       train "$set" "t$bw-dense" 2 --bandwidth "$bw" -- --epochs 1 --max-steps "$dsteps" --parallel data
-      train "$set" "t$bw-dp-keep1" 2 --bandwidth "$bw" -- --epochs 1 --max-steps "$STEPS" --grid 2x1
+      train "$set" "t$bw-dp-keep1" 2 --bandwidth "$bw" -- --epochs 1 --max-steps "$STEPS" --grid 2x1 --compress off
       train "$set" "t$bw-dp-eta$eta" 2 --bandwidth "$bw" -- --epochs 1 --max-steps "$STEPS" --grid 2x1 \
         --dp-keep "$eta" --dp-reestimate-every "$REEST"
       train "$set" "t$bw-mp2-k1" 2 --bandwidth "$bw" -- --epochs 1 --max-steps "$STEPS" --grid 1x2 --mp-keep 1

@@ -60,7 +60,7 @@ case " $CASES " in *" mp "*)
 esac
 case " $CASES " in *" dp "*)
   say "DCT-DP at $BW: uncompressed vs --dp-keep 0.02 (2 ranks, --grid 2x1): $STEPS timed steps, P@1 from loopback"
-  one fmnist dp-ref-time 1 "$BW" --grid 2x1 --max-steps "$STEPS"
+  one fmnist dp-ref-time 1 "$BW" --grid 2x1 --compress off --max-steps "$STEPS"
   one fmnist dp-dct-time 1 "$BW" --grid 2x1 --dp-keep 0.02 --max-steps "$STEPS"
   one fmnist dp-ref 3 loopback --grid 2x1
   one fmnist dp-dct 6 loopback --grid 2x1 --dp-keep 0.02 ;;

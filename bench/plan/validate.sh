@@ -63,7 +63,7 @@ for bw in $LINKS; do
     validate+=(--validate "$OUT/dct-${n}x1-$bw.jsonl@$bw")
     if [ "$n" -eq 4 ]; then
       run "$FRUGAL" launch -n 4 --bandwidth "$bw" -- "$FRUGAL" "${COMMON[@]}" --threads 1 --max-steps "$STEPS" \
-        --grid 2x2 --metrics "$OUT/mp-2x2-$bw.jsonl"
+        --grid 2x2 --compress off --metrics "$OUT/mp-2x2-$bw.jsonl"
       validate+=(--validate "$OUT/mp-2x2-$bw.jsonl@$bw")
     fi
     run "$FRUGAL" launch -n "$n" --bandwidth "$bw" -- "$FRUGAL" "${COMMON[@]}" --threads 1 --max-steps "$STEPS" \

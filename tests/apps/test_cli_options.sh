@@ -111,7 +111,11 @@ python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["confi
 fails_with "--compress auto sets DCT's keep fractions itself: drop --dp-keep" "$FRUGAL" "${T[@]}" --compress auto --dp-keep 0.1
 fails_with "--compress auto sets DCT's keep fractions itself" "$FRUGAL" "${T[@]}" --compress auto --mp-keep 0.5
 fails_with "--compress-energy sets --compress auto's target: give --compress auto too" \
-  "$FRUGAL" "${T[@]}" --compress-energy 0.8
+  "$FRUGAL" "${T[@]}" --compress off --compress-energy 0.8
+# The default, --compress link: recorded as such; one rank has no replicas, so it resolves to off.
+"$FRUGAL" "${T[@]}" --metrics "$TMP/link.jsonl" > /dev/null
+python3 -c 'import json,sys; r = json.loads(open(sys.argv[1]).readline()); got = (r["config"]["compress"], r["compress_chosen"], r["compress_choice"]); assert got == ("link", "off", None), got' \
+  "$TMP/link.jsonl"
 fails_with "--dp-keep-input: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-input 0
 fails_with "--dp-keep-param 'softmax.': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.
 fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-keep-param softmax.=2

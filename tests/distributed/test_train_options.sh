@@ -11,9 +11,12 @@
 #  4. ranks started with different --sparse-updates refuse to run together;
 #  5. --device emulated (the counting device) trains the CPU's bits and logs host_device_bytes_per_sample;
 #     --dp-compress updates there fails naming the flags;
-#  6. --compress auto on two replicas: the keep falls, the epoch line says so, and a resumed run
+#  6. --compress link (the default) stays off on one machine's loopback and chooses auto through a
+#     20 Mbit emulated link (root only);
+#     --compress auto on two replicas: the keep falls, the epoch line says so, and a resumed run
 #     continues the controller exactly.
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # ip and tc, for the slow-link check
 FRUGAL=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -69,6 +72,35 @@ assert all(r["dp_auto"]["keep_min"] < 1 and r["dp_compression"] > 1 for r in aut
 assert len(resumed) == 1 and resumed[0]["loss"] == auto[1]["loss"] and resumed[0]["p@1"] == auto[1]["p@1"], (auto, resumed)
 assert resumed[0]["dp_auto"] == auto[1]["dp_auto"], (auto[1]["dp_auto"], resumed[0]["dp_auto"])
 PY
+# --compress link (the default) on two replicas of this machine: the loopback never pays, so the
+# exchange stays uncompressed without timing anything (the same choice however loaded the machine).
+"$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 \
+  --hidden 16 --grid 2x1 --epochs 1 --max-steps 2 --metrics "$TMP/link.jsonl" > "$TMP/link.log" 2>&1 \
+  || { cat "$TMP/link.log"; exit 1; }
+grep -q "compress link: the 2 replicas share this machine's loopback" "$TMP/link.log" \
+  || { cat "$TMP/link.log"; echo "no --compress link line"; exit 1; }
+python3 -c 'import json,sys; r = json.loads(open(sys.argv[1]).readline()); assert (r["compress_chosen"], r["compress_choice"]) == ("off", None), r' \
+  "$TMP/link.jsonl"
+# Through a slow emulated link (root: a network namespace a rank, tc tbf) it measures, and chooses
+# auto: at 20 Mbit the uncompressed exchange's wire per entry is ~100x auto's CPU.
+if [ "$(id -u)" = 0 ] && command -v tc > /dev/null && ip netns add "frugaltest-$$" 2> /dev/null; then
+  ip netns del "frugaltest-$$"
+  "$FRUGAL" launch -n 2 --bandwidth 20mbit -- "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" \
+    --threads 1 --hidden 16 --grid 2x1 --epochs 1 --max-steps 2 --metrics "$TMP/slow.jsonl" > "$TMP/slow.log" 2>&1 \
+    || { cat "$TMP/slow.log"; exit 1; }
+  grep -q "compress link: a slow link between the 2 replicas" "$TMP/slow.log" && grep -q "compress auto: DCT-DP keeps" "$TMP/slow.log" \
+    || { cat "$TMP/slow.log"; echo "--compress link did not choose auto at 20 Mbit"; exit 1; }
+  python3 - "$TMP/slow.jsonl" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+c = r["compress_choice"]
+assert r["compress_chosen"] == "auto" and c["pays"] and c["chosen"] == "auto", r
+assert c["wire_ns_off_per_entry"] > c["wire_ns_auto_per_entry"] + 1.5 * c["cpu_ns_per_entry"], c
+assert 0 < c["keep"] < 1 and c["link_bytes_per_s"] > 0, c
+PY
+else
+  echo "skipped the slow-link --compress link check (needs root and network namespaces)"
+fi
 python3 - "$TMP" <<'PY'
 import json, sys, os
 d = sys.argv[1]
