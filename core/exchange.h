@@ -50,6 +50,10 @@ struct ThresholdOptions {
   // entries instead of the entries above one tau for all of them, so a rarely touched row (a rare
   // input feature) moves each time it is touched instead of waiting behind the frequent ones.
   bool per_row = false;
+  // With one tau (per_row off): a touched row none of whose entries reaches tau still sends its
+  // largest one, so every row a step touches moves (the rare rows of a long tail get their share,
+  // Slim-DP's exploration) while the bulk goes by the global threshold.
+  bool row_floor = false;
   // DGC's momentum correction (Lin et al., ICLR 2018): the residual accumulates a local velocity
   // u = momentum * u + momentum_scale * g instead of g itself, and an entry's velocity restarts at 0
   // when the entry is sent (momentum factor masking). The optimizer then steps on the replicas' sum
@@ -162,6 +166,7 @@ struct DpCompression {
   DpTarget target = DpTarget::gradients;
   uint64_t warmup_steps = 0;         // ThresholdOptions::warmup_steps
   bool per_row = false;              // ThresholdOptions::per_row
+  bool row_floor = false;            // ThresholdOptions::row_floor
   // DGC's momentum correction (ThresholdOptions::momentum, gradients only): the Trainer moves the
   // optimizer's momentum into each replica's thresholder (Adam's beta1 with scale 1 - beta1, SGD's
   // momentum with scale 1: momentum and momentum_scale below) and runs the optimizer without it.

@@ -32,6 +32,7 @@ GradientExchange::GradientExchange(const DpCompression& options, size_t rows, si
       thresholder_({.keep = options.keep, .reestimate_every = options.reestimate_every,
                     .exact = options.exact_tau, .sample_size = options.sample_size, .seed = options.seed,
                     .warmup_steps = options.warmup_steps, .per_row = options.per_row,
+                    .row_floor = options.row_floor,
                     .momentum = options.momentum, .momentum_scale = options.momentum_scale,
                     .auto_energy = options.auto_energy},
                    checked_entries(options, rows, cols, name_)) {}

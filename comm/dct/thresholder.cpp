@@ -178,16 +178,35 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
     adapt_keep(total, carried);
     return;
   }
-  for (size_t k = 0; k < n; ++k) {
-    float& a = acc(k);
-    if (measure) total += static_cast<double>(a) * a;
-    if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
-    const float r = round_to_wire(a, wire);
-    if (!send_all && r == 0.0f) continue;  // rounds away on the wire: keep all of it for later
-    indices.push_back(static_cast<uint32_t>(rows[k / cols] * cols + k % cols));
-    sent.push_back(r);
-    if (measure) carried += static_cast<double>(r) * r;
-    a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
+  const bool floor = options_.row_floor && !send_all;
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const size_t base = static_cast<size_t>(rows[j]) * cols, sent_before = indices.size();
+    size_t largest = cols;  // the row's largest non-zero magnitude, for the floor
+    float largest_magnitude = 0.0f;
+    for (size_t c = 0; c < cols; ++c) {
+      float& a = residual_[base + c];
+      if (measure) total += static_cast<double>(a) * a;
+      if (floor && std::abs(a) > largest_magnitude) {
+        largest_magnitude = std::abs(a);
+        largest = c;
+      }
+      if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
+      const float r = round_to_wire(a, wire);
+      if (!send_all && r == 0.0f) continue;  // rounds away on the wire: keep all of it for later
+      indices.push_back(static_cast<uint32_t>(base + c));
+      sent.push_back(r);
+      if (measure) carried += static_cast<double>(r) * r;
+      a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
+    }
+    if (floor && indices.size() == sent_before && largest < cols) {  // nothing reached tau: the row's largest
+      float& a = residual_[base + largest];
+      const float r = round_to_wire(a, wire);
+      if (r == 0.0f) continue;
+      indices.push_back(static_cast<uint32_t>(base + largest));
+      sent.push_back(r);
+      if (measure) carried += static_cast<double>(r) * r;
+      a -= r;
+    }
   }
   adapt_keep(total, carried);
 }

@@ -320,6 +320,49 @@ TEST_CASE("threshold rows, per-row selection: each touched row sends its own top
                       Catch::Contains("per-row"));
 }
 
+TEST_CASE("threshold rows, row floor: one tau, and a touched row with nothing above it sends its largest") {
+  const size_t rows = 200, cols = 20;
+  Rng rng(6);
+  comm::Thresholder t({.keep = 0.1f, .exact = true, .row_floor = true}, rows * cols);
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  for (int step = 0; step < 6; ++step) {
+    auto g = draw_rows(rows, 30, cols, rng, 1.0f);
+    for (size_t k = 0; k < g.rows.size(); ++k)  // loud rows take the global selection, quiet ones none of it
+      for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
+    std::vector<float> acc(t.residual().begin(), t.residual().end());
+    for (size_t k = 0; k < g.rows.size(); ++k)
+      for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+    t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
+    REQUIRE(std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end());
+    size_t floors = 0;
+    for (const uint32_t row : g.rows) {
+      std::vector<uint32_t> of_row;
+      for (const uint32_t i : idx)
+        if (i / cols == row) of_row.push_back(i);
+      INFO("step " << step << " row " << row);
+      REQUIRE(!of_row.empty());  // every touched row moves
+      const bool above = std::any_of(of_row.begin(), of_row.end(), [&](uint32_t i) { return std::abs(acc[i]) >= t.tau(); });
+      if (above) continue;
+      // A row below tau sends exactly one entry, its largest.
+      ++floors;
+      REQUIRE(of_row.size() == 1);
+      for (size_t c = 0; c < cols; ++c) REQUIRE(std::abs(acc[row * cols + c]) <= std::abs(acc[of_row[0]]));
+    }
+    REQUIRE(floors > 0);  // the quiet rows took the floor
+    std::vector<float> sent(rows * cols, 0.0f);
+    for (size_t j = 0; j < idx.size(); ++j) sent[idx[j]] = val[j];
+    for (size_t i = 0; i < rows * cols; ++i) REQUIRE(sent[i] + t.residual()[i] == acc[i]);
+  }
+  // Without the floor the quiet rows wait in the residual.
+  comm::Thresholder plain({.keep = 0.1f, .exact = true}, rows * cols);
+  auto g = draw_rows(rows, 30, cols, rng, 1.0f);
+  for (size_t k = 0; k < g.rows.size(); ++k)
+    for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
+  plain.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
+  REQUIRE(std::none_of(idx.begin(), idx.end(), [&](uint32_t i) { return i / cols == g.rows[1]; }));
+}
+
 TEST_CASE("threshold rows, momentum correction: the residual accumulates a velocity that restarts where sent") {
   // Row 0 (2 columns): column 0 is large and sent every step, column 1 small and held back.
   // Row 1 is touched at steps 0 and 2 only: its velocity waits in between (lazy, like lazy Adam).
