@@ -699,19 +699,21 @@ void note_forward_split(const TrainArgs& a, int model_ranks) {
 void apply_compress(TrainArgs& a) {
   FRUGAL_CHECK(a.compress != Compress::off || a.compress_energy == 0.0f,
                "--compress-energy sets --compress auto's target: give --compress auto too");
-  // link (the default) stands aside for the hand-set keeps, the recommendation model (its DCT-DP
-  // takes --dp-keep) and --parallel data (the dense all-reduce baseline): what those runs did
-  // before --compress existed.
-  if (a.compress == Compress::link &&
-      (a.dp_keep || a.mp_keep != 1.0 || a.mp_mass != 1.0 || !a.dp_keep_param.empty() || a.dp_keep_input ||
-       a.model == ModelKind::dlrm || a.parallel == ParallelMode::data))
-    a.compress = Compress::off;
   if (a.compress != Compress::auto_) return;
   FRUGAL_CHECK(!a.dp_keep && a.mp_keep == 1.0 && a.mp_mass == 1.0 && a.dp_keep_param.empty() && !a.dp_keep_input,
                "--compress auto sets DCT's keep fractions itself: drop --dp-keep, --dp-keep-param, --dp-keep-input, "
                "--mp-keep and --mp-mass (or keep them and use --compress off)");
   a.dp_keep = kAutoDpFloor;
   a.mp_mass = kAutoMpMass;
+}
+
+// --compress link (the default) stands aside for the hand-set keeps, the recommendation model (its
+// DCT-DP takes --dp-keep) and --parallel data (the dense all-reduce baseline): what those runs did
+// before --compress existed. (Decided where link resolves, after the ranks compared their flags,
+// so that a rank with another keep flag is named by that flag.)
+bool link_stands_aside(const TrainArgs& a) {
+  return a.dp_keep || a.mp_keep != 1.0 || a.mp_mass != 1.0 || !a.dp_keep_param.empty() || a.dp_keep_input ||
+         a.model == ModelKind::dlrm || a.parallel == ParallelMode::data;
 }
 
 // This replica's automatic keeps over its parameters (ReplicaReducer::auto_keep).
@@ -852,11 +854,13 @@ int run_train(TrainArgs a) {
   std::optional<double> link_rate;
   std::optional<CompressChoice> compress_choice;  // --compress link: what it measured and chose
   if (a.compress == Compress::link) {
-    if (data_group && data_group->size() > 1 && replicas_share_one_network(*data_group)) {
+    if (link_stands_aside(a) || !data_group || data_group->size() == 1) {
+      // off: the hand-set keeps (or none) as given
+    } else if (replicas_share_one_network(*data_group)) {
       if (!a.quiet)
         fmt::print("compress link: the {} replicas share this machine's loopback, where compression does not pay: "
                    "the exchange stays uncompressed (--compress auto compresses anyway)\n", data_group->size());
-    } else if (data_group && data_group->size() > 1) {
+    } else {
       link_rate = probe_link_rate(*data_group);
       TrainArgs with_auto = a;
       with_auto.compress = Compress::auto_;
@@ -1169,7 +1173,11 @@ const FlagNames kTrainFlags = {
 
 // --model dlrm (or --format criteo): the flags of the XMC network do not apply and say so; the
 // shared ones go to run_dlrm.
-int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
+int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd) {
+  // --compress auto: DCT-DP's keep on the MLP gradients set online, one tau per parameter (DLRM's
+  // selection) at its energy target; link means off here (apply_compress).
+  TrainArgs a = given;
+  apply_compress(a);
   FRUGAL_CHECK(a.model == ModelKind::dlrm, "--format criteo is click-log data: it trains --model dlrm");
   FRUGAL_CHECK(cmd.count("--format") == 0 || a.format == data::DataFormat::criteo,
                fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
@@ -1185,8 +1193,6 @@ int train_dlrm(const TrainArgs& a, const DlrmArgs& dlrm, const CLI::App& cmd) {
   FRUGAL_CHECK(!a.dp_momentum_correction,
                "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
                "replicas' thresholded sum; drop the flag)");
-  FRUGAL_CHECK(a.compress != Compress::auto_, "--model dlrm: --compress auto is not implemented for the recommendation "
-                                           "model yet (its DCT-DP takes --dp-keep; drop --compress)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;

@@ -100,6 +100,8 @@ int run_dlrm(const DlrmRun& a) {
                            {"seed", a.seed},
                            {"epochs", a.epochs},
                            {"dp_keep", a.dp ? a.dp->keep : 1.0f},
+                           // --compress auto's target (0: the keep is fixed); ranks must agree on it.
+                           {"dp_auto_energy", a.dp ? a.dp->auto_energy : 0.0f},
                            {"train_fingerprint", data::fingerprint(a.train).to_string()},
                            {"test_fingerprint", data::fingerprint(a.test).to_string()}};
   if (a.optimizer.method == optim::Method::adagrad) config["initial_accumulator"] = a.optimizer.initial_accumulator;
@@ -116,7 +118,7 @@ int run_dlrm(const DlrmRun& a) {
   // What a checkpoint must agree with to be resumed: the model, ids and optimizer (not the epochs,
   // the data files or how ranks share the tables, which may change).
   nlohmann::json resume_config = config;
-  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "table_exchange", "dp_keep"})
+  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "table_exchange", "dp_keep", "dp_auto_energy"})
     resume_config.erase(key);
   std::optional<layers::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {

@@ -8,7 +8,8 @@
 #     adagrad with its initial accumulator);
 #  2. `frugal launch -n 3`: --table-exchange des and ps and --parallel data give the 1-rank run's
 #     loss and AUC (to 1e-4) and report bytes on the wire per sample;
-#     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02;
+#     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02, and
+#     so does --compress auto (its keep set online);
 #     and, without --threads, each launched rank takes its share of the host's cores;
 #  3. --checkpoint / --resume: resuming continues exactly (1 rank) and on 3 ranks (resliced); a
 #     damaged file and another configuration are refused, naming them; frugal evaluate / predict
@@ -41,6 +42,7 @@ for mode in des ps; do
 done
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --parallel data --metrics "$TMP/replicated.jsonl"
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --dp-keep 0.1 --metrics "$TMP/dct.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --compress auto --metrics "$TMP/dct-auto.jsonl"
 grep -q "MLP gradients [0-9.]*x compressed by DCT-DP" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 # Without --threads, launched ranks share the host's cores (FRUGAL_LOCAL_SIZE): max(1, cores / 3) each.
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" \
@@ -81,6 +83,11 @@ dct = epochs("dct.jsonl")[-1]
 assert dct["dp_compression"] > 1.5 and dct["dp_payload_sent"] < dct["dp_payload_uncompressed"], dct
 assert abs(dct["auc"] - one[-1]["auc"]) < 0.02, (dct["auc"], one[-1]["auc"])
 assert epochs("des.jsonl")[-1]["dp_compression"] == 1.0, "an exact MLP sum reports compression 1"
+# --compress auto: DCT-DP's keep on the MLP gradients set online (one tau, energy 0.9), recorded.
+auto = epochs("dct-auto.jsonl")[-1]
+start = [r for r in map(json.loads, open(os.path.join(d, "dct-auto.jsonl"))) if r["event"] == "start"][0]
+assert abs(start["config"]["dp_auto_energy"] - 0.9) < 1e-6, start["config"]
+assert auto["dp_compression"] > 1.0 and abs(auto["auc"] - one[-1]["auc"]) < 0.02, (auto, one[-1]["auc"])
 print("dlrm: 1 rank AUC %.4f; bytes/sample des %.0f, ps %.0f, replicated %.0f" % (
     one[-1]["auc"], epochs("des.jsonl")[-1]["bytes_sent_per_sample"], epochs("ps.jsonl")[-1]["bytes_sent_per_sample"],
     epochs("replicated.jsonl")[-1]["bytes_sent_per_sample"]))
