@@ -9,7 +9,11 @@
 # 0.01) once for comparison. Loopback, 1 thread a rank: P@1 and bytes do not depend on the link.
 # Prints one line per run: name, P@1 per epoch, compression (against a dense all-reduce for DP,
 # against --mp-keep 1 for MP) and bytes per sample of the last epoch, DP back-offs, train seconds.
-#   bash bench/dct/adaptive.sh            # ~30 min on 2 cores
+#   bash bench/dct/adaptive.sh            # ~30 min on 2 cores (+ ~30 min for FRUGAL_BENCH_MORE=1)
+# FRUGAL_BENCH_MORE=1 adds (second session): the other generator at seeds 8 and 9, one tau
+# (--dp-select global, energy 0.9) and the row floor (--dp-select floor) on both generators, GCIDE
+# min5 (DP and MP, 4 epochs, seeds 1-3), Fashion-MNIST (DP and MP, 2 epochs, seed 1) and the
+# recommendation model on synth-ctr (AUC, seeds 1-3).
 # Environment: FRUGAL_BENCH_OUT (.bench/dct-adaptive), FRUGAL_BENCH_SEEDS ("1 2 3"),
 #   FRUGAL_BENCH_ENERGIES ("0.6"), FRUGAL_BENCH_MASSES ("0.6 0.8"), FRUGAL_BENCH_EPOCHS (3),
 #   FRUGAL_BENCH_FRUGAL (build/apps/frugal).
@@ -22,11 +26,14 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/summary
 
 data() {  # data SET: makes .../SET/{train,test}.txt when missing
   local d="$OUT/$1"
-  [ -f "$d/train.txt" ] && return
+  [ -f "$d/train.txt" ] || [ -f "$d/train.tsv" ] && return
   case "$1" in
     lt*) "$FRUGAL" data synth-xmc --features 50000 --labels 50000 --train 20000 --test 2000 --seed "${1#lt}" --out "$d" ;;
-    alt7) "$FRUGAL" data synth-xmc --features 30000 --labels 40000 --train 20000 --test 2000 --nnz 30 \
-            --labels-per-point 2 --zipf 1.3 --noise 0.4 --seed 7 --out "$d" ;;
+    alt*) "$FRUGAL" data synth-xmc --features 30000 --labels 40000 --train 20000 --test 2000 --nnz 30 \
+            --labels-per-point 2 --zipf 1.3 --noise 0.4 --seed "${1#alt}" --out "$d" ;;
+    gcide) "$FRUGAL" data gcide --out "$d" --seed 1 --min-label-points 5 ;;
+    ctr*) "$FRUGAL" data synth-ctr --seed "${1#ctr}" --out "$d" ;;
+    fmnist) return ;;
   esac > /dev/null
 }
 
@@ -34,16 +41,25 @@ run() {  # run NAME SET SEED GRID FLAGS...
   local name=$1 set=$2 seed=$3 grid=$4
   shift 4
   data "$set"
-  "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$OUT/$set/train.txt" --test "$OUT/$set/test.txt" --grid "$grid" \
-    --epochs "$EPOCHS" --seed "$seed" --threads 1 --metrics "$OUT/$name.jsonl" "$@" > "$OUT/$name.log" 2>&1 \
+  local d=(--train "$OUT/$set/train.txt" --test "$OUT/$set/test.txt")
+  case "$set" in
+    gcide) d+=(--hidden 512 --sampler exact --lr 0.005) ;;
+    ctr*) d=(--model dlrm --train "$OUT/$set/train.tsv" --test "$OUT/$set/test.tsv") ;;
+    fmnist) d=(--format idx --train /usr/share/datasets/fashion-mnist/train --test /usr/share/datasets/fashion-mnist/t10k
+               --layers 1024,1024 --lr 1e-3) ;;
+  esac
+  [ -n "$grid" ] && d+=(--grid "$grid")
+  "$FRUGAL" launch -n 2 -- "$FRUGAL" train "${d[@]}" --epochs "${EPOCHS_OF:-$EPOCHS}" --seed "$seed" --threads 1 \
+    --metrics "$OUT/$name.jsonl" "$@" > "$OUT/$name.log" 2>&1 \
     || { echo "$name FAILED (see $OUT/$name.log)" | tee -a "$OUT/summary.txt"; return; }
   python3 - "$OUT/$name.jsonl" "$name" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
-ep = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "epoch" and e.get("rank") == 0]
+ep = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "epoch" and e.get("rank", 0) == 0]
 last = ep[-1]
-dp = f"dp {last['dp_compression']:.1f}x {last['dp_bytes_sent_per_sample']:.0f} B" if last["dp_compression"] else ""
-mp = f"mp {last['mp_compression']:.1f}x {last['mp_bytes_sent_per_sample']:.0f} B" if last["mp_compression"] else ""
-print(sys.argv[2], " ".join(f"{e['p@1']:.4f}" for e in ep), dp, mp,
+metric = "auc" if "auc" in last else "p@1"
+dp = f"dp {last['dp_compression']:.1f}x {last.get('dp_bytes_sent_per_sample', 0):.0f} B" if last.get("dp_compression") else ""
+mp = f"mp {last['mp_compression']:.1f}x {last['mp_bytes_sent_per_sample']:.0f} B" if last.get("mp_compression") else ""
+print(sys.argv[2], metric, " ".join(f"{e[metric]:.4f}" for e in ep), dp, mp,
       f"backoffs {last['dp_auto']['backoffs']}" if "dp_auto" in last else "", f"{sum(e['train_seconds'] for e in ep):.0f} s")
 PY
 }
@@ -64,4 +80,26 @@ run dp-off-alt7 alt7 7 2x1
 run dp-auto-alt7 alt7 7 2x1 --compress auto
 run mp-off-alt7 alt7 7 1x2
 run mp-auto-alt7 alt7 7 1x2 --compress auto
+if [ "${FRUGAL_BENCH_MORE:-0}" = 1 ]; then
+  for s in 7 8 9; do
+    run "dp-off-alt$s" "alt$s" "$s" 2x1 --compress off
+    run "dp-auto-alt$s" "alt$s" "$s" 2x1 --compress auto
+    run "dp-global-alt$s" "alt$s" "$s" 2x1 --compress auto --dp-select global
+    run "dp-floor-alt$s" "alt$s" "$s" 2x1 --compress auto --dp-select floor
+  done
+  for s in 1 2 3; do
+    run "dp-global-lt$s" "lt$s" "$s" 2x1 --compress auto --dp-select global
+    run "dp-floor-lt$s" "lt$s" "$s" 2x1 --compress auto --dp-select floor
+    for mode in dp:2x1 mp:1x2; do
+      EPOCHS_OF=4 run "${mode%%:*}-off-gcide-s$s" gcide "$s" "${mode#*:}" --compress off
+      EPOCHS_OF=4 run "${mode%%:*}-auto-gcide-s$s" gcide "$s" "${mode#*:}" --compress auto
+    done
+    run "dlrm-off-ctr$s" "ctr$s" "$s" "" --compress off
+    run "dlrm-auto-ctr$s" "ctr$s" "$s" "" --compress auto
+  done
+  for mode in dp:2x1 mp:1x2; do
+    EPOCHS_OF=2 run "${mode%%:*}-off-fmnist" fmnist 1 "${mode#*:}" --compress off
+    EPOCHS_OF=2 run "${mode%%:*}-auto-fmnist" fmnist 1 "${mode#*:}" --compress auto
+  done
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/summary.txt"
