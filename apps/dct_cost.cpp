@@ -17,6 +17,18 @@
 
 namespace frugal::cli {
 
+namespace {
+// Seconds `collective` takes on the slowest rank of `group` (every rank gets the same figure).
+template <typename F>
+double slowest_seconds(comm::Communicator& group, F&& collective) {
+  const auto start = std::chrono::steady_clock::now();
+  collective();
+  std::vector<float> seconds{static_cast<float>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())};
+  group.all_reduce(seconds, comm::ReduceOp::max).wait();
+  return seconds[0];
+}
+}  // namespace
+
 double probe_link_rate(comm::Communicator& group, size_t bytes) {
   std::vector<std::vector<std::byte>> all;
   group.all_gather_bytes(std::vector<std::byte>(64), all).wait();  // connections open, peers ready
@@ -28,13 +40,10 @@ double probe_link_rate(comm::Communicator& group, size_t bytes) {
   size_t each = std::max<size_t>(size_t{64} << 10, bytes / peers);
   for (;;) {
     const std::vector<std::byte> payload(each);
-    const auto start = std::chrono::steady_clock::now();
-    group.all_gather_bytes(payload, all).wait();
-    std::vector<float> seconds{static_cast<float>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())};
-    group.all_reduce(seconds, comm::ReduceOp::max).wait();
-    if (seconds[0] >= 0.05f || each >= (size_t{16} << 20)) {
+    const double seconds = slowest_seconds(group, [&] { group.all_gather_bytes(payload, all).wait(); });
+    if (seconds >= 0.05 || each >= (size_t{16} << 20)) {
       const double moved = static_cast<double>(each) * static_cast<double>(peers);
-      return moved / std::max(static_cast<double>(seconds[0]), 1e-9);
+      return moved / std::max(seconds, 1e-9);
     }
     each *= 2;
   }
@@ -101,17 +110,6 @@ bool replicas_share_one_network(comm::Communicator& group) {
   return std::all_of(all.begin(), all.end(), [&](const std::vector<std::byte>& other) { return other == mine; });
 }
 
-namespace {
-// Seconds `collective` takes on the slowest rank of `group` (every rank gets the same figure).
-template <typename F>
-double slowest_seconds(comm::Communicator& group, F&& collective) {
-  const auto start = std::chrono::steady_clock::now();
-  collective();
-  std::vector<float> seconds{static_cast<float>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())};
-  group.all_reduce(seconds, comm::ReduceOp::max).wait();
-  return seconds[0];
-}
-}  // namespace
 
 CompressChoice probe_compress_choice(comm::Communicator& replicas, double link_bytes_per_s,
                                      const comm::DpCompression& auto_options) {
@@ -144,7 +142,7 @@ CompressChoice probe_compress_choice(comm::Communicator& replicas, double link_b
       message_bytes += static_cast<double>(exchange.message().size());
     }
   }
-  std::vector<float> slowest{static_cast<float>(seconds)};
+  std::vector<float> slowest{static_cast<float>(seconds)};  // summed over steps: the slowest replica's sum
   replicas.all_reduce(slowest, comm::ReduceOp::max).wait();
   const double entries = static_cast<double>(kRows * kCols * kTimed);
   CompressChoice c;

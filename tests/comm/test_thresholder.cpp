@@ -115,6 +115,21 @@ RowGradient draw_rows(size_t total_rows, size_t touched, size_t cols, Rng& rng, 
   for (float& x : g.values) x = scale * rng.normal();
   return g;
 }
+// 30 touched rows of very different scales (even positions 1e3, odd 1e-3): one tau picks only the
+// loud rows.
+RowGradient loud_and_quiet_rows(size_t total_rows, size_t cols, Rng& rng) {
+  RowGradient g = draw_rows(total_rows, 30, cols, rng);
+  for (size_t k = 0; k < g.rows.size(); ++k)
+    for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
+  return g;
+}
+// The residual plus the gradient: what a compress_rows call selects from.
+std::vector<float> accumulated(const comm::Thresholder& t, const RowGradient& g, size_t cols) {
+  std::vector<float> acc(t.residual().begin(), t.residual().end());
+  for (size_t k = 0; k < g.rows.size(); ++k)
+    for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+  return acc;
+}
 }  // namespace
 
 TEST_CASE("threshold rows: mass is conserved exactly, wire rounding included; nothing sent is zero") {
@@ -292,12 +307,8 @@ TEST_CASE("threshold rows, per-row selection: each touched row sends its own top
   std::vector<float> val;
   for (int step = 0; step < 6; ++step) {
     // Rows of very different scales: a global tau would send only the loud rows.
-    auto g = draw_rows(rows, 30, cols, rng, 1.0f);
-    for (size_t k = 0; k < g.rows.size(); ++k)
-      for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
-    std::vector<float> acc(t.residual().begin(), t.residual().end());
-    for (size_t k = 0; k < g.rows.size(); ++k)
-      for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+    const auto g = loud_and_quiet_rows(rows, cols, rng);
+    const std::vector<float> acc = accumulated(t, g, cols);
     t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
     REQUIRE(std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end());
     for (const uint32_t row : g.rows) {  // quiet rows send as many entries as loud ones
@@ -327,12 +338,8 @@ TEST_CASE("threshold rows, row floor: one tau, and a touched row with nothing ab
   std::vector<uint32_t> idx;
   std::vector<float> val;
   for (int step = 0; step < 6; ++step) {
-    auto g = draw_rows(rows, 30, cols, rng, 1.0f);
-    for (size_t k = 0; k < g.rows.size(); ++k)  // loud rows take the global selection, quiet ones none of it
-      for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
-    std::vector<float> acc(t.residual().begin(), t.residual().end());
-    for (size_t k = 0; k < g.rows.size(); ++k)
-      for (size_t c = 0; c < cols; ++c) acc[g.rows[k] * cols + c] += g.values[k * cols + c];
+    const auto g = loud_and_quiet_rows(rows, cols, rng);  // loud rows take the global selection
+    const std::vector<float> acc = accumulated(t, g, cols);
     t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
     REQUIRE(std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end());
     size_t floors = 0;
@@ -356,9 +363,7 @@ TEST_CASE("threshold rows, row floor: one tau, and a touched row with nothing ab
   }
   // Without the floor the quiet rows wait in the residual.
   comm::Thresholder plain({.keep = 0.1f, .exact = true}, rows * cols);
-  auto g = draw_rows(rows, 30, cols, rng, 1.0f);
-  for (size_t k = 0; k < g.rows.size(); ++k)
-    for (size_t c = 0; c < cols; ++c) g.values[k * cols + c] *= k % 2 == 0 ? 1e3f : 1e-3f;
+  const auto g = loud_and_quiet_rows(rows, cols, rng);
   plain.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::bf16, idx, val);
   REQUIRE(std::none_of(idx.begin(), idx.end(), [&](uint32_t i) { return i / cols == g.rows[1]; }));
 }
