@@ -110,6 +110,7 @@ std::string_view op_name(Op op) {
     case Op::simhash_codes: return "simhash_codes";
     case Op::dwta_codes: return "dwta_codes";
     case Op::bucket_union: return "bucket_union";
+    case Op::active_extend: return "active_extend";
   }
   return "unknown";
 }
@@ -294,25 +295,22 @@ void RowUpdate::validate(bool second_moment) const {
                "step over listed rows");
 }
 
-namespace {
-// A host vector seen as a 1 x n tensor of its dtype (no copy): what a host backend's ops read.
-template <class T>
-Tensor vector_view(const std::vector<T>& v, Dtype dtype) {
-  return Tensor::wrap(const_cast<T*>(v.data()), 1, v.size(), dtype);
-}
-}  // namespace
-
-void SparseFeatures::assign(const SparseBatch& x, Backend& backend) {
-  if (backend.device().is_host()) {  // views of x's vectors: the host kernels read them in place
-    offsets = vector_view(x.feature_offsets, Dtype::u64);
-    ids = vector_view(x.feature_ids, Dtype::u32);
-    values = vector_view(x.feature_values, Dtype::f32);
+void values_where(Tensor& t, const void* src, size_t n, Dtype dtype, Backend& backend) {
+  if (backend.device().is_host()) {
+    t = Tensor::wrap(const_cast<void*>(src), 1, n, dtype);
     return;
   }
-  for (Tensor* t : {&offsets, &ids, &values}) keep_on(*t, backend);
-  assign_values(offsets, std::span<const uint64_t>(x.feature_offsets));
-  assign_values(ids, std::span<const uint32_t>(x.feature_ids));
-  assign_values(values, std::span<const float>(x.feature_values));
+  if (t.dtype() != dtype) t = Tensor(0, 0, dtype, backend);
+  keep_on(t, backend);
+  t.resize(1, n);
+  copy_from_host(t, src);
+}
+
+void SparseFeatures::assign(const SparseBatch& x, Backend& backend) {
+  // Host: views of x's vectors, which the host kernels read in place.
+  values_where(offsets, x.feature_offsets, Dtype::u64, backend);
+  values_where(ids, x.feature_ids, Dtype::u32, backend);
+  values_where(values, x.feature_values, Dtype::f32, backend);
 }
 
 void ActiveTensors::assign(const ActiveSets& a, Backend& backend) {
@@ -320,16 +318,9 @@ void ActiveTensors::assign(const ActiveSets& a, Backend& backend) {
                    (a.logit_offsets.empty() || a.logit_offsets.size() == a.ids.size()),
                fmt::format("active sets: {} ids, offsets ending at {}, {} logit offsets", a.ids.size(),
                            a.offsets.empty() ? 0 : a.offsets.back(), a.logit_offsets.size()));
-  if (backend.device().is_host()) {
-    offsets = vector_view(a.offsets, Dtype::u64);
-    ids = vector_view(a.ids, Dtype::u32);
-    logit_offsets = vector_view(a.logit_offsets, Dtype::f32);
-    return;
-  }
-  for (Tensor* t : {&offsets, &ids, &logit_offsets}) keep_on(*t, backend);
-  assign_values(offsets, std::span<const uint64_t>(a.offsets));
-  assign_values(ids, std::span<const uint32_t>(a.ids));
-  assign_values(logit_offsets, std::span<const float>(a.logit_offsets));
+  values_where(offsets, a.offsets, Dtype::u64, backend);
+  values_where(ids, a.ids, Dtype::u32, backend);
+  values_where(logit_offsets, a.logit_offsets, Dtype::f32, backend);
 }
 
 ActiveView ActiveTensors::host() const {
@@ -347,10 +338,43 @@ TopKRows TopKInput::host() const {
 }
 
 XentBatch XentTensors::host() const {
-  for (const Tensor* t : {offsets, pos_offsets, positions, label_offsets})
-    FRUGAL_CHECK(t != nullptr, "softmax: a batch without its offsets, positions or labels");
-  return {.offsets = offsets->u64(), .pos_offsets = pos_offsets->u64(), .positions = positions->u32(),
-          .label_offsets = label_offsets->u64(), .grad_scale = grad_scale};
+  for (const Tensor* t : {offsets, pos_offsets, label_offsets})
+    FRUGAL_CHECK(t != nullptr, "softmax: a batch without its offsets, label positions or labels");
+  return {.offsets = offsets->u64(), .pos_offsets = pos_offsets->u64(),
+          .positions = positions != nullptr ? positions->u32() : std::span<const uint32_t>(),
+          .labels_first = positions == nullptr, .label_offsets = label_offsets->u64(), .grad_scale = grad_scale};
+}
+
+void BucketInput::validate(size_t tables) const {
+  FRUGAL_CHECK(codes != nullptr && label_offsets != nullptr && labels != nullptr,
+               "bucket_union: a query without its codes, label offsets or labels");
+  FRUGAL_CHECK(codes->dtype() == Dtype::u32 && codes->size() == samples * tables,
+               fmt::format("bucket_union: {} {} codes for {} samples of {} tables", codes->size(),
+                           dtype_name(codes->dtype()), samples, tables));
+  FRUGAL_CHECK(label_offsets->dtype() == Dtype::u64 && label_offsets->size() == samples + 1 &&
+                   labels->dtype() == Dtype::u32,
+               fmt::format("bucket_union: {} {} label offsets and {} labels for {} samples", label_offsets->size(),
+                           dtype_name(label_offsets->dtype()), dtype_name(labels->dtype()), samples));
+}
+
+BucketQuery BucketInput::host() const {
+  return {.samples = samples, .codes = codes->u32().data(), .label_offsets = label_offsets->u64(),
+          .labels = labels->u32(), .cap = cap, .scanned = scanned != nullptr ? scanned->u64().data() : nullptr};
+}
+
+void ActiveExtension::validate() const {
+  FRUGAL_CHECK(neurons > 0 && neurons <= UINT32_MAX,
+               fmt::format("active_extend: {} neurons, expected 1..2^32-1", neurons));
+  if (draws == 0) return;
+  FRUGAL_CHECK(threshold != nullptr && alias != nullptr && log_prob != nullptr && log_count != nullptr,
+               "active_extend: negatives without their alias table, probabilities or count logarithms");
+  FRUGAL_CHECK(threshold->dtype() == Dtype::f32 && threshold->size() == neurons && alias->dtype() == Dtype::u32 &&
+                   alias->size() == neurons && log_prob->dtype() == Dtype::f64 && log_prob->size() == neurons,
+               fmt::format("active_extend: an alias table of {} thresholds, {} aliases and {} probabilities for {} "
+                           "neurons",
+                           threshold->size(), alias->size(), log_prob->size(), neurons));
+  FRUGAL_CHECK(log_count->dtype() == Dtype::f64 && log_count->size() == draws + 1,
+               fmt::format("active_extend: {} count logarithms for {} draws", log_count->size(), draws));
 }
 
 void XentBatch::validate(size_t logits) const {
@@ -359,6 +383,13 @@ void XentBatch::validate(size_t logits) const {
                            logits));
   FRUGAL_CHECK(pos_offsets.size() == offsets.size() && label_offsets.size() == offsets.size(),
                "softmax: positions or labels do not match the samples");
+  FRUGAL_CHECK(labels_first || positions.size() == pos_offsets.back(),
+               fmt::format("softmax: {} label positions, the offsets end at {}", positions.size(), pos_offsets.back()));
+  if (labels_first)
+    for (size_t i = 0; i + 1 < offsets.size(); ++i)
+      FRUGAL_CHECK(pos_offsets[i + 1] - pos_offsets[i] <= offsets[i + 1] - offsets[i],
+                   fmt::format("softmax: sample {} has {} labels first among {} logits", i,
+                               pos_offsets[i + 1] - pos_offsets[i], offsets[i + 1] - offsets[i]));
 }
 
 }  // namespace frugal

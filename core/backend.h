@@ -68,8 +68,9 @@ enum class Op : uint8_t {
   simhash_codes,          // SimHash codes of a batch of vectors
   dwta_codes,             // DWTA codes of a batch of vectors
   bucket_union,           // each sample's labels and the union of its LSH buckets
+  active_extend,          // the --min-active top-up and the random negatives (logQ) of LSH active sets
 };
-inline constexpr size_t kNumOps = 18;
+inline constexpr size_t kNumOps = 19;
 std::string_view op_name(Op op);
 const std::array<Op, kNumOps>& all_ops();
 
@@ -156,12 +157,17 @@ struct RowUpdate {
 
 // Logits of a batch in CSR form for the softmax cross-entropy ops: sample i's logits are
 // z[offsets[i] .. offsets[i+1]); its labels owned here are at positions (within its logits)
-// positions[pos_offsets[i] .. pos_offsets[i+1]); it has label_offsets[i+1] - label_offsets[i]
-// labels in all (over every rank), each weighted 1/count in the loss (no labels: no loss).
+// positions[pos_offsets[i] .. pos_offsets[i+1]), or, when labels_first, they are its first
+// pos_offsets[i+1] - pos_offsets[i] logits (the LSH sampler puts them there: no positions cross to
+// a device); it has label_offsets[i+1] - label_offsets[i] labels in all (over every rank), each
+// weighted 1/count in the loss (no labels: no loss).
 struct XentBatch {
   std::span<const uint64_t> offsets;
   std::span<const uint64_t> pos_offsets;
   std::span<const uint32_t> positions;
+  bool labels_first = false;
+  // Sample i's p-th label position (p in pos_offsets[i] .. pos_offsets[i+1]).
+  uint64_t position(size_t i, uint64_t p) const { return labels_first ? p - pos_offsets[i] : positions[p]; }
   std::span<const uint64_t> label_offsets;
   // dLoss/dz is multiplied by it (the trainer's 1 / global batch), so every gradient computed from
   // it comes out scaled with no pass of its own over the rows' gradients. The loss is not scaled.
@@ -189,7 +195,7 @@ struct SparseFeatures {
 struct XentTensors {
   const Tensor* offsets = nullptr;
   const Tensor* pos_offsets = nullptr;
-  const Tensor* positions = nullptr;
+  const Tensor* positions = nullptr;  // null: labels first (XentBatch::labels_first)
   const Tensor* label_offsets = nullptr;
   float grad_scale = 1.0f;
   size_t num_samples() const { return offsets->size() - 1; }
@@ -247,6 +253,9 @@ struct SimHashSpec {
 // mix32(code * 0x9e3779b97f4a7c15 + t) & ((1 << bucket_bits) - 1). (layers/lsh/dwta.h)
 struct DwtaSpec {
   std::span<const uint32_t> coords;
+  // The same coordinates where a device backend computes (u32), kept there by the hash family so
+  // that they are not sent with every batch; null: a device sends coords.
+  const Tensor* placed_coords = nullptr;
   int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
   size_t tables = 0;
   uint64_t seed = 0;
@@ -270,6 +279,7 @@ uint64_t new_bucket_generation();
 // labels[label_offsets[i] .. label_offsets[i + 1]) (distinct ids below the tables' neuron count);
 // cap 0 means no cap.
 // scanned (optional, one per sample) receives how many bucket entries each sample read.
+// (The host kernels' form; the op takes BucketInput, tensors where the backend computes.)
 struct BucketQuery {
   size_t samples = 0;
   const uint32_t* codes = nullptr;
@@ -281,6 +291,46 @@ struct BucketQuery {
   // each, one label range per sample, codes below the bucket count); throws frugal::Error naming
   // what does not match.
   void validate(const BucketTables& tables) const;
+};
+
+// BucketQuery's arrays as tensors in a backend's memory: codes (u32, samples x tables, as the
+// hash ops leave them), label_offsets (u64, samples + 1), labels (u32), scanned (optional, u64,
+// shaped 1 x samples by the op). host() is the BucketQuery over them when they are host tensors.
+struct BucketInput {
+  size_t samples = 0;
+  const Tensor* codes = nullptr;
+  const Tensor* label_offsets = nullptr;
+  const Tensor* labels = nullptr;
+  size_t cap = 0;
+  Tensor* scanned = nullptr;
+  // Shapes and dtypes (readable on any device); throws frugal::Error naming what does not match.
+  void validate(size_t tables) const;
+  BucketQuery host() const;
+};
+
+// What active_extend adds to each sample's active set (LshSampler, layers/lsh/lsh_sampler.h). Sample
+// i's set (its labels, then its LSH neurons) is first topped up to min(min_active, neurons) with
+// neurons drawn uniformly, rng.below(neurons) with rng = Rng(rng_state).split(i), skipping members,
+// at most 8 * that many tries (whatever the cap: a cap limits the LSH neurons and the draws); then, with draws > 0, m = min(draws, room left under cap) negatives
+// are drawn with rng = Rng(rng_state).split(0x4e47).split(i), each as j = rng.below(neurons) kept
+// when rng.uniform() < threshold[j], else alias[j] (Vose's alias table); the distinct drawn labels
+// that are not members follow in ascending order, each drawn c times with logit offset
+// log_count[c] - log_count[m] - log_prob[j] (log(c / (m Q(j))), summed in double, stored as float;
+// 0 without logq), the members' offsets 0. (core/rng.h is the generator: the same bits on every
+// backend.)
+struct ActiveExtension {
+  uint64_t rng_state = 0;
+  size_t neurons = 0, min_active = 0, cap = 0;  // cap 0: none
+  size_t draws = 0;                             // 0: no negatives, and no logit offsets
+  bool logq = true;
+  // With draws > 0, where the backend computes: threshold (f32) / alias (u32) / log_prob (f64),
+  // one entry per neuron; log_count (f64): draws + 1 entries, log(c) at c.
+  const Tensor* threshold = nullptr;
+  const Tensor* alias = nullptr;
+  const Tensor* log_prob = nullptr;
+  const Tensor* log_count = nullptr;
+  // The shapes every backend relies on; throws frugal::Error naming what does not match.
+  void validate() const;
 };
 
 class Backend {
@@ -416,18 +466,33 @@ class Backend {
   virtual void adagrad_rows(const RowUpdate& u) = 0;
 
   // --- LSH -----------------------------------------------------------------------------------
-  // codes[j * tables + t] = table t's code of row rows[j] of x (every row of x, in order, when rows
-  // is empty).
+  // codes (u32, shaped n x tables by the op) row j, column t = table t's code of row rows[j] of x
+  // (every row of x, in order, when rows is empty). The sampler keeps a batch's codes where the
+  // backend computes; a table build reads them on the host (a host tensor: they come down).
   virtual void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                             uint32_t* codes) = 0;
+                             Tensor& codes) = 0;
   virtual void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                          uint32_t* codes) = 0;
-  // out (its ids and offsets; no logit offsets) = per sample, its labels, then every neuron of its
-  // buckets (one per table) that is not one of them, once each, in the order a scan finds them
-  // (table by table, bucket order). When labels and neurons are more than q.cap (> 0), only the
-  // cap - labels neurons found in the most tables (ties: the lower id) are kept, in that order.
-  virtual void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) = 0;
+                          Tensor& codes) = 0;
+  // out (its ids and offsets, shaped by the op where out's tensors live; no logit offsets) = per
+  // sample, its labels, then every neuron of its buckets (one per table) that is not one of them,
+  // once each, in the order a scan finds them (table by table, bucket order). When labels and
+  // neurons are more than q.cap (> 0), only the cap - labels neurons found in the most tables
+  // (ties: the lower id) are kept, in that order. q.scanned (when given): per sample, the bucket
+  // entries it read. The codes must be below the tables' bucket count (the hash ops' are).
+  virtual void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) = 0;
+  // out = in's sets with ActiveExtension's additions (offsets, ids and, with draws > 0, logit
+  // offsets, shaped by the op); in has no logit offsets.
+  virtual void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) = 0;
 };
+
+// t := src's values (1 x n, dtype) where `backend` computes: on a host backend a view of src's
+// memory (no copy: src must outlive the view's use and not change meanwhile), on a device one set.
+// (A step's small host-made inputs: the batch's features, labels, active sets made on the host.)
+void values_where(Tensor& t, const void* src, size_t n, Dtype dtype, Backend& backend);
+template <class T>
+void values_where(Tensor& t, const std::vector<T>& src, Dtype dtype, Backend& backend) {
+  values_where(t, src.data(), src.size(), dtype, backend);
+}
 
 // matmul's M, N, K from its operands; throws frugal::Error naming the shapes when they do not fit.
 struct MatmulShape {

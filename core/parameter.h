@@ -22,6 +22,11 @@ struct RowGrad {
   // exchange, a selection) needs not know about it, as device_rows() then no longer hands it out.
   Tensor device_rows_tensor{0, 0, Dtype::u32};
   std::vector<uint32_t> device_rows_of;
+  // Set by the caller of a device's row_accumulate whose entries' ids never reached the host (the
+  // LSH sampler's sets, made on the device): rows cannot be listed there, so the op lists them and
+  // brings the list down into rows (4 bytes a row; it keeps its own copy as device_rows_tensor).
+  // False: the caller listed rows (DistinctRows) and nothing comes down.
+  bool rows_unlisted = false;
   // The device copy of `rows` in `owner`'s memory when there is one that still lists exactly
   // `rows`; null otherwise (the caller then sends `rows`).
   const Tensor* device_rows(const Backend* owner) const {

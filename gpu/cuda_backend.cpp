@@ -296,11 +296,12 @@ void CudaBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entries,
                fmt::format("row_accumulate: {} samples, {} vectors", entries.num_samples(), vecs.rows()));
   FRUGAL_CHECK(coefs.size() == entries.total(),
                fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), entries.total()));
-  // The caller listed the rows on the host (core/backend.h): the device's list stays here.
+  // The caller listed the rows on the host (core/backend.h): the device's list stays here. Sets
+  // made on the device (grad.rows_unlisted): the device's list comes down, and stays here too.
   Args args(*this, "row_accumulate");
   const dev::RowEntries in{.offsets = args.in<uint64_t>(entries.offsets), .ids = args.in<uint32_t>(entries.ids),
                            .samples = entries.num_samples(), .entries = entries.total(), .on_device = true,
-                           .rows_listed = true};
+                           .rows_listed = !grad.rows_unlisted};
   accumulate(ws, in, coefs, vecs, grad, bias_grad);
   grad.device_rows_of = grad.rows;
 }
@@ -316,14 +317,12 @@ void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const 
   if (bias_grad != nullptr) keep_on(bias_grad->values, *this);
   // The sort by row, the distinct rows and their sums all run on the device (gpu/cuda_kernels.h);
   // the sums stay there, the row list comes down (RowGrad's rows are host memory).
-  if (in.rows_listed) keep_on(grad.device_rows_tensor, *this);
+  keep_on(grad.device_rows_tensor, *this);
   const auto prepare = [&](size_t nrows) {
     grad.values.resize(nrows, d);
     dev::RowSumsOut out{reinterpret_cast<float*>(grad.values.device_data()), nullptr, nullptr};
-    if (in.rows_listed) {
-      grad.device_rows_tensor.resize(1, nrows);
-      out.row_ids = reinterpret_cast<uint32_t*>(grad.device_rows_tensor.device_data());
-    }
+    grad.device_rows_tensor.resize(1, nrows);
+    out.row_ids = reinterpret_cast<uint32_t*>(grad.device_rows_tensor.device_data());
     if (bias_grad != nullptr) {
       bias_grad->values.resize(nrows, 1);
       out.bias = reinterpret_cast<float*>(bias_grad->values.device_data());
@@ -333,12 +332,12 @@ void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const 
   dev::row_accumulate(context(), in, dcoefs, ws.num_rows(), dvecs, d, grad.rows, prepare);
   if (bias_grad != nullptr) {
     bias_grad->rows = grad.rows;
-    if (in.rows_listed) {  // the bias's update reads the same list, on the device
-      keep_on(bias_grad->device_rows_tensor, *this);
-      bias_grad->device_rows_tensor.resize(1, grad.rows.size());
-      copy_rows(bias_grad->device_rows_tensor, 0, grad.device_rows_tensor, 0, 1);
-      bias_grad->device_rows_of = grad.rows;
-    }
+    bias_grad->rows_unlisted = false;
+    // The bias's update reads the same list, on the device.
+    keep_on(bias_grad->device_rows_tensor, *this);
+    bias_grad->device_rows_tensor.resize(1, grad.rows.size());
+    copy_rows(bias_grad->device_rows_tensor, 0, grad.device_rows_tensor, 0, 1);
+    bias_grad->device_rows_of = grad.rows;
   }
   args.finish();
 }
@@ -347,19 +346,23 @@ namespace {
 // The shapes the softmax ops rely on, checked from the tensors' sizes (their contents stay on the
 // device: the trainer made them).
 void check_xent(const XentTensors& batch, const Tensor& z, const char* op) {
-  FRUGAL_CHECK(batch.offsets != nullptr && batch.pos_offsets != nullptr && batch.positions != nullptr &&
-                   batch.label_offsets != nullptr,
-               fmt::format("{}: the batch's offsets, positions and label offsets are all needed", op));
+  FRUGAL_CHECK(batch.offsets != nullptr && batch.pos_offsets != nullptr && batch.label_offsets != nullptr,
+               fmt::format("{}: the batch's offsets, position offsets and label offsets are all needed", op));
   const size_t b = batch.num_samples();
   FRUGAL_CHECK(batch.offsets->dtype() == Dtype::u64 && batch.pos_offsets->dtype() == Dtype::u64 &&
-                   batch.label_offsets->dtype() == Dtype::u64 && batch.positions->dtype() == Dtype::u32 &&
-                   z.dtype() == Dtype::f32,
+                   batch.label_offsets->dtype() == Dtype::u64 &&
+                   (batch.positions == nullptr || batch.positions->dtype() == Dtype::u32) && z.dtype() == Dtype::f32,
                fmt::format("{}: u64 offsets, u32 positions and f32 logits", op));
   FRUGAL_CHECK(batch.pos_offsets->size() == b + 1 && batch.label_offsets->size() == b + 1,
                fmt::format("{}: {} samples, {} position offsets, {} label offsets", op, b,
                            batch.pos_offsets->size(), batch.label_offsets->size()));
 }
 }  // namespace
+
+// The labels' positions where the kernels read them; null: the labels are each sample's first logits.
+const uint32_t* CudaBackend::positions(Args& args, const XentTensors& batch) {
+  return batch.positions != nullptr ? args.in<uint32_t>(*batch.positions) : nullptr;
+}
 
 void CudaBackend::xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) {
   check_xent(batch, z, "xent_max");
@@ -377,7 +380,7 @@ void CudaBackend::xent_sums(const Tensor& z, const XentTensors& batch, const Ten
   sums.resize(1, 2 * b);
   Args args(*this, "xent_sums");
   dev::xent_sums(context(), args.in<float>(z), args.in<uint64_t>(*batch.offsets),
-                 args.in<uint64_t>(*batch.pos_offsets), args.in<uint32_t>(*batch.positions), b, args.in<float>(max),
+                 args.in<uint64_t>(*batch.pos_offsets), positions(args, batch), b, args.in<float>(max),
                  args.out<float>(sums));
   args.finish();
 }
@@ -391,7 +394,7 @@ void CudaBackend::xent_loss_grad(Tensor& z, const XentTensors& batch, const Tens
   losses.resize(1, b);
   Args args(*this, "xent_loss_grad");
   dev::xent_loss_grad(context(), args.inout<float>(z), args.in<uint64_t>(*batch.offsets),
-                      args.in<uint64_t>(*batch.pos_offsets), args.in<uint32_t>(*batch.positions),
+                      args.in<uint64_t>(*batch.pos_offsets), positions(args, batch),
                       args.in<uint64_t>(*batch.label_offsets), b, args.in<float>(max), args.in<float>(sums),
                       batch.grad_scale, args.out<double>(losses));
   args.finish();
@@ -495,7 +498,7 @@ void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows)
 void CudaBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
 
 void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                                uint32_t* codes) {
+                                Tensor& codes) {
   FRUGAL_CHECK(spec.planes != nullptr && spec.planes->rows() == spec.tables * spec.k &&
                    spec.planes->cols() == x.cols() && spec.planes->dtype() == Dtype::f32,
                fmt::format("SimHash: {} x {} planes for {} tables of {} bits over {} dimensions",
@@ -503,14 +506,15 @@ void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::s
                            spec.planes == nullptr ? 0 : spec.planes->cols(), spec.tables, spec.k, x.cols()));
   for (const uint32_t r : rows) FRUGAL_CHECK(r < x.rows(), fmt::format("LSH: row {} of a {}-row matrix", r, x.rows()));
   const size_t n = rows.empty() ? x.rows() : rows.size();
+  uint32_t* out = shaped_codes(codes, n, spec.tables, "simhash_codes");
   if (n == 0 || spec.tables == 0) return;
   Args args(*this, "simhash_codes");
   dev::simhash(context(), args.in<float>(*spec.planes), spec.tables, spec.k, args.matrix(x),
-               rows.empty() ? nullptr : rows.data(), n, x.cols(), codes);
+               rows.empty() ? nullptr : rows.data(), n, x.cols(), out, codes.owner() == this);
   args.finish();
 }
 
-void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
+void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) {
   const size_t bins = spec.tables * spec.k;
   FRUGAL_CHECK(spec.coords.size() == bins * spec.bin_size,
                fmt::format("DWTA: {} coordinates for {} bins of {}", spec.coords.size(), bins, spec.bin_size));
@@ -521,10 +525,22 @@ void CudaBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<co
   const dev::DwtaParams p{.tables = spec.tables, .k = spec.k, .bin_size = spec.bin_size, .bin_bits = spec.bin_bits,
                           .bucket_bits = spec.bucket_bits, .max_bucket_bits = spec.max_bucket_bits,
                           .seed = spec.seed};
+  uint32_t* out = shaped_codes(codes, n, spec.tables, "dwta_codes");
+  if (n == 0 || spec.tables == 0) return;
   Args args(*this, "dwta_codes");
-  dev::dwta(context(), p, spec.coords.data(), args.matrix(x), rows.empty() ? nullptr : rows.data(), n, x.cols(),
-            codes);
+  const bool placed = spec.placed_coords != nullptr && spec.placed_coords->owner() == this &&
+                      spec.placed_coords->size() == spec.coords.size();
+  dev::dwta(context(), p, placed ? args.in<uint32_t>(*spec.placed_coords) : spec.coords.data(), placed, args.matrix(x),
+            rows.empty() ? nullptr : rows.data(), n, x.cols(), out, codes.owner() == this);
   args.finish();
+}
+
+uint32_t* CudaBackend::shaped_codes(Tensor& codes, size_t n, size_t tables, const char* op) {
+  FRUGAL_CHECK(codes.dtype() == Dtype::u32 && (codes.owner() == this || codes.is_host()),
+               fmt::format("cuda {}: the codes are {} on {}, not u32 here or in host memory", op,
+                           dtype_name(codes.dtype()), codes.device().name()));
+  codes.resize(n, tables);
+  return reinterpret_cast<uint32_t*>(codes.device_data());
 }
 
 CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tables) {
@@ -568,28 +584,69 @@ CudaBackend::DeviceBuckets& CudaBackend::device_buckets(const BucketTables& tabl
   return d;
 }
 
-void CudaBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
-  q.validate(tables);
+void CudaBackend::bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) {
   const size_t nt = tables.num_tables();
-  // Each sample's entry count (its output region on the device, and `scanned`), from the host's
-  // offsets: a few look-ups per sample.
-  std::vector<uint64_t> entries(q.samples, 0);
-  for (size_t i = 0; i < q.samples; ++i)
-    for (size_t t = 0; t < nt; ++t) {
-      const uint32_t c = q.codes[i * nt + t];
-      entries[i] += tables.offsets[t][c + 1] - tables.offsets[t][c];
-    }
-  if (q.scanned != nullptr) std::copy(entries.begin(), entries.end(), q.scanned);
-  out.clear();
+  q.validate(nt);
+  for (Tensor* t : {&out.offsets, &out.ids}) keep_on(*t, *this);
+  out.logit_offsets.resize(0, 0);
   const DeviceBuckets& d = device_buckets(tables);
-  if (dev::bucket_union(context(), reinterpret_cast<const uint32_t*>(d.offsets.device_data()),
-                        reinterpret_cast<const uint32_t*>(d.ids.device_data()), tables.buckets,
-                        static_cast<uint32_t>(nt), d.max_entries, q.codes, q.samples, q.label_offsets.data(),
-                        q.labels.data(), q.cap, entries.data(), out.offsets, out.ids))
-    return;
+  {
+    Args args(*this, "bucket_union");
+    uint64_t* scanned = nullptr;
+    if (q.scanned != nullptr) {
+      q.scanned->resize(1, q.samples);
+      scanned = args.out<uint64_t>(*q.scanned);
+    }
+    out.offsets.resize(1, q.samples + 1);
+    const auto shape = [&](size_t total) {
+      out.ids.resize(1, total);
+      return reinterpret_cast<uint32_t*>(out.ids.device_data());
+    };
+    if (dev::bucket_union(context(), reinterpret_cast<const uint32_t*>(d.offsets.device_data()),
+                          reinterpret_cast<const uint32_t*>(d.ids.device_data()), tables.buckets,
+                          static_cast<uint32_t>(nt), d.max_entries, args.in<uint32_t>(*q.codes), q.samples,
+                          args.in<uint64_t>(*q.label_offsets), args.in<uint32_t>(*q.labels), q.labels->size(), q.cap,
+                          scanned, reinterpret_cast<uint64_t*>(out.offsets.device_data()), shape)) {
+      args.finish();
+      return;
+    }
+  }
   // Buckets holding more entries per sample than a block's shared memory: the host backend's union
-  // (the CPU's: the same result, parallel over samples on the host; its arguments are host memory).
-  host_backend().bucket_union(tables, q, out);
+  // over host copies of the query (the CPU's: the same result), its sets sent back up.
+  const Tensor codes = to_host(*q.codes), label_offsets = to_host(*q.label_offsets), labels = to_host(*q.labels);
+  Tensor scanned(0, 0, Dtype::u64);
+  ActiveTensors host;
+  host_backend().bucket_union(tables,
+                              {.samples = q.samples, .codes = &codes, .label_offsets = &label_offsets,
+                               .labels = &labels, .cap = q.cap, .scanned = q.scanned != nullptr ? &scanned : nullptr},
+                              host);
+  if (q.scanned != nullptr) q.scanned->assign(scanned);
+  out.offsets.assign(host.offsets);
+  out.ids.assign(host.ids);
+}
+
+void CudaBackend::active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {
+  e.validate();
+  FRUGAL_CHECK(in.logit_offsets.empty(), "active_extend: the sets to extend already have logit offsets");
+  const size_t samples = in.num_samples();
+  for (Tensor* t : {&out.offsets, &out.ids, &out.logit_offsets}) keep_on(*t, *this);
+  Args args(*this, "active_extend");
+  const bool draws = e.draws > 0;
+  const active_extend::Spec spec{
+      .rng_state = e.rng_state, .neurons = e.neurons, .min_active = e.min_active, .cap = e.cap, .draws = e.draws,
+      .logq = e.logq, .threshold = draws ? args.in<float>(*e.threshold) : nullptr,
+      .alias = draws ? args.in<uint32_t>(*e.alias) : nullptr, .log_prob = draws ? args.in<double>(*e.log_prob) : nullptr,
+      .log_count = draws ? args.in<double>(*e.log_count) : nullptr};
+  out.offsets.resize(1, samples + 1);
+  const auto shape = [&](size_t total) {
+    out.ids.resize(1, total);
+    out.logit_offsets.resize(1, draws ? total : 0);
+    return dev::ExtendOut{reinterpret_cast<uint32_t*>(out.ids.device_data()),
+                          draws ? reinterpret_cast<float*>(out.logit_offsets.device_data()) : nullptr};
+  };
+  dev::active_extend(context(), spec, args.in<uint64_t>(in.offsets), args.in<uint32_t>(in.ids), samples, in.total(),
+                     reinterpret_cast<uint64_t*>(out.offsets.device_data()), shape);
+  args.finish();
 }
 
 }  // namespace frugal::gpu

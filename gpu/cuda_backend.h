@@ -75,12 +75,13 @@ class CudaBackend : public Backend {
   void sgd_rows(const RowUpdate& u) override;
   void adagrad_rows(const RowUpdate& u) override;
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                     uint32_t* codes) override;
-  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+                     Tensor& codes) override;
+  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) override;
   // In the tables' device copy, made at their first look-up and again after each rebuild (a new
   // generation); tables whose buckets do not fit a block's shared memory are looked up on the host
   // by the host backend (core/backend.h's host_backend()).
-  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
+  void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
+  void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
 
  private:
   class Args;
@@ -102,6 +103,9 @@ class CudaBackend : public Backend {
     size_t tables = 0, total = 0;
   };
   DeviceBuckets& device_buckets(const BucketTables& tables);
+  // The codes' output shaped n x tables; where the kernels write it (device or host memory).
+  uint32_t* shaped_codes(Tensor& codes, size_t n, size_t tables, const char* op);
+  static const uint32_t* positions(Args& args, const XentTensors& batch);
   std::unordered_map<const void*, DeviceBuckets> buckets_;
 
   mutable dev::Context* ctx_ = nullptr;

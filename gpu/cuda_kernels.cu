@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "core/active_extend.h"
 #include "core/bucket_union.h"
 #include "core/check.h"
 #include "core/hash32.h"
@@ -391,6 +392,11 @@ __global__ void xent_max_kernel(const float* z, const uint64_t* offsets, size_t 
   }
 }
 
+// Sample i's p-th label position: listed, or (positions null) its labels are its first logits.
+__device__ uint64_t label_position(const uint32_t* positions, const uint64_t* pos_offsets, size_t i, uint64_t p) {
+  return positions != nullptr ? positions[p] : p - pos_offsets[i];
+}
+
 __global__ void xent_sums_kernel(const float* z, const uint64_t* offsets, const uint64_t* pos_offsets,
                                  const uint32_t* positions, size_t samples, const float* max, float* sums) {
   for (size_t i = global_id(); i < samples; i += global_stride()) {
@@ -399,7 +405,7 @@ __global__ void xent_sums_kernel(const float* z, const uint64_t* offsets, const 
     double s = 0.0;
     for (size_t j = 0; j < nj; ++j) s += exp(static_cast<double>(zi[j] - max[i]));
     double y = 0.0;
-    for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) y += zi[positions[p]];
+    for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) y += zi[label_position(positions, pos_offsets, i, p)];
     sums[i] = static_cast<float>(s);
     sums[samples + i] = static_cast<float>(y);
   }
@@ -427,7 +433,7 @@ __global__ void xent_loss_grad_kernel(float* z, const uint64_t* offsets, const u
     for (size_t j = threadIdx.x; j < nj; j += blockDim.x) zi[j] = expf(zi[j] - max[i]) * inv;
     __syncthreads();
     if (threadIdx.x == 0)
-      for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) zi[positions[p]] -= w;
+      for (uint64_t p = pos_offsets[i]; p < pos_offsets[i + 1]; ++p) zi[label_position(positions, pos_offsets, i, p)] -= w;
     __syncthreads();
     if (scale != 1.0f)
       for (size_t j = threadIdx.x; j < nj; j += blockDim.x) zi[j] *= scale;
@@ -759,10 +765,64 @@ __global__ void __launch_bounds__(kUnionThreads)
 }
 
 // Sample i's count[i] ids from its region of the kernel's output to its place in the result.
-__global__ void compact_kernel(size_t samples, const uint64_t* from, const uint64_t* to, const uint32_t* src,
-                               uint32_t* dst) {
+template <class T>
+__global__ void compact_kernel(size_t samples, const uint64_t* from, const uint64_t* to, const T* src, T* dst) {
   for (size_t i = blockIdx.x; i < samples; i += gridDim.x)
     for (uint64_t e = threadIdx.x; e < to[i + 1] - to[i]; e += blockDim.x) dst[to[i] + e] = src[from[i] + e];
+}
+
+// Sample i's bucket entries (its tables' buckets for its codes) into scanned (when given), and the
+// room its union needs (its labels and every entry) into region[i]; region[samples] = 0 (for the
+// exclusive sum that follows).
+__global__ void union_regions_kernel(bucket_union::FlatTables tables, uint32_t nt, const uint32_t* codes,
+                                     const uint64_t* label_offsets, size_t samples, uint64_t* scanned,
+                                     uint64_t* region) {
+  for (size_t i = global_id(); i <= samples; i += global_stride()) {
+    if (i == samples) {
+      region[i] = 0;
+      continue;
+    }
+    uint64_t entries = 0;
+    for (uint32_t t = 0; t < nt; ++t) {
+      uint32_t size = 0;
+      tables.bucket(t, codes[i * nt + t], size);
+      entries += size;
+    }
+    if (scanned != nullptr) scanned[i] = entries;
+    region[i] = label_offsets[i + 1] - label_offsets[i] + entries;
+  }
+}
+
+// counts (u32, samples) widened into sizes (u64, samples + 1, the last 0) for an exclusive sum.
+__global__ void widen_counts_kernel(const uint32_t* counts, size_t samples, uint64_t* sizes) {
+  for (size_t i = global_id(); i <= samples; i += global_stride()) sizes[i] = i < samples ? counts[i] : 0;
+}
+
+// The room sample i's extended set needs (active_extend::room_needed); region[samples] = 0.
+__global__ void extend_regions_kernel(active_extend::Spec spec, const uint64_t* offsets, size_t samples,
+                                      uint64_t* region) {
+  for (size_t i = global_id(); i <= samples; i += global_stride())
+    region[i] = i < samples ? active_extend::room_needed(spec, offsets[i + 1] - offsets[i]) : 0;
+}
+
+// core/active_extend.h's program, a thread per sample: its members copied to its region, then the
+// top-up and the draws, membership by a search of the region (the sets are a few thousand at most).
+__global__ void extend_kernel(active_extend::Spec spec, const uint64_t* in_offsets, const uint32_t* in_ids,
+                              size_t samples, const uint64_t* start, uint32_t* out, float* out_offsets,
+                              uint32_t* drawn, uint32_t* counts) {
+  for (size_t i = global_id(); i < samples; i += global_stride()) {
+    uint32_t* ids = out + start[i];
+    const uint64_t n = in_offsets[i + 1] - in_offsets[i];
+    for (uint64_t e = 0; e < n; ++e) ids[e] = in_ids[in_offsets[i] + e];
+    const auto is_member = [ids](uint32_t id, uint64_t count) {
+      for (uint64_t e = 0; e < count; ++e)
+        if (ids[e] == id) return true;
+      return false;
+    };
+    counts[i] = static_cast<uint32_t>(active_extend::extend(
+        spec, i, ids, n, out_offsets != nullptr ? out_offsets + start[i] : nullptr, drawn + i * spec.draws, is_member,
+        [](uint32_t* v, uint64_t m) { active_extend::insertion_sort(v, m); }));
+  }
 }
 
 }  // namespace
@@ -1038,7 +1098,10 @@ void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size
                                   st.stream()));
     return;
   }
-  // The row list is host memory (core/backend.h's RowGrad): it comes down; the sums stay.
+  // The row list is host memory (core/backend.h's RowGrad): it comes down; the sums stay, and so
+  // does the device's list when prepare gave it a place (for the optimizer).
+  if (nrows > 0 && out.row_ids != nullptr)
+    FRUGAL_CUDA(cudaMemcpyAsync(out.row_ids, drows, nrows * sizeof(uint32_t), cudaMemcpyDeviceToDevice, st.stream()));
   rows.resize(nrows);
   st.down(rows.data(), drows, nrows);
   st.finish();
@@ -1152,11 +1215,11 @@ void sgd_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::s
 void adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::adagrad); }
 
 void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
-             size_t dim, uint32_t* codes) {
+             size_t dim, uint32_t* codes, bool codes_on_device) {
   if (n == 0 || tables == 0) return;
   Staging st(ctx, __func__);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
-  uint32_t* dc = st.alloc<uint32_t>(n * tables);
+  uint32_t* dc = codes_on_device ? codes : st.alloc<uint32_t>(n * tables);
   if (x.bf16)
     simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(
         planes, tables, k, static_cast<const uint16_t*>(x.p), drows, n, dim, dc);
@@ -1164,19 +1227,20 @@ void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, 
     simhash_kernel<<<blocks_for(n * tables), kThreads, 0, st.stream()>>>(
         planes, tables, k, static_cast<const float*>(x.p), drows, n, dim, dc);
   FRUGAL_LAUNCHED();
+  if (codes_on_device) return;
   st.down(codes, dc, n * tables);
   st.finish();
 }
 
-void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, const uint32_t* rows, size_t n,
-          size_t dim, uint32_t* codes) {
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, bool coords_on_device, Matrix x,
+          const uint32_t* rows, size_t n, size_t dim, uint32_t* codes, bool codes_on_device) {
   const size_t bins = p.tables * static_cast<size_t>(p.k);
   if (n == 0 || p.tables == 0) return;
   Staging st(ctx, __func__);
-  const uint32_t* dcoords = st.up(coords, bins * static_cast<size_t>(p.bin_size));
+  const uint32_t* dcoords = st.up_or_device(coords, bins * static_cast<size_t>(p.bin_size), coords_on_device);
   const uint32_t* drows = rows != nullptr ? st.up(rows, n) : nullptr;
   int32_t* dwin = st.alloc<int32_t>(n * bins);
-  uint32_t* dc = st.alloc<uint32_t>(n * p.tables);
+  uint32_t* dc = codes_on_device ? codes : st.alloc<uint32_t>(n * p.tables);
   if (x.bf16)
     dwta_winners_kernel<<<blocks_for(n * bins), kThreads, 0, st.stream()>>>(
         dcoords, bins, p.bin_size, static_cast<const uint16_t*>(x.p), drows, n, dim, dwin);
@@ -1186,14 +1250,35 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, c
   FRUGAL_LAUNCHED();
   dwta_codes_kernel<<<blocks_for(n * p.tables), kThreads, 0, st.stream()>>>(p, dwin, n, dc);
   FRUGAL_LAUNCHED();
+  if (codes_on_device) return;
   st.down(codes, dc, n * p.tables);
   st.finish();
 }
 
+// Exclusive sum of n + 1 u64 values (the last 0) in place of `sums`, with CUB's scratch from st.
+static void exclusive_sum(Staging& st, const uint64_t* values, size_t n, uint64_t* sums) {
+  size_t bytes = 0;
+  FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, bytes, values, sums, static_cast<int>(n + 1), st.stream()));
+  void* scratch = st.alloc<std::byte>(bytes);
+  FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(scratch, bytes, values, sums, static_cast<int>(n + 1), st.stream()));
+}
+
+// Per-sample counts (device) -> out_offsets (device, samples + 1); the total comes down (the one wait).
+static uint64_t offsets_from_counts(Staging& st, const uint32_t* counts, size_t samples, uint64_t* out_offsets) {
+  uint64_t* sizes = st.alloc<uint64_t>(samples + 1);
+  widen_counts_kernel<<<blocks_for(samples + 1), kThreads, 0, st.stream()>>>(counts, samples, sizes);
+  FRUGAL_LAUNCHED();
+  exclusive_sum(st, sizes, samples, out_offsets);
+  uint64_t total = 0;
+  st.down(&total, out_offsets + samples, 1);
+  st.finish();
+  return total;
+}
+
 bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
                   uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
-                  const uint32_t* labels, uint64_t cap, const uint64_t* entries, std::vector<uint64_t>& out_offsets,
-                  std::vector<uint32_t>& out_ids) {
+                  const uint32_t* labels, size_t num_labels, uint64_t cap, uint64_t* scanned, uint64_t* out_offsets,
+                  const std::function<uint32_t*(size_t)>& shape) {
   const uint32_t slots_max = bucket_union::pow2_at_least(std::max<uint32_t>(max_entries, 1));
   const size_t shared = slots_max * sizeof(uint64_t) + (size_t{tables} + 1 + kUnionThreads) * sizeof(uint32_t);
   int limit = 0;
@@ -1204,38 +1289,69 @@ bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, ui
   if (slots_max > kUnionThreads * bucket_union::kMaxItems ||
       shared + attributes.sharedSizeBytes > static_cast<size_t>(limit))
     return false;
-  out_offsets.assign(samples + 1, 0);
-  out_ids.clear();
-  if (samples == 0) return true;
+  Staging st(ctx, __func__);
+  if (samples == 0) {
+    FRUGAL_CUDA(cudaMemsetAsync(out_offsets, 0, sizeof(uint64_t), st.stream()));
+    shape(0);
+    return true;
+  }
   FRUGAL_CUDA(cudaFuncSetAttribute(bucket_union_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(shared)));
-  // Sample i writes into its own region: room for its labels and every entry it reads.
-  std::vector<uint64_t> out_start(samples + 1, 0);
-  for (size_t i = 0; i < samples; ++i)
-    out_start[i + 1] = out_start[i] + (label_offsets[i + 1] - label_offsets[i]) + entries[i];
-  Staging st(ctx, __func__);
-  const uint32_t* dcodes = st.up(codes, samples * tables);
-  const uint64_t* dloff = st.up(label_offsets, samples + 1);
-  const uint32_t* dlabels = st.up(labels, label_offsets[samples]);
-  const uint64_t* dstart = st.up(out_start.data(), samples + 1);
-  uint32_t* dout = st.alloc<uint32_t>(out_start[samples]);
+  const bucket_union::FlatTables flat{offsets, ids, buckets};
+  // Sample i writes into its own region: room for its labels and every entry it reads, which the
+  // device sums from its codes (an upper bound sizes the regions' buffer: nothing comes down).
+  uint64_t* region = st.alloc<uint64_t>(samples + 1);
+  uint64_t* dstart = st.alloc<uint64_t>(samples + 1);
+  union_regions_kernel<<<blocks_for(samples + 1), kThreads, 0, st.stream()>>>(flat, tables, codes, label_offsets,
+                                                                               samples, scanned, region);
+  FRUGAL_LAUNCHED();
+  exclusive_sum(st, region, samples, dstart);
+  uint32_t* dout = st.alloc<uint32_t>(num_labels + samples * size_t{max_entries});
   uint32_t* dcounts = st.alloc<uint32_t>(samples);
   bucket_union_kernel<<<static_cast<unsigned>(samples), kUnionThreads, shared, st.stream()>>>(
-      {offsets, ids, buckets}, tables, dcodes, dloff, dlabels, cap, slots_max, dstart, dout, dcounts);
+      flat, tables, codes, label_offsets, labels, cap, slots_max, dstart, dout, dcounts);
   FRUGAL_LAUNCHED();
-  std::vector<uint32_t> counts(samples);
-  st.down(counts.data(), dcounts, samples);
-  st.finish();
-  for (size_t i = 0; i < samples; ++i) out_offsets[i + 1] = out_offsets[i] + counts[i];
-  out_ids.resize(out_offsets[samples]);
-  if (out_ids.empty()) return true;
-  const uint64_t* dto = st.up(out_offsets.data(), samples + 1);
-  uint32_t* dcompact = st.alloc<uint32_t>(out_ids.size());
-  compact_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(samples, dstart, dto, dout, dcompact);
+  const uint64_t total = offsets_from_counts(st, dcounts, samples, out_offsets);
+  uint32_t* dst = shape(total);
+  if (total == 0) return true;
+  compact_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(samples, dstart, out_offsets, dout, dst);
   FRUGAL_LAUNCHED();
-  st.down(out_ids.data(), dcompact, out_ids.size());
-  st.finish();
   return true;
+}
+
+void active_extend(Context& ctx, const active_extend::Spec& spec, const uint64_t* in_offsets, const uint32_t* in_ids,
+                   size_t samples, size_t in_total, uint64_t* out_offsets,
+                   const std::function<ExtendOut(size_t)>& shape) {
+  Staging st(ctx, __func__);
+  if (samples == 0) {
+    FRUGAL_CUDA(cudaMemsetAsync(out_offsets, 0, sizeof(uint64_t), st.stream()));
+    shape(0);
+    return;
+  }
+  uint64_t* region = st.alloc<uint64_t>(samples + 1);
+  uint64_t* dstart = st.alloc<uint64_t>(samples + 1);
+  extend_regions_kernel<<<blocks_for(samples + 1), kThreads, 0, st.stream()>>>(spec, in_offsets, samples, region);
+  FRUGAL_LAUNCHED();
+  exclusive_sum(st, region, samples, dstart);
+  // Every sample's region is at most its members, the top-up target and the draws: the bound sizes it.
+  const size_t target = std::min(spec.min_active, spec.neurons);
+  const size_t bound = in_total + samples * (target + spec.draws);
+  uint32_t* dout = st.alloc<uint32_t>(bound);
+  float* doffsets = spec.draws > 0 ? st.alloc<float>(bound) : nullptr;
+  uint32_t* ddrawn = st.alloc<uint32_t>(samples * spec.draws);
+  uint32_t* dcounts = st.alloc<uint32_t>(samples);
+  extend_kernel<<<blocks_for(samples), kThreads, 0, st.stream()>>>(spec, in_offsets, in_ids, samples, dstart, dout,
+                                                                   doffsets, ddrawn, dcounts);
+  FRUGAL_LAUNCHED();
+  const uint64_t total = offsets_from_counts(st, dcounts, samples, out_offsets);
+  const ExtendOut out = shape(total);
+  if (total == 0) return;
+  compact_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(samples, dstart, out_offsets, dout, out.ids);
+  FRUGAL_LAUNCHED();
+  if (doffsets != nullptr)
+    compact_kernel<<<blocks_for(samples, 1), kThreads, 0, st.stream()>>>(samples, dstart, out_offsets, doffsets,
+                                                                         out.logit_offsets);
+  FRUGAL_LAUNCHED();
 }
 
 }  // namespace frugal::gpu::dev

@@ -19,6 +19,8 @@
 #include <functional>
 #include <vector>
 
+#include "core/active_extend.h"
+
 namespace frugal::gpu::dev {
 
 // A device (0), its stream, a cuBLAS handle and staging buffers that grow and are kept.
@@ -158,28 +160,42 @@ void sgd_rows(Context& ctx, const OptimRows& r);
 void adagrad_rows(Context& ctx, const OptimRows& r);
 
 // codes[j * tables + t] for n rows of x (dim columns), as Backend's LSH ops: planes, coords and x
-// are device memory; rows (host, n ids; null: rows 0..n-1 of x) and codes (host) are staged.
+// are device memory; rows (host, n ids; null: rows 0..n-1 of x) are staged; codes are device memory
+// with codes_on_device (nothing comes down), else host memory (they come down).
 void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
-             size_t dim, uint32_t* codes);
+             size_t dim, uint32_t* codes, bool codes_on_device);
 struct DwtaParams {
   size_t tables = 0;
   int k = 0, bin_size = 0, bin_bits = 0, bucket_bits = 0, max_bucket_bits = 0;
   uint64_t seed = 0;
 };
-// coords: host (tables * k * bin_size ids below dim).
-void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, Matrix x, const uint32_t* rows, size_t n,
-          size_t dim, uint32_t* codes);
+// coords: tables * k * bin_size ids below dim, device memory with coords_on_device, else host.
+void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, bool coords_on_device, Matrix x,
+          const uint32_t* rows, size_t n, size_t dim, uint32_t* codes, bool codes_on_device);
 
 // Backend::bucket_union over tables on the device in core/bucket_union.h's flat layout (offsets,
 // ids: device memory, `tables` x (buckets + 1) offsets into ids). One block per sample runs that
 // header's program in shared memory sized for max_entries (the most bucket entries any sample can
 // read: the sum over tables of their largest bucket). Returns false, having done nothing, when a
-// block cannot have that much (the caller then looks up on the host). codes, label_offsets,
-// labels and entries (each sample's bucket entries, which size its output region) are host memory;
-// out_offsets / out_ids receive the result.
+// block cannot have that much (the caller then looks up on the host). codes (samples x tables),
+// label_offsets (samples + 1) and labels (num_labels) are device memory; scanned (device, samples
+// entries, or null) gets each sample's bucket entries; out_offsets (device, samples + 1) the
+// result's offsets; the result's total comes down (8 bytes), and shape(total) returns where its ids
+// go (device).
 bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
                   uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
-                  const uint32_t* labels, uint64_t cap, const uint64_t* entries, std::vector<uint64_t>& out_offsets,
-                  std::vector<uint32_t>& out_ids);
+                  const uint32_t* labels, size_t num_labels, uint64_t cap, uint64_t* scanned, uint64_t* out_offsets,
+                  const std::function<uint32_t*(size_t)>& shape);
+
+// Backend::active_extend: spec's tables, in_offsets (samples + 1) and in_ids (in_total) are device
+// memory; out_offsets (device, samples + 1) gets the result's offsets; its total comes down (8
+// bytes) and shape(total) returns where its ids and (with draws) logit offsets go (device).
+struct ExtendOut {
+  uint32_t* ids = nullptr;
+  float* logit_offsets = nullptr;
+};
+void active_extend(Context& ctx, const active_extend::Spec& spec, const uint64_t* in_offsets, const uint32_t* in_ids,
+                   size_t samples, size_t in_total, uint64_t* out_offsets,
+                   const std::function<ExtendOut(size_t)>& shape);
 
 }  // namespace frugal::gpu::dev

@@ -132,25 +132,44 @@ void CpuBackend::adam_rows(const RowUpdate& u) { kernels::adam_rows(u); }
 void CpuBackend::sgd_rows(const RowUpdate& u) { kernels::sgd_rows(u); }
 void CpuBackend::adagrad_rows(const RowUpdate& u) { kernels::adagrad_rows(u); }
 
+namespace {
+// codes shaped n x tables (u32, host memory: the CPU backend computes there).
+uint32_t* shaped_codes(Tensor& codes, const Tensor& x, std::span<const uint32_t> rows, size_t tables) {
+  FRUGAL_CHECK(codes.is_host() && codes.dtype() == Dtype::u32,
+               fmt::format("LSH codes: the output is {} on {}, not u32 host memory", dtype_name(codes.dtype()),
+                           codes.device().name()));
+  codes.resize(rows.empty() ? x.rows() : rows.size(), tables);
+  return codes.u32().data();
+}
+}  // namespace
+
 void CpuBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                               uint32_t* codes) {
+                               Tensor& codes) {
+  uint32_t* out = shaped_codes(codes, x, rows, spec.tables);
   if (x.dtype() == Dtype::bf16)
-    return widened_blocks(x, rows, spec.tables, codes, [&](const Tensor& wide, uint32_t* out) {
-      kernels::simhash_codes(spec, wide, {}, out);
+    return widened_blocks(x, rows, spec.tables, out, [&](const Tensor& wide, uint32_t* block) {
+      kernels::simhash_codes(spec, wide, {}, block);
     });
-  kernels::simhash_codes(spec, x, rows, codes);
+  kernels::simhash_codes(spec, x, rows, out);
 }
 
-void CpuBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
+void CpuBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) {
+  uint32_t* out = shaped_codes(codes, x, rows, spec.tables);
   if (x.dtype() == Dtype::bf16)
-    return widened_blocks(x, rows, spec.tables, codes, [&](const Tensor& wide, uint32_t* out) {
-      kernels::dwta_codes(spec, wide, {}, out);
+    return widened_blocks(x, rows, spec.tables, out, [&](const Tensor& wide, uint32_t* block) {
+      kernels::dwta_codes(spec, wide, {}, block);
     });
-  kernels::dwta_codes(spec, x, rows, codes);
+  kernels::dwta_codes(spec, x, rows, out);
 }
 
-void CpuBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
-  kernels::bucket_union(tables, q, out);
+void CpuBackend::bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) {
+  q.validate(tables.num_tables());
+  if (q.scanned != nullptr) q.scanned->resize(1, q.samples);
+  kernels::bucket_union(tables, q.host(), out);
+}
+
+void CpuBackend::active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {
+  kernels::active_extend(e, in, out);
 }
 
 }  // namespace frugal::kernels

@@ -39,9 +39,10 @@ class CpuBackend : public Backend {
   void sgd_rows(const RowUpdate& u) override;
   void adagrad_rows(const RowUpdate& u) override;
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                     uint32_t* codes) override;
-  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
-  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
+                     Tensor& codes) override;
+  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) override;
+  void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
+  void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
 };
 
 }  // namespace frugal::kernels

@@ -256,6 +256,10 @@ void EmulatedBackend::sparse_input_forward(const SparseFeatures& x, const Tensor
 // contract: a list that differs would update other rows than the gradient's.
 void EmulatedBackend::keep_device_rows(RowGrad& grad, const std::vector<uint32_t>& found, const char* op,
                                        const char* what) {
+  if (grad.rows_unlisted) {  // the caller could not list them: the list comes down
+    grad.rows = found;
+    count_down(bytes_of(found));
+  }
   FRUGAL_CHECK(found == grad.rows,
                fmt::format("emulated device: {} found {} distinct rows, the caller listed {} others (grad.rows must "
                            "hold the distinct {}, ascending)",
@@ -330,7 +334,8 @@ void EmulatedBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entr
   keep_device_rows(grad, g.rows, "row_accumulate", "row ids of the entries");
   if (bias_grad != nullptr) {
     *bias_values = std::move(b.values);
-    bias_grad->rows = grad.rows;
+    bias_grad->rows = grad.rows;  // (the same list: it comes down once)
+    bias_grad->rows_unlisted = false;
     keep_device_rows(*bias_grad, b.rows, "row_accumulate", "row ids of the entries");
   }
   s.finish();
@@ -339,7 +344,8 @@ void EmulatedBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entr
 // The batch's tensors as the CPU kernels see them (each staged when it is host memory).
 static XentTensors staged_batch(Staged& s, const XentTensors& batch) {
   return {.offsets = &s.in(*batch.offsets), .pos_offsets = &s.in(*batch.pos_offsets),
-          .positions = &s.in(*batch.positions), .label_offsets = &s.in(*batch.label_offsets),
+          .positions = batch.positions != nullptr ? &s.in(*batch.positions) : nullptr,
+          .label_offsets = &s.in(*batch.label_offsets),
           .grad_scale = batch.grad_scale};
 }
 
@@ -442,27 +448,48 @@ void EmulatedBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_r
 void EmulatedBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
 
 void EmulatedBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                                    uint32_t* codes) {
+                                    Tensor& codes) {
   Staged s(*this, "simhash_codes");
   SimHashSpec d = spec;
   if (spec.planes != nullptr) d.planes = &s.in(*spec.planes);
   s.up(bytes_of(rows));
   const Tensor& xv = s.in(x);
-  cpu_.simhash_codes(d, xv, rows, codes);
-  s.down(4 * (rows.empty() ? x.rows() : rows.size()) * spec.tables);
+  cpu_.simhash_codes(d, xv, rows, s.out(codes, rows.empty() ? x.rows() : rows.size(), spec.tables));
+  s.finish();
 }
 
 void EmulatedBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                                 uint32_t* codes) {
+                                 Tensor& codes) {
   Staged s(*this, "dwta_codes");
-  s.up(bytes_of(spec.coords) + bytes_of(rows));
+  const bool placed = spec.placed_coords != nullptr && spec.placed_coords->owner() == this;
+  s.up((placed ? 0 : bytes_of(spec.coords)) + bytes_of(rows));
   const Tensor& xv = s.in(x);
-  cpu_.dwta_codes(spec, xv, rows, codes);
-  s.down(4 * (rows.empty() ? x.rows() : rows.size()) * spec.tables);
+  cpu_.dwta_codes(spec, xv, rows, s.out(codes, rows.empty() ? x.rows() : rows.size(), spec.tables));
+  s.finish();
 }
 
-void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
+// An op that shapes active sets on the device (bucket_union, active_extend): run(view) gets out's
+// tensors as the CPU kernels see them; the host learns the sets' total (8 bytes) to shape what follows.
+template <class Run>
+static void shaped_on_device(Staged& s, ActiveTensors& out, Run&& run) {
+  Tensor& offsets = s.out(out.offsets);
+  Tensor& ids = s.out(out.ids);
+  Tensor& logit_offsets = s.out(out.logit_offsets);
+  ActiveTensors view;
+  view.offsets = std::move(offsets);
+  view.ids = std::move(ids);
+  view.logit_offsets = std::move(logit_offsets);
+  run(view);
+  offsets = std::move(view.offsets);
+  ids = std::move(view.ids);
+  logit_offsets = std::move(view.logit_offsets);
+  s.down(sizeof(uint64_t));
+  s.finish();
+}
+
+void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) {
   Staged s(*this, "bucket_union");
+  q.validate(tables.num_tables());
   {
     std::lock_guard<std::mutex> lock(tables_mutex_);
     uint64_t& generation = table_generations_[tables.owner];
@@ -473,10 +500,21 @@ void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketQuery
       s.up(bytes);
     }
   }
-  s.up(4 * q.samples * tables.num_tables() + bytes_of(q.label_offsets) + bytes_of(q.labels));
-  cpu_.bucket_union(tables, q, out);
-  s.down(bytes_of(out.offsets) + bytes_of(out.ids) + bytes_of(out.logit_offsets) +
-         (q.scanned != nullptr ? 8 * q.samples : 0));
+  BucketInput d = q;
+  d.codes = &s.in(*q.codes);
+  d.label_offsets = &s.in(*q.label_offsets);
+  d.labels = &s.in(*q.labels);
+  if (q.scanned != nullptr) d.scanned = &s.out(*q.scanned, 1, q.samples);
+  shaped_on_device(s, out, [&](ActiveTensors& view) { cpu_.bucket_union(tables, d, view); });
+}
+
+void EmulatedBackend::active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {
+  Staged s(*this, "active_extend");
+  ActiveExtension d = e;
+  for (const Tensor** t : {&d.threshold, &d.alias, &d.log_prob, &d.log_count})
+    if (*t != nullptr) *t = &s.in(**t);
+  const ActiveTensors iv = staged_active(s, in);
+  shaped_on_device(s, out, [&](ActiveTensors& view) { cpu_.active_extend(d, iv, view); });
 }
 
 }  // namespace frugal::kernels

@@ -65,10 +65,11 @@ class EmulatedBackend : public Backend {
   void sgd_rows(const RowUpdate& u) override;
   void adagrad_rows(const RowUpdate& u) override;
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                     uint32_t* codes) override;
-  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) override;
+                     Tensor& codes) override;
+  void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) override;
   // The tables are copied to the device once per generation (as the CUDA backend keeps them).
-  void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) override;
+  void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
+  void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
 
  private:
   // Checks a device-found row list against the caller's and keeps it on the device (RowGrad).

@@ -9,6 +9,7 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
+#include "core/active_extend.h"
 #include "core/check.h"
 #include "kernels/vector_ops.h"
 
@@ -152,6 +153,26 @@ void dwta_one(const DwtaSpec& s, const float* v, uint32_t* codes, int32_t* winne
   codes_from_winners<1>(s, winners, 1, codes);
 }
 
+// The per-sample lists (and logit offsets) one after another into out's host tensors.
+void concatenate(const std::vector<std::vector<uint32_t>>& per_sample,
+                 const std::vector<std::vector<float>>* per_sample_offsets, ActiveTensors& out) {
+  const size_t b = per_sample.size();
+  size_t total = 0;
+  for (const auto& a : per_sample) total += a.size();
+  out.offsets.resize(1, b + 1);
+  out.ids.resize(1, total);
+  out.logit_offsets.resize(1, per_sample_offsets != nullptr ? total : 0);
+  uint64_t* offsets = out.offsets.u64().data();
+  uint32_t* ids = out.ids.u32().data();
+  offsets[0] = 0;
+  for (size_t i = 0; i < b; ++i) {
+    std::copy(per_sample[i].begin(), per_sample[i].end(), ids + offsets[i]);
+    if (per_sample_offsets != nullptr)
+      std::copy((*per_sample_offsets)[i].begin(), (*per_sample_offsets)[i].end(), out.logit_offsets.data() + offsets[i]);
+    offsets[i + 1] = offsets[i] + per_sample[i].size();
+  }
+}
+
 }  // namespace
 
 void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) {
@@ -201,7 +222,7 @@ void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t>
   });
 }
 
-void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out) {
+void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveTensors& out) {
   q.validate(tables);
   const size_t b = q.samples, nt = tables.num_tables();
   FRUGAL_CHECK(nt < 0xffff, fmt::format("bucket_union: {} tables, at most 65,534", nt));
@@ -260,15 +281,58 @@ void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& 
       for (size_t l = 0; l < labels; ++l) s.hits[active[l]] = 0;
     }
   });
-  out.clear();
-  size_t total = 0;
-  for (const auto& a : per_sample) total += a.size();
-  out.ids.reserve(total);
-  out.offsets.reserve(b + 1);
-  for (const auto& a : per_sample) {
-    out.ids.insert(out.ids.end(), a.begin(), a.end());
-    out.offsets.push_back(out.ids.size());
-  }
+  concatenate(per_sample, nullptr, out);
+}
+
+void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {
+  e.validate();
+  const ActiveView sets = in.host();
+  const size_t b = sets.num_samples(), neurons = e.neurons;
+  const active_extend::Spec spec{
+      .rng_state = e.rng_state, .neurons = neurons, .min_active = e.min_active, .cap = e.cap, .draws = e.draws,
+      .logq = e.logq, .threshold = e.draws > 0 ? e.threshold->data() : nullptr,
+      .alias = e.draws > 0 ? e.alias->u32().data() : nullptr, .log_prob = e.draws > 0 ? e.log_prob->f64().data() : nullptr,
+      .log_count = e.draws > 0 ? e.log_count->f64().data() : nullptr};
+  for (const uint32_t id : sets.ids)
+    FRUGAL_CHECK(id < neurons, fmt::format("active_extend: id {} of {} neurons", id, neurons));
+  // Per thread, a mark per neuron (all 0 between samples): a membership test costs one read.
+  struct Scratch {
+    std::vector<uint8_t> member;
+    std::vector<uint32_t> drawn;
+  };
+  static tbb::enumerable_thread_specific<Scratch> scratch;
+  std::vector<std::vector<uint32_t>> per_sample(b);
+  std::vector<std::vector<float>> per_sample_offsets(e.draws > 0 ? b : 0);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
+    Scratch& s = scratch.local();
+    if (s.member.size() < neurons) s.member.resize(neurons, 0);
+    s.drawn.resize(e.draws);
+    for (size_t i = range.begin(); i < range.end(); ++i) {
+      const uint64_t first = sets.offsets[i], n = sets.offsets[i + 1] - first;
+      std::vector<uint32_t>& active = per_sample[i];
+      active.resize(active_extend::room_needed(spec, n));
+      std::copy_n(sets.ids.begin() + static_cast<std::ptrdiff_t>(first), n, active.begin());
+      float* offsets = nullptr;
+      if (e.draws > 0) {
+        per_sample_offsets[i].resize(active.size());
+        offsets = per_sample_offsets[i].data();
+      }
+      for (uint64_t j = 0; j < n; ++j) s.member[active[j]] = 1;
+      // Every id found not to be a member joins the set next (extend()'s contract): marked then.
+      const uint64_t size = active_extend::extend(
+          spec, i, active.data(), n, offsets, s.drawn.data(),
+          [&](uint32_t id, uint64_t) {
+            if (s.member[id] != 0) return true;
+            s.member[id] = 1;
+            return false;
+          },
+          [](uint32_t* v, uint64_t m) { std::sort(v, v + m); });
+      for (uint64_t j = 0; j < size; ++j) s.member[active[j]] = 0;
+      active.resize(size);
+      if (e.draws > 0) per_sample_offsets[i].resize(size);
+    }
+  });
+  concatenate(per_sample, e.draws > 0 ? &per_sample_offsets : nullptr, out);
 }
 
 }  // namespace frugal::kernels

@@ -18,6 +18,10 @@ void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t>
                 bool vectorized = true);
 // Backend::bucket_union: per thread, a hit counter per neuron (all 0 between samples), so a
 // sample costs its bucket entries, not the neuron count. Parallel over samples.
-void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveSets& out);
+// out: host tensors, shaped here.
+void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveTensors& out);
+// Backend::active_extend (core/active_extend.h's program per sample, a membership mark per neuron
+// and thread); in and out are host tensors. Parallel over samples.
+void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out);
 
 }  // namespace frugal::kernels

@@ -58,7 +58,7 @@ void xent_sums(std::span<const float> z, const XentBatch& batch, std::span<const
     double s = 0.0;
     for (size_t j = 0; j < nj; ++j) s += std::exp(static_cast<double>(zi[j] - max[i]));
     double y = 0.0;
-    for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) y += zi[batch.positions[p]];
+    for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) y += zi[batch.position(i, p)];
     sums[i] = static_cast<float>(s);
     sums[b + i] = static_cast<float>(y);
   });
@@ -83,7 +83,7 @@ void xent_loss_grad(std::span<float> z, const XentBatch& batch, std::span<const 
     losses[i] = std::log(static_cast<double>(sums[i])) + max[i] - w * static_cast<double>(sums[b + i]);
     const float inv = 1.0f / sums[i];
     for (size_t j = 0; j < nj; ++j) zi[j] = std::exp(zi[j] - max[i]) * inv;
-    for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) zi[batch.positions[p]] -= w;
+    for (uint64_t p = batch.pos_offsets[i]; p < batch.pos_offsets[i + 1]; ++p) zi[batch.position(i, p)] -= w;
     // Scaled last, as a separate pass over the gradients would: the same bits.
     if (batch.grad_scale != 1.0f)
       for (size_t j = 0; j < nj; ++j) zi[j] *= batch.grad_scale;

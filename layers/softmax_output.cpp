@@ -85,24 +85,32 @@ double SoftmaxOutput::forward_backward(const Tensor& in, const SparseBatch& batc
 }
 
 double SoftmaxOutput::distributed_xent(const SparseBatch& batch, Tensor& z, const Tensor& offsets,
-                                       float grad_scale) {
+                                       float grad_scale, const Tensor* labels_first) {
   const size_t b = batch.size();
   comm::Communicator* group = options_.placement.is_sliced() ? options_.placement.group : nullptr;
-  position_offsets_.assign(1, 0);
-  position_list_.clear();
-  for (size_t i = 0; i < b; ++i) {
-    position_list_.insert(position_list_.end(), positions_[i].begin(), positions_[i].end());
-    position_offsets_.push_back(position_list_.size());
-  }
   Backend& be = backend();
-  // The labels' part of the batch goes where the ops run: where each point's labels sit among its
-  // logits, and how many labels it has in all.
   for (Tensor* t : {&pos_offsets_, &position_ids_, &label_offsets_, &max_, &sums_, &losses_}) keep_on(*t, be);
-  assign_values(pos_offsets_, std::span<const uint64_t>(position_offsets_));
-  assign_values(position_ids_, std::span<const uint32_t>(position_list_));
-  assign_values(label_offsets_, std::span<const uint64_t>(batch.label_offsets));
-  const XentTensors xb{.offsets = &offsets, .pos_offsets = &pos_offsets_, .positions = &position_ids_,
-                       .label_offsets = &label_offsets_, .grad_scale = grad_scale};
+  // The labels' part of the batch goes where the ops run: where each point's labels sit among its
+  // logits (first, as the sampler put them there: nothing to send), and how many labels it has in
+  // all (the same offsets when this rank holds every label, each once).
+  XentTensors xb{.offsets = &offsets, .pos_offsets = labels_first, .positions = nullptr,
+                 .label_offsets = &label_offsets_, .grad_scale = grad_scale};
+  if (labels_first == nullptr) {
+    position_offsets_.assign(1, 0);
+    position_list_.clear();
+    for (size_t i = 0; i < b; ++i) {
+      position_list_.insert(position_list_.end(), positions_[i].begin(), positions_[i].end());
+      position_offsets_.push_back(position_list_.size());
+    }
+    assign_values(pos_offsets_, std::span<const uint64_t>(position_offsets_));
+    assign_values(position_ids_, std::span<const uint32_t>(position_list_));
+    xb.pos_offsets = &pos_offsets_;
+    xb.positions = &position_ids_;
+  }
+  if (labels_first != nullptr && begin_ == 0 && end_ == options_.out)
+    xb.label_offsets = labels_first;
+  else
+    assign_values(label_offsets_, std::span<const uint64_t>(batch.label_offsets));
   // Per point: the largest logit, then the sum of exp(z - max) over the logits and the sum of the
   // labels' logits.
   be.xent_max(z, xb, max_);
@@ -211,33 +219,29 @@ void SoftmaxOutput::check_active_ids(const ActiveSets& sets) const {
   FRUGAL_CHECK(most < n, fmt::format("SoftmaxOutput: active label {} is outside the slice's {} labels", most, n));
 }
 
-double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
-                                               float grad_scale) {
-  const size_t b = in.rows();
-  Backend& be = backend();
-  if (override_ != nullptr) {
-    FRUGAL_CHECK(override_->num_samples() == b, "SoftmaxOutput: override active sets do not match the batch");
-    active_ = *override_;
-  } else if (sampler_ == nullptr) {  // an empty slice: no labels, no logits
-    active_.ids.clear();
-    active_.logit_offsets.clear();
-    active_.offsets.assign(b + 1, 0);
-  } else {
-    sampler_->set_backend(&be);
-    sampler_->maybe_rebuild(weight_.value, step);
-    sampler_->sample(in, &batch, static_cast<uint32_t>(begin_), step, active_);
-  }
-  check_active_ids(active_);
-  // The sets enter the step where the layer computes, once: every op below reads that copy.
-  active_tensors_.assign(active_, be);
-  // Random negatives stand for the labels outside the set: their logQ correction (the sets'
-  // logit_offsets, added by active_logits) enters the softmax (and so the gradient's
-  // probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
-  keep_on(logits_, be);
-  be.active_logits(in, active_tensors_, weight_.value, bias_.value, logits_);
-  // Positions of the point's own labels inside its active set (the sampler put them first; an
-  // override may place them anywhere).
+void SoftmaxOutput::list_label_positions(const SparseBatch& batch, bool sampled) {
+  const size_t b = batch.size();
   positions_.resize(b);
+  if (sampled) {
+    // The sampler's sets start with each point's distinct labels in the batch's order: a label's
+    // position is its place among them (a repeated label points at its first).
+    const std::span<const uint64_t> first = sampler_->label_offsets();
+    parallel_rows(b, [&](size_t i) {
+      positions_[i].clear();
+      std::vector<uint32_t> seen;
+      for (const uint32_t l : batch.labels_of(i)) {
+        if (l < begin_ || l >= end_) continue;
+        const auto at = static_cast<size_t>(std::find(seen.begin(), seen.end(), l) - seen.begin());
+        if (at == seen.size()) seen.push_back(l);
+        positions_[i].push_back(static_cast<uint32_t>(at));
+      }
+      FRUGAL_CHECK(seen.size() == first[i + 1] - first[i],
+                   fmt::format("SoftmaxOutput: point {} has {} labels here, its set starts with {}", i, seen.size(),
+                               first[i + 1] - first[i]));
+    });
+    return;
+  }
+  // Positions of the point's own labels inside its active set (an override may place them anywhere).
   parallel_rows(b, [&](size_t i) {
     const uint64_t start = active_.offsets[i];
     const uint32_t* ids = active_.ids.data() + start;
@@ -250,19 +254,56 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
       positions_[i].push_back(static_cast<uint32_t>(it - ids));
     }
   });
-  const double loss = distributed_xent(batch, logits_, active_tensors_.offsets, grad_scale);
+}
+
+double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
+                                               float grad_scale) {
+  const size_t b = in.rows();
+  Backend& be = backend();
+  // The sampler makes the sets where the layer computes (its ops: nothing crosses but the labels);
+  // an override (tests) or an empty slice's are made here on the host and enter the step once.
+  const bool sampled = override_ == nullptr && sampler_ != nullptr;
+  if (sampled) {
+    sampler_->set_backend(&be);
+    sampler_->maybe_rebuild(weight_.value, step);
+    sampler_->sample(in, &batch, static_cast<uint32_t>(begin_), step, active_tensors_);
+  } else {
+    if (override_ != nullptr) {
+      FRUGAL_CHECK(override_->num_samples() == b, "SoftmaxOutput: override active sets do not match the batch");
+      active_ = *override_;
+    } else {  // an empty slice: no labels, no logits
+      active_.ids.clear();
+      active_.logit_offsets.clear();
+      active_.offsets.assign(b + 1, 0);
+    }
+    check_active_ids(active_);
+    active_tensors_.assign(active_, be);
+  }
+  // Random negatives stand for the labels outside the set: their logQ correction (the sets'
+  // logit_offsets, added by active_logits) enters the softmax (and so the gradient's
+  // probabilities); dLoss/dz = dLoss/dz' as the offset is constant.
+  keep_on(logits_, be);
+  be.active_logits(in, active_tensors_, weight_.value, bias_.value, logits_);
+  // The point's own labels: the sampler put them first, each once. Otherwise (an override, or a
+  // point listing a label twice, which counts twice in its loss) their positions are listed.
+  const bool labels_first = sampled && sampler_->labels_were_distinct();
+  if (!labels_first) list_label_positions(batch, sampled);
+  const double loss = distributed_xent(batch, logits_, active_tensors_.offsets, grad_scale,
+                                       labels_first ? &sampler_->label_offsets_tensor() : nullptr);
   // Work per active label of a point: a dot product with the hidden vector; its id, logit offset
   // and logit, and the cross-entropy's kernels over the logits (max, sums: read; loss and
   // gradient: read, write). The distinct weight rows read are counted below, once they are listed.
-  const auto a = static_cast<double>(active_.total()), d = static_cast<double>(options_.in);
+  const auto a = static_cast<double>(active_tensors_.total()), d = static_cast<double>(options_.in);
   profile::count(profile::Phase::output_forward, 2.0 * a * d + 6.0 * a, 4.0 * 7.0 * a);
   if (grad_in == nullptr) return loss;
   const profile::Scope backward_phase(profile::Phase::output_backward);
   be.active_backward_input(active_tensors_, logits_, weight_.value, *grad_in);
   keep_on(weight_.grad.values, be);
   keep_on(bias_.grad.values, be);
-  if (!be.device().is_host()) {
-    // A device keeps the row list it finds; the host lists the same rows from its sets.
+  // A device keeps the row list it finds. The host lists the same rows from sets it made; the
+  // sampler's never reached the host, so the device's list comes down (RowGrad::rows_unlisted).
+  weight_.grad.rows_unlisted = !be.device().is_host() && sampled;
+  if (!be.device().is_host() && !sampled) {
     if (distinct_.num_rows() < end_ - begin_) distinct_ = DistinctRows(end_ - begin_);
     distinct_.list(active_.ids, weight_.grad.rows);
   }
@@ -278,7 +319,7 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   profile::count(profile::Phase::output_forward, 0.0, wb * rows * d + 4.0 * rows, wb * rows * d + 4.0 * rows);
   profile::count(profile::Phase::output_backward, 4.0 * a * d,
                  wb * rows * d + 4.0 * (rows * d + rows + 4.0 * a + 2.0 * points * d), wb * rows * d);
-  labels_scored_ += active_.total();
+  labels_scored_ += active_tensors_.total();
   return loss;
 }
 
@@ -347,12 +388,10 @@ void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>&
   // A slice keeps its share of the candidates (at least 1).
   const size_t cap = inference_.candidates == 0 ? 0
       : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
-  sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidates_, cap);
-  check_active_ids(candidates_);
-  candidate_tensors_.assign(candidates_, be);
+  sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidate_tensors_, cap);
   keep_on(logits_, be);
   be.active_logits(in, candidate_tensors_, weight_.value, bias_.value, logits_);
-  labels_scored_ += candidates_.total();
+  labels_scored_ += candidate_tensors_.total();
   const size_t b = in.rows(), n = end_ - begin_;
   k = std::min(k, n);
   labels.resize(b * k);

@@ -67,7 +67,8 @@ class SoftmaxOutput : public OutputLayer {
   void load_state(cereal::BinaryInputArchive& ar) override;
   std::string describe() const override;
 
-  const ActiveSets& last_active_sets() const { return active_; }
+  // The last training step's sets where the layer computes.
+  const ActiveTensors& last_active_sets() const { return active_tensors_; }
   const Parameter& weight() const { return weight_; }
   const lsh::LshSampler* sampler() const { return sampler_.get(); }
 
@@ -77,9 +78,13 @@ class SoftmaxOutput : public OutputLayer {
   double sampled_forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
                                   float grad_scale);
   // Softmax cross-entropy over logits spread across the group: point i's local logits are
-  // z[offsets[i] .. offsets[i+1]), its labels owned here sit at positions_[i] within them.
-  // Overwrites z with dLoss/dz times grad_scale.
-  double distributed_xent(const SparseBatch& batch, Tensor& z, const Tensor& offsets, float grad_scale);
+  // z[offsets[i] .. offsets[i+1]), its labels owned here sit at positions_[i] within them, or, with
+  // labels_first (offsets where the ops run, samples + 1), they are its first labels_first[i+1] -
+  // labels_first[i] logits. Overwrites z with dLoss/dz times grad_scale.
+  double distributed_xent(const SparseBatch& batch, Tensor& z, const Tensor& offsets, float grad_scale,
+                          const Tensor* labels_first = nullptr);
+  // positions_ for the batch's labels owned here: among the sampler's sets (sampled) or active_.
+  void list_label_positions(const SparseBatch& batch, bool sampled);
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // The same over the labels the LSH tables return for each point only.
   void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
@@ -98,12 +103,11 @@ class SoftmaxOutput : public OutputLayer {
   // LSH inference for a model trained with the exact softmax: tables over its weights, never saved.
   std::unique_ptr<lsh::LshSampler> inference_sampler_;
   InferenceOptions inference_{};
-  ActiveSets candidates_;
   uint64_t labels_scored_ = 0;
   Tensor centroid_sum_;  // per local label: sum of its points' hidden vectors (centroid init only)
   std::vector<uint32_t> centroid_points_;
   const ActiveSets* override_ = nullptr;
-  ActiveSets active_;
+  ActiveSets active_;  // an override's sets, or an empty slice's (the sampler's are made where the ops run)
   std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
   // Where the layer computes (its backend's memory): the logits and dLoss/dz, the per-sample max,
   // sums and losses of the softmax, and the batch's arrays the cross-entropy ops read.
@@ -112,8 +116,8 @@ class SoftmaxOutput : public OutputLayer {
   Tensor max_, sums_, losses_{0, 0, Dtype::f64};
   Tensor row_offsets_{0, 0, Dtype::u64};     // exact softmax: i * labels, the logits' CSR offsets
   size_t row_offsets_width_ = 0;             // the labels those offsets were made for
-  ActiveTensors active_tensors_;     // LSH: active_ where the layer computes (the xent reads its offsets)
-  ActiveTensors candidate_tensors_;  // LSH inference: candidates_ where the layer computes
+  ActiveTensors active_tensors_;     // LSH: the step's sets where the layer computes (the xent reads its offsets)
+  ActiveTensors candidate_tensors_;  // LSH inference: the sampler's candidates where the layer computes
   DistinctRows distinct_;            // the active rows, listed on the host for a device backend
   Tensor pos_offsets_{0, 0, Dtype::u64}, position_ids_{0, 0, Dtype::u32}, label_offsets_{0, 0, Dtype::u64};
   std::vector<float> normalizer_mine_, normalizer_all_;  // a sliced group's per-rank (max, sums), gathered

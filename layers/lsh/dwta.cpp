@@ -26,11 +26,16 @@ DwtaFamily::DwtaFamily(const Dwta& options, size_t dim, size_t tables, uint64_t 
   for (auto& c : coords_) c = static_cast<uint32_t>(rng.below(dim));
 }
 
-void DwtaFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const {
+void DwtaFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) const {
   FRUGAL_CHECK(x.cols() == dim_, fmt::format("DWTA: vectors have {} dimensions, the family {}", x.cols(), dim_));
-  backend.dwta_codes({.coords = coords_, .k = k_, .bin_size = bin_size_, .bin_bits = bin_bits_,
-                      .bucket_bits = bucket_bits_, .max_bucket_bits = bucket_bits_, .tables = tables_,
-                      .seed = seed_},
+  const bool device = !backend.device().is_host();
+  if (device && placed_coords_.owner() != &backend) {
+    placed_coords_ = Tensor(0, 0, Dtype::u32, backend);
+    assign_values(placed_coords_, std::span<const uint32_t>(coords_));
+  }
+  backend.dwta_codes({.coords = coords_, .placed_coords = device ? &placed_coords_ : nullptr, .k = k_,
+                      .bin_size = bin_size_, .bin_bits = bin_bits_, .bucket_bits = bucket_bits_,
+                      .max_bucket_bits = bucket_bits_, .tables = tables_, .seed = seed_},
                      x, rows, codes);
   // Per vector and table: k bins of bin_size coordinates compared (counted as one operation each);
   // the coordinates and the vectors read once, the codes written.

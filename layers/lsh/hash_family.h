@@ -57,9 +57,10 @@ class HashFamily {
   virtual ~HashFamily() = default;
   virtual size_t tables() const = 0;
   virtual uint32_t buckets_per_table() const = 0;
-  // codes[j * tables() + t] = bucket in table t of row rows[j] of x (of row j, for every row of x,
-  // when rows is empty).
-  virtual void hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const = 0;
+  // codes (u32, shaped n x tables() where it lives: the backend's memory, or the host's) row j,
+  // column t = bucket in table t of row rows[j] of x (of row j, for every row of x, when rows is
+  // empty).
+  virtual void hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) const = 0;
 
   static std::unique_ptr<HashFamily> create(const Family& family, size_t dim, size_t tables, uint64_t seed);
 };

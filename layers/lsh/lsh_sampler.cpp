@@ -5,21 +5,13 @@
 
 #include <cereal/archives/binary.hpp>
 #include <fmt/format.h>
-#include <tbb/blocked_range.h>
-#include <tbb/enumerable_thread_specific.h>
-#include <tbb/parallel_for.h>
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/tensor.h"
 #include "core/step_profile.h"
 
 namespace frugal::lsh {
-
-struct LshSampler::Scratch {
-  std::vector<uint16_t> hits;   // per neuron: 1 while it is in the current sample's set; all 0 between samples
-  std::vector<uint32_t> drawn;  // random negatives of the current sample, sorted
-};
-using ScratchPerThread = tbb::enumerable_thread_specific<LshSampler::Scratch>;
 
 void LshOptions::validate() const {
   FRUGAL_CHECK(tables >= 1, "LshOptions::tables must be >= 1");
@@ -45,12 +37,6 @@ LshSampler::LshSampler(const LshOptions& options, size_t dim, size_t neurons, ui
       negatives_(neurons, options.negative_uniform_share) {
   options_.validate();
   interval_ = options_.rebuild_first;
-  const size_t n = neurons_;
-  scratch_ = std::make_shared<ScratchPerThread>([n] {
-    Scratch s;
-    s.hits.assign(n, 0);
-    return s;
-  });
 }
 
 void LshSampler::mark_changed(const std::vector<uint32_t>& rows) {
@@ -86,118 +72,91 @@ void LshSampler::rebuild(const Tensor& weights, uint64_t step) {
 }
 
 
+void LshSampler::place_negatives(Backend& be, size_t draws) const {
+  if (negatives_on_ != &be || negatives_generation_ != negatives_.generation()) {
+    for (Tensor* t : {&threshold_t_, &alias_t_, &log_prob_t_}) keep_on(*t, be);
+    assign_values(threshold_t_, std::span<const float>(negatives_.thresholds()));
+    assign_values(alias_t_, std::span<const uint32_t>(negatives_.aliases()));
+    assign_values(log_prob_t_, std::span<const double>(negatives_.log_probabilities()));
+    negatives_on_ = &be;
+    negatives_generation_ = negatives_.generation();
+  }
+  if (log_count_.size() != draws + 1 || log_count_t_.owner() != (be.device().is_host() ? nullptr : &be)) {
+    log_count_.resize(draws + 1);
+    log_count_[0] = 0.0;
+    for (size_t c = 1; c <= draws; ++c) log_count_[c] = std::log(static_cast<double>(c));
+    keep_on(log_count_t_, be);
+    assign_values(log_count_t_, std::span<const double>(log_count_));
+  }
+}
+
 void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t label_base,
-                        uint64_t step, ActiveSets& out, size_t max_active) const {
+                        uint64_t step, ActiveTensors& out, size_t max_active) const {
   FRUGAL_CHECK(ready(), "LSH: sample() before the tables were built");
-  const size_t b = h.rows(), nt = tables_.num_tables();
-  auto& per_sample = per_sample_;
-  per_sample.resize(b);
-  // Random negatives only in training (with labels); their logit corrections travel alongside.
-  const size_t draws = labels != nullptr ? options_.negatives : 0;
-  per_sample_offsets_.resize(b);
-  auto& scratch = *static_cast<ScratchPerThread*>(scratch_.get());
-  const Rng step_rng = Rng(seed_).split(0x5a3).split(step);
-  // Every sample's codes in one go (the backend's LSH op), then the buckets' union per sample.
-  codes_.resize(b * nt);
+  const size_t b = h.rows();
+  Backend& be = backend();
+  // Every sample's codes in one go (the backend's LSH op), kept where it computes.
   {
     const profile::Scope phase(profile::Phase::hash);
-    tables_.family().hash(backend(), h, {}, codes_.data());
+    keep_on(codes_, be);
+    tables_.family().hash(be, h, {}, codes_);
   }
   const profile::Scope phase(profile::Phase::sample);
-  // Each sample's true labels in this sampler's range, once each, in order: they come first.
+  // Each sample's true labels in this sampler's range, once each, in order: they come first. They
+  // are the one part of the sets that the host makes (from the batch it read), and go up.
   label_offsets_.assign(1, 0);
   label_ids_.clear();
+  labels_distinct_ = true;
   if (labels != nullptr) {
-    Scratch& s = scratch.local();
+    if (label_seen_.size() != neurons_) label_seen_.assign(neurons_, 0);
     for (size_t i = 0; i < b; ++i) {
       const size_t first = label_ids_.size();
-      for (const uint32_t l : labels->labels_of(i))
-        if (l >= label_base && l - label_base < neurons_ && s.hits[l - label_base] == 0) {
-          s.hits[l - label_base] = 1;
-          label_ids_.push_back(l - label_base);
+      for (const uint32_t l : labels->labels_of(i)) {
+        if (l < label_base || l - label_base >= neurons_) continue;
+        if (label_seen_[l - label_base] != 0) {
+          labels_distinct_ = false;
+          continue;
         }
-      for (size_t e = first; e < label_ids_.size(); ++e) s.hits[label_ids_[e]] = 0;
+        label_seen_[l - label_base] = 1;
+        label_ids_.push_back(l - label_base);
+      }
+      for (size_t e = first; e < label_ids_.size(); ++e) label_seen_[label_ids_[e]] = 0;
       label_offsets_.push_back(label_ids_.size());
     }
   } else {
     label_offsets_.assign(b + 1, 0);
   }
+  values_where(label_offsets_t_, label_offsets_, Dtype::u64, be);
+  values_where(label_ids_t_, label_ids_, Dtype::u32, be);
   const size_t bound = max_active > 0 ? max_active : options_.max_active;
-  const size_t cap = bound == 0 ? SIZE_MAX : bound;
-  scanned_.assign(b, 0);
+  // Random negatives only in training (with labels); their logit corrections travel alongside.
+  const size_t draws = labels != nullptr ? options_.negatives : 0;
+  const bool extend = draws > 0 || options_.min_active > 0;
   // The union on the backend (kernels/lsh_ops.cpp on the CPU; on the CUDA backend, in tables it
-  // keeps on the device).
-  backend().bucket_union(tables_.view(),
-                         {.samples = b, .codes = codes_.data(), .label_offsets = label_offsets_,
-                          .labels = label_ids_, .cap = bound, .scanned = scanned_.data()},
-                         union_);
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 1), [&](const auto& range) {
-    Scratch& s = scratch.local();
-    for (size_t i = range.begin(); i < range.end(); ++i) {
-      std::vector<uint32_t>& active = per_sample[i];
-      active.assign(union_.ids.begin() + static_cast<std::ptrdiff_t>(union_.offsets[i]),
-                    union_.ids.begin() + static_cast<std::ptrdiff_t>(union_.offsets[i + 1]));
-      // Members are marked so that the top-up and the negatives below skip them.
-      for (const uint32_t n : active) s.hits[n] = 1;
-      if (active.size() < options_.min_active) {
-        Rng rng = step_rng.split(i);
-        const size_t target = std::min(options_.min_active, neurons_);
-        for (size_t tries = 0; active.size() < target && tries < 8 * target; ++tries) {
-          const auto n = static_cast<uint32_t>(rng.below(neurons_));
-          if (s.hits[n] == 0) {
-            s.hits[n] = 1;
-            active.push_back(n);
-          }
-        }
-      }
-      std::vector<float>& offsets = per_sample_offsets_[i];
-      offsets.clear();
-      // A capped set takes only as many draws as it has room for (m below is what was drawn).
-      const size_t room = active.size() < cap ? cap - active.size() : 0;
-      const size_t my_draws = std::min(draws, room);
-      const size_t members = active.size();
-      if (draws > 0) {
-        // Every entry so far is exact (offset 0). Draws that land on one of them are dropped: the
-        // estimate covers the labels outside the set (see negative_sampler.h).
-        offsets.assign(active.size(), 0.0f);
-        Rng rng = step_rng.split(0x4e47).split(i);
-        s.drawn.clear();
-        for (size_t d = 0; d < my_draws; ++d) s.drawn.push_back(negatives_.draw(rng));
-        std::sort(s.drawn.begin(), s.drawn.end());
-        const double m = static_cast<double>(my_draws);
-        for (size_t d = 0; d < s.drawn.size();) {
-          const uint32_t n = s.drawn[d];
-          size_t c = 0;
-          while (d < s.drawn.size() && s.drawn[d] == n) ++d, ++c;
-          if (s.hits[n] != 0) continue;
-          active.push_back(n);
-          offsets.push_back(options_.logq
-              ? static_cast<float>(std::log(static_cast<double>(c) / (m * negatives_.probability(n))))
-              : 0.0f);
-        }
-      }
-      for (size_t j = 0; j < members; ++j) s.hits[active[j]] = 0;
-    }
-  });
-  out.clear();
-  size_t total = 0;
-  for (const auto& a : per_sample) total += a.size();
+  // keeps on the device), then the top-up and the negatives (active_extend), set to set where the
+  // backend computes.
+  ActiveTensors& found = extend ? union_ : out;
+  for (Tensor* t : {&found.offsets, &found.ids, &found.logit_offsets, &scanned_}) keep_on(*t, be);
+  be.bucket_union(tables_.view(),
+                  {.samples = b, .codes = &codes_, .label_offsets = &label_offsets_t_, .labels = &label_ids_t_,
+                   .cap = bound, .scanned = &scanned_},
+                  found);
+  if (extend) {
+    if (draws > 0) place_negatives(be, draws);
+    for (Tensor* t : {&out.offsets, &out.ids, &out.logit_offsets}) keep_on(*t, be);
+    be.active_extend({.rng_state = Rng(seed_).split(0x5a3).split(step).state(), .neurons = neurons_,
+                      .min_active = options_.min_active, .cap = bound, .draws = draws, .logq = options_.logq,
+                      .threshold = &threshold_t_, .alias = &alias_t_, .log_prob = &log_prob_t_,
+                      .log_count = &log_count_t_},
+                     union_, out);
+  }
   // Per bucket entry: its id read (then its neuron's hit counter, a scattered access into a
   // neuron-sized array that mostly stays in cache); per active label: its id and logit offset
-  // written.
+  // written. (The entries read are counted where the host can read them: a host backend's.)
   double scanned = 0.0;
-  for (const uint64_t n : scanned_) scanned += static_cast<double>(n);
-  profile::count(profile::Phase::sample, 0.0, 4.0 * scanned + 8.0 * static_cast<double>(total), 4.0 * scanned);
-  out.ids.reserve(total);
-  for (size_t i = 0; i < b; ++i) {
-    out.ids.insert(out.ids.end(), per_sample[i].begin(), per_sample[i].end());
-    out.offsets.push_back(out.ids.size());
-  }
-  if (draws > 0) {
-    out.logit_offsets.reserve(total);
-    for (size_t i = 0; i < b; ++i)
-      out.logit_offsets.insert(out.logit_offsets.end(), per_sample_offsets_[i].begin(), per_sample_offsets_[i].end());
-  }
+  if (scanned_.is_host())
+    for (const uint64_t n : scanned_.u64()) scanned += static_cast<double>(n);
+  profile::count(profile::Phase::sample, 0.0, 4.0 * scanned + 8.0 * static_cast<double>(out.total()), 4.0 * scanned);
 }
 
 void LshSampler::save(cereal::BinaryOutputArchive& ar) const {

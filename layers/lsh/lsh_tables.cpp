@@ -76,7 +76,9 @@ void LshTables::build_with(HugePageVector<Code>& codes, Backend& backend, const 
   for (size_t begin = 0; begin < rows.size(); begin += kBlock) {
     const auto block = std::span<const uint32_t>(rows).subspan(begin, std::min(kBlock, rows.size() - begin));
     fresh.resize(block.size() * nt);
-    family_->hash(backend, weights, block, fresh.data());
+    // Read here on the host (a device's codes come down).
+    Tensor codes_out = Tensor::wrap(fresh.data(), block.size(), nt, Dtype::u32);
+    family_->hash(backend, weights, block, codes_out);
     // In tiles of rows whose codes stay in cache while every table takes its own from them (a
     // table at a time over the whole block read each cache line of it once per table).
     tbb::parallel_for(tbb::blocked_range<size_t>(0, block.size(), kTile), [&](const auto& tile) {

@@ -1,5 +1,7 @@
 #include "layers/lsh/negative_sampler.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -22,7 +24,10 @@ void NegativeSampler::set_counts(std::span<const uint32_t> counts) {
   const double n = static_cast<double>(prob_.size());
   // Without any counted label (a slice whose labels never occur) the proposal stays uniform.
   const double u = total > 0.0 ? uniform_share_ : 1.0;
-  for (size_t j = 0; j < prob_.size(); ++j) prob_[j] = (1.0 - u) * (total > 0.0 ? counts[j] / total : 0.0) + u / n;
+  std::vector<double> prob(prob_.size());
+  for (size_t j = 0; j < prob.size(); ++j) prob[j] = (1.0 - u) * (total > 0.0 ? counts[j] / total : 0.0) + u / n;
+  if (prob == prob_) return;  // the same proposal (the trainer sets the counts every epoch)
+  prob_ = std::move(prob);
   build_alias();
 }
 
@@ -50,6 +55,9 @@ void NegativeSampler::build_alias() {
     }
   }
   // What remains is 1 up to rounding: keep it.
+  log_prob_.resize(n);
+  for (size_t j = 0; j < n; ++j) log_prob_[j] = std::log(prob_[j]);
+  ++generation_;
 }
 
 uint32_t NegativeSampler::draw(Rng& rng) const {

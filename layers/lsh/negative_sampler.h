@@ -30,6 +30,13 @@ class NegativeSampler {
   size_t labels() const { return prob_.size(); }
   uint32_t draw(Rng& rng) const;
   double probability(uint32_t label) const { return prob_[label]; }
+  // The alias table and log Q(j) per label, as Backend::active_extend draws from them (core/backend.h,
+  // ActiveExtension); generation() changes whenever they do (set_counts), so a backend that keeps a
+  // copy on its device sends them again only then.
+  const std::vector<float>& thresholds() const { return threshold_; }
+  const std::vector<uint32_t>& aliases() const { return alias_; }
+  const std::vector<double>& log_probabilities() const { return log_prob_; }
+  uint64_t generation() const { return generation_; }
 
  private:
   void build_alias();
@@ -37,6 +44,8 @@ class NegativeSampler {
   std::vector<double> prob_;      // Q(j)
   std::vector<float> threshold_;  // Walker/Vose alias table: keep j with threshold_[j], else alias_[j]
   std::vector<uint32_t> alias_;
+  std::vector<double> log_prob_;  // log Q(j)
+  uint64_t generation_ = 0;
 };
 
 }  // namespace frugal::lsh

@@ -15,9 +15,11 @@ SimHashFamily::SimHashFamily(const SimHash& options, size_t dim, size_t tables, 
   for (size_t i = 0; i < planes_.size(); ++i) planes_.data()[i] = rng.normal();
 }
 
-void SimHashFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, uint32_t* codes) const {
+void SimHashFamily::hash(Backend& backend, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) const {
   FRUGAL_CHECK(x.cols() == dim_, fmt::format("SimHash: vectors have {} dimensions, the planes {}", x.cols(), dim_));
-  backend.simhash_codes({.planes = &planes_, .k = k_, .tables = tables_}, x, rows, codes);
+  const bool device = !backend.device().is_host();
+  if (device && placed_planes_.owner() != &backend) placed_planes_ = to_backend(planes_, &backend);
+  backend.simhash_codes({.planes = device ? &placed_planes_ : &planes_, .k = k_, .tables = tables_}, x, rows, codes);
   // One product of the vectors with every plane (planes and vectors read once), codes written.
   const double vectors = static_cast<double>(rows.empty() ? x.rows() : rows.size());
   const double planes = static_cast<double>(planes_.rows()), dim = static_cast<double>(dim_);

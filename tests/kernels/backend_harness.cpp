@@ -768,10 +768,14 @@ Case simhash_case(size_t tables, int k, size_t dim, size_t rows, size_t listed) 
             const Tensor x = random_tensor(rng, rows, dim);
             std::vector<uint32_t> list = distinct(rng, rows, listed);
             const size_t n = listed > 0 ? list.size() : rows;
-            std::vector<uint32_t> codes(n * tables, 0xdeadbeef);
+            // Where the backend computes (the sampler's), or host memory (a table build's) when listed.
+            std::vector<uint32_t> host_codes(n * tables, 0xdeadbeef);
+            Tensor out = listed > 0 ? Tensor::wrap(host_codes.data(), n, tables, Dtype::u32) : Tensor(0, 0, Dtype::u32, be);
             const Tensor dplanes = to_backend(planes, &be);
-            be.simhash_codes({.planes = &dplanes, .k = k, .tables = tables}, to_backend(x, &be), list, codes.data());
+            be.simhash_codes({.planes = &dplanes, .k = k, .tables = tables}, to_backend(x, &be), list, out);
             be.synchronize();
+            cmp.same_size(out.size(), n * tables);
+            const std::vector<uint32_t> codes = listed > 0 ? host_codes : vector_of<uint32_t>(out);
             for (size_t j = 0; j < n; ++j) {
               const size_t r = listed > 0 ? list[j] : j;
               for (size_t t = 0; t < tables; ++t) {
@@ -816,14 +820,20 @@ Case dwta_case(size_t tables, int k, int bin_size, size_t dim, size_t rows, size
               for (size_t c = 0; c < dim; ++c)
                 x.at(r, c) = r == 0 ? -rng.uniform(0, 1) : (rng.below(3) == 0 ? rng.uniform(0, 1) : 0.0f);
             const uint64_t seed = rng.next_u64();
-            const DwtaSpec spec{.coords = coords, .k = k, .bin_size = bin_size, .bin_bits = bin_bits,
-                                .bucket_bits = bucket_bits, .max_bucket_bits = max_bits, .tables = tables,
-                                .seed = seed};
+            // The coordinates also where the backend computes (as the hash family keeps them), but for
+            // the listed cases, which send them.
+            const Tensor placed = vector_on(be, coords, Dtype::u32);
+            const DwtaSpec spec{.coords = coords, .placed_coords = listed > 0 ? nullptr : &placed, .k = k,
+                                .bin_size = bin_size, .bin_bits = bin_bits, .bucket_bits = bucket_bits,
+                                .max_bucket_bits = max_bits, .tables = tables, .seed = seed};
             std::vector<uint32_t> list = distinct(rng, rows, listed);
             const size_t n = listed > 0 ? list.size() : rows;
-            std::vector<uint32_t> codes(n * tables, 0xdeadbeef);
-            be.dwta_codes(spec, to_backend(x, &be), list, codes.data());
+            std::vector<uint32_t> host_codes(n * tables, 0xdeadbeef);
+            Tensor out = listed > 0 ? Tensor::wrap(host_codes.data(), n, tables, Dtype::u32) : Tensor(0, 0, Dtype::u32, be);
+            be.dwta_codes(spec, to_backend(x, &be), list, out);
             be.synchronize();
+            cmp.same_size(out.size(), n * tables);
+            const std::vector<uint32_t> codes = listed > 0 ? host_codes : vector_of<uint32_t>(out);
             for (size_t j = 0; j < n; ++j) {
               const size_t r = listed > 0 ? list[j] : j;
               std::vector<int> winners(bins, -1);
@@ -863,14 +873,24 @@ Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t n
             const BucketFixture f =
                 random_buckets(samples * 131 + tables * 7 + neurons + cap, samples, tables, buckets, neurons, capacity,
                                max_labels);
-            ActiveSets got;
-            got.ids.assign(3, 0xdeadbeef);
-            got.logit_offsets.assign(2, 1.0f);  // the op must clear what out held
-            std::vector<uint64_t> scanned(samples, 0xdeadbeef);
-            BucketQuery q = f.query(cap);
-            q.scanned = scanned.data();
-            be.bucket_union(f.view(), q, got);
+            // The query and the result where the backend computes; out holds something to replace.
+            ActiveTensors out;
+            out.ids = vector_on(be, std::vector<uint32_t>(3, 0xdeadbeef), Dtype::u32);
+            out.offsets = vector_on(be, std::vector<uint64_t>{0, 3}, Dtype::u64);
+            const Tensor codes = vector_on(be, f.codes, Dtype::u32), labels = vector_on(be, f.labels, Dtype::u32);
+            const Tensor label_offsets = vector_on(be, f.label_offsets, Dtype::u64);
+            Tensor scanned_out(0, 0, Dtype::u64, be);
+            be.bucket_union(f.view(),
+                            {.samples = samples, .codes = &codes, .label_offsets = &label_offsets, .labels = &labels,
+                             .cap = cap, .scanned = &scanned_out},
+                            out);
             be.synchronize();
+            ActiveSets got;
+            got.offsets = vector_of<uint64_t>(out.offsets);
+            got.ids = vector_of<uint32_t>(out.ids);
+            got.logit_offsets = vector_of<float>(out.logit_offsets);
+            const std::vector<uint64_t> scanned = vector_of<uint64_t>(scanned_out);
+            cmp.same_size(scanned.size(), samples);
             const ActiveSets want = reference_union(f, cap);
             cmp.same_size(got.offsets.size(), want.offsets.size());
             for (size_t i = 0; i < std::min(got.offsets.size(), want.offsets.size()); ++i)
@@ -883,8 +903,103 @@ Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t n
                 const uint32_t c = f.codes[i * tables + t];
                 entries += f.offsets[t][c + 1] - f.offsets[t][c];
               }
-              cmp.exact(scanned[i], entries);
+              if (i < scanned.size()) cmp.exact(scanned[i], entries);
             }
+          }};
+}
+
+// active_extend by its definition (core/backend.h's ActiveExtension) with core/rng.h's Rng and
+// std::set membership: the reference the backends' programs are checked against.
+ActiveSets reference_extension(const ActiveSets& in, const ActiveExtension& e, const std::vector<float>& threshold,
+                               const std::vector<uint32_t>& alias, const std::vector<double>& log_prob) {
+  ActiveSets out;
+  const Rng step = [&] {
+    Rng r;
+    r.set_state(e.rng_state);
+    return r;
+  }();
+  for (size_t i = 0; i < in.num_samples(); ++i) {
+    std::vector<uint32_t> set(in.ids.begin() + static_cast<std::ptrdiff_t>(in.offsets[i]),
+                              in.ids.begin() + static_cast<std::ptrdiff_t>(in.offsets[i + 1]));
+    std::set<uint32_t> members(set.begin(), set.end());
+    const size_t target = std::min(e.min_active, e.neurons);
+    Rng top_up = step.split(i);
+    for (size_t tries = 0; set.size() < target && tries < 8 * target; ++tries) {
+      const auto id = static_cast<uint32_t>(top_up.below(e.neurons));
+      if (members.insert(id).second) set.push_back(id);
+    }
+    std::vector<float> offsets(set.size(), 0.0f);
+    if (e.draws > 0) {
+      const size_t room = e.cap == 0 ? e.draws : (set.size() < e.cap ? e.cap - set.size() : 0);
+      const size_t m = std::min(e.draws, room);
+      Rng rng = step.split(0x4e47).split(i);
+      std::map<uint32_t, size_t> drawn;
+      for (size_t d = 0; d < m; ++d) {
+        const auto j = static_cast<uint32_t>(rng.below(e.neurons));
+        ++drawn[rng.uniform() < threshold[j] ? j : alias[j]];
+      }
+      for (const auto& [id, c] : drawn) {
+        if (members.count(id) != 0) continue;
+        set.push_back(id);
+        offsets.push_back(e.logq ? static_cast<float>(std::log(static_cast<double>(c)) -
+                                                      std::log(static_cast<double>(m)) - log_prob[id])
+                                 : 0.0f);
+      }
+    }
+    out.ids.insert(out.ids.end(), set.begin(), set.end());
+    if (e.draws > 0) out.logit_offsets.insert(out.logit_offsets.end(), offsets.begin(), offsets.end());
+    out.offsets.push_back(out.ids.size());
+  }
+  return out;
+}
+
+// samples sets of up to `members` distinct ids below `neurons` (some empty, one full when neurons
+// allows), extended by min_active / draws / cap; a skewed alias table (every third label rare).
+Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t min_active, size_t draws, size_t cap,
+                        bool logq = true) {
+  return {fmt::format("samples={} neurons={} members<={} min={} draws={} cap={}{}", samples, neurons, members,
+                      min_active, draws, cap, logq ? "" : " no logq"),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(samples * 31 + neurons * 7 + members + min_active * 3 + draws + cap);
+            ActiveSets in;
+            for (size_t i = 0; i < samples; ++i) {
+              const size_t n = i % 4 == 1 ? 0 : (i == 2 ? std::min(members, neurons) : rng.below(members + 1));
+              for (const uint32_t id : distinct(rng, neurons, std::min(n, neurons))) in.ids.push_back(id);
+              in.offsets.push_back(in.ids.size());
+            }
+            std::vector<float> threshold(neurons);
+            std::vector<uint32_t> alias(neurons);
+            std::vector<double> log_prob(neurons), log_count(draws + 1, 0.0);
+            for (size_t j = 0; j < neurons; ++j) {
+              threshold[j] = j % 3 == 0 ? 0.1f : rng.uniform(0.5f, 1.0f);
+              alias[j] = static_cast<uint32_t>(rng.below(neurons));
+              log_prob[j] = std::log((j % 3 == 0 ? 0.2 : 1.0) / static_cast<double>(neurons));
+            }
+            for (size_t c = 1; c <= draws; ++c) log_count[c] = std::log(static_cast<double>(c));
+            const Tensor t_threshold = vector_on(be, threshold, Dtype::f32), t_alias = vector_on(be, alias, Dtype::u32);
+            const Tensor t_log_prob = vector_on(be, log_prob, Dtype::f64), t_log_count = vector_on(be, log_count, Dtype::f64);
+            const ActiveExtension e{.rng_state = rng.next_u64(), .neurons = neurons, .min_active = min_active,
+                                    .cap = cap, .draws = draws, .logq = logq, .threshold = &t_threshold,
+                                    .alias = &t_alias, .log_prob = &t_log_prob, .log_count = &t_log_count};
+            ActiveTensors sets, out;
+            sets.offsets = vector_on(be, in.offsets, Dtype::u64);
+            sets.ids = vector_on(be, in.ids, Dtype::u32);
+            sets.logit_offsets = Tensor(0, 0, Dtype::f32, be);
+            out.ids = vector_on(be, std::vector<uint32_t>(5, 0xdeadbeef), Dtype::u32);  // replaced
+            be.active_extend(e, sets, out);
+            be.synchronize();
+            const ActiveSets want = reference_extension(in, e, threshold, alias, log_prob);
+            const std::vector<uint64_t> offsets = vector_of<uint64_t>(out.offsets);
+            const std::vector<uint32_t> ids = vector_of<uint32_t>(out.ids);
+            const std::vector<float> logit_offsets = vector_of<float>(out.logit_offsets);
+            cmp.same_size(offsets.size(), want.offsets.size());
+            for (size_t i = 0; i < std::min(offsets.size(), want.offsets.size()); ++i)
+              cmp.same_size(offsets[i], want.offsets[i]);
+            cmp.same_size(ids.size(), want.ids.size());
+            for (size_t k = 0; k < std::min(ids.size(), want.ids.size()); ++k) cmp.exact(ids[k], want.ids[k]);
+            cmp.same_size(logit_offsets.size(), want.logit_offsets.size());
+            for (size_t k = 0; k < std::min(logit_offsets.size(), want.logit_offsets.size()); ++k)
+              cmp.exact(logit_offsets[k], want.logit_offsets[k]);
           }};
 }
 
@@ -1056,6 +1171,14 @@ std::vector<OpCases> all_cases() {
         bucket_union_case(3, 100, 16, 2000, 128, 5, 0), bucket_union_case(3, 100, 16, 2000, 128, 5, 300),
         // 140 full buckets of 128: more entries than a CUDA block's shared memory holds (its host path)
         bucket_union_case(3, 140, 16, 2000, 128, 5, 0)}},
+      {Op::active_extend, kExact,
+       {active_extend_case(0, 10, 3, 2, 4, 0), active_extend_case(1, 1, 1, 1, 1, 0),
+        active_extend_case(9, 50, 12, 20, 0, 0), active_extend_case(9, 50, 12, 0, 16, 0),
+        active_extend_case(9, 50, 12, 20, 16, 0), active_extend_case(9, 50, 12, 20, 16, 25),
+        active_extend_case(6, 30, 40, 25, 64, 0), active_extend_case(5, 2000, 300, 256, 64, 512),
+        active_extend_case(5, 2000, 300, 256, 64, 128), active_extend_case(4, 100, 20, 10, 200, 0, false),
+        // more draws than labels: every label drawn, counts above 1
+        active_extend_case(3, 7, 3, 5, 40, 0)}},
   };
 }
 

@@ -17,6 +17,19 @@ using namespace frugal;
 
 namespace {
 
+// The sampler's sets (host tensors: the host backend's) as host vectors.
+ActiveSets host_sets(const ActiveTensors& t) {
+  ActiveSets s;
+  s.offsets.assign(t.offsets.u64().begin(), t.offsets.u64().end());
+  s.ids.assign(t.ids.u32().begin(), t.ids.u32().end());
+  if (!t.logit_offsets.empty()) s.logit_offsets.assign(t.logit_offsets.span().begin(), t.logit_offsets.span().end());
+  return s;
+}
+
+}  // namespace
+
+namespace {
+
 double planted_recall(const lsh::Family& base, size_t neurons, size_t dim, size_t queries) {
   const lsh::Family family = lsh::auto_family(base, 50, neurons);
   Rng rng(21);
@@ -39,8 +52,9 @@ double planted_recall(const lsh::Family& base, size_t neurons, size_t dim, size_
     }
     REQUIRE(best[i] == target);
   }
-  ActiveSets active;
-  sampler.sample(q, nullptr, 0, 1, active);
+  ActiveTensors active_sets;
+  sampler.sample(q, nullptr, 0, 1, active_sets);
+  const ActiveSets active = host_sets(active_sets);
   size_t found = 0;
   double mean_size = 0;
   for (size_t i = 0; i < queries; ++i) {
@@ -78,8 +92,9 @@ TEST_CASE("LSH: active sets honour the bounds and contain the true labels") {
   for (const auto& [lo, hi] : {std::pair<size_t, size_t>{100, 150}, {0, 20}, {300, 0}}) {
     lsh::LshSampler sampler({.family = lsh::Dwta{.k = 2}, .tables = 10, .min_active = lo, .max_active = hi}, dim, n, 3);
     sampler.rebuild(w, 0);
-    ActiveSets a;
-    sampler.sample(h, &labels, 0, 7, a);
+    ActiveTensors a_sets;
+    sampler.sample(h, &labels, 0, 7, a_sets);
+    const ActiveSets a = host_sets(a_sets);
     for (size_t i = 0; i < 8; ++i) {
       const size_t size = a.offsets[i + 1] - a.offsets[i];
       if (lo > 0) REQUIRE(size >= lo);
@@ -90,8 +105,9 @@ TEST_CASE("LSH: active sets honour the bounds and contain the true labels") {
       std::sort(ids.begin(), ids.end());
       REQUIRE(std::adjacent_find(ids.begin(), ids.end()) == ids.end());  // no duplicates
     }
-    ActiveSets again;
-    sampler.sample(h, &labels, 0, 7, again);
+    ActiveTensors again_sets;
+    sampler.sample(h, &labels, 0, 7, again_sets);
+    const ActiveSets again = host_sets(again_sets);
     REQUIRE(again.ids == a.ids);  // deterministic for a step
   }
 }
@@ -142,8 +158,9 @@ TEST_CASE("LSH: measured active sets at 200k labels stay near the automatic targ
   lsh::LshSampler sampler({.family = lsh::auto_family(lsh::Dwta{}, tables, n), .tables = tables, .negatives = 0},
                           dim, n, 4);
   sampler.rebuild(w, 0);
-  ActiveSets a;
-  sampler.sample(h, nullptr, 0, 1, a);
+  ActiveTensors a_sets;
+  sampler.sample(h, nullptr, 0, 1, a_sets);
+  const ActiveSets a = host_sets(a_sets);
   const double mean = static_cast<double>(a.ids.size()) / queries;
   INFO("mean active set " << mean << " of " << n << " labels");
   CHECK(mean >= 0.5 * lsh::kMaxDefaultActive);
@@ -170,8 +187,9 @@ TEST_CASE("LSH: tables saved with another width are rebuilt, not used") {
   wide.load(in);
   REQUIRE_FALSE(wide.ready());  // 64 buckets saved, 512 here: dropped
   REQUIRE(wide.maybe_rebuild(w, 7));
-  ActiveSets a;
-  wide.sample(h, nullptr, 0, 7, a);
+  ActiveTensors a_sets;
+  wide.sample(h, nullptr, 0, 7, a_sets);
+  const ActiveSets a = host_sets(a_sets);
   REQUIRE(a.offsets.size() == 5);
   // The same width loads as it was saved.
   const auto again = saved();
@@ -194,7 +212,8 @@ TEST_CASE("LSH tables: every bucket holds its neurons, overfull ones a capped su
   // Each neuron's code in each table, from the family itself.
   std::vector<uint32_t> all(n), codes(n * tables);
   for (size_t i = 0; i < n; ++i) all[i] = static_cast<uint32_t>(i);
-  family->hash(host_backend(), w, all, codes.data());
+  Tensor codes_out = Tensor::wrap(codes.data(), n, tables, Dtype::u32);
+  family->hash(host_backend(), w, all, codes_out);
   const uint32_t nb = family->buckets_per_table();
   size_t overfull = 0;
   for (size_t tb = 0; tb < tables; ++tb) {

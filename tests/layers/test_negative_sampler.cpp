@@ -58,9 +58,10 @@ TEST_CASE("LSH sampler: negatives follow the exact entries, with logQ offsets th
   for (size_t j = 0; j < neurons; ++j) v[j] = 0.5 + std::fmod(0.37 * j, 1.0);
   double estimate = 0.0, truth = 0.0;
   const size_t steps = 4000;
-  ActiveSets active;
+  ActiveTensors sets;  // the host backend's: host tensors
   for (size_t step = 1; step <= steps; ++step) {
-    sampler.sample(h, &batch, 0, step, active);
+    sampler.sample(h, &batch, 0, step, sets);
+    const ActiveView active = sets.host();
     REQUIRE(active.logit_offsets.size() == active.ids.size());
     REQUIRE(active.ids[0] == 11);
     REQUIRE(active.logit_offsets[0] == 0.0f);
@@ -79,6 +80,6 @@ TEST_CASE("LSH sampler: negatives follow the exact entries, with logQ offsets th
   }
   CHECK(estimate / truth == Approx(1.0).margin(0.03));
   // Without labels (evaluation, inference) nothing is drawn.
-  sampler.sample(h, nullptr, 0, 1, active);
-  CHECK(active.logit_offsets.empty());
+  sampler.sample(h, nullptr, 0, 1, sets);
+  CHECK(sets.logit_offsets.empty());
 }
