@@ -908,8 +908,8 @@ Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t n
           }};
 }
 
-// active_extend by its definition (core/backend.h's ActiveExtension) with core/rng.h's Rng and
-// std::set membership: the reference the backends' programs are checked against.
+}  // namespace
+
 ActiveSets reference_extension(const ActiveSets& in, const ActiveExtension& e, const std::vector<float>& threshold,
                                const std::vector<uint32_t>& alias, const std::vector<double>& log_prob) {
   ActiveSets out;
@@ -952,6 +952,8 @@ ActiveSets reference_extension(const ActiveSets& in, const ActiveExtension& e, c
   }
   return out;
 }
+
+namespace {
 
 // samples sets of up to `members` distinct ids below `neurons` (some empty, one full when neurons
 // allows), extended by min_active / draws / cap; a skewed alias table (every third label rare).

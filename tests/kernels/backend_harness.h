@@ -104,6 +104,11 @@ BucketFixture random_buckets(uint64_t seed, size_t samples, size_t tables, uint3
 // bucket_union by its definition (core/backend.h), with ordered maps: the reference.
 ActiveSets reference_union(const BucketFixture& f, size_t cap);
 
+// active_extend by its definition (core/backend.h's ActiveExtension) with core/rng.h's Rng and set
+// membership; the alias table and log Q are host vectors (the extension's tensors are not read).
+ActiveSets reference_extension(const ActiveSets& in, const ActiveExtension& e, const std::vector<float>& threshold,
+                               const std::vector<uint32_t>& alias, const std::vector<double>& log_prob);
+
 // Every op with its cases (each case seeds its own inputs: two runs see the same inputs).
 std::vector<OpCases> all_cases();
 

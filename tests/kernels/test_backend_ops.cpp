@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/active_extend.h"
 #include "core/bucket_union.h"
 #include "core/rng.h"
 #include "gpu/cuda_info.h"
@@ -219,6 +220,69 @@ TEST_CASE("bucket union: the device's block program equals the definition at eve
     }
   }
   CHECK(compared == 4 * (6 + 6 + 5 + 3 + 3 + 4 + 2 + 3));
+}
+
+// The CUDA kernel's way of running core/active_extend.h (membership by a search of the sample's own
+// set, an insertion sort of the draws, a region per sample) against the definition, on the host.
+TEST_CASE("active extension: the device's program equals the definition") {
+  // core/rng.h's generator and the device's copy of it give the same numbers.
+  Rng rng(42);
+  active_extend::Stream stream{rng.state()};
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t n = 1 + static_cast<uint64_t>(i) * 7919;
+    REQUIRE(stream.split(n).state == rng.split(n).state());
+    REQUIRE(stream.below(n) == rng.below(n));
+    REQUIRE(stream.uniform() == rng.uniform());
+  }
+  size_t compared = 0;
+  for (const auto& [neurons, members, min_active, draws, cap] :
+       {std::tuple<size_t, size_t, size_t, size_t, size_t>{50, 12, 20, 16, 0}, {50, 12, 20, 16, 25}, {7, 3, 5, 40, 0},
+        {2000, 300, 256, 64, 512}, {2000, 300, 256, 64, 128}, {30, 40, 25, 64, 0}, {100, 20, 0, 0, 0}}) {
+    Rng r(neurons * 3 + members + cap);
+    ActiveSets in;
+    for (size_t i = 0; i < 8; ++i) {
+      std::set<uint32_t> ids;
+      const size_t n = std::min(neurons, static_cast<size_t>(r.below(members + 1)));
+      while (ids.size() < n) ids.insert(static_cast<uint32_t>(r.below(neurons)));
+      in.ids.insert(in.ids.end(), ids.begin(), ids.end());
+      in.offsets.push_back(in.ids.size());
+    }
+    std::vector<float> threshold(neurons);
+    std::vector<uint32_t> alias(neurons);
+    std::vector<double> log_prob(neurons), log_count(draws + 1, 0.0);
+    for (size_t j = 0; j < neurons; ++j) {
+      threshold[j] = j % 3 == 0 ? 0.1f : r.uniform(0.5f, 1.0f);
+      alias[j] = static_cast<uint32_t>(r.below(neurons));
+      log_prob[j] = std::log((j % 3 == 0 ? 0.2 : 1.0) / static_cast<double>(neurons));
+    }
+    for (size_t c = 1; c <= draws; ++c) log_count[c] = std::log(static_cast<double>(c));
+    const ActiveExtension e{.rng_state = r.next_u64(), .neurons = neurons, .min_active = min_active, .cap = cap,
+                            .draws = draws};
+    const ActiveSets want = harness::reference_extension(in, e, threshold, alias, log_prob);
+    const active_extend::Spec spec{.rng_state = e.rng_state, .neurons = neurons, .min_active = min_active,
+                                   .cap = cap, .draws = draws, .logq = true, .threshold = threshold.data(),
+                                   .alias = alias.data(), .log_prob = log_prob.data(), .log_count = log_count.data()};
+    for (size_t i = 0; i < in.num_samples(); ++i) {
+      const uint64_t n = in.offsets[i + 1] - in.offsets[i];
+      std::vector<uint32_t> out(active_extend::room_needed(spec, n), 0xdeadbeef), drawn(draws);
+      std::vector<float> offsets(out.size(), -1.0f);
+      std::copy_n(in.ids.begin() + static_cast<std::ptrdiff_t>(in.offsets[i]), n, out.begin());
+      const auto member = [&](uint32_t id, uint64_t count) {
+        return std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(count), id) !=
+               out.begin() + static_cast<std::ptrdiff_t>(count);
+      };
+      const uint64_t size = active_extend::extend(spec, i, out.data(), n, draws > 0 ? offsets.data() : nullptr,
+                                                  drawn.data(), member, active_extend::insertion_sort);
+      INFO("neurons " << neurons << ", draws " << draws << ", cap " << cap << ", sample " << i);
+      REQUIRE(size == want.offsets[i + 1] - want.offsets[i]);
+      for (uint64_t k = 0; k < size; ++k) {
+        CHECK(out[k] == want.ids[want.offsets[i] + k]);
+        if (draws > 0) CHECK(offsets[k] == want.logit_offsets[want.offsets[i] + k]);
+      }
+      ++compared;
+    }
+  }
+  CHECK(compared == 7 * 8);
 }
 
 // RowUpdate::all_rows (a dense parameter's update without its row list, one count for every row)
