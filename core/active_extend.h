@@ -9,37 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/device_rng.h"
 #include "core/host_device.h"
 
 namespace frugal::active_extend {
 
-// core/rng.h's generator (SplitMix64 and its split, below and uniform) in a form device code can
-// run: the same state gives the same numbers, bit for bit (core/rng.h is the reference; the tests
-// compare the two).
-struct Stream {
-  uint64_t state;
-  FRUGAL_HOST_DEVICE static uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  FRUGAL_HOST_DEVICE Stream split(uint64_t stream) const { return {mix(state ^ mix(stream + 0x9e3779b97f4a7c15ULL))}; }
-  FRUGAL_HOST_DEVICE uint64_t next_u64() {
-    state += 0x9e3779b97f4a7c15ULL;
-    return mix(state);
-  }
-  FRUGAL_HOST_DEVICE uint64_t below(uint64_t n) {
-#if defined(__CUDA_ARCH__)
-    return __umul64hi(next_u64(), n);
-#else
-    __extension__ using u128 = unsigned __int128;
-    return static_cast<uint64_t>((static_cast<u128>(next_u64()) * n) >> 64);
-#endif
-  }
-  FRUGAL_HOST_DEVICE float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
-};
-
-// The streams of a step (Rng::split(0x4e47) in core/rng.h's terms): sample i's top-up and its draws.
+// The stream of a step's draws (Rng::split(0x4e47) in core/rng.h's terms; sample i's top-up draws
+// from the step's split(i), its negatives from this one's split(i)).
 inline constexpr uint64_t kNegativeStream = 0x4e47;
 
 // The extension's settings as plain values and pointers where the program runs.
@@ -78,10 +54,10 @@ FRUGAL_HOST_DEVICE inline uint64_t room_needed(const Spec& s, uint64_t members) 
 template <class IsMember, class Sort>
 FRUGAL_HOST_DEVICE uint64_t extend(const Spec& s, uint64_t i, uint32_t* out, uint64_t n, float* offsets,
                                    uint32_t* drawn, IsMember&& is_member, Sort&& sort) {
-  const Stream step{s.rng_state};
+  const DeviceRng step{s.rng_state};
   const uint64_t target = s.min_active < s.neurons ? s.min_active : s.neurons;
   if (n < target) {
-    Stream rng = step.split(i);
+    DeviceRng rng = step.split(i);
     for (uint64_t tries = 0; n < target && tries < 8 * target; ++tries) {
       const auto id = static_cast<uint32_t>(rng.below(s.neurons));
       if (!is_member(id, n)) out[n++] = id;
@@ -92,7 +68,7 @@ FRUGAL_HOST_DEVICE uint64_t extend(const Spec& s, uint64_t i, uint32_t* out, uin
   for (uint64_t e = 0; e < members; ++e) offsets[e] = 0.0f;
   const uint64_t room = s.cap == 0 ? s.draws : (n < s.cap ? s.cap - n : 0);
   const uint64_t m = s.draws < room ? s.draws : room;
-  Stream rng = step.split(kNegativeStream).split(i);
+  DeviceRng rng = step.split(kNegativeStream).split(i);
   for (uint64_t d = 0; d < m; ++d) {
     const auto j = static_cast<uint32_t>(rng.below(s.neurons));
     drawn[d] = rng.uniform() < s.threshold[j] ? j : s.alias[j];

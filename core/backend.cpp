@@ -111,6 +111,7 @@ std::string_view op_name(Op op) {
     case Op::dwta_codes: return "dwta_codes";
     case Op::bucket_union: return "bucket_union";
     case Op::active_extend: return "active_extend";
+    case Op::bucket_build: return "bucket_build";
   }
   return "unknown";
 }
@@ -120,7 +121,27 @@ uint64_t new_bucket_generation() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+BucketSpans::BucketSpans(const BucketTables& built, const Tensor& o, const Tensor& i) : tables(built) {
+  const size_t nt = o.rows(), stride = size_t{built.buckets} + 1;
+  FRUGAL_CHECK(o.dtype() == Dtype::u32 && i.dtype() == Dtype::u32 && o.cols() == stride && i.rows() == nt &&
+                   i.cols() == built.neurons,
+               fmt::format("bucket tables: {}x{} offsets and {}x{} ids for {} buckets of {} neurons", o.rows(),
+                           o.cols(), i.rows(), i.cols(), built.buckets, built.neurons));
+  for (size_t t = 0; t < nt; ++t) {
+    const std::span<const uint32_t> row = o.u32().subspan(t * stride, stride);
+    FRUGAL_CHECK(row.back() <= built.neurons,
+                 fmt::format("bucket tables: table {} ends at {} of {} neurons", t, row.back(), built.neurons));
+    offsets.push_back(row);
+    ids.push_back(i.u32().subspan(t * built.neurons, row.back()));
+  }
+  tables.offsets = offsets;
+  tables.ids = ids;
+  tables.built_offsets = nullptr;
+  tables.built_ids = nullptr;
+}
+
 void BucketQuery::validate(const BucketTables& tables) const {
+  FRUGAL_CHECK(!tables.built(), "bucket_union: built tables given to a host kernel (BucketSpans reads them)");
   const size_t nt = tables.num_tables();
   FRUGAL_CHECK(tables.ids.size() == nt, fmt::format("bucket_union: {} offset arrays for {} id arrays", nt,
                                                     tables.ids.size()));

@@ -69,8 +69,9 @@ enum class Op : uint8_t {
   dwta_codes,             // DWTA codes of a batch of vectors
   bucket_union,           // each sample's labels and the union of its LSH buckets
   active_extend,          // the --min-active top-up and the random negatives (logQ) of LSH active sets
+  bucket_build,           // LSH tables from every neuron's codes (a rebuild)
 };
-inline constexpr size_t kNumOps = 19;
+inline constexpr size_t kNumOps = 20;
 std::string_view op_name(Op op);
 const std::array<Op, kNumOps>& all_ops();
 
@@ -265,13 +266,37 @@ struct DwtaSpec {
 // holds ids[t][offsets[t][b] .. offsets[t][b + 1]). `generation` names the contents (a new number
 // at every build or load, new_bucket_generation()), `owner` the tables object: a backend that keeps
 // a copy of the tables (on its device) copies them again when the owner's generation changes.
+// Tables a device built (bucket_build) are its tensors instead, and nothing is copied: offsets and
+// ids (u32, tables x (buckets + 1) and tables x neurons) as bucket_build leaves them, offsets and
+// ids (the spans) empty.
 struct BucketTables {
   const void* owner = nullptr;
   uint64_t generation = 0;
   uint32_t buckets = 0;  // per table
   size_t neurons = 0;    // every id is below it
   std::span<const std::span<const uint32_t>> offsets, ids;
-  size_t num_tables() const { return offsets.size(); }
+  const Tensor* built_offsets = nullptr;
+  const Tensor* built_ids = nullptr;
+  size_t capacity = 0;  // the most ids a bucket holds (built tables: bounds a sample's entries)
+  bool built() const { return built_offsets != nullptr; }
+  size_t num_tables() const { return built() ? built_offsets->rows() : offsets.size(); }
+};
+
+// Built tables as the host kernels read them: spans over `offsets` and `ids`, host tensors of the
+// built tensors' shape (the tensors themselves where the host can read them, else host copies).
+struct BucketSpans {
+  std::vector<std::span<const uint32_t>> offsets, ids;
+  BucketTables tables;
+  BucketSpans(const BucketTables& built, const Tensor& offsets, const Tensor& ids);
+};
+
+// bucket_build's input: codes (u32, neurons x tables, as the hash ops leave them, each below
+// buckets) and the buckets' capacity; seed picks what an overfull bucket keeps.
+struct BucketBuild {
+  const Tensor* codes = nullptr;
+  uint32_t buckets = 0;
+  size_t capacity = 0;
+  uint64_t seed = 0;
 };
 uint64_t new_bucket_generation();
 
@@ -483,6 +508,13 @@ class Backend {
   // out = in's sets with ActiveExtension's additions (offsets, ids and, with draws > 0, logit
   // offsets, shaped by the op); in has no logit offsets.
   virtual void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) = 0;
+  // LSH tables where the backend computes (a device's rebuild: nothing crosses): offsets (u32,
+  // tables x (buckets + 1)) and ids (u32, tables x neurons), shaped by the op. Table t's bucket b
+  // holds ids[t][offsets[t][b] .. offsets[t][b + 1]): the neurons whose code in t is b, ascending,
+  // or, when more than capacity have it, capacity of them: the first capacity of a shuffle of
+  // them (for j < capacity, swap j with j + rng.below(count - j), rng = Rng(seed).split(t).split(b)).
+  // A table's offsets start at 0; its ids beyond offsets[t][buckets] are unspecified.
+  virtual void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) = 0;
 };
 
 // t := src's values (1 x n, dtype) where `backend` computes: on a host backend a view of src's

@@ -33,15 +33,18 @@ FRUGAL_HOST_DEVICE inline uint32_t pow2_at_least(uint32_t n) {
 }
 
 // Tables in one flat layout (the CUDA backend's device copy): table t's bucket b holds
-// ids[offsets[t * (buckets + 1) + b] .. offsets[t * (buckets + 1) + b + 1]).
+// ids[t * ids_stride + offsets[t * (buckets + 1) + b] .. + offsets[t * (buckets + 1) + b + 1]):
+// ids_stride 0 for a copy whose offsets count from the first table's ids, the neuron count for
+// tables built on the device (Backend::bucket_build: each table's ids in a row of its own).
 struct FlatTables {
   const uint32_t* offsets = nullptr;
   const uint32_t* ids = nullptr;
   uint32_t buckets = 0;
+  uint64_t ids_stride = 0;
   FRUGAL_HOST_DEVICE const uint32_t* bucket(uint32_t t, uint32_t code, uint32_t& size) const {
     const uint32_t* o = offsets + static_cast<size_t>(t) * (buckets + 1) + code;
     size = o[1] - o[0];
-    return ids + o[0];
+    return ids + t * ids_stride + o[0];
   }
 };
 

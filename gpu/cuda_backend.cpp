@@ -589,7 +589,26 @@ void CudaBackend::bucket_union(const BucketTables& tables, const BucketInput& q,
   q.validate(nt);
   for (Tensor* t : {&out.offsets, &out.ids}) keep_on(*t, *this);
   out.logit_offsets.resize(0, 0);
-  const DeviceBuckets& d = device_buckets(tables);
+  // Tables built here (bucket_build) are read where they are, each table's ids in a row of its
+  // own; host tables through the device copy kept per generation.
+  const uint32_t *offsets = nullptr, *ids = nullptr;
+  uint64_t ids_stride = 0;
+  uint32_t max_entries = 0;
+  if (tables.built()) {
+    FRUGAL_CHECK(tables.built_offsets->owner() == this && tables.built_ids->owner() == this,
+                 "cuda bucket_union: the tables were built on another backend");
+    offsets = reinterpret_cast<const uint32_t*>(tables.built_offsets->device_data());
+    ids = reinterpret_cast<const uint32_t*>(tables.built_ids->device_data());
+    ids_stride = tables.neurons;
+    // A sample reads at most a full bucket per table.
+    max_entries = static_cast<uint32_t>(std::min<uint64_t>(
+        0x7fffffffu, uint64_t{nt} * std::min<uint64_t>(tables.capacity, tables.neurons)));
+  } else {
+    const DeviceBuckets& d = device_buckets(tables);
+    offsets = reinterpret_cast<const uint32_t*>(d.offsets.device_data());
+    ids = reinterpret_cast<const uint32_t*>(d.ids.device_data());
+    max_entries = d.max_entries;
+  }
   {
     Args args(*this, "bucket_union");
     uint64_t* scanned = nullptr;
@@ -602,9 +621,8 @@ void CudaBackend::bucket_union(const BucketTables& tables, const BucketInput& q,
       out.ids.resize(1, total);
       return reinterpret_cast<uint32_t*>(out.ids.device_data());
     };
-    if (dev::bucket_union(context(), reinterpret_cast<const uint32_t*>(d.offsets.device_data()),
-                          reinterpret_cast<const uint32_t*>(d.ids.device_data()), tables.buckets,
-                          static_cast<uint32_t>(nt), d.max_entries, args.in<uint32_t>(*q.codes), q.samples,
+    if (dev::bucket_union(context(), offsets, ids, ids_stride, tables.buckets, static_cast<uint32_t>(nt), max_entries,
+                          args.in<uint32_t>(*q.codes), q.samples,
                           args.in<uint64_t>(*q.label_offsets), args.in<uint32_t>(*q.labels), q.labels->size(), q.cap,
                           scanned, reinterpret_cast<uint64_t*>(out.offsets.device_data()), shape)) {
       args.finish();
@@ -623,6 +641,21 @@ void CudaBackend::bucket_union(const BucketTables& tables, const BucketInput& q,
   if (q.scanned != nullptr) q.scanned->assign(scanned);
   out.offsets.assign(host.offsets);
   out.ids.assign(host.ids);
+}
+
+void CudaBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
+  FRUGAL_CHECK(b.codes != nullptr && b.codes->dtype() == Dtype::u32,
+               "bucket_build: the codes must be a u32 tensor (neurons x tables)");
+  FRUGAL_CHECK(b.buckets >= 1 && b.capacity >= 1,
+               fmt::format("bucket_build: {} buckets of capacity {}", b.buckets, b.capacity));
+  const size_t n = b.codes->rows(), nt = b.codes->cols();
+  for (Tensor* t : {&offsets, &ids}) keep_on(*t, *this);
+  offsets.resize(nt, size_t{b.buckets} + 1);
+  ids.resize(nt, n);
+  Args args(*this, "bucket_build");
+  dev::bucket_build(context(), args.in<uint32_t>(*b.codes), n, nt, b.buckets, b.capacity, b.seed,
+                    reinterpret_cast<uint32_t*>(offsets.device_data()), reinterpret_cast<uint32_t*>(ids.device_data()));
+  args.finish();
 }
 
 void CudaBackend::active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {

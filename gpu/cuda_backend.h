@@ -82,6 +82,8 @@ class CudaBackend : public Backend {
   // by the host backend (core/backend.h's host_backend()).
   void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
   void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
+  // A rebuild on the device: the codes stay, the tables are made where bucket_union reads them.
+  void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
 
  private:
   class Args;

@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "core/active_extend.h"
+#include "core/bucket_build.h"
 #include "core/bucket_union.h"
 #include "core/check.h"
 #include "core/hash32.h"
@@ -798,6 +799,38 @@ __global__ void widen_counts_kernel(const uint32_t* counts, size_t samples, uint
   for (size_t i = global_id(); i <= samples; i += global_stride()) sizes[i] = i < samples ? counts[i] : 0;
 }
 
+// Table t's column of the neurons' codes (codes: neurons x tables) as sort keys, the neuron ids as values.
+__global__ void table_keys_kernel(const uint32_t* codes, size_t n, size_t nt, size_t t, uint32_t* keys,
+                                  uint32_t* rows) {
+  for (size_t i = global_id(); i < n; i += global_stride()) {
+    keys[i] = codes[i * nt + t];
+    rows[i] = static_cast<uint32_t>(i);
+  }
+}
+
+// Per bucket, its neurons (sorted keys); counts has buckets + 1 entries, zeroed before.
+__global__ void bucket_counts_kernel(const uint32_t* keys, size_t n, uint32_t* counts) {
+  for (size_t i = global_id(); i < n; i += global_stride()) atomicAdd(&counts[keys[i]], 1u);
+}
+
+// Per bucket b (rows[starts[b] .. starts[b + 1]), ascending), what it keeps (core/bucket_build.h),
+// into kept[b]; kept[buckets] = 0 (for the exclusive sum that follows).
+__global__ void bucket_keep_kernel(uint32_t* rows, const uint32_t* starts, uint32_t buckets, uint64_t capacity,
+                                   uint64_t seed, uint64_t t, uint32_t* kept) {
+  for (size_t b = global_id(); b <= buckets; b += global_stride())
+    kept[b] = b == buckets ? 0
+                           : static_cast<uint32_t>(bucket_build::keep(rows + starts[b], starts[b + 1] - starts[b],
+                                                                      capacity, seed, t, b));
+}
+
+// Bucket b's kept rows to its place in the table's ids.
+__global__ void bucket_place_kernel(const uint32_t* rows, const uint32_t* starts, const uint32_t* offsets,
+                                    uint32_t buckets, uint32_t* ids) {
+  for (size_t b = blockIdx.x; b < buckets; b += gridDim.x)
+    for (uint32_t e = threadIdx.x; e < offsets[b + 1] - offsets[b]; e += blockDim.x)
+      ids[offsets[b] + e] = rows[starts[b] + e];
+}
+
 // The room sample i's extended set needs (active_extend::room_needed); region[samples] = 0.
 __global__ void extend_regions_kernel(active_extend::Spec spec, const uint64_t* offsets, size_t samples,
                                       uint64_t* region) {
@@ -1275,8 +1308,59 @@ static uint64_t offsets_from_counts(Staging& st, const uint32_t* counts, size_t 
   return total;
 }
 
-bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
-                  uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
+void bucket_build(Context& ctx, const uint32_t* codes, size_t n, size_t nt, uint32_t buckets, uint64_t capacity,
+                  uint64_t seed, uint32_t* offsets, uint32_t* ids) {
+  if (nt == 0) return;
+  Staging st(ctx, __func__);
+  const size_t stride = size_t{buckets} + 1;
+  if (n == 0) {
+    FRUGAL_CUDA(cudaMemsetAsync(offsets, 0, nt * stride * sizeof(uint32_t), st.stream()));
+    return;
+  }
+  FRUGAL_CHECK(n <= 0x7fffffffu && stride <= 0x7fffffffu, "CUDA backend: a table build of more than 2^31 - 1 neurons");
+  int end_bit = 1;
+  while (end_bit < 32 && (uint64_t{1} << end_bit) < buckets) ++end_bit;
+  uint32_t* keys = st.alloc<uint32_t>(n);
+  uint32_t* rows = st.alloc<uint32_t>(n);
+  uint32_t* sorted_keys = st.alloc<uint32_t>(n);
+  uint32_t* sorted_rows = st.alloc<uint32_t>(n);
+  uint32_t* counts = st.alloc<uint32_t>(stride);
+  uint32_t* starts = st.alloc<uint32_t>(stride);
+  uint32_t* kept = st.alloc<uint32_t>(stride);
+  size_t sort_bytes = 0, scan_bytes = 0;
+  FRUGAL_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, sorted_keys, rows, sorted_rows,
+                                              static_cast<int>(n), 0, end_bit, st.stream()));
+  FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, counts, starts, static_cast<int>(stride), st.stream()));
+  const size_t scratch_bytes = std::max(sort_bytes, scan_bytes);
+  void* scratch = st.alloc<std::byte>(scratch_bytes);
+  // A table at a time: its neurons sorted by code (stable: ascending within a bucket), the buckets'
+  // starts, what each keeps, and the kept neurons placed.
+  for (size_t t = 0; t < nt; ++t) {
+    uint32_t* table_offsets = offsets + t * stride;
+    table_keys_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(codes, n, nt, t, keys, rows);
+    FRUGAL_LAUNCHED();
+    size_t bytes = scratch_bytes;
+    FRUGAL_CUDA(cub::DeviceRadixSort::SortPairs(scratch, bytes, keys, sorted_keys, rows, sorted_rows,
+                                                static_cast<int>(n), 0, end_bit, st.stream()));
+    FRUGAL_CUDA(cudaMemsetAsync(counts, 0, stride * sizeof(uint32_t), st.stream()));
+    bucket_counts_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(sorted_keys, n, counts);
+    FRUGAL_LAUNCHED();
+    bytes = scratch_bytes;
+    FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(scratch, bytes, counts, starts, static_cast<int>(stride), st.stream()));
+    bucket_keep_kernel<<<blocks_for(stride), kThreads, 0, st.stream()>>>(sorted_rows, starts, buckets, capacity, seed,
+                                                                         t, kept);
+    FRUGAL_LAUNCHED();
+    bytes = scratch_bytes;
+    FRUGAL_CUDA(cub::DeviceScan::ExclusiveSum(scratch, bytes, kept, table_offsets, static_cast<int>(stride),
+                                              st.stream()));
+    bucket_place_kernel<<<blocks_for(buckets, 1), kThreads, 0, st.stream()>>>(sorted_rows, starts, table_offsets,
+                                                                               buckets, ids + t * n);
+    FRUGAL_LAUNCHED();
+  }
+}
+
+bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint64_t ids_stride, uint32_t buckets,
+                  uint32_t tables, uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
                   const uint32_t* labels, size_t num_labels, uint64_t cap, uint64_t* scanned, uint64_t* out_offsets,
                   const std::function<uint32_t*(size_t)>& shape) {
   const uint32_t slots_max = bucket_union::pow2_at_least(std::max<uint32_t>(max_entries, 1));
@@ -1297,7 +1381,7 @@ bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, ui
   }
   FRUGAL_CUDA(cudaFuncSetAttribute(bucket_union_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(shared)));
-  const bucket_union::FlatTables flat{offsets, ids, buckets};
+  const bucket_union::FlatTables flat{offsets, ids, buckets, ids_stride};
   // Sample i writes into its own region: room for its labels and every entry it reads, which the
   // device sums from its codes (an upper bound sizes the regions' buffer: nothing comes down).
   uint64_t* region = st.alloc<uint64_t>(samples + 1);

@@ -177,15 +177,22 @@ void dwta(Context& ctx, const DwtaParams& p, const uint32_t* coords, bool coords
 // ids: device memory, `tables` x (buckets + 1) offsets into ids). One block per sample runs that
 // header's program in shared memory sized for max_entries (the most bucket entries any sample can
 // read: the sum over tables of their largest bucket). Returns false, having done nothing, when a
-// block cannot have that much (the caller then looks up on the host). codes (samples x tables),
+// block cannot have that much (the caller then looks up on the host). ids_stride: 0 when offsets
+// count from the first table's ids, else where each table's ids start (tables built on the
+// device, core/bucket_union.h's FlatTables). codes (samples x tables),
 // label_offsets (samples + 1) and labels (num_labels) are device memory; scanned (device, samples
 // entries, or null) gets each sample's bucket entries; out_offsets (device, samples + 1) the
 // result's offsets; the result's total comes down (8 bytes), and shape(total) returns where its ids
 // go (device).
-bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint32_t buckets, uint32_t tables,
-                  uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
+bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, uint64_t ids_stride, uint32_t buckets,
+                  uint32_t tables, uint32_t max_entries, const uint32_t* codes, size_t samples, const uint64_t* label_offsets,
                   const uint32_t* labels, size_t num_labels, uint64_t cap, uint64_t* scanned, uint64_t* out_offsets,
                   const std::function<uint32_t*(size_t)>& shape);
+
+// Backend::bucket_build: codes (n x nt), offsets (nt x (buckets + 1)) and ids (nt x n) are device
+// memory; a table at a time (a rebuild: CUB's radix sort by code, the keep of core/bucket_build.h).
+void bucket_build(Context& ctx, const uint32_t* codes, size_t n, size_t nt, uint32_t buckets, uint64_t capacity,
+                  uint64_t seed, uint32_t* offsets, uint32_t* ids);
 
 // Backend::active_extend: spec's tables, in_offsets (samples + 1) and in_ids (in_total) are device
 // memory; out_offsets (device, samples + 1) gets the result's offsets; its total comes down (8

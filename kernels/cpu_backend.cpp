@@ -165,7 +165,17 @@ void CpuBackend::dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<con
 void CpuBackend::bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) {
   q.validate(tables.num_tables());
   if (q.scanned != nullptr) q.scanned->resize(1, q.samples);
-  kernels::bucket_union(tables, q.host(), out);
+  if (!tables.built()) return kernels::bucket_union(tables, q.host(), out);
+  // Tables a backend built (host tensors when built here; a device's are read through host copies).
+  Tensor o, i;
+  const BucketSpans spans(tables, host_view(*tables.built_offsets, o), host_view(*tables.built_ids, i));
+  kernels::bucket_union(spans.tables, q.host(), out);
+}
+
+void CpuBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
+  FRUGAL_CHECK(offsets.is_host() && ids.is_host() && b.codes != nullptr && b.codes->is_host(),
+               "bucket_build: the CPU backend builds tables in host memory");
+  kernels::bucket_build(b, offsets, ids);
 }
 
 void CpuBackend::active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {

@@ -43,6 +43,7 @@ class CpuBackend : public Backend {
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) override;
   void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
   void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
+  void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
 };
 
 }  // namespace frugal::kernels

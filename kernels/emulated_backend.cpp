@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -490,7 +491,17 @@ static void shaped_on_device(Staged& s, ActiveTensors& out, Run&& run) {
 void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) {
   Staged s(*this, "bucket_union");
   q.validate(tables.num_tables());
-  {
+  BucketInput d = q;
+  d.codes = &s.in(*q.codes);
+  d.label_offsets = &s.in(*q.label_offsets);
+  d.labels = &s.in(*q.labels);
+  if (q.scanned != nullptr) d.scanned = &s.out(*q.scanned, 1, q.samples);
+  // Tables built on this device (bucket_build) are read where they are; host tables are copied
+  // up once per generation (as the CUDA backend keeps them).
+  std::optional<BucketSpans> built;
+  if (tables.built()) {
+    built.emplace(tables, s.in(*tables.built_offsets), s.in(*tables.built_ids));
+  } else {
     std::lock_guard<std::mutex> lock(tables_mutex_);
     uint64_t& generation = table_generations_[tables.owner];
     if (generation != tables.generation) {
@@ -500,12 +511,17 @@ void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketInput
       s.up(bytes);
     }
   }
-  BucketInput d = q;
-  d.codes = &s.in(*q.codes);
-  d.label_offsets = &s.in(*q.label_offsets);
-  d.labels = &s.in(*q.labels);
-  if (q.scanned != nullptr) d.scanned = &s.out(*q.scanned, 1, q.samples);
-  shaped_on_device(s, out, [&](ActiveTensors& view) { cpu_.bucket_union(tables, d, view); });
+  shaped_on_device(s, out, [&](ActiveTensors& view) { cpu_.bucket_union(built ? built->tables : tables, d, view); });
+}
+
+void EmulatedBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
+  Staged s(*this, "bucket_build");
+  BucketBuild d = b;
+  d.codes = &s.in(*b.codes);
+  Tensor& o = s.out(offsets);
+  Tensor& i = s.out(ids);
+  cpu_.bucket_build(d, o, i);
+  s.finish();
 }
 
 void EmulatedBackend::active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {

@@ -67,9 +67,12 @@ class EmulatedBackend : public Backend {
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      Tensor& codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) override;
-  // The tables are copied to the device once per generation (as the CUDA backend keeps them).
+  // Host tables are copied to the device once per generation (as the CUDA backend keeps them);
+  // tables built here (bucket_build) are read where they are.
   void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
   void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
+  // On the device: nothing crosses (the codes are the hash op's, the tables stay for bucket_union).
+  void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
 
  private:
   // Checks a device-found row list against the caller's and keeps it on the device (RowGrad).

@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/active_extend.h"
+#include "core/bucket_build.h"
 #include "core/check.h"
 #include "kernels/vector_ops.h"
 
@@ -282,6 +283,40 @@ void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveTensor
     }
   });
   concatenate(per_sample, nullptr, out);
+}
+
+void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
+  FRUGAL_CHECK(b.codes != nullptr && b.codes->dtype() == Dtype::u32,
+               "bucket_build: the codes must be a u32 tensor (neurons x tables)");
+  FRUGAL_CHECK(b.buckets >= 1 && b.capacity >= 1,
+               fmt::format("bucket_build: {} buckets of capacity {}", b.buckets, b.capacity));
+  const size_t n = b.codes->rows(), nt = b.codes->cols(), stride = size_t{b.buckets} + 1;
+  FRUGAL_CHECK(n < 0xffffffffu, fmt::format("bucket_build: {} neurons, beyond 32-bit ids", n));
+  const std::span<const uint32_t> codes = b.codes->u32();
+  for (size_t e = 0; e < codes.size(); ++e)
+    FRUGAL_CHECK(codes[e] < b.buckets, fmt::format("bucket_build: neuron {}'s code {} in table {} is not below the {} "
+                                                   "buckets", e / nt, codes[e], e % nt, b.buckets));
+  offsets.resize(nt, stride);
+  ids.resize(nt, n);
+  tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
+    uint32_t* o = offsets.u32().data() + t * stride;
+    uint32_t* out = ids.u32().data() + t * n;
+    std::fill(o, o + stride, 0u);
+    for (size_t i = 0; i < n; ++i) ++o[codes[i * nt + t] + 1];
+    for (uint32_t k = 0; k < b.buckets; ++k) o[k + 1] += o[k];
+    // Each bucket's rows ascending (a counting sort), then what each keeps, moved together.
+    std::vector<uint32_t> placed(n), fill(o, o + b.buckets);
+    for (size_t i = 0; i < n; ++i) placed[fill[codes[i * nt + t]]++] = static_cast<uint32_t>(i);
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < b.buckets; ++k) {
+      uint32_t* first = placed.data() + o[k];
+      const auto keep = static_cast<uint32_t>(bucket_build::keep(first, o[k + 1] - o[k], b.capacity, b.seed, t, k));
+      std::copy(first, first + keep, out + kept);
+      o[k] = kept;  // bucket k's old start was read above
+      kept += keep;
+    }
+    o[b.buckets] = kept;
+  });
 }
 
 void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) {

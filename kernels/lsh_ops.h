@@ -23,5 +23,7 @@ void bucket_union(const BucketTables& tables, const BucketQuery& q, ActiveTensor
 // Backend::active_extend (core/active_extend.h's program per sample, a membership mark per neuron
 // and thread); in and out are host tensors. Parallel over samples.
 void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out);
+// Backend::bucket_build on host tensors: a counting sort per table (parallel over tables).
+void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids);
 
 }  // namespace frugal::kernels

@@ -77,7 +77,12 @@ class LshSampler {
   uint64_t rebuilds() const { return rebuilds_; }
   // The Backend that hashes (core/backend.h): the one set here, else host_backend().
   Backend& backend() const { return backend_ != nullptr ? *backend_ : host_backend(); }
-  void set_backend(Backend* backend) { backend_ = backend; }
+  // Tables built on another device come down first (any backend reads host tables).
+  void set_backend(Backend* backend) {
+    const Backend* owner = tables_.device_owner();
+    if (owner != nullptr && owner != (backend != nullptr ? backend : &host_backend())) tables_.bring_home();
+    backend_ = backend;
+  }
   void save(cereal::BinaryOutputArchive& ar) const;
   void load(cereal::BinaryInputArchive& ar);
 

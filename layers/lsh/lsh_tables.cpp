@@ -8,6 +8,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/bucket_build.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/step_profile.h"
@@ -20,6 +21,8 @@ LshTables::LshTables(std::shared_ptr<const HashFamily> family, size_t bucket_cap
 }
 
 void LshTables::build(Backend& backend, const Tensor& weights, uint64_t seed, const std::vector<uint8_t>* changed) {
+  if (!backend.device().is_host()) return build_on_device(backend, weights, seed);
+  drop_device_tables();
   // Codes of up to 16 bits (tables of at most 65,536 buckets) are kept in half the memory.
   if (family_->buckets_per_table() <= (uint32_t{1} << 16)) {
     wide_codes_.clear();
@@ -43,6 +46,49 @@ void LshTables::renew_view() {
   generation_ = new_bucket_generation();
 }
 
+void LshTables::build_on_device(Backend& backend, const Tensor& weights, uint64_t seed) {
+  clear_tables();
+  narrow_codes_.clear();
+  wide_codes_.clear();
+  for (Tensor* t : {&device_codes_, &built_offsets_, &built_ids_}) keep_on(*t, backend);
+  family_->hash(backend, weights, {}, device_codes_);
+  backend.bucket_build({.codes = &device_codes_, .buckets = family_->buckets_per_table(), .capacity = capacity_,
+                        .seed = seed},
+                       built_offsets_, built_ids_);
+  num_neurons_ = weights.rows();
+  built_on_ = &backend;
+  renew_view();
+}
+
+void LshTables::drop_device_tables() {
+  for (Tensor* t : {&device_codes_, &built_offsets_, &built_ids_}) *t = Tensor(0, 0, Dtype::u32);
+  built_on_ = nullptr;
+}
+
+void LshTables::host_copy(HugePageVector<uint32_t>& offsets, HugePageVector<uint32_t>& ids,
+                          std::vector<size_t>& counts) const {
+  const Tensor o = to_host(built_offsets_), i = to_host(built_ids_);
+  const size_t stride = o.cols();
+  offsets.assign(o.u32().begin(), o.u32().end());
+  ids.assign(i.u32().begin(), i.u32().end());
+  counts.resize(num_tables_);
+  for (size_t t = 0; t < num_tables_; ++t) counts[t] = offsets[t * stride + stride - 1];
+}
+
+void LshTables::bring_home() {
+  if (built_on_ == nullptr) return;
+  host_copy(offsets_, ids_, id_counts_);
+  stride_ = built_offsets_.cols();
+  drop_device_tables();
+  renew_view();
+}
+
+std::span<const uint32_t> LshTables::bucket(size_t table, uint32_t code) const {
+  FRUGAL_CHECK(built_on_ == nullptr, "LSH: bucket() of tables built on a device (bring_home() first)");
+  const uint32_t* o = offsets_.data() + table * stride_;
+  return {ids_.data() + table * num_neurons_ + o[code], o[code + 1] - o[code]};
+}
+
 void LshTables::clear_tables() {
   offsets_.clear();
   ids_.clear();
@@ -51,8 +97,12 @@ void LshTables::clear_tables() {
 }
 
 BucketTables LshTables::view() const {
+  if (built_on_ != nullptr)
+    return {.owner = this, .generation = generation_, .buckets = family_->buckets_per_table(),
+            .neurons = num_neurons_, .offsets = {}, .ids = {}, .built_offsets = &built_offsets_,
+            .built_ids = &built_ids_, .capacity = capacity_};
   return {.owner = this, .generation = generation_, .buckets = family_->buckets_per_table(),
-          .neurons = num_neurons_, .offsets = offset_spans_, .ids = id_spans_};
+          .neurons = num_neurons_, .offsets = offset_spans_, .ids = id_spans_, .capacity = capacity_};
 }
 
 template <class Code>
@@ -109,15 +159,13 @@ void LshTables::build_with(HugePageVector<Code>& codes, Backend& backend, const 
     std::vector<uint32_t> fill(offsets, offsets + nb);
     for (size_t i = 0; i < n; ++i) placed[fill[table_codes[i]]++] = static_cast<uint32_t>(i);
     if (!overfull) return;
-    // Keep at most capacity_ per bucket: a seeded shuffle of an overfull bucket, then its prefix.
-    Rng rng = Rng(seed).split(t);
+    // Keep at most capacity_ per bucket: a seeded shuffle of an overfull bucket, then its prefix
+    // (core/bucket_build.h: what a device's build keeps too).
     uint32_t kept = 0;
     for (uint32_t b = 0; b < nb; ++b) {
       uint32_t* first = placed + offsets[b];
       const size_t count = offsets[b + 1] - offsets[b];
-      if (count > capacity_)
-        for (size_t j = 0; j < capacity_; ++j) std::swap(first[j], first[j + rng.below(count - j)]);
-      const size_t keep = std::min(count, capacity_);
+      const auto keep = static_cast<size_t>(bucket_build::keep(first, count, capacity_, seed, t, b));
       std::copy(first, first + keep, ids + kept);
       offsets[b] = kept;  // bucket b's old start is read above, before it is overwritten
       kept += static_cast<uint32_t>(keep);
@@ -133,19 +181,32 @@ void LshTables::build_with(HugePageVector<Code>& codes, Backend& backend, const 
 
 size_t LshTables::bytes() const {
   return (wide_codes_.size() + offsets_.size() + ids_.size()) * sizeof(uint32_t) +
-         narrow_codes_.size() * sizeof(uint16_t);
+         narrow_codes_.size() * sizeof(uint16_t) + device_codes_.bytes() + built_offsets_.bytes() +
+         built_ids_.bytes();
 }
 
 void LshTables::save(cereal::BinaryOutputArchive& ar) const {
+  if (built_on_ != nullptr) {  // a device's tables come down, in the host layout
+    HugePageVector<uint32_t> offsets, ids;
+    std::vector<size_t> counts;
+    host_copy(offsets, ids, counts);
+    return save_arrays(ar, offsets, ids, counts, built_offsets_.cols());
+  }
+  save_arrays(ar, offsets_, ids_, id_counts_, stride_);
+}
+
+void LshTables::save_arrays(cereal::BinaryOutputArchive& ar, const HugePageVector<uint32_t>& offsets,
+                            const HugePageVector<uint32_t>& ids, const std::vector<size_t>& counts,
+                            size_t stride) const {
   ar(static_cast<uint64_t>(num_neurons_), static_cast<uint64_t>(num_tables_));
   // Each table as the two std::vector<uint32_t> it was saved as before the tables shared blocks
   // (cereal's binary form of a vector: its size, then its bytes), so checkpoints read either way.
   for (size_t t = 0; t < num_tables_; ++t) {
-    const size_t offsets = stride_, ids = stride_ > 0 ? id_counts_[t] : 0;
-    ar(cereal::make_size_tag(static_cast<cereal::size_type>(offsets)));
-    ar(cereal::binary_data(offsets_.data() + t * stride_, offsets * sizeof(uint32_t)));
-    ar(cereal::make_size_tag(static_cast<cereal::size_type>(ids)));
-    ar(cereal::binary_data(ids_.data() + t * num_neurons_, ids * sizeof(uint32_t)));
+    const size_t num_offsets = stride, num_ids = stride > 0 ? counts[t] : 0;
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(num_offsets)));
+    ar(cereal::binary_data(offsets.data() + t * stride, num_offsets * sizeof(uint32_t)));
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(num_ids)));
+    ar(cereal::binary_data(ids.data() + t * num_neurons_, num_ids * sizeof(uint32_t)));
   }
 }
 
@@ -170,6 +231,7 @@ bool LshTables::load(cereal::BinaryInputArchive& ar) {
   // Hashed with another width (a checkpoint from before the automatic width changed): the tables
   // are derived state, so they are dropped and must be rebuilt from the weights.
   clear_tables();
+  drop_device_tables();
   narrow_codes_.clear();
   wide_codes_.clear();
   num_neurons_ = n;

@@ -955,6 +955,50 @@ ActiveSets reference_extension(const ActiveSets& in, const ActiveExtension& e, c
 
 namespace {
 
+// bucket_build by its definition (core/backend.h) with core/rng.h's Rng: neurons x tables codes below
+// `buckets` (skewed: a few buckets take most neurons, so some overflow the capacity).
+Case bucket_build_case(size_t neurons, size_t tables, uint32_t buckets, size_t capacity) {
+  return {fmt::format("neurons={} tables={} buckets={} capacity={}", neurons, tables, buckets, capacity),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(neurons * 13 + tables * 5 + buckets + capacity);
+            std::vector<uint32_t> codes(neurons * tables);
+            for (uint32_t& c : codes)
+              c = static_cast<uint32_t>(rng.below(2) == 0 ? rng.below(std::min<uint32_t>(buckets, 3)) : rng.below(buckets));
+            const uint64_t seed = rng.next_u64();
+            Tensor t_codes = vector_on(be, codes, Dtype::u32);
+            t_codes.resize(neurons, tables);  // neurons x tables, as the hash ops leave them
+            Tensor offsets(0, 0, Dtype::u32, be), ids(0, 0, Dtype::u32, be);
+            be.bucket_build({.codes = &t_codes, .buckets = buckets, .capacity = capacity, .seed = seed}, offsets, ids);
+            be.synchronize();
+            cmp.same_size(offsets.rows(), tables);
+            cmp.same_size(offsets.cols(), size_t{buckets} + 1);
+            cmp.same_size(ids.rows(), tables);
+            cmp.same_size(ids.cols(), neurons);
+            const std::vector<uint32_t> got_offsets = vector_of<uint32_t>(offsets), got_ids = vector_of<uint32_t>(ids);
+            if (got_offsets.size() != tables * (size_t{buckets} + 1) || got_ids.size() != tables * neurons) return;
+            for (size_t t = 0; t < tables; ++t) {
+              uint32_t kept = 0;
+              for (uint32_t b = 0; b < buckets; ++b) {
+                std::vector<uint32_t> rows;
+                for (size_t i = 0; i < neurons; ++i)
+                  if (codes[i * tables + t] == b) rows.push_back(static_cast<uint32_t>(i));
+                if (rows.size() > capacity) {
+                  Rng r = Rng(seed).split(t).split(b);
+                  for (size_t j = 0; j < capacity; ++j) std::swap(rows[j], rows[j + r.below(rows.size() - j)]);
+                  rows.resize(capacity);
+                }
+                const uint32_t* o = got_offsets.data() + t * (size_t{buckets} + 1);
+                cmp.same_size(o[b], kept);
+                cmp.same_size(o[b + 1] - o[b], rows.size());
+                for (size_t j = 0; j < std::min<size_t>(rows.size(), o[b + 1] - o[b]); ++j)
+                  cmp.exact(got_ids[t * neurons + o[b] + j], rows[j]);
+                kept += static_cast<uint32_t>(rows.size());
+              }
+              cmp.same_size(got_offsets[t * (size_t{buckets} + 1) + buckets], kept);
+            }
+          }};
+}
+
 // samples sets of up to `members` distinct ids below `neurons` (some empty, one full when neurons
 // allows), extended by min_active / draws / cap; a skewed alias table (every third label rare).
 Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t min_active, size_t draws, size_t cap,
@@ -1173,6 +1217,9 @@ std::vector<OpCases> all_cases() {
         bucket_union_case(3, 100, 16, 2000, 128, 5, 0), bucket_union_case(3, 100, 16, 2000, 128, 5, 300),
         // 140 full buckets of 128: more entries than a CUDA block's shared memory holds (its host path)
         bucket_union_case(3, 140, 16, 2000, 128, 5, 0)}},
+      {Op::bucket_build, kExact,
+       {bucket_build_case(0, 2, 4, 3), bucket_build_case(1, 1, 1, 1), bucket_build_case(40, 3, 8, 100),
+        bucket_build_case(200, 5, 16, 6), bucket_build_case(3000, 4, 64, 20), bucket_build_case(500, 2, 1, 7)}},
       {Op::active_extend, kExact,
        {active_extend_case(0, 10, 3, 2, 4, 0), active_extend_case(1, 1, 1, 1, 1, 0),
         active_extend_case(9, 50, 12, 20, 0, 0), active_extend_case(9, 50, 12, 0, 16, 0),

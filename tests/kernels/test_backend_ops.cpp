@@ -16,6 +16,7 @@
 #include "core/backend.h"
 #include "core/active_extend.h"
 #include "core/bucket_union.h"
+#include "core/device_rng.h"
 #include "core/rng.h"
 #include "gpu/cuda_info.h"
 #include "kernels/lsh_ops.h"
@@ -227,7 +228,8 @@ TEST_CASE("bucket union: the device's block program equals the definition at eve
 TEST_CASE("active extension: the device's program equals the definition") {
   // core/rng.h's generator and the device's copy of it give the same numbers.
   Rng rng(42);
-  active_extend::Stream stream{rng.state()};
+  DeviceRng stream{rng.state()};
+  CHECK(DeviceRng::seeded(42).state == Rng(42).state());
   for (int i = 0; i < 1000; ++i) {
     const uint64_t n = 1 + static_cast<uint64_t>(i) * 7919;
     REQUIRE(stream.split(n).state == rng.split(n).state());
