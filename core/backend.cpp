@@ -112,6 +112,8 @@ std::string_view op_name(Op op) {
     case Op::bucket_union: return "bucket_union";
     case Op::active_extend: return "active_extend";
     case Op::bucket_build: return "bucket_build";
+    case Op::sum_squares: return "sum_squares";
+    case Op::scale: return "scale";
   }
   return "unknown";
 }

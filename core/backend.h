@@ -70,8 +70,13 @@ enum class Op : uint8_t {
   bucket_union,           // each sample's labels and the union of its LSH buckets
   active_extend,          // the --min-active top-up and the random negatives (logQ) of LSH active sets
   bucket_build,           // LSH tables from every neuron's codes (a rebuild)
+  sum_squares,            // sum of a tensor's squares (the gradient norm of --clip-norm)
+  scale,                  // x *= factor (clipped gradients)
 };
-inline constexpr size_t kNumOps = 20;
+inline constexpr size_t kNumOps = 22;
+// sum_squares' order: consecutive chunks of this many elements, each summed in order, the chunks'
+// sums added in order (so a device that sums chunks in parallel gives the CPU's bits).
+inline constexpr size_t kSquaresChunk = 4096;
 std::string_view op_name(Op op);
 const std::array<Op, kNumOps>& all_ops();
 
@@ -473,6 +478,13 @@ class Backend {
   // gets loss 0 and gradient 0.
   virtual void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
                               Tensor& losses) = 0;
+
+  // --- reductions (scalars that leave the step) --------------------------------------------------
+  // The sum of x's squares (f32 elements, summed in double in kSquaresChunk order), returned to
+  // the host: 8 bytes down.
+  virtual double sum_squares(const Tensor& x) = 0;
+  // x[i] *= factor (f32, in place).
+  virtual void scale(Tensor& x, float factor) = 0;
 
   // --- ranking -------------------------------------------------------------------------------
   // For each row, the k best candidates (higher score, then lower label first) into labels and

@@ -643,6 +643,23 @@ void CudaBackend::bucket_union(const BucketTables& tables, const BucketInput& q,
   out.ids.assign(host.ids);
 }
 
+double CudaBackend::sum_squares(const Tensor& x) {
+  FRUGAL_CHECK(x.dtype() == Dtype::f32, fmt::format("sum_squares: {} is {}, not f32", tensor_words(x), dtype_name(x.dtype())));
+  if (x.empty()) return 0.0;
+  Args args(*this, "sum_squares");
+  const double sum = dev::sum_squares(context(), args.in<float>(x), x.size(), kSquaresChunk);
+  args.finish();
+  return sum;
+}
+
+void CudaBackend::scale(Tensor& x, float factor) {
+  FRUGAL_CHECK(x.dtype() == Dtype::f32, fmt::format("scale: {} is {}, not f32", tensor_words(x), dtype_name(x.dtype())));
+  if (x.empty()) return;
+  Args args(*this, "scale");
+  dev::scale(context(), args.inout<float>(x), x.size(), factor);
+  args.finish();
+}
+
 void CudaBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
   FRUGAL_CHECK(b.codes != nullptr && b.codes->dtype() == Dtype::u32,
                "bucket_build: the codes must be a u32 tensor (neurons x tables)");

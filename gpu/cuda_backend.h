@@ -84,6 +84,8 @@ class CudaBackend : public Backend {
   void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
   // A rebuild on the device: the codes stay, the tables are made where bucket_union reads them.
   void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
+  double sum_squares(const Tensor& x) override;
+  void scale(Tensor& x, float factor) override;
 
  private:
   class Args;

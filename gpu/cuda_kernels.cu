@@ -799,6 +799,29 @@ __global__ void widen_counts_kernel(const uint32_t* counts, size_t samples, uint
   for (size_t i = global_id(); i <= samples; i += global_stride()) sizes[i] = i < samples ? counts[i] : 0;
 }
 
+// Chunk c's sum of squares (core/backend.h's kSquaresChunk order), in double.
+__global__ void chunk_squares_kernel(const float* x, size_t n, size_t chunk, double* sums) {
+  const size_t chunks = (n + chunk - 1) / chunk;
+  for (size_t c = global_id(); c < chunks; c += global_stride()) {
+    double s = 0.0;
+    const size_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+    for (size_t i = c * chunk; i < end; ++i) s += static_cast<double>(x[i]) * x[i];
+    sums[c] = s;
+  }
+}
+
+// The chunks' sums added in order by one thread (as the CPU adds them).
+__global__ void ordered_sum_kernel(const double* sums, size_t n, double* total) {
+  if (global_id() != 0) return;
+  double s = 0.0;
+  for (size_t c = 0; c < n; ++c) s += sums[c];
+  *total = s;
+}
+
+__global__ void scale_kernel(float* x, size_t n, float factor) {
+  for (size_t i = global_id(); i < n; i += global_stride()) x[i] *= factor;
+}
+
 // Table t's column of the neurons' codes (codes: neurons x tables) as sort keys, the neuron ids as values.
 __global__ void table_keys_kernel(const uint32_t* codes, size_t n, size_t nt, size_t t, uint32_t* keys,
                                   uint32_t* rows) {
@@ -1306,6 +1329,27 @@ static uint64_t offsets_from_counts(Staging& st, const uint32_t* counts, size_t 
   st.down(&total, out_offsets + samples, 1);
   st.finish();
   return total;
+}
+
+double sum_squares(Context& ctx, const float* x, size_t n, size_t chunk) {
+  Staging st(ctx, __func__);
+  const size_t chunks = (n + chunk - 1) / chunk;
+  double* sums = st.alloc<double>(chunks);
+  double* dtotal = st.alloc<double>(1);
+  chunk_squares_kernel<<<blocks_for(chunks), kThreads, 0, st.stream()>>>(x, n, chunk, sums);
+  FRUGAL_LAUNCHED();
+  ordered_sum_kernel<<<1, 1, 0, st.stream()>>>(sums, chunks, dtotal);
+  FRUGAL_LAUNCHED();
+  double total = 0.0;
+  st.down(&total, dtotal, 1);
+  st.finish();
+  return total;
+}
+
+void scale(Context& ctx, float* x, size_t n, float factor) {
+  Staging st(ctx, __func__);
+  scale_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(x, n, factor);
+  FRUGAL_LAUNCHED();
 }
 
 void bucket_build(Context& ctx, const uint32_t* codes, size_t n, size_t nt, uint32_t buckets, uint64_t capacity,

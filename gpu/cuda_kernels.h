@@ -189,6 +189,11 @@ bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, ui
                   const uint32_t* labels, size_t num_labels, uint64_t cap, uint64_t* scanned, uint64_t* out_offsets,
                   const std::function<uint32_t*(size_t)>& shape);
 
+// Backend::sum_squares (core/backend.h's kSquaresChunk order: a thread per chunk, then one thread
+// adds the chunks' sums in order; the sum comes down) and Backend::scale; x is device memory.
+double sum_squares(Context& ctx, const float* x, size_t n, size_t chunk);
+void scale(Context& ctx, float* x, size_t n, float factor);
+
 // Backend::bucket_build: codes (n x nt), offsets (nt x (buckets + 1)) and ids (nt x n) are device
 // memory; a table at a time (a rebuild: CUB's radix sort by code, the keep of core/bucket_build.h).
 void bucket_build(Context& ctx, const uint32_t* codes, size_t n, size_t nt, uint32_t buckets, uint64_t capacity,

@@ -62,6 +62,9 @@ void CpuBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool tra
   kernels::matmul(a.data(), trans_a, b.data(), trans_b, c.data(), s.m, s.n, s.k, accumulate);
 }
 
+double CpuBackend::sum_squares(const Tensor& x) { return kernels::sum_squares(x); }
+void CpuBackend::scale(Tensor& x, float factor) { kernels::scale(x, factor); }
+
 void CpuBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) { kernels::bias_act_forward(y, bias, act); }
 
 void CpuBackend::bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) {

@@ -44,6 +44,8 @@ class CpuBackend : public Backend {
   void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) override;
   void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
   void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
+  double sum_squares(const Tensor& x) override;
+  void scale(Tensor& x, float factor) override;
 };
 
 }  // namespace frugal::kernels

@@ -1,11 +1,14 @@
 #include "kernels/dense_ops.h"
 
 #include <algorithm>
+#include <span>
+#include <vector>
 
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/backend.h"
 #include "core/check.h"
 
 namespace frugal::kernels {
@@ -57,6 +60,28 @@ void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad
         for (size_t c = c0; c < c1; ++c) bg[c] += g[c];
       }
     }
+  });
+}
+
+double sum_squares(const Tensor& x) {
+  const std::span<const float> v = x.span();
+  const size_t chunks = (v.size() + kSquaresChunk - 1) / kSquaresChunk;
+  std::vector<double> sums(chunks, 0.0);
+  tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+    double s = 0.0;
+    for (size_t i = c * kSquaresChunk, end = std::min(v.size(), i + kSquaresChunk); i < end; ++i)
+      s += double{v[i]} * v[i];
+    sums[c] = s;
+  });
+  double total = 0.0;
+  for (const double s : sums) total += s;
+  return total;
+}
+
+void scale(Tensor& x, float factor) {
+  const std::span<float> v = x.span();
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, v.size(), 16384), [&](const auto& r) {
+    for (size_t i = r.begin(); i < r.end(); ++i) v[i] *= factor;
   });
 }
 

@@ -14,4 +14,8 @@ void bias_act_forward(Tensor& y, const Tensor& bias, Act act);
 // grad[i][c] = 0 where y[i][c] <= 0 (relu); bias_grad[c] = sum over i (in order) of grad[i][c].
 void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad);
 
+// Backend::sum_squares (chunks in parallel, their sums added in order) and Backend::scale.
+double sum_squares(const Tensor& x);
+void scale(Tensor& x, float factor);
+
 }  // namespace frugal::kernels

@@ -514,6 +514,20 @@ void EmulatedBackend::bucket_union(const BucketTables& tables, const BucketInput
   shaped_on_device(s, out, [&](ActiveTensors& view) { cpu_.bucket_union(built ? built->tables : tables, d, view); });
 }
 
+double EmulatedBackend::sum_squares(const Tensor& x) {
+  Staged s(*this, "sum_squares");
+  const double sum = cpu_.sum_squares(s.in(x));
+  s.down(sizeof sum);
+  s.finish();
+  return sum;
+}
+
+void EmulatedBackend::scale(Tensor& x, float factor) {
+  Staged s(*this, "scale");
+  cpu_.scale(s.inout(x), factor);
+  s.finish();
+}
+
 void EmulatedBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
   Staged s(*this, "bucket_build");
   BucketBuild d = b;

@@ -73,6 +73,9 @@ class EmulatedBackend : public Backend {
   void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) override;
   // On the device: nothing crosses (the codes are the hash op's, the tables stay for bucket_union).
   void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
+  // The sum comes down: 8 bytes.
+  double sum_squares(const Tensor& x) override;
+  void scale(Tensor& x, float factor) override;
 
  private:
   // Checks a device-found row list against the caller's and keeps it on the device (RowGrad).

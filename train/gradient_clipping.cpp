@@ -4,19 +4,22 @@
 #include <cstring>
 #include <span>
 
+#include "core/backend.h"
 #include "core/communicator.h"
 
 namespace frugal {
+namespace {
+// The backend whose memory holds t (the host backend for host memory).
+Backend& backend_of(const Tensor& t) { return t.owner() != nullptr ? *t.owner() : host_backend(); }
+}  // namespace
 
 double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communicator* model_group) {
   const bool group = comm::is_active(model_group);
   double squares = 0.0;
   for (const Parameter* p : params) {
     if (group && p->sliced_axis < 0 && model_group->rank() != 0) continue;  // replicated: rank 0 counts it
-    Tensor copy;
-    const Tensor& values = host_view(p->grad.values, copy);  // a device's gradient comes down
-    const float* g = values.data();
-    for (size_t i = 0, n = values.size(); i < n; ++i) squares += double(g[i]) * g[i];
+    // Where the gradient lives: only the sum comes down from a device.
+    squares += backend_of(p->grad.values).sum_squares(p->grad.values);
   }
   if (group) {
     std::vector<std::vector<std::byte>> all;
@@ -36,12 +39,7 @@ double clip_gradient_norm(const std::vector<Parameter*>& params, float max_norm,
   const double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return norm;
   const auto scale = static_cast<float>(coef);
-  for (Parameter* p : params) {
-    Tensor copy;
-    Tensor& values = p->grad.values.is_host() ? p->grad.values : (copy = to_host(p->grad.values));
-    for (size_t i = 0, n = values.size(); i < n; ++i) values.data()[i] *= scale;
-    if (!p->grad.values.is_host()) copy_from_host(p->grad.values, values.data());
-  }
+  for (Parameter* p : params) backend_of(p->grad.values).scale(p->grad.values, scale);
   return norm;
 }
 

