@@ -298,7 +298,13 @@ void RowUpdate::validate(bool second_moment) const {
   FRUGAL_CHECK(grad == nullptr || (grad->rows() == listed && (listed == 0 || grad->cols() == cols)),
                "optimizer rows: the gradient's shape does not match the row list");
   FRUGAL_CHECK(plans.empty() || plans.size() == rows.size(), "optimizer rows: one catch-up plan per row");
-  FRUGAL_CHECK(!second_moment || grad == nullptr || counts.size() == (all_rows ? 1 : rows.size()),
+  FRUGAL_CHECK(!rows_on_device_only ||
+                   (row_ids != nullptr && rows.empty() && counts.empty() && plans.empty() && !all_rows &&
+                    (!second_moment || grad == nullptr || row_counts != nullptr)),
+               "optimizer rows: rows on the device only take their list and (Adam) update counts there, no host "
+               "list, counts or catch-up plans");
+  FRUGAL_CHECK(!second_moment || grad == nullptr || rows_on_device_only ||
+                   counts.size() == (all_rows ? 1 : rows.size()),
                all_rows ? "optimizer rows: all_rows takes one update count" : "optimizer rows: one update count per row");
   if (second_moment && grad != nullptr) {
     FRUGAL_CHECK(corrections != nullptr && corrections->dtype() == Dtype::f32 && corrections->cols() == 2,
@@ -309,7 +315,7 @@ void RowUpdate::validate(bool second_moment) const {
     // (A frozen row's count is above freeze_after, so its correction2(freeze_after) is in the table.)
   }
   for (const uint32_t r : rows) FRUGAL_CHECK(r < n, fmt::format("optimizer rows: row {} of {}", r, n));
-  FRUGAL_CHECK(row_ids == nullptr || (!all_rows && row_ids->dtype() == Dtype::u32 && row_ids->size() == rows.size()),
+  FRUGAL_CHECK(row_ids == nullptr || (!all_rows && row_ids->dtype() == Dtype::u32 && row_ids->size() == listed),
                "optimizer rows: the backend's row list must be u32 with one id per listed row");
   FRUGAL_CHECK(row_counts == nullptr ||
                    (second_moment && grad != nullptr && !all_rows && row_counts->dtype() == Dtype::u32 &&

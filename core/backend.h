@@ -117,6 +117,9 @@ struct RowUpdate {
   // Device backends: the same list already in the backend's memory (RowGrad::device_rows), so it
   // is not sent again; null: rows is sent. Host backends read rows.
   const Tensor* row_ids = nullptr;
+  // The rows are in row_ids alone (RowGrad::rows_on_device: the host never had them): rows and
+  // counts are empty, and Adam's counts are row_counts' (a device backend's lazy update).
+  bool rows_on_device_only = false;
   // Device backends, Adam with a gradient: every row's update count so far (u32, w->rows() entries,
   // in the backend's memory; the optimizer keeps it beside its host counts). The op raises each
   // listed row's entry by one and uses the result as that row's count, so no counts are sent
@@ -154,7 +157,9 @@ struct RowUpdate {
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
   void validate(bool second_moment) const;
-  size_t num_rows() const { return all_rows ? w->rows() : rows.size(); }
+  size_t num_rows() const {
+    return all_rows ? w->rows() : rows_on_device_only && row_ids != nullptr ? row_ids->size() : rows.size();
+  }
   bool frozen(uint32_t count) const { return freeze_after > 0 && count > freeze_after; }
   // The floor of a frozen v, per g^2: (1 - beta2) / correction2(freeze_after), given the table's
   // entries (host kernels: corrections->data(); a device kernel reads its own).

@@ -22,23 +22,33 @@ struct RowGrad {
   // exchange, a selection) needs not know about it, as device_rows() then no longer hands it out.
   Tensor device_rows_tensor{0, 0, Dtype::u32};
   std::vector<uint32_t> device_rows_of;
-  // Set by the caller of a device's row_accumulate whose entries' ids never reached the host (the
-  // LSH sampler's sets, made on the device): rows cannot be listed there, so the op lists them and
-  // brings the list down into rows (4 bytes a row; it keeps its own copy as device_rows_tensor).
-  // False: the caller listed rows (DistinctRows) and nothing comes down.
-  bool rows_unlisted = false;
+  // The rows are on the device only: `rows` is empty and device_rows_tensor lists them (values has
+  // one row each). The caller of a device's row_accumulate sets it when the entries' ids never
+  // reached the host (the LSH sampler's sets, made on the device), and the op then keeps its list
+  // there: only the count comes down. The optimizer's lazy updates read that list where they run;
+  // host code that needs the ids (an exchange, catch-up) calls fetch_rows() (4 bytes a row).
+  bool rows_on_device = false;
+  size_t num_rows() const { return rows_on_device ? device_rows_tensor.size() : rows.size(); }
   // The device copy of `rows` in `owner`'s memory when there is one that still lists exactly
-  // `rows`; null otherwise (the caller then sends `rows`).
+  // `rows` (or the rows are on the device only); null otherwise (the caller then sends `rows`).
   const Tensor* device_rows(const Backend* owner) const {
-    return owner != nullptr && device_rows_tensor.owner() == owner && device_rows_of == rows &&
-                   device_rows_tensor.size() == rows.size()
-               ? &device_rows_tensor
-               : nullptr;
+    if (owner == nullptr || device_rows_tensor.owner() != owner) return nullptr;
+    if (rows_on_device) return &device_rows_tensor;
+    return device_rows_of == rows && device_rows_tensor.size() == rows.size() ? &device_rows_tensor : nullptr;
+  }
+  // Rows on the device only come down into `rows` (the device keeps its copy, still current).
+  void fetch_rows() {
+    if (!rows_on_device) return;
+    rows.resize(device_rows_tensor.size());
+    if (!rows.empty()) copy_to_host(device_rows_tensor, rows.data());
+    device_rows_of = rows;
+    rows_on_device = false;
   }
   void clear() {
     rows.clear();
     values.resize(0, values.cols());
     device_rows_of.clear();
+    rows_on_device = false;
   }
 };
 

@@ -297,11 +297,11 @@ void CudaBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entries,
   FRUGAL_CHECK(coefs.size() == entries.total(),
                fmt::format("row_accumulate: {} coefficients for {} entries", coefs.size(), entries.total()));
   // The caller listed the rows on the host (core/backend.h): the device's list stays here. Sets
-  // made on the device (grad.rows_unlisted): the device's list comes down, and stays here too.
+  // made on the device (grad.rows_on_device): the list stays here alone, only its count comes down.
   Args args(*this, "row_accumulate");
   const dev::RowEntries in{.offsets = args.in<uint64_t>(entries.offsets), .ids = args.in<uint32_t>(entries.ids),
                            .samples = entries.num_samples(), .entries = entries.total(), .on_device = true,
-                           .rows_listed = !grad.rows_unlisted};
+                           .rows_listed = !grad.rows_on_device, .rows_stay = grad.rows_on_device};
   accumulate(ws, in, coefs, vecs, grad, bias_grad);
   grad.device_rows_of = grad.rows;
 }
@@ -332,10 +332,10 @@ void CudaBackend::accumulate(RowWorkspace& ws, const dev::RowEntries& in, const 
   dev::row_accumulate(context(), in, dcoefs, ws.num_rows(), dvecs, d, grad.rows, prepare);
   if (bias_grad != nullptr) {
     bias_grad->rows = grad.rows;
-    bias_grad->rows_unlisted = false;
+    bias_grad->rows_on_device = grad.rows_on_device;
     // The bias's update reads the same list, on the device.
     keep_on(bias_grad->device_rows_tensor, *this);
-    bias_grad->device_rows_tensor.resize(1, grad.rows.size());
+    bias_grad->device_rows_tensor.resize(1, grad.device_rows_tensor.size());
     copy_rows(bias_grad->device_rows_tensor, 0, grad.device_rows_tensor, 0, 1);
     bias_grad->device_rows_of = grad.rows;
   }

@@ -1154,10 +1154,11 @@ void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size
                                   st.stream()));
     return;
   }
-  // The row list is host memory (core/backend.h's RowGrad): it comes down; the sums stay, and so
-  // does the device's list when prepare gave it a place (for the optimizer).
+  // The row list is host memory (core/backend.h's RowGrad): it comes down, unless it stays on the
+  // device (rows_stay); the sums stay, and so does the device's list where prepare gave it a place.
   if (nrows > 0 && out.row_ids != nullptr)
     FRUGAL_CUDA(cudaMemcpyAsync(out.row_ids, drows, nrows * sizeof(uint32_t), cudaMemcpyDeviceToDevice, st.stream()));
+  if (in.rows_stay) return;
   rows.resize(nrows);
   st.down(rows.data(), drows, nrows);
   st.finish();

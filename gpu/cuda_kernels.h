@@ -103,6 +103,9 @@ struct RowEntries {
   size_t samples = 0, entries = 0;
   bool on_device = false;
   bool rows_listed = false;
+  // Not listed by the caller, and kept on the device only (prepare's row_ids): the count comes
+  // down, the list does not (RowGrad::rows_on_device).
+  bool rows_stay = false;
 };
 void row_accumulate(Context& ctx, const RowEntries& in, const float* coefs, size_t num_rows, const float* vecs,
                     size_t d, std::vector<uint32_t>& rows, const std::function<RowSumsOut(size_t)>& prepare);

@@ -257,14 +257,15 @@ void EmulatedBackend::sparse_input_forward(const SparseFeatures& x, const Tensor
 // contract: a list that differs would update other rows than the gradient's.
 void EmulatedBackend::keep_device_rows(RowGrad& grad, const std::vector<uint32_t>& found, const char* op,
                                        const char* what) {
-  if (grad.rows_unlisted) {  // the caller could not list them: the list comes down
-    grad.rows = found;
-    count_down(bytes_of(found));
-  }
-  FRUGAL_CHECK(found == grad.rows,
-               fmt::format("emulated device: {} found {} distinct rows, the caller listed {} others (grad.rows must "
-                           "hold the distinct {}, ascending)",
-                           op, found.size(), grad.rows.size(), what));
+  // The caller could not list them (RowGrad::rows_on_device): they stay here, only their count
+  // comes down (row_accumulate counts it). Otherwise the caller's list must be the one found.
+  if (grad.rows_on_device)
+    grad.rows.clear();
+  else
+    FRUGAL_CHECK(found == grad.rows,
+                 fmt::format("emulated device: {} found {} distinct rows, the caller listed {} others (grad.rows must "
+                             "hold the distinct {}, ascending)",
+                             op, found.size(), grad.rows.size(), what));
   keep_on(grad.device_rows_tensor, *this);
   grad.device_rows_tensor.resize(1, found.size());
   if (!found.empty()) std::memcpy(grad.device_rows_tensor.device_data(), found.data(), bytes_of(found));
@@ -333,10 +334,11 @@ void EmulatedBackend::row_accumulate(RowWorkspace& ws, const ActiveTensors& entr
                       bias_grad != nullptr ? &b : nullptr);
   values = std::move(g.values);
   keep_device_rows(grad, g.rows, "row_accumulate", "row ids of the entries");
+  if (grad.rows_on_device) s.down(sizeof(uint32_t));  // how many rows: the gradient's shape
   if (bias_grad != nullptr) {
     *bias_values = std::move(b.values);
-    bias_grad->rows = grad.rows;  // (the same list: it comes down once)
-    bias_grad->rows_unlisted = false;
+    bias_grad->rows = grad.rows;  // the same list, on the device alike
+    bias_grad->rows_on_device = grad.rows_on_device;
     keep_device_rows(*bias_grad, b.rows, "row_accumulate", "row ids of the entries");
   }
   s.finish();
@@ -413,9 +415,10 @@ void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
     FRUGAL_CHECK(u.row_ids->owner() == this, "emulated device: the optimizer's row list is another backend's");
     const std::span<const uint32_t> listed = ids.u32();
     device_rows.assign(listed.begin(), listed.end());
-    FRUGAL_CHECK(std::equal(device_rows.begin(), device_rows.end(), u.rows.begin(), u.rows.end()),
+    FRUGAL_CHECK(u.rows_on_device_only || std::equal(device_rows.begin(), device_rows.end(), u.rows.begin(), u.rows.end()),
                  "emulated device: the optimizer's row list on the device differs from its host list");
     d.rows = device_rows;
+    d.rows_on_device_only = false;  // the CPU kernels read the host view of the device's list
   } else {
     s.up(bytes_of(u.rows));
   }
@@ -427,8 +430,8 @@ void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
     const std::span<uint32_t> per_row = s.inout(*u.row_counts).u32();
     device_counts.reserve(d.rows.size());
     for (const uint32_t r : d.rows) device_counts.push_back(++per_row[r]);
-    FRUGAL_CHECK(device_counts.size() == u.counts.size() &&
-                     std::equal(device_counts.begin(), device_counts.end(), u.counts.begin()),
+    FRUGAL_CHECK(u.rows_on_device_only || (device_counts.size() == u.counts.size() &&
+                                           std::equal(device_counts.begin(), device_counts.end(), u.counts.begin())),
                  "emulated device: the update counts kept on the device differ from the optimizer's");
     d.counts = device_counts;
   } else {

@@ -301,8 +301,9 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   keep_on(weight_.grad.values, be);
   keep_on(bias_.grad.values, be);
   // A device keeps the row list it finds. The host lists the same rows from sets it made; the
-  // sampler's never reached the host, so the device's list comes down (RowGrad::rows_unlisted).
-  weight_.grad.rows_unlisted = !be.device().is_host() && sampled;
+  // sampler's never reached the host, so the list stays on the device alone (RowGrad::rows_on_device:
+  // the optimizer's lazy update reads it there; only the count comes down).
+  weight_.grad.rows_on_device = !be.device().is_host() && sampled;
   if (!be.device().is_host() && !sampled) {
     if (distinct_.num_rows() < end_ - begin_) distinct_ = DistinctRows(end_ - begin_);
     distinct_.list(active_.ids, weight_.grad.rows);
@@ -314,7 +315,7 @@ double SoftmaxOutput::sampled_forward_backward(const Tensor& in, const SparseBat
   // written) and the rows' gradients (ids, gradients and hidden vectors read, each distinct row's
   // gradient and bias gradient written once).
   // (A weight element is 4 bytes, or 2 in bf16; gradients are f32.)
-  const auto rows = static_cast<double>(weight_.grad.rows.size()), points = static_cast<double>(b);
+  const auto rows = static_cast<double>(weight_.grad.num_rows()), points = static_cast<double>(b);
   const auto wb = static_cast<double>(dtype_bytes(weight_.value.dtype()));
   profile::count(profile::Phase::output_forward, 0.0, wb * rows * d + 4.0 * rows, wb * rows * d + 4.0 * rows);
   profile::count(profile::Phase::output_backward, 4.0 * a * d,
@@ -488,8 +489,14 @@ size_t SoftmaxOutput::derived_state_bytes() const {
 }
 
 void SoftmaxOutput::after_update(uint64_t) {
-  // The optimizer changed exactly the rows that had a gradient (after any data-parallel union).
-  if (sampler_ != nullptr) sampler_->mark_changed(weight_.grad.rows);
+  // The optimizer changed exactly the rows that had a gradient (after any data-parallel union). Rows
+  // the host never had: a device's rebuild hashes every row anyway; a later host build would not
+  // know which changed, so all count as changed.
+  if (sampler_ == nullptr) return;
+  if (weight_.grad.rows_on_device)
+    sampler_->mark_all_changed();
+  else
+    sampler_->mark_changed(weight_.grad.rows);
 }
 
 void SoftmaxOutput::set_label_counts(std::span<const uint32_t> counts) {

@@ -335,7 +335,7 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   early_step_ = false;
   const std::vector<Parameter*> params = model_.parameters();
   touched_rows_.resize(params.size(), 0);
-  for (size_t i = 0; i < params.size(); ++i) touched_rows_[i] += params[i]->grad.rows.size();
+  for (size_t i = 0; i < params.size(); ++i) touched_rows_[i] += params[i]->grad.num_rows();
   if (!stepped_.empty()) {  // begun in compute_gradients: the input layer's parameters are left
     last_clip_limit_ = options_.clip_norm;
     for (size_t i = 0; i < params.size(); ++i)
@@ -367,8 +367,10 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
 }
 
 void Trainer::gradients_to_host() {
-  for (Parameter* p : model_.parameters())
+  for (Parameter* p : model_.parameters()) {
     if (!p->grad.values.is_host()) p->grad.values = to_host(p->grad.values);
+    p->grad.fetch_rows();  // the rows a device kept (RowGrad::rows_on_device) come down with them
+  }
 }
 
 void Trainer::step_on_exchanged_updates() {

@@ -109,10 +109,20 @@ void Optimizer::place_state(State& s) {
 }
 
 void Optimizer::set_backend(Backend* backend) {
+  for (size_t i = 0; i < state_.size(); ++i) synced(i);  // the counts the old backend holds
   backend_ = backend;
   for (State& s : state_) place_state(s);
   device_counts_.clear();
   counts_current_.clear();
+}
+
+Optimizer::State& Optimizer::synced(size_t i) const {
+  auto& s = const_cast<State&>(state_.at(i));
+  if (i < host_behind_.size() && host_behind_[i]) {
+    copy_to_host(device_counts_.at(i), s.row_steps.data());
+    host_behind_[i] = 0;
+  }
+  return s;
 }
 
 Tensor& Optimizer::counts_on_device(size_t i) {
@@ -158,6 +168,7 @@ RowUpdate Optimizer::row_update(Parameter& p, State& s, std::span<const uint32_t
   u.all_rows = every_row_;
   if (!every_row_) u.rows = rows;
   u.row_ids = rows_on_device_;
+  u.rows_on_device_only = device_rows_only_;
   u.row_counts = grad != nullptr ? counts_on_device_ : nullptr;
   u.grad = grad;
   u.plans = plans;
@@ -254,7 +265,11 @@ void Optimizer::step_parameter(size_t i) {
   const double lr_n = pending_lr_;
   const bool catchup = options_.updates == SparseUpdates::catchup;
   Parameter& p = *params_[i];
-  State& s = state_[i];
+  // Rows the host never had (RowGrad::rows_on_device): a lazy update runs on the device's list and
+  // counts; catch-up (plans per row) or a list of another backend brings them down first.
+  if (p.grad.rows_on_device && (catchup || p.grad.device_rows(&backend()) == nullptr)) p.grad.fetch_rows();
+  if (p.grad.rows_on_device) return step_device_rows(i);
+  State& s = synced(i);
   const size_t cols = p.value.cols();
   const auto& rows = p.grad.rows;
   FRUGAL_CHECK(p.grad.values.rows() == rows.size() && (rows.empty() || p.grad.values.cols() == cols),
@@ -311,6 +326,42 @@ void Optimizer::step_parameter(size_t i) {
     update_rows(p, s, rows, &p.grad.values, row_plans_, counts, lr_n);
   }
   count_row_updates(s, rows.size(), cols, true);
+  if (i < count_bound_.size() && !rows.empty()) count_bound_[i] = std::max(count_bound_[i], most);
+}
+
+void Optimizer::step_device_rows(size_t i) {
+  Parameter& p = *params_[i];
+  State& s = state_[i];
+  const size_t rows = p.grad.num_rows(), cols = p.value.cols();
+  FRUGAL_CHECK(p.grad.values.rows() == rows && (rows == 0 || p.grad.values.cols() == cols),
+               fmt::format("parameter {}: gradient shape does not match its row list", p.name));
+  // No count can pass its bound, raised by one a step: Adam's table reaches it (one row a step, as
+  // when the host knows the rows).
+  if (count_bound_.size() != state_.size()) {
+    count_bound_.assign(state_.size(), 0);
+    for (size_t k = 0; k < state_.size(); ++k)
+      for (const uint32_t c : synced(k).row_steps) count_bound_[k] = std::max<uint64_t>(count_bound_[k], c);
+  }
+  if (rows > 0) ++count_bound_[i];
+  prepare(count_bound_[i], pending_step_);
+  const bool counted = !s.v.empty() && rows > 0;
+  rows_on_device_ = p.grad.device_rows(&backend());
+  counts_on_device_ = counted ? &counts_on_device(i) : nullptr;
+  if (counted) {  // the op raises the device's counts: the host's are behind until synced
+    if (host_behind_.size() != state_.size()) host_behind_.assign(state_.size(), 0);
+    host_behind_[i] = 1;
+  }
+  device_rows_only_ = true;
+  struct Reset {
+    Optimizer& o;
+    ~Reset() {
+      o.device_rows_only_ = false;
+      o.rows_on_device_ = nullptr;
+      o.counts_on_device_ = nullptr;
+    }
+  } reset{*this};
+  update_rows(p, s, {}, &p.grad.values, {}, {}, pending_lr_);
+  count_row_updates(s, rows, cols, true);
 }
 
 std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint32_t>& rows) {
@@ -319,7 +370,7 @@ std::vector<uint32_t> Optimizer::catch_up_param(size_t i, const std::vector<uint
   grow_tables(now);
   prepare(0, now);
   Parameter& p = *params_[i];
-  State& s = state_[i];
+  State& s = synced(i);
   std::vector<uint32_t> behind;
   for (const uint32_t r : rows) {
     FRUGAL_CHECK(r < s.row_steps.size(), fmt::format("parameter {}: row {} out of range", p.name, r));
@@ -343,6 +394,7 @@ void Optimizer::catch_up() {
     std::vector<uint32_t> all(state_[i].row_steps.size());
     std::iota(all.begin(), all.end(), 0u);
     p.grad.rows = catch_up_param(i, all);
+    p.grad.rows_on_device = false;
     p.grad.values.resize(0, p.value.cols());
   }
 }

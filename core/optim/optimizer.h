@@ -140,11 +140,15 @@ class Optimizer {
   // Parameter i's state, where the backend keeps it (host code reads a device's moments with
   // copy_to_host / to_host, core/tensor.h). The writable form may change row_steps (a checkpoint
   // load): the device's copy of them is sent again before it is used next.
+  // (A device's lazy counts that ran ahead of the host's, steps over rows the host never had, come
+  // down first.)
   State& state(size_t i) {
+    State& s = synced(i);
     if (i < counts_current_.size()) counts_current_[i] = 0;
-    return state_.at(i);
+    count_bound_.clear();  // the counts may change: their bound is found again
+    return s;
   }
-  const State& state(size_t i) const { return state_.at(i); }
+  const State& state(size_t i) const { return synced(i); }
   // The Backend the row updates run on (core/backend.h): the one set here, else host_backend().
   Backend& backend() const { return backend_ != nullptr ? *backend_ : host_backend(); }
   // Another backend takes over: the state moves into its memory (place_on, core/tensor.h).
@@ -202,6 +206,15 @@ class Optimizer {
   Tensor& counts_on_device(size_t i);
   std::vector<Tensor> device_counts_;
   std::vector<uint8_t> counts_current_;
+  // Parameter i's host counts are behind the device's (steps over rows the host never had,
+  // RowGrad::rows_on_device); synced() brings them down. count_bound_[i]: no count of parameter i
+  // exceeds it (Adam's table must reach every count the device may read).
+  mutable std::vector<uint8_t> host_behind_;
+  std::vector<uint64_t> count_bound_;
+  State& synced(size_t i) const;
+  // A lazy step over rows on the device only (their list and Adam's counts there).
+  void step_device_rows(size_t i);
+  bool device_rows_only_ = false;  // set by step_device_rows around its update (row_update reads it)
   void grow_tables(uint64_t now);
   // Brings parameter i's listed rows that are behind up to steps(); returns those rows.
   std::vector<uint32_t> catch_up_param(size_t i, const std::vector<uint32_t>& rows);

@@ -275,10 +275,9 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
     // (8 B) a step. An activation, a logit, a gradient, a row list or a table sent every step
     // would exceed this: the issue's target, input + labels + 64 B a sample.
     // The LSH step sends its labels (first in each set: no positions) and the hash family's
-    // coordinates once; the sets, codes and negatives' tables stay on the device. What comes down
-    // besides the loss: two set totals (8 B a step each) and the output layer's row list (4 B a
-    // distinct row: RowGrad::rows_unlisted; ~31 B a sample here, where a batch touches all 500
-    // labels).
+    // coordinates once; the sets, codes, negatives' tables and the output layer's row list
+    // (RowGrad::rows_on_device: the optimizer's lazy update reads it there) stay on the device.
+    // What comes down besides the loss: two set totals and the row count (20 B a step).
     CHECK(fit.host_device_bytes_per_sample() <= input + labels + 64.0);
     // Nothing that grows with the training's length crosses (Adam's bias-correction tables once
     // did, whole, every step: +6.5% from the first epoch to the second): a later epoch moves what
