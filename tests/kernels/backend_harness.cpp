@@ -911,6 +911,18 @@ Case bucket_union_case(size_t samples, size_t tables, uint32_t buckets, size_t n
 
 }  // namespace
 
+ExtensionTables random_extension_tables(Rng& rng, size_t neurons, size_t draws) {
+  ExtensionTables x{std::vector<float>(neurons), std::vector<uint32_t>(neurons), std::vector<double>(neurons),
+                    std::vector<double>(draws + 1, 0.0)};
+  for (size_t j = 0; j < neurons; ++j) {
+    x.threshold[j] = j % 3 == 0 ? 0.1f : rng.uniform(0.5f, 1.0f);
+    x.alias[j] = static_cast<uint32_t>(rng.below(neurons));
+    x.log_prob[j] = std::log((j % 3 == 0 ? 0.2 : 1.0) / static_cast<double>(neurons));
+  }
+  for (size_t c = 1; c <= draws; ++c) x.log_count[c] = std::log(static_cast<double>(c));
+  return x;
+}
+
 ActiveSets reference_extension(const ActiveSets& in, const ActiveExtension& e, const std::vector<float>& threshold,
                                const std::vector<uint32_t>& alias, const std::vector<double>& log_prob) {
   ActiveSets out;
@@ -1046,17 +1058,10 @@ Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t m
               for (const uint32_t id : distinct(rng, neurons, std::min(n, neurons))) in.ids.push_back(id);
               in.offsets.push_back(in.ids.size());
             }
-            std::vector<float> threshold(neurons);
-            std::vector<uint32_t> alias(neurons);
-            std::vector<double> log_prob(neurons), log_count(draws + 1, 0.0);
-            for (size_t j = 0; j < neurons; ++j) {
-              threshold[j] = j % 3 == 0 ? 0.1f : rng.uniform(0.5f, 1.0f);
-              alias[j] = static_cast<uint32_t>(rng.below(neurons));
-              log_prob[j] = std::log((j % 3 == 0 ? 0.2 : 1.0) / static_cast<double>(neurons));
-            }
-            for (size_t c = 1; c <= draws; ++c) log_count[c] = std::log(static_cast<double>(c));
-            const Tensor t_threshold = vector_on(be, threshold, Dtype::f32), t_alias = vector_on(be, alias, Dtype::u32);
-            const Tensor t_log_prob = vector_on(be, log_prob, Dtype::f64), t_log_count = vector_on(be, log_count, Dtype::f64);
+            const ExtensionTables x = random_extension_tables(rng, neurons, draws);
+            const Tensor t_threshold = vector_on(be, x.threshold, Dtype::f32), t_alias = vector_on(be, x.alias, Dtype::u32);
+            const Tensor t_log_prob = vector_on(be, x.log_prob, Dtype::f64);
+            const Tensor t_log_count = vector_on(be, x.log_count, Dtype::f64);
             const ActiveExtension e{.rng_state = rng.next_u64(), .neurons = neurons, .min_active = min_active,
                                     .cap = cap, .draws = draws, .logq = logq, .threshold = &t_threshold,
                                     .alias = &t_alias, .log_prob = &t_log_prob, .log_count = &t_log_count};
@@ -1067,7 +1072,7 @@ Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t m
             out.ids = vector_on(be, std::vector<uint32_t>(5, 0xdeadbeef), Dtype::u32);  // replaced
             be.active_extend(e, sets, out);
             be.synchronize();
-            const ActiveSets want = reference_extension(in, e, threshold, alias, log_prob);
+            const ActiveSets want = reference_extension(in, e, x.threshold, x.alias, x.log_prob);
             const std::vector<uint64_t> offsets = vector_of<uint64_t>(out.offsets);
             const std::vector<uint32_t> ids = vector_of<uint32_t>(out.ids);
             const std::vector<float> logit_offsets = vector_of<float>(out.logit_offsets);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/rng.h"
 
 namespace frugal::harness {
 
@@ -103,6 +104,15 @@ BucketFixture random_buckets(uint64_t seed, size_t samples, size_t tables, uint3
                              size_t capacity, size_t max_labels);
 // bucket_union by its definition (core/backend.h), with ordered maps: the reference.
 ActiveSets reference_union(const BucketFixture& f, size_t cap);
+
+// An alias table over `neurons` labels for active_extend (every third label rare) and log(c) for
+// c <= draws, as host vectors.
+struct ExtensionTables {
+  std::vector<float> threshold;
+  std::vector<uint32_t> alias;
+  std::vector<double> log_prob, log_count;
+};
+ExtensionTables random_extension_tables(Rng& rng, size_t neurons, size_t draws);
 
 // active_extend by its definition (core/backend.h's ActiveExtension) with core/rng.h's Rng and set
 // membership; the alias table and log Q are host vectors (the extension's tensors are not read).

@@ -249,21 +249,14 @@ TEST_CASE("active extension: the device's program equals the definition") {
       in.ids.insert(in.ids.end(), ids.begin(), ids.end());
       in.offsets.push_back(in.ids.size());
     }
-    std::vector<float> threshold(neurons);
-    std::vector<uint32_t> alias(neurons);
-    std::vector<double> log_prob(neurons), log_count(draws + 1, 0.0);
-    for (size_t j = 0; j < neurons; ++j) {
-      threshold[j] = j % 3 == 0 ? 0.1f : r.uniform(0.5f, 1.0f);
-      alias[j] = static_cast<uint32_t>(r.below(neurons));
-      log_prob[j] = std::log((j % 3 == 0 ? 0.2 : 1.0) / static_cast<double>(neurons));
-    }
-    for (size_t c = 1; c <= draws; ++c) log_count[c] = std::log(static_cast<double>(c));
+    const harness::ExtensionTables x = harness::random_extension_tables(r, neurons, draws);
     const ActiveExtension e{.rng_state = r.next_u64(), .neurons = neurons, .min_active = min_active, .cap = cap,
                             .draws = draws};
-    const ActiveSets want = harness::reference_extension(in, e, threshold, alias, log_prob);
+    const ActiveSets want = harness::reference_extension(in, e, x.threshold, x.alias, x.log_prob);
     const active_extend::Spec spec{.rng_state = e.rng_state, .neurons = neurons, .min_active = min_active,
-                                   .cap = cap, .draws = draws, .logq = true, .threshold = threshold.data(),
-                                   .alias = alias.data(), .log_prob = log_prob.data(), .log_count = log_count.data()};
+                                   .cap = cap, .draws = draws, .logq = true, .threshold = x.threshold.data(),
+                                   .alias = x.alias.data(), .log_prob = x.log_prob.data(),
+                                   .log_count = x.log_count.data()};
     for (size_t i = 0; i < in.num_samples(); ++i) {
       const uint64_t n = in.offsets[i + 1] - in.offsets[i];
       std::vector<uint32_t> out(active_extend::room_needed(spec, n), 0xdeadbeef), drawn(draws);
