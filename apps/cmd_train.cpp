@@ -677,7 +677,7 @@ void note_cuda_alone(const TrainArgs& a, const Backend& backend, int model_ranks
   fmt::print("note: the CUDA backend keeps the step's tensors on the device{}; this design has not been timed on a "
              "GPU yet (the previous one, which copied every op's arguments through host memory, trained {} on an "
              "H200): compare --device cpu on this machine (bench/REPORT.md, \"GPU\")\n",
-             a.sampler == layers::Sampler::exact ? "" : " but the LSH sampler's host half (codes, bucket tables) crosses",
+             a.sampler == layers::Sampler::exact ? "" : ", the LSH sampler's sets and tables included",
              a.sampler == layers::Sampler::exact ? "20-46x slower than PyTorch with --sampler exact"
                                                  : "the LSH sampler slower than --device cpu on the machine's 16 cores");
 }

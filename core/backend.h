@@ -16,11 +16,12 @@
 // memory without copying between the host and a device. Only set / get / copy move bytes, in the
 // few places where data enters or leaves a step (the input batch, the labels, the loss, the
 // wire, checkpoints); transfers() counts them. Row lists are listed on the host where the host
-// has the ids (a sparse batch's features, the sampler's active sets: DistinctRows) while a device
-// keeps its own copy for the optimizer (RowGrad::device_rows), so they never come down. What still
-// takes host memory is the LSH sampler's half on the host (its codes, bucket tables and queries, the
-// catch-up plans of `--sparse-updates catchup`): a device backend stages those arguments and counts
-// them as crossings (kernels/emulated_backend.h shows how many bytes each op moves).
+// has the ids (a sparse batch's features: DistinctRows) while a device keeps its own copy for the
+// optimizer (RowGrad::device_rows); rows whose ids the host never had (the LSH sampler's sets, made
+// on the device by its ops) stay there alone (RowGrad::rows_on_device). What still takes host
+// memory is a table build's hashing on a host backend and the catch-up plans of `--sparse-updates
+// catchup`: a device backend stages those arguments and counts them as crossings
+// (kernels/emulated_backend.h shows how many bytes each op moves).
 //
 // Every op is synchronous on the host backend. A device backend may return before the work is done
 // when its outputs stay on the device; synchronize() waits for everything issued so far, and an op
@@ -465,7 +466,9 @@ class Backend {
   // the coefficients. coefs: one f32 per entry (a tensor of entries.total() elements, any shape).
   // As sparse_input_backward: a host backend lists grad.rows itself; a device backend expects them
   // listed by the caller (DistinctRows over the host's ids) and keeps its own list on the device
-  // (RowGrad::device_rows_tensor, in grad and bias_grad). entries.logit_offsets are not read.
+  // (RowGrad::device_rows_tensor, in grad and bias_grad), or, with grad.rows_on_device (sets the
+  // host never had), keeps the list there alone: rows stays empty, only the count comes down.
+  // entries.logit_offsets are not read.
   virtual void row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs,
                               const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
 

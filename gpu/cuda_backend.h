@@ -9,8 +9,9 @@
 // and writes tensors where they are: the model, its optimizer state, activations, logits and
 // gradients never leave the device; active sets arrive as tensors (set once by the layer), row
 // gradients keep their row list here (RowGrad::device_rows) and Adam's update counts are raised
-// here (RowUpdate::row_counts). What the interface still passes in host memory (the LSH sampler's
-// host half: codes, bucket tables and queries; catch-up plans; a row list the host changed) is
+// here (RowUpdate::row_counts). The LSH sampler's codes, sets, negatives and tables are made here by
+// its ops. What the interface still passes in host memory (tables built on the host, catch-up
+// plans, a row list the host changed) is
 // staged inside the op and counted; a host tensor given to an op is copied up for it (and back when the op
 // writes it), counted too. Ops whose outputs are all device memory return once queued.
 //

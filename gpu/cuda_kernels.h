@@ -2,8 +2,8 @@
 // so that gpu/cuda_backend.cpp (compiled by the host compiler) needs no CUDA header.
 //
 // Pointers named as device memory are the backend's buffers (its tensors); the arguments the
-// interface still passes in host memory (the LSH sampler's host half: codes, bucket tables and
-// queries; an optimizer's row lists, counts and catch-up plans when they are not on the device)
+// interface still passes in host memory (LSH tables built on the host, a table build's row list,
+// an optimizer's row lists, counts and catch-up plans when they are not on the device)
 // are named as host memory: a function copies those up itself
 // (through pinned staging, counted) and, for a host output, copies it back and returns with it
 // filled. Everything is ordered on the context's one stream: a function whose outputs are all device

@@ -26,8 +26,7 @@ namespace frugal::layers {
 namespace {
 
 // n entries of host memory from p seen as a rows x cols tensor, no copy: the ranking's host inputs
-// (LSH candidates: the sampler's host half) and its results, which leave the step (a device stages
-// them).
+// (the blocks of bf16 scoring) and its results, which leave the step (a device stages them).
 template <class T>
 Tensor host_tensor(const T* p, size_t rows, size_t cols, Dtype dtype) {
   return Tensor::wrap(const_cast<T*>(p), rows, cols, dtype);
