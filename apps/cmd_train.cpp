@@ -413,11 +413,17 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
   // auto: optimizer updates are of one magnitude (Adam normalizes them), so a sign and the
   // selection's mean magnitude carry them (1-bit Adam's observation); gradients span orders of
   // magnitude and keep bf16 values.
+  // (The floor sends each touched row's largest entry as a value: no signs under auto either.)
+  const bool floor = a.dp_select == DpSelect::floor;
   const comm::ValueType wire = a.dp_wire            ? *a.dp_wire
                                : a.wire_dtype_given ? a.wire_dtype
                                : *a.dp_keep >= 1.0f ? comm::ValueType::f32
-                               : what == comm::DpTarget::updates && !per_row ? comm::ValueType::sign
-                                                                                  : comm::ValueType::bf16;
+                               : what == comm::DpTarget::updates && !per_row && !floor ? comm::ValueType::sign
+                                                                                           : comm::ValueType::bf16;
+  FRUGAL_CHECK(!floor || wire != comm::ValueType::sign,
+               fmt::format("--dp-select floor sends each touched row's largest entry with its value, but DCT-DP's "
+                           "values travel as signs ({}): give --dp-wire-dtype bf16 (or f32, f16), or --dp-select global",
+                           a.dp_wire ? "--dp-wire-dtype sign" : "--wire-dtype sign"));
   return comm::DpCompression{.keep = *a.dp_keep, .reestimate_every = a.dp_reestimate_every,
                              .exact_tau = a.dp_tau == TauEstimate::exact, .wire = wire, .seed = a.seed,
                              .target = what, .warmup_steps = a.dp_warmup_steps, .per_row = per_row,

@@ -79,7 +79,7 @@ python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["confi
 # one tau and sign values for exchanged updates; --dp-keep-input and --dp-select global override.
 for case in "row 0.25 bf16 --dp-keep 0.1" "global 0.1 sign --dp-keep 0.1 --dp-compress updates" \
             "global 0.1 bf16 --dp-keep 0.1 --dp-select global" "row 0.5 bf16 --dp-keep 0.1 --dp-keep-input 0.5" \
-            "row 1 bf16 --dp-keep 0.5"; do
+            "row 1 bf16 --dp-keep 0.5" "floor 0.1 bf16 --dp-keep 0.1 --dp-compress updates --dp-select floor"; do
   read -r select input wire flags <<< "$case"
   # shellcheck disable=SC2086
   "$FRUGAL" "${T[@]}" $flags --metrics "$TMP/dpsel.jsonl" > /dev/null
@@ -97,6 +97,8 @@ grep -q "dp-momentum-correction has no effect without data-parallel replicas" "$
   || { cat "$TMP/mc.log"; echo "no note on --dp-momentum-correction without replicas"; exit 1; }
 fails_with "--adam-freeze-v-after freezes Adam's second moment: --optimizer sgd has none" \
   "$FRUGAL" "${T[@]}" --adam-freeze-v-after 5 --optimizer sgd
+fails_with "--dp-select floor sends each touched row's largest entry with its value" \
+  "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-select floor --dp-wire-dtype sign
 fails_with "--adam-freeze-v-after needs --sparse-updates lazy" "$FRUGAL" "${T[@]}" --adam-freeze-v-after 5 --sparse-updates catchup
 fails_with "--dp-momentum-correction on acts on DCT-DP's thresholded gradients: it needs --dp-keep ETA" \
   "$FRUGAL" "${T[@]}" --dp-momentum-correction on
