@@ -299,23 +299,9 @@ void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
   offsets.resize(nt, stride);
   ids.resize(nt, n);
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
-    uint32_t* o = offsets.u32().data() + t * stride;
-    uint32_t* out = ids.u32().data() + t * n;
-    std::fill(o, o + stride, 0u);
-    for (size_t i = 0; i < n; ++i) ++o[codes[i * nt + t] + 1];
-    for (uint32_t k = 0; k < b.buckets; ++k) o[k + 1] += o[k];
-    // Each bucket's rows ascending (a counting sort), then what each keeps, moved together.
-    std::vector<uint32_t> placed(n), fill(o, o + b.buckets);
-    for (size_t i = 0; i < n; ++i) placed[fill[codes[i * nt + t]]++] = static_cast<uint32_t>(i);
-    uint32_t kept = 0;
-    for (uint32_t k = 0; k < b.buckets; ++k) {
-      uint32_t* first = placed.data() + o[k];
-      const auto keep = static_cast<uint32_t>(bucket_build::keep(first, o[k + 1] - o[k], b.capacity, b.seed, t, k));
-      std::copy(first, first + keep, out + kept);
-      o[k] = kept;  // bucket k's old start was read above
-      kept += keep;
-    }
-    o[b.buckets] = kept;
+    std::vector<uint32_t> aside;
+    bucket_build::build_table([&codes, nt, t](uint64_t i) { return codes[i * nt + t]; }, n, b.buckets, b.capacity,
+                              b.seed, t, offsets.u32().data() + t * stride, ids.u32().data() + t * n, aside);
   });
 }
 

@@ -143,35 +143,11 @@ void LshTables::build_with(HugePageVector<Code>& codes, Backend& backend, const 
   ids_.resize(nt * n);
   id_counts_.assign(nt, n);
   tbb::parallel_for(size_t{0}, nt, [&](size_t t) {
+    // The table from its codes (core/bucket_build.h: what a device's build makes too).
     const Code* table_codes = &codes[t * n];
-    uint32_t* offsets = offsets_.data() + t * stride_;
-    uint32_t* ids = ids_.data() + t * n;
-    std::fill(offsets, offsets + stride_, 0u);
-    for (size_t i = 0; i < n; ++i) ++offsets[table_codes[i] + 1];
-    bool overfull = false;
-    for (uint32_t b = 0; b < nb; ++b) {
-      overfull = overfull || offsets[b + 1] > capacity_;
-      offsets[b + 1] += offsets[b];
-    }
-    // Every bucket fits: the placed ids are the table. Otherwise they are placed aside first.
-    std::vector<uint32_t> aside(overfull ? n : 0);
-    uint32_t* placed = overfull ? aside.data() : ids;
-    std::vector<uint32_t> fill(offsets, offsets + nb);
-    for (size_t i = 0; i < n; ++i) placed[fill[table_codes[i]]++] = static_cast<uint32_t>(i);
-    if (!overfull) return;
-    // Keep at most capacity_ per bucket: a seeded shuffle of an overfull bucket, then its prefix
-    // (core/bucket_build.h: what a device's build keeps too).
-    uint32_t kept = 0;
-    for (uint32_t b = 0; b < nb; ++b) {
-      uint32_t* first = placed + offsets[b];
-      const size_t count = offsets[b + 1] - offsets[b];
-      const auto keep = static_cast<size_t>(bucket_build::keep(first, count, capacity_, seed, t, b));
-      std::copy(first, first + keep, ids + kept);
-      offsets[b] = kept;  // bucket b's old start is read above, before it is overwritten
-      kept += static_cast<uint32_t>(keep);
-    }
-    offsets[nb] = kept;
-    id_counts_[t] = kept;
+    std::vector<uint32_t> aside;
+    id_counts_[t] = bucket_build::build_table([table_codes](uint64_t i) { return table_codes[i]; }, n, nb, capacity_,
+                                              seed, t, offsets_.data() + t * stride_, ids_.data() + t * n, aside);
   });
   // Each neuron's code per table read and its id placed; each table's offsets written and read.
   // (Hashing the changed rows counts itself.)
