@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/host_memory.h"
+#include "core/ranking_counts.h"
 
 namespace frugal {
 namespace {
@@ -114,6 +115,7 @@ std::string_view op_name(Op op) {
     case Op::bucket_build: return "bucket_build";
     case Op::sum_squares: return "sum_squares";
     case Op::scale: return "scale";
+    case Op::ranking_add: return "ranking_add";
   }
   return "unknown";
 }
@@ -372,6 +374,37 @@ XentBatch XentTensors::host() const {
   return {.offsets = offsets->u64(), .pos_offsets = pos_offsets->u64(),
           .positions = positions != nullptr ? positions->u32() : std::span<const uint32_t>(),
           .labels_first = positions == nullptr, .label_offsets = label_offsets->u64(), .grad_scale = grad_scale};
+}
+
+RankingShape RankingTensors::validate(const RankingState& state) const {
+  FRUGAL_CHECK(top != nullptr && label_offsets != nullptr && labels != nullptr && ks != nullptr && discounts != nullptr,
+               "ranking_add: a batch without its top k, label offsets, labels, cut-offs or discounts");
+  const auto typed = [](const Tensor& t, Dtype d, const char* what) {
+    FRUGAL_CHECK(t.dtype() == d, fmt::format("ranking_add: the {} are {}, not {}", what, dtype_name(t.dtype()),
+                                             dtype_name(d)));
+  };
+  typed(*top, Dtype::u32, "predictions");
+  typed(*label_offsets, Dtype::u64, "label offsets");
+  typed(*labels, Dtype::u32, "labels");
+  typed(*ks, Dtype::u64, "cut-offs");
+  typed(*discounts, Dtype::f64, "discounts");
+  if (inverse != nullptr) typed(*inverse, Dtype::f64, "inverse propensities");
+  const RankingShape shape{.rows = top->rows(), .width = top->cols(), .num_ks = ks->size(), .max_k = discounts->size(),
+                           .labels = 32 * state.relevant.size()};
+  FRUGAL_CHECK(shape.num_ks > 0 && shape.max_k > 0, "ranking_add: no cut-offs");
+  FRUGAL_CHECK(label_offsets->size() >= first_row + shape.rows + 1,
+               fmt::format("ranking_add: {} label offsets for rows {} .. {}", label_offsets->size(), first_row,
+                           first_row + shape.rows));
+  typed(state.sums, Dtype::f64, "sums");
+  typed(state.covered, Dtype::u32, "covered flags");
+  typed(state.relevant, Dtype::u32, "relevant flags");
+  typed(state.counts, Dtype::u64, "flag counts");
+  FRUGAL_CHECK(state.sums.size() == shape.num_ks * ranking::kSums &&
+                   state.covered.size() == shape.num_ks * state.relevant.size() && state.counts.size() == shape.num_ks + 1,
+               fmt::format("ranking_add: state of {} sums, {} covered and {} relevant flag words and {} counts for {} "
+                           "cut-offs", state.sums.size(), state.covered.size(), state.relevant.size(),
+                           state.counts.size(), shape.num_ks));
+  return shape;
 }
 
 void BucketInput::validate(size_t tables) const {

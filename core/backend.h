@@ -73,8 +73,9 @@ enum class Op : uint8_t {
   bucket_build,           // LSH tables from every neuron's codes (a rebuild)
   sum_squares,            // sum of a tensor's squares (the gradient norm of --clip-norm)
   scale,                  // x *= factor (clipped gradients)
+  ranking_add,            // the ranking metrics' sums from a batch's top k (evaluation)
 };
-inline constexpr size_t kNumOps = 22;
+inline constexpr size_t kNumOps = 23;
 // sum_squares' order: consecutive chunks of this many elements, each summed in order, the chunks'
 // sums added in order (so a device that sums chunks in parallel gives the CPU's bits).
 inline constexpr size_t kSquaresChunk = 4096;
@@ -214,6 +215,39 @@ struct XentTensors {
   XentBatch host() const;
 };
 
+// What ranking_add counts, where the backend computes, zero to start (RankingCounter,
+// train/ranking_counter.h): sums (f64, ks x ranking::kSums of core/ranking_counts.h); covered (ks x
+// words) and relevant (1 x words): u32 words of flags (label l is bit l % 32 of word l / 32), which
+// labels were hit within each k / are true labels; counts (u64, ks + 1): how many flags of each are
+// set (covered per k, then relevant). The flags' width (RankingShape::labels) is 32 x words.
+struct RankingState {
+  Tensor sums, covered, relevant, counts;
+};
+inline size_t ranking_flag_words(size_t labels) { return (labels + 31) / 32; }
+// The sizes ranking_add works with (RankingTensors::validate checks every shape and dtype, and that
+// the state fits, naming what does not).
+struct RankingShape {
+  size_t rows = 0, width = 0, num_ks = 0, max_k = 0, labels = 0;
+};
+
+// A batch for ranking_add: the top k of rows first_row .. first_row + top->rows() of a batch, and
+// the batch's true labels, all where the backend computes. Point first_row + i's labels are
+// labels[label_offsets[first_row + i] .. label_offsets[first_row + i + 1]) (u64 offsets, u32
+// labels, any order, duplicates allowed); top (u32, rows x width) its predictions, best first
+// (UINT32_MAX: none). ks (u64), discounts (f64, max k of them: core/ranking_metrics.h's
+// ranking_discounts) and inverse (f64 per label, 1/p; null: no propensities; a label beyond it
+// weighs `unseen`) are the metrics' settings.
+struct RankingTensors {
+  const Tensor* top = nullptr;
+  const Tensor* label_offsets = nullptr;
+  const Tensor* labels = nullptr;
+  size_t first_row = 0;
+  const Tensor* ks = nullptr;
+  const Tensor* discounts = nullptr;
+  const Tensor* inverse = nullptr;
+  double unseen = 1.0;
+  RankingShape validate(const RankingState& state) const;
+};
 // The order of top_k's results: a higher score first, then a lower label id.
 inline bool top_k_before(const std::pair<float, uint32_t>& a, const std::pair<float, uint32_t>& b) {
   return a.first != b.first ? a.first > b.first : a.second < b.second;
@@ -500,6 +534,12 @@ class Backend {
   // (from 0, + label_base) that are not among its candidates, scored -inf.
   // labels (u32) and scores (f32) are shaped rows x k by the op.
   virtual void top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) = 0;
+  // Adds the batch's points to state: each point's share (core/ranking_counts.h's program) added
+  // to state.sums in point order (the host's RankingMetrics' bits), its true labels and hits
+  // flagged, which must be below the flags' width (the CPU checks; a device, which cannot throw,
+  // leaves a label beyond unflagged). Nothing comes down: the caller reads state.sums and
+  // state.counts once, at the end.
+  virtual void ranking_add(const RankingTensors& in, RankingState& state) = 0;
 
   // --- optimizers ----------------------------------------------------------------------------
   // Adam (decoupled weight decay): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;

@@ -41,6 +41,14 @@ const Placement& Layer::placement() const {
   return replicated;
 }
 
+void OutputLayer::visit_top_k(const Tensor& in, size_t k, const TopLabelsVisitor& visit) {
+  std::vector<uint32_t> labels;
+  std::vector<float> scores;
+  top_k(in, k, labels, scores);
+  const size_t rows = in.rows();
+  visit(0, Tensor::wrap(labels.data(), rows, rows == 0 ? 0 : labels.size() / rows, Dtype::u32));
+}
+
 void OutputLayer::set_inference(const InferenceOptions& options) {
   FRUGAL_CHECK(options.mode == Inference::exact, fmt::format("{} supports only exact inference", kind()));
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -103,6 +104,12 @@ class OutputLayer : public Layer {
   // The k highest-scoring labels of each point over all labels, best first (B x k, row-major).
   virtual void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
                      std::vector<float>& scores) = 0;
+  // The same k best labels (global ids) as u32 tensors where the layer ranks, visited in blocks of
+  // rows: visit(first_row, labels) with labels (rows x k', k' = min(k, labels of the layer), best
+  // first). A device layer's stay on the device, so an evaluation counts its metrics there
+  // (Backend::ranking_add) and only the sums come down. Default: top_k, one host tensor.
+  using TopLabelsVisitor = std::function<void(size_t first_row, const Tensor& labels)>;
+  virtual void visit_top_k(const Tensor& in, size_t k, const TopLabelsVisitor& visit);
   // Labels scored so far: output neurons computed, in training (all labels per point for a full
   // softmax, the active set for a sampled one) and in top_k (all of the slice's labels per point
   // when exact, the candidates with LSH inference). The one measure of the output layer's cost:

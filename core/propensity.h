@@ -36,6 +36,9 @@ class Propensities {
   double inverse(uint32_t label) const;
   double propensity(uint32_t label) const { return 1.0 / inverse(label); }
   const PropensityOptions& options() const { return options_; }
+  // 1/p of the labels that have training counts (inverse(l) for l below its size), and of any other.
+  const std::vector<double>& inverse_by_label() const { return inverse_; }
+  double unseen_inverse() const { return unseen_; }
 
  private:
   PropensityOptions options_;

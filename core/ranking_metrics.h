@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,15 @@ struct RankingScores {
   std::vector<std::pair<std::string, double>> named() const;
 };
 
+// The scores from what was counted: sums (ks.size() x ranking::kSums, core/ranking_counts.h) over
+// `points` points, covered[q] labels hit within the first ks[q], `relevant` labels in the ground
+// truth. psp and psndcg only with propensities.
+RankingScores ranking_scores(const std::vector<size_t>& ks, std::span<const double> sums,
+                             std::span<const uint64_t> covered, uint64_t relevant, uint64_t points,
+                             bool propensities);
+// 1 / log2(j + 2) for j < max_k: the discounts of nDCG (ranking::Spec::discounts).
+std::vector<double> ranking_discounts(size_t max_k);
+
 class RankingMetrics {
  public:
   // `propensities` (not owned, may be null) must outlive the metrics.
@@ -47,14 +57,13 @@ class RankingMetrics {
 
  private:
   void add_point(std::span<const uint32_t> labels, const uint32_t* top, size_t n);
-  // Sums over points per requested k (index q of ks_).
-  struct Sums {
-    double precision = 0, ndcg = 0, recall = 0, psp = 0, psp_best = 0, psndcg = 0, psndcg_best = 0;
-  };
   std::vector<size_t> ks_;
+  std::vector<uint64_t> ks64_;       // ks_ as the program reads them
+  std::vector<double> discounts_;
   size_t max_k_ = 0;
   const Propensities* propensities_;
-  std::vector<Sums> sums_;
+  std::vector<double> sums_;   // per requested k (index q of ks_), ranking::kSums, added point by point
+  std::vector<double> point_;  // scratch: one point's share
   size_t points_ = 0;
   // Labels hit within the first k (per k) and labels of the ground truth, as bitmaps by label id.
   std::vector<std::vector<bool>> covered_;

@@ -660,6 +660,21 @@ void CudaBackend::scale(Tensor& x, float factor) {
   args.finish();
 }
 
+void CudaBackend::ranking_add(const RankingTensors& in, RankingState& state) {
+  const RankingShape shape = in.validate(state);
+  if (shape.rows == 0) return;
+  Args args(*this, "ranking_add");
+  const ranking::Spec spec{.ks = args.in<uint64_t>(*in.ks), .num_ks = shape.num_ks, .max_k = shape.max_k,
+                           .discounts = args.in<double>(*in.discounts),
+                           .inverse = in.inverse != nullptr ? args.in<double>(*in.inverse) : nullptr,
+                           .num_inverse = in.inverse != nullptr ? in.inverse->size() : 0, .unseen = in.unseen};
+  dev::ranking_add(context(), spec, args.in<uint32_t>(*in.top), shape.rows, shape.width,
+                   args.in<uint64_t>(*in.label_offsets) + in.first_row, args.in<uint32_t>(*in.labels),
+                   in.labels->size(), args.inout<double>(state.sums), args.inout<uint32_t>(state.covered),
+                   args.inout<uint32_t>(state.relevant), args.inout<uint64_t>(state.counts), shape.labels);
+  args.finish();
+}
+
 void CudaBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
   FRUGAL_CHECK(b.codes != nullptr && b.codes->dtype() == Dtype::u32,
                "bucket_build: the codes must be a u32 tensor (neurons x tables)");

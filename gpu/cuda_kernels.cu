@@ -881,6 +881,51 @@ __global__ void extend_kernel(active_extend::Spec spec, const uint64_t* in_offse
   }
 }
 
+// The program's marks over the state's flags: the thread that sets a flag counts it.
+struct DeviceFlagMarks {
+  uint32_t* relevant_flags;
+  uint32_t* covered_flags;
+  unsigned long long* counts;
+  size_t labels, num_ks;  // labels = 32 x the words of one k's flags
+  __device__ static void set(uint32_t* flags, uint32_t l, unsigned long long* count) {
+    const uint32_t bit = 1u << (l % 32);
+    if ((atomicOr(flags + l / 32, bit) & bit) == 0u) atomicAdd(count, 1ull);
+  }
+  __device__ void relevant(uint32_t l) const {
+    if (l < labels) set(relevant_flags, l, counts + num_ks);
+  }
+  __device__ void covered(uint64_t q, uint32_t t) const {
+    if (t < labels) set(covered_flags + q * (labels / 32), t, counts + q);
+  }
+};
+
+// core/ranking_counts.h's program, a thread per point; its labels (and weights) sorted in its part of
+// the scratch (the labels' own positions).
+__global__ void ranking_point_kernel(ranking::Spec spec, const uint32_t* top, size_t rows, size_t width,
+                                     const uint64_t* offsets, const uint32_t* labels, uint32_t* truth,
+                                     double* weights, double* shares, DeviceFlagMarks marks) {
+  const size_t cols = spec.num_ks * ranking::kSums;
+  for (size_t i = global_id(); i < rows; i += global_stride()) {
+    const uint64_t first = offsets[i] - offsets[0], n = offsets[i + 1] - offsets[i];
+    uint32_t* t = truth + first;
+    for (uint64_t e = 0; e < n; ++e) t[e] = labels[offsets[i] + e];
+    const uint64_t m = ranking::sort_unique(t, n);
+    double* w = nullptr;
+    if (spec.inverse != nullptr) {
+      w = weights + first;
+      for (uint64_t e = 0; e < m; ++e) w[e] = spec.weight(t[e]);
+      ranking::sort_descending(w, m);
+    }
+    ranking::point(spec, t, m, w, top + i * width, width, shares + i * cols, marks);
+  }
+}
+
+// sums[c] += shares[i][c], point by point: a thread per sum keeps the host's order.
+__global__ void ranking_sum_kernel(const double* shares, size_t rows, size_t cols, double* sums) {
+  for (size_t c = global_id(); c < cols; c += global_stride())
+    for (size_t i = 0; i < rows; ++i) sums[c] += shares[i * cols + c];
+}
+
 }  // namespace
 
 
@@ -1350,6 +1395,24 @@ double sum_squares(Context& ctx, const float* x, size_t n, size_t chunk) {
 void scale(Context& ctx, float* x, size_t n, float factor) {
   Staging st(ctx, __func__);
   scale_kernel<<<blocks_for(n), kThreads, 0, st.stream()>>>(x, n, factor);
+  FRUGAL_LAUNCHED();
+}
+
+void ranking_add(Context& ctx, const ranking::Spec& spec, const uint32_t* top, size_t rows, size_t width,
+                 const uint64_t* offsets, const uint32_t* labels, size_t num_labels, double* sums, uint32_t* covered,
+                 uint32_t* relevant, uint64_t* counts, size_t flag_width) {
+  if (rows == 0) return;
+  Staging st(ctx, __func__);
+  const size_t cols = spec.num_ks * ranking::kSums;
+  uint32_t* truth = st.alloc<uint32_t>(std::max<size_t>(num_labels, 1));
+  double* weights = spec.inverse != nullptr ? st.alloc<double>(std::max<size_t>(num_labels, 1)) : nullptr;
+  double* shares = st.alloc<double>(rows * cols);
+  const DeviceFlagMarks marks{relevant, covered, reinterpret_cast<unsigned long long*>(counts), flag_width,
+                              spec.num_ks};
+  ranking_point_kernel<<<blocks_for(rows), kThreads, 0, st.stream()>>>(spec, top, rows, width, offsets, labels, truth,
+                                                                        weights, shares, marks);
+  FRUGAL_LAUNCHED();
+  ranking_sum_kernel<<<blocks_for(cols), kThreads, 0, st.stream()>>>(shares, rows, cols, sums);
   FRUGAL_LAUNCHED();
 }
 

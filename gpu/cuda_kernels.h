@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/active_extend.h"
+#include "core/ranking_counts.h"
 
 namespace frugal::gpu::dev {
 
@@ -196,6 +197,15 @@ bool bucket_union(Context& ctx, const uint32_t* offsets, const uint32_t* ids, ui
 // adds the chunks' sums in order; the sum comes down) and Backend::scale; x is device memory.
 double sum_squares(Context& ctx, const float* x, size_t n, size_t chunk);
 void scale(Context& ctx, float* x, size_t n, float factor);
+
+// Backend::ranking_add: core/ranking_counts.h's program, a thread per point (its labels sorted in
+// scratch), the shares then added to sums by a thread per sum, point by point (the host's order).
+// Every pointer is device memory: top (rows x width), offsets (rows + 1, into labels), the state's
+// sums (spec.num_ks x kSums), flag words (covered: num_ks x flag_width / 32; relevant: flag_width /
+// 32) and counts.
+void ranking_add(Context& ctx, const ranking::Spec& spec, const uint32_t* top, size_t rows, size_t width,
+                 const uint64_t* offsets, const uint32_t* labels, size_t num_labels, double* sums, uint32_t* covered,
+                 uint32_t* relevant, uint64_t* counts, size_t flag_width);
 
 // Backend::bucket_build: codes (n x nt), offsets (nt x (buckets + 1)) and ids (nt x n) are device
 // memory; a table at a time (a rebuild: CUB's radix sort by code, the keep of core/bucket_build.h).

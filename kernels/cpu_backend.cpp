@@ -8,6 +8,7 @@
 #include "kernels/lsh_ops.h"
 #include "kernels/matmul.h"
 #include "kernels/optim_ops.h"
+#include "kernels/ranking_ops.h"
 #include "kernels/softmax_ops.h"
 #include "kernels/sparse_ops.h"
 #include "kernels/vector_ops.h"
@@ -64,6 +65,7 @@ void CpuBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool tra
 
 double CpuBackend::sum_squares(const Tensor& x) { return kernels::sum_squares(x); }
 void CpuBackend::scale(Tensor& x, float factor) { kernels::scale(x, factor); }
+void CpuBackend::ranking_add(const RankingTensors& in, RankingState& state) { kernels::ranking_add(in, state); }
 
 void CpuBackend::bias_act_forward(Tensor& y, const Tensor& bias, Act act) { kernels::bias_act_forward(y, bias, act); }
 

@@ -46,6 +46,7 @@ class CpuBackend : public Backend {
   void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) override;
   double sum_squares(const Tensor& x) override;
   void scale(Tensor& x, float factor) override;
+  void ranking_add(const RankingTensors& in, RankingState& state) override;
 };
 
 }  // namespace frugal::kernels

@@ -531,6 +531,25 @@ void EmulatedBackend::scale(Tensor& x, float factor) {
   s.finish();
 }
 
+void EmulatedBackend::ranking_add(const RankingTensors& in, RankingState& state) {
+  Staged s(*this, "ranking_add");
+  RankingTensors d = in;
+  d.top = &s.in(*in.top);
+  d.label_offsets = &s.in(*in.label_offsets);
+  d.labels = &s.in(*in.labels);
+  d.ks = &s.in(*in.ks);
+  d.discounts = &s.in(*in.discounts);
+  if (in.inverse != nullptr) d.inverse = &s.in(*in.inverse);
+  // The state stays where it is (on the device: read and written there, nothing crosses).
+  const auto where = [&](Tensor& t) {
+    Tensor& a = s.inout(t);
+    return Tensor::wrap(a.device_data(), a.rows(), a.cols(), a.dtype());
+  };
+  RankingState view{where(state.sums), where(state.covered), where(state.relevant), where(state.counts)};
+  cpu_.ranking_add(d, view);
+  s.finish();
+}
+
 void EmulatedBackend::bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) {
   Staged s(*this, "bucket_build");
   BucketBuild d = b;

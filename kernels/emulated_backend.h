@@ -76,6 +76,7 @@ class EmulatedBackend : public Backend {
   // The sum comes down: 8 bytes.
   double sum_squares(const Tensor& x) override;
   void scale(Tensor& x, float factor) override;
+  void ranking_add(const RankingTensors& in, RankingState& state) override;
 
  private:
   // Checks a device-found row list against the caller's and keeps it on the device (RowGrad).

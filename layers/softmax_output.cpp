@@ -380,29 +380,54 @@ void SoftmaxOutput::set_inference(const InferenceOptions& options) {
       o, options_.in, local, Rng(options_.seed).split(0x1f5).split(options_.placement.rank()).next_u64());
 }
 
-void SoftmaxOutput::lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
-  lsh::LshSampler& sampler = sampler_ != nullptr ? *sampler_ : *inference_sampler_;
+void SoftmaxOutput::visit_top_k(const Tensor& in, size_t k, const TopLabelsVisitor& visit) {
+  const size_t n = end_ - begin_;
+  const bool lsh = inference_.mode == Inference::lsh;
+  // A group merges its ranks' candidates on the host; bf16 weights are widened there.
+  if (options_.placement.is_sliced() || n == 0 || (!lsh && weight_.value.dtype() != Dtype::f32))
+    return OutputLayer::visit_top_k(in, k, visit);
+  if (!lsh) labels_scored_ += in.rows() * n;
+  rank_slice(in, std::min(k, n), [&](size_t first_row, const Tensor& labels, const Tensor&) { visit(first_row, labels); });
+}
+
+void SoftmaxOutput::rank_slice(const Tensor& in, size_t k, const RankedBlock& visit) {
   Backend& be = backend();
-  sampler.set_backend(&be);
-  sampler.ensure_built(weight_.value);
-  // A slice keeps its share of the candidates (at least 1).
-  const size_t cap = inference_.candidates == 0 ? 0
-      : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
-  sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidate_tensors_, cap);
-  keep_on(logits_, be);
-  be.active_logits(in, candidate_tensors_, weight_.value, bias_.value, logits_);
-  labels_scored_ += candidate_tensors_.total();
+  if (top_labels_.dtype() != Dtype::u32) top_labels_ = Tensor(0, 0, Dtype::u32);
+  keep_on(top_labels_, be);
+  keep_on(top_scores_, be);
+  if (inference_.mode == Inference::lsh) {
+    lsh::LshSampler& sampler = sampler_ != nullptr ? *sampler_ : *inference_sampler_;
+    sampler.set_backend(&be);
+    sampler.ensure_built(weight_.value);
+    // A slice keeps its share of the candidates (at least 1).
+    const size_t cap = inference_.candidates == 0 ? 0
+        : std::max<size_t>(1, (inference_.candidates * (end_ - begin_) + options_.out - 1) / options_.out);
+    sampler.sample(in, nullptr, static_cast<uint32_t>(begin_), 0, candidate_tensors_, cap);
+    keep_on(logits_, be);
+    be.active_logits(in, candidate_tensors_, weight_.value, bias_.value, logits_);
+    labels_scored_ += candidate_tensors_.total();
+    // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
+    // lowest ids first, so every point still gets k distinct labels.
+    be.top_k({.rows = in.rows(), .scores = &logits_, .offsets = &candidate_tensors_.offsets,
+              .ids = &candidate_tensors_.ids, .label_base = static_cast<uint32_t>(begin_)},
+             k, top_labels_, top_scores_);
+    return visit(0, top_labels_, top_scores_);
+  }
+  // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
   const size_t b = in.rows(), n = end_ - begin_;
-  k = std::min(k, n);
-  labels.resize(b * k);
-  scores.resize(b * k);
-  // Fewer candidates than k: the rest are labels the tables did not return, ranked last (-inf),
-  // lowest ids first, so every point still gets k distinct labels.
-  Tensor top_labels = host_tensor(labels.data(), b, k, Dtype::u32);
-  Tensor top_scores = host_tensor(scores.data(), b, k, Dtype::f32);
-  be.top_k({.rows = b, .scores = &logits_, .offsets = &candidate_tensors_.offsets, .ids = &candidate_tensors_.ids,
-            .label_base = static_cast<uint32_t>(begin_)},
-           k, top_labels, top_scores);
+  const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
+  keep_on(full_logits_, be);
+  for (size_t r0 = 0; r0 < b; r0 += chunk) {
+    const size_t rows = std::min(chunk, b - r0);
+    full_logits_.resize(rows, n);
+    be.matmul(in.rows_view(r0, rows), false, weight_.value, true, full_logits_);
+    // The bias is added as the candidates are ranked (the same float sums, no pass of their own);
+    // only the k best of each row leave the step.
+    be.top_k({.rows = rows, .scores = &full_logits_, .width = n, .label_base = static_cast<uint32_t>(begin_),
+              .bias = &bias_.value},
+             k, top_labels_, top_scores_);
+    visit(r0, top_labels_, top_scores_);
+  }
 }
 
 void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) {
@@ -412,28 +437,16 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
     scores.clear();
     return;
   }
-  if (inference_.mode == Inference::lsh) return lsh_top_k(in, k, labels, scores);
+  const bool lsh = inference_.mode == Inference::lsh;
   k = std::min(k, n);
-  labels_scored_ += b * n;
+  if (!lsh) labels_scored_ += b * n;
   labels.resize(b * k);
   scores.resize(b * k);
-  if (weight_.value.dtype() != Dtype::f32) return widened_top_k(in, k, labels, scores);
-  // Score in chunks of rows so that a million labels never need more than ~64 MB of logits.
-  const size_t chunk = std::max<size_t>(1, (size_t{16} << 20) / n);
-  Backend& be = backend();
-  keep_on(full_logits_, be);
-  for (size_t r0 = 0; r0 < b; r0 += chunk) {
-    const size_t rows = std::min(chunk, b - r0);
-    full_logits_.resize(rows, n);
-    be.matmul(in.rows_view(r0, rows), false, weight_.value, true, full_logits_);
-    // The bias is added as the candidates are ranked (the same float sums, no pass of their own);
-    // only the k best of each row leave the step.
-    Tensor top_labels = host_tensor(labels.data() + r0 * k, rows, k, Dtype::u32);
-    Tensor top_scores = host_tensor(scores.data() + r0 * k, rows, k, Dtype::f32);
-    be.top_k({.rows = rows, .scores = &full_logits_, .width = n, .label_base = static_cast<uint32_t>(begin_),
-              .bias = &bias_.value},
-             k, top_labels, top_scores);
-  }
+  if (!lsh && weight_.value.dtype() != Dtype::f32) return widened_top_k(in, k, labels, scores);
+  rank_slice(in, k, [&](size_t first_row, const Tensor& top_labels, const Tensor& top_scores) {
+    copy_to_host(top_labels, labels.data() + first_row * k);
+    copy_to_host(top_scores, scores.data() + first_row * k);
+  });
 }
 
 void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,

@@ -51,6 +51,7 @@ class SoftmaxOutput : public OutputLayer {
   double forward_backward(const Tensor& in, const SparseBatch& batch, uint64_t step, Tensor* grad_in,
                           float grad_scale) override;
   void top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) override;
+  void visit_top_k(const Tensor& in, size_t k, const TopLabelsVisitor& visit) override;
   void after_update(uint64_t step) override;
   size_t derived_state_bytes() const override;
   void set_label_counts(std::span<const uint32_t> counts) override;
@@ -86,8 +87,11 @@ class SoftmaxOutput : public OutputLayer {
   // positions_ for the batch's labels owned here: among the sampler's sets (sampled) or active_.
   void list_label_positions(const SparseBatch& batch, bool sampled);
   void local_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
-  // The same over the labels the LSH tables return for each point only.
-  void lsh_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // This slice's k best (k <= its labels; f32 weights, or LSH inference: over the labels the tables
+  // return for each point only) into top_labels_ / top_scores_ where the layer computes, visited
+  // block by block: visit(first_row, labels, scores).
+  using RankedBlock = std::function<void(size_t first_row, const Tensor& labels, const Tensor& scores)>;
+  void rank_slice(const Tensor& in, size_t k, const RankedBlock& visit);
   // A sliced group's normalizer: every rank's max_ and sums_ (relative to its own max) combined
   // into the group's, in one all-gather.
   void combine_normalizer(comm::Communicator& group, size_t b);
@@ -113,6 +117,7 @@ class SoftmaxOutput : public OutputLayer {
   // sums and losses of the softmax, and the batch's arrays the cross-entropy ops read.
   Tensor logits_;
   Tensor full_logits_;
+  Tensor top_labels_, top_scores_;  // rank_slice's block of the k best
   Tensor max_, sums_, losses_{0, 0, Dtype::f64};
   Tensor row_offsets_{0, 0, Dtype::u64};     // exact softmax: i * labels, the logits' CSR offsets
   size_t row_offsets_width_ = 0;             // the labels those offsets were made for

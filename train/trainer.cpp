@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "comm/exchange_factory.h"
 #include "train/gradient_clipping.h"
+#include "train/ranking_counter.h"
 #include "core/metrics.h"
 #include "core/parallel_rows.h"
 #include "core/progress.h"
@@ -561,20 +562,24 @@ void Trainer::predict(const SparseBatch& batch, size_t k, std::vector<uint32_t>&
 }
 
 EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& options) {
-  RankingMetrics metric(options.k, options.propensities);
+  OutputLayer& output = model_.output();
+  // The metrics are counted where the output layer ranks (on a device only the sums come down); the
+  // flags cover every label the model predicts and the data holds.
+  const std::vector<uint32_t>& truth = data.points.label_ids;
+  const size_t labels = std::max<size_t>(output.out_features(),
+                                         truth.empty() ? 0 : size_t{*std::max_element(truth.begin(), truth.end())} + 1);
+  RankingCounter metric(output.backend(), options.k, labels, options.propensities);
   data::BatchLoader loader(data, {.batch = options.batch, .shuffle = false});
   Progress progress("evaluate", loader.num_points(), options.progress);
   SparseBatch batch;
-  std::vector<uint32_t> top;
-  std::vector<float> scores;
-  OutputLayer& output = model_.output();
   const InferenceOptions before = output.inference();
   output.set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   const uint64_t scored_before = output.labels_scored();
   const auto start = std::chrono::steady_clock::now();
   while (loader.next(batch)) {
-    predict(batch, metric.max_k(), top, scores);
-    metric.add(batch, top);
+    metric.set_batch(batch);
+    output.visit_top_k(forward_hidden(batch), metric.max_k(),
+                       [&](size_t first_row, const Tensor& top) { metric.add(first_row, top); });
     progress.update(metric.points(), 0.0);
   }
   EvalResult result;

@@ -29,6 +29,9 @@
 
 #include "core/backend.h"
 #include "core/distinct_rows.h"
+#include "core/propensity.h"
+#include "core/ranking_counts.h"
+#include "core/ranking_metrics.h"
 #include "core/rng.h"
 #include "tests/kernels/backend_harness.h"
 
@@ -1044,6 +1047,70 @@ Case scale_case(size_t n, float factor) {
           }};
 }
 
+// ranking_add against the host's RankingMetrics: rows points with up to `most` labels each below
+// `labels` (duplicates, some points without), top k of `width` (hits, misses, UINT32_MAX), added in
+// two calls (the second from first_row = rows / 2); with propensities from skewed counts.
+Case ranking_add_case(size_t rows, size_t width, size_t labels, size_t most, std::vector<size_t> ks, bool psp) {
+  return {fmt::format("rows={} width={} labels={} most={} ks={}{}", rows, width, labels, most, fmt::join(ks, ","),
+                      psp ? " psp" : ""),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 13 + width * 7 + labels + most + (psp ? 1 : 0));
+            SparseBatch batch;
+            std::vector<uint32_t> top(rows * width);
+            for (size_t i = 0; i < rows; ++i) {
+              const size_t n = i % 5 == 3 ? 0 : rng.below(most + 1);
+              for (size_t e = 0; e < n; ++e) batch.label_ids.push_back(static_cast<uint32_t>(rng.below(labels)));
+              if (n > 1 && i % 3 == 0) batch.label_ids.push_back(batch.label_ids.back());  // a duplicate
+              batch.label_offsets.push_back(batch.label_ids.size());
+              batch.feature_offsets.push_back(0);  // a point (RankingMetrics counts them by their features)
+              const std::span<const uint32_t> truth = batch.labels_of(i);
+              for (size_t j = 0; j < width; ++j) {
+                const uint64_t r = rng.below(10);
+                top[i * width + j] = r < 4 && !truth.empty() ? truth[rng.below(truth.size())]
+                                   : r == 9 ? UINT32_MAX : static_cast<uint32_t>(rng.below(labels));
+              }
+            }
+            LabelCounts counts;
+            counts.points = 1000;
+            counts.per_label.resize(labels / 2);  // labels beyond: unseen
+            for (uint64_t& c : counts.per_label) c = rng.below(4) == 0 ? rng.below(500) : rng.below(3);
+            const Propensities propensities(counts);
+            const Propensities* p = psp ? &propensities : nullptr;
+            RankingMetrics want(ks, p);
+            want.add(batch, top);
+
+            const size_t num_ks = ks.size();
+            const size_t max_k = *std::max_element(ks.begin(), ks.end());
+            const std::vector<uint64_t> ks64(ks.begin(), ks.end());
+            const Tensor ks_t = vector_on(be, ks64, Dtype::u64);
+            const Tensor discounts = vector_on(be, ranking_discounts(max_k), Dtype::f64);
+            const Tensor inverse = vector_on(be, propensities.inverse_by_label(), Dtype::f64);
+            const Tensor offsets = vector_on(be, batch.label_offsets, Dtype::u64);
+            const Tensor label_ids = vector_on(be, batch.label_ids, Dtype::u32);
+            RankingState state{Tensor(num_ks, ranking::kSums, Dtype::f64, be),
+                               Tensor(num_ks, ranking_flag_words(labels), Dtype::u32, be),
+                               Tensor(1, ranking_flag_words(labels), Dtype::u32, be),
+                               Tensor(1, num_ks + 1, Dtype::u64, be)};
+            for (const auto& [first, count] : {std::pair{size_t{0}, rows / 2}, std::pair{rows / 2, rows - rows / 2}}) {
+              Tensor t(count, width, Dtype::u32, be);
+              if (t.bytes() > 0) copy_from_host(t, top.data() + first * width);
+              be.ranking_add({.top = &t, .label_offsets = &offsets, .labels = &label_ids, .first_row = first,
+                              .ks = &ks_t, .discounts = &discounts, .inverse = psp ? &inverse : nullptr,
+                              .unseen = propensities.unseen_inverse()},
+                             state);
+            }
+            be.synchronize();
+            const std::vector<double> sums = vector_of<double>(state.sums);
+            const std::vector<uint64_t> got_counts = vector_of<uint64_t>(state.counts);
+            const RankingScores got = ranking_scores(ks, sums, std::span<const uint64_t>(got_counts).first(num_ks),
+                                                     got_counts.back(), rows, psp);
+            const auto got_named = got.named(), want_named = want.values().named();
+            cmp.same_size(got_named.size(), want_named.size());
+            for (size_t m = 0; m < std::min(got_named.size(), want_named.size()); ++m)
+              cmp.exact(std::bit_cast<uint64_t>(got_named[m].second), std::bit_cast<uint64_t>(want_named[m].second));
+          }};
+}
+
 // samples sets of up to `members` distinct ids below `neurons` (some empty, one full when neurons
 // allows), extended by min_active / draws / cap; a skewed alias table (every third label rare).
 Case active_extend_case(size_t samples, size_t neurons, size_t members, size_t min_active, size_t draws, size_t cap,
@@ -1259,6 +1326,12 @@ std::vector<OpCases> all_cases() {
        {sum_squares_case(0), sum_squares_case(1), sum_squares_case(4095), sum_squares_case(4097),
         sum_squares_case(50000)}},
       {Op::scale, kExact, {scale_case(0, 0.5f), scale_case(3, -2.0f), scale_case(70000, 0.37f)}},
+      {Op::ranking_add, kExact,
+       {ranking_add_case(0, 5, 10, 3, {1, 3, 5}, false), ranking_add_case(1, 1, 1, 1, {1}, false),
+        ranking_add_case(40, 5, 30, 4, {1, 3, 5}, false), ranking_add_case(40, 5, 30, 4, {1, 3, 5}, true),
+        ranking_add_case(300, 3, 100, 8, {5, 1}, true), ranking_add_case(257, 10, 1000, 40, {1, 5, 10}, true),
+        // fewer predictions than the largest k (a layer with fewer labels than k)
+        ranking_add_case(30, 2, 2, 2, {1, 3, 5}, true)}},
       {Op::bucket_build, kExact,
        {bucket_build_case(0, 2, 4, 3), bucket_build_case(1, 1, 1, 1), bucket_build_case(40, 3, 8, 100),
         bucket_build_case(200, 5, 16, 6), bucket_build_case(3000, 4, 64, 20), bucket_build_case(500, 2, 1, 7)}},

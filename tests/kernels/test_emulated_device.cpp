@@ -8,7 +8,8 @@
 //    Adam / SGD / Adagrad, bf16 storage, a checkpoint resumed, and a 2x2 grid of ranks with one
 //    rank on the device next to CPU ranks);
 //  - the bytes a step moves between the host and the device, per sample: printed for the exact and
-//    the LSH softmax (bench/REPORT.md records them), and 0 on the CPU backend.
+//    the LSH softmax (bench/REPORT.md records them), and 0 on the CPU backend;
+//  - an evaluation counts its metrics on the device: only the sums come down.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -24,6 +25,8 @@
 #include "core/check.h"
 #include "core/device.h"
 #include "core/optim/optimizer.h"
+#include "core/propensity.h"
+#include "core/ranking_counts.h"
 #include "kernels/emulated_backend.h"
 #include "tests/kernels/backend_harness.h"
 #include "tests/kernels/training_equivalence.h"
@@ -334,4 +337,47 @@ TEST_CASE("emulated device: gradient clipping runs where the gradients are") {
   std::printf("emulated device, LSH softmax with --clip-norm: %.0f B/sample (%.1f of them the norms' sums)\n",
               on_device.host_device_bytes_per_sample(), norms);
   CHECK(on_device.host_device_bytes_per_sample() <= input + labels + 64.0 + norms);
+}
+
+// An evaluation counts its metrics where the output layer ranks (Backend::ranking_add): the top k
+// never come down, only the sums do, once; the scores are the CPU backend's bits, with exact and
+// with LSH inference, with propensities.
+TEST_CASE("emulated device: evaluation counts its metrics on the device; only the sums come down") {
+  Backend& be = emulated();
+  be.set_num_threads(2);
+  const data::Dataset& test = problem().test;
+  const LabelCounts counts = LabelCounts::of(problem().train);
+  const Propensities propensities(counts);
+  for (const Inference inference : {Inference::exact, Inference::lsh}) {
+    const auto evaluate = [&](Backend& b, uint64_t& down, uint64_t& up) {
+      auto model = build(Setup{});
+      Trainer trainer(*model, {});
+      use(b, *model, trainer);
+      trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
+      const Backend::Transfers before = b.transfers();
+      const EvalResult r = trainer.evaluate(test, {.batch = 64, .inference = inference, .propensities = &propensities});
+      down = b.transfers().to_host_bytes - before.to_host_bytes;
+      up = b.transfers().to_device_bytes - before.to_device_bytes;
+      return r;
+    };
+    uint64_t down = 0, up = 0, cpu_down = 0, cpu_up = 0;
+    const EvalResult on_device = evaluate(be, down, up);
+    const EvalResult on_cpu = evaluate(*find_backend("cpu"), cpu_down, cpu_up);
+    REQUIRE(on_device.named().size() == on_cpu.named().size());
+    for (size_t m = 0; m < on_cpu.named().size(); ++m) {
+      INFO(on_cpu.named()[m].first);
+      CHECK(on_device.named()[m].second == on_cpu.named()[m].second);  // the same bits
+    }
+    CHECK(on_cpu.p(1) > 0.0);
+    CHECK(cpu_down + cpu_up == 0);
+    const size_t ks = EvalOptions{}.k.size(), batches = (test.size() + 63) / 64;
+    const uint64_t sums = (ks * ranking::kSums + ks + 1) * sizeof(double);
+    std::printf("emulated device, evaluation with %s inference: %.1f B/sample down (the sums: %llu B in all), "
+                "%.1f B/sample up\n", inference == Inference::exact ? "exact" : "LSH",
+                static_cast<double>(down) / static_cast<double>(test.size()), static_cast<unsigned long long>(sums),
+                static_cast<double>(up) / static_cast<double>(test.size()));
+    // Exact inference brings down the sums and nothing else; LSH inference also the sets' totals
+    // (8 B each, two per batch).
+    CHECK(down <= sums + (inference == Inference::lsh ? 16 * batches : 0));
+  }
 }
