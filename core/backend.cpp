@@ -116,6 +116,7 @@ std::string_view op_name(Op op) {
     case Op::sum_squares: return "sum_squares";
     case Op::scale: return "scale";
     case Op::ranking_add: return "ranking_add";
+    case Op::rowwise_adagrad_rows: return "rowwise_adagrad_rows";
   }
   return "unknown";
 }
@@ -286,14 +287,20 @@ RowWorkspace& row_workspace(Backend& backend, std::unique_ptr<RowWorkspace>& slo
   return *slot;
 }
 
-void RowUpdate::validate(bool second_moment) const {
+void RowUpdate::validate(bool second_moment, bool row_wise) const {
   FRUGAL_CHECK(w != nullptr && m != nullptr && (!second_moment || v != nullptr),
                "optimizer rows: missing weights or state");
   const size_t n = w->rows(), cols = w->cols();
-  FRUGAL_CHECK(m->rows() == n && m->cols() == cols && (!second_moment || (v->rows() == n && v->cols() == cols)),
-               "optimizer rows: the state's shape differs from the weights'");
-  FRUGAL_CHECK(m->dtype() == w->dtype() && (!second_moment || v->dtype() == w->dtype()),
-               "optimizer rows: the state's precision differs from the weights'");
+  if (row_wise) {
+    FRUGAL_CHECK(m->rows() == n && m->cols() == 1 && m->dtype() == Dtype::f32,
+                 fmt::format("optimizer rows: row-wise state is one f32 per row ({} x 1), not {} x {} {}", n,
+                             m->rows(), m->cols(), dtype_name(m->dtype())));
+  } else {
+    FRUGAL_CHECK(m->rows() == n && m->cols() == cols && (!second_moment || (v->rows() == n && v->cols() == cols)),
+                 "optimizer rows: the state's shape differs from the weights'");
+    FRUGAL_CHECK(m->dtype() == w->dtype() && (!second_moment || v->dtype() == w->dtype()),
+                 "optimizer rows: the state's precision differs from the weights'");
+  }
   FRUGAL_CHECK(!all_rows || (rows.empty() && plans.empty()),
                "optimizer rows: all_rows takes no row list and no catch-up plans");
   const size_t listed = num_rows();

@@ -74,8 +74,9 @@ enum class Op : uint8_t {
   sum_squares,            // sum of a tensor's squares (the gradient norm of --clip-norm)
   scale,                  // x *= factor (clipped gradients)
   ranking_add,            // the ranking metrics' sums from a batch's top k (evaluation)
+  rowwise_adagrad_rows,   // row-wise Adagrad (one accumulator per row) on a list of rows
 };
-inline constexpr size_t kNumOps = 23;
+inline constexpr size_t kNumOps = 24;
 // sum_squares' order: consecutive chunks of this many elements, each summed in order, the chunks'
 // sums added in order (so a device that sums chunks in parallel gives the CPU's bits).
 inline constexpr size_t kSquaresChunk = 4096;
@@ -157,8 +158,9 @@ struct RowUpdate {
   uint64_t round_seed = 0;
   size_t row_base = 0, col_base = 0;
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
-  // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used).
-  void validate(bool second_moment) const;
+  // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used);
+  // row_wise: m is one f32 value per row (rowwise_adagrad_rows).
+  void validate(bool second_moment, bool row_wise = false) const;
   size_t num_rows() const {
     return all_rows ? w->rows() : rows_on_device_only && row_ids != nullptr ? row_ids->size() : rows.size();
   }
@@ -549,6 +551,10 @@ class Backend {
   virtual void sgd_rows(const RowUpdate& u) = 0;
   // Adagrad: m = m + g^2; w = keep w - lr g / (sqrt(m) + eps), after the catch-up.
   virtual void adagrad_rows(const RowUpdate& u) = 0;
+  // Row-wise Adagrad (FBGEMM's exact row-wise Adagrad: one accumulator per row, m is rows x 1 f32
+  // whatever the weights' dtype): m[r] += rowwise_mean_square(g) (core/rowwise.h's order); then
+  // w = keep w - (lr / (sqrt(m[r]) + eps)) g, after the catch-up (weight decay only, as Adagrad's).
+  virtual void rowwise_adagrad_rows(const RowUpdate& u) = 0;
 
   // --- LSH -----------------------------------------------------------------------------------
   // codes (u32, shaped n x tables by the op) row j, column t = table t's code of row rows[j] of x

@@ -61,6 +61,10 @@ struct Parameter {
   // use it to reslice onto another number of ranks. axis -1: not sliced.
   int sliced_axis = -1;
   size_t offset = 0, full_rows = 0, full_cols = 0;
+  // A table of which a step touches few rows (the sparse input layer's feature rows, a sampled
+  // output layer's label rows): a row-wise optimizer (--optimizer rowwise-adagrad) keeps one state
+  // value per row of it instead of one per element. Set by the layer that owns it.
+  bool row_sparse = false;
 };
 
 }  // namespace frugal

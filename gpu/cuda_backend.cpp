@@ -418,8 +418,8 @@ void CudaBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& s
 }
 
 void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
-  const bool adam = op == Op::adam_rows;
-  u.validate(adam);
+  const bool adam = op == Op::adam_rows, row_wise = op == Op::rowwise_adagrad_rows;
+  u.validate(adam, row_wise);
   const size_t n = u.num_rows(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
   const bool bf16 = u.w->dtype() == Dtype::bf16;
@@ -427,7 +427,7 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
   dev::OptimRows r;
   r.n = n;
   r.cols = cols;
-  r.bf16 = bf16;
+  r.bf16 = bf16;  // the weights' (row-wise state is always f32)
   r.rows = u.all_rows ? nullptr : u.rows.data();
   if (u.row_ids != nullptr) {  // the gradient's own list, already here
     FRUGAL_CHECK(u.row_ids->owner() == this, "cuda backend: the optimizer's row list is another backend's");
@@ -488,6 +488,8 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     dev::adam_rows(context(), r);
   else if (op == Op::sgd_rows)
     dev::sgd_rows(context(), r);
+  else if (row_wise)
+    dev::rowwise_adagrad_rows(context(), r);
   else
     dev::adagrad_rows(context(), r);
   args.finish();
@@ -496,6 +498,7 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
 void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam_rows); }
 void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
 void CudaBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
+void CudaBackend::rowwise_adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::rowwise_adagrad_rows); }
 
 void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                 Tensor& codes) {

@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "core/active_extend.h"
+#include "core/rowwise.h"
 #include "core/bucket_build.h"
 #include "core/bucket_union.h"
 #include "core/check.h"
@@ -643,6 +644,33 @@ __global__ void adagrad_kernel(OptimRows r) {
     const uint32_t bits = rounding_bits(r, idx);
     store_stochastic(W, at, w, bits & 0xffffu);
     store_stochastic(M, at, acc, bits >> 16);
+  }
+}
+
+// Row-wise Adagrad, 1: a thread per listed row raises its accumulator (one f32 per row of the whole
+// parameter) by the row's mean square (core/rowwise.h's order) and keeps the row's step size.
+__global__ void rowwise_accumulate_kernel(OptimRows r, float* steps) {
+  float* acc = static_cast<float*>(r.m);
+  for (size_t j = global_id(); j < r.n; j += global_stride()) {
+    const size_t row = row_of(r, j);
+    const float a = acc[row] + rowwise_mean_square(r.grad + j * r.cols, r.cols);
+    acc[row] = a;
+    steps[j] = r.lr / (sqrtf(a) + r.eps);
+  }
+}
+
+// 2: every element: the catch-up's decay, then the row's step (bf16 weights rounded as the CPU's
+// narrow_bf16_stochastic: the hash's high 16 bits).
+template <class S>
+__global__ void rowwise_step_kernel(OptimRows r, const float* steps) {
+  S* W = static_cast<S*>(r.w);
+  const size_t total = r.n * r.cols;
+  for (size_t idx = global_id(); idx < total; idx += global_stride()) {
+    const size_t j = idx / r.cols, at = element(r, idx);
+    float w = load(W, at);
+    if (r.has_plan != nullptr && r.has_plan[j] != 0) w *= r.plan[4 * j];
+    if (r.grad != nullptr) w = r.keep * w - steps[j] * r.grad[idx];
+    store_stochastic(W, at, w, rounding_bits(r, idx) >> 16);
   }
 }
 
@@ -1286,13 +1314,21 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   return d;
 }
 
-enum class Rule { adam, sgd, adagrad };
+enum class Rule { adam, sgd, adagrad, rowwise_adagrad };
 
 template <class S>
 void update_rows(Staging& st, const OptimRows& r, Rule rule) {
   const OptimRows d = upload(st, r, rule == Rule::adam);
   const unsigned blocks = blocks_for(r.n * r.cols);
-  if (rule == Rule::adam)
+  if (rule == Rule::rowwise_adagrad) {
+    float* steps = nullptr;
+    if (d.grad != nullptr) {
+      steps = st.alloc<float>(r.n);
+      rowwise_accumulate_kernel<<<blocks_for(r.n), kThreads, 0, st.stream()>>>(d, steps);
+      FRUGAL_LAUNCHED();
+    }
+    rowwise_step_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d, steps);
+  } else if (rule == Rule::adam)
     adam_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d);
   else if (rule == Rule::sgd)
     sgd_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d);
@@ -1303,7 +1339,10 @@ void update_rows(Staging& st, const OptimRows& r, Rule rule) {
 
 void optimizer_rows(Context& ctx, const OptimRows& r, Rule rule) {
   if (r.n * r.cols == 0) return;
-  Staging st(ctx, rule == Rule::adam ? "adam_rows" : rule == Rule::sgd ? "sgd_rows" : "adagrad_rows");
+  Staging st(ctx, rule == Rule::adam                ? "adam_rows"
+                 : rule == Rule::sgd               ? "sgd_rows"
+                 : rule == Rule::rowwise_adagrad   ? "rowwise_adagrad_rows"
+                                                   : "adagrad_rows");
   if (r.bf16)
     update_rows<uint16_t>(st, r, rule);
   else
@@ -1315,6 +1354,7 @@ void optimizer_rows(Context& ctx, const OptimRows& r, Rule rule) {
 void adam_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::adam); }
 void sgd_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::sgd); }
 void adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::adagrad); }
+void rowwise_adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::rowwise_adagrad); }
 
 void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
              size_t dim, uint32_t* codes, bool codes_on_device) {

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/hash32.h"
 #include "core/parallel_rows.h"
+#include "core/rowwise.h"
 #include "kernels/vector_ops.h"
 
 namespace frugal::kernels {
@@ -119,6 +120,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_row(fl
 __attribute__((target_clones("avx512f", "avx2", "default"))) void adagrad_catch_up_row(float* __restrict w, size_t n,
                                                                                        float decay) {
   for (size_t c = 0; c < n; ++c) w[c] *= decay;
+}
+
+// A step of one size for the whole row (row-wise optimizers): w = keep w - step g.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void scaled_step_row(float* __restrict w,
+                                                                                  const float* __restrict g, size_t n,
+                                                                                  float step, float keep) {
+  for (size_t c = 0; c < n; ++c) w[c] = keep * w[c] - step * g[c];
 }
 
 // Rows per task of the row updates (each row is cheap: a task of one would cost more than it does).
@@ -257,6 +265,42 @@ void adagrad_rows(const RowUpdate& u) {
     if (u.grad == nullptr) return;
     adagrad_row(w, m, u.grad->row(j), cols, u.lr, u.eps, u.keep);
   });
+}
+
+void rowwise_adagrad_rows(const RowUpdate& u) {
+  u.validate(false, true);
+  if (u.all_rows) return with_rows_listed(u, [](const RowUpdate& l) { rowwise_adagrad_rows(l); });
+  const size_t cols = u.w->cols();
+  float* acc = u.m->data();
+  // Row j (row r of the parameter), its f32 values at w: the catch-up (weight decay only), then the
+  // step, whose size is the row's. The accumulator is one float: no prefetch, no rounding.
+  const auto update = [&](size_t j, uint32_t r, float* w) {
+    const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
+    if (plan != nullptr) adagrad_catch_up_row(w, cols, plan->decay);
+    if (u.grad == nullptr) return;
+    const float* g = u.grad->row(j);
+    acc[r] += rowwise_mean_square(g, cols);
+    scaled_step_row(w, g, cols, u.lr / (std::sqrt(acc[r]) + u.eps), u.keep);
+  };
+  if (u.w->dtype() == Dtype::f32) {
+    parallel_rows(u.rows.size(), [&](size_t j) {
+      if (j + kPrefetchUpdateRows < u.rows.size()) prefetch_for_write(u.w->row(u.rows[j + kPrefetchUpdateRows]), cols);
+      update(j, u.rows[j], u.w->row(u.rows[j]));
+    }, kOptimRowGrain);
+    return;
+  }
+  // bf16 weights: widened, updated, stored back with stochastic rounding keyed by the element's
+  // place in the whole parameter (as the other optimizers' bf16 rows).
+  parallel_rows(u.rows.size(), [&](size_t j) {
+    const uint32_t r = u.rows[j];
+    if (j + kPrefetchUpdateRows < u.rows.size())
+      prefetch_bytes_for_write(u.w->bf16_row(u.rows[j + kPrefetchUpdateRows]), cols * sizeof(uint16_t));
+    thread_local std::vector<float> wide;
+    if (wide.size() < cols) wide.resize(cols);
+    widen_bf16(u.w->bf16_row(r), wide.data(), cols);
+    update(j, r, wide.data());
+    narrow_bf16_stochastic(wide.data(), u.w->bf16_row(r), cols, row_key(u, r), static_cast<uint32_t>(u.col_base));
+  }, kOptimRowGrain);
 }
 
 }  // namespace frugal::kernels

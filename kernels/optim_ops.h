@@ -11,5 +11,6 @@ namespace frugal::kernels {
 void adam_rows(const RowUpdate& u);
 void sgd_rows(const RowUpdate& u);
 void adagrad_rows(const RowUpdate& u);
+void rowwise_adagrad_rows(const RowUpdate& u);
 
 }  // namespace frugal::kernels

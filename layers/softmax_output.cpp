@@ -45,6 +45,7 @@ SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options) {
   std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
   const size_t local = end_ - begin_;
   weight_ = {"softmax.weight", Tensor(local, options_.in), {}, 0, begin_, options_.out, options_.in};
+  weight_.row_sparse = options_.sampler == Sampler::lsh;  // a sampled step touches its active labels' rows
   bias_ = {"softmax.bias", Tensor(local, 1), {}, 0, begin_, options_.out, 1};
   const Rng rng = Rng(options_.seed).split(0x50);
   init_uniform(weight_.value, options_.in, rng.split(0), begin_);

@@ -208,10 +208,11 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
                        fmt::format("{}: parameter {} row {} has step count {}, beyond the checkpoint's step {}: the "
                                    "file is corrupt",
                                    path.string(), p.name, r, sp.row_steps[r], info.step));
-      // Adam has two moments, SGD one: the state must be the kind this run's optimizer keeps. (An
-      // empty slice, of a rank left out, saved or loading, has empty moments whatever the optimizer.)
+      // Adam has two moments, SGD one, row-wise Adagrad one value per row of a row-sparse
+      // parameter: the state must be the kind this run's optimizer keeps. (An empty slice, of a rank
+      // left out, saved or loading, has empty moments whatever the optimizer.)
       FRUGAL_CHECK(st == nullptr || sp.value.size() == 0 || p.value.size() == 0 ||
-                       (sp.m.rows() == sp.value.rows() && sp.m.cols() == sp.value.cols() &&
+                       (sp.m.rows() == sp.value.rows() && sp.m.cols() == st->m.cols() &&
                         sp.v.empty() == st->v.empty()),
                    fmt::format("{}: the optimizer state of {} does not fit this run's optimizer ({})", path.string(),
                                p.name, optim::to_string(trainer->optimizer().options().method)));

@@ -25,7 +25,8 @@ void skip_bytes(cereal::BinaryInputArchive& ar, uint64_t bytes) {
 }
 
 // What restoring relies on when it copies a stored slice into the model's: the slice lies inside
-// its parameter, the moments (when there) have the value's shape and there is a step count per row.
+// its parameter, the moments (when there) have the value's shape (or, row-wise, one column) and there
+// is a step count per row.
 void check_param(const StoredParam& p, const std::string& name) {
   const auto fail = [&](const std::string& what) {
     throw Error(fmt::format("{}: parameter {}: {}: the file is corrupt", name, p.name, what));
@@ -38,8 +39,10 @@ void check_param(const StoredParam& p, const std::string& name) {
   if (p.axis == 1 && (w.rows() != p.full_rows || p.offset > p.full_cols || w.cols() > p.full_cols - p.offset))
     fail(fmt::format("{} rows x columns [{}, +{}) are not a column slice of {}x{}", w.rows(), p.offset, w.cols(),
                      p.full_rows, p.full_cols));
+  // (Row-wise state: one column of m, no v.)
+  const bool row_wise = p.m.cols() == 1 && p.v.empty();
   for (const Tensor* t : {&p.m, &p.v})
-    if (!t->empty() && (t->rows() != w.rows() || t->cols() != w.cols()))
+    if (!t->empty() && (t->rows() != w.rows() || (t->cols() != w.cols() && !row_wise)))
       fail(fmt::format("optimizer state {}x{} for a {}x{} value", t->rows(), t->cols(), w.rows(), w.cols()));
   if (p.row_steps.size() != w.rows()) fail(fmt::format("{} row step counts for {} rows", p.row_steps.size(), w.rows()));
 }

@@ -12,8 +12,10 @@
 #   FRUGAL_BENCH_FEATURES=100000 FRUGAL_BENCH_LABELS=100000 FRUGAL_BENCH_TRAIN=50000 FRUGAL_BENCH_TEST=5000
 #   FRUGAL_BENCH_DATA=DIR            use DIR/train.txt and DIR/test.txt (generated there if absent)
 #   FRUGAL_BENCH_OUT=.bench/single_node   where metrics, logs and the summary go
-#   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 exact torch_cpu"   which runs to do (the summary reads whatever
-#                                    exists; lsh_bf16 is the LSH run with --precision bf16)
+#   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact torch_cpu"   which runs to do
+#                                    (the summary reads whatever exists; lsh_bf16 is the LSH run with
+#                                    --precision bf16, lsh_rowwise[_bf16] with --optimizer rowwise-adagrad)
+#   FRUGAL_BENCH_ROWWISE_LR=         --lr of the row-wise Adagrad runs (empty: frugal's default)
 #   FRUGAL_BENCH_FRUGAL_FLAGS="..."  extra flags for both frugal runs (e.g. "--hash simhash")
 #   FRUGAL_BENCH_LSH_FLAGS="..."     extra flags for the LSH run only (e.g. "--k 6 --tables 50")
 #   FRUGAL_BENCH_TORCH_FLAGS="..."   extra flags for torch_xmc.py (e.g. "--sparse-adam")
@@ -34,7 +36,8 @@ FEATURES=${FRUGAL_BENCH_FEATURES:-100000}
 LABELS=${FRUGAL_BENCH_LABELS:-100000}
 NTRAIN=${FRUGAL_BENCH_TRAIN:-50000}
 NTEST=${FRUGAL_BENCH_TEST:-5000}
-SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 exact torch_cpu}
+SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact torch_cpu}
+ROWWISE_LR=${FRUGAL_BENCH_ROWWISE_LR:-}
 PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
 OUT=${FRUGAL_BENCH_OUT:-.bench/single_node}
 FRUGAL=build/apps/frugal
@@ -49,7 +52,7 @@ source bench/single_node/common.sh   # say, run, wants, GLIBC_TUNABLES, build_fr
 
 mkdir -p "$OUT"
 needs_frugal=0
-{ wants lsh || wants lsh_bf16 || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
+{ wants lsh || wants lsh_bf16 || wants lsh_rowwise || wants lsh_rowwise_bf16 || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
 
 # 1. Build (ninja only rebuilds what changed).
 [ "$needs_frugal" = 1 ] && build_frugal
@@ -72,8 +75,11 @@ else
 fi
 
 # 4. The runs. Each rewrites its own metrics file and log; the commands are kept for the report.
-COMMON=(--train "$DATA/train.txt" --test "$DATA/test.txt" --hidden "$HIDDEN" --batch "$BATCH"
-        --epochs "$EPOCHS" --lr "$LR" --threads "$THREADS" --seed "$SEED")
+BASE=(--train "$DATA/train.txt" --test "$DATA/test.txt" --hidden "$HIDDEN" --batch "$BATCH"
+      --epochs "$EPOCHS" --threads "$THREADS" --seed "$SEED")
+COMMON=("${BASE[@]}" --lr "$LR")
+ROWWISE=("${BASE[@]}" --optimizer rowwise-adagrad)
+[ -n "$ROWWISE_LR" ] && ROWWISE+=(--lr "$ROWWISE_LR")
 read -r -a FRUGAL_EXTRA <<< "${FRUGAL_BENCH_FRUGAL_FLAGS:-}"
 read -r -a LSH_EXTRA <<< "${FRUGAL_BENCH_LSH_FLAGS:-}"
 read -r -a TORCH_EXTRA <<< "${FRUGAL_BENCH_TORCH_FLAGS:-}"
@@ -106,6 +112,14 @@ if wants lsh_bf16; then
   bench lsh_bf16 "$FRUGAL" train "${COMMON[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
     --metrics "$OUT/lsh_bf16.jsonl"
 fi
+if wants lsh_rowwise; then
+  bench lsh_rowwise "$FRUGAL" train "${ROWWISE[@]}" --sampler lsh "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
+    --metrics "$OUT/lsh_rowwise.jsonl"
+fi
+if wants lsh_rowwise_bf16; then
+  bench lsh_rowwise_bf16 "$FRUGAL" train "${ROWWISE[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" \
+    "${LSH_EXTRA[@]}" --metrics "$OUT/lsh_rowwise_bf16.jsonl"
+fi
 if wants exact; then
   bench exact "$FRUGAL" train "${COMMON[@]}" --sampler exact "${FRUGAL_EXTRA[@]}" --metrics "$OUT/exact.jsonl"
 fi
@@ -118,7 +132,7 @@ fi
 #    last epoch (its step profile against this machine's measured peak rates).
 say "summary"
 "$PYTHON" bench/single_node/summarize.py "$OUT" | tee "$OUT/summary.md"
-for name in lsh lsh_bf16 exact; do
+for name in lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact; do
   [ -f "$OUT/$name.jsonl" ] || continue
   say "roofline: $name"
   "$FRUGAL" bench roofline --threads "$THREADS" --metrics "$OUT/$name.jsonl" --json "$OUT/$name.roofline.json" \

@@ -14,8 +14,9 @@ import json
 import os
 import sys
 
-SYSTEMS = (('lsh', 'frugal LSH'), ('lsh_bf16', 'frugal LSH bf16'), ('exact', 'frugal exact'),
-           ('torch_cpu', 'PyTorch CPU (dense)'))
+SYSTEMS = (('lsh', 'frugal LSH'), ('lsh_bf16', 'frugal LSH bf16'),
+           ('lsh_rowwise', 'frugal LSH, row-wise Adagrad'), ('lsh_rowwise_bf16', 'frugal LSH, row-wise Adagrad, bf16'),
+           ('exact', 'frugal exact'), ('torch_cpu', 'PyTorch CPU (dense)'))
 RSS_LIMIT = 2e9          # "peak RSS <= 2 GB", read as 2*10^9 bytes (the stricter reading of GB)
 TARGET_EPOCH = 3         # "P@1 >= 0.8 after 3 epochs", and the epoch the table reports last
 
@@ -131,7 +132,18 @@ def main(argv):
     print(f'- LSH bf16 / LSH f32 train samples/s: {fmt(r_bf16, ".2f", "x")}; '
           f'P@1 bf16 − f32: {fmt(bf16_gap, "+.2f", " points")}' + (f' (epoch {bf16_epoch})' if bf16_epoch else ''))
     print(f'- model state per parameter: LSH f32 {fmt(state("lsh"), ".2f", " B")}, '
-          f'LSH bf16 {fmt(state("lsh_bf16"), ".2f", " B")}')
+          f'LSH bf16 {fmt(state("lsh_bf16"), ".2f", " B")}, row-wise Adagrad f32 {fmt(state("lsh_rowwise"), ".2f", " B")}, '
+          f'row-wise Adagrad bf16 {fmt(state("lsh_rowwise_bf16"), ".2f", " B")}')
+    # Row-wise Adagrad (issue 44) against LSH with Adam, the exact softmax and PyTorch.
+    for k in ('lsh_rowwise', 'lsh_rowwise_bf16'):
+        if not data[k]:
+            continue
+        e = last(k)
+        d_lsh = (at(k, e, 'p@1') - at('lsh', e, 'p@1')) * 100 if at('lsh', e, 'p@1') is not None else None
+        d_exact = (at(k, e, 'p@1') - at('exact', e, 'p@1')) * 100 if at('exact', e, 'p@1') is not None else None
+        print(f'- {k}: / PyTorch CPU {fmt(ratio(k, "torch_cpu"), ".2f", "x")}, / LSH (Adam) '
+              f'{fmt(ratio(k, "lsh"), ".2f", "x")}, / exact {fmt(ratio(k, "exact"), ".2f", "x")} samples/s; P@1 − LSH '
+              f'{fmt(d_lsh, "+.2f", " points")}, − exact {fmt(d_exact, "+.2f", " points")} (epoch {e})')
     print()
 
     def missing(*keys):

@@ -7,7 +7,8 @@ namespace frugal::optim {
 AdagradOptimizer::AdagradOptimizer(const Options& options, std::vector<Parameter*> params,
                                    const LrSchedule& schedule)
     : Optimizer(options, std::move(params), schedule, false, options.initial_accumulator) {
-  FRUGAL_CHECK(options.method == Method::adagrad, "AdagradOptimizer: options.method is not adagrad");
+  FRUGAL_CHECK(options.method == Method::adagrad || options.method == Method::rowwise_adagrad,
+               "AdagradOptimizer: options.method is not adagrad or rowwise_adagrad");
 }
 
 // Dense Adagrad with zero gradients in steps (last, now]: acc += 0 and the move lr_tau * 0 /
@@ -24,7 +25,10 @@ void AdagradOptimizer::update_rows(Parameter& p, State& s, std::span<const uint3
   // The rows' arithmetic is the Backend's adagrad_rows.
   RowUpdate u = row_update(p, s, rows, grad, plans, lr);
   u.eps = options().adagrad_eps;
-  backend().adagrad_rows(u);
+  if (row_wise(options(), p))
+    backend().rowwise_adagrad_rows(u);
+  else
+    backend().adagrad_rows(u);
 }
 
 }  // namespace frugal::optim

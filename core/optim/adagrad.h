@@ -1,4 +1,6 @@
-// Adagrad over row-sparse gradients, with lazy or catch-up rows (see core/optim/optimizer.h):
+// Adagrad over row-sparse gradients (and row-wise Adagrad: --optimizer rowwise-adagrad, one
+// accumulator per row of a Parameter::row_sparse parameter, Backend::rowwise_adagrad_rows; its
+// missed steps are the same weight decay), with lazy or catch-up rows (see core/optim/optimizer.h):
 // acc = acc + g^2; w = (1 - lr * weight_decay) * w - lr * g / (sqrt(acc) + eps), PyTorch's update
 // without its lr decay, with decoupled weight decay and the accumulator starting at
 // options.initial_accumulator. A zero gradient changes neither acc nor w, so a row that misses

@@ -54,11 +54,17 @@ Adagrad::operator Options() const {
           .weight_decay = weight_decay, .updates = updates};
 }
 
+RowwiseAdagrad::operator Options() const {
+  return {.method = Method::rowwise_adagrad, .lr = lr, .initial_accumulator = initial_accumulator, .adagrad_eps = eps,
+          .weight_decay = weight_decay, .updates = updates};
+}
+
 std::string to_string(Method method) {
   switch (method) {
     case Method::adam: return "adam";
     case Method::sgd: return "sgd";
     case Method::adagrad: return "adagrad";
+    case Method::rowwise_adagrad: return "rowwise-adagrad";
   }
   return "unknown";
 }
@@ -68,7 +74,8 @@ Method method_from_string(const std::string& name) {
   if (name == "adam") return Method::adam;
   if (name == "sgd") return Method::sgd;
   if (name == "adagrad") return Method::adagrad;
-  throw Error(fmt::format("unknown optimizer '{}': expected adam, sgd or adagrad", name));
+  if (name == "rowwise-adagrad") return Method::rowwise_adagrad;
+  throw Error(fmt::format("unknown optimizer '{}': expected adam, sgd, adagrad or rowwise-adagrad", name));
 }
 
 SparseUpdates sparse_updates_from_string(const std::string& name) {
@@ -80,7 +87,7 @@ SparseUpdates sparse_updates_from_string(const std::string& name) {
 std::unique_ptr<Optimizer> Optimizer::create(const Options& options, std::vector<Parameter*> params,
                                              const LrSchedule& schedule) {
   if (options.method == Method::sgd) return std::make_unique<SgdOptimizer>(options, std::move(params), schedule);
-  if (options.method == Method::adagrad)
+  if (options.method == Method::adagrad || options.method == Method::rowwise_adagrad)
     return std::make_unique<AdagradOptimizer>(options, std::move(params), schedule);
   return std::make_unique<AdamOptimizer>(options, std::move(params), schedule);
 }
@@ -92,6 +99,21 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
   schedule_.validate();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& w = params_[i]->value;
+    if (row_wise(options_, *params_[i])) {
+      // A row's statistic must see the whole row: a parameter sliced by columns over a model-parallel
+      // group has part of each row here (the group would have to sum the rows' squares every step).
+      FRUGAL_CHECK(params_[i]->sliced_axis != 1 || w.cols() == params_[i]->full_cols,
+                   fmt::format("--optimizer {} keeps one accumulator per row, but '{}' is sliced by columns over "
+                               "the model-parallel group (each rank has part of every row): use --optimizer adagrad, "
+                               "or data-parallel replicas without model slicing (--grid Dx1)",
+                               to_string(options_.method), params_[i]->name));
+      state_[i].m = Tensor(w.rows(), 1, Dtype::f32);  // one f32 per row, whatever the weights' precision
+      if (m_init != 0.0f) state_[i].m.fill(m_init);
+      state_[i].row_steps.assign(w.rows(), 0);
+      state_[i].m.set_name(params_[i]->name + ".m");
+      place_state(state_[i]);
+      continue;
+    }
     // The moments are stored in the weights' precision (bf16 halves the optimizer's bytes too).
     state_[i].m = Tensor(w.rows(), w.cols(), w.dtype());
     if (m_init != 0.0f) state_[i].m.fill(m_init);
@@ -101,6 +123,10 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
     state_[i].v.set_name(params_[i]->name + ".v");
     place_state(state_[i]);
   }
+}
+
+bool Optimizer::row_wise(const Options& options, const Parameter& p) {
+  return options.method == Method::rowwise_adagrad && p.row_sparse;
 }
 
 void Optimizer::place_state(State& s) {

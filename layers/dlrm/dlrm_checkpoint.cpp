@@ -58,7 +58,8 @@ std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps)
   }
   for (const StoredParam& p : params)
     FRUGAL_CHECK(p.value.size() == p.rows * p.cols && p.offset + p.rows <= p.full_rows &&
-                     (p.m.empty() || p.m.size() == p.value.size()) && (p.v.empty() || p.v.size() == p.value.size()) &&
+                     (p.m.empty() || p.m.size() == p.value.size() || (p.v.empty() && p.m.size() == p.rows)) &&
+                     (p.v.empty() || p.v.size() == p.value.size()) &&
                      (p.row_steps.empty() || p.row_steps.size() == p.rows),
                  fmt::format("{}: parameter '{}' has inconsistent sizes", path.string(), p.name));
   return params;
@@ -88,7 +89,9 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
     const optim::Optimizer::State& st = optimizer.state(i);
     StoredParam s{p.name, p.offset, p.value.rows(), p.sliced_axis == 0 ? p.full_rows : p.value.rows(), p.value.cols(),
                   std::vector<float>(p.value.data(), p.value.data() + p.value.size()), {}, {}, st.row_steps};
-    if (st.m.size() == p.value.size()) s.m.assign(st.m.data(), st.m.data() + st.m.size());
+    // m: one per element, or one per row (row-wise Adagrad's embedding tables).
+    if (st.m.size() == p.value.size() || (st.m.cols() == 1 && st.m.rows() == p.value.rows()))
+      s.m.assign(st.m.data(), st.m.data() + st.m.size());
     if (st.v.size() == p.value.size()) s.v.assign(st.v.data(), st.v.data() + st.v.size());
     params.push_back(std::move(s));
   }
@@ -231,8 +234,14 @@ void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, Dlr
         const size_t from = g - s.offset, to = g - p.offset;
         std::memcpy(p.value.row(to), s.value.data() + from * cols, cols * sizeof(float));
         if (st != nullptr) {
-          if (!s.m.empty() && st->m.size() == p.value.size())
-            std::memcpy(st->m.row(to), s.m.data() + from * cols, cols * sizeof(float));
+          // m is as wide as the weights, or one value per row (row-wise): the saved one must be too.
+          const size_t m_cols = st->m.rows() == p.value.rows() ? st->m.cols() : 0;
+          if (!s.m.empty() && m_cols > 0) {
+            FRUGAL_CHECK(s.m.size() == s.rows * m_cols,
+                         fmt::format("{}: the optimizer state of '{}' does not fit this run's optimizer ({} values "
+                                     "for {} rows of {})", dir, p.name, s.m.size(), s.rows, m_cols));
+            std::memcpy(st->m.row(to), s.m.data() + from * m_cols, m_cols * sizeof(float));
+          }
           if (!s.v.empty() && st->v.size() == p.value.size())
             std::memcpy(st->v.row(to), s.v.data() + from * cols, cols * sizeof(float));
           if (!s.row_steps.empty() && to < st->row_steps.size()) st->row_steps[to] = s.row_steps[from];

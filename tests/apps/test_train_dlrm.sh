@@ -11,7 +11,8 @@
 #     --dp-keep 0.1 (DCT-DP on the MLP gradients) compresses them and keeps the AUC within 0.02, and
 #     so does --compress auto (its keep set online);
 #     and, without --threads, each launched rank takes its share of the host's cores;
-#  3. --checkpoint / --resume: resuming continues exactly (1 rank) and on 3 ranks (resliced); a
+#  3. --checkpoint / --resume: resuming continues exactly (1 rank) and on 3 ranks (resliced), also
+#     with --optimizer rowwise-adagrad (one accumulator per embedding row, resliced by rows); a
 #     damaged file and another configuration are refused, naming them; frugal evaluate / predict
 #     on the 3-rank checkpoint give the training run's AUC and one probability per test sample;
 #  4. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
@@ -106,14 +107,24 @@ grep -q "resumed from $TMP/ck at epoch 2" "$TMP/last.log" || { cat "$TMP/last.lo
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck" \
   --metrics "$TMP/resumed3.jsonl" --checkpoint "$TMP/ck3"
 [ -f "$TMP/ck3/dlrm-epoch-3/rank2.bin" ] || { ls -R "$TMP/ck3"; echo "3-rank checkpoint missing"; exit 1; }
+# Row-wise Adagrad: its per-row state is checkpointed and resliced like the rows themselves.
+run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adagrad --epochs 3 --metrics "$TMP/rw-three.jsonl" --quiet
+run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adagrad --epochs 2 --checkpoint "$TMP/rw-ck" --quiet
+run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adagrad --epochs 3 --resume "$TMP/rw-ck" --metrics "$TMP/rw-resumed.jsonl" \
+  --quiet
+run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${CK[@]}" --optimizer rowwise-adagrad --epochs 3 --resume "$TMP/rw-ck" \
+  --metrics "$TMP/rw-resumed3.jsonl"
 python3 - "$TMP" <<'PY'
 import json, os, sys
 d = sys.argv[1]
 def epochs(name):
     return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == "epoch"]
-three, resumed, resumed3 = epochs("three.jsonl")[-1], epochs("resumed.jsonl")[-1], epochs("resumed3.jsonl")[-1]
-assert resumed["epoch"] == 3 and (resumed["loss"], resumed["auc"]) == (three["loss"], three["auc"]), (resumed, three)
-assert abs(resumed3["loss"] - three["loss"]) < 1e-4 and abs(resumed3["auc"] - three["auc"]) < 1e-4, (resumed3, three)
+for prefix in ("", "rw-"):
+    three, resumed = epochs(prefix + "three.jsonl")[-1], epochs(prefix + "resumed.jsonl")[-1]
+    resumed3 = epochs(prefix + "resumed3.jsonl")[-1]
+    assert resumed["epoch"] == 3 and (resumed["loss"], resumed["auc"]) == (three["loss"], three["auc"]), (prefix, resumed, three)
+    assert abs(resumed3["loss"] - three["loss"]) < 1e-4 and abs(resumed3["auc"] - three["auc"]) < 1e-4, (prefix, resumed3, three)
+assert epochs("rw-three.jsonl")[-1]["auc"] > 0.6, epochs("rw-three.jsonl")[-1]
 PY
 # evaluate / predict on the 3-rank checkpoint (one process assembles the sliced tables).
 "$FRUGAL" evaluate --model "$TMP/ck3" --test "$TMP/d/test.tsv" --json > "$TMP/eval.json"

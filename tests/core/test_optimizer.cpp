@@ -1,5 +1,6 @@
 // Optimizers: catch-up rows equal the dense optimizer (every row, every step, zero gradients where
-// a row has none) for Adam, AdamW, SGD with momentum and Adagrad, with learning-rate schedules, and
+// a row has none) for Adam, AdamW, SGD with momentum, Adagrad and row-wise Adagrad, with learning-rate
+// schedules, and
 // against a scalar double-precision reference written from the textbook formulas; lazy rows do not
 // (but for Adagrad without weight decay, which zero gradients leave alone). Hand-computed steps;
 // schedule factors.
@@ -40,9 +41,12 @@ Tensor initial() {
 }
 
 // Trains the parameter for `steps` steps. dense: every row is listed every step (zero gradient
-// where the pattern has none), which is what a dense optimizer does.
-Tensor train(const optim::Options& o, const optim::LrSchedule& schedule, bool dense, size_t steps) {
+// where the pattern has none), which is what a dense optimizer does. The parameter is row-sparse
+// (Parameter::row_sparse) for row-wise Adagrad unless `row_sparse` says otherwise.
+Tensor train(const optim::Options& o, const optim::LrSchedule& schedule, bool dense, size_t steps,
+             bool row_sparse = true) {
   Parameter p{"w", initial(), {}};
+  p.row_sparse = row_sparse;
   auto opt = optim::Optimizer::create(o, {&p}, schedule);
   for (size_t k = 0; k < steps; ++k) {
     p.grad.rows.clear();
@@ -62,10 +66,28 @@ Tensor train(const optim::Options& o, const optim::LrSchedule& schedule, bool de
 // decay, moments, update with the bias corrections of the global step).
 std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& schedule, size_t steps) {
   const Tensor w0 = initial();
-  const double m0 = o.method == optim::Method::adagrad ? o.initial_accumulator : 0.0;
+  const bool rowwise = o.method == optim::Method::rowwise_adagrad;
+  const double m0 = o.method == optim::Method::adagrad || rowwise ? o.initial_accumulator : 0.0;
   std::vector<double> w(w0.data(), w0.data() + w0.size()), m(w.size(), m0), v(w.size(), 0.0);
   for (size_t k = 0; k < steps; ++k) {
     const double lr = o.lr * schedule.factor(k), t = double(k + 1);
+    if (rowwise) {  // m[r * kCols]: row r's accumulator, raised by the mean of its squared gradient
+      for (size_t r = 0; r < kRows; ++r) {
+        double squares = 0;
+        for (size_t c = 0; c < kCols; ++c) {
+          const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
+          squares += g * g;
+        }
+        double& acc = m[r * kCols];
+        acc += squares / kCols;
+        for (size_t c = 0; c < kCols; ++c) {
+          const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
+          w[r * kCols + c] *= 1.0 - lr * o.weight_decay;
+          w[r * kCols + c] -= lr * g / (std::sqrt(acc) + o.adagrad_eps);
+        }
+      }
+      continue;
+    }
     for (size_t r = 0; r < kRows; ++r)
       for (size_t c = 0; c < kCols; ++c) {
         const size_t i = r * kCols + c;
@@ -123,6 +145,12 @@ TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
        {ScheduleKind::cosine, 20, steps}},
       {"adagrad from 0.1 + linear", optim::Adagrad{.lr = 0.02f, .initial_accumulator = 0.1f, .weight_decay = 0.2f},
        {ScheduleKind::linear, 0, steps}},
+      {"rowwise adagrad", {.method = optim::Method::rowwise_adagrad, .lr = 0.05f}, {}},
+      {"rowwise adagrad + decay + cosine + warm-up",
+       {.method = optim::Method::rowwise_adagrad, .lr = 0.05f, .weight_decay = 0.4f}, {ScheduleKind::cosine, 20, steps}},
+      {"rowwise adagrad from 0.1 + linear",
+       {.method = optim::Method::rowwise_adagrad, .lr = 0.02f, .initial_accumulator = 0.1f, .weight_decay = 0.2f},
+       {ScheduleKind::linear, 0, steps}},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -140,7 +168,8 @@ TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
     CHECK(max_difference(caught_up, exact) < 1e-6);
     // Dense lists every row with the right count: lazy over all rows is dense too.
     CHECK(max_difference(train(lazy, c.schedule, true, steps), dense) == 0.0);
-    if (c.options.method == optim::Method::adagrad && c.options.weight_decay == 0)
+    const bool adagrad = c.options.method == optim::Method::adagrad || c.options.method == optim::Method::rowwise_adagrad;
+    if (adagrad && c.options.weight_decay == 0)
       CHECK(max_difference(lazy_w, dense) == 0.0);  // zero gradients do nothing to Adagrad
     else if (c.options.momentum > 0 || c.options.weight_decay > 0 || c.options.method == optim::Method::adam)
       CHECK(max_difference(lazy_w, dense) > 1e-3);
@@ -304,6 +333,56 @@ TEST_CASE("Adagrad by hand: accumulated squares, lazy rows untouched, catch-up o
     }
 }
 
+TEST_CASE("row-wise Adagrad: one f32 accumulator per row of a row-sparse parameter, per-element elsewhere") {
+  const optim::Options o{.method = optim::Method::rowwise_adagrad, .lr = 0.1f, .initial_accumulator = 0.1f};
+  // A row-sparse table (f32 and bf16 weights) and a dense parameter (a bias) in one optimizer.
+  for (const Dtype dtype : {Dtype::f32, Dtype::bf16}) {
+    INFO(dtype_name(dtype));
+    Parameter table{"table", Tensor(4, 3, dtype), {}}, bias{"bias", Tensor(1, 3), {}};
+    table.row_sparse = true;
+    auto opt = optim::Optimizer::create(o, {&table, &bias});
+    CHECK(opt->state(0).m.rows() == 4);
+    CHECK(opt->state(0).m.cols() == 1);
+    CHECK(opt->state(0).m.dtype() == Dtype::f32);
+    CHECK(opt->state(0).m.at(3, 0) == 0.1f);
+    CHECK(opt->state(1).m.cols() == 3);  // the bias: per-element Adagrad
+    // Row 2 gets gradient (1, 2, 3): acc = 0.1 + 14/3, every entry moves by 0.1 / sqrt(acc) per unit.
+    table.grad.rows = {2};
+    table.grad.values = Tensor(1, 3);
+    for (size_t c = 0; c < 3; ++c) table.grad.values.at(0, c) = float(c + 1);
+    bias.grad.rows = {0};
+    bias.grad.values = Tensor(1, 3);
+    for (size_t c = 0; c < 3; ++c) bias.grad.values.at(0, c) = float(c + 1);
+    opt->step();
+    const double acc = 0.1 + 14.0 / 3.0, step = 0.1 / std::sqrt(acc);
+    CHECK(opt->state(0).m.at(2, 0) == Approx(acc).epsilon(1e-6));
+    CHECK(opt->state(0).m.at(1, 0) == 0.1f);  // untouched rows keep theirs
+    const double tolerance = dtype == Dtype::bf16 ? 1e-2 : 1e-6;  // bf16 weights: 8 bits of mantissa
+    for (size_t c = 0; c < 3; ++c) {
+      CHECK(table.value.value_at(2, c) == Approx(-step * (c + 1)).epsilon(tolerance));
+      CHECK(table.value.value_at(1, c) == 0.0f);
+      // The bias per element: entry c's own accumulator 0.1 + (c + 1)^2.
+      CHECK(bias.value.at(0, c) == Approx(-0.1 * (c + 1) / std::sqrt(0.1 + (c + 1.0) * (c + 1.0))).epsilon(1e-6));
+    }
+    // Bytes: the table's state is 4 bytes a row.
+    CHECK(opt->moment_bytes() == 4 * 4 + 3 * 4);
+  }
+  // A parameter that is not row-sparse trains as per-element Adagrad, to the bit.
+  const optim::Options adagrad{.method = optim::Method::adagrad, .lr = 0.05f};
+  optim::Options rowwise = adagrad;
+  rowwise.method = optim::Method::rowwise_adagrad;
+  CHECK(max_difference(train(rowwise, {}, false, 50, false), train(adagrad, {}, false, 50, false)) == 0.0);
+  // A row-sparse parameter sliced by columns (each rank has part of every row) is refused, naming it.
+  Parameter sliced{"sparse_dense.weight", Tensor(4, 2), {}, 1, 2, 4, 4};
+  sliced.row_sparse = true;
+  CHECK_THROWS_WITH(optim::Optimizer::create(o, {&sliced}),
+                    Catch::Contains("rowwise-adagrad") && Catch::Contains("'sparse_dense.weight'") &&
+                        Catch::Contains("sliced by columns"));
+  sliced.value = Tensor(4, 4);  // the whole row here (one rank): accepted
+  sliced.offset = 0;
+  CHECK_NOTHROW(optim::Optimizer::create(o, {&sliced}));
+}
+
 TEST_CASE("learning-rate schedules: warm-up, linear and cosine factors") {
   using optim::ScheduleKind;
   const optim::LrSchedule linear{ScheduleKind::linear, 4, 12}, cosine{ScheduleKind::cosine, 4, 12},
@@ -349,9 +428,10 @@ TEST_CASE("optimizer options: validation and shorthands") {
   REQUIRE(made->state(0).m.at(1, 1) == 0.25f);
   REQUIRE_THROWS_WITH(optim::Adagrad{.initial_accumulator = -1}.validate(), Catch::Contains("initial accumulator"));
   REQUIRE_THROWS_WITH(optim::Adagrad{.eps = 0}.validate(), Catch::Contains("eps"));
-  for (const auto method : {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad})
+  for (const auto method :
+       {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad, optim::Method::rowwise_adagrad})
     REQUIRE(optim::method_from_string(optim::to_string(method)) == method);
-  REQUIRE_THROWS_WITH(optim::method_from_string("rmsprop"), Catch::Contains("adam, sgd or adagrad"));
+  REQUIRE_THROWS_WITH(optim::method_from_string("rmsprop"), Catch::Contains("adam, sgd, adagrad or rowwise-adagrad"));
 }
 
 TEST_CASE("a step in parts (begin, each parameter in any order, end) is step() bit for bit") {

@@ -761,6 +761,47 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
           }};
 }
 
+// Row-wise Adagrad: one accumulator per row (rows x 1 f32), raised by the mean of the row's squared
+// gradient; the step lr / (sqrt(acc) + eps) for the whole row.
+Case rowwise_adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
+  return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep), [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 97 + cols * 3 + listed + catch_up_only);
+            OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
+            in.m = random_tensor(rng, rows, 1, 0.0f, 0.2f);
+            in.m.at(0, 0) = 0.0f;  // where every run starts
+            const Tensor w0 = in.w, m0 = in.m;
+            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dg = to_backend(in.grad, &be);
+            RowUpdate u;
+            u.w = &dw;
+            u.m = &dm;
+            u.rows = in.rows;
+            u.grad = catch_up_only ? nullptr : &dg;
+            u.plans = in.plans;
+            u.keep = keep;
+            u.lr = 0.05f;
+            u.eps = 1e-10f;
+            be.rowwise_adagrad_rows(u);
+            be.synchronize();
+            in.w = to_host(dw);
+            in.m = to_host(dm);
+            std::vector<double> w = to_double(w0), m = to_double(m0);
+            for (size_t j = 0; j < in.rows.size(); ++j) {
+              const size_t r = in.rows[j];
+              const CatchUpPlan* plan = in.plans.empty() ? nullptr : in.plans[j];
+              if (plan != nullptr)
+                for (size_t c = 0; c < cols; ++c) w[r * cols + c] *= plan->decay;
+              if (u.grad == nullptr) continue;
+              double squares = 0;
+              for (size_t c = 0; c < cols; ++c) squares += double{in.grad.at(j, c)} * in.grad.at(j, c);
+              m[r] += squares / static_cast<double>(cols);
+              const double step = double{u.lr} / (std::sqrt(m[r]) + u.eps);
+              for (size_t c = 0; c < cols; ++c) w[r * cols + c] = keep * w[r * cols + c] - step * in.grad.at(j, c);
+            }
+            cmp.tensor(in.w, w);
+            cmp.tensor(in.m, m);
+          }};
+}
+
 // --- LSH ----------------------------------------------------------------------------------------
 
 Case simhash_case(size_t tables, int k, size_t dim, size_t rows, size_t listed) {
@@ -1306,6 +1347,10 @@ std::vector<OpCases> all_cases() {
        {adagrad_case(4, 3, 0, false, false, 1.0f), adagrad_case(1, 1, 1, false, true, 1.0f),
         adagrad_case(20, 33, 7, false, false, 1.0f), adagrad_case(10, 130, 10, true, false, 0.99f),
         adagrad_case(5, 17, 3, false, false, 0.999f), adagrad_case(6, 9, 6, false, false, 0.98f)}},
+      {Op::rowwise_adagrad_rows, kExact,
+       {rowwise_adagrad_case(4, 3, 0, false, false, 1.0f), rowwise_adagrad_case(1, 1, 1, false, true, 1.0f),
+        rowwise_adagrad_case(20, 33, 7, false, false, 1.0f), rowwise_adagrad_case(10, 130, 10, true, false, 0.99f),
+        rowwise_adagrad_case(5, 17, 3, false, false, 0.999f), rowwise_adagrad_case(300, 128, 200, false, true, 1.0f)}},
       {Op::simhash_codes, kExact,
        {simhash_case(3, 4, 8, 0, 0), simhash_case(1, 1, 1, 1, 0), simhash_case(5, 8, 17, 9, 0),
         simhash_case(3, 24, 130, 20, 6)}},

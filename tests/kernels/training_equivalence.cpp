@@ -26,6 +26,7 @@ std::vector<Setup> standard_setups() {
        .optimizer = optim::Adam{.lr = 2e-3f, .weight_decay = 1e-4f, .updates = optim::SparseUpdates::catchup}},
       {.name = "lsh, sgd catch-up", .optimizer = optim::Sgd{.lr = 0.1f, .updates = optim::SparseUpdates::catchup}},
       {.name = "lsh, adagrad", .optimizer = optim::Adagrad{.lr = 0.05f}},
+      {.name = "lsh, rowwise adagrad", .optimizer = {.method = optim::Method::rowwise_adagrad, .lr = 0.05f}},
       {.name = "lsh, bf16 storage", .precision = Dtype::bf16},
   };
 }
