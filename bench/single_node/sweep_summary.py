@@ -16,7 +16,8 @@ import shutil
 import subprocess
 import sys
 
-SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("exact", "frugal exact"),
+SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("lsh_rowwise", "frugal LSH row-wise Adagrad"),
+           ("lsh_rowwise_bf16", "frugal LSH row-wise Adagrad bf16"), ("exact", "frugal exact"),
            ("torch_cpu", "PyTorch CPU (dense)")]
 
 
@@ -120,9 +121,33 @@ def main():
         print("LSH bf16 (`--precision bf16`) against LSH f32: " + "; ".join(
             f"{fmt_labels(l)} {ratio('lsh_bf16', 'lsh', l)} samples/s, "
             f"{runs[('lsh_bf16', l)].get('state_per_parameter', 0):.2f} B/param" for l in bf16) + ".")
+    rowwise = [l for l in labels if ("lsh_rowwise", l) in runs or ("lsh_rowwise_bf16", l) in runs]
+    if rowwise:
+        def state(s, l):
+            r = runs.get((s, l), {})
+            return f"{r['state_per_parameter']:.2f} B/param" if r.get("state_per_parameter") else "-"
+        print("Row-wise Adagrad (`--optimizer rowwise-adagrad`): " + "; ".join(
+            f"{fmt_labels(l)} f32 {ratio('lsh_rowwise', 'torch_cpu', l)} PyTorch, {ratio('lsh_rowwise', 'lsh', l)} LSH "
+            f"(Adam), {state('lsh_rowwise', l)}; bf16 {ratio('lsh_rowwise_bf16', 'torch_cpu', l)} PyTorch, "
+            f"{state('lsh_rowwise_bf16', l)}" for l in rowwise) + ".")
     print()
     # Targets.
     rows = []
+    # Issue 44's, for the row-wise runs.
+    for system, name in (("lsh_rowwise", "LSH row-wise"), ("lsh_rowwise_bf16", "LSH row-wise bf16")):
+        for l, want in ((100000, 10), (1000000, 30)):
+            if (system, l) in runs and ("torch_cpu", l) in runs:
+                x = runs[(system, l)]["samples_per_s"] / runs[("torch_cpu", l)]["samples_per_s"]
+                rows.append((f"{fmt_labels(l)} labels: {name} >= {want}x PyTorch CPU", "MET" if x >= want else "MISS",
+                             f"{x:.1f}x"))
+        if (system, 1000000) in runs and runs[(system, 1000000)].get("state_per_parameter"):
+            b = runs[(system, 1000000)]["state_per_parameter"]
+            rows.append((f"1M labels: {name} state <= 4 B/param", "MET" if b <= 4 else "MISS", f"{b:.2f} B"))
+        lo_, hi_ = labels[0], labels[-1]
+        if (system, lo_) in runs and (system, hi_) in runs and hi_ > lo_:
+            fall = runs[(system, lo_)]["samples_per_s"] / runs[(system, hi_)]["samples_per_s"]
+            rows.append((f"{name} samples/s falls by at most 3x from {fmt_labels(lo_)} to {fmt_labels(hi_)}",
+                         "MET" if fall <= 3 else "MISS", f"{fall:.2f}x"))
     lo, hi = labels[0], labels[-1]
     for system, name in (("lsh", "LSH"), ("lsh_bf16", "LSH bf16")):
         if (system, lo) in runs and (system, hi) in runs and hi > lo:
