@@ -211,9 +211,11 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
       // Adam has two moments, SGD one, row-wise Adagrad one value per row of a row-sparse
       // parameter: the state must be the kind this run's optimizer keeps. (An empty slice, of a rank
       // left out, saved or loading, has empty moments whatever the optimizer.)
+      // (The slice stored and this rank's may have other widths: a resliced column-sliced parameter.)
+      const auto row_wise = [](const Tensor& m, const Tensor& w) { return m.cols() != w.cols(); };
       FRUGAL_CHECK(st == nullptr || sp.value.size() == 0 || p.value.size() == 0 ||
-                       (sp.m.rows() == sp.value.rows() && sp.m.cols() == st->m.cols() &&
-                        sp.v.empty() == st->v.empty()),
+                       (sp.m.rows() == sp.value.rows() && sp.m.cols() == (row_wise(sp.m, sp.value) ? 1 : sp.value.cols()) &&
+                        row_wise(sp.m, sp.value) == row_wise(st->m, p.value) && sp.v.empty() == st->v.empty()),
                    fmt::format("{}: the optimizer state of {} does not fit this run's optimizer ({})", path.string(),
                                p.name, optim::to_string(trainer->optimizer().options().method)));
       if (same_layout || p.sliced_axis < 0) {
