@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/device_rng.h"
+#include "core/device_sort.h"
 #include "core/host_device.h"
 
 namespace frugal::active_extend {
@@ -30,14 +31,7 @@ struct Spec {
 };
 
 // Ascending order for a device thread, which has no library sort (the draws per sample are few).
-FRUGAL_HOST_DEVICE inline void insertion_sort(uint32_t* v, uint64_t n) {
-  for (uint64_t a = 1; a < n; ++a) {
-    const uint32_t x = v[a];
-    uint64_t b = a;
-    for (; b > 0 && v[b - 1] > x; --b) v[b] = v[b - 1];
-    v[b] = x;
-  }
-}
+FRUGAL_HOST_DEVICE inline void insertion_sort(uint32_t* v, uint64_t n) { frugal::insertion_sort(v, n); }
 
 // The most entries sample i's extended set can have: its set, the top-up, the draws.
 FRUGAL_HOST_DEVICE inline uint64_t room_needed(const Spec& s, uint64_t members) {

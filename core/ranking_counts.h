@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/device_sort.h"
 #include "core/host_device.h"
 
 namespace frugal::ranking {
@@ -33,12 +34,7 @@ struct Spec {
 // Ascending, duplicates dropped, for a device thread (no library sort; a point has few labels).
 // Returns the distinct count.
 FRUGAL_HOST_DEVICE inline uint64_t sort_unique(uint32_t* v, uint64_t n) {
-  for (uint64_t a = 1; a < n; ++a) {
-    const uint32_t x = v[a];
-    uint64_t b = a;
-    for (; b > 0 && v[b - 1] > x; --b) v[b] = v[b - 1];
-    v[b] = x;
-  }
+  insertion_sort(v, n);
   uint64_t m = 0;
   for (uint64_t a = 0; a < n; ++a)
     if (m == 0 || v[m - 1] != v[a]) v[m++] = v[a];
@@ -46,14 +42,7 @@ FRUGAL_HOST_DEVICE inline uint64_t sort_unique(uint32_t* v, uint64_t n) {
 }
 
 // Descending, for a device thread.
-FRUGAL_HOST_DEVICE inline void sort_descending(double* v, uint64_t n) {
-  for (uint64_t a = 1; a < n; ++a) {
-    const double x = v[a];
-    uint64_t b = a;
-    for (; b > 0 && v[b - 1] < x; --b) v[b] = v[b - 1];
-    v[b] = x;
-  }
-}
+FRUGAL_HOST_DEVICE inline void sort_descending(double* v, uint64_t n) { insertion_sort(v, n, Descending{}); }
 
 FRUGAL_HOST_DEVICE inline bool contains(const uint32_t* sorted, uint64_t n, uint32_t x) {
   uint64_t lo = 0, hi = n;

@@ -717,6 +717,27 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
           }};
 }
 
+// The Adagrad family's cases: lr and eps, and one run of the op on be (the state and the gradient
+// set in the backend's memory, the op, w and m read back into `in`).
+constexpr float kAdagradLr = 0.05f, kAdagradEps = 1e-10f;
+void run_adagrad_op(Backend& be, void (Backend::*op)(const RowUpdate&), OptimInput& in, bool catch_up_only,
+                    float keep) {
+  Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dg = to_backend(in.grad, &be);
+  RowUpdate u;
+  u.w = &dw;
+  u.m = &dm;
+  u.rows = in.rows;
+  u.grad = catch_up_only ? nullptr : &dg;
+  u.plans = in.plans;
+  u.keep = keep;
+  u.lr = kAdagradLr;
+  u.eps = kAdagradEps;
+  (be.*op)(u);
+  be.synchronize();
+  in.w = to_host(dw);
+  in.m = to_host(dm);
+}
+
 Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
   return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep), [=](Backend& be, Compare& cmp) {
             Rng rng(rows * 89 + cols * 3 + listed + catch_up_only);
@@ -725,23 +746,7 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
             in.m = random_tensor(rng, rows, cols, 0.0f, 0.2f);
             for (size_t c = 0; c < cols; ++c) in.m.at(0, c) = 0.0f;
             const Tensor w0 = in.w, m0 = in.m;
-            // The state and the gradient in the backend's memory (set), read back after the op (get).
-            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
-                   dg = to_backend(in.grad, &be);
-            RowUpdate u;
-            u.w = &dw;
-            u.m = &dm;
-            u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &dg;
-            u.plans = in.plans;
-            u.keep = keep;
-            u.lr = 0.05f;
-            u.eps = 1e-10f;
-            be.adagrad_rows(u);
-            be.synchronize();
-            in.w = to_host(dw);
-            in.m = to_host(dm);
-            in.v = to_host(dv);
+            run_adagrad_op(be, &Backend::adagrad_rows, in, catch_up_only, keep);
             std::vector<double> w = to_double(w0), m = to_double(m0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -750,10 +755,10 @@ Case adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, b
                 double& W = w[r * cols + c];
                 double& M = m[r * cols + c];
                 if (plan != nullptr) W *= plan->decay;  // the plan's move and decays are SGD's and Adam's
-                if (u.grad == nullptr) continue;
+                if (catch_up_only) continue;
                 const double g = in.grad.at(j, c);
                 M += g * g;
-                W = keep * W - double{u.lr} * g / (std::sqrt(M) + u.eps);
+                W = keep * W - double{kAdagradLr} * g / (std::sqrt(M) + kAdagradEps);
               }
             }
             cmp.tensor(in.w, w);
@@ -770,31 +775,18 @@ Case rowwise_adagrad_case(size_t rows, size_t cols, size_t listed, bool catch_up
             in.m = random_tensor(rng, rows, 1, 0.0f, 0.2f);
             in.m.at(0, 0) = 0.0f;  // where every run starts
             const Tensor w0 = in.w, m0 = in.m;
-            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dg = to_backend(in.grad, &be);
-            RowUpdate u;
-            u.w = &dw;
-            u.m = &dm;
-            u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &dg;
-            u.plans = in.plans;
-            u.keep = keep;
-            u.lr = 0.05f;
-            u.eps = 1e-10f;
-            be.rowwise_adagrad_rows(u);
-            be.synchronize();
-            in.w = to_host(dw);
-            in.m = to_host(dm);
+            run_adagrad_op(be, &Backend::rowwise_adagrad_rows, in, catch_up_only, keep);
             std::vector<double> w = to_double(w0), m = to_double(m0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
               const CatchUpPlan* plan = in.plans.empty() ? nullptr : in.plans[j];
               if (plan != nullptr)
                 for (size_t c = 0; c < cols; ++c) w[r * cols + c] *= plan->decay;
-              if (u.grad == nullptr) continue;
+              if (catch_up_only) continue;
               double squares = 0;
               for (size_t c = 0; c < cols; ++c) squares += double{in.grad.at(j, c)} * in.grad.at(j, c);
               m[r] += squares / static_cast<double>(cols);
-              const double step = double{u.lr} / (std::sqrt(m[r]) + u.eps);
+              const double step = double{kAdagradLr} / (std::sqrt(m[r]) + kAdagradEps);
               for (size_t c = 0; c < cols; ++c) w[r * cols + c] = keep * w[r * cols + c] - step * in.grad.at(j, c);
             }
             cmp.tensor(in.w, w);
