@@ -1041,6 +1041,12 @@ int run_train(TrainArgs a) {
                  "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f}{} (eval {:.1f} s)\n",
                  epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
                  ev.psp.at(5), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
+      // The memory the optimizer choice and --precision move (the record's model_state_bytes).
+      const nlohmann::json state = model_state(model, trainer);
+      const auto mib = [&](const char* key) { return state[key].get<double>() / double(1 << 20); };
+      fmt::print("  model state{}: {:.1f} MiB, {:.2f} B/parameter (weights {:.1f}, optimizer {:.1f}, LSH tables {:.1f} "
+                 "MiB)\n", world->size() > 1 ? " (rank 0)" : "", mib("total"), state["per_parameter"].get<double>(),
+                 mib("weights"), mib("optimizer"), mib("lsh_tables"));
       if (world->size() > 1) {
         const auto per_sample = [&](uint64_t bytes) {
           return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
