@@ -161,6 +161,7 @@ struct TrainArgs {
   float momentum = 0.9f, weight_decay = 0.0f, clip_norm = 0.0f, dropout = 0.0f;
   float initial_accumulator = optim::Adagrad{}.initial_accumulator;
   uint32_t adam_freeze_v_after = 0;  // optim::Options::freeze_second_moment
+  bool rowwise_momentum = optim::RowwiseAdam{}.momentum;  // optim::Options::rowwise_momentum
   uint64_t warmup_steps = 0;
   double valid_fraction = 0.0;
   size_t early_stopping = 0;
@@ -175,6 +176,7 @@ float effective_lr(const TrainArgs& a) {
     // epochs: AUC 0.577 at 0.1, 0.596 at 0.03, 0.656 at 0.01), so DLRM keeps Adagrad's.
     case optim::Method::rowwise_adagrad:
       return a.model == ModelKind::dlrm ? optim::Adagrad{}.lr : optim::RowwiseAdagrad{}.lr;
+    case optim::Method::rowwise_adam: return optim::RowwiseAdam{}.lr;
     case optim::Method::adam: break;
   }
   return optim::Adam{}.lr;
@@ -189,7 +191,7 @@ optim::Options optimizer_options(const TrainArgs& a) {
                "--adam-freeze-v-after needs --sparse-updates lazy (a catch-up replays the second moment's decay)");
   return {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
           .initial_accumulator = a.initial_accumulator, .weight_decay = a.weight_decay, .updates = a.sparse_updates,
-          .freeze_second_moment = a.adam_freeze_v_after};
+          .freeze_second_moment = a.adam_freeze_v_after, .rowwise_momentum = a.rowwise_momentum};
 }
 
 // Global steps of the whole run (what linear and cosine schedules decay over).
@@ -261,6 +263,7 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
   if (a.optimizer == optim::Method::adagrad || a.optimizer == optim::Method::rowwise_adagrad)
     c["initial_accumulator"] = a.initial_accumulator;
   if (a.adam_freeze_v_after > 0) c["adam_freeze_v_after"] = a.adam_freeze_v_after;
+  if (a.optimizer == optim::Method::rowwise_adam) c["rowwise_momentum"] = a.rowwise_momentum;
   c["weight_decay"] = a.weight_decay;
   c["lr_schedule"] = optim::to_string(a.lr_schedule);
   c["warmup_steps"] = a.warmup_steps;
@@ -1251,13 +1254,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
   cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd, {} with adagrad, {} "
-                                              "with rowwise-adagrad; {} with rowwise-adagrad and --model dlrm)", optim::Adam{}.lr, optim::Sgd{}.lr,
-                                              optim::Adagrad{}.lr, optim::RowwiseAdagrad{}.lr, optim::Adagrad{}.lr))
+                                              "with rowwise-adagrad ({} with --model dlrm), {} with rowwise-adam)",
+                                              optim::Adam{}.lr, optim::Sgd{}.lr, optim::Adagrad{}.lr,
+                                              optim::RowwiseAdagrad{}.lr, optim::Adagrad{}.lr, optim::RowwiseAdam{}.lr))
       ->check(CLI::PositiveNumber);
   add_choice(cmd, "--optimizer", a->optimizer,
-             {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad, optim::Method::rowwise_adagrad},
-             "adam, sgd (with --momentum), adagrad (with --initial-accumulator) or rowwise-adagrad (one accumulator "
-             "per row of the sparse input layer and of the LSH output layer, per-element Adagrad elsewhere)");
+             {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad, optim::Method::rowwise_adagrad,
+              optim::Method::rowwise_adam},
+             "adam, sgd (with --momentum), adagrad (with --initial-accumulator), rowwise-adagrad (one accumulator "
+             "per row of the sparse input layer and of the LSH output layer, per-element Adagrad elsewhere) or "
+             "rowwise-adam (Adam with one second moment per row of those layers; see --rowwise-momentum)");
+  add_choice(cmd, "--rowwise-momentum", a->rowwise_momentum, {{"on", true}, {"off", false}},
+             "--optimizer rowwise-adam: keep Adam's per-element first moment on the row-wise layers (on), or "
+             "step by the gradient over the row's RMS alone (off: no per-element state at all)");
   add_choice(cmd, "--sparse-updates", a->sparse_updates, {optim::SparseUpdates::lazy, optim::SparseUpdates::catchup},
              "rows without a gradient in a step: lazy (untouched) or catchup (get the missed steps when next "
              "touched, as the dense optimizer would)");
@@ -1484,6 +1493,9 @@ void add_train_command(CLI::App& app) {
                              "mixes GPU and CPU ranks, which calibrates without --slice-weights)\n",
                      fmt::join(unused, ", "));
       }
+      if (cmd->count("--rowwise-momentum") > 0 && args.optimizer != optim::Method::rowwise_adam)
+        fmt::print(stderr, "note: --rowwise-momentum only applies to --optimizer rowwise-adam: ignored with --optimizer "
+                           "{}\n", optim::to_string(args.optimizer));
       if (args.active_target > 0 && args.k > 0)
         fmt::print(stderr, "note: --active-target only applies to the automatic hash width (--k 0); --k {} is used "
                            "as given\n", args.k);

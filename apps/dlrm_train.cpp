@@ -105,6 +105,7 @@ int run_dlrm(const DlrmRun& a) {
                            {"train_fingerprint", data::fingerprint(a.train).to_string()},
                            {"test_fingerprint", data::fingerprint(a.test).to_string()}};
   if (a.optimizer.method == optim::Method::adagrad || a.optimizer.method == optim::Method::rowwise_adagrad) config["initial_accumulator"] = a.optimizer.initial_accumulator;
+  if (a.optimizer.method == optim::Method::rowwise_adam) config["rowwise_momentum"] = a.optimizer.rowwise_momentum;
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump();
   const auto world = comm::init(a.comm.init_options(run_config));

@@ -117,6 +117,7 @@ std::string_view op_name(Op op) {
     case Op::scale: return "scale";
     case Op::ranking_add: return "ranking_add";
     case Op::rowwise_adagrad_rows: return "rowwise_adagrad_rows";
+    case Op::rowwise_adam_rows: return "rowwise_adam_rows";
   }
   return "unknown";
 }
@@ -292,9 +293,15 @@ void RowUpdate::validate(bool second_moment, bool row_wise) const {
                "optimizer rows: missing weights or state");
   const size_t n = w->rows(), cols = w->cols();
   if (row_wise) {
-    FRUGAL_CHECK(m->rows() == n && m->cols() == 1 && m->dtype() == Dtype::f32,
+    const Tensor* per_row = second_moment ? v : m;
+    FRUGAL_CHECK(per_row->rows() == n && per_row->cols() == 1 && per_row->dtype() == Dtype::f32,
                  fmt::format("optimizer rows: row-wise state is one f32 per row ({} x 1), not {} x {} {}", n,
-                             m->rows(), m->cols(), dtype_name(m->dtype())));
+                             per_row->rows(), per_row->cols(), dtype_name(per_row->dtype())));
+    FRUGAL_CHECK(!second_moment || m->empty() ||
+                     (m->rows() == n && m->cols() == cols && m->dtype() == w->dtype()),
+                 "optimizer rows: row-wise Adam's first moment must have the weights' shape and precision, or be "
+                 "empty");
+    FRUGAL_CHECK(freeze_after == 0, "optimizer rows: row-wise Adam has no frozen second moment");
   } else {
     FRUGAL_CHECK(m->rows() == n && m->cols() == cols && (!second_moment || (v->rows() == n && v->cols() == cols)),
                  "optimizer rows: the state's shape differs from the weights'");

@@ -75,8 +75,9 @@ enum class Op : uint8_t {
   scale,                  // x *= factor (clipped gradients)
   ranking_add,            // the ranking metrics' sums from a batch's top k (evaluation)
   rowwise_adagrad_rows,   // row-wise Adagrad (one accumulator per row) on a list of rows
+  rowwise_adam_rows,      // row-wise Adam (second moment per row) on a list of rows
 };
-inline constexpr size_t kNumOps = 24;
+inline constexpr size_t kNumOps = 25;
 // sum_squares' order: consecutive chunks of this many elements, each summed in order, the chunks'
 // sums added in order (so a device that sums chunks in parallel gives the CPU's bits).
 inline constexpr size_t kSquaresChunk = 4096;
@@ -159,7 +160,8 @@ struct RowUpdate {
   size_t row_base = 0, col_base = 0;
   // The shapes every backend relies on (weights, state, gradient, plans, counts, rows in range);
   // throws frugal::Error naming what does not match. second_moment: Adam (v and counts used);
-  // row_wise: m is one f32 value per row (rowwise_adagrad_rows).
+  // row_wise: m (Adagrad) or v (Adam) is one f32 value per row (rowwise_adagrad_rows,
+  // rowwise_adam_rows, whose m has the weights' shape or is empty).
   void validate(bool second_moment, bool row_wise = false) const;
   size_t num_rows() const {
     return all_rows ? w->rows() : rows_on_device_only && row_ids != nullptr ? row_ids->size() : rows.size();
@@ -555,6 +557,15 @@ class Backend {
   // whatever the weights' dtype): m[r] += rowwise_mean_square(g) (core/rowwise.h's order); then
   // w = keep w - (lr / (sqrt(m[r]) + eps)) g, after the catch-up (weight decay only, as Adagrad's).
   virtual void rowwise_adagrad_rows(const RowUpdate& u) = 0;
+  // Row-wise Adam (v is rows x 1 f32: the moving average of the row's mean square; m is per
+  // element in the weights' dtype, or empty: no momentum). Row r's catch-up (Adam's plan with v[r]
+  // one value): S = sum_s terms[2s] / (terms[2s + 1] sqrt(v[r]) + eps) in f32 in term order,
+  // w = decay w - S m (w = decay w without m), m *= m_decay, v[r] *= v_decay. Its step:
+  // v[r] = b2 v[r] + (1 - b2) rowwise_mean_square(g); step = lr c1(count) / (sqrt(v[r] c2(count)) + eps)
+  // and m = b1 m + (1 - b1) g, w = keep w - step m; without m, step = lr / (sqrt(v[r] c2(count)) +
+  // eps) (m = g: no first-moment correction) and w = keep w - step g. bf16 rows store w with
+  // stochastic rounding (the hash's high 16 bits, as rowwise_adagrad_rows) and m to nearest.
+  virtual void rowwise_adam_rows(const RowUpdate& u) = 0;
 
   // --- LSH -----------------------------------------------------------------------------------
   // codes (u32, shaped n x tables by the op) row j, column t = table t's code of row rows[j] of x

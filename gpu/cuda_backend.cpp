@@ -418,7 +418,9 @@ void CudaBackend::top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& s
 }
 
 void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
-  const bool adam = op == Op::adam_rows, row_wise = op == Op::rowwise_adagrad_rows;
+  // (Row-wise Adam takes Adam's counts, corrections and plans, with v one f32 per row.)
+  const bool adam = op == Op::adam_rows || op == Op::rowwise_adam_rows,
+             row_wise = op == Op::rowwise_adagrad_rows || op == Op::rowwise_adam_rows;
   u.validate(adam, row_wise);
   const size_t n = u.num_rows(), cols = u.w->cols();
   if (n == 0 || cols == 0) return;
@@ -482,9 +484,11 @@ void CudaBackend::optimizer_rows(const RowUpdate& u, Op op) {
     r.freeze_after = u.freeze_after;
   }
   r.w = args.inout<std::byte>(*u.w);
-  r.m = args.inout<std::byte>(*u.m);
+  r.m = u.m->empty() ? nullptr : args.inout<std::byte>(*u.m);  // row-wise Adam without momentum: none
   r.v = adam ? args.inout<std::byte>(*u.v) : nullptr;
-  if (adam)
+  if (op == Op::rowwise_adam_rows)
+    dev::rowwise_adam_rows(context(), r);
+  else if (adam)
     dev::adam_rows(context(), r);
   else if (op == Op::sgd_rows)
     dev::sgd_rows(context(), r);
@@ -499,6 +503,7 @@ void CudaBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam_row
 void CudaBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
 void CudaBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
 void CudaBackend::rowwise_adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::rowwise_adagrad_rows); }
+void CudaBackend::rowwise_adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::rowwise_adam_rows); }
 
 void CudaBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                 Tensor& codes) {

@@ -674,6 +674,65 @@ __global__ void rowwise_step_kernel(OptimRows r, const float* steps) {
   }
 }
 
+// Row-wise Adam, 1: a thread per listed row: the catch-up's move (from v before its decay), v's decay
+// and step, the row's step size (kernels/optim_ops.cpp's rowwise_adam_rows, the same order).
+__global__ void rowwise_adam_rows_kernel(OptimRows r, float* moves, float* steps) {
+  float* V = static_cast<float*>(r.v);
+  for (size_t j = global_id(); j < r.n; j += global_stride()) {
+    const size_t row = row_of(r, j);
+    float v = V[row], move = 0.0f;
+    if (r.has_plan != nullptr && r.has_plan[j] != 0) {
+      const float root_v = sqrtf(v);
+      for (uint32_t s = r.term_start[j]; s < r.term_start[j + 1]; ++s)
+        move += r.terms[2 * s] / (r.terms[2 * s + 1] * root_v + r.eps);
+      v *= r.plan[4 * j + 3];
+    }
+    float step = 0.0f;
+    if (r.grad != nullptr) {
+      const uint32_t count = r.counts != nullptr ? r.counts[j] : r.count_all;
+      v = r.beta2 * v + (1.0f - r.beta2) * rowwise_mean_square(r.grad + j * r.cols, r.cols);
+      const float rate = r.m != nullptr ? r.lr * r.corrections[2 * size_t{count}] : r.lr;
+      step = rate / (sqrtf(v * r.corrections[2 * size_t{count} + 1]) + r.eps);
+    }
+    V[row] = v;
+    moves[j] = move;
+    steps[j] = step;
+  }
+}
+
+// 2: every element: the catch-up (w = decay w - move m, m *= m_decay), then the step (bf16: w
+// stochastically with the hash's high 16 bits, m to nearest).
+template <class S>
+__global__ void rowwise_adam_step_kernel(OptimRows r, const float* moves, const float* steps) {
+  S* W = static_cast<S*>(r.w);
+  S* M = static_cast<S*>(r.m);
+  const size_t total = r.n * r.cols;
+  for (size_t idx = global_id(); idx < total; idx += global_stride()) {
+    const size_t j = idx / r.cols, at = element(r, idx);
+    float w = load(W, at), m = M != nullptr ? load(M, at) : 0.0f;
+    if (r.has_plan != nullptr && r.has_plan[j] != 0) {
+      const float* p = r.plan + 4 * j;
+      if (M != nullptr) {
+        w = p[0] * w - moves[j] * m;
+        m *= p[2];
+      } else {
+        w *= p[0];
+      }
+    }
+    if (r.grad != nullptr) {
+      const float g = r.grad[idx];
+      if (M != nullptr) {
+        m = r.beta1 * m + (1.0f - r.beta1) * g;
+        w = r.keep * w - steps[j] * m;
+      } else {
+        w = r.keep * w - steps[j] * g;
+      }
+    }
+    store_stochastic(W, at, w, rounding_bits(r, idx) >> 16);
+    if (M != nullptr) store_nearest(M, at, m);
+  }
+}
+
 // Row i of candidates in rows of `width`: offsets[i] = i * width (top_k's dense rows as CSR).
 __global__ void dense_offsets_kernel(size_t rows, size_t width, uint64_t* offsets) {
   for (size_t i = global_id(); i <= rows; i += global_stride()) offsets[i] = i * width;
@@ -1314,13 +1373,19 @@ OptimRows upload(Staging& st, const OptimRows& r, bool adam) {
   return d;
 }
 
-enum class Rule { adam, sgd, adagrad, rowwise_adagrad };
+enum class Rule { adam, sgd, adagrad, rowwise_adagrad, rowwise_adam };
 
 template <class S>
 void update_rows(Staging& st, const OptimRows& r, Rule rule) {
-  const OptimRows d = upload(st, r, rule == Rule::adam);
+  const OptimRows d = upload(st, r, rule == Rule::adam || rule == Rule::rowwise_adam);
   const unsigned blocks = blocks_for(r.n * r.cols);
-  if (rule == Rule::rowwise_adagrad) {
+  if (rule == Rule::rowwise_adam) {
+    float* moves = st.alloc<float>(r.n);
+    float* steps = st.alloc<float>(r.n);
+    rowwise_adam_rows_kernel<<<blocks_for(r.n), kThreads, 0, st.stream()>>>(d, moves, steps);
+    FRUGAL_LAUNCHED();
+    rowwise_adam_step_kernel<S><<<blocks, kThreads, 0, st.stream()>>>(d, moves, steps);
+  } else if (rule == Rule::rowwise_adagrad) {
     float* steps = nullptr;
     if (d.grad != nullptr) {
       steps = st.alloc<float>(r.n);
@@ -1342,6 +1407,7 @@ void optimizer_rows(Context& ctx, const OptimRows& r, Rule rule) {
   Staging st(ctx, rule == Rule::adam                ? "adam_rows"
                  : rule == Rule::sgd               ? "sgd_rows"
                  : rule == Rule::rowwise_adagrad   ? "rowwise_adagrad_rows"
+                 : rule == Rule::rowwise_adam      ? "rowwise_adam_rows"
                                                    : "adagrad_rows");
   if (r.bf16)
     update_rows<uint16_t>(st, r, rule);
@@ -1355,6 +1421,7 @@ void adam_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::
 void sgd_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::sgd); }
 void adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::adagrad); }
 void rowwise_adagrad_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::rowwise_adagrad); }
+void rowwise_adam_rows(Context& ctx, const OptimRows& r) { optimizer_rows(ctx, r, Rule::rowwise_adam); }
 
 void simhash(Context& ctx, const float* planes, size_t tables, int k, Matrix x, const uint32_t* rows, size_t n,
              size_t dim, uint32_t* codes, bool codes_on_device) {

@@ -164,6 +164,9 @@ void sgd_rows(Context& ctx, const OptimRows& r);
 void adagrad_rows(Context& ctx, const OptimRows& r);
 // Row-wise Adagrad: m is one f32 per row of the whole parameter (Backend::rowwise_adagrad_rows).
 void rowwise_adagrad_rows(Context& ctx, const OptimRows& r);
+// Row-wise Adam: v is one f32 per row of the whole parameter, m per element or null (no momentum)
+// (Backend::rowwise_adam_rows).
+void rowwise_adam_rows(Context& ctx, const OptimRows& r);
 
 // codes[j * tables + t] for n rows of x (dim columns), as Backend's LSH ops: planes, coords and x
 // are device memory; rows (host, n ids; null: rows 0..n-1 of x) are staged; codes are device memory

@@ -137,6 +137,7 @@ void CpuBackend::adam_rows(const RowUpdate& u) { kernels::adam_rows(u); }
 void CpuBackend::sgd_rows(const RowUpdate& u) { kernels::sgd_rows(u); }
 void CpuBackend::adagrad_rows(const RowUpdate& u) { kernels::adagrad_rows(u); }
 void CpuBackend::rowwise_adagrad_rows(const RowUpdate& u) { kernels::rowwise_adagrad_rows(u); }
+void CpuBackend::rowwise_adam_rows(const RowUpdate& u) { kernels::rowwise_adam_rows(u); }
 
 namespace {
 // codes shaped n x tables (u32, host memory: the CPU backend computes there).

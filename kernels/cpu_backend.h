@@ -39,6 +39,7 @@ class CpuBackend : public Backend {
   void sgd_rows(const RowUpdate& u) override;
   void adagrad_rows(const RowUpdate& u) override;
   void rowwise_adagrad_rows(const RowUpdate& u) override;
+  void rowwise_adam_rows(const RowUpdate& u) override;
   void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                      Tensor& codes) override;
   void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows, Tensor& codes) override;

@@ -443,6 +443,8 @@ void EmulatedBackend::optimizer_rows(const RowUpdate& u, Op op) {
     cpu_.sgd_rows(d);
   } else if (op == Op::rowwise_adagrad_rows) {
     cpu_.rowwise_adagrad_rows(d);
+  } else if (op == Op::rowwise_adam_rows) {
+    cpu_.rowwise_adam_rows(d);
   } else {
     cpu_.adagrad_rows(d);
   }
@@ -453,6 +455,7 @@ void EmulatedBackend::adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::adam
 void EmulatedBackend::sgd_rows(const RowUpdate& u) { optimizer_rows(u, Op::sgd_rows); }
 void EmulatedBackend::adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::adagrad_rows); }
 void EmulatedBackend::rowwise_adagrad_rows(const RowUpdate& u) { optimizer_rows(u, Op::rowwise_adagrad_rows); }
+void EmulatedBackend::rowwise_adam_rows(const RowUpdate& u) { optimizer_rows(u, Op::rowwise_adam_rows); }
 
 void EmulatedBackend::simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
                                     Tensor& codes) {

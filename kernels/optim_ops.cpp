@@ -129,6 +129,30 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void scaled_step_ro
   for (size_t c = 0; c < n; ++c) w[c] = keep * w[c] - step * g[c];
 }
 
+// Row-wise Adam's per-element part of one row (the row's scalars come first, in rowwise_adam_rows):
+// the catch-up w = decay w - move m, m *= m_decay, then with a gradient m = b1 m + (1 - b1) g and
+// w = keep w - step m. Without a first moment (m null) the step is w = keep w - step g.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void rowwise_adam_row(
+    float* __restrict w, float* __restrict m, const float* __restrict g, size_t n, bool catch_up, float decay,
+    float move, float m_decay, float b1, float step, float keep) {
+  if (catch_up) {
+    if (m != nullptr) {
+      for (size_t c = 0; c < n; ++c) {
+        w[c] = decay * w[c] - move * m[c];
+        m[c] *= m_decay;
+      }
+    } else {
+      for (size_t c = 0; c < n; ++c) w[c] *= decay;
+    }
+  }
+  if (g == nullptr) return;
+  if (m == nullptr) return scaled_step_row(w, g, n, step, keep);
+  for (size_t c = 0; c < n; ++c) {
+    m[c] = b1 * m[c] + (1.0f - b1) * g[c];
+    w[c] = keep * w[c] - step * m[c];
+  }
+}
+
 // Rows per task of the row updates (each row is cheap: a task of one would cost more than it does).
 constexpr size_t kOptimRowGrain = 64;
 
@@ -300,6 +324,72 @@ void rowwise_adagrad_rows(const RowUpdate& u) {
     widen_bf16(u.w->bf16_row(r), wide.data(), cols);
     update(j, r, wide.data());
     narrow_bf16_stochastic(wide.data(), u.w->bf16_row(r), cols, row_key(u, r), static_cast<uint32_t>(u.col_base));
+  }, kOptimRowGrain);
+}
+
+void rowwise_adam_rows(const RowUpdate& u) {
+  u.validate(true, true);
+  if (u.all_rows) return with_rows_listed(u, [](const RowUpdate& l) { rowwise_adam_rows(l); });
+  const size_t cols = u.w->cols();
+  const bool momentum = !u.m->empty();
+  float* second = u.v->data();
+  const float* table = u.corrections != nullptr ? u.corrections->data() : nullptr;
+  // Row j (row r of the parameter), its f32 weights and first moment (null: none): the row's
+  // scalars (core/backend.h's order: the catch-up's move from v before its decay, then v's step),
+  // then the elements.
+  const auto update = [&](size_t j, uint32_t r, float* w, float* m) {
+    const CatchUpPlan* plan = u.plans.empty() ? nullptr : u.plans[j];
+    float move = 0.0f;
+    if (plan != nullptr) {
+      const float root_v = std::sqrt(second[r]);
+      for (uint32_t t = 0; t < plan->terms_count; ++t)
+        move += plan->terms[2 * t] / (plan->terms[2 * t + 1] * root_v + u.eps);
+      second[r] *= plan->v_decay;
+    }
+    const float* g = u.grad != nullptr ? u.grad->row(j) : nullptr;
+    float step = 0.0f;
+    if (g != nullptr) {
+      const uint32_t count = u.counts[j];
+      second[r] = u.beta2 * second[r] + (1.0f - u.beta2) * rowwise_mean_square(g, cols);
+      const float rate = momentum ? u.lr * table[2 * size_t{count}] : u.lr;
+      step = rate / (std::sqrt(second[r] * table[2 * size_t{count} + 1]) + u.eps);
+    }
+    rowwise_adam_row(w, m, g, cols, plan != nullptr, plan != nullptr ? plan->decay : 1.0f, move,
+                     plan != nullptr ? plan->m_decay : 1.0f, u.beta1, step, u.keep);
+  };
+  if (u.w->dtype() == Dtype::f32) {
+    parallel_rows(u.rows.size(), [&](size_t j) {
+      if (j + kPrefetchUpdateRows < u.rows.size()) {
+        const uint32_t ahead = u.rows[j + kPrefetchUpdateRows];
+        prefetch_for_write(u.w->row(ahead), cols);
+        if (momentum) prefetch_for_write(u.m->row(ahead), cols);
+      }
+      const uint32_t r = u.rows[j];
+      update(j, r, u.w->row(r), momentum ? u.m->row(r) : nullptr);
+    }, kOptimRowGrain);
+    return;
+  }
+  // bf16 rows: widened, updated, stored back: w with stochastic rounding (as rowwise_adagrad_rows),
+  // m to nearest (as Adam's).
+  parallel_rows(u.rows.size(), [&](size_t j) {
+    if (j + kPrefetchUpdateRows < u.rows.size()) {
+      const uint32_t ahead = u.rows[j + kPrefetchUpdateRows];
+      prefetch_bytes_for_write(u.w->bf16_row(ahead), cols * sizeof(uint16_t));
+      if (momentum) prefetch_bytes_for_write(u.m->bf16_row(ahead), cols * sizeof(uint16_t));
+    }
+    const uint32_t r = u.rows[j];
+    thread_local std::vector<float> wide;
+    if (wide.size() < 2 * cols) wide.resize(2 * cols);
+    float* w = wide.data();
+    float* m = momentum ? wide.data() + cols : nullptr;
+    widen_bf16(u.w->bf16_row(r), w, cols);
+    if (m != nullptr) widen_bf16(u.m->bf16_row(r), m, cols);
+    update(j, r, w, m);
+    narrow_bf16_stochastic(w, u.w->bf16_row(r), cols, row_key(u, r), static_cast<uint32_t>(u.col_base));
+    if (m != nullptr) {
+      uint16_t* out = u.m->bf16_row(r);
+      for (size_t c = 0; c < cols; ++c) out[c] = f32_to_bf16(m[c]);
+    }
   }, kOptimRowGrain);
 }
 

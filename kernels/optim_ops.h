@@ -12,5 +12,6 @@ void adam_rows(const RowUpdate& u);
 void sgd_rows(const RowUpdate& u);
 void adagrad_rows(const RowUpdate& u);
 void rowwise_adagrad_rows(const RowUpdate& u);
+void rowwise_adam_rows(const RowUpdate& u);
 
 }  // namespace frugal::kernels

@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/crc32c.h"
+#include "core/optim/optimizer.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_slice.h"
 #include "train/dct_state_file.h"
@@ -107,7 +108,7 @@ std::string encode_slice(const Model& model, const Trainer& trainer) {
 // sliced axis, for the value and (with `state`) the optimizer state (whichever moments it has).
 void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::State* state) {
   std::vector<std::pair<const Tensor*, Tensor*>> pairs{{&from.value, &to.value}};
-  if (state != nullptr) pairs.emplace_back(&from.m, &state->m);
+  if (state != nullptr && !state->m.empty()) pairs.emplace_back(&from.m, &state->m);
   if (state != nullptr && !state->v.empty()) pairs.emplace_back(&from.v, &state->v);
   const size_t local = to.sliced_axis == 0 ? to.value.rows() : to.value.cols();
   const size_t from_len = from.axis == 0 ? from.value.rows() : from.value.cols();
@@ -209,13 +210,16 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
                                    "file is corrupt",
                                    path.string(), p.name, r, sp.row_steps[r], info.step));
       // Adam has two moments, SGD one, row-wise Adagrad one value per row of a row-sparse
-      // parameter: the state must be the kind this run's optimizer keeps. (An empty slice, of a rank
-      // left out, saved or loading, has empty moments whatever the optimizer.)
+      // parameter, row-wise Adam one per row and (with momentum) one per element: the state must be
+      // the kind this run's optimizer keeps. (An empty slice, of a rank left out, saved or loading,
+      // has empty moments whatever the optimizer.)
       // (The slice stored and this rank's may have other widths: a resliced column-sliced parameter.)
-      const auto row_wise = [](const Tensor& m, const Tensor& w) { return m.cols() != w.cols(); };
+      const auto layouts_match = [&](const Tensor& stored, const Tensor& own) {
+        const optim::StateLayout l = optim::state_layout(stored, sp.value);
+        return l != optim::StateLayout::invalid && l == optim::state_layout(own, p.value);
+      };
       FRUGAL_CHECK(st == nullptr || sp.value.size() == 0 || p.value.size() == 0 ||
-                       (sp.m.rows() == sp.value.rows() && sp.m.cols() == (row_wise(sp.m, sp.value) ? 1 : sp.value.cols()) &&
-                        row_wise(sp.m, sp.value) == row_wise(st->m, p.value) && sp.v.empty() == st->v.empty()),
+                       (layouts_match(sp.m, st->m) && layouts_match(sp.v, st->v)),
                    fmt::format("{}: the optimizer state of {} does not fit this run's optimizer ({})", path.string(),
                                p.name, optim::to_string(trainer->optimizer().options().method)));
       if (same_layout || p.sliced_axis < 0) {

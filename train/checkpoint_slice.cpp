@@ -7,6 +7,7 @@
 
 #include "core/bounded_read.h"
 #include "core/check.h"
+#include "core/optim/optimizer.h"
 #include "core/tensor_io.h"
 #include "train/checkpoint.h"
 
@@ -39,10 +40,8 @@ void check_param(const StoredParam& p, const std::string& name) {
   if (p.axis == 1 && (w.rows() != p.full_rows || p.offset > p.full_cols || w.cols() > p.full_cols - p.offset))
     fail(fmt::format("{} rows x columns [{}, +{}) are not a column slice of {}x{}", w.rows(), p.offset, w.cols(),
                      p.full_rows, p.full_cols));
-  // (Row-wise state: one column of m, no v.)
-  const bool row_wise = p.m.cols() == 1 && p.v.empty();
   for (const Tensor* t : {&p.m, &p.v})
-    if (!t->empty() && (t->rows() != w.rows() || (t->cols() != w.cols() && !row_wise)))
+    if (optim::state_layout(*t, w) == optim::StateLayout::invalid)
       fail(fmt::format("optimizer state {}x{} for a {}x{} value", t->rows(), t->cols(), w.rows(), w.cols()));
   if (p.row_steps.size() != w.rows()) fail(fmt::format("{} row step counts for {} rows", p.row_steps.size(), w.rows()));
 }

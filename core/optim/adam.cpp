@@ -11,7 +11,8 @@ namespace frugal::optim {
 
 AdamOptimizer::AdamOptimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule)
     : Optimizer(options, std::move(params), schedule, true) {
-  FRUGAL_CHECK(options.method == Method::adam, "AdamOptimizer: options.method is not adam");
+  FRUGAL_CHECK(options.method == Method::adam || options.method == Method::rowwise_adam,
+               "AdamOptimizer: options.method is not adam or rowwise_adam");
   const double b1 = options.beta1, b2 = options.beta2;
   // Consecutive missed moves shrink by beta1 / sqrt(beta2) (m decays by beta1, sqrt(v) by
   // sqrt(beta2)). beta2 = 0 leaves no second moment to divide by: catch-up then only decays.
@@ -70,6 +71,8 @@ const Tensor& AdamOptimizer::placed_corrections() {
 // tiny gradients such as a sparse input layer's). The moves shrink like (beta1 / sqrt(beta2))^j:
 // they are summed up to horizon_ steps (197 for the default betas), beyond which they are below
 // 1e-9 of the first; the weight decay and the moments' decay cover all s steps.
+// Row-wise Adam's rows take the same plan with v the row's one value (and, without a first moment,
+// only its decays: no momentum moves the row).
 Optimizer::CatchUpPlan AdamOptimizer::catch_up_plan(uint64_t last, uint64_t now, size_t slot) {
   const uint64_t s = now - last, horizon = std::min(s, horizon_);
   const double wd = options().weight_decay;
@@ -104,7 +107,10 @@ void AdamOptimizer::update_rows(Parameter& p, State& s, std::span<const uint32_t
   u.beta2 = options().beta2;
   u.freeze_after = options().freeze_second_moment;
   u.eps = options().eps;
-  backend().adam_rows(u);
+  if (row_wise(options(), p))
+    backend().rowwise_adam_rows(u);
+  else
+    backend().adam_rows(u);
 }
 
 }  // namespace frugal::optim

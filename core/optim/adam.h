@@ -1,5 +1,7 @@
 // Adam over row-sparse gradients (core/optim/optimizer.h explains lazy and catch-up rows). Dense layers
-// list all rows every step and get ordinary Adam (AdamW with weight decay) either way.
+// list all rows every step and get ordinary Adam (AdamW with weight decay) either way. Row-wise Adam
+// (Method::rowwise_adam) is this optimizer too: its row-sparse parameters go to
+// Backend::rowwise_adam_rows with the same bias corrections, counts and catch-up plans.
 #pragma once
 
 #include <cstdint>

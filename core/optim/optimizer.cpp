@@ -22,7 +22,10 @@ void Options::validate() const {
   FRUGAL_CHECK(weight_decay >= 0 && weight_decay * lr < 1,
                fmt::format("optimizer: weight decay must be >= 0 with lr * weight_decay < 1, got {} (lr {})",
                            weight_decay, lr));
-  if (method == Method::adam) {
+  if (method == Method::adam || method == Method::rowwise_adam) {
+    // (A frozen row-wise second moment would need a per-row floor: not defined.)
+    FRUGAL_CHECK(method == Method::adam || freeze_second_moment == 0,
+                 "row-wise Adam: freeze_second_moment is plain Adam's (use --optimizer adam)");
     FRUGAL_CHECK(beta1 >= 0 && beta1 < 1, fmt::format("Adam: beta1 must be in [0, 1), got {}", beta1));
     FRUGAL_CHECK(beta2 >= 0 && beta2 < 1, fmt::format("Adam: beta2 must be in [0, 1), got {}", beta2));
     FRUGAL_CHECK(eps > 0, fmt::format("Adam: eps must be > 0, got {}", eps));
@@ -59,12 +62,25 @@ RowwiseAdagrad::operator Options() const {
           .weight_decay = weight_decay, .updates = updates};
 }
 
+RowwiseAdam::operator Options() const {
+  return {.method = Method::rowwise_adam, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+          .weight_decay = weight_decay, .updates = updates, .rowwise_momentum = momentum};
+}
+
+StateLayout state_layout(const Tensor& state, const Tensor& w) {
+  if (state.empty()) return StateLayout::none;
+  if (state.rows() != w.rows()) return StateLayout::invalid;
+  if (state.cols() == w.cols()) return StateLayout::per_element;
+  return state.cols() == 1 ? StateLayout::per_row : StateLayout::invalid;
+}
+
 std::string to_string(Method method) {
   switch (method) {
     case Method::adam: return "adam";
     case Method::sgd: return "sgd";
     case Method::adagrad: return "adagrad";
     case Method::rowwise_adagrad: return "rowwise-adagrad";
+    case Method::rowwise_adam: return "rowwise-adam";
   }
   return "unknown";
 }
@@ -75,7 +91,9 @@ Method method_from_string(const std::string& name) {
   if (name == "sgd") return Method::sgd;
   if (name == "adagrad") return Method::adagrad;
   if (name == "rowwise-adagrad") return Method::rowwise_adagrad;
-  throw Error(fmt::format("unknown optimizer '{}': expected adam, sgd, adagrad or rowwise-adagrad", name));
+  if (name == "rowwise-adam") return Method::rowwise_adam;
+  throw Error(fmt::format("unknown optimizer '{}': expected adam, sgd, adagrad, rowwise-adagrad or rowwise-adam",
+                          name));
 }
 
 SparseUpdates sparse_updates_from_string(const std::string& name) {
@@ -89,7 +107,7 @@ std::unique_ptr<Optimizer> Optimizer::create(const Options& options, std::vector
   if (options.method == Method::sgd) return std::make_unique<SgdOptimizer>(options, std::move(params), schedule);
   if (options.method == Method::adagrad || options.method == Method::rowwise_adagrad)
     return std::make_unique<AdagradOptimizer>(options, std::move(params), schedule);
-  return std::make_unique<AdamOptimizer>(options, std::move(params), schedule);
+  return std::make_unique<AdamOptimizer>(options, std::move(params), schedule);  // adam, rowwise_adam
 }
 
 Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, const LrSchedule& schedule,
@@ -107,10 +125,18 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
                                "the model-parallel group (each rank has part of every row): use --optimizer adagrad, "
                                "or data-parallel replicas without model slicing (--grid Dx1)",
                                to_string(options_.method), params_[i]->name));
-      state_[i].m = Tensor(w.rows(), 1, Dtype::f32);  // one f32 per row, whatever the weights' precision
-      if (m_init != 0.0f) state_[i].m.fill(m_init);
+      // One f32 per row, whatever the weights' precision: Adagrad's accumulator (m) or row-wise
+      // Adam's second moment (v, beside a per-element m in the weights' precision, or none).
+      if (second_moment) {
+        state_[i].m = options_.rowwise_momentum ? Tensor(w.rows(), w.cols(), w.dtype()) : Tensor(0, 0, w.dtype());
+        state_[i].v = Tensor(w.rows(), 1, Dtype::f32);
+      } else {
+        state_[i].m = Tensor(w.rows(), 1, Dtype::f32);
+        if (m_init != 0.0f) state_[i].m.fill(m_init);
+      }
       state_[i].row_steps.assign(w.rows(), 0);
       state_[i].m.set_name(params_[i]->name + ".m");
+      state_[i].v.set_name(params_[i]->name + ".v");
       place_state(state_[i]);
       continue;
     }
@@ -126,7 +152,7 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
 }
 
 bool Optimizer::row_wise(const Options& options, const Parameter& p) {
-  return options.method == Method::rowwise_adagrad && p.row_sparse;
+  return (options.method == Method::rowwise_adagrad || options.method == Method::rowwise_adam) && p.row_sparse;
 }
 
 void Optimizer::place_state(State& s) {

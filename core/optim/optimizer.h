@@ -38,7 +38,11 @@ namespace frugal::optim {
 // output layer's weights), FBGEMM's and TorchRec's default for embedding tables; the other
 // parameters (dense layers, biases) keep per-element Adagrad. A row's state is 4 bytes instead of
 // 4 per element, and its update reads and writes the weights alone.
-enum class Method { adam, sgd, adagrad, rowwise_adagrad };
+// rowwise_adam: Adam whose second moment is one f32 per row of a row-sparse parameter (the
+// moving average of the row's mean squared gradient) and whose first moment is per element
+// (Options::rowwise_momentum) or absent (then the step is the gradient over the row's root mean
+// square: RMSProp per row with Adam's bias correction). The other parameters keep Adam.
+enum class Method { adam, sgd, adagrad, rowwise_adagrad, rowwise_adam };
 enum class SparseUpdates { lazy, catchup };
 
 // Every optimizer setting. Shorthands below: .optimizer = optim::Adam{.lr = 1e-3f},
@@ -62,6 +66,9 @@ struct Options {
   // steps it stands for instead of being normalized to one step's size. Lazy updates only (a
   // catch-up would need v's decay).
   uint32_t freeze_second_moment = 0;
+  // rowwise_adam: whether the row-sparse parameters keep Adam's per-element first moment (on: the
+  // weights' size again in state; off: the state is the per-row second moment alone).
+  bool rowwise_momentum = true;
   void validate() const;
 };
 
@@ -97,6 +104,22 @@ struct RowwiseAdagrad {
   void validate() const { Options(*this).validate(); }
 };
 
+// Row-wise Adam (Method::rowwise_adam): Adam's defaults, with the first moment per element by default.
+struct RowwiseAdam {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  bool momentum = true;  // Options::rowwise_momentum
+  SparseUpdates updates = SparseUpdates::lazy;
+  operator Options() const;  // NOLINT: implicit on purpose
+  void validate() const { Options(*this).validate(); }
+};
+
+// How one optimizer state tensor (m or v) lies beside its weights w: absent, one value per element
+// (w's shape), one f32 per row (a single column beside a wider w: row-wise state), or neither
+// (damage). Checkpoints compare a stored slice's layouts with the run's, so every reader tells
+// row-wise state the same way.
+enum class StateLayout { none, per_element, per_row, invalid };
+StateLayout state_layout(const Tensor& state, const Tensor& w);
+
 std::string to_string(Method method);
 std::string to_string(SparseUpdates updates);
 Method method_from_string(const std::string& name);
@@ -107,7 +130,9 @@ class Optimizer {
   // Per-parameter state, in the order of the parameter list (checkpoints read and write it).
   struct State {
     // Adam: first and second moments; SGD: m is the momentum buffer; Adagrad: m is the sum of
-    // squared gradients (from initial_accumulator). v is empty but for Adam.
+    // squared gradients (from initial_accumulator). v is empty but for Adam. Row-wise state of a
+    // row-sparse parameter (row_wise()): Adagrad's m, or row-wise Adam's v, is one f32 column;
+    // row-wise Adam's m is per element, or empty without momentum.
     Tensor m, v;
     // lazy: updates the row has had (its bias-correction count); catchup: global step of its last
     // update (0: never). Either way a checkpoint reslices it row by row.
@@ -139,8 +164,8 @@ class Optimizer {
   // pass is about to read. lazy: does nothing.
   void catch_up_rows(const Parameter& param, const std::vector<uint32_t>& rows);
 
-  // Whether parameter p keeps one state value per row under these options (rowwise_adagrad and a
-  // row-sparse parameter).
+  // Whether parameter p keeps one state value per row under these options (rowwise_adagrad or
+  // rowwise_adam, and a row-sparse parameter).
   static bool row_wise(const Options& options, const Parameter& p);
 
   // Bytes of optimizer state: every parameter's moments (or momentum, or accumulator) and its rows'

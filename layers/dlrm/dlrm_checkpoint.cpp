@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/optim/optimizer.h"
 #include "core/crc32c.h"
 
 namespace frugal::layers {
@@ -58,8 +59,9 @@ std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps)
   }
   for (const StoredParam& p : params)
     FRUGAL_CHECK(p.value.size() == p.rows * p.cols && p.offset + p.rows <= p.full_rows &&
-                     (p.m.empty() || p.m.size() == p.value.size() || (p.v.empty() && p.m.size() == p.rows)) &&
-                     (p.v.empty() || p.v.size() == p.value.size()) &&
+                     // (m and v: one value per element, one per row (row-wise state), or none)
+                     (p.m.empty() || p.m.size() == p.value.size() || p.m.size() == p.rows) &&
+                     (p.v.empty() || p.v.size() == p.value.size() || p.v.size() == p.rows) &&
                      (p.row_steps.empty() || p.row_steps.size() == p.rows),
                  fmt::format("{}: parameter '{}' has inconsistent sizes", path.string(), p.name));
   return params;
@@ -89,10 +91,12 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
     const optim::Optimizer::State& st = optimizer.state(i);
     StoredParam s{p.name, p.offset, p.value.rows(), p.sliced_axis == 0 ? p.full_rows : p.value.rows(), p.value.cols(),
                   std::vector<float>(p.value.data(), p.value.data() + p.value.size()), {}, {}, st.row_steps};
-    // m: one per element, or one per row (row-wise Adagrad's embedding tables).
-    if (st.m.size() == p.value.size() || (st.m.cols() == 1 && st.m.rows() == p.value.rows()))
-      s.m.assign(st.m.data(), st.m.data() + st.m.size());
-    if (st.v.size() == p.value.size()) s.v.assign(st.v.data(), st.v.data() + st.v.size());
+    // m and v: one per element, one per row (row-wise Adagrad's m, row-wise Adam's v), or none.
+    for (const auto& [state, stored] : {std::pair{&st.m, &s.m}, std::pair{&st.v, &s.v}}) {
+      const optim::StateLayout layout = optim::state_layout(*state, p.value);
+      if (layout == optim::StateLayout::per_element || layout == optim::StateLayout::per_row)
+        stored->assign(state->data(), state->data() + state->size());
+    }
     params.push_back(std::move(s));
   }
   std::ostringstream out;
@@ -234,16 +238,15 @@ void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, Dlr
         const size_t from = g - s.offset, to = g - p.offset;
         std::memcpy(p.value.row(to), s.value.data() + from * cols, cols * sizeof(float));
         if (st != nullptr) {
-          // m is as wide as the weights, or one value per row (row-wise): the saved one must be too.
-          const size_t m_cols = st->m.rows() == p.value.rows() ? st->m.cols() : 0;
-          if (!s.m.empty() && m_cols > 0) {
-            FRUGAL_CHECK(s.m.size() == s.rows * m_cols,
+          // m and v are as wide as the weights, or one value per row (row-wise): the saved ones must be too.
+          for (const auto& [state, stored] : {std::pair{&st->m, &s.m}, std::pair{&st->v, &s.v}}) {
+            const size_t width = !state->empty() && state->rows() == p.value.rows() ? state->cols() : 0;
+            if (stored->empty() || width == 0) continue;
+            FRUGAL_CHECK(stored->size() == s.rows * width,
                          fmt::format("{}: the optimizer state of '{}' does not fit this run's optimizer ({} values "
-                                     "for {} rows of {})", dir, p.name, s.m.size(), s.rows, m_cols));
-            std::memcpy(st->m.row(to), s.m.data() + from * m_cols, m_cols * sizeof(float));
+                                     "for {} rows of {})", dir, p.name, stored->size(), s.rows, width));
+            std::memcpy(state->row(to), stored->data() + from * width, width * sizeof(float));
           }
-          if (!s.v.empty() && st->v.size() == p.value.size())
-            std::memcpy(st->v.row(to), s.v.data() + from * cols, cols * sizeof(float));
           if (!s.row_steps.empty() && to < st->row_steps.size()) st->row_steps[to] = s.row_steps[from];
         }
         ++filled;

@@ -72,6 +72,31 @@ assert er["model_state_bytes"]["optimizer"] < 0.5 * ea["model_state_bytes"]["opt
 resumed = [l for l in lines("rowwise2.jsonl") if l.get("event") == "epoch"]
 assert resumed and resumed[-1]["epoch"] == 2 and 0 <= resumed[-1]["p@1"] <= 1, resumed
 PY
+# --optimizer rowwise-adam: recorded with --rowwise-momentum; without momentum its state is one f32
+# per row of the row-wise layers (below row-wise Adagrad's plus the biases' Adam); resumed.
+"$FRUGAL" "${T[@]}" --optimizer rowwise-adam --rowwise-momentum off --metrics "$TMP/rwadam.jsonl" \
+  --checkpoint "$TMP/rwadam" > /dev/null
+"$FRUGAL" "${T[@]}" --optimizer adam --metrics "$TMP/adam.jsonl" > /dev/null
+"$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 2 --threads 1 --quiet --hidden 8 \
+  --tables 4 --max-steps 4 --optimizer rowwise-adam --rowwise-momentum off --resume "$TMP/rwadam" \
+  --metrics "$TMP/rwadam2.jsonl" > /dev/null
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def lines(name): return [json.loads(l) for l in open(os.path.join(d, name))]
+r, a = lines("rwadam.jsonl"), lines("adam.jsonl")
+assert r[0]["config"]["optimizer"] == "rowwise-adam" and r[0]["config"]["rowwise_momentum"] is False, r[0]["config"]
+er = [l for l in r if l.get("event") == "epoch"][-1]
+ea = [l for l in a if l.get("event") == "epoch"][-1]
+assert er["model_state_bytes"]["optimizer"] < 0.3 * ea["model_state_bytes"]["optimizer"], (er["model_state_bytes"], ea["model_state_bytes"])
+resumed = [l for l in lines("rwadam2.jsonl") if l.get("event") == "epoch"]
+assert resumed and resumed[-1]["epoch"] == 2 and 0 <= resumed[-1]["p@1"] <= 1, resumed
+PY
+# The saved run had no momentum: a resume that asks for it is refused by the config check.
+fails_with "rowwise_momentum" "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 2 \
+  --threads 1 --quiet --hidden 8 --tables 4 --optimizer rowwise-adam --resume "$TMP/rwadam"
+"$FRUGAL" "${T[@]}" --rowwise-momentum off 2>&1 >/dev/null | grep -q "note: --rowwise-momentum only applies to --optimizer rowwise-adam" ||
+  { echo "--rowwise-momentum with adam: no note"; exit 1; }
 fails_with "--precision bf16 with --dp-compress updates is not supported" \
   "$FRUGAL" "${T[@]}" --precision bf16 --dp-compress updates --dp-keep 0.1
 fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8

@@ -114,11 +114,19 @@ run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adagrad --epochs 3 --resume "$TMP/r
   --quiet
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${CK[@]}" --optimizer rowwise-adagrad --epochs 3 --resume "$TMP/rw-ck" \
   --metrics "$TMP/rw-resumed3.jsonl"
+# Row-wise Adam (second moment per embedding row, per-element first moment): checkpointed and
+# resumed to the same bits.
+run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adam --epochs 3 --metrics "$TMP/rwa-three.jsonl" --quiet
+run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adam --epochs 2 --checkpoint "$TMP/rwa-ck" --quiet
+run "$FRUGAL" "${CK[@]}" --optimizer rowwise-adam --epochs 3 --resume "$TMP/rwa-ck" \
+  --metrics "$TMP/rwa-resumed.jsonl" --quiet
 python3 - "$TMP" <<'PY'
 import json, os, sys
 d = sys.argv[1]
 def epochs(name):
     return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == "epoch"]
+three, resumed = epochs("rwa-three.jsonl")[-1], epochs("rwa-resumed.jsonl")[-1]
+assert resumed["epoch"] == 3 and (resumed["loss"], resumed["auc"]) == (three["loss"], three["auc"]), (resumed, three)
 for prefix in ("", "rw-"):
     three, resumed = epochs(prefix + "three.jsonl")[-1], epochs(prefix + "resumed.jsonl")[-1]
     resumed3 = epochs(prefix + "resumed3.jsonl")[-1]

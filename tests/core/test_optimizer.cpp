@@ -1,5 +1,6 @@
 // Optimizers: catch-up rows equal the dense optimizer (every row, every step, zero gradients where
-// a row has none) for Adam, AdamW, SGD with momentum, Adagrad and row-wise Adagrad, with learning-rate
+// a row has none) for Adam, AdamW, SGD with momentum, Adagrad, row-wise Adagrad and row-wise Adam
+// (with and without momentum), with learning-rate
 // schedules, and
 // against a scalar double-precision reference written from the textbook formulas; lazy rows do not
 // (but for Adagrad without weight decay, which zero gradients leave alone). Hand-computed steps;
@@ -71,6 +72,27 @@ std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& 
   std::vector<double> w(w0.data(), w0.data() + w0.size()), m(w.size(), m0), v(w.size(), 0.0);
   for (size_t k = 0; k < steps; ++k) {
     const double lr = o.lr * schedule.factor(k), t = double(k + 1);
+    if (o.method == optim::Method::rowwise_adam) {  // v[r * kCols]: row r's second moment
+      for (size_t r = 0; r < kRows; ++r) {
+        double squares = 0;
+        for (size_t c = 0; c < kCols; ++c) {
+          const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
+          squares += g * g;
+        }
+        double& vr = v[r * kCols];
+        vr = o.beta2 * vr + (1 - o.beta2) * squares / kCols;
+        const double vh = vr / (1 - std::pow(o.beta2, t));
+        for (size_t c = 0; c < kCols; ++c) {
+          const size_t i = r * kCols + c;
+          const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
+          w[i] *= 1.0 - lr * o.weight_decay;
+          m[i] = o.rowwise_momentum ? o.beta1 * m[i] + (1 - o.beta1) * g : g;
+          const double mh = o.rowwise_momentum ? m[i] / (1 - std::pow(o.beta1, t)) : g;
+          w[i] -= lr * mh / (std::sqrt(vh) + o.eps);
+        }
+      }
+      continue;
+    }
     if (rowwise) {  // m[r * kCols]: row r's accumulator, raised by the mean of its squared gradient
       for (size_t r = 0; r < kRows; ++r) {
         double squares = 0;
@@ -151,6 +173,13 @@ TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
       {"rowwise adagrad from 0.1 + linear",
        {.method = optim::Method::rowwise_adagrad, .lr = 0.02f, .initial_accumulator = 0.1f, .weight_decay = 0.2f},
        {ScheduleKind::linear, 0, steps}},
+      {"rowwise adam", optim::RowwiseAdam{.lr = 0.01f}, {}},
+      {"rowwise adamw + cosine + warm-up", optim::RowwiseAdam{.lr = 0.01f, .weight_decay = 0.5f},
+       {ScheduleKind::cosine, 20, steps}},
+      {"rowwise adam without momentum + linear",
+       optim::RowwiseAdam{.lr = 0.02f, .beta2 = 0.99f, .weight_decay = 0.2f, .momentum = false},
+       {ScheduleKind::linear, 0, steps}},
+      {"rowwise adam without momentum", optim::RowwiseAdam{.lr = 0.01f, .momentum = false}, {}},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -171,7 +200,8 @@ TEST_CASE("catch-up rows equal the dense optimizer; lazy rows do not") {
     const bool adagrad = c.options.method == optim::Method::adagrad || c.options.method == optim::Method::rowwise_adagrad;
     if (adagrad && c.options.weight_decay == 0)
       CHECK(max_difference(lazy_w, dense) == 0.0);  // zero gradients do nothing to Adagrad
-    else if (c.options.momentum > 0 || c.options.weight_decay > 0 || c.options.method == optim::Method::adam)
+    else if (c.options.momentum > 0 || c.options.weight_decay > 0 || c.options.method == optim::Method::adam ||
+             c.options.method == optim::Method::rowwise_adam)
       CHECK(max_difference(lazy_w, dense) > 1e-3);
   }
 }
@@ -383,6 +413,55 @@ TEST_CASE("row-wise Adagrad: one f32 accumulator per row of a row-sparse paramet
   CHECK_NOTHROW(optim::Optimizer::create(o, {&sliced}));
 }
 
+TEST_CASE("row-wise Adam: one f32 second moment per row of a row-sparse parameter, m per element or none") {
+  for (const bool momentum : {true, false})
+    for (const Dtype dtype : {Dtype::f32, Dtype::bf16}) {
+      INFO((momentum ? "momentum " : "no momentum ") << dtype_name(dtype));
+      const optim::Options o = optim::RowwiseAdam{.lr = 0.1f, .momentum = momentum};
+      Parameter table{"table", Tensor(4, 3, dtype), {}}, bias{"bias", Tensor(1, 3), {}};
+      table.row_sparse = true;
+      auto opt = optim::Optimizer::create(o, {&table, &bias});
+      REQUIRE(dynamic_cast<optim::AdamOptimizer*>(opt.get()) != nullptr);
+      CHECK(opt->state(0).v.rows() == 4);
+      CHECK(opt->state(0).v.cols() == 1);
+      CHECK(opt->state(0).v.dtype() == Dtype::f32);
+      CHECK(opt->state(0).m.empty() == !momentum);
+      if (momentum) CHECK((opt->state(0).m.cols() == 3 && opt->state(0).m.dtype() == dtype));
+      CHECK(opt->state(1).v.cols() == 3);  // the bias: Adam per element
+      // Row 2 gets gradient (1, 2, 3): v = 0.001 * 14/3; the first step, bias-corrected, is
+      // lr * g / sqrt(14/3) (+ eps) with or without momentum (m-hat is g on the first step).
+      table.grad.rows = {2};
+      table.grad.values = Tensor(1, 3);
+      for (size_t c = 0; c < 3; ++c) table.grad.values.at(0, c) = float(c + 1);
+      bias.grad.rows = {0};
+      bias.grad.values = Tensor(1, 3);
+      for (size_t c = 0; c < 3; ++c) bias.grad.values.at(0, c) = float(c + 1);
+      opt->step();
+      CHECK(opt->state(0).v.at(2, 0) == Approx(0.001 * 14.0 / 3.0).epsilon(1e-4));  // 1 - beta2 in f32
+      CHECK(opt->state(0).v.at(1, 0) == 0.0f);
+      const double tolerance = dtype == Dtype::bf16 ? 1e-2 : 1e-5;
+      for (size_t c = 0; c < 3; ++c) {
+        CHECK(table.value.value_at(2, c) == Approx(-0.1 * (c + 1) / std::sqrt(14.0 / 3.0)).epsilon(tolerance));
+        CHECK(table.value.value_at(1, c) == 0.0f);
+        CHECK(bias.value.at(0, c) == Approx(-0.1).epsilon(1e-5));  // Adam's first step: lr * sign(g)
+      }
+      // Bytes: the table's state is 4 bytes a row, plus m in the weights' precision with momentum.
+      CHECK(opt->moment_bytes() == 4 * 4 + (momentum ? 12 * dtype_bytes(dtype) : 0) + 2 * 3 * 4);
+    }
+  // A parameter that is not row-sparse trains as Adam, to the bit.
+  const optim::Options adam = optim::Adam{.lr = 0.01f};
+  CHECK(max_difference(train(optim::RowwiseAdam{.lr = 0.01f}, {}, false, 50, false), train(adam, {}, false, 50, false)) ==
+        0.0);
+  // Column-sliced parameters are refused; a frozen second moment is plain Adam's.
+  Parameter sliced{"sparse_dense.weight", Tensor(4, 2), {}, 1, 2, 4, 4};
+  sliced.row_sparse = true;
+  CHECK_THROWS_WITH(optim::Optimizer::create(optim::RowwiseAdam{}, {&sliced}),
+                    Catch::Contains("rowwise-adam") && Catch::Contains("sliced by columns"));
+  optim::Options frozen = optim::RowwiseAdam{};
+  frozen.freeze_second_moment = 10;
+  CHECK_THROWS_WITH(frozen.validate(), Catch::Contains("freeze_second_moment"));
+}
+
 TEST_CASE("learning-rate schedules: warm-up, linear and cosine factors") {
   using optim::ScheduleKind;
   const optim::LrSchedule linear{ScheduleKind::linear, 4, 12}, cosine{ScheduleKind::cosine, 4, 12},
@@ -429,9 +508,11 @@ TEST_CASE("optimizer options: validation and shorthands") {
   REQUIRE_THROWS_WITH(optim::Adagrad{.initial_accumulator = -1}.validate(), Catch::Contains("initial accumulator"));
   REQUIRE_THROWS_WITH(optim::Adagrad{.eps = 0}.validate(), Catch::Contains("eps"));
   for (const auto method :
-       {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad, optim::Method::rowwise_adagrad})
+       {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad, optim::Method::rowwise_adagrad,
+        optim::Method::rowwise_adam})
     REQUIRE(optim::method_from_string(optim::to_string(method)) == method);
-  REQUIRE_THROWS_WITH(optim::method_from_string("rmsprop"), Catch::Contains("adam, sgd, adagrad or rowwise-adagrad"));
+  REQUIRE_THROWS_WITH(optim::method_from_string("rmsprop"),
+                      Catch::Contains("adam, sgd, adagrad, rowwise-adagrad or rowwise-adam"));
 }
 
 TEST_CASE("a step in parts (begin, each parameter in any order, end) is step() bit for bit") {

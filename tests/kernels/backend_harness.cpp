@@ -613,37 +613,44 @@ std::string optim_shape(size_t rows, size_t cols, size_t listed, bool catch_up_o
                      no_plans ? " no plans" : "", keep != 1.0f ? " weight decay" : "");
 }
 
+// The Adam family's cases: lr, betas and eps, and one run of the op on be (the state and the
+// gradient set in the backend's memory, the bias corrections where it computes, the op, w, m and v
+// read back into `in`).
+constexpr float kAdamLr = 1e-2f, kAdamBeta1 = 0.9f, kAdamBeta2 = 0.999f, kAdamEps = 1e-8f;
+void run_adam_op(Backend& be, void (Backend::*op)(const RowUpdate&), OptimInput& in, bool catch_up_only, float keep) {
+  Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
+         dg = to_backend(in.grad, &be);
+  RowUpdate u;
+  u.w = &dw;
+  u.m = &dm;
+  u.v = &dv;
+  u.rows = in.rows;
+  u.grad = catch_up_only ? nullptr : &dg;
+  u.plans = in.plans;
+  u.counts = in.counts;
+  // The bias corrections (row t = c1[t], c2[t]) where the backend computes.
+  std::vector<float> table;
+  for (size_t t = 0; t < in.c1.size(); ++t) table.insert(table.end(), {in.c1[t], in.c2[t]});
+  const Tensor corrections = on(be, table, in.c1.size(), 2);
+  u.corrections = &corrections;
+  u.keep = keep;
+  u.lr = kAdamLr;
+  u.beta1 = kAdamBeta1;
+  u.beta2 = kAdamBeta2;
+  u.eps = kAdamEps;
+  (be.*op)(u);
+  be.synchronize();
+  in.w = to_host(dw);
+  in.m = to_host(dm);
+  in.v = to_host(dv);
+}
+
 Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
   return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep), [=](Backend& be, Compare& cmp) {
             Rng rng(rows * 79 + cols * 3 + listed + catch_up_only);
             OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
             const Tensor w0 = in.w, m0 = in.m, v0 = in.v;
-            // The state and the gradient in the backend's memory (set), read back after the op (get).
-            Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
-                   dg = to_backend(in.grad, &be);
-            RowUpdate u;
-            u.w = &dw;
-            u.m = &dm;
-            u.v = &dv;
-            u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &dg;
-            u.plans = in.plans;
-            u.counts = in.counts;
-            // The bias corrections (row t = c1[t], c2[t]) where the backend computes.
-            std::vector<float> table;
-            for (size_t t = 0; t < in.c1.size(); ++t) table.insert(table.end(), {in.c1[t], in.c2[t]});
-            const Tensor corrections = on(be, table, in.c1.size(), 2);
-            u.corrections = &corrections;
-            u.keep = keep;
-            u.lr = 1e-2f;
-            u.beta1 = 0.9f;
-            u.beta2 = 0.999f;
-            u.eps = 1e-8f;
-            be.adam_rows(u);
-            be.synchronize();
-            in.w = to_host(dw);
-            in.m = to_host(dm);
-            in.v = to_host(dv);
+            run_adam_op(be, &Backend::adam_rows, in, catch_up_only, keep);
             std::vector<double> w = to_double(w0), m = to_double(m0), v = to_double(v0);
             for (size_t j = 0; j < in.rows.size(); ++j) {
               const size_t r = in.rows[j];
@@ -655,21 +662,78 @@ Case adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool
                 if (plan != nullptr) {
                   double sum = 0;
                   for (uint32_t s = 0; s < plan->terms_count; ++s)
-                    sum += plan->terms[2 * s] / (plan->terms[2 * s + 1] * std::sqrt(V) + u.eps);
+                    sum += plan->terms[2 * s] / (plan->terms[2 * s + 1] * std::sqrt(V) + kAdamEps);
                   W = plan->decay * W - sum * M;
                   M *= plan->m_decay;
                   V *= plan->v_decay;
                 }
-                if (u.grad == nullptr) continue;
-                const double g = in.grad.at(j, c), b1 = u.beta1, b2 = u.beta2;
+                if (catch_up_only) continue;
+                const double g = in.grad.at(j, c), b1 = kAdamBeta1, b2 = kAdamBeta2;
                 M = b1 * M + (1 - b1) * g;
                 V = b2 * V + (1 - b2) * g * g;
-                const double step = double{u.lr} * in.c1[in.counts[j]];
-                W = keep * W - step * M / (std::sqrt(V * in.c2[in.counts[j]]) + u.eps);
+                const double step = double{kAdamLr} * in.c1[in.counts[j]];
+                W = keep * W - step * M / (std::sqrt(V * in.c2[in.counts[j]]) + kAdamEps);
               }
             }
             cmp.tensor(in.w, w);
             cmp.tensor(in.m, m);
+            cmp.tensor(in.v, v);
+          }};
+}
+
+// Row-wise Adam: v one f32 per row (the moving average of the row's mean square), m per element or
+// none (momentum off: the step is lr g / (sqrt(v c2) + eps), no first-moment correction).
+Case rowwise_adam_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep,
+                       bool momentum) {
+  return {optim_shape(rows, cols, listed, catch_up_only, no_plans, keep) + (momentum ? "" : " no momentum"),
+          [=](Backend& be, Compare& cmp) {
+            Rng rng(rows * 101 + cols * 3 + listed + catch_up_only + momentum);
+            OptimInput in = random_optim(rng, rows, cols, listed, catch_up_only, no_plans);
+            in.v = random_tensor(rng, rows, 1, 0.0f, 0.01f);
+            in.v.at(0, 0) = 0.0f;  // where every run starts
+            if (!momentum) in.m = Tensor(0, 0);
+            const Tensor w0 = in.w, m0 = in.m, v0 = in.v;
+            run_adam_op(be, &Backend::rowwise_adam_rows, in, catch_up_only, keep);
+            std::vector<double> w = to_double(w0), m = to_double(m0), v = to_double(v0);
+            for (size_t j = 0; j < in.rows.size(); ++j) {
+              const size_t r = in.rows[j];
+              const CatchUpPlan* plan = in.plans.empty() ? nullptr : in.plans[j];
+              if (plan != nullptr) {
+                double move = 0;
+                for (uint32_t s = 0; s < plan->terms_count; ++s)
+                  move += plan->terms[2 * s] / (plan->terms[2 * s + 1] * std::sqrt(v[r]) + kAdamEps);
+                for (size_t c = 0; c < cols; ++c) {
+                  double& W = w[r * cols + c];
+                  if (!momentum) {
+                    W *= plan->decay;
+                    continue;
+                  }
+                  W = plan->decay * W - move * m[r * cols + c];
+                  m[r * cols + c] *= plan->m_decay;
+                }
+                v[r] *= plan->v_decay;
+              }
+              if (catch_up_only) continue;
+              const double b1 = kAdamBeta1, b2 = kAdamBeta2;
+              double squares = 0;
+              for (size_t c = 0; c < cols; ++c) squares += double{in.grad.at(j, c)} * in.grad.at(j, c);
+              v[r] = b2 * v[r] + (1 - b2) * squares / static_cast<double>(cols);
+              const double rate = double{kAdamLr} * (momentum ? in.c1[in.counts[j]] : 1.0);
+              const double step = rate / (std::sqrt(v[r] * in.c2[in.counts[j]]) + kAdamEps);
+              for (size_t c = 0; c < cols; ++c) {
+                const double g = in.grad.at(j, c);
+                double& W = w[r * cols + c];
+                if (!momentum) {
+                  W = keep * W - step * g;
+                  continue;
+                }
+                double& M = m[r * cols + c];
+                M = b1 * M + (1 - b1) * g;
+                W = keep * W - step * M;
+              }
+            }
+            cmp.tensor(in.w, w);
+            if (momentum) cmp.tensor(in.m, m);
             cmp.tensor(in.v, v);
           }};
 }
@@ -1343,6 +1407,12 @@ std::vector<OpCases> all_cases() {
        {rowwise_adagrad_case(4, 3, 0, false, false, 1.0f), rowwise_adagrad_case(1, 1, 1, false, true, 1.0f),
         rowwise_adagrad_case(20, 33, 7, false, false, 1.0f), rowwise_adagrad_case(10, 130, 10, true, false, 0.99f),
         rowwise_adagrad_case(5, 17, 3, false, false, 0.999f), rowwise_adagrad_case(300, 128, 200, false, true, 1.0f)}},
+      {Op::rowwise_adam_rows, kExact,
+       {rowwise_adam_case(4, 3, 0, false, false, 1.0f, true), rowwise_adam_case(1, 1, 1, false, true, 1.0f, true),
+        rowwise_adam_case(20, 33, 7, false, false, 1.0f, true), rowwise_adam_case(10, 130, 10, true, false, 0.99f, true),
+        rowwise_adam_case(5, 17, 3, false, false, 0.999f, true), rowwise_adam_case(300, 128, 200, false, true, 1.0f, true),
+        rowwise_adam_case(20, 33, 7, false, false, 0.999f, false), rowwise_adam_case(10, 130, 10, true, false, 0.99f, false),
+        rowwise_adam_case(300, 64, 200, false, true, 1.0f, false)}},
       {Op::simhash_codes, kExact,
        {simhash_case(3, 4, 8, 0, 0), simhash_case(1, 1, 1, 1, 0), simhash_case(5, 8, 17, 9, 0),
         simhash_case(3, 24, 130, 20, 6)}},

@@ -27,6 +27,8 @@ std::vector<Setup> standard_setups() {
       {.name = "lsh, sgd catch-up", .optimizer = optim::Sgd{.lr = 0.1f, .updates = optim::SparseUpdates::catchup}},
       {.name = "lsh, adagrad", .optimizer = optim::Adagrad{.lr = 0.05f}},
       {.name = "lsh, rowwise adagrad", .optimizer = {.method = optim::Method::rowwise_adagrad, .lr = 0.05f}},
+      {.name = "lsh, rowwise adam catch-up, bf16 storage",
+       .optimizer = optim::RowwiseAdam{.lr = 3e-3f, .updates = optim::SparseUpdates::catchup}, .precision = Dtype::bf16},
       {.name = "lsh, bf16 storage", .precision = Dtype::bf16},
   };
 }
