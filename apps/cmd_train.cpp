@@ -162,6 +162,7 @@ struct TrainArgs {
   float initial_accumulator = optim::Adagrad{}.initial_accumulator;
   uint32_t adam_freeze_v_after = 0;  // optim::Options::freeze_second_moment
   bool rowwise_momentum = optim::RowwiseAdam{}.momentum;  // optim::Options::rowwise_momentum
+  float update_threshold = 0.0f;                           // optim::Options::update_threshold
   uint64_t warmup_steps = 0;
   double valid_fraction = 0.0;
   size_t early_stopping = 0;
@@ -191,7 +192,8 @@ optim::Options optimizer_options(const TrainArgs& a) {
                "--adam-freeze-v-after needs --sparse-updates lazy (a catch-up replays the second moment's decay)");
   return {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
           .initial_accumulator = a.initial_accumulator, .weight_decay = a.weight_decay, .updates = a.sparse_updates,
-          .freeze_second_moment = a.adam_freeze_v_after, .rowwise_momentum = a.rowwise_momentum};
+          .freeze_second_moment = a.adam_freeze_v_after, .rowwise_momentum = a.rowwise_momentum,
+          .update_threshold = a.update_threshold};
 }
 
 // Global steps of the whole run (what linear and cosine schedules decay over).
@@ -264,6 +266,7 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
     c["initial_accumulator"] = a.initial_accumulator;
   if (a.adam_freeze_v_after > 0) c["adam_freeze_v_after"] = a.adam_freeze_v_after;
   if (a.optimizer == optim::Method::rowwise_adam) c["rowwise_momentum"] = a.rowwise_momentum;
+  if (a.update_threshold > 0) c["update_threshold"] = a.update_threshold;
   c["weight_decay"] = a.weight_decay;
   c["lr_schedule"] = optim::to_string(a.lr_schedule);
   c["warmup_steps"] = a.warmup_steps;
@@ -356,7 +359,9 @@ DpTargetChoice resolve_dp_target(const TrainArgs& a, const data::Dataset& train,
   // Updates are thresholded on the host's weights: a rank whose model lives on a device (its memory is
   // not the host's, --device emulated) thresholds gradients.
   const bool host_weights = backend.device().is_host();
+  // --update-threshold holds rows back in the optimizer, whose row lists updates mode replays: gradients.
   const bool dense_rows = touched >= 0.5 && a.sampler == layers::Sampler::exact && a.dp_keep && *a.dp_keep < 1.0f &&
+                          a.update_threshold == 0.0f &&
                           a.precision == Dtype::f32 && !a.dp_momentum_correction && !a.dp_local_clip && host_weights;
   return {dense_rows ? comm::DpTarget::updates : comm::DpTarget::gradients, touched};
 }
@@ -645,6 +650,12 @@ void check_dgc(const TrainArgs& a, const Backend& backend) {
   }
   FRUGAL_CHECK(!a.dp_local_clip || a.clip_norm > 0.0f,
                "--dp-local-clip on clips each replica's gradient to --clip-norm C / sqrt(replicas): give --clip-norm C");
+  FRUGAL_CHECK(a.update_threshold == 0.0f || a.dp_compress != comm::DpTarget::updates,
+               "--update-threshold holds rows back in the optimizer; --dp-compress updates exchanges the rows each step "
+               "moved: use --dp-compress gradients, or drop --update-threshold");
+  FRUGAL_CHECK(a.update_threshold == 0.0f || backend.device().is_host(),
+               fmt::format("--update-threshold decides on the host; --device {} keeps the gradients in the device's "
+                           "memory: drop the flag on this device", a.device));
   // Updates are the weights' changes, taken on the host: a model in a device's memory cannot.
   FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates || backend.device().is_host(),
                fmt::format("--dp-compress updates thresholds the weights' changes on the host; --device {} keeps the "
@@ -1135,6 +1146,13 @@ int run_train(TrainArgs a) {
                          {"energy_max", k.energy_max}, {"backoffs", k.backoffs}};
     }
     line["parameter_rows"] = parameter_rows(model, fit);
+    if (a.update_threshold > 0) {  // --update-threshold: rows held back so far (of the rows the rule saw)
+      const optim::Optimizer& o = trainer.optimizer();
+      line["deferred_rows"] = {{"deferred", o.deferred_rows()}, {"listed", o.threshold_rows()},
+                               {"fraction", o.threshold_rows() > 0 ? static_cast<double>(o.deferred_rows()) /
+                                                                         static_cast<double>(o.threshold_rows())
+                                                                   : 0.0}};
+    }
     if (link_rate && fit.steps > 0 && a.dp_keep) {
       const DctDpCost cost = dct_dp_cost(fit, *link_rate);
       line["dct_dp_cost"] = to_json(cost);
@@ -1274,6 +1292,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--initial-accumulator", a->initial_accumulator,
                   "Adagrad: the sum of squared gradients every weight starts from (PyTorch's 0: a first step of "
                   "lr * sign(g); TensorFlow's 0.1 outweighs small gradients and needs a larger --lr)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--update-threshold", a->update_threshold,
+                  "skip the update of a sparse-input or LSH-output row whose step gradient RMS is below this fraction "
+                  "of the row's running gradient RMS; the gradient waits in a residual until it matters or the epoch "
+                  "ends (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--adam-freeze-v-after", a->adam_freeze_v_after,
                   "Adam: freeze each row's second moment after its first N updates (1-bit Adam's frozen "

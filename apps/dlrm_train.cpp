@@ -106,6 +106,7 @@ int run_dlrm(const DlrmRun& a) {
                            {"test_fingerprint", data::fingerprint(a.test).to_string()}};
   if (a.optimizer.method == optim::Method::adagrad || a.optimizer.method == optim::Method::rowwise_adagrad) config["initial_accumulator"] = a.optimizer.initial_accumulator;
   if (a.optimizer.method == optim::Method::rowwise_adam) config["rowwise_momentum"] = a.optimizer.rowwise_momentum;
+  if (a.optimizer.update_threshold > 0) config["update_threshold"] = a.optimizer.update_threshold;
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump();
   const auto world = comm::init(a.comm.init_options(run_config));

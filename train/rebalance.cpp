@@ -191,6 +191,7 @@ void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer
   TrainerOptions options = trainer->options();
   comm::Communicator* mp = comm::is_active(options.parallel.model) ? options.parallel.model : nullptr;
   comm::Communicator* dp = comm::is_active(options.parallel.data) ? options.parallel.data : nullptr;
+  trainer->apply_deferred();  // a residual would not survive the optimizer's rebuild
   save_checkpoint(scratch_dir, model, *trainer);
   // The manifest is written by replica 0's slice 0 last: replicas wait for their replica 0, then
   // the model group for its slice 0 (which has waited for replica 0's slice 0).

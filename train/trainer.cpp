@@ -421,6 +421,12 @@ void Trainer::step_on_exchanged_updates() {
     }
 }
 
+void Trainer::apply_deferred() {
+  if (optimizer_->threshold_rows() == 0) return;  // nothing was ever listed for the rule
+  optimizer_->apply_deferred();
+  for (const auto& layer : model_.layers()) layer->after_update(step_);
+}
+
 void Trainer::catch_up() {
   if (options_.optimizer.updates != optim::SparseUpdates::catchup) return;
   optimizer_->catch_up();
@@ -477,7 +483,10 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
     if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > last_clip_limit_) ++result.clipped_steps;
     progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
   }
-  if (options.end_epoch) catch_up();
+  if (options.end_epoch) {
+    apply_deferred();
+    catch_up();
+  }
   result.profile = profile::thread_totals();
   result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -186,6 +186,10 @@ class Trainer {
   // weights are those of the dense optimizer now. fit_epoch calls it at the end of every epoch
   // (evaluation and checkpoints see caught-up weights); call it before evaluating mid-epoch.
   void catch_up();
+  // --update-threshold (optim::Options::update_threshold): applies every deferred row's residual
+  // (Optimizer::apply_deferred) and tells the layers which rows moved. fit_epoch calls it at the end
+  // of every epoch, before catch_up; a reslice calls it before saving.
+  void apply_deferred();
 
   uint64_t step() const { return step_; }
   // Steps whose optimizer overlapped the input boundary's gradient exchange (TrainerOptions::overlap).

@@ -19,6 +19,11 @@ namespace frugal::optim {
 
 void Options::validate() const {
   FRUGAL_CHECK(lr > 0 && std::isfinite(lr), fmt::format("optimizer: lr must be > 0, got {}", lr));
+  FRUGAL_CHECK(update_threshold >= 0 && std::isfinite(update_threshold),
+               fmt::format("optimizer: the update threshold must be >= 0, got {}", update_threshold));
+  FRUGAL_CHECK(update_threshold == 0 || updates == SparseUpdates::lazy,
+               "--update-threshold needs --sparse-updates lazy (a catch-up would replay a deferred row's step as a "
+               "missed one)");
   FRUGAL_CHECK(weight_decay >= 0 && weight_decay * lr < 1,
                fmt::format("optimizer: weight decay must be >= 0 with lr * weight_decay < 1, got {} (lr {})",
                            weight_decay, lr));
@@ -115,8 +120,11 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
     : options_(options), schedule_(schedule), params_(std::move(params)), state_(params_.size()) {
   options_.validate();
   schedule_.validate();
+  deferred_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& w = params_[i]->value;
+    if (options_.update_threshold > 0 && params_[i]->row_sparse)
+      deferred_[i] = std::make_unique<DeferredRows>(w.rows(), w.cols(), options_.update_threshold);
     if (row_wise(options_, *params_[i])) {
       // A row's statistic must see the whole row: a parameter sliced by columns over a model-parallel
       // group has part of each row here (the group would have to sum the rows' squares every step).
@@ -283,7 +291,55 @@ size_t Optimizer::moment_bytes() const {
 size_t Optimizer::state_bytes() const {
   size_t bytes = 0;
   for (const State& s : state_) bytes += s.m.bytes() + s.v.bytes() + s.row_steps.size() * sizeof(uint32_t);
+  for (const auto& d : deferred_)
+    if (d != nullptr) bytes += d->bytes();
   return bytes;
+}
+
+uint64_t Optimizer::deferred_rows() const {
+  uint64_t n = 0;
+  for (const auto& d : deferred_)
+    if (d != nullptr) n += d->deferred();
+  return n;
+}
+
+uint64_t Optimizer::threshold_rows() const {
+  uint64_t n = 0;
+  for (const auto& d : deferred_)
+    if (d != nullptr) n += d->listed();
+  return n;
+}
+
+void Optimizer::apply_deferred() {
+  if (std::all_of(deferred_.begin(), deferred_.end(), [](const auto& d) { return d == nullptr || d->empty(); })) {
+    for (const auto& d : deferred_)
+      if (d != nullptr) {  // the running scales start again all the same
+        RowGrad none;
+        d->take(none);
+      }
+    return;
+  }
+  FRUGAL_CHECK(pending_step_ == 0, "Optimizer::apply_deferred inside a step");
+  // One update of the deferred rows alone at the last step's rate (lazy counts rise by one for
+  // them, as for any update); the step count stays.
+  pending_step_ = steps_ + 1;
+  grow_tables(pending_step_);
+  pending_lr_ = step_lr(std::max<uint64_t>(steps_, 1));
+  applying_deferred_ = true;
+  struct Reset {
+    Optimizer& o;
+    ~Reset() {
+      o.pending_step_ = 0;
+      o.applying_deferred_ = false;
+    }
+  } reset{*this};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    RowGrad& grad = params_[i]->grad;
+    grad.clear();
+    if (deferred_[i] == nullptr) continue;
+    deferred_[i]->take(grad);
+    if (!grad.rows.empty()) step_parameter(i);
+  }
 }
 
 void Optimizer::step() {
@@ -317,6 +373,13 @@ void Optimizer::step_parameter(size_t i) {
   const double lr_n = pending_lr_;
   const bool catchup = options_.updates == SparseUpdates::catchup;
   Parameter& p = *params_[i];
+  if (deferred_[i] != nullptr && !applying_deferred_) {
+    FRUGAL_CHECK(backend().device().is_host(),
+                 fmt::format("--update-threshold decides on the host, but parameter {} is updated on {}: drop the "
+                             "flag on this device", p.name, backend().device().name()));
+    p.grad.fetch_rows();
+    deferred_[i]->filter(p.grad);
+  }
   // Rows the host never had (RowGrad::rows_on_device): a lazy update runs on the device's list and
   // counts; catch-up (plans per row) or a list of another backend brings them down first.
   if (p.grad.rows_on_device && (catchup || p.grad.device_rows(&backend()) == nullptr)) p.grad.fetch_rows();

@@ -30,6 +30,7 @@
 #include "core/backend.h"
 #include "core/parameter.h"
 #include "core/optim/lr_schedule.h"
+#include "core/optim/deferred_rows.h"
 
 namespace frugal::optim {
 
@@ -69,6 +70,11 @@ struct Options {
   // rowwise_adam: whether the row-sparse parameters keep Adam's per-element first moment (on: the
   // weights' size again in state; off: the state is the per-row second moment alone).
   bool rowwise_momentum = true;
+  // --update-threshold (core/optim/deferred_rows.h): a row-sparse parameter's row whose step
+  // gradient's RMS is below this fraction of the row's running gradient RMS is not updated; its
+  // gradient waits in a residual until the sum matters or the epoch ends (apply_deferred). 0: off
+  // (every step bit for bit as without it). Lazy updates only, on a host backend.
+  float update_threshold = 0.0f;
   void validate() const;
 };
 
@@ -163,6 +169,16 @@ class Optimizer {
   // catchup: the same for the listed rows of `param` only (sorted, unique), e.g. those a forward
   // pass is about to read. lazy: does nothing.
   void catch_up_rows(const Parameter& param, const std::vector<uint32_t>& rows);
+
+  // --update-threshold: applies every deferred row's residual in one update at the last step's
+  // learning rate (not a training step: steps() stays), leaving each parameter's grad.rows listing
+  // the rows it moved (empty where none), and starts the rows' running scales again. The Trainer
+  // calls it at the end of each epoch, before a checkpoint is written, so no residual is ever
+  // left out of the weights a checkpoint holds. Does nothing without deferred rows.
+  void apply_deferred();
+  // Rows deferred and rows listed for the deferral's rule since the optimizer was made (0 and 0 without it).
+  uint64_t deferred_rows() const;
+  uint64_t threshold_rows() const;
 
   // Whether parameter p keeps one state value per row under these options (rowwise_adagrad or
   // rowwise_adam, and a row-sparse parameter).
@@ -278,6 +294,9 @@ class Optimizer {
   std::vector<const CatchUpPlan*> row_plans_;  // per row of the current update: its plan or null
   std::vector<uint32_t> row_counts_;            // per row of the current update: its update count
   Backend* backend_ = nullptr;
+  // --update-threshold: per parameter, its deferred rows (null: not row-sparse, or the threshold 0).
+  std::vector<std::unique_ptr<DeferredRows>> deferred_;
+  bool applying_deferred_ = false;  // set by apply_deferred around its updates (no rule applied)
 };
 
 }  // namespace frugal::optim

@@ -84,6 +84,7 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
     ++epoch.steps;
     progress.update(epoch.samples, local_samples > 0 ? loss / static_cast<double>(local_samples) : 0.0);
   }
+  optimizer_->apply_deferred();  // --update-threshold: no residual outlives the epoch
   epoch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loss = group_sum(loss);
   epoch.loss = epoch.samples > 0 ? loss / static_cast<double>(epoch.samples) : 0;

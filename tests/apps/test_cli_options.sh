@@ -97,6 +97,25 @@ fails_with "rowwise_momentum" "$FRUGAL" train --train "$TMP/data/train.txt" --te
   --threads 1 --quiet --hidden 8 --tables 4 --optimizer rowwise-adam --resume "$TMP/rwadam"
 "$FRUGAL" "${T[@]}" --rowwise-momentum off 2>&1 >/dev/null | grep -q "note: --rowwise-momentum only applies to --optimizer rowwise-adam" ||
   { echo "--rowwise-momentum with adam: no note"; exit 1; }
+# --update-threshold: recorded, the rows held back counted in the epoch line; 0 is the run without it.
+"$FRUGAL" "${T[@]}" --update-threshold 0.5 --metrics "$TMP/held.jsonl" > /dev/null
+"$FRUGAL" "${T[@]}" --update-threshold 0 --metrics "$TMP/held0.jsonl" > /dev/null
+"$FRUGAL" "${T[@]}" --metrics "$TMP/held-none.jsonl" > /dev/null
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def lines(name): return [json.loads(l) for l in open(os.path.join(d, name))]
+h = lines("held.jsonl")
+assert h[0]["config"]["update_threshold"] == 0.5, h[0]["config"]
+e = [l for l in h if l.get("event") == "epoch"][-1]
+assert e["deferred_rows"]["listed"] > 0 and 0 <= e["deferred_rows"]["fraction"] <= 1, e["deferred_rows"]
+z, n = [[l for l in lines(f) if l.get("event") == "epoch"][-1] for f in ("held0.jsonl", "held-none.jsonl")]
+assert "deferred_rows" not in z and (z["loss"], z["p@1"]) == (n["loss"], n["p@1"]), (z, n)
+PY
+fails_with "--update-threshold needs --sparse-updates lazy" "$FRUGAL" "${T[@]}" --update-threshold 0.5 \
+  --sparse-updates catchup
+fails_with "--update-threshold decides on the host; --device emulated" "$FRUGAL" "${T[@]}" --update-threshold 0.5 \
+  --device emulated
 fails_with "--precision bf16 with --dp-compress updates is not supported" \
   "$FRUGAL" "${T[@]}" --precision bf16 --dp-compress updates --dp-keep 0.1
 fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8
