@@ -1,0 +1,147 @@
+// The bf16 dot-product kernels (kernels/bf16_dot.h, AVX512-BF16's vdpbf16ps) against the f32
+// kernels on the widened rows, the mode that picks them, and the CPU ops that use them. What runs
+// the kernels is skipped (with a warning) on a CPU without AVX512-BF16.
+//
+// The bound. The kernels round the f32 side (the activation a, or the coefficients alpha) to bf16
+// once: a'_i = a_i (1 + d_i) with |d_i| <= 2^-9 (round to nearest into 8 significant bits). A
+// product of two bf16 values is exact in f32 (8 + 8 bits), so the instruction's result differs from
+// sum a'_i w_i only by the roundings of its f32 additions, as the f32 kernel's result differs from
+// sum a_i w_i by its own: each at most k 2^-24 (1 + 2^-9) S for chains of k additions, S = sum
+// |a_i w_i| (k <= n/16 + 4 here: 16 lanes, then 4 steps across them). So
+//   |got - f32| <= 2^-9 S + 2 k 2^-24 (1 + 2^-9) S <= 2^-8 S   while k <= 2^14 (n up to ~260k),
+// plus the values the instruction flushes to zero (denormal inputs and sums, each below 2^-126 of
+// a product's size): |got - f32| <= 2^-8 S + 1e-6. A starting value y0 of an accumulation (the
+// bias) is a term with coefficient 1, which is not rounded: its |y0| joins S.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/rng.h"
+#include "kernels/bf16_dot.h"
+#include "kernels/vector_ops.h"
+
+using namespace frugal;
+using kernels::Bf16Dot;
+
+namespace {
+
+// Catch2 2.13 has no SKIP: a case that needs the instruction says that it checked nothing (a
+// warning in the output, never a silent pass) and returns.
+bool lacks_bf16_dot() {
+  if (kernels::bf16_dot_available()) return false;
+  WARN("SKIP: this CPU has no AVX512-BF16, nothing checked");
+  return true;
+}
+
+// Restores the process-wide mode when a case ends, however it ends.
+struct ModeGuard {
+  Bf16Dot saved = kernels::bf16_dot();
+  ~ModeGuard() { kernels::set_bf16_dot(saved); }
+};
+
+// A bf16 matrix of random values (normal, times scale) and its widened f32 twin.
+struct Rows {
+  Tensor half, wide;
+};
+Rows random_rows(size_t rows, size_t cols, uint64_t seed, float scale = 0.5f) {
+  Rng rng(seed);
+  Tensor f(rows, cols);
+  for (size_t i = 0; i < f.size(); ++i) f.data()[i] = scale * static_cast<float>(rng.normal());
+  Rows r{converted(f, Dtype::bf16), Tensor()};
+  r.wide = converted(r.half, Dtype::f32);
+  return r;
+}
+
+std::vector<float> random_vector(size_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Widths around the kernels' steps: 32 values an instruction, 256 columns a block of sums.
+const std::vector<size_t> kWidths{0, 1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 100, 128, 255, 256, 257, 300, 600};
+
+}  // namespace
+
+TEST_CASE("bf16 dot: the mode: auto by default, on refused without AVX512-BF16, names parsed") {
+  ModeGuard guard;
+  REQUIRE(kernels::bf16_dot() == Bf16Dot::auto_);
+  REQUIRE(kernels::bf16_dot_active() == kernels::bf16_dot_available());
+  kernels::set_bf16_dot(Bf16Dot::off);
+  REQUIRE_FALSE(kernels::bf16_dot_active());
+  if (kernels::bf16_dot_available()) {
+    kernels::set_bf16_dot(Bf16Dot::on);
+    REQUIRE(kernels::bf16_dot_active());
+  } else {
+    REQUIRE_THROWS_WITH(kernels::set_bf16_dot(Bf16Dot::on), Catch::Contains("this CPU has no AVX512-BF16"));
+    REQUIRE(kernels::bf16_dot() == Bf16Dot::off);  // unchanged
+  }
+  for (const Bf16Dot mode : {Bf16Dot::auto_, Bf16Dot::on, Bf16Dot::off})
+    REQUIRE(kernels::bf16_dot_from_string(kernels::bf16_dot_name(mode)) == mode);
+  REQUIRE_THROWS_WITH(kernels::bf16_dot_from_string("yes"), Catch::Contains("'yes' not in {auto,on,off}"));
+}
+
+TEST_CASE("bf16 dot: dot_rows_bf16 is the f32 dot on the widened rows within the activation's rounding") {
+  if (lacks_bf16_dot()) return;
+  Rng rng(1);
+  for (const size_t n : kWidths)
+    for (const size_t count : {1, 4, 7}) {  // one row, a group of four, an odd number (groups and a tail)
+      INFO("width " << n << ", rows " << count);
+      const Rows w = random_rows(50, n, n + 1);
+      const std::vector<float> a = random_vector(n, rng);
+      std::vector<uint32_t> ids(count);
+      for (uint32_t& id : ids) id = static_cast<uint32_t>(rng.below(50));
+      ids.back() = ids.front();  // a row twice
+      std::vector<float> got(count), again(count);
+      kernels::dot_rows_bf16(a.data(), w.half.bf16_data(), n, ids.data(), count, n, got.data());
+      kernels::dot_rows_bf16(a.data(), w.half.bf16_data(), n, ids.data(), count, n, again.data());
+      REQUIRE(same_bits(got, again));
+      for (size_t e = 0; e < count; ++e) {
+        const float* row = w.wide.row(ids[e]);
+        double scale = 0;
+        for (size_t i = 0; i < n; ++i) scale += std::abs(static_cast<double>(a[i]) * row[i]);
+        const float exact = kernels::dot(a.data(), row, n);
+        REQUIRE(std::abs(static_cast<double>(got[e]) - exact) <= 0x1p-8 * scale + 1e-6);
+        // A row's bits do not depend on the rows computed with it.
+        float alone = 0;
+        kernels::dot_rows_bf16(a.data(), w.half.bf16_data(), n, &ids[e], 1, n, &alone);
+        REQUIRE(std::memcmp(&alone, &got[e], sizeof alone) == 0);
+      }
+    }
+}
+
+TEST_CASE("bf16 dot: axpy_rows_bf16 is the f32 axpy on the widened rows within the coefficients' rounding") {
+  if (lacks_bf16_dot()) return;
+  Rng rng(2);
+  for (const size_t n : kWidths)
+    for (const size_t count : {0, 1, 2, 5, 17}) {  // none, one row, a pair, odd numbers
+      INFO("width " << n << ", rows " << count);
+      const Rows w = random_rows(40, n, 100 + n);
+      std::vector<float> alpha(count);
+      std::vector<uint32_t> ids(count);
+      for (size_t e = 0; e < count; ++e) {
+        alpha[e] = e % 4 == 3 ? 0.0f : 0.1f * static_cast<float>(rng.normal());  // zeros are skipped
+        ids[e] = static_cast<uint32_t>(rng.below(40));
+      }
+      const std::vector<float> y0 = random_vector(n, rng);
+      std::vector<float> got = y0, again = y0, exact = y0;
+      kernels::axpy_rows_bf16(alpha.data(), w.half.bf16_data(), n, ids.data(), count, n, got.data());
+      kernels::axpy_rows_bf16(alpha.data(), w.half.bf16_data(), n, ids.data(), count, n, again.data());
+      REQUIRE(same_bits(got, again));
+      for (size_t e = 0; e < count; ++e) kernels::axpy(alpha[e], w.wide.row(ids[e]), exact.data(), n);
+      if (count == 0) REQUIRE(same_bits(got, y0));
+      for (size_t c = 0; c < n; ++c) {
+        double scale = std::abs(y0[c]);
+        for (size_t e = 0; e < count; ++e) scale += std::abs(static_cast<double>(alpha[e]) * w.wide.at(ids[e], c));
+        INFO("column " << c);
+        REQUIRE(std::abs(static_cast<double>(got[c]) - exact[c]) <= 0x1p-8 * scale + 1e-6);
+      }
+    }
+}
