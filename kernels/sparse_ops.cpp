@@ -8,6 +8,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
+#include "kernels/bf16_dot.h"
 #include "kernels/vector_ops.h"
 
 namespace frugal::kernels {
@@ -20,10 +21,12 @@ void for_samples(size_t n, F&& body) {
 }
 
 // Row access for a weight matrix of either precision: the f32 kernels on f32 rows, their bf16
-// counterparts (the same bits on the widened values) on bf16 rows.
+// counterparts (the same bits on the widened values) on bf16 rows, or the bf16 dot-product kernels
+// (kernels/bf16_dot.h) where the mode says so: decided once per op, so every thread takes one path.
 struct WeightRows {
   const Tensor& w;
   bool bf16 = w.dtype() == Dtype::bf16;
+  bool bf16_dot = bf16 && bf16_dot_active();
   size_t row_bytes = w.cols() * dtype_bytes(w.dtype());
   const void* ptr(size_t r) const {
     return bf16 ? static_cast<const void*>(w.bf16_row(r)) : static_cast<const void*>(w.row(r));
@@ -52,9 +55,13 @@ void sparse_input_forward(const SparseView& x, const Tensor& w, const Tensor& bi
     std::memcpy(o, bias.data(), h * sizeof(float));
     const auto ids = x.features_of(i);
     const auto vals = x.values_of(i);
-    for (size_t j = 0; j < ids.size(); ++j) {
-      if (j + kPrefetchRows < ids.size()) rows.prefetch(ids[j + kPrefetchRows]);
-      rows.axpy_into(vals[j], ids[j], o);
+    if (rows.bf16_dot) {
+      axpy_rows_bf16(vals.data(), w.bf16_data(), h, ids.data(), ids.size(), h, o);
+    } else {
+      for (size_t j = 0; j < ids.size(); ++j) {
+        if (j + kPrefetchRows < ids.size()) rows.prefetch(ids[j + kPrefetchRows]);
+        rows.axpy_into(vals[j], ids[j], o);
+      }
     }
     if (relu)
       for (size_t c = 0; c < h; ++c) o[c] = o[c] > 0.0f ? o[c] : 0.0f;
@@ -69,7 +76,11 @@ void active_logits(const Tensor& h, const ActiveView& active, const Tensor& w, c
   for_samples(active.num_samples(), [&](size_t i) {
     const float* hi = h.row(i);
     const uint64_t begin = active.offsets[i], end = active.offsets[i + 1];
-    if (rows.bf16) {
+    if (rows.bf16_dot) {
+      dot_rows_bf16(hi, w.bf16_data(), w.cols(), active.ids.data() + begin, end - begin, w.cols(),
+                    logits.data() + begin);
+      for (uint64_t e = begin; e < end; ++e) logits[e] += bias.data()[active.ids[e]];
+    } else if (rows.bf16) {
       for (uint64_t e = begin; e < end; ++e) {
         if (e + kPrefetchRows < end) rows.prefetch(active.ids[e + kPrefetchRows]);
         const uint32_t r = active.ids[e];
@@ -98,6 +109,10 @@ void active_backward_input(const ActiveView& active, std::span<const float> dlog
     const uint64_t begin = active.offsets[i], end = active.offsets[i + 1];
     if (!rows.bf16) {
       axpy_rows(dlogits.data() + begin, w.data(), d, active.ids.data() + begin, end - begin, d, /*skip_zeros=*/true, g);
+      return;
+    }
+    if (rows.bf16_dot) {
+      axpy_rows_bf16(dlogits.data() + begin, w.bf16_data(), d, active.ids.data() + begin, end - begin, d, g);
       return;
     }
     for (uint64_t e = begin; e < end; ++e) {

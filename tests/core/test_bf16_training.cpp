@@ -1,8 +1,10 @@
 // Training with bf16 storage (`--precision bf16`): the row-sparse weights and their Adam moments in
-// bf16, computed in f32. The gradients of a bf16 model are exactly those of an f32 model holding the
-// same (bf16) values, so the f32 finite-difference tests (tests/layers/test_gradients.cpp) cover
-// the bf16 path's arithmetic; runs are bit-reproducible per seed, learn as f32 does, and
-// checkpoints (always f32 on disk) move between precisions.
+// bf16, computed in f32. With the bf16 dot products off, the gradients of a bf16 model are exactly
+// those of an f32 model holding the same (bf16) values, so the f32 finite-difference tests
+// (tests/layers/test_gradients.cpp) cover the bf16 path's arithmetic (on, the default where the CPU
+// has AVX512-BF16, each product is within a bound of it: tests/kernels/test_bf16_dot.cpp); runs
+// are bit-reproducible per seed, learn as f32 does, and checkpoints (always f32 on disk) move
+// between precisions.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "core/data/synth_xmc.h"
 #include "train/checkpoint_manifest.h"
 #include "core/rng.h"
+#include "kernels/bf16_dot.h"
 #include "train/trainer.h"
 #include "layers/xmc_network.h"
 
@@ -57,6 +60,11 @@ std::vector<double> losses(Dtype precision, size_t steps) {
 }  // namespace
 
 TEST_CASE("bf16: a bf16 model's loss and gradients are an f32 model's on the same values, bit for bit") {
+  struct Restore {
+    kernels::Bf16Dot mode = kernels::bf16_dot();
+    ~Restore() { kernels::set_bf16_dot(mode); }
+  } restore;
+  kernels::set_bf16_dot(kernels::Bf16Dot::off);  // the widened kernels: the f32 model's bits
   host_backend().set_num_threads(2);
   for (const auto sampler : {layers::Sampler::lsh, layers::Sampler::exact}) {
     INFO("sampler " << (sampler == layers::Sampler::lsh ? "lsh" : "exact"));

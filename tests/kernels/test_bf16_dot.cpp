@@ -65,6 +65,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // Widths around the kernels' steps: 32 values an instruction, 256 columns a block of sums.
 const std::vector<size_t> kWidths{0, 1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 100, 128, 255, 256, 257, 300, 600};
 
@@ -144,4 +149,95 @@ TEST_CASE("bf16 dot: axpy_rows_bf16 is the f32 axpy on the widened rows within t
         REQUIRE(std::abs(static_cast<double>(got[c]) - exact[c]) <= 0x1p-8 * scale + 1e-6);
       }
     }
+}
+
+// The CPU backend's ops on bf16 weights: `off` gives the bits of the f32 ops on the widened weights
+// (the kernels before bf16_dot existed), `on` agrees with them within the bound and gives the same
+// bits on 1 and 2 threads.
+TEST_CASE("bf16 dot: the CPU ops on bf16 weights: off is the widened f32 path, on is within the bound") {
+  ModeGuard guard;
+  Backend& be = *find_backend("cpu");
+  const int threads = be.num_threads();
+  for (const size_t d : {1, 37, 64, 128, 256}) {
+    INFO("width " << d);
+    const Rows input = random_rows(300, d, d), labels = random_rows(300, d, 1000 + d, 0.1f);
+    Tensor bias(1, d), lbias(300, 1);
+    for (size_t c = 0; c < d; ++c) bias.data()[c] = 0.01f * static_cast<float>(c);
+    Rng rng(3);
+    SparseBatch x;
+    ActiveSets active;
+    for (int i = 0; i < 9; ++i) {
+      std::vector<uint32_t> ids;
+      std::vector<float> vals;
+      for (int j = 0; j < 15 + i; ++j) {
+        ids.push_back(static_cast<uint32_t>(rng.below(300)));
+        vals.push_back(static_cast<float>(rng.uniform(-1.0, 1.0)));
+      }
+      const uint32_t label = 0;
+      x.add_point(ids, vals, {&label, 1});
+      for (int e = 0; e < 20 + i; ++e) active.ids.push_back(static_cast<uint32_t>(rng.below(300)));
+      active.offsets.push_back(active.ids.size());
+    }
+    SparseFeatures features;
+    features.assign(x, be);
+    ActiveTensors sets;
+    sets.assign(active, be);
+    Tensor dlogits(1, active.total());
+    for (size_t e = 0; e < active.total(); ++e)
+      dlogits.data()[e] = e % 5 == 0 ? 0.0f : 0.01f * static_cast<float>(rng.normal());
+
+    struct Results {
+      Tensor h, logits, grad_h;
+    };
+    const auto run = [&](const Rows& in, const Rows& out, bool half, Results& r) {
+      be.sparse_input_forward(features, half ? in.half : in.wide, bias, Act::none, r.h);
+      be.active_logits(r.h, sets, half ? out.half : out.wide, lbias, r.logits);
+      be.active_backward_input(sets, dlogits, half ? out.half : out.wide, r.grad_h);
+    };
+    kernels::set_bf16_dot(Bf16Dot::off);
+    Results wide, off;
+    run(input, labels, false, wide);
+    run(input, labels, true, off);
+    REQUIRE(same_bits(off.h, wide.h));
+    REQUIRE(same_bits(off.logits, wide.logits));
+    REQUIRE(same_bits(off.grad_h, wide.grad_h));
+    if (!kernels::bf16_dot_available()) continue;
+
+    kernels::set_bf16_dot(Bf16Dot::on);
+    Results on, one_thread;
+    be.set_num_threads(2);
+    run(input, labels, true, on);
+    be.set_num_threads(1);
+    run(input, labels, true, one_thread);
+    be.set_num_threads(threads);
+    REQUIRE(same_bits(on.h, one_thread.h));
+    REQUIRE(same_bits(on.logits, one_thread.logits));
+    REQUIRE(same_bits(on.grad_h, one_thread.grad_h));
+    // Each op against the widened path on the same inputs (the logits from `off`'s h, so that only
+    // this op's rounding counts).
+    for (size_t i = 0; i < x.size(); ++i) {
+      const auto ids = x.features_of(i);
+      const auto vals = x.values_of(i);
+      for (size_t c = 0; c < d; ++c) {
+        double scale = std::abs(bias.data()[c]);
+        for (size_t j = 0; j < ids.size(); ++j) scale += std::abs(vals[j] * input.wide.at(ids[j], c));
+        REQUIRE(std::abs(static_cast<double>(on.h.at(i, c)) - wide.h.at(i, c)) <= 0x1p-8 * scale + 1e-6);
+      }
+    }
+    Results mixed;
+    be.active_logits(wide.h, sets, labels.half, lbias, mixed.logits);
+    for (size_t i = 0; i < x.size(); ++i)
+      for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e) {
+        double scale = 0;
+        for (size_t c = 0; c < d; ++c) scale += std::abs(wide.h.at(i, c) * labels.wide.at(active.ids[e], c));
+        REQUIRE(std::abs(static_cast<double>(mixed.logits.data()[e]) - wide.logits.data()[e]) <= 0x1p-8 * scale + 1e-6);
+      }
+    for (size_t i = 0; i < x.size(); ++i)
+      for (size_t c = 0; c < d; ++c) {
+        double scale = 0;
+        for (uint64_t e = active.offsets[i]; e < active.offsets[i + 1]; ++e)
+          scale += std::abs(dlogits.data()[e] * labels.wide.at(active.ids[e], c));
+        REQUIRE(std::abs(static_cast<double>(on.grad_h.at(i, c)) - wide.grad_h.at(i, c)) <= 0x1p-8 * scale + 1e-6);
+      }
+  }
 }

@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "core/rng.h"
+#include "kernels/bf16_dot.h"
 #include "kernels/vector_ops.h"
 
 using namespace frugal;
@@ -108,7 +109,14 @@ TEST_CASE("bf16: stochastic rounding is unbiased, keyed and thread-independent i
   REQUIRE(std::equal(tail.begin(), tail.end(), whole.begin() + 32));
 }
 
+// The CPU's with its bf16 dot products off (kernels/bf16_dot.h; on, they are within a bound of
+// these: tests/kernels/test_bf16_dot.cpp).
 TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on the widened weights") {
+  struct Restore {
+    kernels::Bf16Dot mode = kernels::bf16_dot();
+    ~Restore() { kernels::set_bf16_dot(mode); }
+  } restore;
+  kernels::set_bf16_dot(kernels::Bf16Dot::off);
   std::vector<std::pair<Backend*, size_t>> cases;  // (backend, width)
   for (Backend* backend : backends())
     for (const size_t d : {16, 37, 128}) cases.emplace_back(backend, d);
