@@ -51,6 +51,7 @@
 #include "core/data/xmc_file.h"
 #include "core/backend.h"
 #include "core/device.h"
+#include "kernels/bf16_dot.h"
 #include "train/rebalance.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
@@ -163,6 +164,7 @@ struct TrainArgs {
   uint32_t adam_freeze_v_after = 0;  // optim::Options::freeze_second_moment
   bool rowwise_momentum = optim::RowwiseAdam{}.momentum;  // optim::Options::rowwise_momentum
   float update_threshold = 0.0f;                           // optim::Options::update_threshold
+  kernels::Bf16Dot bf16_dot = kernels::Bf16Dot::auto_;     // --bf16-dot (kernels/bf16_dot.h)
   uint64_t warmup_steps = 0;
   double valid_fraction = 0.0;
   size_t early_stopping = 0;
@@ -778,6 +780,7 @@ void note_compress(const TrainArgs& a, const Grid& grid) {
 }
 
 int run_train(TrainArgs a) {
+  kernels::set_bf16_dot(a.bf16_dot);  // before any op on bf16 weights; `on` without the instruction fails here
   Backend& backend = choose_device(a.device, a.threads);
   const auto t0 = std::chrono::steady_clock::now();
   const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
@@ -1324,6 +1327,11 @@ void add_train_command(CLI::App& app) {
   add_choice(cmd, "--precision", a->precision, {{"f32", Dtype::f32}, {"bf16", Dtype::bf16}},
              "storage of the sparse input layer's and the LSH softmax's weights and their optimizer moments: f32, "
              "or bf16 (half the memory and bandwidth; computed in f32, updates stored with stochastic rounding)");
+  add_choice(cmd, "--bf16-dot", a->bf16_dot,
+             {{"auto", kernels::Bf16Dot::auto_}, {"on", kernels::Bf16Dot::on}, {"off", kernels::Bf16Dot::off}},
+             "--precision bf16 on the CPU: products over bf16 weight rows (active logits, dLoss/dh, the sparse input "
+             "layer) with AVX512-BF16's vdpbf16ps, the f32 side rounded to bf16 (auto: where the CPU has it; off: "
+             "widened to f32, the bits of the f32 kernels)");
   add_choice(cmd, "--hash", a->hash, {layers::HashKind::dwta, layers::HashKind::simhash}, "LSH family");
   cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count");
   cmd->add_option("--active-target", a->active_target,
@@ -1516,6 +1524,8 @@ void add_train_command(CLI::App& app) {
                              "mixes GPU and CPU ranks, which calibrates without --slice-weights)\n",
                      fmt::join(unused, ", "));
       }
+      if (cmd->count("--bf16-dot") > 0 && args.precision != Dtype::bf16)
+        fmt::print(stderr, "note: --bf16-dot only applies to --precision bf16 weights: ignored\n");
       if (cmd->count("--rowwise-momentum") > 0 && args.optimizer != optim::Method::rowwise_adam)
         fmt::print(stderr, "note: --rowwise-momentum only applies to --optimizer rowwise-adam: ignored with --optimizer "
                            "{}\n", optim::to_string(args.optimizer));
