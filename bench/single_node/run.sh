@@ -12,10 +12,16 @@
 #   FRUGAL_BENCH_FEATURES=100000 FRUGAL_BENCH_LABELS=100000 FRUGAL_BENCH_TRAIN=50000 FRUGAL_BENCH_TEST=5000
 #   FRUGAL_BENCH_DATA=DIR            use DIR/train.txt and DIR/test.txt (generated there if absent)
 #   FRUGAL_BENCH_OUT=.bench/single_node   where metrics, logs and the summary go
-#   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact torch_cpu"   which runs to do
-#                                    (the summary reads whatever exists; lsh_bf16 is the LSH run with
-#                                    --precision bf16, lsh_rowwise[_bf16] with --optimizer rowwise-adagrad)
-#   FRUGAL_BENCH_ROWWISE_LR=         --lr of the row-wise Adagrad runs (empty: frugal's default)
+#   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16
+#                         lsh_threshold lsh_default exact torch_cpu"   which runs to do
+#                                    (the summary reads whatever exists; lsh, lsh_bf16 and exact are Adam
+#                                    at --lr (issue 2's baseline, whatever frugal's defaults); lsh_bf16 is
+#                                    the LSH run with --precision bf16, lsh_rowwise[_bf16] with --optimizer
+#                                    rowwise-adagrad, lsh_rowwise_adam[_bf16] with --optimizer rowwise-adam,
+#                                    lsh_threshold that with --update-threshold FRUGAL_BENCH_THRESHOLD,
+#                                    lsh_default frugal train with its defaults)
+#   FRUGAL_BENCH_ROWWISE_LR=         --lr of the row-wise runs (empty: frugal's default for each)
+#   FRUGAL_BENCH_THRESHOLD=0.3       --update-threshold of lsh_threshold
 #   FRUGAL_BENCH_FRUGAL_FLAGS="..."  extra flags for both frugal runs (e.g. "--hash simhash")
 #   FRUGAL_BENCH_LSH_FLAGS="..."     extra flags for the LSH run only (e.g. "--k 6 --tables 50")
 #   FRUGAL_BENCH_TORCH_FLAGS="..."   extra flags for torch_xmc.py (e.g. "--sparse-adam")
@@ -36,8 +42,9 @@ FEATURES=${FRUGAL_BENCH_FEATURES:-100000}
 LABELS=${FRUGAL_BENCH_LABELS:-100000}
 NTRAIN=${FRUGAL_BENCH_TRAIN:-50000}
 NTEST=${FRUGAL_BENCH_TEST:-5000}
-SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact torch_cpu}
+SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default exact torch_cpu}
 ROWWISE_LR=${FRUGAL_BENCH_ROWWISE_LR:-}
+THRESHOLD=${FRUGAL_BENCH_THRESHOLD:-0.3}
 PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
 OUT=${FRUGAL_BENCH_OUT:-.bench/single_node}
 FRUGAL=build/apps/frugal
@@ -52,7 +59,8 @@ source bench/single_node/common.sh   # say, run, wants, GLIBC_TUNABLES, build_fr
 
 mkdir -p "$OUT"
 needs_frugal=0
-{ wants lsh || wants lsh_bf16 || wants lsh_rowwise || wants lsh_rowwise_bf16 || wants exact || [ ! -f "$DATA/train.txt" ] || [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
+{ [ -n "$(echo " $SYSTEMS " | tr ' ' '\n' | grep -v '^torch_cpu$' | grep .)" ] || [ ! -f "$DATA/train.txt" ] ||
+  [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
 
 # 1. Build (ninja only rebuilds what changed).
 [ "$needs_frugal" = 1 ] && build_frugal
@@ -78,8 +86,10 @@ fi
 BASE=(--train "$DATA/train.txt" --test "$DATA/test.txt" --hidden "$HIDDEN" --batch "$BATCH"
       --epochs "$EPOCHS" --threads "$THREADS" --seed "$SEED")
 COMMON=("${BASE[@]}" --lr "$LR")
+ADAM=("${COMMON[@]}" --optimizer adam)   # the frugal baselines stay Adam whatever the default optimizer
 ROWWISE=("${BASE[@]}" --optimizer rowwise-adagrad)
-[ -n "$ROWWISE_LR" ] && ROWWISE+=(--lr "$ROWWISE_LR")
+ROWWISE_ADAM=("${BASE[@]}" --optimizer rowwise-adam)
+[ -n "$ROWWISE_LR" ] && ROWWISE+=(--lr "$ROWWISE_LR") && ROWWISE_ADAM+=(--lr "$ROWWISE_LR")
 read -r -a FRUGAL_EXTRA <<< "${FRUGAL_BENCH_FRUGAL_FLAGS:-}"
 read -r -a LSH_EXTRA <<< "${FRUGAL_BENCH_LSH_FLAGS:-}"
 read -r -a TORCH_EXTRA <<< "${FRUGAL_BENCH_TORCH_FLAGS:-}"
@@ -105,11 +115,11 @@ bench() {   # bench NAME CMD...: run CMD, its output to the terminal and to $OUT
 failed=()
 
 if wants lsh; then
-  bench lsh "$FRUGAL" train "${COMMON[@]}" --sampler lsh "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
+  bench lsh "$FRUGAL" train "${ADAM[@]}" --sampler lsh "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
     --metrics "$OUT/lsh.jsonl"
 fi
 if wants lsh_bf16; then
-  bench lsh_bf16 "$FRUGAL" train "${COMMON[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
+  bench lsh_bf16 "$FRUGAL" train "${ADAM[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
     --metrics "$OUT/lsh_bf16.jsonl"
 fi
 if wants lsh_rowwise; then
@@ -120,8 +130,23 @@ if wants lsh_rowwise_bf16; then
   bench lsh_rowwise_bf16 "$FRUGAL" train "${ROWWISE[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" \
     "${LSH_EXTRA[@]}" --metrics "$OUT/lsh_rowwise_bf16.jsonl"
 fi
+if wants lsh_rowwise_adam; then
+  bench lsh_rowwise_adam "$FRUGAL" train "${ROWWISE_ADAM[@]}" --sampler lsh "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" \
+    --metrics "$OUT/lsh_rowwise_adam.jsonl"
+fi
+if wants lsh_rowwise_adam_bf16; then
+  bench lsh_rowwise_adam_bf16 "$FRUGAL" train "${ROWWISE_ADAM[@]}" --sampler lsh --precision bf16 "${FRUGAL_EXTRA[@]}" \
+    "${LSH_EXTRA[@]}" --metrics "$OUT/lsh_rowwise_adam_bf16.jsonl"
+fi
+if wants lsh_threshold; then
+  bench lsh_threshold "$FRUGAL" train "${ROWWISE_ADAM[@]}" --sampler lsh --update-threshold "$THRESHOLD" \
+    "${FRUGAL_EXTRA[@]}" "${LSH_EXTRA[@]}" --metrics "$OUT/lsh_threshold.jsonl"
+fi
+if wants lsh_default; then   # frugal train's defaults: nothing but the data, the size and the seed
+  bench lsh_default "$FRUGAL" train "${BASE[@]}" "${FRUGAL_EXTRA[@]}" --metrics "$OUT/lsh_default.jsonl"
+fi
 if wants exact; then
-  bench exact "$FRUGAL" train "${COMMON[@]}" --sampler exact "${FRUGAL_EXTRA[@]}" --metrics "$OUT/exact.jsonl"
+  bench exact "$FRUGAL" train "${ADAM[@]}" --sampler exact "${FRUGAL_EXTRA[@]}" --metrics "$OUT/exact.jsonl"
 fi
 if wants torch_cpu; then
   bench torch_cpu "$PYTHON" bench/baselines/torch_xmc.py "${COMMON[@]}" --device cpu "${TORCH_EXTRA[@]}" \
@@ -132,7 +157,7 @@ fi
 #    last epoch (its step profile against this machine's measured peak rates).
 say "summary"
 "$PYTHON" bench/single_node/summarize.py "$OUT" | tee "$OUT/summary.md"
-for name in lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact; do
+for name in lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default exact; do
   [ -f "$OUT/$name.jsonl" ] || continue
   say "roofline: $name"
   "$FRUGAL" bench roofline --threads "$THREADS" --metrics "$OUT/$name.jsonl" --json "$OUT/$name.roofline.json" \

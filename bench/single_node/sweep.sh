@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LABELS=${FRUGAL_SWEEP_LABELS:-100000 300000 1000000 3000000}
-SYSTEMS=${FRUGAL_SWEEP_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 exact torch_cpu}
+SYSTEMS=${FRUGAL_SWEEP_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_default exact torch_cpu}
 OUT=${FRUGAL_SWEEP_OUT:-.bench/sweep}
 LSH_STEPS=${FRUGAL_SWEEP_LSH_STEPS:-200}
 DENSE_LABEL_STEPS=${FRUGAL_SWEEP_DENSE_LABEL_STEPS:-20000000}
@@ -90,14 +90,20 @@ for L in $LABELS; do
     base=(--train "$d/train.txt" --test "$d/test.txt" --hidden 128 --batch 128 --epochs 2 --max-steps "$steps"
           --threads "$THREADS" --seed 1 --metrics "$OUT/$name.jsonl")
     common=("${base[@]}" --lr 1e-3)
+    adam=("${common[@]}" --optimizer adam)   # the baselines stay Adam whatever frugal's default optimizer
     case $sys in
       # Row-wise Adagrad at its own default rate (frugal's --lr default for it).
       lsh_rowwise) cmd=("$FRUGAL" train "${base[@]}" --sampler lsh --optimizer rowwise-adagrad --quiet) ;;
       lsh_rowwise_bf16) cmd=("$FRUGAL" train "${base[@]}" --sampler lsh --optimizer rowwise-adagrad --precision bf16
                              --quiet) ;;
-      lsh) cmd=("$FRUGAL" train "${common[@]}" --sampler lsh --quiet) ;;
-      lsh_bf16) cmd=("$FRUGAL" train "${common[@]}" --sampler lsh --precision bf16 --quiet) ;;
-      exact) cmd=("$FRUGAL" train "${common[@]}" --sampler exact --quiet) ;;
+      # Row-wise Adam and frugal train's defaults at their own rates.
+      lsh_rowwise_adam) cmd=("$FRUGAL" train "${base[@]}" --sampler lsh --optimizer rowwise-adam --quiet) ;;
+      lsh_rowwise_adam_bf16) cmd=("$FRUGAL" train "${base[@]}" --sampler lsh --optimizer rowwise-adam --precision bf16
+                                  --quiet) ;;
+      lsh_default) cmd=("$FRUGAL" train "${base[@]}" --quiet) ;;
+      lsh) cmd=("$FRUGAL" train "${adam[@]}" --sampler lsh --quiet) ;;
+      lsh_bf16) cmd=("$FRUGAL" train "${adam[@]}" --sampler lsh --precision bf16 --quiet) ;;
+      exact) cmd=("$FRUGAL" train "${adam[@]}" --sampler exact --quiet) ;;
       # Evaluation in batches of 64: at 3M labels its default 512 x 3M logits (and their top-k
       # temporaries) ran this 24 GiB machine out of memory. Training is unaffected.
       torch_cpu) cmd=("$PYTHON" bench/baselines/torch_xmc.py "${common[@]}" --device cpu --progress-every 60

@@ -17,7 +17,9 @@ import subprocess
 import sys
 
 SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("lsh_rowwise", "frugal LSH row-wise Adagrad"),
-           ("lsh_rowwise_bf16", "frugal LSH row-wise Adagrad bf16"), ("exact", "frugal exact"),
+           ("lsh_rowwise_bf16", "frugal LSH row-wise Adagrad bf16"), ("lsh_rowwise_adam", "frugal LSH row-wise Adam"),
+           ("lsh_rowwise_adam_bf16", "frugal LSH row-wise Adam bf16"), ("lsh_default", "frugal defaults"),
+           ("exact", "frugal exact"),
            ("torch_cpu", "PyTorch CPU (dense)")]
 
 
@@ -135,7 +137,9 @@ def main():
     rows = []
     lo, hi = labels[0], labels[-1]
     # Issue 44's, for the row-wise runs.
-    for system, name in (("lsh_rowwise", "LSH row-wise"), ("lsh_rowwise_bf16", "LSH row-wise bf16")):
+    for system, name in (("lsh_rowwise", "LSH row-wise"), ("lsh_rowwise_bf16", "LSH row-wise bf16"),
+                         ("lsh_rowwise_adam", "LSH row-wise Adam"), ("lsh_rowwise_adam_bf16", "LSH row-wise Adam bf16"),
+                         ("lsh_default", "frugal defaults")):
         for l, want in ((100000, 10), (1000000, 30)):
             if (system, l) in runs and ("torch_cpu", l) in runs:
                 x = runs[(system, l)]["samples_per_s"] / runs[("torch_cpu", l)]["samples_per_s"]
