@@ -106,25 +106,66 @@ std::string encode_slice(const Model& model, const Trainer& trainer) {
 
 // Copies the part of `from` (an old slice) that overlaps `to` (this rank's new slice) along the
 // sliced axis, for the value and (with `state`) the optimizer state (whichever moments it has).
-void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::State* state) {
-  std::vector<std::pair<const Tensor*, Tensor*>> pairs{{&from.value, &to.value}};
-  if (state != nullptr && !state->m.empty()) pairs.emplace_back(&from.m, &state->m);
-  if (state != nullptr && !state->v.empty()) pairs.emplace_back(&from.v, &state->v);
+// A state tensor may be laid out otherwise than the stored one when a row-sparse parameter's rows
+// became whole or split (a row-wise optimizer keeps per-element state for a column slice,
+// optim::Optimizer::row_wise): one value per row becomes that value for each of the row's elements,
+// per-element values become their mean over the whole row (exact for a second moment or Adagrad's
+// sum: the row-wise one is the mean of the squares), and a first moment one side lacks starts at 0
+// or is left out. first: the first stored slice copied into `to` (a per-row value summed over
+// several column slices starts from 0 there).
+void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::State* state, bool first) {
+  using optim::StateLayout;
+  struct Pair {
+    const Tensor* src;
+    Tensor* dst;
+    StateLayout in, out;
+  };
+  std::vector<Pair> pairs{{&from.value, &to.value, StateLayout::per_element, StateLayout::per_element}};
+  if (state != nullptr)
+    for (const auto& [src, dst] : {std::pair{&from.m, &state->m}, std::pair{&from.v, &state->v}})
+      if (!dst->empty())
+        pairs.push_back({src, dst, optim::state_layout(*src, from.value), optim::state_layout(*dst, to.value)});
   const size_t local = to.sliced_axis == 0 ? to.value.rows() : to.value.cols();
   const size_t from_len = from.axis == 0 ? from.value.rows() : from.value.cols();
-  std::vector<float> row(to.value.cols());
+  const size_t full_cols = to.sliced_axis == 1 ? to.full_cols : to.value.cols();
+  std::vector<float> row(std::max(to.value.cols(), from.value.cols()));
   const size_t lo = std::max<size_t>(to.offset, from.offset), hi = std::min<size_t>(to.offset + local, from.offset + from_len);
+  if (first && to.sliced_axis == 1)
+    for (const Pair& p : pairs)
+      if (p.out == StateLayout::per_row && p.in != StateLayout::per_row) p.dst->zero();
   for (size_t g = lo; g < hi; ++g) {
     const size_t a = g - from.offset, b = g - to.offset;
     if (to.sliced_axis == 0) {
-      for (const auto& [src, dst] : pairs) {
-        src->read_row(a, row.data());  // the stored slice is f32; the model's may be bf16
-        dst->write_row(b, row.data());
+      for (const Pair& p : pairs) {
+        // The stored row as the value's width (the stored slice is f32; the model's may be bf16).
+        if (p.in == StateLayout::per_row)
+          std::fill_n(row.data(), to.value.cols(), p.src->value_at(a, 0));
+        else if (p.in == StateLayout::none)
+          std::fill_n(row.data(), to.value.cols(), 0.0f);
+        else
+          p.src->read_row(a, row.data());
+        if (p.out == StateLayout::per_row) {
+          double sum = 0;
+          for (size_t c = 0; c < to.value.cols(); ++c) sum += row[c];
+          p.dst->set_value(b, 0, p.in == StateLayout::per_row ? row[0] : static_cast<float>(sum / to.value.cols()));
+        } else {
+          p.dst->write_row(b, row.data());
+        }
       }
       if (state != nullptr) state->row_steps[b] = from.row_steps[a];
     } else {
       for (size_t r = 0; r < to.value.rows(); ++r)
-        for (const auto& [src, dst] : pairs) dst->set_value(r, b, src->value_at(r, a));
+        for (const Pair& p : pairs) {
+          const float v = p.in == StateLayout::per_row ? p.src->value_at(r, 0)
+                          : p.in == StateLayout::none  ? 0.0f
+                                                       : p.src->value_at(r, a);
+          if (p.out != StateLayout::per_row)
+            p.dst->set_value(r, b, v);
+          else if (p.in == StateLayout::per_row)
+            p.dst->set_value(r, 0, v);
+          else  // this column's share of the row's mean
+            p.dst->set_value(r, 0, p.dst->value_at(r, 0) + v / static_cast<float>(full_cols));
+        }
     }
   }
   if (to.sliced_axis == 1 && state != nullptr) state->row_steps = from.row_steps;  // rows are not sliced: equal everywhere
@@ -214,9 +255,11 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
       // the kind this run's optimizer keeps. (An empty slice, of a rank left out, saved or loading,
       // has empty moments whatever the optimizer.)
       // (The slice stored and this rank's may have other widths: a resliced column-sliced parameter.)
+      // Resliced (copy_overlap), a row-sparse parameter's rows may have become whole or split, and its
+      // state per row or per element with them: it is converted. The same slicing keeps the layouts.
       const auto layouts_match = [&](const Tensor& stored, const Tensor& own) {
-        const optim::StateLayout l = optim::state_layout(stored, sp.value);
-        return l != optim::StateLayout::invalid && l == optim::state_layout(own, p.value);
+        const optim::StateLayout l = optim::state_layout(stored, sp.value), o = optim::state_layout(own, p.value);
+        return l != optim::StateLayout::invalid && (l == o || !(same_layout || p.sliced_axis < 0));
       };
       FRUGAL_CHECK(st == nullptr || sp.value.size() == 0 || p.value.size() == 0 ||
                        (layouts_match(sp.m, st->m) && layouts_match(sp.v, st->v)),
@@ -234,7 +277,7 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
         st->v.assign(sp.v);
         st->row_steps = sp.row_steps;
       } else {
-        copy_overlap(sp, p, st);
+        copy_overlap(sp, p, st, s == sources.front());
       }
     }
     if (trainer == nullptr) continue;

@@ -46,11 +46,16 @@ void DeferredRows::filter(RowGrad& grad) {
       FRUGAL_CHECK(r < slot_.size(), fmt::format("--update-threshold: row {} of {}", r, slot_.size()));
       float* g = grad.values.row(j);
       rms_[j] = std::sqrt(rowwise_mean_square(g, cols_));
-      if (slot_[r] != kNoSlot) {
+      float with_residual = rms_[j];
+      if (slot_[r] != kNoSlot) {  // g' = g + residual and its squares in one pass
         const float* res = residual_.row(slot_[r]);
-        for (size_t c = 0; c < cols_; ++c) g[c] += res[c];
+        double squares = 0;
+        for (size_t c = 0; c < cols_; ++c) {
+          g[c] += res[c];
+          squares += static_cast<double>(g[c]) * g[c];
+        }
+        with_residual = static_cast<float>(std::sqrt(squares / static_cast<double>(cols_)));
       }
-      const float with_residual = slot_[r] != kNoSlot ? std::sqrt(rowwise_mean_square(g, cols_)) : rms_[j];
       keep_[j] = !(with_residual < threshold_ * scale_[r]);
       scale_[r] = scale_[r] == 0.0f ? rms_[j] : 0.9f * scale_[r] + 0.1f * rms_[j];
     }

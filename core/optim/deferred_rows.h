@@ -8,8 +8,8 @@
 // residual is the sum of the skipped ones) and skips the row's update.
 //
 // Rule, for a listed row r with step gradient g (f32, host memory): g' = g + residual[r];
-// rms(x) = sqrt(rowwise_mean_square(x)) (core/rowwise.h's order); the row is deferred when
-// rms(g') < threshold * scale[r], where scale[r] is the running mean of rms(g) over the row's
+// rms(x) = the root of x's mean square (rms(g) in core/rowwise.h's order, rms(g') summed with the
+// addition, in column order); the row is deferred when rms(g') < threshold * scale[r], where scale[r] is the running mean of rms(g) over the row's
 // gradients this epoch (0 before its first: a row's first gradient is always applied), updated after
 // the decision as scale = 0.9 scale + 0.1 rms(g). A deferred row leaves the gradient's row list and
 // keeps g' as its residual; an applied one takes g' as its gradient and drops its residual.

@@ -125,14 +125,9 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
     const Tensor& w = params_[i]->value;
     if (options_.update_threshold > 0 && params_[i]->row_sparse)
       deferred_[i] = std::make_unique<DeferredRows>(w.rows(), w.cols(), options_.update_threshold);
+    if (row_wise_method(options_.method) && params_[i]->row_sparse && !row_wise(options_, *params_[i]))
+      per_element_rows_.push_back(params_[i]->name);
     if (row_wise(options_, *params_[i])) {
-      // A row's statistic must see the whole row: a parameter sliced by columns over a model-parallel
-      // group has part of each row here (the group would have to sum the rows' squares every step).
-      FRUGAL_CHECK(params_[i]->sliced_axis != 1 || w.cols() == params_[i]->full_cols,
-                   fmt::format("--optimizer {} keeps one accumulator per row, but '{}' is sliced by columns over "
-                               "the model-parallel group (each rank has part of every row): use --optimizer adagrad, "
-                               "or data-parallel replicas without model slicing (--grid Dx1)",
-                               to_string(options_.method), params_[i]->name));
       // One f32 per row, whatever the weights' precision: Adagrad's accumulator (m) or row-wise
       // Adam's second moment (v, beside a per-element m in the weights' precision, or none).
       if (second_moment) {
@@ -159,8 +154,15 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
   }
 }
 
+bool Optimizer::row_wise_method(Method method) {
+  return method == Method::rowwise_adagrad || method == Method::rowwise_adam;
+}
+
 bool Optimizer::row_wise(const Options& options, const Parameter& p) {
-  return (options.method == Method::rowwise_adagrad || options.method == Method::rowwise_adam) && p.row_sparse;
+  // A row's statistic must see the whole row: a parameter sliced by columns over a model-parallel
+  // group has part of each row here (the group would have to sum the rows' squares every step).
+  const bool whole_rows = p.sliced_axis != 1 || p.value.cols() == p.full_cols;
+  return row_wise_method(options.method) && p.row_sparse && whole_rows;
 }
 
 void Optimizer::place_state(State& s) {

@@ -227,11 +227,23 @@ if "$FRUGAL" keygen "$TMP/cluster.key" > "$TMP/keygen.log" 2>&1; then
   "$FRUGAL" launch -n 2 -- "$FRUGAL" "${T[@]}" --cluster-key "$TMP/cluster.key" --comm-timeout 20 \
     --metrics "$TMP/keyed.jsonl" > "$TMP/keyed.log" 2>&1 || { cat "$TMP/keyed.log"; echo "keyed run failed"; exit 1; }
   grep -q '"event":"epoch"' "$TMP/keyed.jsonl" || { echo "keyed run wrote no epoch"; exit 1; }
-  # Row-wise state needs whole rows: a model-parallel group (the input layer sliced by columns) is
-  # refused, naming the parameter and what works instead.
-  fails_with "--optimizer rowwise-adagrad keeps one accumulator per row, but 'sparse_dense.weight' is sliced by columns" \
-    "$FRUGAL" launch -n 2 -- "$FRUGAL" "${T[@]}" --cluster-key "$TMP/cluster.key" --comm-timeout 20 --grid 1x2 \
-    --optimizer rowwise-adagrad
+  # Row-wise state needs whole rows: in a model-parallel group the input layer (sliced by columns)
+  # keeps per-element state, and rank 0 says so.
+  "$FRUGAL" launch -n 2 -- "$FRUGAL" "${T[@]}" --cluster-key "$TMP/cluster.key" --comm-timeout 20 --grid 1x2 \
+    --optimizer rowwise-adagrad > "$TMP/rw-mp.log" 2>&1 || { cat "$TMP/rw-mp.log"; echo "rowwise over 1x2 failed"; exit 1; }
+  grep -q "sparse_dense.weight is sliced by columns over the model-parallel group" "$TMP/rw-mp.log" ||
+    { cat "$TMP/rw-mp.log"; echo "no note on the per-element input layer"; exit 1; }
+  # ...and a checkpoint moves between the two: one rank's per-row second moment spreads over the
+  # input layer's columns on a 1x2 grid, and comes back as the rows' means.
+  R=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 --quiet --hidden 8 --tables 4
+     --max-steps 2 --optimizer rowwise-adam)
+  "$FRUGAL" "${R[@]}" --epochs 1 --checkpoint "$TMP/rwa1" > /dev/null
+  "$FRUGAL" launch -n 2 -- "$FRUGAL" "${R[@]}" --epochs 2 --resume "$TMP/rwa1" --checkpoint "$TMP/rwa2" --grid 1x2 \
+    --cluster-key "$TMP/cluster.key" --comm-timeout 20 > "$TMP/rwa2.log" 2>&1 ||
+    { cat "$TMP/rwa2.log"; echo "row-wise Adam resumed on 1x2 failed"; exit 1; }
+  "$FRUGAL" "${R[@]}" --epochs 3 --resume "$TMP/rwa2" --metrics "$TMP/rwa3.jsonl" > /dev/null
+  python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; e=[l for l in e if l.get("event")=="epoch"]; assert e and e[-1]["epoch"] == 3 and 0 <= e[-1]["p@1"] <= 1, e' \
+    "$TMP/rwa3.jsonl"
   # The straight-through estimate at every boundary of stacked hidden layers says what it costs
   # (here, with ZeroMQ launches, as the keyed run).
   "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 \

@@ -402,15 +402,18 @@ TEST_CASE("row-wise Adagrad: one f32 accumulator per row of a row-sparse paramet
   optim::Options rowwise = adagrad;
   rowwise.method = optim::Method::rowwise_adagrad;
   CHECK(max_difference(train(rowwise, {}, false, 50, false), train(adagrad, {}, false, 50, false)) == 0.0);
-  // A row-sparse parameter sliced by columns (each rank has part of every row) is refused, naming it.
+  // A row-sparse parameter sliced by columns (each rank has part of every row) keeps per-element
+  // Adagrad's state, and the optimizer names it.
   Parameter sliced{"sparse_dense.weight", Tensor(4, 2), {}, 1, 2, 4, 4};
   sliced.row_sparse = true;
-  CHECK_THROWS_WITH(optim::Optimizer::create(o, {&sliced}),
-                    Catch::Contains("rowwise-adagrad") && Catch::Contains("'sparse_dense.weight'") &&
-                        Catch::Contains("sliced by columns"));
-  sliced.value = Tensor(4, 4);  // the whole row here (one rank): accepted
+  const auto part = optim::Optimizer::create(o, {&sliced});
+  CHECK(part->state(0).m.cols() == 2);
+  CHECK(part->row_wise_fallbacks() == std::vector<std::string>{"sparse_dense.weight"});
+  sliced.value = Tensor(4, 4);  // the whole row here (one rank): row-wise
   sliced.offset = 0;
-  CHECK_NOTHROW(optim::Optimizer::create(o, {&sliced}));
+  const auto whole = optim::Optimizer::create(o, {&sliced});
+  CHECK(whole->state(0).m.cols() == 1);
+  CHECK(whole->row_wise_fallbacks().empty());
 }
 
 TEST_CASE("row-wise Adam: one f32 second moment per row of a row-sparse parameter, m per element or none") {
@@ -452,11 +455,13 @@ TEST_CASE("row-wise Adam: one f32 second moment per row of a row-sparse paramete
   const optim::Options adam = optim::Adam{.lr = 0.01f};
   CHECK(max_difference(train(optim::RowwiseAdam{.lr = 0.01f}, {}, false, 50, false), train(adam, {}, false, 50, false)) ==
         0.0);
-  // Column-sliced parameters are refused; a frozen second moment is plain Adam's.
+  // A column-sliced parameter keeps Adam's two per-element moments (with or without momentum); a
+  // frozen second moment is plain Adam's.
   Parameter sliced{"sparse_dense.weight", Tensor(4, 2), {}, 1, 2, 4, 4};
   sliced.row_sparse = true;
-  CHECK_THROWS_WITH(optim::Optimizer::create(optim::RowwiseAdam{}, {&sliced}),
-                    Catch::Contains("rowwise-adam") && Catch::Contains("sliced by columns"));
+  const auto part = optim::Optimizer::create(optim::RowwiseAdam{.momentum = false}, {&sliced});
+  CHECK((part->state(0).m.cols() == 2 && part->state(0).v.cols() == 2));
+  CHECK(part->row_wise_fallbacks() == std::vector<std::string>{"sparse_dense.weight"});
   optim::Options frozen = optim::RowwiseAdam{};
   frozen.freeze_second_moment = 10;
   CHECK_THROWS_WITH(frozen.validate(), Catch::Contains("freeze_second_moment"));
