@@ -7,7 +7,7 @@
 
 #include "core/bounded_read.h"
 #include "core/check.h"
-#include "core/optim/optimizer.h"
+#include "core/optim/state_layout.h"
 #include "core/tensor_io.h"
 #include "train/checkpoint.h"
 

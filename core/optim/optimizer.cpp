@@ -72,13 +72,6 @@ RowwiseAdam::operator Options() const {
           .weight_decay = weight_decay, .updates = updates, .rowwise_momentum = momentum};
 }
 
-StateLayout state_layout(const Tensor& state, const Tensor& w) {
-  if (state.empty()) return StateLayout::none;
-  if (state.rows() != w.rows()) return StateLayout::invalid;
-  if (state.cols() == w.cols()) return StateLayout::per_element;
-  return state.cols() == 1 ? StateLayout::per_row : StateLayout::invalid;
-}
-
 std::string to_string(Method method) {
   switch (method) {
     case Method::adam: return "adam";

@@ -31,6 +31,7 @@
 #include "core/parameter.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/deferred_rows.h"
+#include "core/optim/state_layout.h"
 
 namespace frugal::optim {
 
@@ -120,13 +121,6 @@ struct RowwiseAdam {
   operator Options() const;  // NOLINT: implicit on purpose
   void validate() const { Options(*this).validate(); }
 };
-
-// How one optimizer state tensor (m or v) lies beside its weights w: absent, one value per element
-// (w's shape), one f32 per row (a single column beside a wider w: row-wise state), or neither
-// (damage). Checkpoints compare a stored slice's layouts with the run's, so every reader tells
-// row-wise state the same way.
-enum class StateLayout { none, per_element, per_row, invalid };
-StateLayout state_layout(const Tensor& state, const Tensor& w);
 
 std::string to_string(Method method);
 std::string to_string(SparseUpdates updates);
