@@ -198,6 +198,7 @@ float effective_lr(const TrainArgs& a) {
 // softmax, every input row touched each step) it lost 1.1 points.
 optim::Method auto_optimizer(const TrainArgs& a) {
   if (a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo) return optim::Method::adam;
+  if (a.adam_freeze_v_after > 0) return optim::Method::adam;  // a flag of Adam's own: the user means Adam
   return a.sampler == layers::Sampler::lsh ? optim::Method::rowwise_adam : optim::Method::adam;
 }
 
@@ -220,8 +221,9 @@ void resolve_optimizer(TrainArgs& a) {
 // The optimizer the flags ask for (both models).
 optim::Options optimizer_options(const TrainArgs& a) {
   FRUGAL_CHECK(a.adam_freeze_v_after == 0 || a.optimizer == optim::Method::adam,
-               fmt::format("--adam-freeze-v-after freezes Adam's second moment: --optimizer {} has none (use "
-                           "--optimizer adam or drop the flag)", optim::to_string(a.optimizer)));
+               fmt::format("--adam-freeze-v-after freezes plain Adam's per-element second moment: --optimizer {} "
+                           "has {} (use --optimizer adam or drop the flag)", optim::to_string(a.optimizer),
+                           a.optimizer == optim::Method::rowwise_adam ? "one per row" : "none"));
   FRUGAL_CHECK(a.adam_freeze_v_after == 0 || a.sparse_updates == optim::SparseUpdates::lazy,
                "--adam-freeze-v-after needs --sparse-updates lazy (a catch-up replays the second moment's decay)");
   return {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,

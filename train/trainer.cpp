@@ -76,6 +76,8 @@ void TrainerOptions::validate() const {
                                             "all-reduce (TrainerOptions::parallel.dense_gradients): choose one");
     FRUGAL_CHECK(!dp->momentum_correction ||
                      (optimizer.method == optim::Method::adam && optimizer.beta1 > 0) ||
+                     (optimizer.method == optim::Method::rowwise_adam && optimizer.beta1 > 0 &&
+                      optimizer.rowwise_momentum) ||
                      (optimizer.method == optim::Method::sgd && optimizer.momentum > 0),
                  fmt::format("DCT-DP momentum correction moves the optimizer's momentum into the thresholders: {} "
                              "has none (use adam with beta1 > 0 or sgd with momentum > 0)",

@@ -160,7 +160,7 @@ python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["confi
   --tables 4 --max-steps 2 --dp-keep 1 --dp-momentum-correction on > "$TMP/mc.log" 2>&1
 grep -q "dp-momentum-correction has no effect without data-parallel replicas" "$TMP/mc.log" \
   || { cat "$TMP/mc.log"; echo "no note on --dp-momentum-correction without replicas"; exit 1; }
-fails_with "--adam-freeze-v-after freezes Adam's second moment: --optimizer sgd has none" \
+fails_with "--adam-freeze-v-after freezes plain Adam's per-element second moment: --optimizer sgd has none" \
   "$FRUGAL" "${T[@]}" --adam-freeze-v-after 5 --optimizer sgd
 fails_with "--dp-select floor sends each touched row's largest entry with its value" \
   "$FRUGAL" "${T[@]}" --dp-keep 0.1 --dp-select floor --dp-wire-dtype sign
