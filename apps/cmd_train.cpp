@@ -167,6 +167,8 @@ struct TrainArgs {
   float initial_accumulator = optim::Adagrad{}.initial_accumulator;
   uint32_t adam_freeze_v_after = 0;  // optim::Options::freeze_second_moment
   bool rowwise_momentum = optim::RowwiseAdam{}.momentum;  // optim::Options::rowwise_momentum
+  // --rowwise-layers all|output (optim::Options::rowwise_input); unset: all, or output under auto.
+  std::optional<bool> rowwise_input;
   float update_threshold = 0.0f;                           // optim::Options::update_threshold
   kernels::Bf16Dot bf16_dot = kernels::Bf16Dot::auto_;     // --bf16-dot (kernels/bf16_dot.h)
   uint64_t warmup_steps = 0;
@@ -206,12 +208,16 @@ optim::Method auto_optimizer(const TrainArgs& a) {
 // before auto existed, or with another choice, resumes as it was trained).
 void resolve_optimizer(TrainArgs& a) {
   a.optimizer = a.optimizer_choice.value_or(auto_optimizer(a));
+  // auto's row-wise Adam keeps row-wise state on the output layer's label rows only.
+  if (!a.optimizer_choice && !a.rowwise_input) a.rowwise_input = false;
   if (a.optimizer_choice || a.resume.empty() || a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo)
     return;
   try {
     const CheckpointManifest m = read_manifest(a.resume);
     if (m.optimizer.is_object()) a.optimizer = optim::method_from_string(m.optimizer.value("method", "adam"));
     else a.optimizer = optim::Method::adam;  // checkpoints from before the record hold lazy Adam state
+    if (m.config.is_object() && m.config.contains("rowwise_layers"))
+      a.rowwise_input = m.config.value("rowwise_layers", std::string("all")) == "all";
     a.optimizer_from_checkpoint = true;
   } catch (const std::exception&) {
     // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
@@ -229,6 +235,7 @@ optim::Options optimizer_options(const TrainArgs& a) {
   return {.method = a.optimizer, .lr = effective_lr(a), .momentum = a.momentum,
           .initial_accumulator = a.initial_accumulator, .weight_decay = a.weight_decay, .updates = a.sparse_updates,
           .freeze_second_moment = a.adam_freeze_v_after, .rowwise_momentum = a.rowwise_momentum,
+          .rowwise_input = a.rowwise_input.value_or(true),
           .update_threshold = a.update_threshold};
 }
 
@@ -302,6 +309,8 @@ nlohmann::json run_config(const TrainArgs& a, const data::Dataset& train) {
     c["initial_accumulator"] = a.initial_accumulator;
   if (a.adam_freeze_v_after > 0) c["adam_freeze_v_after"] = a.adam_freeze_v_after;
   if (a.optimizer == optim::Method::rowwise_adam) c["rowwise_momentum"] = a.rowwise_momentum;
+  if (optim::Optimizer::row_wise_method(a.optimizer))
+    c["rowwise_layers"] = a.rowwise_input.value_or(true) ? "all" : "output";
   if (a.update_threshold > 0) c["update_threshold"] = a.update_threshold;
   c["weight_decay"] = a.weight_decay;
   c["lr_schedule"] = optim::to_string(a.lr_schedule);
@@ -979,7 +988,7 @@ int run_train(TrainArgs a) {
     fmt::print("optimizer auto: {}{}{}\n", optim::to_string(a.optimizer),
                a.optimizer_from_checkpoint ? fmt::format(" (the checkpoint's, --resume {})", a.resume)
                : a.optimizer == optim::Method::rowwise_adam
-                   ? fmt::format(" (one second moment per row of the sparse input and LSH output layers, --lr {:g})",
+                   ? fmt::format(" (one second moment per row of the LSH output layer, per-element Adam elsewhere, --lr {:g})",
                                  effective_lr(a))
                    : a.sampler == layers::Sampler::exact ? " (the exact softmax)" : "",
                trainer.optimizer().row_wise_fallbacks().empty()
@@ -1342,6 +1351,11 @@ void add_train_command(CLI::App& app) {
              "per row of the sparse input layer and of the LSH output layer, per-element Adagrad elsewhere), "
              "rowwise-adam (Adam with one second moment per row of those layers; see --rowwise-momentum), or auto: "
              "rowwise-adam with the LSH sampler, adam with the exact softmax and --model dlrm");
+  add_choice(cmd, "--rowwise-layers", a->rowwise_input,
+             {{"all", std::optional<bool>(true)}, {"output", std::optional<bool>(false)}},
+             "row-wise optimizers: row-wise state on the sparse input layer and the LSH output layer (all: the "
+             "default with --optimizer rowwise-*), or on the output layer's label rows only, the input layer keeping "
+             "per-element state (output: what --optimizer auto uses)");
   add_choice(cmd, "--rowwise-momentum", a->rowwise_momentum, {{"on", true}, {"off", false}},
              "--optimizer rowwise-adam: keep Adam's per-element first moment on the row-wise layers (on), or "
              "step by the gradient over the row's RMS alone (off: no per-element state at all)");

@@ -65,6 +65,9 @@ struct Parameter {
   // output layer's label rows): a row-wise optimizer (--optimizer rowwise-adagrad) keeps one state
   // value per row of it instead of one per element. Set by the layer that owns it.
   bool row_sparse = false;
+  // Its rows are input features' (the sparse input layer, DLRM's embedding tables), not output
+  // labels': optim::Options::rowwise_input says whether a row-wise optimizer keeps them per row.
+  bool input_rows = false;
 };
 
 }  // namespace frugal

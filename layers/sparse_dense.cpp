@@ -26,6 +26,7 @@ SparseDense::SparseDense(const Options& options) : options_(options) {
   // Sliced by columns: each rank holds every feature's row, restricted to its neurons.
   weight_ = {"sparse_dense.weight", Tensor(options_.in, local), {}, 1, begin_, options_.in, options_.out};
   weight_.row_sparse = true;  // a step touches the batch's features' rows
+  weight_.input_rows = true;
   bias_ = {"sparse_dense.bias", Tensor(1, local), {}, 1, begin_, 1, options_.out};
   const Rng rng = Rng(options_.seed).split(0x5d);
   init_uniform(weight_.value, options_.in, rng.split(0), 0, begin_);

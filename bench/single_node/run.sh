@@ -13,13 +13,14 @@
 #   FRUGAL_BENCH_DATA=DIR            use DIR/train.txt and DIR/test.txt (generated there if absent)
 #   FRUGAL_BENCH_OUT=.bench/single_node   where metrics, logs and the summary go
 #   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16
-#                         lsh_threshold lsh_default exact torch_cpu"   which runs to do
+#                         lsh_threshold lsh_default lsh_default_bf16 exact torch_cpu"   which runs to do
 #                                    (the summary reads whatever exists; lsh, lsh_bf16 and exact are Adam
 #                                    at --lr (issue 2's baseline, whatever frugal's defaults); lsh_bf16 is
 #                                    the LSH run with --precision bf16, lsh_rowwise[_bf16] with --optimizer
 #                                    rowwise-adagrad, lsh_rowwise_adam[_bf16] with --optimizer rowwise-adam,
 #                                    lsh_threshold that with --update-threshold FRUGAL_BENCH_THRESHOLD,
-#                                    lsh_default frugal train with its defaults)
+#                                    lsh_default frugal train with its defaults, lsh_default_bf16 those
+#                                    and --precision bf16)
 #   FRUGAL_BENCH_ROWWISE_LR=         --lr of the row-wise runs (empty: frugal's default for each)
 #   FRUGAL_BENCH_THRESHOLD=0.3       --update-threshold of lsh_threshold
 #   FRUGAL_BENCH_FRUGAL_FLAGS="..."  extra flags for both frugal runs (e.g. "--hash simhash")
@@ -42,7 +43,7 @@ FEATURES=${FRUGAL_BENCH_FEATURES:-100000}
 LABELS=${FRUGAL_BENCH_LABELS:-100000}
 NTRAIN=${FRUGAL_BENCH_TRAIN:-50000}
 NTEST=${FRUGAL_BENCH_TEST:-5000}
-SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default exact torch_cpu}
+SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default lsh_default_bf16 exact torch_cpu}
 ROWWISE_LR=${FRUGAL_BENCH_ROWWISE_LR:-}
 THRESHOLD=${FRUGAL_BENCH_THRESHOLD:-0.3}
 PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
@@ -145,6 +146,10 @@ fi
 if wants lsh_default; then   # frugal train's defaults: nothing but the data, the size and the seed
   bench lsh_default "$FRUGAL" train "${BASE[@]}" "${FRUGAL_EXTRA[@]}" --metrics "$OUT/lsh_default.jsonl"
 fi
+if wants lsh_default_bf16; then
+  bench lsh_default_bf16 "$FRUGAL" train "${BASE[@]}" --precision bf16 "${FRUGAL_EXTRA[@]}" \
+    --metrics "$OUT/lsh_default_bf16.jsonl"
+fi
 if wants exact; then
   bench exact "$FRUGAL" train "${ADAM[@]}" --sampler exact "${FRUGAL_EXTRA[@]}" --metrics "$OUT/exact.jsonl"
 fi
@@ -157,7 +162,8 @@ fi
 #    last epoch (its step profile against this machine's measured peak rates).
 say "summary"
 "$PYTHON" bench/single_node/summarize.py "$OUT" | tee "$OUT/summary.md"
-for name in lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default exact; do
+for name in lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default \
+            lsh_default_bf16 exact; do
   [ -f "$OUT/$name.jsonl" ] || continue
   say "roofline: $name"
   "$FRUGAL" bench roofline --threads "$THREADS" --metrics "$OUT/$name.jsonl" --json "$OUT/$name.roofline.json" \

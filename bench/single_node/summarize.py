@@ -18,6 +18,7 @@ SYSTEMS = (('lsh', 'frugal LSH'), ('lsh_bf16', 'frugal LSH bf16'),
            ('lsh_rowwise', 'frugal LSH, row-wise Adagrad'), ('lsh_rowwise_bf16', 'frugal LSH, row-wise Adagrad, bf16'),
            ('lsh_rowwise_adam', 'frugal LSH, row-wise Adam'), ('lsh_rowwise_adam_bf16', 'frugal LSH, row-wise Adam, bf16'),
            ('lsh_threshold', 'frugal LSH, row-wise Adam, --update-threshold'), ('lsh_default', 'frugal defaults'),
+           ('lsh_default_bf16', 'frugal defaults, bf16'),
            ('exact', 'frugal exact'), ('torch_cpu', 'PyTorch CPU (dense)'))
 RSS_LIMIT = 2e9          # "peak RSS <= 2 GB", read as 2*10^9 bytes (the stricter reading of GB)
 TARGET_EPOCH = 3         # "P@1 >= 0.8 after 3 epochs", and the epoch the table reports last
@@ -138,7 +139,7 @@ def main(argv):
           f'row-wise Adagrad bf16 {fmt(state("lsh_rowwise_bf16"), ".2f", " B")}')
     # Row-wise Adagrad (issue 44) against LSH with Adam, the exact softmax and PyTorch.
     for k in ('lsh_rowwise', 'lsh_rowwise_bf16', 'lsh_rowwise_adam', 'lsh_rowwise_adam_bf16', 'lsh_threshold',
-              'lsh_default'):
+              'lsh_default', 'lsh_default_bf16'):
         if not data[k]:
             continue
         e = last(k)

@@ -19,7 +19,7 @@ import sys
 SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("lsh_rowwise", "frugal LSH row-wise Adagrad"),
            ("lsh_rowwise_bf16", "frugal LSH row-wise Adagrad bf16"), ("lsh_rowwise_adam", "frugal LSH row-wise Adam"),
            ("lsh_rowwise_adam_bf16", "frugal LSH row-wise Adam bf16"), ("lsh_default", "frugal defaults"),
-           ("exact", "frugal exact"),
+           ("lsh_default_bf16", "frugal defaults bf16"), ("exact", "frugal exact"),
            ("torch_cpu", "PyTorch CPU (dense)")]
 
 
@@ -139,7 +139,7 @@ def main():
     # Issue 44's, for the row-wise runs.
     for system, name in (("lsh_rowwise", "LSH row-wise"), ("lsh_rowwise_bf16", "LSH row-wise bf16"),
                          ("lsh_rowwise_adam", "LSH row-wise Adam"), ("lsh_rowwise_adam_bf16", "LSH row-wise Adam bf16"),
-                         ("lsh_default", "frugal defaults")):
+                         ("lsh_default", "frugal defaults"), ("lsh_default_bf16", "frugal defaults bf16")):
         for l, want in ((100000, 10), (1000000, 30)):
             if (system, l) in runs and ("torch_cpu", l) in runs:
                 x = runs[(system, l)]["samples_per_s"] / runs[("torch_cpu", l)]["samples_per_s"]

@@ -118,7 +118,8 @@ Optimizer::Optimizer(const Options& options, std::vector<Parameter*> params, con
     const Tensor& w = params_[i]->value;
     if (options_.update_threshold > 0 && params_[i]->row_sparse)
       deferred_[i] = std::make_unique<DeferredRows>(w.rows(), w.cols(), options_.update_threshold);
-    if (row_wise_method(options_.method) && params_[i]->row_sparse && !row_wise(options_, *params_[i]))
+    if (row_wise_method(options_.method) && params_[i]->row_sparse && !whole_rows(*params_[i]) &&
+        (options_.rowwise_input || !params_[i]->input_rows))
       per_element_rows_.push_back(params_[i]->name);
     if (row_wise(options_, *params_[i])) {
       // One f32 per row, whatever the weights' precision: Adagrad's accumulator (m) or row-wise
@@ -154,8 +155,7 @@ bool Optimizer::row_wise_method(Method method) {
 bool Optimizer::row_wise(const Options& options, const Parameter& p) {
   // A row's statistic must see the whole row: a parameter sliced by columns over a model-parallel
   // group has part of each row here (the group would have to sum the rows' squares every step).
-  const bool whole_rows = p.sliced_axis != 1 || p.value.cols() == p.full_cols;
-  return row_wise_method(options.method) && p.row_sparse && whole_rows;
+  return row_wise_method(options.method) && p.row_sparse && whole_rows(p) && (options.rowwise_input || !p.input_rows);
 }
 
 void Optimizer::place_state(State& s) {

@@ -71,6 +71,11 @@ struct Options {
   // rowwise_adam: whether the row-sparse parameters keep Adam's per-element first moment (on: the
   // weights' size again in state; off: the state is the per-row second moment alone).
   bool rowwise_momentum = true;
+  // Row-wise optimizers: whether input tables (Parameter::input_rows: the sparse input layer,
+  // embedding tables) keep row-wise state too (--rowwise-layers all), or only the output layer's
+  // sampled label rows do and the input tables keep the per-element state of Adagrad or Adam
+  // (--rowwise-layers output, what --optimizer auto picks: measured better, README "Optimizers").
+  bool rowwise_input = true;
   // --update-threshold (core/optim/deferred_rows.h): a row-sparse parameter's row whose step
   // gradient's RMS is below this fraction of the row's running gradient RMS is not updated; its
   // gradient waits in a residual until the sum matters or the epoch ends (apply_deferred). 0: off
@@ -183,6 +188,8 @@ class Optimizer {
   // rowwise_momentum says) instead: row_wise_fallbacks() names those, for the run's log.
   static bool row_wise(const Options& options, const Parameter& p);
   static bool row_wise_method(Method method);
+  // Whether this rank holds whole rows of p (not a column slice of a model-parallel group).
+  static bool whole_rows(const Parameter& p) { return p.sliced_axis != 1 || p.value.cols() == p.full_cols; }
   const std::vector<std::string>& row_wise_fallbacks() const { return per_element_rows_; }
 
   // Bytes of optimizer state: every parameter's moments (or momentum, or accumulator) and its rows'

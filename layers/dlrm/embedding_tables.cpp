@@ -41,6 +41,7 @@ EmbeddingTables::EmbeddingTables(std::span<const EmbeddingField> fields, size_t 
       const std::string name = s == 0 ? fmt::format("embedding.C{}", f + 1) : fmt::format("embedding.C{}.b", f + 1);
       Parameter p{name, Tensor(end - begin, dim), {}, ranks > 1 ? 0 : -1, begin, rows, dim};
       p.row_sparse = true;  // a batch touches its ids' rows: row-wise optimizers keep one value per row
+      p.input_rows = true;
       const Rng table_rng = rng.split(f).split(s);
       if (field.combine == Combine::product && s == 0) {
         for (size_t r = 0; r < end - begin; ++r) {

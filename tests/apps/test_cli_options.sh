@@ -111,6 +111,9 @@ assert h[0]["config"]["update_threshold"] == 0.5, h[0]["config"]
 e = [l for l in h if l.get("event") == "epoch"][-1]
 assert e["deferred_rows"]["listed"] > 0 and 0 <= e["deferred_rows"]["fraction"] <= 1, e["deferred_rows"]
 z, n = [[l for l in lines(f) if l.get("event") == "epoch"][-1] for f in ("held0.jsonl", "held-none.jsonl")]
+# The defaults (--optimizer auto) with the LSH sampler: row-wise Adam on the output layer's rows.
+c = lines("held-none.jsonl")[0]["config"]
+assert c["optimizer"] == "rowwise-adam" and c["rowwise_layers"] == "output" and c["rowwise_momentum"] is True, c
 assert "deferred_rows" not in z and (z["loss"], z["p@1"]) == (n["loss"], n["p@1"]), (z, n)
 PY
 fails_with "--update-threshold needs --sparse-updates lazy" "$FRUGAL" "${T[@]}" --update-threshold 0.5 \

@@ -462,6 +462,14 @@ TEST_CASE("row-wise Adam: one f32 second moment per row of a row-sparse paramete
   const auto part = optim::Optimizer::create(optim::RowwiseAdam{.momentum = false}, {&sliced});
   CHECK((part->state(0).m.cols() == 2 && part->state(0).v.cols() == 2));
   CHECK(part->row_wise_fallbacks() == std::vector<std::string>{"sparse_dense.weight"});
+  // rowwise_input off (--rowwise-layers output): an input table keeps Adam's per-element moments,
+  // an output table its row-wise second moment.
+  Parameter input{"input", Tensor(4, 3), {}}, output{"output", Tensor(5, 3), {}};
+  input.row_sparse = input.input_rows = output.row_sparse = true;
+  optim::Options outputs_only = optim::RowwiseAdam{};
+  outputs_only.rowwise_input = false;
+  const auto mixed = optim::Optimizer::create(outputs_only, {&input, &output});
+  CHECK((mixed->state(0).v.cols() == 3 && mixed->state(1).v.cols() == 1 && mixed->row_wise_fallbacks().empty()));
   optim::Options frozen = optim::RowwiseAdam{};
   frozen.freeze_second_moment = 10;
   CHECK_THROWS_WITH(frozen.validate(), Catch::Contains("freeze_second_moment"));
