@@ -72,15 +72,19 @@ std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& 
   std::vector<double> w(w0.data(), w0.data() + w0.size()), m(w.size(), m0), v(w.size(), 0.0);
   for (size_t k = 0; k < steps; ++k) {
     const double lr = o.lr * schedule.factor(k), t = double(k + 1);
+    // Row r's mean squared gradient in step k (the row-wise statistic).
+    const auto mean_square = [&](size_t r) {
+      double squares = 0;
+      for (size_t c = 0; c < kCols; ++c) {
+        const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
+        squares += g * g;
+      }
+      return squares / kCols;
+    };
     if (o.method == optim::Method::rowwise_adam) {  // v[r * kCols]: row r's second moment
       for (size_t r = 0; r < kRows; ++r) {
-        double squares = 0;
-        for (size_t c = 0; c < kCols; ++c) {
-          const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
-          squares += g * g;
-        }
         double& vr = v[r * kCols];
-        vr = o.beta2 * vr + (1 - o.beta2) * squares / kCols;
+        vr = o.beta2 * vr + (1 - o.beta2) * mean_square(r);
         const double vh = vr / (1 - std::pow(o.beta2, t));
         for (size_t c = 0; c < kCols; ++c) {
           const size_t i = r * kCols + c;
@@ -95,13 +99,8 @@ std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& 
     }
     if (rowwise) {  // m[r * kCols]: row r's accumulator, raised by the mean of its squared gradient
       for (size_t r = 0; r < kRows; ++r) {
-        double squares = 0;
-        for (size_t c = 0; c < kCols; ++c) {
-          const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
-          squares += g * g;
-        }
         double& acc = m[r * kCols];
-        acc += squares / kCols;
+        acc += mean_square(r);
         for (size_t c = 0; c < kCols; ++c) {
           const double g = touched(r, k) ? gradient(r, k, c) : 0.0;
           w[r * kCols + c] *= 1.0 - lr * o.weight_decay;

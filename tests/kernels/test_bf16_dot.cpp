@@ -22,6 +22,7 @@
 #include "core/rng.h"
 #include "kernels/bf16_dot.h"
 #include "kernels/vector_ops.h"
+#include "tests/kernels/bf16_pair.h"
 
 using namespace frugal;
 using kernels::Bf16Dot;
@@ -42,18 +43,8 @@ struct ModeGuard {
   ~ModeGuard() { kernels::set_bf16_dot(saved); }
 };
 
-// A bf16 matrix of random values (normal, times scale) and its widened f32 twin.
-struct Rows {
-  Tensor half, wide;
-};
-Rows random_rows(size_t rows, size_t cols, uint64_t seed, float scale = 0.5f) {
-  Rng rng(seed);
-  Tensor f(rows, cols);
-  for (size_t i = 0; i < f.size(); ++i) f.data()[i] = scale * static_cast<float>(rng.normal());
-  Rows r{converted(f, Dtype::bf16), Tensor()};
-  r.wide = converted(r.half, Dtype::f32);
-  return r;
-}
+using Rows = testing::Bf16Pair;
+using testing::random_bf16_pair;
 
 std::vector<float> random_vector(size_t n, Rng& rng) {
   std::vector<float> v(n);
@@ -99,7 +90,7 @@ TEST_CASE("bf16 dot: dot_rows_bf16 is the f32 dot on the widened rows within the
   for (const size_t n : kWidths)
     for (const size_t count : {1, 4, 7}) {  // one row, a group of four, an odd number (groups and a tail)
       INFO("width " << n << ", rows " << count);
-      const Rows w = random_rows(50, n, n + 1);
+      const Rows w = random_bf16_pair(50, n, n + 1);
       const std::vector<float> a = random_vector(n, rng);
       std::vector<uint32_t> ids(count);
       for (uint32_t& id : ids) id = static_cast<uint32_t>(rng.below(50));
@@ -128,7 +119,7 @@ TEST_CASE("bf16 dot: axpy_rows_bf16 is the f32 axpy on the widened rows within t
   for (const size_t n : kWidths)
     for (const size_t count : {0, 1, 2, 5, 17}) {  // none, one row, a pair, odd numbers
       INFO("width " << n << ", rows " << count);
-      const Rows w = random_rows(40, n, 100 + n);
+      const Rows w = random_bf16_pair(40, n, 100 + n);
       std::vector<float> alpha(count);
       std::vector<uint32_t> ids(count);
       for (size_t e = 0; e < count; ++e) {
@@ -160,7 +151,7 @@ TEST_CASE("bf16 dot: the CPU ops on bf16 weights: off is the widened f32 path, o
   const int threads = be.num_threads();
   for (const size_t d : {1, 37, 64, 128, 256}) {
     INFO("width " << d);
-    const Rows input = random_rows(300, d, d), labels = random_rows(300, d, 1000 + d, 0.1f);
+    const Rows input = random_bf16_pair(300, d, d), labels = random_bf16_pair(300, d, 1000 + d, 0.1f);
     Tensor bias(1, d), lbias(300, 1);
     for (size_t c = 0; c < d; ++c) bias.data()[c] = 0.01f * static_cast<float>(c);
     Rng rng(3);

@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "kernels/bf16_dot.h"
 #include "kernels/vector_ops.h"
+#include "tests/kernels/bf16_pair.h"
 
 using namespace frugal;
 
@@ -27,18 +28,8 @@ float from_bits(uint32_t b) {
   return f;
 }
 
-// A bf16 tensor of random values and its f32 twin holding the widened values.
-struct Pair {
-  Tensor half, wide;
-};
-Pair random_pair(size_t rows, size_t cols, uint64_t seed, float scale = 0.5f) {
-  Rng rng(seed);
-  Tensor f(rows, cols);
-  for (size_t i = 0; i < f.size(); ++i) f.data()[i] = scale * static_cast<float>(rng.normal());
-  Pair p{converted(f, Dtype::bf16), Tensor()};
-  p.wide = converted(p.half, Dtype::f32);
-  return p;
-}
+using Pair = testing::Bf16Pair;
+using testing::random_bf16_pair;
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && a.dtype() == b.dtype() &&
@@ -123,7 +114,7 @@ TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on
   for (const auto& [backend, d] : cases) {
     Backend& be = *backend;
     INFO(be.name() << ", width " << d);
-    const Pair w = random_pair(300, d, d);
+    const Pair w = random_bf16_pair(300, d, d);
     Tensor bias(1, d);
     for (size_t c = 0; c < d; ++c) bias.data()[c] = 0.01f * static_cast<float>(c);
     // A sparse batch over the 300 rows.
@@ -147,7 +138,7 @@ TEST_CASE("bf16: every backend's ops on bf16 weights give the bits of its ops on
     REQUIRE(same_bits(out_half, out_wide));
 
     // Active sets: each sample scores 40 rows of the 300 (a label matrix), with logit offsets.
-    const Pair labels = random_pair(300, d, 100 + d);
+    const Pair labels = random_bf16_pair(300, d, 100 + d);
     Tensor lbias(300, 1);
     ActiveSets active;
     for (size_t i = 0; i < x.size(); ++i) {
@@ -208,7 +199,7 @@ struct AdamCase {
 };
 AdamCase adam_case(Dtype dtype) {
   AdamCase a;
-  const Pair w = random_pair(500, 40, 1, 0.1f);
+  const Pair w = random_bf16_pair(500, 40, 1, 0.1f);
   a.w = dtype == Dtype::bf16 ? w.half : w.wide;
   a.m = Tensor(500, 40, dtype);
   a.v = Tensor(500, 40, dtype);
