@@ -131,6 +131,13 @@ std::vector<double> reference(const optim::Options& o, const optim::LrSchedule& 
   return w;
 }
 
+// Parameter p's one-row gradient (1, 2, 3) at row `row` (the hand-computed row-wise cases).
+void gradient_123(Parameter& p, uint32_t row) {
+  p.grad.rows = {row};
+  p.grad.values = Tensor(1, 3);
+  for (size_t c = 0; c < 3; ++c) p.grad.values.at(0, c) = float(c + 1);
+}
+
 double max_difference(const Tensor& a, const Tensor& b) {
   double d = 0;
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a.data()[i]) - b.data()[i]));
@@ -376,12 +383,8 @@ TEST_CASE("row-wise Adagrad: one f32 accumulator per row of a row-sparse paramet
     CHECK(opt->state(0).m.at(3, 0) == 0.1f);
     CHECK(opt->state(1).m.cols() == 3);  // the bias: per-element Adagrad
     // Row 2 gets gradient (1, 2, 3): acc = 0.1 + 14/3, every entry moves by 0.1 / sqrt(acc) per unit.
-    table.grad.rows = {2};
-    table.grad.values = Tensor(1, 3);
-    for (size_t c = 0; c < 3; ++c) table.grad.values.at(0, c) = float(c + 1);
-    bias.grad.rows = {0};
-    bias.grad.values = Tensor(1, 3);
-    for (size_t c = 0; c < 3; ++c) bias.grad.values.at(0, c) = float(c + 1);
+    gradient_123(table, 2);
+    gradient_123(bias, 0);
     opt->step();
     const double acc = 0.1 + 14.0 / 3.0, step = 0.1 / std::sqrt(acc);
     CHECK(opt->state(0).m.at(2, 0) == Approx(acc).epsilon(1e-6));
@@ -432,12 +435,8 @@ TEST_CASE("row-wise Adam: one f32 second moment per row of a row-sparse paramete
       CHECK(opt->state(1).v.cols() == 3);  // the bias: Adam per element
       // Row 2 gets gradient (1, 2, 3): v = 0.001 * 14/3; the first step, bias-corrected, is
       // lr * g / sqrt(14/3) (+ eps) with or without momentum (m-hat is g on the first step).
-      table.grad.rows = {2};
-      table.grad.values = Tensor(1, 3);
-      for (size_t c = 0; c < 3; ++c) table.grad.values.at(0, c) = float(c + 1);
-      bias.grad.rows = {0};
-      bias.grad.values = Tensor(1, 3);
-      for (size_t c = 0; c < 3; ++c) bias.grad.values.at(0, c) = float(c + 1);
+      gradient_123(table, 2);
+      gradient_123(bias, 0);
       opt->step();
       CHECK(opt->state(0).v.at(2, 0) == Approx(0.001 * 14.0 / 3.0).epsilon(1e-4));  // 1 - beta2 in f32
       CHECK(opt->state(0).v.at(1, 0) == 0.0f);

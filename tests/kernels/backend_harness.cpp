@@ -608,6 +608,19 @@ OptimInput random_optim(Rng& rng, size_t rows, size_t cols, size_t listed, bool 
   return in;
 }
 
+// What every optimizer case's update holds: the weights and m (in the backend's memory), the rows
+// with their gradient (none when catch_up_only) and catch-up plans, and keep.
+RowUpdate base_update(Tensor& dw, Tensor& dm, Tensor& dg, const OptimInput& in, bool catch_up_only, float keep) {
+  RowUpdate u;
+  u.w = &dw;
+  u.m = &dm;
+  u.rows = in.rows;
+  u.grad = catch_up_only ? nullptr : &dg;
+  u.plans = in.plans;
+  u.keep = keep;
+  return u;
+}
+
 std::string optim_shape(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool no_plans, float keep) {
   return fmt::format("rows={} cols={} listed={}{}{}{}", rows, cols, listed, catch_up_only ? " catch-up only" : "",
                      no_plans ? " no plans" : "", keep != 1.0f ? " weight decay" : "");
@@ -620,20 +633,14 @@ constexpr float kAdamLr = 1e-2f, kAdamBeta1 = 0.9f, kAdamBeta2 = 0.999f, kAdamEp
 void run_adam_op(Backend& be, void (Backend::*op)(const RowUpdate&), OptimInput& in, bool catch_up_only, float keep) {
   Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
          dg = to_backend(in.grad, &be);
-  RowUpdate u;
-  u.w = &dw;
-  u.m = &dm;
+  RowUpdate u = base_update(dw, dm, dg, in, catch_up_only, keep);
   u.v = &dv;
-  u.rows = in.rows;
-  u.grad = catch_up_only ? nullptr : &dg;
-  u.plans = in.plans;
   u.counts = in.counts;
   // The bias corrections (row t = c1[t], c2[t]) where the backend computes.
   std::vector<float> table;
   for (size_t t = 0; t < in.c1.size(); ++t) table.insert(table.end(), {in.c1[t], in.c2[t]});
   const Tensor corrections = on(be, table, in.c1.size(), 2);
   u.corrections = &corrections;
-  u.keep = keep;
   u.lr = kAdamLr;
   u.beta1 = kAdamBeta1;
   u.beta2 = kAdamBeta2;
@@ -746,13 +753,7 @@ Case sgd_case(size_t rows, size_t cols, size_t listed, bool catch_up_only, bool 
             // The state and the gradient in the backend's memory (set), read back after the op (get).
             Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dv = to_backend(in.v, &be),
                    dg = to_backend(in.grad, &be);
-            RowUpdate u;
-            u.w = &dw;
-            u.m = &dm;
-            u.rows = in.rows;
-            u.grad = catch_up_only ? nullptr : &dg;
-            u.plans = in.plans;
-            u.keep = keep;
+            RowUpdate u = base_update(dw, dm, dg, in, catch_up_only, keep);
             u.lr = 0.1f;
             u.momentum = 0.9f;
             be.sgd_rows(u);
@@ -787,13 +788,7 @@ constexpr float kAdagradLr = 0.05f, kAdagradEps = 1e-10f;
 void run_adagrad_op(Backend& be, void (Backend::*op)(const RowUpdate&), OptimInput& in, bool catch_up_only,
                     float keep) {
   Tensor dw = to_backend(in.w, &be), dm = to_backend(in.m, &be), dg = to_backend(in.grad, &be);
-  RowUpdate u;
-  u.w = &dw;
-  u.m = &dm;
-  u.rows = in.rows;
-  u.grad = catch_up_only ? nullptr : &dg;
-  u.plans = in.plans;
-  u.keep = keep;
+  RowUpdate u = base_update(dw, dm, dg, in, catch_up_only, keep);
   u.lr = kAdagradLr;
   u.eps = kAdagradEps;
   (be.*op)(u);
