@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/parallel_rows.h"
+#include "kernels/bf16_dot.h"
 #include "kernels/dense_ops.h"
 #include "kernels/lsh_ops.h"
 #include "kernels/matmul.h"
@@ -58,9 +59,15 @@ bool CpuBackend::supports(Op) const { return true; }
 void CpuBackend::set_num_threads(int threads) { kernels::set_num_threads(threads); }
 int CpuBackend::num_threads() const { return kernels::num_threads(); }
 
+bool CpuBackend::set_bf16_products(bool on) {
+  bf16_products_ = on && bf16_dot_active();  // --bf16-dot off, or no AVX512-BF16: f32 products
+  return bf16_products_ == on;
+}
+
 void CpuBackend::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate) {
   const MatmulShape s = matmul_shape(a, trans_a, b, trans_b, c);
-  kernels::matmul(a.data(), trans_a, b.data(), trans_b, c.data(), s.m, s.n, s.k, accumulate);
+  const auto product = bf16_products_ ? kernels::matmul_bf16 : kernels::matmul;
+  product(a.data(), trans_a, b.data(), trans_b, c.data(), s.m, s.n, s.k, accumulate);
 }
 
 double CpuBackend::sum_squares(const Tensor& x) { return kernels::sum_squares(x); }

@@ -17,6 +17,10 @@ class CpuBackend : public Backend {
   void synchronize() override {}
   void set_num_threads(int threads) override;
   int num_threads() const override;
+  // bf16 products (kernels::matmul_bf16, oneDNN's AVX512-BF16 matmul) only where the --bf16-dot
+  // mode is active on this CPU (kernels/bf16_dot.h): the instruction is what makes them pay, and
+  // `off` asks for f32 arithmetic. Decided when called: a later mode change does not undo it.
+  bool set_bf16_products(bool on) override;
 
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, bool accumulate = false) override;
   void bias_act_forward(Tensor& y, const Tensor& bias, Act act) override;
@@ -49,6 +53,9 @@ class CpuBackend : public Backend {
   double sum_squares(const Tensor& x) override;
   void scale(Tensor& x, float factor) override;
   void ranking_add(const RankingTensors& in, RankingState& state) override;
+
+ private:
+  bool bf16_products_ = false;
 };
 
 }  // namespace frugal::kernels

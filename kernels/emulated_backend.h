@@ -34,6 +34,8 @@ class EmulatedBackend : public Backend {
   void synchronize() override {}
   void set_num_threads(int threads) override { cpu_.set_num_threads(threads); }
   int num_threads() const override { return cpu_.num_threads(); }
+  // The CPU backend's products, bf16 ones included (its answer, its bits).
+  bool set_bf16_products(bool on) override { return cpu_.set_bf16_products(on); }
 
   std::shared_ptr<Buffer> alloc_buffer(size_t bytes) override;
   void set(Buffer& dst, size_t offset, const void* src, size_t bytes) override;

@@ -7,22 +7,30 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <dnnl.hpp>
 #include <omp.h>
 #include <tbb/global_control.h>
 
 #include "core/check.h"
+#include "core/tensor.h"
 
 namespace frugal::kernels {
 namespace {
 
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>;
+// m, n, k, trans_a, trans_b, accumulate, bf16 operands.
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool>;
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<Key, dnnl::matmul> cache;
+  std::vector<uint16_t> a16, b16;  // matmul_bf16's rounded operands (grown, never shrunk)
   std::mutex mutex;
 };
 
@@ -34,10 +42,55 @@ Engine& engine() {
 std::unique_ptr<tbb::global_control> g_tbb_threads;
 int g_threads = 0;
 
-}  // namespace
+// out[i] = f32_to_bf16(in[i]) (core/tensor.h: to nearest, ties to even, denormals kept, NaN
+// quiet), the same bits on every path.
+void round_bf16_portable(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+}
 
-void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
-            int64_t n, int64_t k, bool accumulate) {
+#if defined(__x86_64__)
+// f32_to_bf16's integer arithmetic on 16 lanes (the loop above runs at ~1 ns per element). The
+// masked forms: GCC 12's unmasked shifts and narrowing read an uninitialized register (a
+// -Wmaybe-uninitialized error under -Werror), as kernels/bf16_dot.cpp notes.
+__attribute__((target("avx512f"))) void round_bf16_avx512(const float* in, uint16_t* out, size_t n) {
+  constexpr __mmask16 all = 0xffff;
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff),
+                magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
+                quiet = _mm512_set1_epi32(0x40);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(in + i));
+    const __m512i high = _mm512_mask_srli_epi32(bits, all, bits, 16);
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(bits, half), _mm512_and_si512(high, one));
+    __m512i r = _mm512_mask_srli_epi32(rounded, all, rounded, 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, magnitude), inf);
+    r = _mm512_mask_or_epi32(r, nan, high, quiet);
+    _mm512_mask_cvtepi32_storeu_epi16(out + i, all, r);
+  }
+  round_bf16_portable(in + i, out + i, n - i);
+}
+#endif
+
+// Rounds n values to bf16 on oneDNN's OpenMP threads, in blocks (small arrays on the caller's).
+void round_bf16(const float* in, uint16_t* out, size_t n) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
+  const auto run = avx512 ? round_bf16_avx512 : round_bf16_portable;
+#else
+  const auto run = round_bf16_portable;
+#endif
+  constexpr size_t kBlock = size_t{1} << 16;
+  const auto blocks = static_cast<int64_t>((n + kBlock - 1) / kBlock);
+  if (blocks <= 1) return run(in, out, n);
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < blocks; ++j) {
+    const size_t begin = static_cast<size_t>(j) * kBlock;
+    run(in + begin, out + begin, std::min(kBlock, n - begin));
+  }
+}
+
+void product(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+             int64_t k, bool accumulate, bool bf16) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum (a rank holding no slice of the inner dimension): C = 0 (+ C)
     if (!accumulate) std::fill_n(c, m * n, 0.0f);
@@ -46,11 +99,23 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
   using dnnl::memory;
   using tag = memory::format_tag;
   Engine& e = engine();
-  const memory::desc a_md({m, k}, memory::data_type::f32, trans_a ? tag::ba : tag::ab);
-  const memory::desc b_md({k, n}, memory::data_type::f32, trans_b ? tag::ba : tag::ab);
+  const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::desc a_md({m, k}, in_type, trans_a ? tag::ba : tag::ab);
+  const memory::desc b_md({k, n}, in_type, trans_b ? tag::ba : tag::ab);
   const memory::desc c_md({m, n}, memory::data_type::f32, tag::ab);
   std::lock_guard<std::mutex> lock(e.mutex);
-  const Key key{m, n, k, trans_a, trans_b, accumulate};
+  void* a_data = const_cast<float*>(a);
+  void* b_data = const_cast<float*>(b);
+  if (bf16) {  // the operands rounded once, in their own layout (a transposed operand stays so)
+    const auto a_size = static_cast<size_t>(m * k), b_size = static_cast<size_t>(k * n);
+    if (e.a16.size() < a_size) e.a16.resize(a_size);
+    if (e.b16.size() < b_size) e.b16.resize(b_size);
+    round_bf16(a, e.a16.data(), a_size);
+    round_bf16(b, e.b16.data(), b_size);
+    a_data = e.a16.data();
+    b_data = e.b16.data();
+  }
+  const Key key{m, n, k, trans_a, trans_b, accumulate, bf16};
   auto it = e.cache.find(key);
   if (it == e.cache.end()) {
     dnnl::primitive_attr attr;
@@ -62,11 +127,23 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, e.engine);
     it = e.cache.emplace(key, dnnl::matmul(pd)).first;
   }
-  memory a_mem(a_md, e.engine, const_cast<float*>(a));
-  memory b_mem(b_md, e.engine, const_cast<float*>(b));
+  memory a_mem(a_md, e.engine, a_data);
+  memory b_mem(b_md, e.engine, b_data);
   memory c_mem(c_md, e.engine, c);
   it->second.execute(e.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
   e.stream.wait();
+}
+
+}  // namespace
+
+void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
+            int64_t n, int64_t k, bool accumulate) {
+  product(a, trans_a, b, trans_b, c, m, n, k, accumulate, false);
+}
+
+void matmul_bf16(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
+                 int64_t n, int64_t k, bool accumulate) {
+  product(a, trans_a, b, trans_b, c, m, n, k, accumulate, true);
 }
 
 void set_num_threads(int threads) {

@@ -11,6 +11,14 @@ namespace frugal::kernels {
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
             int64_t n, int64_t k, bool accumulate = false);
 
+// The same product with bf16 operands and f32 sums (`--precision bf16`'s dense products): A and B
+// are rounded to bf16 (core/tensor.h's f32_to_bf16: to nearest, ties to even) into scratch, then
+// multiplied by oneDNN's bf16 matmul, whose bf16 products are exact in f32 and summed in f32. C
+// stays f32. Fast only where the CPU has AVX512-BF16 (kernels/bf16_dot.h), the only place the CPU
+// backend calls it; oneDNN may have no bf16 matmul at all on a CPU without AVX-512 (dnnl::error).
+void matmul_bf16(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m,
+                 int64_t n, int64_t k, bool accumulate = false);
+
 // Sets the threads used by oneDNN (OpenMP) and oneTBB for the rest of the process; 0 = all cores.
 void set_num_threads(int threads);
 int num_threads();

@@ -14,8 +14,11 @@
 // bias) is a term with coefficient 1, which is not rounded: its |y0| joins S.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/backend.h"
@@ -231,4 +234,110 @@ TEST_CASE("bf16 dot: the CPU ops on bf16 weights: off is the widened f32 path, o
         REQUIRE(std::abs(static_cast<double>(on.grad_h.at(i, c)) - wide.grad_h.at(i, c)) <= 0x1p-8 * scale + 1e-6);
       }
   }
+}
+
+// --precision bf16's dense products on the CPU (Backend::set_bf16_products, kernels/matmul.h's
+// matmul_bf16): the operands rounded to bf16, oneDNN's AVX512-BF16 matmul summing their products in
+// f32. A product of two bf16 values is exact in f32, so the result is the f32 product of the rounded
+// operands up to the order of the f32 sums: each side's recursive sum is within k 2^-24 S of the
+// exact one (S = sum |a_i b_i| over the k terms, plus |C0| when accumulating), so elementwise
+// |got - rounded| <= 2 (k + 1) 2^-24 S, and the nmse bound 1e-8 is far above what that allows here.
+// Against the f32 product of the f32 operands, each operand's rounding (2^-9 relative) bounds it:
+// nmse <= 1e-4 (as the CUDA backend's case, tests/kernels/test_cuda_ops.cpp).
+TEST_CASE("bf16 products: the CPU backend's are f32 sums of bf16-rounded operands where the mode is active") {
+  ModeGuard guard;
+  Backend* cpu = find_backend("cpu");
+  REQUIRE(cpu != nullptr);
+  REQUIRE(kernels::bf16_dot() == Bf16Dot::auto_);
+  if (!kernels::bf16_dot_active()) {
+    CHECK_FALSE(cpu->set_bf16_products(true));  // no AVX512-BF16: f32 products stay
+    CHECK(cpu->set_bf16_products(false));
+    WARN("SKIP: this CPU has no AVX512-BF16, the bf16 products were not exercised");
+    return;
+  }
+  // f32 for the references; back to f32 products however this case ends (the backend lives for
+  // the process).
+  const std::unique_ptr<Backend, void (*)(Backend*)> reset(cpu, [](Backend* b) { b->set_bf16_products(false); });
+  struct Shape {
+    int64_t m, n, k;
+    bool ta, tb, acc;
+  };
+  for (const Shape& sh : {Shape{1, 1, 1, false, false, false}, Shape{7, 13, 5, false, true, false},
+                          Shape{33, 17, 65, true, false, true}, Shape{128, 256, 128, false, true, false},
+                          Shape{1024, 512, 128, false, false, false}, Shape{64, 1000, 128, true, true, true},
+                          Shape{128, 64, 4096, true, false, true}, Shape{5, 7, 0, false, false, false},
+                          Shape{5, 7, 0, true, true, true}}) {
+    INFO("m " << sh.m << " n " << sh.n << " k " << sh.k << " trans_a " << sh.ta << " trans_b " << sh.tb
+              << " accumulate " << sh.acc);
+    Rng rng(static_cast<uint64_t>(sh.m * 31 + sh.n * 7 + sh.k));
+    std::vector<float> a(static_cast<size_t>(sh.m * sh.k)), b(static_cast<size_t>(sh.k * sh.n)),
+        c0(static_cast<size_t>(sh.m * sh.n));
+    for (float& x : a) x = rng.uniform(-1, 1);
+    for (float& x : b) x = rng.uniform(-1, 1);
+    for (float& x : c0) x = rng.uniform(-1, 1);
+    std::vector<float> ar(a), br(b);
+    for (float& x : ar) x = bf16_to_f32(f32_to_bf16(x));
+    for (float& x : br) x = bf16_to_f32(f32_to_bf16(x));
+    std::vector<float> got(c0), again(c0), rounded(c0), exact(c0);
+    const auto product = [&](bool bf16, std::vector<float>& x, std::vector<float>& y, std::vector<float>& out) {
+      REQUIRE(cpu->set_bf16_products(bf16));
+      const Tensor tx = Tensor::wrap(x.data(), static_cast<size_t>(sh.ta ? sh.k : sh.m),
+                                     static_cast<size_t>(sh.ta ? sh.m : sh.k), Dtype::f32);
+      const Tensor ty = Tensor::wrap(y.data(), static_cast<size_t>(sh.tb ? sh.n : sh.k),
+                                     static_cast<size_t>(sh.tb ? sh.k : sh.n), Dtype::f32);
+      Tensor tc = Tensor::wrap(out.data(), static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), Dtype::f32);
+      cpu->matmul(tx, sh.ta, ty, sh.tb, tc, sh.acc);
+    };
+    product(true, a, b, got);
+    product(true, a, b, again);
+    product(false, ar, br, rounded);
+    product(false, a, b, exact);
+    CHECK(same_bits(got, again));
+    const auto nmse = [&](const std::vector<float>& want) {
+      double err2 = 0, ref2 = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        err2 += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+        ref2 += double{want[i]} * want[i];
+      }
+      return ref2 > 0 ? err2 / ref2 : err2;
+    };
+    const double to_rounded = nmse(rounded), to_exact = nmse(exact);
+    std::printf("cpu bf16 matmul m=%lld n=%lld k=%lld: nmse %.2e to the f32 product of rounded operands, %.2e to "
+                "the f32 product\n",
+                static_cast<long long>(sh.m), static_cast<long long>(sh.n), static_cast<long long>(sh.k), to_rounded,
+                to_exact);
+    CHECK(to_rounded <= 1e-8);
+    CHECK(to_exact <= 1e-4);
+    // Elementwise, the sum-order bound (the worst element only, to keep the log short).
+    double worst = 0;
+    for (int64_t i = 0; i < sh.m; ++i)
+      for (int64_t j = 0; j < sh.n; ++j) {
+        double s = sh.acc ? std::abs(double{c0[static_cast<size_t>(i * sh.n + j)]}) : 0.0;
+        for (int64_t p = 0; p < sh.k; ++p) {
+          const float x = ar[static_cast<size_t>(sh.ta ? p * sh.m + i : i * sh.k + p)];
+          const float y = br[static_cast<size_t>(sh.tb ? j * sh.k + p : p * sh.n + j)];
+          s += std::abs(double{x} * y);
+        }
+        const auto e = static_cast<size_t>(i * sh.n + j);
+        const double bound = 2.0 * static_cast<double>(sh.k + 1) * 0x1p-24 * s;
+        worst = std::max(worst, std::abs(double{got[e]} - rounded[e]) - bound);
+      }
+    CHECK(worst <= 0);
+  }
+}
+
+TEST_CASE("bf16 products: the CPU backend refuses them under --bf16-dot off, and so does the counting device") {
+  ModeGuard guard;
+  Backend* cpu = find_backend("cpu");
+  REQUIRE(cpu != nullptr);
+  kernels::set_bf16_dot(Bf16Dot::off);
+  CHECK_FALSE(cpu->set_bf16_products(true));
+  CHECK(cpu->set_bf16_products(false));
+  kernels::set_bf16_dot(Bf16Dot::auto_);
+  Backend* emulated = find_backend("emulated");
+  REQUIRE(emulated != nullptr);
+  // The counting device runs the CPU backend's products: the same answer, the same flag.
+  const std::unique_ptr<Backend, void (*)(Backend*)> reset(cpu, [](Backend* b) { b->set_bf16_products(false); });
+  CHECK(emulated->set_bf16_products(true) == kernels::bf16_dot_active());
+  CHECK(emulated->set_bf16_products(false));
 }

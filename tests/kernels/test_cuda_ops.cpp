@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "gpu/cuda_info.h"
+#include "kernels/bf16_dot.h"
 #include "tests/kernels/backend_harness.h"
 
 using namespace frugal;
@@ -111,7 +112,9 @@ TEST_CASE("the CUDA backend's bf16 products are f32 sums of bf16-rounded operand
   Backend* cpu = find_backend("cpu");
   REQUIRE(cuda != nullptr);
   REQUIRE(cpu != nullptr);
-  CHECK_FALSE(cpu->set_bf16_products(true));  // the CPU keeps f32 products
+  // The CPU's bf16 products where the bf16 dot mode is active (kernels/bf16_dot.h); its f32 ones
+  // are the references below.
+  CHECK(cpu->set_bf16_products(true) == kernels::bf16_dot_active());
   CHECK(cpu->set_bf16_products(false));
   REQUIRE(cuda->set_bf16_products(true));
   // Back to f32 products however this case ends (the backend lives for the process).
