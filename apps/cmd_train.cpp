@@ -28,6 +28,7 @@
 #include "apps/rank_threads.h"
 #include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
+#include "apps/data_defaults.h"
 #include "apps/commands.h"
 #include "apps/dct_cost.h"
 #include "apps/dlrm_train.h"
@@ -42,6 +43,7 @@
 #include "train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
 #include "core/data/dataset_split.h"
+#include "core/data/dataset_stats.h"
 #include "core/data/fingerprint.h"
 #include "train/early_stopping.h"
 #include "train/metrics_log.h"
@@ -68,7 +70,7 @@ enum class TauEstimate { sampled, exact };  // --dp-tau: DpCompression::exact_ta
 // makes it pay (link, the default: decided at start-up, apps/dct_cost.h CompressChoice).
 enum class Compress { off, auto_, link };
 std::string_view to_string(Compress c) { return c == Compress::auto_ ? "auto" : c == Compress::link ? "link" : "off"; }
-enum class OutputInit { random, centroid };  // --output-init
+enum class OutputInit { random, centroid };  // --output-init (auto: TrainArgs::output_init_choice unset)
 enum class DpSelect { global, row, floor };   // --dp-select (comm::DpCompression::per_row, row_floor)
 std::string_view to_string(ParallelMode m) { return m == ParallelMode::data ? "data" : "model"; }
 std::string_view to_string(TauEstimate t) { return t == TauEstimate::exact ? "exact" : "sampled"; }
@@ -85,7 +87,7 @@ struct TrainArgs {
   CommFlags comm;
   // Checkpoints kept in --checkpoint DIR: the newest and the ones before it, for --resume's fallback.
   size_t keep_checkpoints = 2;
-  size_t hidden = 128, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
+  size_t hidden = kDefaultHidden, batch = 128, epochs = 3, tables = 100, bucket = 128, min_active = 0, max_active = 0;
   size_t eval_batch = 512, max_steps = 0;
   int k = 0, bin_size = 8, threads = 0;
   size_t active_target = 0;  // --active-target (layers::NetworkSpec::active_target)
@@ -98,7 +100,10 @@ struct TrainArgs {
   bool logq = true;                           // --logq on|off
   Inference infer = Inference::exact;         // --infer: how the per-epoch evaluation scores labels
   size_t infer_candidates = InferenceOptions{}.candidates;
-  OutputInit output_init = OutputInit::random;
+  OutputInit output_init = OutputInit::random;  // as resolved (run_train: apply_data_defaults)
+  std::optional<OutputInit> output_init_choice;  // --output-init as given; unset: auto
+  bool hidden_auto = true;                       // --hidden auto (the default)
+  std::string data_defaults_line;                // what apply_data_defaults chose and why (rank 0 says it)
   float centroid_scale = 10.0f;
   layers::Sampler sampler = layers::Sampler::lsh;
   Dtype precision = Dtype::f32;  // --precision (layers::NetworkSpec::precision)
@@ -822,6 +827,42 @@ void note_compress(const TrainArgs& a, const Grid& grid) {
   fmt::print("compress auto: {}\n", what.empty() ? "one rank, nothing crosses the network" : what);
 }
 
+// --hidden auto, --output-init auto and an unset --lr, from the training set (apps/data_defaults.h).
+// On --resume the checkpoint's values: its files were trained with them, and a checkpoint saved
+// before these defaults existed resumes as it was trained.
+void apply_data_defaults(TrainArgs& a, const data::Dataset& train) {
+  const bool xmc = a.format == data::DataFormat::xmc;
+  const DataDefaultsRequest request{
+      .hidden_auto = a.hidden_auto && a.layers.empty(),
+      .centroid_start = a.output_init_choice ? std::optional<bool>(*a.output_init_choice == OutputInit::centroid)
+                                             : std::nullopt,
+      .lr_auto = !a.lr,
+      .network = xmc,
+      .rows_per_point = a.sampler == layers::Sampler::exact ? static_cast<double>(train.num_labels)
+                                                              : std::min(1000.0, static_cast<double>(train.num_labels))};
+  const DataDefaults d = choose_data_defaults(data::compute_stats(train), request);
+  nlohmann::json saved;
+  if (!a.resume.empty()) {
+    try {
+      saved = read_manifest(a.resume).config;
+    } catch (const std::exception&) {
+      // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
+    }
+  }
+  if (!saved.is_object()) saved = nlohmann::json::object();
+  if (request.hidden_auto) a.hidden = saved.contains("hidden") ? saved["hidden"].get<size_t>() : d.hidden;
+  a.output_init = d.centroid_start ? OutputInit::centroid : OutputInit::random;
+  if (!a.output_init_choice && saved.contains("labels"))  // a saved run: its own start (none runs on resume)
+    a.output_init = saved.value("output_init", std::string("random")) == "centroid" ? OutputInit::centroid
+                                                                                   : OutputInit::random;
+  if (d.lr && !saved.contains("lr")) a.lr = d.lr;
+  if (request.lr_auto && saved.contains("lr")) a.lr = saved["lr"].get<float>();
+  a.data_defaults_line = saved.contains("labels") && !d.summary.empty()
+                             ? fmt::format("{} (resumed: the checkpoint's hidden {}, lr {:g})", d.summary, a.hidden,
+                                           effective_lr(a))
+                             : d.summary;
+}
+
 int run_train(TrainArgs a) {
   kernels::set_bf16_dot(a.bf16_dot);  // before any op on bf16 weights; `on` without the instruction fails here
   Backend& backend = choose_device(a.device, a.threads);
@@ -838,6 +879,7 @@ int run_train(TrainArgs a) {
   const data::Dataset& train = held_out ? held_out->train : inputs.train;
   const data::Dataset* valid = held_out ? &held_out->test : nullptr;
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  apply_data_defaults(a, train);
   apply_compress(a);
   std::optional<DpTargetChoice> dp_auto;  // --dp-keep with --dp-compress auto: what it chose
   if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
@@ -912,6 +954,7 @@ int run_train(TrainArgs a) {
                  "--slice-weights 1,1,.. keeps equal slices)\n");
   }
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
+  if (!a.quiet && !a.data_defaults_line.empty()) fmt::print("{}\n", a.data_defaults_line);
   // Dense products in bf16 where the device has them (the weights stay f32; autocast's split).
   const bool bf16_products = backend.set_bf16_products(a.precision == Dtype::bf16) && a.precision == Dtype::bf16;
   note_precision(a, bf16_products);
@@ -1332,7 +1375,17 @@ void add_train_command(CLI::App& app) {
   auto dlrm = std::make_shared<DlrmArgs>();
   add_dlrm_options(cmd, *dlrm);
   cmd->add_option("--layers", a->layers, "hidden layer widths, input side first, e.g. 1024,1024 (replaces --hidden)");
-  cmd->add_option("--hidden", a->hidden, "hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option_function<std::string>(
+         "--hidden",
+         [a](const std::string& text) {
+           a->hidden_auto = text == "auto";
+           if (!a->hidden_auto)
+             a->hidden = parse_number<size_t>("--hidden", text, "auto or a width from 1 to 1048576",
+                                              [](size_t w) { return w >= 1 && w <= (size_t{1} << 20); });
+         },
+         "hidden layer width; auto: 128, or for few-shot labels (a typical label with <= 8 training points) the "
+         "widest of 1024, 512, 256 whose epoch stays within a work budget (the log says what it chose)")
+      ->default_str("auto");
   cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
   cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd, {} with adagrad, {} "
@@ -1426,9 +1479,11 @@ void add_train_command(CLI::App& app) {
              "per-epoch evaluation: exact (every label) or lsh (the labels the LSH tables return)");
   cmd->add_option("--infer-candidates", a->infer_candidates, "--infer lsh: labels scored per point at most, those "
                                                              "found in the most tables (0: all)")->capture_default_str();
-  add_choice(cmd, "--output-init", a->output_init, {OutputInit::random, OutputInit::centroid},
+  add_choice(cmd, "--output-init", a->output_init_choice,
+             {{"auto", std::nullopt}, {"random", OutputInit::random}, {"centroid", OutputInit::centroid}},
              "output rows: random, or each label's centroid in hidden space (a nearest-centroid classifier to "
-             "start from)");
+             "start from; trains at --lr 1e-3 when --lr is not given on few-shot labels); auto: centroid for "
+             "few-shot labels (a typical label with <= 8 training points), else random");
   cmd->add_option("--centroid-scale", a->centroid_scale, "logit of a point along its label's centroid, per RMS "
                                                          "hidden norm (--output-init centroid)")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -42,6 +42,22 @@ DatasetStats compute_stats(const Dataset& data) {
     s.label_histogram[b].hi = b <= 1 ? b : uint64_t{1} << (b - 1);
   }
   for (const uint64_t f : label_freq) ++s.label_histogram[bin_of(f)].labels;
+  // Occurrences by support: label_freq[l] occurrences have support label_freq[l].
+  std::vector<uint64_t> supports;
+  uint64_t occurrences = 0, rare = 0;
+  for (const uint64_t f : label_freq)
+    if (f > 0) {
+      supports.push_back(f);
+      occurrences += f;
+      rare += f <= 2 ? f : 0;
+    }
+  std::sort(supports.begin(), supports.end());
+  for (uint64_t seen = 0; const uint64_t f : supports)
+    if ((seen += f) * 2 >= occurrences) {
+      s.median_label_support = f;
+      break;
+    }
+  s.rare_label_share = occurrences > 0 ? static_cast<double>(rare) / static_cast<double>(occurrences) : 0.0;
   return s;
 }
 
@@ -56,6 +72,9 @@ std::string DatasetStats::format(const std::string& indent) const {
   line(fmt::format("points per label     {:.2f} (of those that occur; most frequent: {})",
                    labels_used ? average_labels * static_cast<double>(points) / static_cast<double>(labels_used) : 0.0,
                    max_label_frequency));
+  line(fmt::format("label support        median {} training points behind a label occurrence; {:.1f}% of "
+                   "occurrences have a label with <= 2 points",
+                   median_label_support, 100.0 * rare_label_share));
   line(fmt::format("without labels       {} points", points_without_labels));
   line(fmt::format("without features     {} points", points_without_features));
   line(fmt::format("neighbours sharing their first label: {:.1f}%{}", 100.0 * adjacent_same_label,

@@ -125,6 +125,11 @@ TEST_CASE("stats: counts, averages and the label-frequency histogram") {
   CHECK(hist[{3, 4}] == 0);
   CHECK(hist[{5, 8}] == 1);
   CHECK(s.label_histogram.back().hi == 8);
+  // 8 occurrences: 5 of label 0 (support 5), 2 of label 1 (support 2), 1 of label 2 (support 1);
+  // sorted by support 1, 2, 2, 5, 5, 5, 5, 5: the median occurrence has support 5, and 3 of the 8
+  // have a label with <= 2 points.
+  CHECK(s.median_label_support == 5);
+  CHECK(s.rare_label_share == Approx(3.0 / 8.0));
   CHECK(s.adjacent_same_label == Approx(4.0 / 5.0));  // the unlabelled last point shares nothing
   CHECK(s.looks_sorted());
 }

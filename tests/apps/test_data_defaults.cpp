@@ -1,0 +1,81 @@
+// What `frugal train` reads from the training set (apps/data_defaults.h): few-shot labels turn on the
+// centroid start, its learning rate and a wider hidden layer within the work budget; other data, a
+// flag given by the user and non-network formats keep what was asked for.
+#include <catch2/catch.hpp>
+
+#include "apps/data_defaults.h"
+
+using namespace frugal;
+using namespace frugal::cli;
+
+namespace {
+
+data::DatasetStats stats(size_t points, uint64_t support, double nonzeros = 15.0) {
+  data::DatasetStats s;
+  s.points = points;
+  s.average_nonzeros = nonzeros;
+  s.average_labels = 1.0;
+  s.median_label_support = support;
+  s.rare_label_share = support <= 2 ? 0.6 : 0.01;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("data defaults: labels with many points keep the defaults") {
+  for (const uint64_t support : {kFewShotSupport + 1, uint64_t{78}, uint64_t{6000}}) {
+    const DataDefaults d = choose_data_defaults(stats(50000, support), {});
+    CHECK_FALSE(d.few_shot);
+    CHECK(d.hidden == kDefaultHidden);
+    CHECK_FALSE(d.centroid_start);
+    CHECK_FALSE(d.lr.has_value());
+    CHECK(d.step_cost_ratio == 1.0);
+    CHECK_THAT(d.summary, Catch::Contains("not few-shot"));
+  }
+  // --output-init centroid given on such data: kept, at the optimizer's own rate.
+  const DataDefaults given = choose_data_defaults(stats(50000, 78), {.centroid_start = true});
+  CHECK(given.centroid_start);
+  CHECK_FALSE(given.lr.has_value());
+}
+
+TEST_CASE("data defaults: few-shot labels get the centroid start, its rate and a width within the budget") {
+  // GCIDE min5's size (30k points, 15 features a point): the widest width fits.
+  const DataDefaults small = choose_data_defaults(stats(30000, 7), {});
+  CHECK(small.few_shot);
+  CHECK(small.centroid_start);
+  REQUIRE(small.lr.has_value());
+  CHECK(*small.lr == kCentroidStartLr);
+  CHECK(small.hidden == 1024);
+  CHECK(small.step_cost_ratio == 8.0);
+  CHECK_THAT(small.summary, Catch::Contains("few-shot labels: median 7 training points") &&
+                                Catch::Contains("centroid start") && Catch::Contains("hidden 1024"));
+  // Bigger sets get narrower widths, never below 256; the work of an epoch decides.
+  const DataDefaultsRequest r{.epoch_work_budget = 1e12, .rows_per_point = 1000.0};
+  CHECK(choose_data_defaults(stats(900, 1), r).hidden == 1024);
+  CHECK(choose_data_defaults(stats(1'500'000, 1), r).hidden == 512);      // 1.5e6 x 512 x 1015 = 7.8e11
+  CHECK(choose_data_defaults(stats(3'000'000, 1), r).hidden == 256);      // 3e6 x 256 x 1015 = 7.8e11
+  CHECK(choose_data_defaults(stats(100'000'000, 1), r).hidden == 256);    // over budget at every width: the narrowest
+}
+
+TEST_CASE("data defaults: what the user gave is kept") {
+  const data::DatasetStats few = stats(30000, 1);
+  const DataDefaults hidden = choose_data_defaults(few, {.hidden_auto = false});
+  CHECK(hidden.hidden == kDefaultHidden);  // the caller keeps its own width
+  CHECK(hidden.step_cost_ratio == 1.0);
+  CHECK(hidden.centroid_start);
+  const DataDefaults random = choose_data_defaults(few, {.centroid_start = false});
+  CHECK_FALSE(random.centroid_start);
+  CHECK_FALSE(random.lr.has_value());  // the rate belongs to the centroid start
+  const DataDefaults lr = choose_data_defaults(few, {.lr_auto = false});
+  CHECK(lr.centroid_start);
+  CHECK_FALSE(lr.lr.has_value());
+  const DataDefaults none = choose_data_defaults(few, {.hidden_auto = false, .centroid_start = false, .lr_auto = false});
+  CHECK(none.few_shot);
+  CHECK_THAT(none.summary, Catch::Contains("nothing to choose"));
+}
+
+TEST_CASE("data defaults: IDX images and empty sets are not few-shot") {
+  CHECK_FALSE(choose_data_defaults(stats(60000, 1), {.network = false}).few_shot);
+  CHECK(choose_data_defaults(stats(60000, 1), {.network = false}).summary.empty());
+  CHECK_FALSE(choose_data_defaults(stats(0, 0), {}).few_shot);
+}
