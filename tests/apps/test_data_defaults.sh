@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# What `frugal train` reads from the training set before it builds the network (apps/data_defaults.h):
+#  1. few-shot labels (a typical label occurrence with <= 8 training points) turn on the centroid
+#     start, lr 0.001 and a wider hidden layer; the log says so in one line, and the run config
+#     records the resolved values;
+#  2. a flag the user gave is kept (and the rate belongs to the centroid start);
+#  3. data whose labels have many points keeps today's defaults, and says so;
+#  4. --resume keeps the checkpoint's width and rate whatever the data says;
+#  5. --hidden takes auto or a width, and names the bad text otherwise.
+# Usage: test_data_defaults.sh FRUGAL
+set -euo pipefail
+FRUGAL=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../shell_helpers.sh"
+# Few-shot: 400 labels drawn uniformly for 300 points (median support 2).
+"$FRUGAL" data synth-xmc --features 300 --labels 400 --train 300 --test 50 --nnz 10 --labels-per-point 1 --zipf 0 \
+  --seed 1 --out "$TMP/few" > /dev/null
+# Many points a label: 10 labels for 400 points.
+"$FRUGAL" data synth-xmc --features 300 --labels 10 --train 400 --test 50 --nnz 10 --labels-per-point 2 --seed 1 \
+  --out "$TMP/many" > /dev/null
+"$FRUGAL" data stats "$TMP/few/train.txt" | grep -qF "label support        median 2 training points" \
+  || { "$FRUGAL" data stats "$TMP/few/train.txt"; exit 1; }
+T=(--epochs 1 --threads 1 --tables 4 --max-steps 2)
+config() {  # config METRICS KEY: the start event's config value (floats to 6 digits)
+  python3 -c 'import json,sys; v=json.loads(open(sys.argv[1]).readline())["config"].get(sys.argv[2], "-")
+print(f"{v:.6g}" if isinstance(v, float) else v)' "$1" "$2"
+}
+expect() {  # expect METRICS KEY VALUE
+  local got; got=$(config "$1" "$2")
+  [ "$got" = "$3" ] || { echo "$1: config $2 = $got, expected $3"; exit 1; }
+}
+
+# 1. Few-shot, every setting auto.
+run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --metrics "$TMP/auto.jsonl" \
+  --checkpoint "$TMP/ckpt"
+grep -qF "few-shot labels: median 2 training points behind a label occurrence" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+grep -qF -- "-> centroid start, lr 0.001, hidden 1024 (a step ~8x that of hidden 128)" "$TMP/last.log" \
+  || { cat "$TMP/last.log"; exit 1; }
+grep -qF "output rows set to label centroids" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+expect "$TMP/auto.jsonl" hidden 1024
+expect "$TMP/auto.jsonl" output_init centroid
+expect "$TMP/auto.jsonl" lr 0.001
+# --quiet keeps the run quiet.
+"$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --quiet > "$TMP/quiet.log" 2>&1
+! grep -q "few-shot" "$TMP/quiet.log" || { cat "$TMP/quiet.log"; exit 1; }
+
+# 2. What the user gave stays.
+run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --hidden 16 --metrics "$TMP/h16.jsonl"
+grep -qF -- "-> centroid start, lr 0.001" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+expect "$TMP/h16.jsonl" hidden 16
+run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --hidden 16 --output-init random \
+  --metrics "$TMP/random.jsonl"
+expect "$TMP/random.jsonl" output_init -
+expect "$TMP/random.jsonl" lr 0.01  # row-wise Adam's own rate: the low one is the centroid start's
+run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --hidden 16 --lr 0.05 \
+  --metrics "$TMP/lr.jsonl"
+expect "$TMP/lr.jsonl" lr 0.05
+expect "$TMP/lr.jsonl" output_init centroid
+
+# 3. Labels with many points: today's defaults.
+run "$FRUGAL" train --train "$TMP/many/train.txt" --test "$TMP/many/test.txt" "${T[@]}" --metrics "$TMP/many.jsonl"
+grep -qF "(not few-shot: the defaults)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+! grep -qF "output rows set to label centroids" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+expect "$TMP/many.jsonl" hidden 128
+expect "$TMP/many.jsonl" output_init -
+expect "$TMP/many.jsonl" lr 0.01
+
+# 4. --resume: the checkpoint's width and rate (saved with --hidden 16 --lr 0.02).
+run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --hidden 16 --lr 0.02 \
+  --checkpoint "$TMP/h16ckpt"
+run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" --epochs 2 --threads 1 --tables 4 \
+  --max-steps 2 --resume "$TMP/h16ckpt" --metrics "$TMP/resumed.jsonl"
+grep -qF "(resumed: the checkpoint's hidden 16, lr 0.02)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+expect "$TMP/resumed.jsonl" hidden 16
+expect "$TMP/resumed.jsonl" lr 0.02
+
+# 5. --hidden's values.
+for bad in 0 -5 x 1e3 2000000; do
+  fails_with "--hidden '$bad': expected auto or a width from 1 to 1048576" \
+    "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" --hidden "$bad"
+done
+echo "data defaults: OK"
