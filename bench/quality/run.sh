@@ -10,6 +10,9 @@
 #  fmnist  Fashion-MNIST MLP, test accuracy;
 #  infer   LSH inference vs exact at 100k and 1M labels: a model trained on synthetic data, then
 #          `frugal evaluate --infer exact|lsh` (time and P@k);
+#  fewshot a synthetic few-shot set (one label a point, ~2 points a label: label support 2) over SEEDS:
+#          the references beside the defaults (which read the data: centroid start, lr 0.001, a wider
+#          hidden layer) and the defaults from before they read it (hidden 128, random rows);
 #  precision  `--precision bf16` against f32, otherwise the same runs: the skewed sets (LSH, over
 #          SEEDS), the single-node benchmark's 100k-label set (LSH, over SEEDS), GCIDE min5 (LSH,
 #          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16).
@@ -23,7 +26,7 @@ BUILD=${1:-build}
 OUT=${2:-.bench/quality}
 shift $(( $# > 2 ? 2 : $# )) || true
 SECTIONS=("$@")
-[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide synth fmnist infer precision)
+[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide fewshot synth fmnist infer precision)
 THREADS=${THREADS:-2}
 SEEDS=${SEEDS:-1 2 3}
 EPOCHS=${EPOCHS:-5}
@@ -73,11 +76,24 @@ for section in "${SECTIONS[@]}"; do
       references "gcide_$variant" "$d/train.txt" "$d/test.txt"
       base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed 1)
       train "gcide_${variant}_lsh_default" "${base[@]}"
+      # The defaults from before they read the data (few-shot GCIDE: centroid start, lr 0.001, wider).
+      train "gcide_${variant}_lsh_before" "${base[@]}" --hidden 128 --output-init random
       # The README's documented GCIDE settings (tuning guide).
       tuned=(--hidden 2048 --output-init centroid)
       train "gcide_${variant}_lsh_tuned" "${base[@]}" "${tuned[@]}"
       # The exact softmax over 112k labels takes hours here: only on min5.
       [ "$variant" = min5 ] && train "gcide_${variant}_exact_tuned" "${base[@]}" "${tuned[@]}" --sampler exact
+    done ;;
+  fewshot)
+    for seed in $SEEDS; do
+      d="$OUT/data/fewshot$seed"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 50000 --labels 50000 --train 75000 --test 10000 \
+        --nnz 30 --labels-per-point 1 --zipf 0.3 --noise 0.5 --seed "$seed" --out "$d"
+      "$FRUGAL" data stats "$d/train.txt" > "$OUT/fewshot${seed}_stats.txt"
+      references "fewshot$seed" "$d/train.txt" "$d/test.txt"
+      base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed "$seed")
+      train "fewshot${seed}_default" "${base[@]}"
+      train "fewshot${seed}_before" "${base[@]}" --hidden 128 --output-init random
     done ;;
   synth)
     d="$OUT/data/synth"
@@ -140,7 +156,7 @@ for section in "${SECTIONS[@]}"; do
       train "precision_fmnist_$p" --format idx --train "$F/train" --test "$F/t10k" --layers 256,128 --epochs 10 \
         --seed 1 --precision "$p"
     done ;;
-  *) echo "unknown section $section (skew gcide synth fmnist infer precision)" >&2; exit 2 ;;
+  *) echo "unknown section $section (skew gcide fewshot synth fmnist infer precision)" >&2; exit 2 ;;
   esac
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"

@@ -96,6 +96,26 @@ def gcide(out):
         print()
 
 
+def fewshot(out):
+    seeds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(out, "fewshot*_default.jsonl"))
+                    for m in [re.search(r"fewshot(\d+)_default", p)] if m})
+    if not seeds:
+        return
+    print("### Synthetic few-shot labels\n")
+    print("| seed | predictor | P@1 | P@5 | P@1 per epoch | samples/s |")
+    print("|---|---|---:|---:|---|---:|")
+    for seed in seeds:
+        r = refs(out, f"fewshot{seed}")
+        for name, (p1, p5) in r.items():
+            print(f"| {seed} | {name} | {p1:.4f} | {p5:.4f} | | |")
+        for run in ("default", "before"):
+            rows = epochs(os.path.join(out, f"fewshot{seed}_{run}.jsonl"))
+            if rows:
+                print(f"| {seed} | {run} | {rows[-1]['p@1']:.4f} | {rows[-1]['p@5']:.4f} | {curve(rows)} | "
+                      f"{speed(rows):,.0f} |")
+    print()
+
+
 def synth(out):
     sparse = epochs(os.path.join(out, "synth_mp_sparse.jsonl"))
     dense = epochs(os.path.join(out, "synth_dp_dense.jsonl"))
@@ -182,7 +202,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".bench/quality"
     if os.path.exists(os.path.join(out, "env.txt")):
         print("```\n" + open(os.path.join(out, "env.txt")).read().strip() + "\n```\n")
-    for section in (skew, gcide, synth, fmnist, infer, precision):
+    for section in (skew, gcide, fewshot, synth, fmnist, infer, precision):
         section(out)
     failed = os.path.join(out, "failed.txt")
     if os.path.exists(failed):
