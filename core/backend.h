@@ -452,10 +452,11 @@ class Backend {
   };
   virtual Transfers transfers() const { return {}; }
 
-  // matmul with bf16 operands and f32 accumulation (tensor cores), as `--precision bf16` asks for
-  // dense products: the operands are rounded to bf16 (to nearest, ties to even) and their products
-  // summed in f32. Returns whether the backend does so from now on; one without such products (the
-  // CPU backend: its f32 products are as fast there) keeps f32 and answers false to `on`.
+  // matmul with bf16 operands and f32 accumulation (CUDA: tensor cores; CPU: oneDNN's AVX512-BF16
+  // kernel), as `--precision bf16` asks for dense products: the operands are rounded to bf16 (to
+  // nearest, ties to even) and their products summed in f32. Returns whether the backend does so
+  // from now on; one without such products keeps f32 and answers false to `on` (the CPU backend
+  // without AVX512-BF16 or under `--bf16-dot off`: kernels/cpu_backend.h).
   virtual bool set_bf16_products(bool on) { return !on; }
 
   // --- dense -------------------------------------------------------------------------------

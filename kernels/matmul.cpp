@@ -19,12 +19,13 @@
 
 #include "core/check.h"
 #include "core/tensor.h"
+#include "kernels/bf16_dot.h"
 
 namespace frugal::kernels {
 namespace {
 
-// m, n, k, trans_a, trans_b, accumulate, bf16 operands.
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool>;
+// m, n, k, trans_a, trans_b, accumulate, bf16 operands, OpenMP threads.
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int>;
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -42,52 +43,57 @@ Engine& engine() {
 std::unique_ptr<tbb::global_control> g_tbb_threads;
 int g_threads = 0;
 
-// out[i] = f32_to_bf16(in[i]) (core/tensor.h: to nearest, ties to even, denormals kept, NaN
-// quiet), the same bits on every path.
+// out[i] = f32_to_bf16(in[i]) (core/tensor.h: to nearest, ties to even, NaN quiet).
 void round_bf16_portable(const float* in, uint16_t* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
 }
 
 #if defined(__x86_64__)
-// f32_to_bf16's integer arithmetic on 16 lanes (the loop above runs at ~1 ns per element). The
-// masked forms: GCC 12's unmasked shifts and narrowing read an uninitialized register (a
-// -Wmaybe-uninitialized error under -Werror), as kernels/bf16_dot.cpp notes.
-__attribute__((target("avx512f"))) void round_bf16_avx512(const float* in, uint16_t* out, size_t n) {
-  constexpr __mmask16 all = 0xffff;
-  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff),
-                magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
-                quiet = _mm512_set1_epi32(0x40);
+// The same with AVX512-BF16's vcvtne2ps2bf16 (32 values an instruction; over a large array twice
+// as fast as f32_to_bf16's integer arithmetic on 16 lanes, measured on an AMD EPYC), which also
+// rounds to nearest even but reads an f32 below 2^-126 as 0:
+// the dot instruction oneDNN's bf16 kernel runs (vdpbf16ps) reads such a bf16 value as 0 anyway,
+// so only f32_to_bf16's rounding of the largest denormals up to 2^-126 is lost.
+__attribute__((target("avx512f,avx512bf16"))) void round_bf16_avx512(const float* in, uint16_t* out, size_t n) {
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(in + i));
-    const __m512i high = _mm512_mask_srli_epi32(bits, all, bits, 16);
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(bits, half), _mm512_and_si512(high, one));
-    __m512i r = _mm512_mask_srli_epi32(rounded, all, rounded, 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, magnitude), inf);
-    r = _mm512_mask_or_epi32(r, nan, high, quiet);
-    _mm512_mask_cvtepi32_storeu_epi16(out + i, all, r);
+  for (; i + 32 <= n; i += 32) {
+    const __m512bh r = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + i + 16), _mm512_loadu_ps(in + i));
+    _mm512_storeu_si512(out + i, reinterpret_cast<__m512i>(r));
   }
   round_bf16_portable(in + i, out + i, n - i);
 }
 #endif
 
-// Rounds n values to bf16 on oneDNN's OpenMP threads, in blocks (small arrays on the caller's).
-void round_bf16(const float* in, uint16_t* out, size_t n) {
+constexpr double kBf16WorkPerThread = 4194304.0;  // 2^22 multiply-adds
+
+// Rounds n values to bf16, in blocks on `threads` OpenMP threads (small arrays on the caller's).
+void round_bf16(const float* in, uint16_t* out, size_t n, int threads) {
 #if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
-  const auto run = avx512 ? round_bf16_avx512 : round_bf16_portable;
+  const auto run = bf16_dot_available() ? round_bf16_avx512 : round_bf16_portable;
 #else
   const auto run = round_bf16_portable;
 #endif
   constexpr size_t kBlock = size_t{1} << 16;
   const auto blocks = static_cast<int64_t>((n + kBlock - 1) / kBlock);
-  if (blocks <= 1) return run(in, out, n);
-#pragma omp parallel for schedule(static)
+  if (blocks <= 1 || threads <= 1) return run(in, out, n);
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t j = 0; j < blocks; ++j) {
     const size_t begin = static_cast<size_t>(j) * kBlock;
     run(in + begin, out + begin, std::min(kBlock, n - begin));
   }
 }
+
+// Sets OpenMP's thread count for the calling thread while it lives (oneDNN sizes a primitive's
+// work split and scratch by it when the primitive is created, and runs it with that split).
+struct OmpThreads {
+  int saved = omp_get_max_threads();
+  explicit OmpThreads(int threads) {
+    if (threads != saved) omp_set_num_threads(threads);
+  }
+  ~OmpThreads() {
+    if (omp_get_max_threads() != saved) omp_set_num_threads(saved);
+  }
+};
 
 void product(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
              int64_t k, bool accumulate, bool bf16) {
@@ -103,6 +109,15 @@ void product(const float* a, bool trans_a, const float* b, bool trans_b, float* 
   const memory::desc a_md({m, k}, in_type, trans_a ? tag::ba : tag::ab);
   const memory::desc b_md({k, n}, in_type, trans_b ? tag::ba : tag::ab);
   const memory::desc c_md({m, n}, memory::data_type::f32, tag::ab);
+  // bf16 products: a thread per 2^22 multiply-adds at most. oneDNN's bf16 kernel splits a small
+  // product badly (on 2 cores, 128x64x256 took 2x as long on 2 threads as on 1; 128x256x512 and up
+  // gain from the second thread: bench/kernels/matmul_bf16_bench).
+  int threads = omp_get_max_threads();
+  if (bf16) {
+    const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    threads = static_cast<int>(std::clamp(work / kBf16WorkPerThread, 1.0, static_cast<double>(threads)));
+  }
+  const OmpThreads scope(threads);
   std::lock_guard<std::mutex> lock(e.mutex);
   void* a_data = const_cast<float*>(a);
   void* b_data = const_cast<float*>(b);
@@ -110,12 +125,12 @@ void product(const float* a, bool trans_a, const float* b, bool trans_b, float* 
     const auto a_size = static_cast<size_t>(m * k), b_size = static_cast<size_t>(k * n);
     if (e.a16.size() < a_size) e.a16.resize(a_size);
     if (e.b16.size() < b_size) e.b16.resize(b_size);
-    round_bf16(a, e.a16.data(), a_size);
-    round_bf16(b, e.b16.data(), b_size);
+    round_bf16(a, e.a16.data(), a_size, threads);
+    round_bf16(b, e.b16.data(), b_size, threads);
     a_data = e.a16.data();
     b_data = e.b16.data();
   }
-  const Key key{m, n, k, trans_a, trans_b, accumulate, bf16};
+  const Key key{m, n, k, trans_a, trans_b, accumulate, bf16, threads};
   auto it = e.cache.find(key);
   if (it == e.cache.end()) {
     dnnl::primitive_attr attr;
