@@ -7,7 +7,7 @@
 // two alternate pass by pass (which goes first alternates too) after one untimed pass of each; the
 // median pass is reported, with the nmse of the bf16 result against the f32 one.
 //
-//   build/bench/kernels/matmul_bf16_bench [--threads 2] [--reps 21] [--classes 100000]
+//   build/bench/kernels/matmul_bf16_bench [--threads 2] [--reps 21] [--classes 100000] [--only softmax]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -50,9 +50,11 @@ int main(int argc, char** argv) {
   int threads = 2;
   size_t reps = 21;
   int64_t classes = 100000;
+  std::string only;
   app.add_option("--threads", threads, "oneDNN's threads")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed passes of each")->check(CLI::PositiveNumber);
   app.add_option("--classes", classes, "the exact softmax's labels")->check(CLI::PositiveNumber);
+  app.add_option("--only", only, "only the products whose name holds this text (fmnist, dlrm, softmax, dW, ...)");
   CLI11_PARSE(app, argc, argv);
   kernels::set_num_threads(threads);
   fmt::print("load average before: {}\n", load_average());
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
              "f32 ms", "bf16 ms", "speedup", "nmse");
   Rng rng(1);
   for (const Shape& s : shapes) {
+    if (std::string(s.what).find(only) == std::string::npos) continue;
     std::vector<float> a(static_cast<size_t>(s.m * s.k)), w(static_cast<size_t>(s.k * s.n));
     for (float& x : a) x = static_cast<float>(rng.uniform(-1.0, 1.0));
     for (float& x : w) x = static_cast<float>(rng.uniform(-1.0, 1.0));
