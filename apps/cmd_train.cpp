@@ -725,7 +725,8 @@ void note_momentum_correction(const TrainArgs& a, int replicas) {
 }
 
 // What --precision bf16 leaves in f32 (rank 0 says it). bf16_products: the backend multiplies
-// dense operands in bf16 (the CUDA backend's tensor cores).
+// dense operands in bf16 (the CUDA backend's tensor cores; the CPU's bf16 matmul where --bf16-dot is
+// active).
 void note_precision(const TrainArgs& a, bool bf16_products) {
   if (a.precision != Dtype::f32 && !a.quiet && a.sampler == layers::Sampler::exact)
     fmt::print("note: --precision bf16 stores the sparse input layer's weights in bf16; the exact softmax "
