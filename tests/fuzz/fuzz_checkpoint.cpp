@@ -1,7 +1,8 @@
 // libFuzzer target: the checkpoint slice-file reader (train/checkpoint_slice.h) and the
 // checksum check in front of it. Any input must be decoded or refused with frugal::Error; any other
 // exception (std::bad_alloc or std::length_error from a count in the file, cereal's own error) or a
-// crash is a bug, and a slice that decodes must fit its parameter (what restoring indexes by).
+// crash is a bug, and a slice that decodes must fit its parameter (what restoring indexes by): a
+// moment is absent, per element (the weights' shape) or per row (row-wise optimizers: one column).
 //
 // The first byte picks a mode, then come the stored CRC32C (4 bytes, little-endian) and the file:
 //   mode & 1 == 0  the stored CRC is checked as given: exercises the check itself
@@ -18,6 +19,7 @@
 
 #include "core/check.h"
 #include "core/crc32c.h"
+#include "core/optim/state_layout.h"
 #include "train/checkpoint_slice.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -35,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const frugal::StoredParam& p : f.params) {
       if (p.row_steps.size() != p.value.rows()) __builtin_trap();
       for (const frugal::Tensor* t : {&p.m, &p.v})
-        if (!t->empty() && (t->rows() != p.value.rows() || t->cols() != p.value.cols())) __builtin_trap();
+        if (frugal::optim::state_layout(*t, p.value) == frugal::optim::StateLayout::invalid) __builtin_trap();
     }
   } catch (const frugal::Error&) {
   }
