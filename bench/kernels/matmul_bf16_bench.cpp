@@ -19,23 +19,14 @@
 #include <fmt/format.h>
 
 #include "core/rng.h"
+#include "bench/kernels/load_average.h"
 #include "kernels/bf16_dot.h"
 #include "kernels/matmul.h"
 
 using namespace frugal;
+using frugal::bench::load_average;
 
 namespace {
-
-std::string load_average() {
-  std::FILE* f = std::fopen("/proc/loadavg", "r");
-  if (f == nullptr) return "unknown";
-  char line[128] = {};
-  const bool ok = std::fgets(line, sizeof line, f) != nullptr;
-  std::fclose(f);
-  std::string s = ok ? line : "unknown";
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
 
 struct Shape {
   const char* what;

@@ -26,6 +26,7 @@
 #include "kernels/bf16_dot.h"
 #include "kernels/vector_ops.h"
 #include "tests/kernels/bf16_pair.h"
+#include "tests/kernels/bf16_products.h"
 
 using namespace frugal;
 using kernels::Bf16Dot;
@@ -258,50 +259,28 @@ TEST_CASE("bf16 products: the CPU backend's are f32 sums of bf16-rounded operand
   // f32 for the references; back to f32 products however this case ends (the backend lives for
   // the process).
   const std::unique_ptr<Backend, void (*)(Backend*)> reset(cpu, [](Backend* b) { b->set_bf16_products(false); });
-  struct Shape {
-    int64_t m, n, k;
-    bool ta, tb, acc;
-  };
-  for (const Shape& sh : {Shape{1, 1, 1, false, false, false}, Shape{7, 13, 5, false, true, false},
-                          Shape{33, 17, 65, true, false, true}, Shape{128, 256, 128, false, true, false},
-                          Shape{1024, 512, 128, false, false, false}, Shape{64, 1000, 128, true, true, true},
-                          Shape{128, 64, 4096, true, false, true}, Shape{5, 7, 0, false, false, false},
-                          Shape{5, 7, 0, true, true, true}}) {
+  using testing::ProductShape;
+  for (const ProductShape& sh :
+       {ProductShape{1, 1, 1, false, false, false}, ProductShape{7, 13, 5, false, true, false},
+        ProductShape{33, 17, 65, true, false, true}, ProductShape{128, 256, 128, false, true, false},
+        ProductShape{1024, 512, 128, false, false, false}, ProductShape{64, 1000, 128, true, true, true},
+        ProductShape{128, 64, 4096, true, false, true}, ProductShape{5, 7, 0, false, false, false},
+        ProductShape{5, 7, 0, true, true, true}}) {
     INFO("m " << sh.m << " n " << sh.n << " k " << sh.k << " trans_a " << sh.ta << " trans_b " << sh.tb
               << " accumulate " << sh.acc);
-    Rng rng(static_cast<uint64_t>(sh.m * 31 + sh.n * 7 + sh.k));
-    std::vector<float> a(static_cast<size_t>(sh.m * sh.k)), b(static_cast<size_t>(sh.k * sh.n)),
-        c0(static_cast<size_t>(sh.m * sh.n));
-    for (float& x : a) x = rng.uniform(-1, 1);
-    for (float& x : b) x = rng.uniform(-1, 1);
-    for (float& x : c0) x = rng.uniform(-1, 1);
-    std::vector<float> ar(a), br(b);
-    for (float& x : ar) x = bf16_to_f32(f32_to_bf16(x));
-    for (float& x : br) x = bf16_to_f32(f32_to_bf16(x));
+    testing::ProductOperands ops(sh);
+    auto& [a, b, c0, ar, br] = ops;
     std::vector<float> got(c0), again(c0), rounded(c0), exact(c0);
     const auto product = [&](bool bf16, std::vector<float>& x, std::vector<float>& y, std::vector<float>& out) {
       REQUIRE(cpu->set_bf16_products(bf16));
-      const Tensor tx = Tensor::wrap(x.data(), static_cast<size_t>(sh.ta ? sh.k : sh.m),
-                                     static_cast<size_t>(sh.ta ? sh.m : sh.k), Dtype::f32);
-      const Tensor ty = Tensor::wrap(y.data(), static_cast<size_t>(sh.tb ? sh.n : sh.k),
-                                     static_cast<size_t>(sh.tb ? sh.k : sh.n), Dtype::f32);
-      Tensor tc = Tensor::wrap(out.data(), static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), Dtype::f32);
-      cpu->matmul(tx, sh.ta, ty, sh.tb, tc, sh.acc);
+      testing::backend_product(*cpu, sh, x, y, out);
     };
     product(true, a, b, got);
     product(true, a, b, again);
     product(false, ar, br, rounded);
     product(false, a, b, exact);
     CHECK(same_bits(got, again));
-    const auto nmse = [&](const std::vector<float>& want) {
-      double err2 = 0, ref2 = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        err2 += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
-        ref2 += double{want[i]} * want[i];
-      }
-      return ref2 > 0 ? err2 / ref2 : err2;
-    };
-    const double to_rounded = nmse(rounded), to_exact = nmse(exact);
+    const double to_rounded = testing::nmse(got, rounded), to_exact = testing::nmse(got, exact);
     std::printf("cpu bf16 matmul m=%lld n=%lld k=%lld: nmse %.2e to the f32 product of rounded operands, %.2e to "
                 "the f32 product\n",
                 static_cast<long long>(sh.m), static_cast<long long>(sh.n), static_cast<long long>(sh.k), to_rounded,

@@ -21,6 +21,7 @@
 #include "gpu/cuda_info.h"
 #include "kernels/bf16_dot.h"
 #include "tests/kernels/backend_harness.h"
+#include "tests/kernels/bf16_products.h"
 
 using namespace frugal;
 
@@ -119,43 +120,18 @@ TEST_CASE("the CUDA backend's bf16 products are f32 sums of bf16-rounded operand
   REQUIRE(cuda->set_bf16_products(true));
   // Back to f32 products however this case ends (the backend lives for the process).
   const std::unique_ptr<Backend, void (*)(Backend*)> reset(cuda, [](Backend* b) { b->set_bf16_products(false); });
-  struct Shape {
-    int64_t m, n, k;
-    bool ta, tb, acc;
-  };
-  for (const Shape& sh : {Shape{1, 1, 1, false, false, false}, Shape{7, 13, 5, false, true, false},
-                          Shape{33, 17, 65, true, false, true}, Shape{128, 256, 128, false, true, false},
-                          Shape{1024, 512, 128, false, false, false}, Shape{64, 1000, 128, true, true, true}}) {
-    Rng rng(static_cast<uint64_t>(sh.m * 31 + sh.n * 7 + sh.k));
-    std::vector<float> a(static_cast<size_t>(sh.m * sh.k)), b(static_cast<size_t>(sh.k * sh.n)),
-        c0(static_cast<size_t>(sh.m * sh.n));
-    for (float& x : a) x = rng.uniform(-1, 1);
-    for (float& x : b) x = rng.uniform(-1, 1);
-    for (float& x : c0) x = rng.uniform(-1, 1);
-    std::vector<float> ar(a), br(b);
-    for (float& x : ar) x = bf16_to_f32(f32_to_bf16(x));
-    for (float& x : br) x = bf16_to_f32(f32_to_bf16(x));
+  using testing::ProductShape;
+  for (const ProductShape& sh :
+       {ProductShape{1, 1, 1, false, false, false}, ProductShape{7, 13, 5, false, true, false},
+        ProductShape{33, 17, 65, true, false, true}, ProductShape{128, 256, 128, false, true, false},
+        ProductShape{1024, 512, 128, false, false, false}, ProductShape{64, 1000, 128, true, true, true}}) {
+    testing::ProductOperands ops(sh);
+    auto& [a, b, c0, ar, br] = ops;
     std::vector<float> got(c0), rounded(c0), exact(c0);
-    const auto product = [&](Backend& be, std::vector<float>& x, std::vector<float>& y, std::vector<float>& out) {
-      const Tensor tx = Tensor::wrap(x.data(), static_cast<size_t>(sh.ta ? sh.k : sh.m),
-                                     static_cast<size_t>(sh.ta ? sh.m : sh.k), Dtype::f32);
-      const Tensor ty = Tensor::wrap(y.data(), static_cast<size_t>(sh.tb ? sh.n : sh.k),
-                                     static_cast<size_t>(sh.tb ? sh.k : sh.n), Dtype::f32);
-      Tensor tc = Tensor::wrap(out.data(), static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), Dtype::f32);
-      be.matmul(tx, sh.ta, ty, sh.tb, tc, sh.acc);
-    };
-    product(*cuda, a, b, got);
-    product(*cpu, ar, br, rounded);
-    product(*cpu, a, b, exact);
-    const auto nmse = [&](const std::vector<float>& want) {
-      double err2 = 0, ref2 = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        err2 += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
-        ref2 += double{want[i]} * want[i];
-      }
-      return ref2 > 0 ? err2 / ref2 : err2;
-    };
-    const double to_rounded = nmse(rounded), to_exact = nmse(exact);
+    testing::backend_product(*cuda, sh, a, b, got);
+    testing::backend_product(*cpu, sh, ar, br, rounded);
+    testing::backend_product(*cpu, sh, a, b, exact);
+    const double to_rounded = testing::nmse(got, rounded), to_exact = testing::nmse(got, exact);
     std::printf("cuda bf16 matmul m=%lld n=%lld k=%lld: nmse %.2e to the f32 product of rounded operands, %.2e to "
                 "the f32 product\n",
                 static_cast<long long>(sh.m), static_cast<long long>(sh.n), static_cast<long long>(sh.k), to_rounded,
