@@ -851,14 +851,17 @@ void apply_data_defaults(TrainArgs& a, const data::Dataset& train) {
     }
   }
   if (!saved.is_object()) saved = nlohmann::json::object();
+  const bool resumed = saved.contains("labels");  // a saved run's config (every XMC config names its labels)
   if (request.hidden_auto) a.hidden = saved.contains("hidden") ? saved["hidden"].get<size_t>() : d.hidden;
   a.output_init = d.centroid_start ? OutputInit::centroid : OutputInit::random;
-  if (!a.output_init_choice && saved.contains("labels"))  // a saved run: its own start (none runs on resume)
+  if (!a.output_init_choice && resumed)  // the saved run's own start (none runs on resume)
     a.output_init = saved.value("output_init", std::string("random")) == "centroid" ? OutputInit::centroid
                                                                                    : OutputInit::random;
-  if (d.lr && !saved.contains("lr")) a.lr = d.lr;
-  if (request.lr_auto && saved.contains("lr")) a.lr = saved["lr"].get<float>();
-  a.data_defaults_line = saved.contains("labels") && !d.summary.empty()
+  if (request.lr_auto) {
+    if (saved.contains("lr")) a.lr = saved["lr"].get<float>();
+    else if (d.lr) a.lr = d.lr;
+  }
+  a.data_defaults_line = resumed && !d.summary.empty()
                              ? fmt::format("{} (resumed: the checkpoint's hidden {}, lr {:g})", d.summary, a.hidden,
                                            effective_lr(a))
                              : d.summary;
