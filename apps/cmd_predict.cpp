@@ -30,6 +30,8 @@
 #include "core/backend.h"
 #include "core/device.h"
 #include "train/predictor.h"
+#include "train/checkpoint_manifest.h"
+#include "apps/infer_flags.h"
 
 namespace frugal::cli {
 namespace {
@@ -38,16 +40,27 @@ namespace {
 struct Session {
   std::unique_ptr<comm::Communicator> world;
   std::unique_ptr<Predictor> predictor;
+  InferMode infer = InferMode::exact;
 };
 
-Session open_session(const std::string& model, const std::string& device, int threads, Inference infer,
-                     size_t candidates, comm::RunConfig config) {
+Session open_session(const std::string& model, const std::string& device, int threads, const InferFlags& flags,
+                     comm::RunConfig config) {
   // The device is per rank (a mixed cluster may differ), so it is not in the run config.
   Backend& backend = resolve_device(device);
   backend.set_num_threads(threads_for_rank(threads));
+  // --infer auto: as the checkpoint was trained to infer (a damaged manifest: Predictor says so).
+  nlohmann::json saved = nlohmann::json::object();
+  try {
+    saved = read_manifest(model).config;
+  } catch (const std::exception&) {
+  }
+  const InferMode auto_mode = saved_infer_mode(saved) == InferMode::ensemble ? InferMode::ensemble : InferMode::exact;
+  const InferChoice infer = resolve_infer(flags, auto_mode, saved);
   config["model"] = model;
-  config["infer"] = std::string(to_string(infer));
-  config["infer_candidates"] = std::to_string(candidates);
+  config["infer"] = std::string(to_string(infer.mode));
+  config["infer_candidates"] = std::to_string(infer.candidates);
+  if (infer.mode == InferMode::ensemble)
+    config["ensemble"] = fmt::format("{:g},{:g}", infer.ensemble.weight, infer.ensemble.temperature);
   // Ranks must read the same input (compared at rendezvous; see core/data/fingerprint.h).
   for (const char* key : {"input", "test"}) {
     const auto it = config.find(key);
@@ -57,8 +70,11 @@ Session open_session(const std::string& model, const std::string& device, int th
   Session s;
   s.world = comm::init({.run_config = config});
   s.predictor = std::make_unique<Predictor>(
-      model, PredictorOptions{.group = s.world.get(), .inference = infer, .inference_candidates = candidates,
-                                        .backend = &backend});
+      model, PredictorOptions{.group = s.world.get(), .inference = infer.layer_mode(),
+                              .inference_candidates = infer.candidates,
+                              .ensemble = infer.mode == InferMode::ensemble ? std::optional(infer.ensemble) : std::nullopt,
+                              .backend = &backend});
+  s.infer = infer.mode;
   return s;
 }
 
@@ -113,12 +129,11 @@ struct PredictArgs {
   size_t top_k = 5, batch = 512;
   int threads = 0;
   std::string device = "auto";
-  Inference infer = Inference::exact;
-  size_t infer_candidates = InferenceOptions{}.candidates;
+  InferFlags infer;
 };
 
 void run_predict(const PredictArgs& a) {
-  Session s = open_session(a.model, a.device, a.threads, a.infer, a.infer_candidates, {{"command", "predict"}, {"input", a.input},
+  Session s = open_session(a.model, a.device, a.threads, a.infer, {{"command", "predict"}, {"input", a.input},
                                                {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
   data::XmcReader reader = open_input(a.input, *s.predictor);
   const bool writer = s.world->rank() == 0;
@@ -153,8 +168,7 @@ struct EvaluateArgs {
   int threads = 0;
   std::string device = "auto";
   bool json = false;
-  Inference infer = Inference::exact;
-  size_t infer_candidates = InferenceOptions{}.candidates;
+  InferFlags infer;
 };
 
 // Training label counts: counted from --train (streamed), else those saved with the checkpoint.
@@ -173,7 +187,7 @@ std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Pr
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  Session s = open_session(a.model, a.device, a.threads, a.infer, a.infer_candidates, {{"command", "evaluate"}, {"test", a.test},
+  Session s = open_session(a.model, a.device, a.threads, a.infer, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
   Predictor& predictor = *s.predictor;
@@ -205,7 +219,7 @@ void run_evaluate(const EvaluateArgs& a) {
   const size_t points = metrics.points();
   fmt::print(stderr, "scored {} points in {:.3f} s ({:.0f} points/s, {} inference, {:.0f} labels scored per point "
                      "on rank 0)\n", points, scoring_seconds, points / std::max(scoring_seconds, 1e-9),
-             to_string(a.infer),
+             to_string(s.infer),
              points > 0 ? static_cast<double>(predictor.labels_scored()) / points : 0.0);
   const auto named = metrics.values().named();
   if (a.json) {
@@ -219,15 +233,11 @@ void run_evaluate(const EvaluateArgs& a) {
 }
 
 // The options predict and evaluate share.
-void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, Inference& infer,
-                        size_t& candidates, std::string& device) {
+void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, InferFlags& infer,
+                        std::string& device) {
   add_device_option(cmd, device);
-  cmd->add_option("--infer-candidates", candidates, "--infer lsh: labels scored per point at most, those found in "
-                                                    "the most tables (0: all the tables return)")
-      ->capture_default_str();
-  add_choice(cmd, "--infer", infer, {Inference::exact, Inference::lsh},
-             "exact: score every label; lsh: only the labels LSH tables over the output rows return (faster, "
-             "approximate)");
+  add_infer_options(cmd, infer, "as the checkpoint was trained to infer (ensemble when `frugal train` chose it), "
+                                "else exact");
   cmd->add_option("--model", model, "checkpoint directory (frugal train --checkpoint)")->required();
   cmd->add_option("--batch", batch, "points read and scored at a time")->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -239,11 +249,11 @@ void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& t
 void add_predict_command(CLI::App& app) {
   auto a = std::make_shared<PredictArgs>();
   CLI::App* cmd = app.add_subcommand("predict", "top-k labels of every point of an XMC file with a trained model, "
-                                                "one line 'label:score ...' per point (score: the logit)");
+                                                "one line 'label:score ...' per point (score: the logit; with --infer ensemble the blended probability)");
   cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
   cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file (default: stdout)");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates, a->device);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->device);
   cmd->callback([a] {
     if (layers::is_dlrm_checkpoint(a->model)) return predict_dlrm(a->model, a->input, a->out, a->batch, a->threads);
     run_predict(*a);
@@ -262,7 +272,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
   cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->infer_candidates, a->device);
+  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->device);
   cmd->callback([a] {
     if (layers::is_dlrm_checkpoint(a->model)) return evaluate_dlrm(a->model, a->test, a->batch, a->threads, a->json);
     a->propensity.validate();  // before the model is loaded

@@ -29,6 +29,7 @@
 #include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
 #include "apps/data_defaults.h"
+#include "apps/infer_flags.h"
 #include "apps/commands.h"
 #include "apps/dct_cost.h"
 #include "apps/dlrm_train.h"
@@ -98,8 +99,8 @@ struct TrainArgs {
   size_t negatives = 64;
   double negatives_uniform = 0.5;
   bool logq = true;                           // --logq on|off
-  Inference infer = Inference::exact;         // --infer: how the per-epoch evaluation scores labels
-  size_t infer_candidates = InferenceOptions{}.candidates;
+  InferFlags infer_flags;  // --infer and the ensemble's flags as given (apps/infer_flags.h)
+  InferChoice infer;       // what they resolve to (apply_data_defaults): how the per-epoch evaluation scores labels
   OutputInit output_init = OutputInit::random;  // as resolved (run_train: apply_data_defaults)
   std::optional<OutputInit> output_init_choice;  // --output-init as given; unset: auto
   bool hidden_auto = true;                       // --hidden auto (the default)
@@ -838,6 +839,7 @@ void apply_data_defaults(TrainArgs& a, const data::Dataset& train) {
       .centroid_start = a.output_init_choice ? std::optional<bool>(*a.output_init_choice == OutputInit::centroid)
                                              : std::nullopt,
       .lr_auto = !a.lr,
+      .infer_auto = !a.infer_flags.mode,
       .network = xmc,
       .rows_per_point = a.sampler == layers::Sampler::exact ? static_cast<double>(train.num_labels)
                                                               : std::min(1000.0, static_cast<double>(train.num_labels))};
@@ -861,6 +863,11 @@ void apply_data_defaults(TrainArgs& a, const data::Dataset& train) {
     if (saved.contains("lr")) a.lr = saved["lr"].get<float>();
     else if (d.lr) a.lr = d.lr;
   }
+  // Inference is not training: a resumed run infers as the data says unless the checkpoint chose.
+  const InferMode auto_infer = resumed && saved.contains("infer") ? saved_infer_mode(saved)
+                               : d.ensemble                        ? InferMode::ensemble
+                                                                   : InferMode::exact;
+  a.infer = resolve_infer(a.infer_flags, auto_infer, saved);
   a.data_defaults_line = resumed && !d.summary.empty()
                              ? fmt::format("{} (resumed: the checkpoint's hidden {}, lr {:g})", d.summary, a.hidden,
                                            effective_lr(a))
@@ -927,8 +934,7 @@ int run_train(TrainArgs a) {
   config["mp_error_feedback"] = a.mp_error_feedback;
   config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
-  config["infer"] = std::string(to_string(a.infer));
-  config["infer_candidates"] = a.infer_candidates;
+  record_infer(a.infer, config);
   config["early_stopping"] = a.early_stopping;
   // Calibration is collective: ranks must calibrate over the same steps. (The device is per rank:
   // a mixed cluster may give ranks of one group different devices.)
@@ -1080,10 +1086,27 @@ int run_train(TrainArgs a) {
   const LabelCounts label_counts = LabelCounts::of(train);
   const Propensities propensities(label_counts);
   if (!a.checkpoint.empty() && rank == 0) save_label_counts(a.checkpoint, label_counts);
+  // --infer ensemble: the label centroids of the training set, on every rank (each ranks the whole
+  // batch the same way), and next to the checkpoint for predict / evaluate.
+  std::optional<data::LabelCentroids> centroids;
+  std::optional<EnsembleRanker> ensemble;
+  if (a.infer.mode == InferMode::ensemble) {
+    const auto t = std::chrono::steady_clock::now();
+    centroids.emplace(train);
+    ensemble.emplace(*centroids, a.infer.ensemble);
+    if (!a.checkpoint.empty() && rank == 0) centroids->save(a.checkpoint);
+    if (!a.quiet)
+      fmt::print("--infer ensemble: label centroids of {} labels ({:.1f} MiB) in {:.1f} s; evaluation blends the "
+                 "network's {} best labels with the centroids' (weight {:g}, temperature {:g})\n",
+                 centroids->num_labels(), static_cast<double>(centroids->bytes()) / double(1 << 20),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(),
+                 a.infer.ensemble.candidates, a.infer.ensemble.weight, a.infer.ensemble.temperature);
+  }
   const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
-                                 .inference = a.infer,
-                                 .inference_candidates = a.infer_candidates,
-                                 .propensities = &propensities};
+                                 .inference = a.infer.layer_mode(),
+                                 .inference_candidates = a.infer.candidates,
+                                 .propensities = &propensities,
+                                 .ensemble = ensemble ? &*ensemble : nullptr};
   const std::string metrics_file = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
@@ -1154,7 +1177,7 @@ int run_train(TrainArgs a) {
     }
     const EvalResult ev = trainer.evaluate(test, eval_options);
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
-    double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch}).p(1) : -1.0;
+    double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch, .ensemble = eval_options.ensemble}).p(1) : -1.0;
     if (valid != nullptr && groups.world->size() > 1) {
       // Saving the best model is collective: every rank must take rank 0's decision.
       float score = static_cast<float>(valid_p1);
@@ -1479,10 +1502,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   add_choice(cmd, "--logq", a->logq, {{"on", true}, {"off", false}},
              "LSH: correct random negatives' logits by their sampling probability");
-  add_choice(cmd, "--infer", a->infer, {Inference::exact, Inference::lsh},
-             "per-epoch evaluation: exact (every label) or lsh (the labels the LSH tables return)");
-  cmd->add_option("--infer-candidates", a->infer_candidates, "--infer lsh: labels scored per point at most, those "
-                                                             "found in the most tables (0: all)")->capture_default_str();
+  add_infer_options(cmd, a->infer_flags, "ensemble on few-shot labels (a typical label with <= 8 training points), "
+                                          "else exact");
   add_choice(cmd, "--output-init", a->output_init_choice,
              {{"auto", std::nullopt}, {"random", OutputInit::random}, {"centroid", OutputInit::centroid}},
              "output rows: random, or each label's centroid in hidden space (a nearest-centroid classifier to "

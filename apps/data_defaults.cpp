@@ -38,6 +38,10 @@ DataDefaults choose_data_defaults(const data::DatasetStats& stats, const DataDef
     d.lr = kCentroidStartLr;
     chose.push_back(fmt::format("lr {:g}", kCentroidStartLr));
   }
+  if (request.infer_auto) {
+    d.ensemble = true;
+    chose.emplace_back("--infer ensemble (the network blended with the label centroids)");
+  }
   if (request.hidden_auto) {
     d.hidden = kFewShotWidths.back();
     for (const size_t width : kFewShotWidths)

@@ -35,6 +35,7 @@ struct DataDefaultsRequest {
   // --output-init: unset for auto (the default), else whether centroid was given.
   std::optional<bool> centroid_start = std::nullopt;
   bool lr_auto = true;      // no --lr
+  bool infer_auto = true;   // --infer auto (the default)
   bool network = true;      // an XMC network with a sparse input layer (not IDX images, not DLRM)
   // The budget of multiply-adds per training epoch that --hidden auto widens a few-shot network
   // within: points x width x (features per point + output rows a point touches). Set so that 5
@@ -51,6 +52,9 @@ struct DataDefaults {
   size_t hidden = kDefaultHidden;
   bool centroid_start = false;
   std::optional<float> lr;  // set when the data chose it (the centroid start's rate, --lr unset)
+  // --infer auto: the network blended with the label centroids (train/ensemble_ranker.h) on
+  // few-shot labels, where the centroids alone beat the network (bench/REPORT.md).
+  bool ensemble = false;
   // The work of one epoch at the chosen width against that at kDefaultHidden.
   double step_cost_ratio = 1.0;
   // One line for the log: what the data looks like, what was chosen, why and what it costs.

@@ -18,6 +18,10 @@ struct Predictor::Impl {
   CheckpointManifest info;
   std::optional<LabelCounts> counts;
   size_t batch = 512;
+  data::LabelCentroids centroids;            // --infer ensemble only
+  std::unique_ptr<EnsembleRanker> ensemble;  // over `centroids`
+  std::vector<uint32_t> net_labels;
+  std::vector<float> net_scores;
 };
 
 Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& options)
@@ -40,6 +44,17 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   load_weights(checkpoint_dir, m.model, group);
   m.model.output().set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   m.counts = load_label_counts(checkpoint_dir);
+  if (options.ensemble) {
+    FRUGAL_CHECK(data::LabelCentroids::exists(checkpoint_dir),
+                 fmt::format("--infer ensemble: {} holds no label centroids ({}): the run that saved it did not infer "
+                             "with the ensemble; retrain with --infer ensemble, or use --infer exact",
+                             checkpoint_dir, data::kLabelCentroidsFile));
+    m.centroids = data::LabelCentroids::load(checkpoint_dir);
+    FRUGAL_CHECK(m.centroids.num_labels() == m.model.output().out_features(),
+                 fmt::format("{}/{}: centroids of {} labels, the model has {}", checkpoint_dir, data::kLabelCentroidsFile,
+                             m.centroids.num_labels(), m.model.output().out_features()));
+    m.ensemble = std::make_unique<EnsembleRanker>(m.centroids, *options.ensemble);
+  }
 }
 
 Predictor::~Predictor() = default;
@@ -67,8 +82,15 @@ void Predictor::top_k(const SparseBatch& batch, size_t k, Predictions& out) {
     for (const uint32_t f : batch.features_of(i))
       FRUGAL_CHECK(f < features, fmt::format("point {} of the batch: feature id {} >= the model's {} input features",
                                              i, f, features));
-  impl_->trainer->predict(batch, k, out.labels, out.scores);
-  out.k = std::min(k, num_labels());
+  Impl& m = *impl_;
+  if (m.ensemble == nullptr) {
+    m.trainer->predict(batch, k, out.labels, out.scores);
+    out.k = std::min(k, num_labels());
+    return;
+  }
+  m.trainer->predict(batch, std::max(k, m.ensemble->options().candidates), m.net_labels, m.net_scores);
+  const size_t net_k = batch.size() == 0 ? std::min(k, num_labels()) : m.net_labels.size() / batch.size();
+  out.k = m.ensemble->blend(batch, m.net_labels, m.net_scores, net_k, k, out.labels, out.scores);
 }
 
 RankingScores Predictor::evaluate(const data::Dataset& data, const std::vector<size_t>& ks,
@@ -81,7 +103,8 @@ RankingScores Predictor::evaluate(const data::Dataset& data, const std::vector<s
   return impl_->trainer->evaluate(data, {.k = ks, .batch = impl_->batch,
                                          .inference = impl_->model.output().inference().mode,
                                          .inference_candidates = impl_->model.output().inference().candidates,
-                                         .propensities = propensities});
+                                         .propensities = propensities,
+                                         .ensemble = impl_->ensemble.get()});
 }
 
 }  // namespace frugal

@@ -29,6 +29,7 @@
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/sparse_batch.h"
+#include "train/ensemble_ranker.h"
 
 namespace frugal {
 
@@ -50,6 +51,9 @@ struct PredictorOptions {
   // return for each point (tables built from the loaded weights at the first call).
   Inference inference = Inference::exact;
   size_t inference_candidates = InferenceOptions{}.candidates;  // LSH: labels scored per point at most
+  // --infer ensemble: the network's ranking blended with the label centroids that `frugal train`
+  // kept next to the checkpoint (DIR/label_centroids.bin; an error naming it when there are none).
+  std::optional<EnsembleOptions> ensemble{};
   // Where the model computes (its weights are loaded into that backend's memory); null: the host
   // backend (core/backend.h's host_backend()).
   Backend* backend = nullptr;
@@ -59,7 +63,7 @@ struct PredictorOptions {
 struct Predictions {
   size_t k = 0;                  // per point: min(asked k, labels)
   std::vector<uint32_t> labels{};  // size() x k
-  std::vector<float> scores{};     // the logits, size() x k
+  std::vector<float> scores{};     // the logits (with the ensemble: the blended probabilities), size() x k
   size_t size() const { return k == 0 ? 0 : labels.size() / k; }
   std::span<const uint32_t> labels_of(size_t i) const { return {labels.data() + i * k, k}; }
   std::span<const float> scores_of(size_t i) const { return {scores.data() + i * k, k}; }

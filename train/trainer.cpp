@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "train/ensemble_ranker.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -587,10 +589,31 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   output.set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   const uint64_t scored_before = output.labels_scored();
   const auto start = std::chrono::steady_clock::now();
+  std::vector<uint32_t> net_labels, top_labels;
+  std::vector<float> net_scores, top_scores;
+  Tensor top_tensor;
   while (loader.next(batch)) {
     metric.set_batch(batch);
-    output.visit_top_k(forward_hidden(batch), metric.max_k(),
-                       [&](size_t first_row, const Tensor& top) { metric.add(first_row, top); });
+    if (options.ensemble != nullptr) {
+      // The network's candidates come to the host (the centroids live there), blended, and the
+      // k best go back where the metrics are counted.
+      const size_t want = std::max(metric.max_k(), options.ensemble->options().candidates);
+      output.top_k(forward_hidden(batch), want, net_labels, net_scores);
+      const size_t net_k = batch.size() == 0 ? 0 : net_labels.size() / batch.size();
+      const size_t width = options.ensemble->blend(batch, net_labels, net_scores, net_k, metric.max_k(), top_labels,
+                                                   top_scores);
+      const Tensor host = Tensor::wrap(top_labels.data(), batch.size(), width, Dtype::u32);
+      if (output.backend().device().is_host()) {
+        metric.add(0, host);
+      } else {
+        top_tensor = Tensor(batch.size(), width, Dtype::u32, output.backend());
+        top_tensor.assign(host);
+        metric.add(0, top_tensor);
+      }
+    } else {
+      output.visit_top_k(forward_hidden(batch), metric.max_k(),
+                         [&](size_t first_row, const Tensor& top) { metric.add(first_row, top); });
+    }
     progress.update(metric.points(), 0.0);
   }
   EvalResult result;

@@ -21,6 +21,8 @@
 
 namespace frugal {
 
+class EnsembleRanker;
+
 namespace comm {
 class Communicator;
 }
@@ -146,6 +148,9 @@ struct EvalOptions {
   // Propensities from the training label counts (not owned): with them, PSP@k and PSnDCG@k are
   // computed too; without, they are left out.
   const Propensities* propensities = nullptr;
+  // --infer ensemble (not owned): the network's `candidates` best labels blended with the label
+  // centroids' (train/ensemble_ranker.h); null: the network's ranking as `inference` makes it.
+  const EnsembleRanker* ensemble = nullptr;
 };
 
 // P@k (`precision`, `p(k)`), nDCG@k, recall@k, coverage@k and, with propensities, PSP@k and

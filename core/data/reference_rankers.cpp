@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/check.h"
+#include "core/data/label_centroids.h"
 #include "core/metrics.h"
 
 namespace frugal::data {
@@ -49,69 +50,6 @@ void write_ranking(std::vector<uint32_t>& candidates, Score score, IsCandidate i
   for (size_t j = m, f = 0; j < k && f < freq.order.size(); ++f)
     if (!is_candidate(freq.order[f])) out[j++] = freq.order[f];
 }
-
-// Centroids stored feature-major: for feature f, the (label, weight) pairs of every centroid that
-// uses f, so scoring a sparse point touches only the labels it shares a feature with.
-struct Postings {
-  std::vector<uint64_t> offsets;
-  std::vector<uint32_t> labels;
-  std::vector<float> weights;
-};
-
-Postings centroid_postings(const Dataset& train) {
-  // Points of each label (CSR).
-  std::vector<uint64_t> start(train.num_labels + 1, 0);
-  for (const uint32_t l : train.points.label_ids) ++start[l + 1];
-  std::partial_sum(start.begin(), start.end(), start.begin());
-  std::vector<uint32_t> members(start.back());
-  std::vector<uint64_t> fill(start.begin(), start.end() - 1);
-  for (uint32_t i = 0; i < train.size(); ++i)
-    for (const uint32_t l : train.points.labels_of(i)) members[fill[l]++] = i;
-
-  struct Entry {
-    uint32_t feature, label;
-    float weight;
-  };
-  std::vector<Entry> entries;
-  std::vector<float> dense(train.num_features, 0.0f);
-  std::vector<uint32_t> touched;
-  for (uint32_t l = 0; l < train.num_labels; ++l) {
-    touched.clear();
-    for (uint64_t m = start[l]; m < start[l + 1]; ++m) {
-      const auto ids = train.points.features_of(members[m]);
-      const auto vals = train.points.values_of(members[m]);
-      for (size_t j = 0; j < ids.size(); ++j) {
-        if (dense[ids[j]] == 0.0f) touched.push_back(ids[j]);
-        dense[ids[j]] += vals[j];
-        if (dense[ids[j]] == 0.0f) dense[ids[j]] = 1e-30f;  // keep it marked as touched
-      }
-    }
-    double norm = 0.0;
-    for (const uint32_t f : touched) norm += static_cast<double>(dense[f]) * dense[f];
-    const float scale = norm > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
-    for (const uint32_t f : touched) {
-      entries.push_back({f, l, dense[f] * scale});
-      dense[f] = 0.0f;
-    }
-  }
-  Postings p;
-  p.offsets.assign(train.num_features + 1, 0);
-  for (const Entry& e : entries) ++p.offsets[e.feature + 1];
-  std::partial_sum(p.offsets.begin(), p.offsets.end(), p.offsets.begin());
-  p.labels.resize(entries.size());
-  p.weights.resize(entries.size());
-  std::vector<uint64_t> pos(p.offsets.begin(), p.offsets.end() - 1);
-  for (const Entry& e : entries) {
-    p.labels[pos[e.feature]] = e.label;
-    p.weights[pos[e.feature]++] = e.weight;
-  }
-  return p;
-}
-
-struct Scratch {
-  std::vector<float> scores;
-  std::vector<uint32_t> touched;
-};
 
 // Training points stored feature-major (an inverted index), L2-normalized: for feature f, the
 // (point, value / |point|) pairs of every point that has f, in point order. A sparse test point's
@@ -203,23 +141,14 @@ std::map<size_t, double> label_centroid_precision(const Dataset& train, const Da
   PrecisionAtK metric(ks);
   const size_t k = metric.max_k();
   const FrequencyOrder freq(train);
-  const Postings p = centroid_postings(train);
+  const LabelCentroids centroids(train);
   std::vector<uint32_t> top(test.size() * k, UINT32_MAX);
-  tbb::enumerable_thread_specific<Scratch> scratch([&] { return Scratch{std::vector<float>(train.num_labels, 0.0f), {}}; });
+  tbb::enumerable_thread_specific<LabelCentroids::Scratch> scratch([&] { return centroids.scratch(); });
   tbb::parallel_for(tbb::blocked_range<size_t>(0, test.size(), 64), [&](const tbb::blocked_range<size_t>& r) {
-    Scratch& s = scratch.local();
+    LabelCentroids::Scratch& s = scratch.local();
     for (size_t i = r.begin(); i < r.end(); ++i) {
       s.touched.clear();
-      const auto ids = test.points.features_of(i);
-      const auto vals = test.points.values_of(i);
-      for (size_t j = 0; j < ids.size(); ++j) {
-        for (uint64_t q = p.offsets[ids[j]]; q < p.offsets[ids[j] + 1]; ++q) {
-          const uint32_t l = p.labels[q];
-          if (s.scores[l] == 0.0f) s.touched.push_back(l);
-          s.scores[l] += vals[j] * p.weights[q];
-          if (s.scores[l] == 0.0f) s.scores[l] = 1e-30f;
-        }
-      }
+      centroids.accumulate(test.points.features_of(i), test.points.values_of(i), s);
       // Labels sharing no feature with the point (score 0) come after, by training frequency.
       write_ranking(s.touched, [&](uint32_t l) { return s.scores[l]; }, [&](uint32_t l) { return s.scores[l] != 0.0f; },
                     freq, k, top.data() + i * k);
