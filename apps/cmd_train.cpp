@@ -1050,6 +1050,10 @@ int run_train(TrainArgs a) {
   EarlyStopping stopper(a.early_stopping);
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
+  // What checkpoints record: the same, and how the run infers (predict / evaluate infer the same
+  // way by default; a resumed run may infer otherwise, so --resume does not compare it).
+  nlohmann::json checkpoint_config = resume_config;
+  record_infer(a.infer, checkpoint_config);
   std::optional<CheckpointInfo> resumed_from;
   std::vector<SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
@@ -1310,9 +1314,13 @@ int run_train(TrainArgs a) {
     const nlohmann::json run_state = {
         {"early_stopping", {{"best", stopper.state().best}, {"best_epoch", stopper.state().best_epoch},
                             {"epochs_without_improvement", stopper.state().epochs_without_improvement}}}};
-    if (best && a.early_stopping > 0)
-      save_checkpoint((std::filesystem::path(a.checkpoint) / "best").string(), model, trainer, resume_config, run_state);
-    if (!a.checkpoint.empty()) save_checkpoint(a.checkpoint, model, trainer, resume_config, run_state, a.keep_checkpoints);
+    if (best && a.early_stopping > 0) {
+      const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
+      save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
+      if (centroids && rank == 0 && !data::LabelCentroids::exists(best_dir)) centroids->save(best_dir);
+    }
+    if (!a.checkpoint.empty())
+      save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
     if (stopper.should_stop() && !a.quiet)
       fmt::print("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
                  "in {}/best\n",

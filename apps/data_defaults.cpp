@@ -38,10 +38,6 @@ DataDefaults choose_data_defaults(const data::DatasetStats& stats, const DataDef
     d.lr = kCentroidStartLr;
     chose.push_back(fmt::format("lr {:g}", kCentroidStartLr));
   }
-  if (request.infer_auto) {
-    d.ensemble = true;
-    chose.emplace_back("--infer ensemble (the network blended with the label centroids)");
-  }
   if (request.hidden_auto) {
     d.hidden = kFewShotWidths.back();
     for (const size_t width : kFewShotWidths)
@@ -52,6 +48,10 @@ DataDefaults choose_data_defaults(const data::DatasetStats& stats, const DataDef
     d.step_cost_ratio = static_cast<double>(d.hidden) / static_cast<double>(kDefaultHidden);
     chose.push_back(fmt::format("hidden {} (a step ~{:.0f}x that of hidden {})", d.hidden, d.step_cost_ratio,
                                 kDefaultHidden));
+  }
+  if (request.infer_auto) {
+    d.ensemble = true;
+    chose.emplace_back("--infer ensemble (the network blended with the label centroids)");
   }
   d.summary = fmt::format("few-shot labels: {} -> {}", looks,
                           chose.empty() ? std::string("nothing to choose (every setting given)")

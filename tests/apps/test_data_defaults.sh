@@ -6,7 +6,10 @@
 #  2. a flag the user gave is kept (and the rate belongs to the centroid start);
 #  3. data whose labels have many points keeps today's defaults, and says so;
 #  4. --resume keeps the checkpoint's width and rate whatever the data says;
-#  5. --hidden takes auto or a width, and names the bad text otherwise.
+#  5. --hidden takes auto or a width, and names the bad text otherwise;
+#  6. --infer auto: the ensemble on few-shot labels, its centroids kept with the checkpoint, and
+#     `frugal evaluate` scoring the checkpoint as the training run did; exact otherwise; the
+#     ensemble's flags range-checked and refused where they do nothing.
 # Usage: test_data_defaults.sh FRUGAL
 set -euo pipefail
 FRUGAL=$1
@@ -41,6 +44,10 @@ grep -qF "output rows set to label centroids" "$TMP/last.log" || { cat "$TMP/las
 expect "$TMP/auto.jsonl" hidden 1024
 expect "$TMP/auto.jsonl" output_init centroid
 expect "$TMP/auto.jsonl" lr 0.001
+expect "$TMP/auto.jsonl" infer ensemble
+grep -qF -- "hidden 1024 (a step ~8x that of hidden 128), --infer ensemble (the network blended with the label centroids)" \
+  "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+[ -f "$TMP/ckpt/label_centroids.bin" ] || { echo "no label_centroids.bin in the checkpoint"; exit 1; }
 # --quiet keeps the run quiet.
 "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --quiet > "$TMP/quiet.log" 2>&1
 ! grep -q "few-shot" "$TMP/quiet.log" || { cat "$TMP/quiet.log"; exit 1; }
@@ -65,19 +72,39 @@ grep -qF "(not few-shot: the defaults)" "$TMP/last.log" || { cat "$TMP/last.log"
 expect "$TMP/many.jsonl" hidden 128
 expect "$TMP/many.jsonl" output_init -
 expect "$TMP/many.jsonl" lr 0.01
+expect "$TMP/many.jsonl" infer exact
 
 # 4. --resume: the checkpoint's width and rate (saved with --hidden 16 --lr 0.02).
 run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --hidden 16 --lr 0.02 \
-  --checkpoint "$TMP/h16ckpt"
+  --infer exact --checkpoint "$TMP/h16ckpt"
 run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" --epochs 2 --threads 1 --tables 4 \
   --max-steps 2 --resume "$TMP/h16ckpt" --metrics "$TMP/resumed.jsonl"
 grep -qF "(resumed: the checkpoint's hidden 16, lr 0.02)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 expect "$TMP/resumed.jsonl" hidden 16
 expect "$TMP/resumed.jsonl" lr 0.02
+expect "$TMP/resumed.jsonl" infer exact  # as the checkpoint was trained to infer
 
 # 5. --hidden's values.
 for bad in 0 -5 x 1e3 2000000; do
   fails_with "--hidden '$bad': expected auto or a width from 1 to 1048576" \
     "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" --hidden "$bad"
 done
+# 6. The ensemble at evaluation: `frugal evaluate` gives the training run's last P@1 by default.
+last_p1() { python3 -c 'import json,sys
+print("%.6f" % [json.loads(l) for l in open(sys.argv[1]) if "\"p@1\"" in l][-1]["p@1"])' "$1"; }
+want=$(last_p1 "$TMP/auto.jsonl")
+got=$("$FRUGAL" evaluate --model "$TMP/ckpt" --test "$TMP/few/test.txt" --threads 1 --json 2>/dev/null \
+  | python3 -c 'import json,sys; print("%.6f" % json.load(sys.stdin)["p@1"])')
+[ "$got" = "$want" ] || { echo "evaluate P@1 $got, the training run's last $want"; exit 1; }
+"$FRUGAL" evaluate --model "$TMP/ckpt" --test "$TMP/few/test.txt" --threads 1 --infer exact > /dev/null 2>&1
+"$FRUGAL" predict --model "$TMP/ckpt" --input "$TMP/few/test.txt" --threads 1 --top-k 3 --out "$TMP/pred.txt" 2> "$TMP/pred.err"
+[ "$(wc -l < "$TMP/pred.txt")" = 50 ] || { echo "predict wrote $(wc -l < "$TMP/pred.txt") lines"; exit 1; }
+fails_with "holds no label centroids (label_centroids.bin)" \
+  "$FRUGAL" evaluate --model "$TMP/h16ckpt" --test "$TMP/few/test.txt" --threads 1 --infer ensemble
+fails_with "--ensemble-weight 2: expected a share from 0" \
+  "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --hidden 16 --ensemble-weight 2
+fails_with "--ensemble-weight is for --infer ensemble (this run infers exact)" \
+  "$FRUGAL" train --train "$TMP/many/train.txt" --test "$TMP/many/test.txt" "${T[@]}" --ensemble-weight 0.3
+fails_with "--ensemble-temperature 0: expected a number above 0" \
+  "$FRUGAL" evaluate --model "$TMP/ckpt" --test "$TMP/few/test.txt" --ensemble-temperature 0
 echo "data defaults: OK"
