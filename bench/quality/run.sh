@@ -4,7 +4,8 @@
 #          the points): exact softmax vs the LSH softmax with its defaults vs the LSH softmax without
 #          random negatives (the old default), per epoch, over SEEDS;
 #  gcide   GCIDE reverse dictionary, min5 (4.6k labels) and full (112k labels): references (most
-#          frequent, label centroid, kNN) vs exact and LSH networks;
+#          frequent, label centroid, kNN) vs exact and LSH networks; the defaults (few-shot: their
+#          --infer ensemble) and their checkpoint scored by the network alone (--infer exact);
 #  synth   synthetic XMC: model-parallel sparse (2 ranks, lazy sparse optimizer) vs the data-parallel
 #          dense baseline (2 ranks, every row every step), P@1 after each epoch;
 #  fmnist  Fashion-MNIST MLP, test accuracy;
@@ -12,7 +13,8 @@
 #          `frugal evaluate --infer exact|lsh` (time and P@k);
 #  fewshot a synthetic few-shot set (one label a point, ~2 points a label: label support 2) over SEEDS:
 #          the references beside the defaults (which read the data: centroid start, lr 0.001, a wider
-#          hidden layer) and the defaults from before they read it (hidden 128, random rows);
+#          hidden layer, --infer ensemble), the network alone, and the defaults from before they read
+#          it (hidden 128, random rows, exact inference);
 #  precision  `--precision bf16` against f32, otherwise the same runs: the skewed sets (LSH, over
 #          SEEDS), the single-node benchmark's 100k-label set (LSH, over SEEDS), GCIDE min5 (LSH,
 #          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16).
@@ -47,6 +49,12 @@ train() {
     || { echo "FAILED: $name (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"; }
   tail -n 2 "$OUT/$name.log"
 }
+# network_alone NAME TEST: the checkpoint OUT/ck_NAME of a default run (its --infer ensemble) scored
+# by the network alone, into OUT/NAME_network.json.
+network_alone() {
+  run "$FRUGAL" evaluate --model "$OUT/ck_$1" --test "$2" --infer exact --threads "$THREADS" --json \
+    > "$OUT/$1_network.json" 2> /dev/null || echo "FAILED: evaluate $1" | tee -a "$OUT/failed.txt"
+}
 references() {  # references NAME TRAIN TEST
   run "$FRUGAL" data references "$2" "$3" | tee "$OUT/$1_references.txt"
 }
@@ -75,9 +83,10 @@ for section in "${SECTIONS[@]}"; do
       [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 "${extra[@]}" > "$OUT/gcide_${variant}_build.log"
       references "gcide_$variant" "$d/train.txt" "$d/test.txt"
       base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed 1)
-      train "gcide_${variant}_lsh_default" "${base[@]}"
+      train "gcide_${variant}_lsh_default" "${base[@]}" --checkpoint "$OUT/ck_gcide_${variant}_lsh_default"
+      network_alone "gcide_${variant}_lsh_default" "$d/test.txt"
       # The defaults from before they read the data (few-shot GCIDE: centroid start, lr 0.001, wider).
-      train "gcide_${variant}_lsh_before" "${base[@]}" --hidden 128 --output-init random
+      train "gcide_${variant}_lsh_before" "${base[@]}" --hidden 128 --output-init random --infer exact
       # The README's documented GCIDE settings (tuning guide).
       tuned=(--hidden 2048 --output-init centroid)
       train "gcide_${variant}_lsh_tuned" "${base[@]}" "${tuned[@]}"
@@ -92,8 +101,9 @@ for section in "${SECTIONS[@]}"; do
       "$FRUGAL" data stats "$d/train.txt" > "$OUT/fewshot${seed}_stats.txt"
       references "fewshot$seed" "$d/train.txt" "$d/test.txt"
       base=(--train "$d/train.txt" --test "$d/test.txt" --epochs "$EPOCHS" --seed "$seed")
-      train "fewshot${seed}_default" "${base[@]}"
-      train "fewshot${seed}_before" "${base[@]}" --hidden 128 --output-init random
+      train "fewshot${seed}_default" "${base[@]}" --checkpoint "$OUT/ck_fewshot${seed}_default"
+      network_alone "fewshot${seed}_default" "$d/test.txt"
+      train "fewshot${seed}_before" "${base[@]}" --hidden 128 --output-init random --infer exact
     done ;;
   synth)
     d="$OUT/data/synth"

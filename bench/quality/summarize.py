@@ -28,6 +28,24 @@ def refs(out, name):
     return found
 
 
+def network_alone(out, name):
+    """(P@1, P@5) of a default run's checkpoint scored by the network alone (--infer exact), or None."""
+    path = os.path.join(out, f"{name}_network.json")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    m = json.load(open(path))
+    return m["p@1"], m["p@5"]
+
+
+def verdict(got, r):
+    """Whether (P@1, P@5) is above the best of the centroid and kNN references at both."""
+    best = [max(v[i] for k, v in r.items() if k != "most frequent") for i in (0, 1)] if len(r) > 1 else None
+    if best is None:
+        return ""
+    return "above both" if got[0] > best[0] and got[1] > best[1] else \
+        f"below (best reference {best[0]:.4f} / {best[1]:.4f})"
+
+
 def curve(rows, key="p@1"):
     return " / ".join(f"{r[key]:.4f}" for r in rows)
 
@@ -93,6 +111,11 @@ def gcide(out):
                 best = max(rows, key=lambda x: x["p@1"])
                 print(f"| {name} (last epoch; best P@1 {best['p@1']:.4f} at epoch {best['epoch']}) | "
                       f"{rows[-1]['p@1']:.4f} | {rows[-1]['p@5']:.4f} | {curve(rows)} | {speed(rows):,.0f} |")
+                alone = network_alone(out, f"gcide_{variant}_{name}")
+                if alone:
+                    print(f"| {name}: the network alone (--infer exact) | {alone[0]:.4f} | {alone[1]:.4f} | | |")
+                if name == "lsh_default":
+                    print(f"| **defaults vs references** | {verdict((rows[-1]['p@1'], rows[-1]['p@5']), r)} | | | |")
         print()
 
 
@@ -113,6 +136,11 @@ def fewshot(out):
             if rows:
                 print(f"| {seed} | {run} | {rows[-1]['p@1']:.4f} | {rows[-1]['p@5']:.4f} | {curve(rows)} | "
                       f"{speed(rows):,.0f} |")
+                alone = network_alone(out, f"fewshot{seed}_{run}")
+                if alone:
+                    print(f"| {seed} | {run}: the network alone (--infer exact) | {alone[0]:.4f} | {alone[1]:.4f} | | |")
+                if run == "default":
+                    print(f"| {seed} | **defaults vs references** | {verdict((rows[-1]['p@1'], rows[-1]['p@5']), r)} | | | |")
     print()
 
 
