@@ -30,6 +30,7 @@
 #include "core/backend.h"
 #include "core/device.h"
 #include "train/predictor.h"
+#include "core/data/xmc_file.h"
 #include "train/checkpoint_manifest.h"
 #include "apps/infer_flags.h"
 
@@ -44,7 +45,7 @@ struct Session {
 };
 
 Session open_session(const std::string& model, const std::string& device, int threads, const InferFlags& flags,
-                     comm::RunConfig config) {
+                     const std::string& train, comm::RunConfig config) {
   // The device is per rank (a mixed cluster may differ), so it is not in the run config.
   Backend& backend = resolve_device(device);
   backend.set_num_threads(threads_for_rank(threads));
@@ -60,7 +61,8 @@ Session open_session(const std::string& model, const std::string& device, int th
   config["infer"] = std::string(to_string(infer.mode));
   config["infer_candidates"] = std::to_string(infer.candidates);
   if (infer.mode == InferMode::ensemble)
-    config["ensemble"] = fmt::format("{:g},{:g}", infer.ensemble.weight, infer.ensemble.temperature);
+    config["ensemble"] = fmt::format("{:g},{:g},{:g},{}", infer.ensemble.weight, infer.ensemble.knn_weight,
+                                     infer.ensemble.temperature, infer.ensemble.neighbours);
   // Ranks must read the same input (compared at rendezvous; see core/data/fingerprint.h).
   for (const char* key : {"input", "test"}) {
     const auto it = config.find(key);
@@ -69,10 +71,14 @@ Session open_session(const std::string& model, const std::string& device, int th
   }
   Session s;
   s.world = comm::init({.run_config = config});
+  // --train FILE: the ensemble's members a checkpoint lacks are built from it.
+  std::optional<data::Dataset> train_set;
+  if (infer.mode == InferMode::ensemble && !train.empty()) train_set = data::XmcFile::open(train);
   s.predictor = std::make_unique<Predictor>(
       model, PredictorOptions{.group = s.world.get(), .inference = infer.layer_mode(),
                               .inference_candidates = infer.candidates,
                               .ensemble = infer.mode == InferMode::ensemble ? std::optional(infer.ensemble) : std::nullopt,
+                              .ensemble_train = train_set ? &*train_set : nullptr,
                               .backend = &backend});
   s.infer = infer.mode;
   return s;
@@ -125,7 +131,7 @@ class Output {
 };
 
 struct PredictArgs {
-  std::string model, input, out;
+  std::string model, input, out, train;
   size_t top_k = 5, batch = 512;
   int threads = 0;
   std::string device = "auto";
@@ -133,7 +139,7 @@ struct PredictArgs {
 };
 
 void run_predict(const PredictArgs& a) {
-  Session s = open_session(a.model, a.device, a.threads, a.infer, {{"command", "predict"}, {"input", a.input},
+  Session s = open_session(a.model, a.device, a.threads, a.infer, a.train, {{"command", "predict"}, {"input", a.input},
                                                {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
   data::XmcReader reader = open_input(a.input, *s.predictor);
   const bool writer = s.world->rank() == 0;
@@ -187,7 +193,7 @@ std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Pr
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  Session s = open_session(a.model, a.device, a.threads, a.infer, {{"command", "evaluate"}, {"test", a.test},
+  Session s = open_session(a.model, a.device, a.threads, a.infer, a.train, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
   Predictor& predictor = *s.predictor;
@@ -253,6 +259,8 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
   cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file (default: stdout)");
+  cmd->add_option("--train", a->train, "XMC training file: --infer ensemble builds from it the members the "
+                                       "checkpoint lacks");
   add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->device);
   cmd->callback([a] {
     if (layers::is_dlrm_checkpoint(a->model)) return predict_dlrm(a->model, a->input, a->out, a->batch, a->threads);
@@ -266,7 +274,8 @@ void add_evaluate_command(CLI::App& app) {
                                                  "trained model on an XMC test file");
   cmd->add_option("--test", a->test, "XMC test file")->required();
   cmd->add_option("--train", a->train, "XMC training file: label counts for the propensities (default: those "
-                                       "saved with the checkpoint)");
+                                       "saved with the checkpoint); --infer ensemble builds from it the members the "
+                                       "checkpoint lacks");
   cmd->add_option("--k", a->k, "cut-offs, e.g. 1,3,5")->delimiter(',')->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();

@@ -1093,18 +1093,27 @@ int run_train(TrainArgs a) {
   // --infer ensemble: the label centroids of the training set, on every rank (each ranks the whole
   // batch the same way), and next to the checkpoint for predict / evaluate.
   std::optional<data::LabelCentroids> centroids;
+  std::optional<data::NearestPoints> points;
   std::optional<EnsembleRanker> ensemble;
   if (a.infer.mode == InferMode::ensemble) {
     const auto t = std::chrono::steady_clock::now();
-    centroids.emplace(train);
-    ensemble.emplace(*centroids, a.infer.ensemble);
-    if (!a.checkpoint.empty() && rank == 0) centroids->save(a.checkpoint);
+    EnsembleMembers members;
+    if (a.infer.ensemble.weight > 0.0f) members.centroids = &centroids.emplace(train);
+    if (a.infer.ensemble.knn_weight > 0.0f) members.points = &points.emplace(train);
+    ensemble.emplace(members, a.infer.ensemble);
+    if (!a.checkpoint.empty() && rank == 0) {
+      if (centroids) centroids->save(a.checkpoint);
+      if (points) points->save(a.checkpoint);
+    }
+    const double mib = static_cast<double>((centroids ? centroids->bytes() : 0) + (points ? points->bytes() : 0)) /
+                       double(1 << 20);
     if (!a.quiet)
-      fmt::print("--infer ensemble: label centroids of {} labels ({:.1f} MiB) in {:.1f} s; evaluation blends the "
-                 "network's {} best labels with the centroids' (weight {:g}, temperature {:g})\n",
-                 centroids->num_labels(), static_cast<double>(centroids->bytes()) / double(1 << 20),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(),
-                 a.infer.ensemble.candidates, a.infer.ensemble.weight, a.infer.ensemble.temperature);
+      fmt::print("--infer ensemble: {:.1f} MiB of label centroids and nearest training points in {:.1f} s; evaluation "
+                 "blends the network ({:g}) with the centroids ({:g}) and the {} nearest points' votes ({:g}), "
+                 "temperature {:g}\n",
+                 mib, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(),
+                 1.0f - a.infer.ensemble.weight - a.infer.ensemble.knn_weight, a.infer.ensemble.weight,
+                 a.infer.ensemble.neighbours, a.infer.ensemble.knn_weight, a.infer.ensemble.temperature);
   }
   const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
                                  .inference = a.infer.layer_mode(),
@@ -1318,6 +1327,7 @@ int run_train(TrainArgs a) {
       const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
       save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
       if (centroids && rank == 0 && !data::LabelCentroids::exists(best_dir)) centroids->save(best_dir);
+      if (points && rank == 0 && !data::NearestPoints::exists(best_dir)) points->save(best_dir);
     }
     if (!a.checkpoint.empty())
       save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);

@@ -13,29 +13,62 @@
 namespace frugal {
 
 void EnsembleOptions::validate() const {
-  FRUGAL_CHECK(std::isfinite(weight) && weight >= 0.0f && weight <= 1.0f,
-               fmt::format("--ensemble-weight {}: expected a share from 0 (the network alone) to 1 (the label "
-                           "centroids alone)", weight));
+  const auto share = [](float v, const char* flag) {
+    FRUGAL_CHECK(std::isfinite(v) && v >= 0.0f && v <= 1.0f,
+                 fmt::format("{} {}: expected a share from 0 to 1", flag, v));
+  };
+  share(weight, "--ensemble-weight");
+  share(knn_weight, "--ensemble-knn-weight");
+  FRUGAL_CHECK(weight + knn_weight <= 1.0f + 1e-6f,
+               fmt::format("--ensemble-weight {} and --ensemble-knn-weight {} add up to more than 1 (the network's "
+                           "share is what is left)", weight, knn_weight));
   FRUGAL_CHECK(std::isfinite(temperature) && temperature > 0.0f && temperature <= 100.0f,
                fmt::format("--ensemble-temperature {}: expected a number above 0 and at most 100", temperature));
-  FRUGAL_CHECK(candidates >= 1 && candidates <= 100000,
-               fmt::format("ensemble candidates {}: expected 1 to 100000", candidates));
+  FRUGAL_CHECK(neighbours >= 1 && neighbours <= 10000,
+               fmt::format("--ensemble-neighbours {}: expected 1 to 10000", neighbours));
+  FRUGAL_CHECK(candidates >= 1 && candidates <= 100000, fmt::format("ensemble candidates {}: expected 1 to 100000", candidates));
 }
 
-// One thread's work space: the centroids' scores per label and the merged candidates.
+// One thread's work space: the members' scratch and lists, and the merged candidates.
 struct ScratchPool {
   struct Local {
     data::LabelCentroids::Scratch centroid;
-    std::vector<std::pair<float, uint32_t>> nearest;
+    data::NearestPoints::Scratch points;
+    std::vector<std::pair<float, uint32_t>> cent_list, knn_list;
     std::vector<std::pair<uint32_t, float>> merged;  // (label, blended probability)
   };
   tbb::enumerable_thread_specific<Local> locals;
-  explicit ScratchPool(const data::LabelCentroids& c) : locals([&c] { return Local{c.scratch(), {}, {}}; }) {}
+  explicit ScratchPool(const EnsembleMembers& m)
+      : locals([m] {
+          return Local{m.centroids != nullptr ? m.centroids->scratch() : data::LabelCentroids::Scratch{},
+                       m.points != nullptr ? m.points->scratch() : data::NearestPoints::Scratch{},
+                       {}, {}, {}};
+        }) {}
 };
 
-EnsembleRanker::EnsembleRanker(const data::LabelCentroids& centroids, const EnsembleOptions& options)
-    : centroids_(centroids), options_(options), pool_(std::make_unique<ScratchPool>(centroids)) {
+namespace {
+
+// Adds share * softmax(score / temperature) over `list` (best first) to `merged`.
+void add_softmax(const std::vector<std::pair<float, uint32_t>>& list, double share, double inv_temperature,
+                 std::vector<std::pair<uint32_t, float>>& merged) {
+  if (list.empty() || share <= 0.0) return;
+  const double top = list.front().first;
+  double sum = 0.0;
+  for (const auto& [score, l] : list) sum += std::exp((score - top) * inv_temperature);
+  for (const auto& [score, l] : list)
+    merged.emplace_back(l, static_cast<float>(share * std::exp((score - top) * inv_temperature) / sum));
+}
+
+}  // namespace
+
+EnsembleRanker::EnsembleRanker(const EnsembleMembers& members, const EnsembleOptions& options)
+    : members_(members), options_(options) {
   options_.validate();
+  FRUGAL_CHECK(options_.weight == 0.0f || members_.centroids != nullptr,
+               "ensemble: --ensemble-weight above 0 needs the label centroids");
+  FRUGAL_CHECK(options_.knn_weight == 0.0f || members_.points != nullptr,
+               "ensemble: --ensemble-knn-weight above 0 needs the nearest training points");
+  pool_ = std::make_unique<ScratchPool>(members_);
 }
 
 EnsembleRanker::~EnsembleRanker() = default;
@@ -50,31 +83,34 @@ size_t EnsembleRanker::blend(const SparseBatch& batch, const std::vector<uint32_
   const size_t width = std::min(k, net_k);
   labels.assign(b * width, 0);
   scores.assign(b * width, 0.0f);
-  const double w = options_.weight;
-  const float inv_t = 1.0f / options_.temperature;
+  const double inv_t = 1.0 / options_.temperature;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 16), [&](const tbb::blocked_range<size_t>& r) {
     ScratchPool::Local& s = pool_->locals.local();
     for (size_t i = r.begin(); i < r.end(); ++i) {
+      const auto ids = batch.features_of(i);
+      const auto vals = batch.values_of(i);
+      s.cent_list.clear();
+      s.knn_list.clear();
+      if (options_.weight > 0.0f) members_.centroids->nearest(ids, vals, options_.candidates, s.centroid, s.cent_list);
+      if (options_.knn_weight > 0.0f)
+        members_.points->vote(ids, vals, options_.neighbours, options_.candidates, s.points, s.knn_list);
+      // The shares of the members that have candidates, renormalized (the network always has).
+      const double wc = s.cent_list.empty() ? 0.0 : options_.weight;
+      const double wk = s.knn_list.empty() ? 0.0 : options_.knn_weight;
+      const double wn = 1.0 - options_.weight - options_.knn_weight;
+      const double total = wc + wk + wn;
       s.merged.clear();
-      // The centroids' softmax over their candidates; a point sharing no feature with any centroid
-      // has none, and the network's ranking stands alone.
-      centroids_.nearest(batch.features_of(i), batch.values_of(i), options_.candidates, s.centroid, s.nearest);
-      const double cw = s.nearest.empty() ? 0.0 : w, nw = 1.0 - cw;
-      if (!s.nearest.empty()) {
-        double csum = 0.0;
-        const float top = s.nearest.front().first;
-        for (const auto& [cosine, l] : s.nearest) csum += std::exp(static_cast<double>((cosine - top) * inv_t));
-        for (const auto& [cosine, l] : s.nearest)
-          s.merged.emplace_back(l, static_cast<float>(cw * std::exp(static_cast<double>((cosine - top) * inv_t)) / csum));
-      }
+      add_softmax(s.cent_list, total > 0.0 ? wc / total : 0.0, inv_t, s.merged);
+      add_softmax(s.knn_list, total > 0.0 ? wk / total : 0.0, inv_t, s.merged);
       // The network's softmax over its candidates (its logits are best first: [0] is the max).
       const uint32_t* nl = net_labels.data() + i * net_k;
       const float* nz = net_scores.data() + i * net_k;
+      const double wnet = total > 0.0 ? wn / total : 1.0;
       double sum = 0.0;
       for (size_t j = 0; j < net_k; ++j) sum += std::exp(static_cast<double>(nz[j]) - nz[0]);
       for (size_t j = 0; j < net_k; ++j)
-        s.merged.emplace_back(nl[j], static_cast<float>(nw * std::exp(static_cast<double>(nz[j]) - nz[0]) / sum));
-      // A label in both lists sums its two shares.
+        s.merged.emplace_back(nl[j], static_cast<float>(wnet * std::exp(static_cast<double>(nz[j]) - nz[0]) / sum));
+      // A label in several lists sums its shares.
       std::sort(s.merged.begin(), s.merged.end());
       size_t n = 0;
       for (size_t j = 0; j < s.merged.size(); ++j) {

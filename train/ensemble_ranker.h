@@ -1,18 +1,23 @@
-// `--infer ensemble`: the network's ranking blended with the label-centroid ranker's
-// (core/data/label_centroids.h). On few-shot label sets (a point or two per label) the network
-// learns the frequent labels' boundaries and a representation, while the centroids keep every
-// rare label's training points as they were; the two make different mistakes, and a blend of
-// their probabilities ranks better than either (as kNN-LM interpolates a language model with a
-// nearest-neighbour distribution, Khandelwal et al. 2020).
+// `--infer ensemble`: the network's ranking blended with two simple rankers over the input
+// features: each label's centroid (core/data/label_centroids.h) and the label votes of the
+// nearest training points (core/data/nearest_points.h). On few-shot label sets (a point or two
+// per label) the network learns the frequent labels well but its rare labels' rows from a point
+// or two (on GCIDE min5 it wins on labels with 10+ training points and loses on those with 2-4:
+// bench/REPORT.md), while the input-space rankers keep every rare label's points as they were;
+// they make different mistakes, and a blend of their probabilities ranks better than any of them
+// (as kNN-LM interpolates a language model with a nearest-neighbour distribution, Khandelwal et
+// al. 2020).
 //
-// For each point, over the network's `candidates` best labels and the centroids' `candidates`
-// best (cosine > 0):
+// For each point, over the network's `candidates` best labels and each member's:
 //   p_net(l)  = softmax of the network's logits over its candidates,
-//   p_cent(l) = softmax of cosine / temperature over the centroids' candidates,
-//   score(l)  = (1 - weight) p_net(l) + weight p_cent(l)     (0 for a list a label is not in),
-// and the k best scores (ties by label id) are the prediction. weight 0 ranks as the network
-// does, weight 1 as the centroids do. A point sharing no feature with any centroid keeps the
-// network's ranking. Points are blended in parallel; the result does not depend on threads.
+//   p_cent(l) = softmax of cosine / temperature over the centroids' best `candidates` (cosine > 0),
+//   p_knn(l)  = softmax of votes / temperature over the labels of the `neighbours` nearest
+//               training points (votes: summed cosines),
+//   score(l)  = (1 - weight - knn_weight) p_net(l) + weight p_cent(l) + knn_weight p_knn(l)
+// (0 for a list a label is not in), and the k best scores (ties by label id) are the prediction.
+// A member with no candidates for the point (it shares no feature with the training set) gives
+// its share to the others in proportion; weight 0 and knn_weight 0 rank as the network does.
+// Points are blended in parallel; the result does not depend on the thread count.
 #pragma once
 
 #include <cstddef>
@@ -21,25 +26,32 @@
 #include <vector>
 
 #include "core/data/label_centroids.h"
+#include "core/data/nearest_points.h"
 #include "core/sparse_batch.h"
 
 namespace frugal {
 
 struct EnsembleOptions {
-  // Defaults measured over the few-shot sets of bench/quality (bench/REPORT.md "--infer ensemble").
-  float weight = 0.5f;
+  // Defaults measured over the few-shot sets of bench/quality (bench/REPORT.md "Ensemble inference").
+  float weight = 0.5f;      // --ensemble-weight: the label centroids' share
+  float knn_weight = 0.2f;  // --ensemble-knn-weight: the nearest training points' share
   float temperature = 0.05f;
+  size_t neighbours = 10;   // training points that vote
   size_t candidates = 100;  // per member and point
   void validate() const;    // throws frugal::Error naming the flag
 };
 
+// The rankers the blend reads (not owned; each must be given when its weight is above 0).
+struct EnsembleMembers {
+  const data::LabelCentroids* centroids = nullptr;
+  const data::NearestPoints* points = nullptr;
+};
+
 class EnsembleRanker {
  public:
-  // `centroids` must outlive the ranker.
-  EnsembleRanker(const data::LabelCentroids& centroids, const EnsembleOptions& options);
+  EnsembleRanker(const EnsembleMembers& members, const EnsembleOptions& options);
   ~EnsembleRanker();
   const EnsembleOptions& options() const { return options_; }
-  const data::LabelCentroids& centroids() const { return centroids_; }
 
   // net_labels / net_scores: the network's best labels and their logits, batch.size() x
   // net_k, best first. Writes each point's min(k, net_k) best blended labels and their scores
@@ -48,7 +60,7 @@ class EnsembleRanker {
                size_t net_k, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) const;
 
  private:
-  const data::LabelCentroids& centroids_;
+  EnsembleMembers members_;
   EnsembleOptions options_;
   std::unique_ptr<struct ScratchPool> pool_;
 };

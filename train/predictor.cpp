@@ -18,8 +18,9 @@ struct Predictor::Impl {
   CheckpointManifest info;
   std::optional<LabelCounts> counts;
   size_t batch = 512;
-  data::LabelCentroids centroids;            // --infer ensemble only
-  std::unique_ptr<EnsembleRanker> ensemble;  // over `centroids`
+  data::LabelCentroids centroids;            // --infer ensemble only, when it gives them weight
+  data::NearestPoints points;                // likewise
+  std::unique_ptr<EnsembleRanker> ensemble;  // over `centroids` and `points`
   std::vector<uint32_t> net_labels;
   std::vector<float> net_scores;
 };
@@ -45,15 +46,36 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   m.model.output().set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   m.counts = load_label_counts(checkpoint_dir);
   if (options.ensemble) {
-    FRUGAL_CHECK(data::LabelCentroids::exists(checkpoint_dir),
-                 fmt::format("--infer ensemble: {} holds no label centroids ({}): the run that saved it did not infer "
-                             "with the ensemble; retrain with --infer ensemble, or use --infer exact",
-                             checkpoint_dir, data::kLabelCentroidsFile));
-    m.centroids = data::LabelCentroids::load(checkpoint_dir);
-    FRUGAL_CHECK(m.centroids.num_labels() == m.model.output().out_features(),
-                 fmt::format("{}/{}: centroids of {} labels, the model has {}", checkpoint_dir, data::kLabelCentroidsFile,
-                             m.centroids.num_labels(), m.model.output().out_features()));
-    m.ensemble = std::make_unique<EnsembleRanker>(m.centroids, *options.ensemble);
+    // Each member the blend gives weight, as `frugal train` kept it next to the checkpoint.
+    // A member missing from the checkpoint comes from the training set when one is given.
+    const auto missing = [&](bool present, const char* file) {
+      FRUGAL_CHECK(present || options.ensemble_train != nullptr,
+                   fmt::format("--infer ensemble: {} holds no {}: the run that saved it did not infer with this "
+                               "ensemble; give the training file (--train FILE), or use --infer exact",
+                               checkpoint_dir, file));
+      return !present;
+    };
+    const size_t labels = m.model.output().out_features();
+    const auto check_labels = [&](size_t got, const char* file) {
+      FRUGAL_CHECK(got == labels, fmt::format("{}/{}: made for {} labels, the model has {}", checkpoint_dir, file, got,
+                                              labels));
+    };
+    EnsembleMembers members;
+    if (options.ensemble->weight > 0.0f) {
+      m.centroids = missing(data::LabelCentroids::exists(checkpoint_dir), "label centroids (label_centroids.bin)")
+                        ? data::LabelCentroids(*options.ensemble_train)
+                        : data::LabelCentroids::load(checkpoint_dir);
+      check_labels(m.centroids.num_labels(), data::kLabelCentroidsFile);
+      members.centroids = &m.centroids;
+    }
+    if (options.ensemble->knn_weight > 0.0f) {
+      m.points = missing(data::NearestPoints::exists(checkpoint_dir), "nearest training points (nearest_points.bin)")
+                     ? data::NearestPoints(*options.ensemble_train)
+                     : data::NearestPoints::load(checkpoint_dir);
+      check_labels(m.points.num_labels(), data::kNearestPointsFile);
+      members.points = &m.points;
+    }
+    m.ensemble = std::make_unique<EnsembleRanker>(members, *options.ensemble);
   }
 }
 

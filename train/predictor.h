@@ -51,9 +51,13 @@ struct PredictorOptions {
   // return for each point (tables built from the loaded weights at the first call).
   Inference inference = Inference::exact;
   size_t inference_candidates = InferenceOptions{}.candidates;  // LSH: labels scored per point at most
-  // --infer ensemble: the network's ranking blended with the label centroids that `frugal train`
-  // kept next to the checkpoint (DIR/label_centroids.bin; an error naming it when there are none).
+  // --infer ensemble: the network's ranking blended with the label centroids and nearest training
+  // points that `frugal train` kept next to the checkpoint (DIR/label_centroids.bin,
+  // DIR/nearest_points.bin; an error naming the file when one the blend needs is missing).
   std::optional<EnsembleOptions> ensemble{};
+  // The training set, when the checkpoint lacks a member the ensemble gives weight (a model saved
+  // before the ensemble existed, or with other weights): that member is built from it (not saved).
+  const data::Dataset* ensemble_train = nullptr;
   // Where the model computes (its weights are loaded into that backend's memory); null: the host
   // backend (core/backend.h's host_backend()).
   Backend* backend = nullptr;

@@ -10,8 +10,8 @@
 //
 // `frugal train --checkpoint DIR` keeps it next to the checkpoint (DIR/label_centroids.bin) when
 // the run infers with the ensemble, so that `frugal predict` / `evaluate` score the same way
-// without the training file. The file ends with a CRC32C of everything before it: a damaged or
-// truncated copy is refused, naming the file.
+// without the training file (core/data/inverted_index.h's format: a damaged or truncated copy is
+// refused, naming the file).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/data/inverted_index.h"
 #include "core/dataset.h"
 
 namespace frugal::data {
@@ -38,11 +39,10 @@ class LabelCentroids {
   LabelCentroids() = default;
   explicit LabelCentroids(const Dataset& train);
 
-  size_t num_features() const { return offsets_.empty() ? 0 : offsets_.size() - 1; }
-  size_t num_labels() const { return num_labels_; }
-  size_t entries() const { return labels_.size(); }
-  size_t bytes() const;  // in memory
-  bool empty() const { return labels_.empty(); }
+  size_t num_features() const { return index_.num_features(); }
+  size_t num_labels() const { return index_.num_items(); }
+  size_t entries() const { return index_.entries(); }
+  size_t bytes() const { return index_.bytes(); }  // in memory
 
   // The labels sharing a feature with the point (ids, vals), with the point's dot product with
   // their centroid, unordered (scores[l] for l in touched; the caller clears them). Feature ids
@@ -52,7 +52,7 @@ class LabelCentroids {
   // by label id), as (cosine, label) in `out`.
   void nearest(std::span<const uint32_t> ids, std::span<const float> vals, size_t n, Scratch& s,
                std::vector<std::pair<float, uint32_t>>& out) const;
-  Scratch scratch() const { return Scratch{std::vector<float>(num_labels_, 0.0f), {}}; }
+  Scratch scratch() const { return Scratch{std::vector<float>(num_labels(), 0.0f), {}}; }
 
   // DIR/label_centroids.bin, written atomically (DIR is created if needed).
   void save(const std::string& dir) const;
@@ -62,10 +62,12 @@ class LabelCentroids {
   static bool exists(const std::string& dir);
 
  private:
-  uint64_t num_labels_ = 0;
-  std::vector<uint64_t> offsets_;  // per feature, into labels_ / weights_
-  std::vector<uint32_t> labels_;
-  std::vector<float> weights_;
+  InvertedIndex index_;  // items: labels
 };
+
+// 1 / |v| (0 for a zero vector).
+float inverse_norm(std::span<const float> v);
+// Keeps the n best (score, id) pairs, best first (ties by id).
+void keep_best(std::vector<std::pair<float, uint32_t>>& scored, size_t n);
 
 }  // namespace frugal::data

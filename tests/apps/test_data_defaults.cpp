@@ -66,10 +66,13 @@ TEST_CASE("data defaults: what the user gave is kept") {
   const DataDefaults random = choose_data_defaults(few, {.centroid_start = false});
   CHECK_FALSE(random.centroid_start);
   CHECK_FALSE(random.lr.has_value());  // the rate belongs to the centroid start
+  CHECK(random.ensemble);  // --infer auto on few-shot labels
+  CHECK_FALSE(choose_data_defaults(few, {.infer_auto = false}).ensemble);
   const DataDefaults lr = choose_data_defaults(few, {.lr_auto = false});
   CHECK(lr.centroid_start);
   CHECK_FALSE(lr.lr.has_value());
-  const DataDefaults none = choose_data_defaults(few, {.hidden_auto = false, .centroid_start = false, .lr_auto = false});
+  const DataDefaults none = choose_data_defaults(few, {.hidden_auto = false, .centroid_start = false, .lr_auto = false,
+                                                          .infer_auto = false});
   CHECK(none.few_shot);
   CHECK_THAT(none.summary, Catch::Contains("nothing to choose"));
 }

@@ -47,7 +47,7 @@ expect "$TMP/auto.jsonl" lr 0.001
 expect "$TMP/auto.jsonl" infer ensemble
 grep -qF -- "hidden 1024 (a step ~8x that of hidden 128), --infer ensemble (the network blended with the label centroids)" \
   "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
-[ -f "$TMP/ckpt/label_centroids.bin" ] || { echo "no label_centroids.bin in the checkpoint"; exit 1; }
+for f in label_centroids.bin nearest_points.bin; do [ -f "$TMP/ckpt/$f" ] || { echo "no $f in the checkpoint"; exit 1; }; done
 # --quiet keeps the run quiet.
 "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --quiet > "$TMP/quiet.log" 2>&1
 ! grep -q "few-shot" "$TMP/quiet.log" || { cat "$TMP/quiet.log"; exit 1; }

@@ -1,0 +1,136 @@
+#include "core/data/inverted_index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/crc32c.h"
+
+namespace frugal::data {
+namespace fs = std::filesystem;
+namespace {
+
+uint32_t checksum(const std::string& bytes) {
+  return crc32c(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+}
+
+template <class T>
+void put(std::ostream& out, const T* data, size_t n) {
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(T)));
+}
+
+template <class T>
+void get(std::istream& in, T* data, size_t n, const std::string& name) {
+  in.read(reinterpret_cast<char*>(data), static_cast<std::streamsize>(n * sizeof(T)));
+  FRUGAL_CHECK(static_cast<size_t>(in.gcount()) == n * sizeof(T), fmt::format("{}: truncated", name));
+}
+
+}  // namespace
+
+InvertedIndex::InvertedIndex(size_t features, size_t items, const std::vector<Entry>& entries) : num_items_(items) {
+  offsets_.assign(features + 1, 0);
+  for (const Entry& e : entries) ++offsets_[e.feature + size_t{1}];
+  std::partial_sum(offsets_.begin(), offsets_.end(), offsets_.begin());
+  items_.resize(entries.size());
+  weights_.resize(entries.size());
+  std::vector<uint64_t> pos(offsets_.begin(), offsets_.end() - 1);
+  for (const Entry& e : entries) {
+    items_[pos[e.feature]] = e.item;
+    weights_[pos[e.feature]++] = e.weight;
+  }
+}
+
+size_t InvertedIndex::bytes() const {
+  return offsets_.size() * sizeof(uint64_t) + items_.size() * sizeof(uint32_t) + weights_.size() * sizeof(float);
+}
+
+void InvertedIndex::accumulate(std::span<const uint32_t> ids, std::span<const float> vals, std::vector<float>& scores,
+                               std::vector<uint32_t>& touched) const {
+  const size_t features = num_features();
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ids[j] >= features) continue;
+    for (uint64_t q = offsets_[ids[j]]; q < offsets_[ids[j] + size_t{1}]; ++q) {
+      const uint32_t item = items_[q];
+      if (scores[item] == 0.0f) touched.push_back(item);
+      scores[item] += vals[j] * weights_[q];
+      if (scores[item] == 0.0f) scores[item] = 1e-30f;  // keep it marked as touched
+    }
+  }
+}
+
+void InvertedIndex::write(std::ostream& out) const {
+  const uint64_t sizes[3] = {num_items_, offsets_.size(), items_.size()};
+  put(out, sizes, 3);
+  put(out, offsets_.data(), offsets_.size());
+  put(out, items_.data(), items_.size());
+  put(out, weights_.data(), weights_.size());
+}
+
+void InvertedIndex::read(std::istream& in, uint64_t bytes_left, const std::string& name) {
+  uint64_t sizes[3] = {0, 0, 0};
+  FRUGAL_CHECK(bytes_left >= sizeof sizes, fmt::format("{}: truncated", name));
+  get(in, sizes, 3, name);
+  bytes_left -= sizeof sizes;
+  const uint64_t items = sizes[0], offsets = sizes[1], entries = sizes[2];
+  FRUGAL_CHECK(items < (uint64_t{1} << 32) && offsets >= 1 && offsets <= bytes_left / sizeof(uint64_t) &&
+                   entries <= (bytes_left - offsets * sizeof(uint64_t)) / (sizeof(uint32_t) + sizeof(float)),
+               fmt::format("{}: sizes in the file ({} items, {} features, {} entries) exceed it", name, items,
+                           offsets - 1, entries));
+  num_items_ = items;
+  offsets_.resize(offsets);
+  items_.resize(entries);
+  weights_.resize(entries);
+  get(in, offsets_.data(), offsets, name);
+  get(in, items_.data(), entries, name);
+  get(in, weights_.data(), entries, name);
+  // The checksum guards against damage; these guard the scoring loops against a forged file.
+  FRUGAL_CHECK(offsets_.front() == 0 && offsets_.back() == entries && std::is_sorted(offsets_.begin(), offsets_.end()),
+               fmt::format("{}: inconsistent feature offsets", name));
+  FRUGAL_CHECK(std::all_of(items_.begin(), items_.end(), [&](uint32_t i) { return i < num_items_; }),
+               fmt::format("{}: an id beyond its {} items", name, num_items_));
+}
+
+void save_checked_file(const std::string& dir, const std::string& file, const char (&magic)[8], uint32_t version,
+                       const std::function<void(std::ostream&)>& body) {
+  std::ostringstream buf(std::ios::binary);
+  buf.write(magic, 8);
+  put(buf, &version, 1);
+  body(buf);
+  std::string bytes = buf.str();
+  const uint32_t crc = checksum(bytes);
+  bytes.append(reinterpret_cast<const char*>(&crc), sizeof crc);
+  fs::create_directories(dir);
+  write_atomically(fs::path(dir) / file, bytes);
+}
+
+std::string load_checked_file(const std::string& dir, const std::string& file, const char (&magic)[8],
+                              uint32_t version, const std::string& what) {
+  const fs::path path = fs::path(dir) / file;
+  const std::string name = path.string();
+  std::error_code ec;
+  FRUGAL_CHECK(fs::is_regular_file(path, ec),
+               fmt::format("{}: {}", name, fs::exists(path, ec) ? "not a regular file" : "no such file"));
+  std::ifstream in(path, std::ios::binary);
+  FRUGAL_CHECK(in.good(), fmt::format("{}: cannot open", name));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr size_t kHeader = 8 + sizeof(uint32_t);
+  FRUGAL_CHECK(bytes.size() >= kHeader + sizeof(uint32_t), fmt::format("{}: truncated ({} bytes)", name, bytes.size()));
+  uint32_t stored = 0;
+  std::memcpy(&stored, bytes.data() + bytes.size() - sizeof stored, sizeof stored);
+  bytes.resize(bytes.size() - sizeof stored);
+  FRUGAL_CHECK(checksum(bytes) == stored,
+               fmt::format("{}: checksum mismatch (the file is damaged or truncated)", name));
+  FRUGAL_CHECK(std::memcmp(bytes.data(), magic, 8) == 0, fmt::format("{}: not {}", name, what));
+  uint32_t got = 0;
+  std::memcpy(&got, bytes.data() + 8, sizeof got);
+  FRUGAL_CHECK(got == version, fmt::format("{}: {} of format version {}, this frugal reads {}", name, what, got, version));
+  return bytes.substr(kHeader);
+}
+
+}  // namespace frugal::data
