@@ -1387,7 +1387,8 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
-                           "--active-target", "--negatives", "--infer", "--output-init", "--slice-weights", "--calibration-steps",
+                           "--active-target", "--negatives", "--infer", "--ensemble-weight", "--ensemble-knn-weight",
+                           "--ensemble-temperature", "--ensemble-neighbours", "--output-init", "--slice-weights", "--calibration-steps",
                            "--calibration-warmup", "--memory-limit",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
                            "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
