@@ -6,6 +6,8 @@
 //  - with_flag_names: the library names option fields in its errors ("SynthXmcOptions::features
 //    must be > 0"), never flags; a command knows which flag fills which field and rethrows the
 //    error naming the flag instead ("synth-xmc: --features must be > 0").
+//  - refuse_negative_unsigned: a flag of an unsigned type refuses a negative value instead of
+//    letting CLI11 wrap it (`--epochs -1` trained forever, `--warmup-steps -1` became 2^64-1).
 // Numbers in flags are CLI11's; numbers in other text ("AxB", lists, variables) are core/parse.h's.
 #pragma once
 
@@ -68,6 +70,42 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
       },
       "cpu|cuda|cuda:N|auto|emulated", "device"));
   return option;
+}
+
+// Every option of `app` and its subcommands whose type CLI11 names UINT (an unsigned integer, or a
+// list or optional of them) refuses a value that starts with '-', naming the flag and the value
+// ("--epochs: -1 is negative: expected a count from 0 up"). Call once, after every command is added.
+inline void refuse_negative_unsigned(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    if (type.rfind("UINT", 0) != 0) continue;
+    // CLI11's own PositiveNumber check on such a flag speaks in doubles ("Value 0 not in range
+    // 0.000000 to 1797..."): it gives way to the same check in these words.
+    bool positive = false;
+    for (int i = 0;; ++i) {
+      CLI::Validator* v = nullptr;
+      try {
+        v = option->get_validator(i);
+      } catch (const CLI::OptionNotFound&) {
+        break;
+      }
+      if (v->get_description() == "POSITIVE" && v->get_active()) {
+        v->active(false);
+        positive = true;
+      }
+    }
+    option->check(CLI::Validator(
+        [positive](std::string& given) {
+          const auto first = given.find_first_not_of(" \t");
+          if (first != std::string::npos && given[first] == '-')
+            return given + (positive ? " is negative: expected a count from 1 up" : " is negative: expected a count from 0 up");
+          if (positive && given.find_first_not_of("0", first) == std::string::npos)
+            return given + " is not positive: expected a count from 1 up";
+          return std::string();
+        },
+        "", "non-negative"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
 }
 
 // Option field -> the flag that fills it, e.g. {"SynthXmcOptions::features", "--features"}.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "core/check.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_keygen_command(app);
   frugal::cli::add_bench_command(app);
   frugal::cli::add_plan_command(app);
+  frugal::cli::refuse_negative_unsigned(app);  // after every command: CLI11 would wrap "-1"
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,7 +5,8 @@
 #     (LshOptions::negatives -> --negatives, SynthXmcOptions::features -> --features, ...);
 #  3. values outside flags (--grid, --slice-weights, --layers, FRUGAL_* variables) fail naming the
 #     flag or variable and the bad text, in one style;
-#  4. an unknown choice is refused by the parser, naming the accepted ones.
+#  4. an unknown choice is refused by the parser, naming the accepted ones;
+#  5. a flag of an unsigned type refuses a negative value (CLI11 would wrap it to 2^64-1).
 # Usage: test_cli_options.sh FRUGAL SOURCE_ROOT
 set -euo pipefail
 FRUGAL=$1
@@ -347,4 +348,13 @@ if "$FRUGAL" keygen "$TMP/k2" > /dev/null 2>&1; then  # a build with ZeroMQ
     --rendezvous-timeout 1
   fails_with "--size 'x': expected an integer" env FRUGAL_SIZE=2 "$FRUGAL" "${T[@]}" --size x --transport zmq
 fi
+# 5. Negative values for unsigned flags, in every command.
+for flag in --epochs --warmup-steps --seed --max-steps; do
+  fails_with "$flag: -1 is negative: expected a count from 0 up" "$FRUGAL" "${T[@]}" "$flag" -1
+done
+fails_with "--batch: -1 is negative: expected a count from 1 up" "$FRUGAL" "${T[@]}" --batch -1
+fails_with "--batch: 0 is not positive: expected a count from 1 up" "$FRUGAL" "${T[@]}" --batch 0
+fails_with "--top-k: -2 is negative" "$FRUGAL" predict --model "$TMP/ckpt" --input "$TMP/data/test.txt" --top-k -2
+fails_with "--features: -5 is negative" "$FRUGAL" data synth-xmc --features -5 --labels 3 --train 3 --test 3 \
+  --out "$TMP/neg"
 echo "OK: choices keep their spellings; errors name flags and variables"
