@@ -13,6 +13,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -74,7 +76,8 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
 
 // Every option of `app` and its subcommands whose type CLI11 names UINT (an unsigned integer, or a
 // list or optional of them) refuses a value that starts with '-', naming the flag and the value
-// ("--epochs: -1 is negative: expected a count from 0 up"). Call once, after every command is added.
+// ("--epochs: -1 is negative: expected a count from 0 up"), and one beyond 64 bits, which CLI11
+// would saturate ("--seed: 99999999999999999999 is too large"). Call once, after every command is added.
 inline void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     const std::string type = option->get_type_name();
@@ -101,6 +104,14 @@ inline void refuse_negative_unsigned(CLI::App& app) {
             return given + (positive ? " is negative: expected a count from 1 up" : " is negative: expected a count from 0 up");
           if (positive && given.find_first_not_of("0", first) == std::string::npos)
             return given + " is not positive: expected a count from 1 up";
+          // Digits beyond 64 bits: CLI11 would saturate them silently.
+          const auto last = given.find_last_not_of(" \t");
+          if (first != std::string::npos && given.find_first_not_of("0123456789", first) > last) {
+            uint64_t value = 0;
+            const auto r = std::from_chars(given.data() + first, given.data() + last + 1, value);
+            if (r.ec == std::errc::result_out_of_range)
+              return given + " is too large: at most 18446744073709551615";
+          }
           return std::string();
         },
         "", "non-negative"));

@@ -354,6 +354,8 @@ for flag in --epochs --warmup-steps --seed --max-steps; do
 done
 fails_with "--batch: -1 is negative: expected a count from 1 up" "$FRUGAL" "${T[@]}" --batch -1
 fails_with "--batch: 0 is not positive: expected a count from 1 up" "$FRUGAL" "${T[@]}" --batch 0
+fails_with "--seed: 99999999999999999999 is too large: at most 18446744073709551615" "$FRUGAL" "${T[@]}" \
+  --seed 99999999999999999999
 fails_with "--top-k: -2 is negative" "$FRUGAL" predict --model "$TMP/ckpt" --input "$TMP/data/test.txt" --top-k -2
 fails_with "--features: -5 is negative" "$FRUGAL" data synth-xmc --features -5 --labels 3 --train 3 --test 3 \
   --out "$TMP/neg"
