@@ -34,7 +34,7 @@ struct ScratchPool {
   struct Local {
     data::LabelCentroids::Scratch centroid;
     data::NearestPoints::Scratch points;
-    std::vector<std::pair<float, uint32_t>> cent_list, knn_list;
+    std::vector<std::pair<float, uint32_t>> cent_list, knn_list, net_list;
     std::vector<std::pair<uint32_t, float>> merged;  // (label, blended probability)
   };
   tbb::enumerable_thread_specific<Local> locals;
@@ -42,7 +42,7 @@ struct ScratchPool {
       : locals([m] {
           return Local{m.centroids != nullptr ? m.centroids->scratch() : data::LabelCentroids::Scratch{},
                        m.points != nullptr ? m.points->scratch() : data::NearestPoints::Scratch{},
-                       {}, {}, {}};
+                       {}, {}, {}, {}};
         }) {}
 };
 
@@ -102,14 +102,10 @@ size_t EnsembleRanker::blend(const SparseBatch& batch, const std::vector<uint32_
       s.merged.clear();
       add_softmax(s.cent_list, total > 0.0 ? wc / total : 0.0, inv_t, s.merged);
       add_softmax(s.knn_list, total > 0.0 ? wk / total : 0.0, inv_t, s.merged);
-      // The network's softmax over its candidates (its logits are best first: [0] is the max).
-      const uint32_t* nl = net_labels.data() + i * net_k;
-      const float* nz = net_scores.data() + i * net_k;
-      const double wnet = total > 0.0 ? wn / total : 1.0;
-      double sum = 0.0;
-      for (size_t j = 0; j < net_k; ++j) sum += std::exp(static_cast<double>(nz[j]) - nz[0]);
-      for (size_t j = 0; j < net_k; ++j)
-        s.merged.emplace_back(nl[j], static_cast<float>(wnet * std::exp(static_cast<double>(nz[j]) - nz[0]) / sum));
+      // The network's softmax over its candidates (logits, best first), at temperature 1.
+      s.net_list.clear();
+      for (size_t j = 0; j < net_k; ++j) s.net_list.emplace_back(net_scores[i * net_k + j], net_labels[i * net_k + j]);
+      add_softmax(s.net_list, total > 0.0 ? wn / total : 1.0, 1.0, s.merged);
       // A label in several lists sums its shares.
       std::sort(s.merged.begin(), s.merged.end());
       size_t n = 0;

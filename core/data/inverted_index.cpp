@@ -1,6 +1,7 @@
 #include "core/data/inverted_index.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +95,19 @@ void InvertedIndex::read(std::istream& in, uint64_t bytes_left, const std::strin
                fmt::format("{}: inconsistent feature offsets", name));
   FRUGAL_CHECK(std::all_of(items_.begin(), items_.end(), [&](uint32_t i) { return i < num_items_; }),
                fmt::format("{}: an id beyond its {} items", name, num_items_));
+}
+
+float inverse_norm(std::span<const float> v) {
+  double sq = 0.0;
+  for (const float x : v) sq += static_cast<double>(x) * x;
+  return sq > 0.0 ? static_cast<float>(1.0 / std::sqrt(sq)) : 0.0f;
+}
+
+void keep_best(std::vector<std::pair<float, uint32_t>>& scored, size_t n) {
+  const auto better = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+  const size_t m = std::min(n, scored.size());
+  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(m), scored.end(), better);
+  scored.resize(m);
 }
 
 void save_checked_file(const std::string& dir, const std::string& file, const char (&magic)[8], uint32_t version,

@@ -12,6 +12,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace frugal::data {
@@ -48,6 +49,11 @@ class InvertedIndex {
   std::vector<uint32_t> items_;
   std::vector<float> weights_;
 };
+
+// 1 / |v| (0 for a zero vector): what turns a query's dot products into cosines.
+float inverse_norm(std::span<const float> v);
+// Keeps the n best (score, id) pairs, best first (ties by id).
+void keep_best(std::vector<std::pair<float, uint32_t>>& scored, size_t n);
 
 // DIR/FILE written atomically: the 8-byte magic, the version, what `body` writes, and the CRC32C.
 void save_checked_file(const std::string& dir, const std::string& file, const char (&magic)[8], uint32_t version,

@@ -90,17 +90,4 @@ LabelCentroids LabelCentroids::load(const std::string& dir) {
   return c;
 }
 
-float inverse_norm(std::span<const float> v) {
-  double sq = 0.0;
-  for (const float x : v) sq += static_cast<double>(x) * x;
-  return sq > 0.0 ? static_cast<float>(1.0 / std::sqrt(sq)) : 0.0f;
-}
-
-void keep_best(std::vector<std::pair<float, uint32_t>>& scored, size_t n) {
-  const auto better = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
-  const size_t m = std::min(n, scored.size());
-  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(m), scored.end(), better);
-  scored.resize(m);
-}
-
 }  // namespace frugal::data

@@ -65,9 +65,4 @@ class LabelCentroids {
   InvertedIndex index_;  // items: labels
 };
 
-// 1 / |v| (0 for a zero vector).
-float inverse_norm(std::span<const float> v);
-// Keeps the n best (score, id) pairs, best first (ties by id).
-void keep_best(std::vector<std::pair<float, uint32_t>>& scored, size_t n);
-
 }  // namespace frugal::data

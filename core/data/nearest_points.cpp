@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
-#include "core/data/label_centroids.h"
 
 namespace frugal::data {
 namespace {
