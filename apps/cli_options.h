@@ -14,6 +14,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -21,8 +23,11 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/check.h"
 #include "core/device.h"
+#include "core/warnings.h"
 
 namespace frugal::cli {
 
@@ -74,6 +79,68 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
   return option;
 }
 
+// Numeric checks that speak frugal's words (CLI11's own print its ranges as doubles with 300
+// digits, "Value -5 not in range 0.000000 to 1.000000"): "-5 is outside [0, 1]". NaN and infinity are
+// refused too. Values are read as doubles, which is exact for the bounds any flag has.
+inline double parse_checked_number(const std::string& given, std::string& error) {
+  char* end = nullptr;
+  const double v = std::strtod(given.c_str(), &end);
+  if (end == given.c_str() || *end != '\0') error = given + " is not a number";
+  else if (!std::isfinite(v)) error = given + " is not a finite number";
+  return v;
+}
+
+template <class T>
+CLI::Validator in_range(T lo, T hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& given) {
+        std::string error;
+        const double v = parse_checked_number(given, error);
+        if (error.empty() && (v < static_cast<double>(lo) || v > static_cast<double>(hi)))
+          error = fmt::format("{} is outside [{}, {}]", given, lo, hi);
+        return error;
+      },
+      fmt::format("[{}, {}]", lo, hi), "in-range");
+}
+
+inline CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& given) {
+        std::string error;
+        const double v = parse_checked_number(given, error);
+        if (error.empty() && !(v > 0)) error = given + " is not positive: expected a value above 0";
+        return error;
+      },
+      "> 0", "positive");
+}
+
+inline CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& given) {
+        std::string error;
+        const double v = parse_checked_number(given, error);
+        if (error.empty() && v < 0) error = given + " is negative: expected a value from 0 up";
+        return error;
+      },
+      ">= 0", "non-negative");
+}
+
+// --strict: suspicious but valid input (core/warnings.h) stops the command instead of a warning.
+inline void add_strict_flag(CLI::App* cmd) {
+  cmd->add_flag_callback("--strict", [] { set_strict_warnings(true); },
+                         "warnings about suspicious but valid input (label ids far above the rest, feature values "
+                         "beyond any sane scale, a class with a single point, a checkpoint older than its run's "
+                         "newest) are errors");
+}
+
+// --accept-unchecked-checkpoint: a checkpoint manifest without its own checksum (written by an older
+// frugal, or edited by hand and its "manifest_checksum" removed) is loaded unchecked, not refused.
+inline void add_accept_unchecked_flag(CLI::App* cmd, bool& target) {
+  cmd->add_flag("--accept-unchecked-checkpoint", target,
+                "load a checkpoint whose manifest.json has no checksum of its own (an older frugal's, or one "
+                "edited by hand): by default it is refused");
+}
+
 // Every option of `app` and its subcommands whose type CLI11 names UINT (an unsigned integer, or a
 // list or optional of them) refuses a value that starts with '-', naming the flag and the value
 // ("--epochs: -1 is negative: expected a count from 0 up"), and one beyond 64 bits, which CLI11
@@ -92,7 +159,7 @@ inline void refuse_negative_unsigned(CLI::App& app) {
       } catch (const CLI::OptionNotFound&) {
         break;
       }
-      if (v->get_description() == "POSITIVE" && v->get_active()) {
+      if ((v->get_description() == "POSITIVE" || v->get_name() == "positive") && v->get_active()) {
         v->active(false);
         positive = true;
       }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/metrics_lines.h"
 #include "apps/step_profile_json.h"
@@ -115,19 +116,19 @@ void add_bench_command(CLI::App& app) {
       "roofline", "probe this machine's FMA rate, streaming and row-gather bandwidth; with --metrics, how close "
                   "each phase of a training run's steps came to them");
   cmd->add_option("--threads", a->threads, "threads the probes run (use the run's --threads)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--metrics", a->metrics, "a `frugal train --metrics` file: its profile is analyzed")
       ->check(CLI::ExistingFile);
   cmd->add_option("--epoch", a->epoch, "the epoch line to analyze (0: the last)")->capture_default_str();
   cmd->add_option("--json", a->json, "also write the figures to this JSON file");
   cmd->add_option("--array-mib", a->array_mib, "streaming probe: MiB per array (three arrays)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--table-mib", a->table_mib, "gather probe: MiB of the table rows are read from")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--row-bytes", a->row_bytes, "gather probe: bytes per row (hidden width x 4)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--repeats", a->repeats, "timed runs per probe (the best counts)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->callback([a] {
     try {
       run_roofline(*a);

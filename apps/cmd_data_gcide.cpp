@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "core/data/dataset_stats.h"
 #include "core/data/dictd_file.h"
+#include "core/staged_file.h"
 #include "core/data/gcide_builder.h"
 #include "core/data/reference_rankers.h"
 #include "core/data/xmc_file.h"
@@ -26,10 +27,12 @@ namespace frugal::cli {
 namespace {
 
 void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path);
-  for (const std::string& l : lines) out << l << '\n';
-  out.close();
-  FRUGAL_CHECK(!out.fail(), fmt::format("{}: write failed", path));
+  StagedFile out(path);  // renamed into place once complete
+  for (const std::string& l : lines) {
+    out.write(l);
+    out.write("\n");
+  }
+  out.commit();
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include "core/check.h"
 #include "core/data/ctr_stats.h"
 #include "core/data/dataset_split.h"
+#include "core/data/data_warnings.h"
+#include "core/staged_file.h"
 #include "core/data/dataset_stats.h"
 #include "core/data/idx_file.h"
 #include "core/data/xmc_file.h"
@@ -49,6 +51,7 @@ void add_stats(CLI::App& data) {
       return;
     }
     const data::Dataset d = open_input(f, a->file);
+    data::warn_suspicious(d);
     fmt::print("{}\n{}", a->file, data::compute_stats(d).format("  "));
   });
 }
@@ -119,11 +122,11 @@ void add_fashion_mnist(CLI::App& data) {
     data::XmcFile::write(train, a->out + "/train.txt");
     data::XmcFile::write(test, a->out + "/test.txt");
     // The class names of Fashion-MNIST, line i naming label i.
-    std::ofstream names(a->out + "/labels.txt");
+    StagedFile names(a->out + "/labels.txt");
     for (const char* n : {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
                           "Ankle boot"})
-      names << n << '\n';
-    FRUGAL_CHECK(names.good(), fmt::format("{}/labels.txt: write failed", a->out));
+      names.write(fmt::format("{}\n", n));
+    names.commit();
     fmt::print("wrote {0}/train.txt ({1} points), {0}/test.txt ({2} points) and {0}/labels.txt in {3:.1f} s\n"
                "train:\n{4}",
                a->out, train.size(), test.size(), seconds_since(t0), data::compute_stats(train).format("  "));

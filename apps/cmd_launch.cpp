@@ -29,7 +29,7 @@ void add_launch_command(CLI::App& app) {
       "launch", "start N ranks of a program on this machine, output prefixed by rank");
   // -n and the command are checked in the callback: --cleanup-stale needs neither.
   CLI::Option* ranks_opt =
-      cmd->add_option("-n,--ranks", spec->ranks, "number of ranks")->check(CLI::PositiveNumber);
+      cmd->add_option("-n,--ranks", spec->ranks, "number of ranks")->check(cli::positive());
   add_choice(cmd, "--transport", spec->transport, {comm::Transport::zmq, comm::Transport::mpi},
              "zmq (default) or mpi (runs mpirun)")
       ->default_str("");  // the help text names the default
@@ -44,12 +44,12 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--max-restarts", spec->max_restarts,
                   "when a rank fails, stop the others and restart the whole job, at most N times; a restart "
                   "resumes from the command's --checkpoint DIR (the newest intact checkpoint) once it holds one")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--min-ranks", spec->min_ranks,
                   "with --max-restarts: each restart runs on one rank fewer (the failed rank's place is left out, "
                   "as if its node were lost), down to M ranks; --resume reslices the checkpoint onto them (the "
                   "command must not fix the rank count, as --grid or a --slice-weights list do). 0: all ranks")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--bandwidth", spec->bandwidth,
                   "emulate a cluster on this machine: every rank in its own network namespace, each "
                   "link capped at RATE both ways (e.g. 100mbit, 1gbit, 10gbit; needs root)");

@@ -245,10 +245,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--link", a->links, "link rates (tc units: 100mbit, 1gbit, 10gbit; or loopback)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--latency", a->latency, "one-way link latency in seconds, per round of messages")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--message-overhead", a->message_overhead,
                   "software cost of a round of messages in seconds (ZeroMQ's small-message all-gather)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--overlap", a->overlap, "plan for frugal train --overlap (on: half the input layer's all-gather "
                                             "hides behind its other half, and the input boundary's gradient "
                                             "exchange behind the optimizer where it applies)")
@@ -262,11 +262,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "global batch to plan for (0: the calibration run's)")->capture_default_str();
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP keep fraction of the dct-dp scheme (default: the calibration "
                                            "run's, else 0.02)")
-      ->check(CLI::Range(1e-6, 1.0));
+      ->check(cli::in_range(1e-6, 1.0));
   cmd->add_option("--validate", a->validate,
                   "FILE@LINK: rank 0's metrics of a measured multi-rank run and the link it ran on (repeatable)");
   cmd->add_option("--host-cores", a->host_cores, "cores of the host the validated runs' ranks shared")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--json", a->json, "also write predictions, best grids and validation to this JSON file");
   cmd->callback([a] {
     try {

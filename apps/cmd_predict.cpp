@@ -44,15 +44,28 @@ struct Session {
   InferMode infer = InferMode::exact;
 };
 
-Session open_session(const std::string& model, const std::string& device, int threads, const InferFlags& flags,
-                     const std::string& train, comm::RunConfig config) {
+// What predict and evaluate share: the model, how it computes and how its checkpoint is read.
+struct SessionArgs {
+  std::string model, device = "auto", train;
+  size_t batch = 512;
+  int threads = 0;
+  InferFlags infer;
+  bool accept_unchecked = false;  // --accept-unchecked-checkpoint
+};
+
+Session open_session(const SessionArgs& a, comm::RunConfig config) {
+  const std::string& model = a.model;
+  const std::string& train = a.train;
+  const InferFlags& flags = a.infer;
+  const int threads = a.threads;
+  const std::string& device = a.device;
   // The device is per rank (a mixed cluster may differ), so it is not in the run config.
   Backend& backend = resolve_device(device);
   backend.set_num_threads(threads_for_rank(threads));
   // --infer auto: as the checkpoint was trained to infer (a damaged manifest: Predictor says so).
   nlohmann::json saved = nlohmann::json::object();
   try {
-    saved = read_manifest(model).config;
+    saved = read_manifest(model, /*accept_unchecked=*/true).config;  // the Predictor checks it
   } catch (const std::exception&) {
   }
   const InferMode auto_mode = saved_infer_mode(saved) == InferMode::ensemble ? InferMode::ensemble : InferMode::exact;
@@ -79,8 +92,15 @@ Session open_session(const std::string& model, const std::string& device, int th
                               .inference_candidates = infer.candidates,
                               .ensemble = infer.mode == InferMode::ensemble ? std::optional(infer.ensemble) : std::nullopt,
                               .ensemble_train = train_set ? &*train_set : nullptr,
-                              .backend = &backend});
+                              .backend = &backend,
+                              .accept_unchecked_checkpoint = a.accept_unchecked});
   s.infer = infer.mode;
+  // Which checkpoint this is (a copy of an older epoch's manifest put in place is otherwise silent).
+  if (s.world->rank() == 0) {
+    const CheckpointInfo& info = s.predictor->checkpoint();
+    fmt::print(stderr, "{}: epoch {}, step {}{}\n", model, info.epoch, info.step,
+               info.run.empty() ? std::string() : fmt::format(" of run {}", info.run));
+  }
   return s;
 }
 
@@ -130,16 +150,13 @@ class Output {
   std::FILE* file_ = nullptr;
 };
 
-struct PredictArgs {
-  std::string model, input, out, train;
-  size_t top_k = 5, batch = 512;
-  int threads = 0;
-  std::string device = "auto";
-  InferFlags infer;
+struct PredictArgs : SessionArgs {
+  std::string input, out;
+  size_t top_k = 5;
 };
 
 void run_predict(const PredictArgs& a) {
-  Session s = open_session(a.model, a.device, a.threads, a.infer, a.train, {{"command", "predict"}, {"input", a.input},
+  Session s = open_session(a, {{"command", "predict"}, {"input", a.input},
                                                {"top_k", std::to_string(a.top_k)}, {"batch", std::to_string(a.batch)}});
   data::XmcReader reader = open_input(a.input, *s.predictor);
   const bool writer = s.world->rank() == 0;
@@ -166,15 +183,11 @@ void run_predict(const PredictArgs& a) {
   if (writer) out->commit();
 }
 
-struct EvaluateArgs {
-  std::string model, test, train;
+struct EvaluateArgs : SessionArgs {
+  std::string test;
   std::vector<size_t> k{1, 3, 5};
   PropensityOptions propensity;
-  size_t batch = 512;
-  int threads = 0;
-  std::string device = "auto";
   bool json = false;
-  InferFlags infer;
 };
 
 // Training label counts: counted from --train (streamed), else those saved with the checkpoint.
@@ -193,11 +206,15 @@ std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Pr
 }
 
 void run_evaluate(const EvaluateArgs& a) {
-  Session s = open_session(a.model, a.device, a.threads, a.infer, a.train, {{"command", "evaluate"}, {"test", a.test},
+  Session s = open_session(a, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
   Predictor& predictor = *s.predictor;
   const bool writer = s.world->rank() == 0;
+  // A cut-off beyond the labels ranks nothing more (and --k 1e12 would size its tables by it).
+  for (const size_t k : a.k)
+    FRUGAL_CHECK(k <= predictor.num_labels(), fmt::format("--k {}: more than the model's {} labels", k,
+                                                          predictor.num_labels()));
   const std::optional<LabelCounts> counts = training_label_counts(a, predictor);
   std::optional<Propensities> propensities;
   if (counts) propensities.emplace(*counts, a.propensity);
@@ -239,15 +256,16 @@ void run_evaluate(const EvaluateArgs& a) {
 }
 
 // The options predict and evaluate share.
-void add_shared_options(CLI::App* cmd, std::string& model, size_t& batch, int& threads, InferFlags& infer,
-                        std::string& device) {
-  add_device_option(cmd, device);
-  add_infer_options(cmd, infer, "as the checkpoint was trained to infer (ensemble when `frugal train` chose it), "
-                                "else exact");
-  cmd->add_option("--model", model, "checkpoint directory (frugal train --checkpoint)")->required();
-  cmd->add_option("--batch", batch, "points read and scored at a time")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", threads, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)")->capture_default_str();
+void add_shared_options(CLI::App* cmd, SessionArgs& a) {
+  add_device_option(cmd, a.device);
+  add_infer_options(cmd, a.infer, "as the checkpoint was trained to infer (ensemble when `frugal train` chose it), "
+                                  "else exact");
+  cmd->add_option("--model", a.model, "checkpoint directory (frugal train --checkpoint)")->required();
+  cmd->add_option("--batch", a.batch, "points read and scored at a time")->capture_default_str()
+      ->check(cli::positive());
+  add_accept_unchecked_flag(cmd, a.accept_unchecked);
+  add_strict_flag(cmd);
+  cmd->add_option("--threads", a.threads, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)")->capture_default_str();
 }
 
 }  // namespace
@@ -257,13 +275,14 @@ void add_predict_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("predict", "top-k labels of every point of an XMC file with a trained model, "
                                                 "one line 'label:score ...' per point (score: the logit; with --infer ensemble the blended probability)");
   cmd->add_option("--input", a->input, "XMC file (header N F L; labels may be present or absent)")->required();
-  cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--top-k", a->top_k, "labels per point")->capture_default_str()->check(cli::positive());
   cmd->add_option("--out", a->out, "output file (default: stdout)");
   cmd->add_option("--train", a->train, "XMC training file: --infer ensemble builds from it the members the "
                                        "checkpoint lacks");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->device);
+  add_shared_options(cmd, *a);
   cmd->callback([a] {
-    if (layers::is_dlrm_checkpoint(a->model)) return predict_dlrm(a->model, a->input, a->out, a->batch, a->threads);
+    if (layers::is_dlrm_checkpoint(a->model))
+      return predict_dlrm(a->model, a->input, a->out, a->batch, a->threads, a->accept_unchecked);
     run_predict(*a);
   });
 }
@@ -277,13 +296,14 @@ void add_evaluate_command(CLI::App& app) {
                                        "saved with the checkpoint); --infer ensemble builds from it the members the "
                                        "checkpoint lacks");
   cmd->add_option("--k", a->k, "cut-offs, e.g. 1,3,5")->delimiter(',')->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::positive());
   cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
   cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
-  add_shared_options(cmd, a->model, a->batch, a->threads, a->infer, a->device);
+  add_shared_options(cmd, *a);
   cmd->callback([a] {
-    if (layers::is_dlrm_checkpoint(a->model)) return evaluate_dlrm(a->model, a->test, a->batch, a->threads, a->json);
+    if (layers::is_dlrm_checkpoint(a->model))
+      return evaluate_dlrm(a->model, a->test, a->batch, a->threads, a->json, a->accept_unchecked);
     a->propensity.validate();  // before the model is loaded
     run_evaluate(*a);
   });

@@ -29,6 +29,7 @@
 #include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
 #include "apps/data_defaults.h"
+#include "apps/memory_check.h"
 #include "apps/infer_flags.h"
 #include "apps/commands.h"
 #include "apps/dct_cost.h"
@@ -84,6 +85,7 @@ struct Grid {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
+  bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint (with --resume)
   // How this rank joins its run: every FRUGAL_* setting as a flag (apps/comm_flags.h).
   CommFlags comm;
   // Checkpoints kept in --checkpoint DIR: the newest and the ones before it, for --resume's fallback.
@@ -219,7 +221,7 @@ void resolve_optimizer(TrainArgs& a) {
   if (a.optimizer_choice || a.resume.empty() || a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo)
     return;
   try {
-    const CheckpointManifest m = read_manifest(a.resume);
+    const CheckpointManifest m = read_manifest(a.resume, a.accept_unchecked_checkpoint);
     if (m.optimizer.is_object()) a.optimizer = optim::method_from_string(m.optimizer.value("method", "adam"));
     else a.optimizer = optim::Method::adam;  // checkpoints from before the record hold lazy Adam state
     if (m.config.is_object() && m.config.contains("rowwise_layers"))
@@ -509,7 +511,7 @@ comm::MpCompression mp_compression(const TrainArgs& a) {
 
 comm::RunConfig to_run_config(const nlohmann::json& config) {
   comm::RunConfig out;
-  for (const auto& [key, value] : config.items()) out[key] = value.dump();
+  for (const auto& [key, value] : config.items()) out[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return out;
 }
 
@@ -847,7 +849,7 @@ void apply_data_defaults(TrainArgs& a, const data::Dataset& train) {
   nlohmann::json saved;
   if (!a.resume.empty()) {
     try {
-      saved = read_manifest(a.resume).config;
+      saved = read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
     } catch (const std::exception&) {
       // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
     }
@@ -936,6 +938,16 @@ int run_train(TrainArgs a) {
   config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
   record_infer(a.infer, config);
   config["early_stopping"] = a.early_stopping;
+  // Settings every rank must share that only the rendezvous compares (a resume may change them):
+  // a rank with other --epochs would wait for the others' last epoch forever, one with another
+  // --max-message-bytes refuses their messages, one with another --checkpoint saves elsewhere.
+  config["epochs"] = a.epochs;
+  {
+    const char* env = std::getenv(std::string(comm::env::kMaxMessageBytes).c_str());
+    config["max_message_bytes"] = a.comm.given(comm::env::kMaxMessageBytes).value_or(env != nullptr ? env : "default");
+  }
+  config["checkpoint"] = a.checkpoint;
+  config["keep_checkpoints"] = a.keep_checkpoints;
   // Calibration is collective: ranks must calibrate over the same steps. (The device is per rank:
   // a mixed cluster may give ranks of one group different devices.)
   if (a.auto_weights) {
@@ -946,8 +958,12 @@ int run_train(TrainArgs a) {
   // other data. Compared at rendezvous only: resume_config (below, what --resume compares) leaves the
   // fingerprints out, so a checkpoint resumes on another file of the same data. An IDX prefix is no
   // single file and gets none.
-  if (std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = data::fingerprint(a.train).to_string();
-  if (std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = data::fingerprint(a.test).to_string();
+  // The whole file's hash where the reader computed it as it read (XMC), else the sampled fingerprint.
+  const auto fingerprint_of = [](const data::Dataset& d, const std::string& path) {
+    return !d.content_hash.empty() ? d.content_hash : data::fingerprint(path).to_string();
+  };
+  if (std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = fingerprint_of(inputs.train, a.train);
+  if (std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = fingerprint_of(inputs.test, a.test);
   const auto world = comm::init(a.comm.init_options(to_run_config(config)));
   const int rank = world->rank();
   const uint64_t restarts = restart_count();
@@ -1015,6 +1031,18 @@ int run_train(TrainArgs a) {
                dp_auto->target == comm::DpTarget::updates ? "the replicas' optimizer updates" : "gradients",
                100.0 * dp_auto->input_rows_touched, layers::to_string(a.sampler));
 
+  {
+    // The weights alone, before they are allocated: the input and output layers and every hidden
+    // one are sliced over the model group.
+    const std::vector<size_t> widths = network_spec(a, train).hidden_widths();
+    double weights = static_cast<double>(train.num_features) * static_cast<double>(widths.front()) +
+                     static_cast<double>(widths.back()) * static_cast<double>(train.num_labels);
+    for (size_t i = 1; i < widths.size(); ++i) weights += static_cast<double>(widths[i - 1]) * static_cast<double>(widths[i]);
+    check_model_memory(weights * (a.precision == Dtype::bf16 ? 2.0 : 4.0) / grid.model,
+                       fmt::format("{:.3g} weights: {} features, hidden {}, {} labels, over {} model slice(s)", weights,
+                                   train.num_features, fmt::join(widths, ","), train.num_labels, grid.model),
+                       a.memory_limit_mib, "make --hidden / --layers smaller, or use more ranks");
+  }
   Model model;
   const auto build = [&](Model& m, const std::vector<double>& weights) {
     layers::build_network(m, network_spec(a, train), Placement::sliced(*model_group, weights));
@@ -1059,7 +1087,13 @@ int run_train(TrainArgs a) {
   if (!a.resume.empty()) {
     // The newest checkpoint whose files are all intact (every rank reads the same directory and
     // chooses the same one); a damaged one is passed over out loud, even with --quiet.
-    const CheckpointChoice choice = newest_intact_checkpoint(a.resume);
+    const CheckpointChoice choice = newest_intact_checkpoint(a.resume, a.accept_unchecked_checkpoint);
+    if (const std::string newer = newer_checkpoint_of_run(a.resume, choice.manifest);
+        rank == 0 && choice.skipped.empty() && !newer.empty())
+      warn(fmt::format("--resume {}: manifest.json names epoch {} (step {}), but {} holds a later checkpoint of the "
+                       "same run: manifest.json is an older copy, or a save died before committing; resuming from "
+                       "epoch {}",
+                       a.resume, choice.manifest.epoch, choice.manifest.step, newer, choice.manifest.epoch));
     if (rank == 0)
       for (const SkippedCheckpoint& s : choice.skipped)
         fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", a.resume, s.manifest, s.reason);
@@ -1087,9 +1121,11 @@ int run_train(TrainArgs a) {
                grid.data, grid.model, world->backend());
   // Propensity-scored metrics weigh hits by the training label counts; the counts are kept next to
   // the checkpoint so a saved model can be scored the same way without its training file.
+  // An empty training set (zero steps run) has no label counts: PSP@k is left out.
   const LabelCounts label_counts = LabelCounts::of(train);
-  const Propensities propensities(label_counts);
-  if (!a.checkpoint.empty() && rank == 0) save_label_counts(a.checkpoint, label_counts);
+  std::optional<Propensities> propensities;
+  if (label_counts.points > 0) propensities.emplace(label_counts);
+  if (!a.checkpoint.empty() && rank == 0 && propensities) save_label_counts(a.checkpoint, label_counts);
   // --infer ensemble: the label centroids of the training set, on every rank (each ranks the whole
   // batch the same way), and next to the checkpoint for predict / evaluate.
   std::optional<data::LabelCentroids> centroids;
@@ -1118,7 +1154,7 @@ int run_train(TrainArgs a) {
   const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
                                  .inference = a.infer.layer_mode(),
                                  .inference_candidates = a.infer.candidates,
-                                 .propensities = &propensities,
+                                 .propensities = propensities ? &*propensities : nullptr,
                                  .ensemble = ensemble ? &*ensemble : nullptr};
   const std::string metrics_file = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
@@ -1197,11 +1233,16 @@ int run_train(TrainArgs a) {
       groups.world->broadcast(std::span<float>(&score, 1), 0).wait();
       valid_p1 = score;
     }
+    // PSP@k needs the training label counts: none (null, "n/a") for an empty training set.
+    const auto psp = [&](size_t k) {
+      const auto it = ev.psp.find(k);
+      return it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
+    };
     if (rank == 0) {
       fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {:.4f}{} (eval {:.1f} s)\n",
+                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {}{} (eval {:.1f} s)\n",
                  epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
-                 ev.psp.at(5), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
+                 psp(5).is_null() ? std::string("n/a") : fmt::format("{:.4f}", psp(5).get<double>()), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
       // The memory the optimizer choice and --precision move (the record's model_state_bytes).
       const nlohmann::json state = model_state(model, trainer);
       const auto mib = [&](const char* key) { return state[key].get<double>() / double(1 << 20); };
@@ -1249,9 +1290,9 @@ int run_train(TrainArgs a) {
                {"ndcg@1", ev.ndcg.at(1)},
                {"ndcg@3", ev.ndcg.at(3)},
                {"ndcg@5", ev.ndcg.at(5)},
-               {"psp@1", ev.psp.at(1)},
-               {"psp@3", ev.psp.at(3)},
-               {"psp@5", ev.psp.at(5)},
+               {"psp@1", psp(1)},
+               {"psp@3", psp(3)},
+               {"psp@5", psp(5)},
                {"eval_seconds", ev.seconds},
                {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
                {"active_per_sample", fit.labels_scored_per_sample},
@@ -1389,7 +1430,7 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
   for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
                            "--active-target", "--negatives", "--infer", "--ensemble-weight", "--ensemble-knn-weight",
                            "--ensemble-temperature", "--ensemble-neighbours", "--output-init", "--slice-weights", "--calibration-steps",
-                           "--calibration-warmup", "--memory-limit",
+                           "--calibration-warmup",
                            "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
                            "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
                            "--mp-error-feedback", "--dp-local-clip", "--overlap", "--overlap-forward"})
@@ -1397,7 +1438,8 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
   if (!ignored.empty())
     fmt::print(stderr, "note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
   return run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
-                   .resume = a.resume, .epochs = a.epochs, .batch = a.batch,
+                   .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
+                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
                    .optimizer = optimizer_options(a),
                    .seed = a.seed,
@@ -1432,7 +1474,7 @@ void add_train_command(CLI::App& app) {
          "hidden layer width; auto: 128, or for few-shot labels (a typical label with <= 8 training points) the "
          "widest of 1024, 512, 256 whose epoch stays within a work budget (the log says what it chose)")
       ->default_str("auto");
-  cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", a->batch, "points per step")->capture_default_str()->check(cli::positive());
   cmd->add_option("--epochs", a->epochs, "epochs (in total, counting those of a resumed run)")->capture_default_str();
   cmd->add_option("--lr", a->lr, fmt::format("learning rate (default {} with adam, {} with sgd, {} with adagrad, {} "
                                               "with rowwise-adagrad ({} with --model dlrm), {} with rowwise-adam ({} "
@@ -1440,7 +1482,7 @@ void add_train_command(CLI::App& app) {
                                               optim::Adam{}.lr, optim::Sgd{}.lr, optim::Adagrad{}.lr,
                                               optim::RowwiseAdagrad{}.lr, optim::Adagrad{}.lr, optim::RowwiseAdam{}.lr,
                                               optim::Adam{}.lr))
-      ->check(CLI::PositiveNumber);
+      ->check(cli::positive());
   std::vector<std::pair<std::string, std::optional<optim::Method>>> optimizers{{"auto", std::nullopt}};
   for (const optim::Method m : {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad,
                                 optim::Method::rowwise_adagrad, optim::Method::rowwise_adam})
@@ -1461,34 +1503,34 @@ void add_train_command(CLI::App& app) {
   add_choice(cmd, "--sparse-updates", a->sparse_updates, {optim::SparseUpdates::lazy, optim::SparseUpdates::catchup},
              "rows without a gradient in a step: lazy (untouched) or catchup (get the missed steps when next "
              "touched, as the dense optimizer would)");
-  cmd->add_option("--momentum", a->momentum, "SGD momentum (0: plain SGD)")->capture_default_str()->check(CLI::Range(0.0, 0.9999));
+  cmd->add_option("--momentum", a->momentum, "SGD momentum (0: plain SGD)")->capture_default_str()->check(cli::in_range(0.0, 0.9999));
   cmd->add_option("--initial-accumulator", a->initial_accumulator,
                   "Adagrad: the sum of squared gradients every weight starts from (PyTorch's 0: a first step of "
                   "lr * sign(g); TensorFlow's 0.1 outweighs small gradients and needs a larger --lr)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--update-threshold", a->update_threshold,
                   "skip the update of a sparse-input or LSH-output row whose step gradient RMS is below this fraction "
                   "of the row's running gradient RMS; the gradient waits in a residual until it matters or the epoch "
                   "ends (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--adam-freeze-v-after", a->adam_freeze_v_after,
                   "Adam: freeze each row's second moment after its first N updates (1-bit Adam's frozen "
                   "variance; 0: never). Lets DCT-DP's error-feedback bursts move weights in full")
       ->capture_default_str();
   cmd->add_option("--weight-decay", a->weight_decay, "decoupled weight decay W: w -= lr * W * w every step (AdamW)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   add_choice(cmd, "--lr-schedule", a->lr_schedule,
              {optim::ScheduleKind::constant, optim::ScheduleKind::linear, optim::ScheduleKind::cosine},
              "learning rate over the run: constant, or linear / cosine decay to 0 over epochs x steps per epoch");
   cmd->add_option("--warmup-steps", a->warmup_steps, "linear learning-rate warm-up from 0 over the first N steps")
       ->capture_default_str();
   cmd->add_option("--clip-norm", a->clip_norm, "clip the global gradient L2 norm to C (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--dropout", a->dropout, "input-feature dropout probability in training (inverted dropout)")
-      ->capture_default_str()->check(CLI::Range(0.0, 0.99));
+      ->capture_default_str()->check(cli::in_range(0.0, 0.99));
   cmd->add_option("--valid-fraction", a->valid_fraction, "hold out this seeded fraction of the training set for "
                                                          "validation (valid_p@1 in the epoch lines)")
-      ->capture_default_str()->check(CLI::Range(0.0, 0.9));
+      ->capture_default_str()->check(cli::in_range(0.0, 0.9));
   cmd->add_option("--early-stopping", a->early_stopping, "stop after N epochs without validation P@1 improvement, "
                                                          "keeping the best model in CHECKPOINT/best (0: off)")
       ->capture_default_str();
@@ -1503,22 +1545,25 @@ void add_train_command(CLI::App& app) {
              "layer) with AVX512-BF16's vdpbf16ps, the f32 side rounded to bf16 (auto: where the CPU has it; off: "
              "widened to f32, the bits of the f32 kernels)");
   add_choice(cmd, "--hash", a->hash, {layers::HashKind::dwta, layers::HashKind::simhash}, "LSH family");
-  cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count");
+  cmd->add_option("--k", a->k, "LSH bits (simhash) or bins (dwta) per table; 0: chosen from the label count")
+      ->check(cli::in_range(0, 24));
   cmd->add_option("--active-target", a->active_target,
                   "LSH: labels per point the automatic hash width (--k 0) aims at from the tables (0: 1.5% of the "
                   "labels, at least 256 and at most 1024)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);  // a size_t option would take -5 as 2^64 - 5
-  cmd->add_option("--bin-size", a->bin_size, "DWTA coordinates per bin (power of two)")->capture_default_str();
-  cmd->add_option("--tables", a->tables, "LSH tables")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--bucket-capacity", a->bucket, "LSH bucket capacity (random eviction)")->capture_default_str();
+      ->check(cli::non_negative());  // a size_t option would take -5 as 2^64 - 5
+  cmd->add_option("--bin-size", a->bin_size, "DWTA coordinates per bin (power of two)")->capture_default_str()
+      ->check(cli::in_range(2, 256));
+  cmd->add_option("--tables", a->tables, "LSH tables")->capture_default_str()->check(cli::in_range(1, 4096));
+  cmd->add_option("--bucket-capacity", a->bucket, "LSH bucket capacity (random eviction)")->capture_default_str()
+      ->check(cli::in_range(1, 65536));
   cmd->add_option("--min-active", a->min_active, "top active sets up to this size with random labels")->capture_default_str();
   cmd->add_option("--max-active", a->max_active, "cap active sets at this size (0: no cap)")->capture_default_str();
   cmd->add_option("--negatives", a->negatives, "LSH: random negatives drawn per point in training, from a mix of "
                                               "label frequency and uniform (0: none)")->capture_default_str();
   cmd->add_option("--negatives-uniform", a->negatives_uniform, "LSH: uniform share of the negatives' proposal "
                                                                "(the rest follows label frequency)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()->check(cli::in_range(0.0, 1.0));
   add_choice(cmd, "--logq", a->logq, {{"on", true}, {"off", false}},
              "LSH: correct random negatives' logits by their sampling probability");
   add_infer_options(cmd, a->infer_flags, "ensemble on few-shot labels (a typical label with <= 8 training points), "
@@ -1530,7 +1575,7 @@ void add_train_command(CLI::App& app) {
              "few-shot labels (a typical label with <= 8 training points), else random");
   cmd->add_option("--centroid-scale", a->centroid_scale, "logit of a point along its label's centroid, per RMS "
                                                          "hidden norm (--output-init centroid)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--rebuild-first", a->rebuild_first, "steps before the first LSH table rebuild")->capture_default_str();
   cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str();
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();
@@ -1543,9 +1588,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint, "save a checkpoint here after every epoch");
   cmd->add_option("--resume", a->resume, "continue from the newest intact checkpoint in this directory (a damaged "
                                         "newer one is skipped, saying why)");
+  add_accept_unchecked_flag(cmd, a->accept_unchecked_checkpoint);
+  add_strict_flag(cmd);
   cmd->add_option("--keep-checkpoints", a->keep_checkpoints, "--checkpoint: keep the newest K checkpoints (older "
                                                              "ones are --resume's fallback); 1: the newest only")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--grid", a->grid, "process grid DxM: D data-parallel replicas of M ranks slicing the model "
                                       "(default 1xN: all ranks slice the model)");
   add_choice(cmd, "--parallel", a->parallel, {ParallelMode::model, ParallelMode::data},
@@ -1554,11 +1601,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--slice-weights", a->slice_weights, "relative share of the neurons per model rank, e.g. 1,1,2; "
                                                        "auto: measured (calibrated in the first epoch)");
   cmd->add_option("--calibration-steps", a->calibration_steps, "--slice-weights auto: steps timed to size the slices")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--memory-limit", a->memory_limit_mib,
-                  "--slice-weights auto: MiB this rank's weights and optimizer state may take at most (0: the "
-                  "machine's free memory is the limit)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+                  "MiB this rank may take: a model whose weights alone exceed it is refused before it is allocated, "
+                  "and --slice-weights auto caps this rank's share of weights and optimizer state by it (0: the "
+                  "machine's available memory is the limit)")
+      ->capture_default_str()->check(cli::non_negative());
   cmd->add_option("--calibration-warmup", a->calibration_warmup, "--slice-weights auto: steps before the timed ones")
       ->capture_default_str();
   add_device_option(cmd, a->device);
@@ -1580,14 +1628,14 @@ void add_train_command(CLI::App& app) {
                               "messages must carry (default {} under per-row selection, {} with one tau per parameter; "
                               "higher: closer to uncompressed, fewer bytes saved)",
                               kAutoDpEnergyPerRow, kAutoDpEnergyGlobal))
-      ->check(CLI::Range(0.01, 0.99));
+      ->check(cli::in_range(0.01, 0.99));
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP: fraction ETA of gradient entries each data-parallel replica "
                                          "sends (|g + residual| >= tau; the rest is fed back); unset: every "
                                          "touched row travels")
-      ->check(CLI::Range(1e-9, 1.0));
+      ->check(cli::in_range(1e-9, 1.0));
   cmd->add_option("--dp-reestimate-every", a->dp_reestimate_every, "DCT-DP: steps between estimates of tau (stale "
                                                                    "in between; 1: every step)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   add_choice(cmd, "--dp-tau", a->dp_tau, {TauEstimate::sampled, TauEstimate::exact},
              "DCT-DP: estimate tau from a 10k-entry sample or by exact selection (exact with "
              "--dp-reestimate-every 1: exact top-k every step)");
@@ -1688,7 +1736,7 @@ void add_train_command(CLI::App& app) {
       parse_grid_and_weights(args);
       if (!args.auto_weights) {
         std::vector<std::string> unused;
-        for (const char* flag : {"--calibration-steps", "--calibration-warmup", "--memory-limit"})
+        for (const char* flag : {"--calibration-steps", "--calibration-warmup"})
           if (cmd->count(flag) > 0) unused.emplace_back(flag);
         if (!unused.empty())
           fmt::print(stderr, "note: {} only appl(y/ies) to --slice-weights auto: ignored (unless the model group "

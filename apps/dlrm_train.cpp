@@ -1,4 +1,5 @@
 #include "apps/dlrm_train.h"
+#include "apps/memory_check.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "core/backend.h"
 #include "core/binary_metrics.h"
 #include "core/check.h"
+#include "core/sealed_json.h"
 #include "core/data/ctr_reader.h"
 #include "core/data/fingerprint.h"
 #include "core/device.h"
@@ -48,19 +50,19 @@ void add_dlrm_options(CLI::App* cmd, DlrmArgs& a) {
              "hash (--hash-rows per field), freq-double (frequent ids own rows, rare ones double-hashed) or qr "
              "(quotient x remainder tables); freq-double and qr keep 1/--id-compression of full's rows");
   cmd->add_option("--embedding-dim", a.embedding_dim, "--model dlrm: embedding dimension (and the bottom MLP's output)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--bottom", a.bottom, "--model dlrm: hidden widths of the bottom (dense-feature) MLP, e.g. 64 or "
                                         "256,64; none: one layer")->capture_default_str();
   cmd->add_option("--top", a.top, "--model dlrm: hidden widths of the top MLP before its click logit")
       ->capture_default_str();
   cmd->add_option("--min-id-count", a.min_id_count, "--model dlrm: ids seen fewer times in the training data share "
                                                      "one row (--ids full, freq-double, qr)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::positive());
   cmd->add_option("--hash-rows", a.hash_rows, "--model dlrm --ids hash: rows per field")
-      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 31));
+      ->capture_default_str()->check(cli::in_range(size_t{1}, size_t{1} << 31));
   cmd->add_option("--id-compression", a.id_compression, "--model dlrm --ids freq-double|qr: full-mode rows per row "
                                                          "kept in a large field")
-      ->capture_default_str()->check(CLI::Range(1.0, 1e6));
+      ->capture_default_str()->check(cli::in_range(1.0, 1e6));
   add_choice(cmd, "--qr-combine", a.qr_combine, {layers::Combine::sum, layers::Combine::product},
              "--model dlrm --ids qr: the quotient and remainder rows added or multiplied element-wise");
   add_choice(cmd, "--table-exchange", a.table_exchange, {layers::TableMode::ps, layers::TableMode::des},
@@ -108,7 +110,7 @@ int run_dlrm(const DlrmRun& a) {
   if (a.optimizer.method == optim::Method::rowwise_adam) config["rowwise_momentum"] = a.optimizer.rowwise_momentum;
   if (a.optimizer.update_threshold > 0) config["update_threshold"] = a.optimizer.update_threshold;
   comm::RunConfig run_config;
-  for (const auto& [key, value] : config.items()) run_config[key] = value.dump();
+  for (const auto& [key, value] : config.items()) run_config[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const auto world = comm::init(a.comm.init_options(run_config));
   const int rank = world->rank();
   const bool say = rank == 0 && !a.quiet;
@@ -124,7 +126,7 @@ int run_dlrm(const DlrmRun& a) {
     resume_config.erase(key);
   std::optional<layers::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {
-    resumed = layers::read_dlrm_checkpoint(a.resume);
+    resumed = layers::read_dlrm_checkpoint(a.resume, a.accept_unchecked_checkpoint);
     const nlohmann::json saved = nlohmann::json::parse(resumed->config);
     for (const auto& [key, value] : resume_config.items())
       FRUGAL_CHECK(!saved.contains(key) || saved[key] == value,
@@ -143,6 +145,15 @@ int run_dlrm(const DlrmRun& a) {
                               counts);
   comm::Communicator* group = world->size() > 1 ? world.get() : nullptr;
   const layers::TableMode tables = a.data_parallel ? layers::TableMode::replicated : d.table_exchange;
+  {
+    const double weights = static_cast<double>(ids.total_rows()) * static_cast<double>(d.embedding_dim);
+    const double slices = tables == layers::TableMode::replicated ? 1.0 : static_cast<double>(world->size());
+    check_model_memory(weights * 4.0 / slices,
+                       fmt::format("{} embedding rows x --embedding-dim {}, over {} rank(s)", ids.total_rows(),
+                                   d.embedding_dim, slices),
+                       a.memory_limit_mib, "make --embedding-dim smaller, or use fewer rows (--ids hash --hash-rows, "
+                                           "--min-id-count)");
+  }
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
                            .seed = a.seed, .group = group, .tables = tables, .dp = a.dp,
@@ -223,12 +234,13 @@ struct LoadedDlrm {
   std::unique_ptr<layers::DlrmNetwork> net;
 };
 
-LoadedDlrm load_dlrm(const std::string& model, int threads) {
+LoadedDlrm load_dlrm(const std::string& model, int threads, bool accept_unchecked) {
   Backend& backend = resolve_device("cpu");
   backend.set_num_threads(threads_for_rank(threads));
-  LoadedDlrm m{layers::read_dlrm_checkpoint(model), {}, nullptr};
+  LoadedDlrm m{layers::read_dlrm_checkpoint(model, accept_unchecked), {}, nullptr};
   m.ids = layers::load_dlrm_ids(model, m.info);
   const nlohmann::json c = nlohmann::json::parse(m.info.config);
+  try {
   const auto get = [&](const char* key) -> const nlohmann::json& {
     FRUGAL_CHECK(c.contains(key), fmt::format("{}/manifest.json: the configuration has no '{}'", model, key));
     return c.at(key);
@@ -237,6 +249,9 @@ LoadedDlrm load_dlrm(const std::string& model, int threads) {
       .num_dense = data::kCtrDense, .fields = layers::embedding_fields(m.ids), .lookups = m.ids.lookups(),
       .dim = get("embedding_dim").get<size_t>(), .bottom = widths("bottom", get("bottom").get<std::string>()),
       .top = widths("top", get("top").get<std::string>()), .seed = get("seed").get<uint64_t>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}/manifest.json: the configuration has {}", model, json_error_words(e)));
+  }
   layers::load_dlrm_state(model, m.info, *m.net, nullptr);
   return m;
 }
@@ -259,8 +274,9 @@ void score_file(LoadedDlrm& m, const std::string& path, size_t batch, Sink&& sin
 
 }  // namespace
 
-void evaluate_dlrm(const std::string& model, const std::string& test, size_t batch, int threads, bool json) {
-  LoadedDlrm m = load_dlrm(model, threads);
+void evaluate_dlrm(const std::string& model, const std::string& test, size_t batch, int threads, bool json,
+                   bool accept_unchecked) {
+  LoadedDlrm m = load_dlrm(model, threads, accept_unchecked);
   std::vector<float> all_p, all_y;
   score_file(m, test, batch, [&](const layers::CtrView& v, const std::vector<float>& p) {
     all_p.insert(all_p.end(), p.begin(), p.end());
@@ -276,8 +292,8 @@ void evaluate_dlrm(const std::string& model, const std::string& test, size_t bat
 }
 
 void predict_dlrm(const std::string& model, const std::string& input, const std::string& out, size_t batch,
-                  int threads) {
-  LoadedDlrm m = load_dlrm(model, threads);
+                  int threads, bool accept_unchecked) {
+  LoadedDlrm m = load_dlrm(model, threads, accept_unchecked);
   std::FILE* f = out.empty() ? stdout : std::fopen(out.c_str(), "w");
   FRUGAL_CHECK(f != nullptr, fmt::format("--out {}: cannot be written", out));
   try {

@@ -37,6 +37,8 @@ void add_dlrm_options(CLI::App* cmd, DlrmArgs& a);
 struct DlrmRun {
   std::string train, test, metrics;
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
+  bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint
+  double memory_limit_mib = 0;               // --memory-limit (0: what the machine has)
   size_t epochs = 3, batch = 128, eval_batch = 4096, max_steps = 0;
   optim::Options optimizer = optim::Adam{};  // --optimizer, --lr, --momentum, --initial-accumulator, --weight-decay
   uint64_t seed = 1;
@@ -54,8 +56,10 @@ int run_dlrm(const DlrmRun& a);
 // process; the tables are assembled from every rank's file): AUC, logloss, samples and clicks of
 // `test` (one "name value" line each, or one JSON object), and one click probability per line of
 // `input` (to `out`, or stdout).
-void evaluate_dlrm(const std::string& model, const std::string& test, size_t batch, int threads, bool json);
+// accept_unchecked: --accept-unchecked-checkpoint (a manifest without its own checksum loads).
+void evaluate_dlrm(const std::string& model, const std::string& test, size_t batch, int threads, bool json,
+                   bool accept_unchecked);
 void predict_dlrm(const std::string& model, const std::string& input, const std::string& out, size_t batch,
-                  int threads);
+                  int threads, bool accept_unchecked);
 
 }  // namespace frugal::cli

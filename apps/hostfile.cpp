@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 #include "core/parse.h"
 
 namespace frugal::cli {
@@ -39,6 +40,7 @@ constexpr std::string_view kWrapper =
 }  // namespace
 
 std::vector<HostfileEntry> read_hostfile(const std::string& path) {
+  require_regular_file(path, "a hostfile");
   std::ifstream in(path);
   FRUGAL_CHECK(in.good(), fmt::format("--hostfile {}: cannot read the file", path));
   std::vector<HostfileEntry> hosts;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/sealed_json.h"
 
 namespace frugal::cli {
 
@@ -19,7 +20,7 @@ void for_each_metrics_line(const std::string& path, const std::function<void(nlo
     try {
       j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, e.what()));
+      throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, json_error_words(e)));
     }
     each(j);
   }

@@ -8,6 +8,7 @@
 
 #include "apps/metrics_lines.h"
 #include "core/check.h"
+#include "core/sealed_json.h"
 
 namespace frugal::plan {
 namespace {
@@ -75,7 +76,7 @@ RunMetrics read_run_metrics(const std::string& path) {
     r.steps = e.value("steps", size_t{0});
     if (e.contains("profile")) r.samples = e["profile"].value("samples", size_t{0});
   } catch (const nlohmann::json::exception& ex) {
-    throw Error(fmt::format("{}: unexpected value in the start or epoch line ({})", path, ex.what()));
+    throw Error(fmt::format("{}: unexpected value in the start or epoch line ({})", path, json_error_words(ex)));
   }
   FRUGAL_CHECK(r.batch > 0, fmt::format("{}: the config has no batch", path));
   FRUGAL_CHECK(r.samples_per_s > 0, fmt::format("{}: the epoch line has no train_samples_per_s", path));

@@ -1,5 +1,9 @@
 #include "apps/rank_threads.h"
 
+#include <fmt/format.h>
+
+#include "core/check.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -27,6 +31,13 @@ std::optional<int> local_ranks() {
 }  // namespace
 
 int threads_for_rank(int requested) {
+  const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Far more threads than cores only thrashes, and beyond a few thousand the thread pools and
+  // oneDNN's primitives fail with their own words: refused here, naming the flag.
+  const int most = 16 * hardware;
+  if (requested < 0 || requested > most)
+    throw Error(fmt::format("--threads {}: expected 0 (all cores) up to {} (16 per core of this machine's {})",
+                            requested, most, hardware));
   if (requested > 0) return requested;
   const std::optional<int> ranks = local_ranks();
   if (!ranks) return 0;  // the backend's "all cores"

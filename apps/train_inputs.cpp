@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/data/data_warnings.h"
 
 namespace frugal::cli {
 
@@ -21,6 +22,7 @@ TrainInputs load_train_test(data::DataFormat format, const std::string& train, c
   TrainInputs in;
   in.train = open_input(format, train);
   in.test = open_input(format, test);
+  for (const data::Dataset* d : {&in.train, &in.test}) data::warn_suspicious(*d);
   if (format == data::DataFormat::idx) {
     const uint32_t labels = std::max(in.train.num_labels, in.test.num_labels);
     in.train.num_labels = in.test.num_labels = labels;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +14,8 @@
 #include <zmq.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
+#include "core/staged_file.h"
 
 namespace frugal::comm {
 
@@ -25,14 +28,13 @@ ClusterKey generate_cluster_key() {
 }
 
 void save_cluster_key(const ClusterKey& key, const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  FRUGAL_CHECK(fd >= 0, fmt::format("cannot create cluster key file {}: {}", path,
-                                    std::strerror(errno)));
-  const std::string text = fmt::format("public: {}\nsecret: {}\n", key.public_z85, key.secret_z85);
-  const ssize_t n = ::write(fd, text.data(), text.size());
-  ::close(fd);
-  FRUGAL_CHECK(n == static_cast<ssize_t>(text.size()),
-               fmt::format("cannot write cluster key file {}", path));
+  // Written whole under a temporary name (mode 0600) and linked into place only when complete and
+  // only when no key is there: a full disk leaves no empty key file behind to block the retry.
+  FRUGAL_CHECK(!std::filesystem::exists(std::filesystem::symlink_status(path)),
+               fmt::format("cluster key file {}: exists already (it is not overwritten)", path));
+  StagedFile file(path);
+  file.write(fmt::format("public: {}\nsecret: {}\n", key.public_z85, key.secret_z85));
+  file.commit(/*exclusive=*/true);
 }
 
 ClusterKey load_cluster_key(const std::string& path) {
@@ -42,6 +44,7 @@ ClusterKey load_cluster_key(const std::string& path) {
   FRUGAL_CHECK((st.st_mode & 077) == 0,
                fmt::format("cluster key file {} is readable by others (mode {:o}); run chmod 600 {}",
                            path, st.st_mode & 0777, path));
+  require_regular_file(path, "a cluster key file (frugal keygen)");
   std::ifstream in(path);
   ClusterKey key;
   std::string line;

@@ -24,15 +24,19 @@ uint64_t config_hash(const RunConfig& config) {
 }
 
 std::string config_difference(const RunConfig& a, int rank_a, const RunConfig& b, int rank_b) {
+  // A setting both ranks have, with other values, first: it is the cause, and the settings only one
+  // rank has follow from it (a --sampler lsh rank records its --logq, a --sampler exact one none).
   for (const auto& [k, v] : a) {
     auto it = b.find(k);
-    if (it == b.end()) {
-      return fmt::format("setting '{}' differs: rank {} has '{}', rank {} does not set it", k,
-                         rank_a, v, rank_b);
-    }
-    if (it->second != v) {
+    if (it != b.end() && it->second != v) {
       return fmt::format("setting '{}' differs: rank {} has '{}', rank {} has '{}'", k, rank_a, v,
                          rank_b, it->second);
+    }
+  }
+  for (const auto& [k, v] : a) {
+    if (!b.count(k)) {
+      return fmt::format("setting '{}' differs: rank {} has '{}', rank {} does not set it", k,
+                         rank_a, v, rank_b);
     }
   }
   for (const auto& [k, v] : b) {

@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "comm/zmq_transport.h"
+#include "core/sealed_json.h"
 
 namespace frugal::comm::detail {
 namespace {
@@ -226,7 +227,7 @@ void ZmqTransport::rendezvous_as_coordinator() {
         joined[r] = {parts[0], hello.at("address").get<std::string>()};
       }
     } catch (const json::exception& e) {
-      drops_.drop(fmt::format("malformed hello: {}", e.what()));
+      drops_.drop(fmt::format("malformed hello: {}", json_error_words(e)));
     }
   }
   if (!problem.empty()) {
@@ -302,7 +303,7 @@ void ZmqTransport::rendezvous_as_member() {
   const json hello = {{"rank", world_rank()}, {"size", world_size()}, {"address", endpoint_},
                       {"pid", static_cast<int>(getpid())}, {"host", hostname},
                       {"config", opt_.run_config}, {"config_hash", config_hash_hex(opt_.run_config)}};
-  send_frame(coord, nullptr, FrameKind::hello, world_rank(), hello.dump());
+  send_frame(coord, nullptr, FrameKind::hello, world_rank(), hello.dump(-1, ' ', false, json::error_handler_t::replace));
 
   const auto deadline = Clock::now() + opt_.rendezvous_timeout;
   for (;;) {
@@ -356,7 +357,7 @@ bool ZmqTransport::take_answer(void* coord) {
   try {
     addresses = json::parse(frame->second).at("addresses").get<std::vector<std::string>>();
   } catch (const json::exception& e) {
-    throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), e.what()));
+    throw CommError(fmt::format("rank {}: malformed welcome from rank 0: {}", world_rank(), json_error_words(e)));
   }
   FRUGAL_CHECK(static_cast<int>(addresses.size()) == world_size(),
                "welcome from rank 0 lists the wrong number of ranks");

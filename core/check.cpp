@@ -20,8 +20,7 @@ int error_rank() { return t_rank >= 0 ? t_rank : g_rank.load(); }
 
 void throw_check_failure(const char* file, int line, const char* condition,
                          const std::string& message) {
-  throw Error(fmt::format("{} [{}:{}, rank {}, check `{}`]", message, file, line, error_rank(),
-                          condition));
+  throw Error(message, fmt::format("{}:{}, rank {}, check `{}`", file, line, error_rank(), condition));
 }
 
 }  // namespace frugal

@@ -16,6 +16,9 @@ struct Dataset {
   uint32_t num_features = 0;
   uint32_t num_labels = 0;
   std::string source;  // file name, for messages
+  // The whole file's size and CRC32C, computed while it was read (no extra pass): what the ranks of
+  // a run compare to be sure they read the same data. Empty where the reader does not compute it.
+  std::string content_hash;
 
   size_t size() const { return points.size(); }
   // Appends the points named by `indices`, in that order, to `out`.

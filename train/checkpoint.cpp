@@ -13,7 +13,9 @@
 #include "core/communicator.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/regular_file.h"
 #include "core/crc32c.h"
+#include "core/sealed_json.h"
 #include "core/optim/optimizer.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_slice.h"
@@ -36,6 +38,7 @@ void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, con
 
 // The CRC32C of a whole file, read in chunks.
 uint32_t file_crc32c(const fs::path& path) {
+  require_regular_file(path, "a checkpoint file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
   std::vector<char> buf(1 << 20);
@@ -184,7 +187,7 @@ bool same_slicing(const std::string& dir, const CheckpointManifest& info, const 
     try {
       bounds = info.parameters[i].value("slice_bounds", std::vector<size_t>{});
     } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}/manifest.json: damaged parameter list ({})", dir, e.what()));
+      throw Error(fmt::format("{}/manifest.json: damaged parameter list ({})", dir, json_error_words(e)));
     }
     const size_t local = p.sliced_axis == 0 ? p.value.rows() : p.value.cols();
     if (bounds.size() == static_cast<size_t>(slices) + 1 &&
@@ -228,6 +231,7 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
   for (const int s : sources) {
     const std::string relative = info.folder + "/" + fmt::format("slice{}.ckpt", s);
     const fs::path path = fs::path(dir) / relative;
+    require_regular_file(path, "a checkpoint slice");
     verify_checksum(dir, info, relative);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
@@ -290,8 +294,8 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
         try {
           cereal::BinaryInputArchive lar(ls);
           model.layers()[l]->load_state(lar);
-        } catch (const cereal::Exception& e) {
-          throw Error(fmt::format("{}: truncated or corrupt layer state ({})", path.string(), e.what()));
+        } catch (const cereal::Exception&) {
+          throw Error(fmt::format("{}: truncated or corrupt layer state", path.string()));
         }
       }
     }
@@ -346,7 +350,8 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
       for (const auto& f : list)
         checksums[f.get<std::string>()] = fmt::format("{:08x}", file_crc32c(fs::path(dir) / f.get<std::string>()));
     const int world = (mp != nullptr ? mp->size() : 1) * (dp != nullptr ? dp->size() : 1);
-    const nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
+    nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
+                                     {"run", trainer.run_id()},
                                      {"epoch", trainer.epoch()},      {"step", trainer.step()},
                                      {"world_size", world},           {"grid", {world / slices, slices}},
                                      {"model_slices", slices},        {"folder", folder},
@@ -355,9 +360,10 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
                                      {"config", config},
                                      {"optimizer", optimizer_record(trainer.optimizer().options())},
                                      {"run_state", run_state}};
+    seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
     // A copy inside the epoch folder first, so that the checkpoint stays findable (for --resume's
     // fallback) once the top manifest has moved on to a newer one; the top one is the commit point.
-    const std::string text = manifest.dump(2) + "\n";
+    const std::string text = manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     write_atomically(fs::path(dir) / folder / "manifest.json", text);
     keep_folder_manifest(dir);
     write_atomically(fs::path(dir) / "manifest.json", text);
@@ -380,6 +386,7 @@ CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest in
   const int slice = mp != nullptr ? mp->rank() : 0;
   const bool same_layout = restore_slices(dir, info, model, mp, &trainer);
   convert_row_steps(info.optimizer, trainer, info.step);
+  if (!info.run.empty()) trainer.set_run_id(info.run);  // a resumed run goes on as the same run
   // DCT-DP residuals belong to one rank of one grid; on another grid the run starts them empty.
   comm::Communicator* dp = group_of(trainer.parallel().data);
   const int replicas = dp != nullptr ? dp->size() : 1, replica = dp != nullptr ? dp->rank() : 0;
@@ -403,9 +410,13 @@ CheckpointInfo load_checkpoint(const std::string& dir, Model& model, Trainer& tr
 CheckpointInfo read_checkpoint_manifest(const std::string& dir) { return read_manifest(dir); }
 
 CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communicator* group) {
-  CheckpointManifest info = read_manifest(dir);
-  restore_slices(dir, info, model, group_of(group), nullptr);
-  return info;
+  return load_weights(dir, read_manifest(dir), model, group);
+}
+
+CheckpointInfo load_weights(const std::string& dir, const CheckpointManifest& manifest, Model& model,
+                            comm::Communicator* group) {
+  restore_slices(dir, manifest, model, group_of(group), nullptr);
+  return manifest;
 }
 
 }  // namespace frugal

@@ -32,6 +32,7 @@ struct CheckpointInfo {
   uint64_t epoch = 0, step = 0;
   int world_size = 1, model_slices = 1;
   std::string folder;  // the epoch folder the manifest commits to
+  std::string run;     // the run that saved it (Trainer::run_id; empty in manifests from before runs were named)
   int replicas = 1;    // data-parallel replicas of the saving run
   // DCT-DP residuals: saved by the run; restored by load_checkpoint (same grid and --dp-keep only).
   bool has_dct_residuals = false, dct_residuals_restored = false;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -41,12 +42,30 @@ std::vector<std::string> checkpoint_folders(const std::string& dir) {
   return folders;
 }
 
-CheckpointChoice newest_intact_checkpoint(const std::string& dir) {
+std::string newer_checkpoint_of_run(const std::string& dir, const CheckpointManifest& top) {
+  if (top.run.empty()) return "";
+  for (const std::string& folder : checkpoint_folders(dir)) {
+    if (folder == top.folder || !has_manifest(dir, folder)) continue;
+    const auto [parsed, epoch, step] = folder_order(folder);
+    if (!parsed || std::make_pair(epoch, step) <= std::make_pair(top.epoch, top.step)) continue;
+    try {
+      const CheckpointManifest m = read_manifest(dir, fs::path(dir) / folder / "manifest.json");
+      if (m.run != top.run || std::make_pair(m.epoch, m.step) <= std::make_pair(top.epoch, top.step)) continue;
+      verify_checkpoint_files(dir, m);
+      return folder;
+    } catch (const Error&) {
+      // A damaged folder is no newer checkpoint.
+    }
+  }
+  return "";
+}
+
+CheckpointChoice newest_intact_checkpoint(const std::string& dir, bool accept_unchecked) {
   const fs::path top = fs::path(dir) / "manifest.json";
   std::vector<fs::path> candidates{top};
   std::string top_folder;
   try {
-    top_folder = read_manifest(dir).folder;
+    top_folder = read_manifest(dir, accept_unchecked).folder;
   } catch (const Error&) {
     // A damaged top manifest is reported below, when it is tried; its folder is unknown here.
   }
@@ -61,7 +80,7 @@ CheckpointChoice newest_intact_checkpoint(const std::string& dir) {
       continue;
     }
     try {
-      CheckpointManifest manifest = read_manifest(dir, path);
+      CheckpointManifest manifest = read_manifest(dir, path, accept_unchecked);
       verify_checkpoint_files(dir, manifest);
       choice.manifest = std::move(manifest);
       choice.manifest_file = path.string();
@@ -79,7 +98,7 @@ void keep_folder_manifest(const std::string& dir) {
   const fs::path top = fs::path(dir) / "manifest.json";
   if (!fs::is_regular_file(top)) return;
   try {
-    const CheckpointManifest current = read_manifest(dir);
+    const CheckpointManifest current = read_manifest(dir, /*accept_unchecked=*/true);
     if (fs::is_directory(fs::path(dir) / current.folder) && !has_manifest(dir, current.folder))
       fs::copy_file(top, fs::path(dir) / current.folder / "manifest.json");
   } catch (const Error&) {

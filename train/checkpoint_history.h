@@ -30,7 +30,13 @@ struct CheckpointChoice {
 // newest first. Intact: the manifest is valid and every file it names (every rank's) exists and
 // matches its CRC32C, so every rank of a run, reading the same directory, makes the same choice.
 // Throws an Error naming every candidate and its fault when none is intact.
-CheckpointChoice newest_intact_checkpoint(const std::string& dir);
+CheckpointChoice newest_intact_checkpoint(const std::string& dir, bool accept_unchecked = false);
+
+// The epoch folder of `dir` that holds an intact checkpoint of the same run as `top` (the manifest
+// read from DIR/manifest.json) at a later epoch or step; empty when there is none. Such a folder
+// means the top manifest is an older copy put in place of the newest, or that a save died between
+// writing its folder and committing it: readers say which epoch they use.
+std::string newer_checkpoint_of_run(const std::string& dir, const CheckpointManifest& top);
 
 // The epoch folders of `dir` ("epoch-E-step-S"), newest (largest epoch, then step) first.
 std::vector<std::string> checkpoint_folders(const std::string& dir);

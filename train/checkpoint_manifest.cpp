@@ -10,27 +10,40 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/sealed_json.h"
 
 namespace frugal {
 namespace fs = std::filesystem;
 
-CheckpointManifest read_manifest(const std::string& dir) { return read_manifest(dir, fs::path(dir) / "manifest.json"); }
-
-CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: no checkpoint here (cannot read {})", dir, path.filename().string()));
-  return parse_manifest(in, path.string());
+CheckpointManifest read_manifest(const std::string& dir, bool accept_unchecked) {
+  return read_manifest(dir, fs::path(dir) / "manifest.json", accept_unchecked);
 }
 
-CheckpointManifest parse_manifest(std::istream& in, const std::string& file) {
+CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path, bool accept_unchecked) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) throw Error(fmt::format("{}: no checkpoint here (no {})", dir, path.filename().string()));
+  if (!fs::is_regular_file(status))
+    throw Error(fmt::format("{}: not a regular file (a manifest is a JSON file frugal writes)", path.string()));
+  // A manifest is a few kB; one far larger is not one (and is not read into memory whole).
+  constexpr uintmax_t kMaxManifestBytes = uintmax_t{256} << 20;
+  if (fs::file_size(path, ec) > kMaxManifestBytes)
+    throw Error(fmt::format("{}: {} bytes, too large for a checkpoint manifest", path.string(), fs::file_size(path, ec)));
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
+  return parse_manifest(in, path.string(), accept_unchecked);
+}
+
+CheckpointManifest parse_manifest(std::istream& in, const std::string& file, bool accept_unchecked) {
   nlohmann::json m;
   try {
     m = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: corrupt manifest: {}", file, e.what()));
+    throw Error(fmt::format("{}: corrupt manifest: {}", file, json_error_words(e)));
   }
   if (!m.is_object() || !m.contains("format") || m["format"] != "frugal-checkpoint")
     throw Error(fmt::format("{}: not a frugal checkpoint manifest", file));
+  const bool sealed = check_json_seal(m, file, accept_unchecked);
   const auto fail = [&](const std::string& field, const std::string& what) {
     throw Error(fmt::format("{}: field '{}' {}", file, field, what));
   };
@@ -73,6 +86,11 @@ CheckpointManifest parse_manifest(std::istream& in, const std::string& file) {
   if (!m.contains("folder")) fail("folder", "is missing: the manifest lacks its slices");
   if (!m["folder"].is_string()) fail("folder", "must be a string");
   info.folder = m["folder"].get<std::string>();
+  if (m.contains("run")) {
+    const auto& r = m["run"];
+    if (!r.is_string() || r.get<std::string>().size() > 64) fail("run", "must be a run id (a short string)");
+    info.run = r.get<std::string>();
+  }
   if (!plain_name(info.folder))
     fail("folder", fmt::format("must be a plain folder name (no '/', not '..'), found \"{}\"", info.folder));
   if (m.contains("grid")) {
@@ -107,6 +125,8 @@ CheckpointManifest parse_manifest(std::istream& in, const std::string& file) {
   for (int s = 0; s < info.model_slices; ++s)
     info.files.push_back(files.empty() ? info.folder + "/" + fmt::format("slice{}.ckpt", s) : files[s]);
   info.files.insert(info.files.end(), dct_files.begin(), dct_files.end());
+  // Only a manifest the user accepted unchecked may lack its files' checksums (then they load unchecked).
+  if (sealed && !m.contains("checksums")) fail("checksums", "is missing");
   if (m.contains("checksums")) {
     const nlohmann::json checksums = typed_field("checksums", nlohmann::json::object(), false);
     for (const auto& [name, crc] : checksums.items()) {

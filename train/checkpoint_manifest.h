@@ -41,13 +41,19 @@ CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer
 // The same from a manifest already read (e.g. the one newest_intact_checkpoint chose).
 CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest manifest, Model& model, Trainer& trainer,
                                    const nlohmann::json& config);
-// The whole manifest, checked: every field's type and range (errors name manifest.json and the field).
-CheckpointManifest read_manifest(const std::string& dir);
+// The whole manifest, checked: its own checksum ("manifest_checksum", core/sealed_json.h; a manifest
+// without one is refused unless `accept_unchecked`: the user's --accept-unchecked-checkpoint), then
+// every field's type and range (errors name manifest.json and the field).
+CheckpointManifest read_manifest(const std::string& dir, bool accept_unchecked = false);
 // The manifest read from `in`, checked the same way; `file` names it in errors.
-CheckpointManifest parse_manifest(std::istream& in, const std::string& file);
+CheckpointManifest parse_manifest(std::istream& in, const std::string& file, bool accept_unchecked = false);
 // The manifest in file `path` (dir/manifest.json, or the copy in an epoch folder); the files it
 // names are relative to `dir`.
-CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path);
+CheckpointManifest read_manifest(const std::string& dir, const std::filesystem::path& path,
+                                 bool accept_unchecked = false);
+// load_weights (train/checkpoint.h) from a manifest already read (and checked as the caller chose).
+CheckpointInfo load_weights(const std::string& dir, const CheckpointManifest& manifest, Model& model,
+                            comm::Communicator* group);
 // Every file the manifest names exists and matches its CRC32C (all slices, not only this rank's):
 // what makes a checkpoint intact. Throws an Error naming the first file that is not.
 void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest);

@@ -88,8 +88,8 @@ SliceFile decode_slice(std::istream& in, const std::string& name, bool full) {
       f.layer_states.resize(read_count(ar, in, 8, name + ": layer states"));  // each at least its size tag
       for (std::string& s : f.layer_states) read_string(ar, in, s, name + ": layer state");
     }
-  } catch (const cereal::Exception& e) {
-    throw Error(fmt::format("{}: truncated or corrupt checkpoint ({})", name, e.what()));
+  } catch (const cereal::Exception&) {
+    throw Error(fmt::format("{}: truncated or corrupt checkpoint", name));
   }
   return f;
 }

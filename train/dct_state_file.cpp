@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 
 namespace frugal {
 namespace {
@@ -75,6 +76,7 @@ std::string encode_dct_state(const Trainer& trainer) {
 }
 
 void load_dct_state(const std::string& path, Trainer& trainer) {
+  require_regular_file(path, "a DCT residual file");
   std::ifstream in(path, std::ios::binary);
   FRUGAL_CHECK(in.good(), fmt::format("{}: cannot open the DCT-DP residual file", path));
   comm::ReplicaReducer* reducer = trainer.reducer();
@@ -137,8 +139,8 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
         ar(cereal::binary_data(st.row_steps.data(), n * sizeof(uint32_t)));
       }
     }
-  } catch (const cereal::Exception& e) {
-    throw Error(fmt::format("{}: truncated or corrupt DCT-DP residual file ({})", path, e.what()));
+  } catch (const cereal::Exception&) {
+    throw Error(fmt::format("{}: truncated or corrupt DCT-DP residual file", path));
   }
 }
 

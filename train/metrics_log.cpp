@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/warnings.h"
 
 namespace frugal {
 
@@ -20,7 +21,11 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write(const nlohmann::json& record) {
   if (file_ == nullptr) return;
-  const std::string line = record.dump() + "\n";
+  // The warnings since the last record (core/warnings.h) come first, one {"event": "warning"} each.
+  std::string line;
+  for (const std::string& w : take_warnings()) line += nlohmann::json{{"event", "warning"}, {"message", w}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // Paths and headers are the user's bytes: invalid UTF-8 is replaced, not thrown about.
+  line += record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw Error(fmt::format("{}: write failed", path_));
 }

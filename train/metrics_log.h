@@ -1,5 +1,6 @@
 // MetricsLog: the machine-readable record of a run, one JSON object per line (JSON Lines), flushed
-// after every record so a crash loses nothing already logged.
+// after every record so a crash loses nothing already logged. Warnings (core/warnings.h) raised
+// since the previous record are written before each record as {"event": "warning", "message": ...}.
 #pragma once
 
 #include <cstdio>

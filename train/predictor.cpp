@@ -4,7 +4,9 @@
 
 #include "core/communicator.h"
 #include "core/check.h"
+#include "train/checkpoint_history.h"
 #include "train/checkpoint_manifest.h"
+#include "core/warnings.h"
 #include "core/data/label_counts_file.h"
 #include "core/model.h"
 #include "train/trainer.h"
@@ -30,7 +32,11 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   FRUGAL_CHECK(options.batch > 0, "PredictorOptions::batch must be > 0");
   Impl& m = *impl_;
   m.batch = options.batch;
-  m.info = read_manifest(checkpoint_dir);
+  m.info = read_manifest(checkpoint_dir, options.accept_unchecked_checkpoint);
+  if (const std::string newer = newer_checkpoint_of_run(checkpoint_dir, m.info); !newer.empty())
+    warn(fmt::format("{}/manifest.json names epoch {} (step {}), but {}/{} holds a later checkpoint of the same run: "
+                     "manifest.json is an older copy, or a save died before committing; using epoch {}",
+                     checkpoint_dir, m.info.epoch, m.info.step, checkpoint_dir, newer, m.info.epoch));
   comm::Communicator* group = comm::is_active(options.group) ? options.group : nullptr;
   const Placement placement = group != nullptr ? Placement::sliced(*group) : Placement::replicated();
   if (options.build) {
@@ -42,7 +48,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   }
   if (options.backend != nullptr) m.model.set_backend(options.backend);  // before the weights load into it
   m.trainer = std::make_unique<Trainer>(m.model, TrainerOptions{.parallel = {.model = group}, .inference_only = true});
-  load_weights(checkpoint_dir, m.model, group);
+  load_weights(checkpoint_dir, m.info, m.model, group);
   m.model.output().set_inference({.mode = options.inference, .candidates = options.inference_candidates});
   m.counts = load_label_counts(checkpoint_dir);
   if (options.ensemble) {
@@ -88,6 +94,8 @@ size_t Predictor::num_labels() const { return impl_->model.output().out_features
 uint64_t Predictor::epoch() const { return impl_->info.epoch; }
 uint64_t Predictor::step() const { return impl_->info.step; }
 int Predictor::saved_slices() const { return impl_->info.model_slices; }
+const CheckpointInfo& Predictor::checkpoint() const { return impl_->info; }
+
 const std::optional<LabelCounts>& Predictor::label_counts() const { return impl_->counts; }
 uint64_t Predictor::labels_scored() const { return impl_->model.output().labels_scored(); }
 

@@ -29,6 +29,7 @@
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/sparse_batch.h"
+#include "train/checkpoint.h"
 #include "train/ensemble_ranker.h"
 
 namespace frugal {
@@ -61,6 +62,9 @@ struct PredictorOptions {
   // Where the model computes (its weights are loaded into that backend's memory); null: the host
   // backend (core/backend.h's host_backend()).
   Backend* backend = nullptr;
+  // --accept-unchecked-checkpoint: load a manifest that carries no checksum of its own (written by
+  // an older frugal, or edited on purpose); by default it is refused.
+  bool accept_unchecked_checkpoint = false;
 };
 
 // The k best labels of each of `size()` points, best first: row i of `labels` and `scores`.
@@ -90,6 +94,8 @@ class Predictor {
   // Training label counts saved with the checkpoint (`frugal train --checkpoint` writes them);
   // nullopt for checkpoints without (propensity-scored metrics then need the training file).
   const std::optional<LabelCounts>& label_counts() const;
+  // The checkpoint's epoch, step and run, as its manifest says.
+  const CheckpointInfo& checkpoint() const;
   // Labels this rank has scored so far, over all calls (the cost of inference).
   uint64_t labels_scored() const;
 

@@ -3,6 +3,7 @@
 #include "train/ensemble_ranker.h"
 
 #include <algorithm>
+#include <random>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -126,6 +127,7 @@ Trainer::Trainer(Model& model, const TrainerOptions& options)
           (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters()),
           options.lr_schedule)) {
   options_.validate();
+  run_id_ = fmt::format("{:016x}", (uint64_t{std::random_device{}()} << 32) | std::random_device{}());
   // The optimizer updates the parameters where the model computes: its state goes there too.
   optimizer_->set_backend(&model_.output().backend());
   comm::Communicator* group = options_.parallel.model;

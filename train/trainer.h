@@ -204,6 +204,11 @@ class Trainer {
   uint64_t split_gathers() const { return split_gathers_; }
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  // The run this trainer belongs to (16 hex digits, random at construction, taken over from the
+  // checkpoint a run resumes): checkpoint manifests name it, so that a manifest copied from another
+  // run or an older epoch is told apart.
+  const std::string& run_id() const { return run_id_; }
+  void set_run_id(std::string id) { run_id_ = std::move(id); }
   Model& model() { return model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
@@ -271,6 +276,7 @@ class Trainer {
   SparseBatch dropped_;
   std::vector<uint32_t> read_rows_;
   uint64_t step_ = 0, epoch_ = 0;
+  std::string run_id_;
   double last_grad_norm_ = 0.0;  // of the last step, with clip_norm
   double last_clip_limit_ = 0.0;  // what it was clipped to (clip_norm, or its local share)
 };

@@ -14,26 +14,42 @@ DatasetStats compute_stats(const Dataset& data) {
   s.labels = data.num_labels;
   s.average_nonzeros = data.average_nonzeros();
   s.average_labels = data.average_labels();
-  std::vector<uint64_t> label_freq(data.num_labels, 0);
-  std::vector<bool> feature_seen(data.num_features, false);
+  // Counted over the ids that occur (sorted runs), not arrays of the declared sizes: a header may
+  // declare 2^32 - 1 labels for a file that uses ten.
+  const auto distinct = [](std::vector<uint32_t> ids, std::vector<uint64_t>* runs) {
+    std::sort(ids.begin(), ids.end());
+    size_t n = 0;
+    for (size_t i = 0; i < ids.size();) {
+      size_t j = i;
+      while (j < ids.size() && ids[j] == ids[i]) ++j;
+      if (runs != nullptr) runs->push_back(j - i);
+      ++n;
+      i = j;
+    }
+    return n;
+  };
+  std::vector<uint32_t> seen_features;
   for (const uint32_t f : data.points.feature_ids)
-    if (f < feature_seen.size()) feature_seen[f] = true;
-  s.features_used = static_cast<size_t>(std::count(feature_seen.begin(), feature_seen.end(), true));
+    if (f < data.num_features) seen_features.push_back(f);
+  s.features_used = distinct(std::move(seen_features), nullptr);
+  std::vector<uint32_t> seen_labels;
+  std::vector<uint64_t> label_freq;  // the points of each label that occurs
   size_t same = 0;
   for (size_t i = 0; i < data.size(); ++i) {
     const auto labels = data.points.labels_of(i);
     s.points_without_labels += labels.empty();
     s.points_without_features += data.points.features_of(i).empty();
     for (const uint32_t l : labels)
-      if (l < label_freq.size()) ++label_freq[l];
+      if (l < data.num_labels) seen_labels.push_back(l);
     if (i > 0 && !labels.empty()) {
       const auto prev = data.points.labels_of(i - 1);
       same += !prev.empty() && prev[0] == labels[0];
     }
   }
+  distinct(std::move(seen_labels), &label_freq);
   s.adjacent_same_label = data.size() > 1 ? static_cast<double>(same) / static_cast<double>(data.size() - 1) : 0.0;
   s.max_label_frequency = label_freq.empty() ? 0 : *std::max_element(label_freq.begin(), label_freq.end());
-  s.labels_used = label_freq.size() - static_cast<size_t>(std::count(label_freq.begin(), label_freq.end(), 0u));
+  s.labels_used = label_freq.size();
   // Bins: 0, 1, 2, 3-4, 5-8, ...: bin b >= 1 holds frequencies in (2^(b-2), 2^(b-1)].
   const auto bin_of = [](uint64_t f) { return f == 0 ? 0 : 1 + static_cast<size_t>(std::bit_width(f - 1)); };
   s.label_histogram.resize(bin_of(s.max_label_frequency) + 1);
@@ -41,6 +57,7 @@ DatasetStats compute_stats(const Dataset& data) {
     s.label_histogram[b].lo = b <= 1 ? b : (uint64_t{1} << (b - 2)) + 1;
     s.label_histogram[b].hi = b <= 1 ? b : uint64_t{1} << (b - 1);
   }
+  s.label_histogram[0].labels = data.num_labels - s.labels_used;
   for (const uint64_t f : label_freq) ++s.label_histogram[bin_of(f)].labels;
   // Occurrences by support: label_freq[l] occurrences have support label_freq[l].
   std::vector<uint64_t> supports;

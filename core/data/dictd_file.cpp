@@ -7,12 +7,14 @@
 #include <zlib.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 #include "core/quote.h"
 
 namespace frugal::data {
 namespace {
 
 std::string read_gzip_or_plain(const std::string& path) {
+  require_regular_file(path, "a dictd file");
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) throw Error(fmt::format("{}: cannot open for reading", path));
   // 128 KiB chunks: GCIDE's ~14 MB text still takes only ~100 reads, and a small file does not pay
@@ -55,6 +57,7 @@ uint64_t DictdFile::decode_number(std::string_view digits) {
 
 DictdFile DictdFile::open(const std::string& index_path, const std::string& dict_path) {
   std::string text = read_gzip_or_plain(dict_path);
+  require_regular_file(index_path, "a dictd index");
   std::ifstream in(index_path);
   if (!in) throw Error(fmt::format("{}: cannot open for reading", index_path));
   return parse(in, std::move(text), index_path, dict_path);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 
 namespace frugal::data {
 namespace {
@@ -51,6 +52,7 @@ std::vector<uint64_t> fingerprint_offsets(uint64_t size) {
 }
 
 Fingerprint fingerprint(const std::string& path) {
+  require_regular_file(path, "a data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   in.seekg(0, std::ios::end);
@@ -73,7 +75,12 @@ Fingerprint fingerprint(const std::string& path) {
       size_t len = 0;
       while (len < limit && block[len] != '\n') ++len;
       while (len > 0 && block[len - 1] == '\r') --len;
-      f.header.assign(reinterpret_cast<const char*>(block.data()), len);
+      // Printable ASCII as is, other bytes as \xNN: a gzip or binary file's "header" goes into JSON
+      // run configs and messages, which need text.
+      for (size_t i = 0; i < len; ++i) {
+        const auto c = static_cast<unsigned char>(block[i]);
+        f.header += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+      }
     }
   }
   f.hash = h;

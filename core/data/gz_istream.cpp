@@ -7,12 +7,14 @@
 #include <zlib.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 
 namespace frugal::data {
 
 class GzIstream::Buf : public std::streambuf {
  public:
-  explicit Buf(const std::string& path) : file_(gzopen(path.c_str(), "rb")), data_(1 << 20) {
+  explicit Buf(const std::string& path)
+      : file_((require_regular_file(path, "a data file"), gzopen(path.c_str(), "rb"))), data_(1 << 20) {
     if (file_ == nullptr) throw Error(fmt::format("{}: cannot open for reading", path));
     gzbuffer(file_, 1 << 20);
   }

@@ -9,6 +9,8 @@
 #include <zlib.h>
 
 #include "core/check.h"
+#include "core/warnings.h"
+#include "core/regular_file.h"
 
 namespace frugal::data {
 namespace {
@@ -20,7 +22,8 @@ constexpr uint64_t kMaxBytes = uint64_t{1} << 34;
 
 class GzReader {
  public:
-  explicit GzReader(std::string path) : path_(std::move(path)), file_(gzopen(path_.c_str(), "rb")) {
+  explicit GzReader(std::string path)
+      : path_(std::move(path)), file_((require_regular_file(path_, "an IDX file"), gzopen(path_.c_str(), "rb"))) {
     if (file_ == nullptr) throw Error(fmt::format("{}: cannot open for reading", path_));
     gzbuffer(file_, 1 << 17);  // 128 KiB: plenty for MNIST's files, and cheap for a small one
   }
@@ -178,6 +181,17 @@ Dataset IdxFile::open(const std::string& prefix) {
   if (images.count != labels.size())
     throw Error(fmt::format("{} has {} images but {} has {} labels: expected one label per image", images_file,
                             images.count, labels_file, labels.size()));
+  // Classes are a handful of values each held by many images: a class of one image (a label byte of
+  // 255 among 0-9 makes 256 classes) is a damaged byte rather than a class.
+  std::vector<size_t> per_class(256, 0);
+  for (const uint8_t l : labels) ++per_class[l];
+  for (size_t c = 0; c < per_class.size() && labels.size() >= 100; ++c)
+    if (per_class[c] == 1)
+      warn(fmt::format("{}: class {} has a single image of {} (label byte at offset {}): a damaged label? the model "
+                       "gets {} classes",
+                       labels_file, c, labels.size(),
+                       8 + (std::find(labels.begin(), labels.end(), static_cast<uint8_t>(c)) - labels.begin()),
+                       *std::max_element(labels.begin(), labels.end()) + 1));
   return to_dataset(images, labels, images_file);
 }
 

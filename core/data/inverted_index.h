@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -54,13 +53,5 @@ class InvertedIndex {
 float inverse_norm(std::span<const float> v);
 // Keeps the n best (score, id) pairs, best first (ties by id).
 void keep_best(std::vector<std::pair<float, uint32_t>>& scored, size_t n);
-
-// DIR/FILE written atomically: the 8-byte magic, the version, what `body` writes, and the CRC32C.
-void save_checked_file(const std::string& dir, const std::string& file, const char (&magic)[8], uint32_t version,
-                       const std::function<void(std::ostream&)>& body);
-// Reads DIR/FILE back: refuses (frugal::Error naming the file, and `what` it should be) a missing
-// or special file, a wrong checksum, magic or version; returns the bytes after the header.
-std::string load_checked_file(const std::string& dir, const std::string& file, const char (&magic)[8],
-                              uint32_t version, const std::string& what);
 
 }  // namespace frugal::data

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/data/checked_file.h"
 
 namespace frugal::data {
 namespace {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/data/checked_file.h"
+
 #include "core/check.h"
 
 namespace frugal::data {

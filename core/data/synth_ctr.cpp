@@ -14,6 +14,7 @@
 
 #include "core/binary_metrics.h"
 #include "core/check.h"
+#include "core/staged_file.h"
 #include "core/data/ctr_format.h"
 #include "core/rng.h"
 
@@ -161,33 +162,25 @@ double solve_bias(Model& model, Rng rng, double base_ctr) {
   return (lo + hi) / 2;
 }
 
+// Lines buffered into a StagedFile (renamed into place by close()).
 class LineFile {
  public:
-  explicit LineFile(std::string path) : path_(std::move(path)), f_(std::fopen(path_.c_str(), "wb")) {
-    if (f_ == nullptr) throw Error(fmt::format("{}: cannot open for writing: {}", path_, std::strerror(errno)));
-  }
-  ~LineFile() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
+  explicit LineFile(std::string path) : file_(std::move(path)) {}
   std::string& buffer() { return buf_; }
   void flush_if_full() {
     if (buf_.size() >= (size_t{1} << 20)) flush();
   }
   void close() {
     flush();
-    const int rc = std::fclose(f_);
-    f_ = nullptr;
-    if (rc != 0) throw Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+    file_.commit();
   }
 
  private:
   void flush() {
-    if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
-      throw Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+    file_.write(buf_);
     buf_.clear();
   }
-  std::string path_;
-  std::FILE* f_;
+  StagedFile file_;
   std::string buf_;
 };
 

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/crc32c.h"
+#include "core/regular_file.h"
+#include "core/staged_file.h"
 #include "core/data/xmc_reader.h"
 
 namespace frugal::data {
@@ -17,15 +20,20 @@ namespace {
 // reallocation, which is what runs a small machine out of memory on Amazon-670K-sized files.
 struct Counts {
   uint64_t colons = 0, commas = 0, lines = 0;
+  uint64_t bytes = 0;
+  uint32_t crc = 0;  // CRC32C of the whole file (Dataset::content_hash)
 };
 
 Counts count_bytes(const std::string& path) {
   Counts c;
+  require_regular_file(path, "an XMC data file");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return c;
   std::vector<char> buf(1 << 22);
   size_t got = 0;
   while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    c.crc = crc32c(std::as_bytes(std::span<const char>(buf.data(), got)), c.crc);
+    c.bytes += got;
     for (size_t i = 0; i < got; ++i) {
       c.colons += buf[i] == ':';
       c.commas += buf[i] == ',';
@@ -61,7 +69,9 @@ Dataset read_xmc(XmcReader& reader, const Counts* counts) {
 Dataset XmcFile::open(const std::string& path) {
   XmcReader reader(path);
   const Counts counts = count_bytes(path);
-  return read_xmc(reader, &counts);
+  Dataset data = read_xmc(reader, &counts);
+  data.content_hash = fmt::format("{} bytes, crc32c {:08x} (whole file)", counts.bytes, counts.crc);
+  return data;
 }
 
 Dataset XmcFile::read(std::istream& in, const std::string& name) {
@@ -70,8 +80,7 @@ Dataset XmcFile::read(std::istream& in, const std::string& name) {
 }
 
 void XmcFile::write(const Dataset& data, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) throw Error(fmt::format("{}: cannot open for writing", path));
+  StagedFile f(path);  // renamed to `path` once complete: a full disk leaves no partial file
   fmt::memory_buffer buf;
   fmt::format_to(std::back_inserter(buf), "{} {} {}\n", data.size(), data.num_features, data.num_labels);
   for (size_t i = 0; i < data.size(); ++i) {
@@ -84,13 +93,12 @@ void XmcFile::write(const Dataset& data, const std::string& path) {
       fmt::format_to(std::back_inserter(buf), " {}:{}", ids[j], vals[j]);
     buf.push_back('\n');
     if (buf.size() > (1u << 20)) {
-      std::fwrite(buf.data(), 1, buf.size(), f);
+      f.write({buf.data(), buf.size()});
       buf.clear();
     }
   }
-  std::fwrite(buf.data(), 1, buf.size(), f);
-  const bool ok = std::ferror(f) == 0;
-  if (std::fclose(f) != 0 || !ok) throw Error(fmt::format("{}: write failed", path));
+  f.write({buf.data(), buf.size()});
+  f.commit();
 }
 
 }  // namespace frugal::data

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 #include "core/data/line_input.h"
 #include "core/quote.h"
 
@@ -63,7 +64,8 @@ const char* one_based_hint(uint32_t id, uint32_t limit) {
 
 }  // namespace
 
-XmcReader::XmcReader(const std::string& path) : owned_(std::make_unique<std::ifstream>(path)), name_(path) {
+XmcReader::XmcReader(const std::string& path)
+    : owned_((require_regular_file(path, "an XMC data file"), std::make_unique<std::ifstream>(path))), name_(path) {
   if (!*owned_) throw Error(fmt::format("{}: cannot open for reading", path));
   in_ = owned_.get();
   std::error_code ec;

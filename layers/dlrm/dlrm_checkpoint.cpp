@@ -14,6 +14,8 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/sealed_json.h"
+#include "core/regular_file.h"
 #include "core/optim/optimizer.h"
 #include "core/crc32c.h"
 
@@ -35,13 +37,7 @@ struct StoredParam {
   }
 };
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FRUGAL_CHECK(in.good(), fmt::format("{}: cannot be read", path.string()));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_file(const fs::path& path) { return read_regular_file(path, "a DLRM checkpoint file"); }
 
 uint32_t crc_of(const std::string& bytes) {
   return crc32c(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
@@ -54,8 +50,8 @@ std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps)
     std::istringstream in(bytes);
     cereal::BinaryInputArchive ar(in);
     ar(steps, params);
-  } catch (const cereal::Exception& e) {
-    throw Error(fmt::format("{}: truncated or corrupt ({})", path.string(), e.what()));
+  } catch (const cereal::Exception&) {
+    throw Error(fmt::format("{}: truncated or corrupt (it ends before the data it declares)", path.string()));
   }
   for (const StoredParam& p : params)
     FRUGAL_CHECK(p.value.size() == p.rows * p.cols && p.offset + p.rows <= p.full_rows &&
@@ -75,7 +71,7 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
   try {
     config = nlohmann::json::parse(config_text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("DLRM checkpoint: the configuration is not JSON ({})", e.what()));
+    throw Error(fmt::format("DLRM checkpoint: the configuration is not JSON ({})", json_error_words(e)));
   }
   FRUGAL_CHECK(config.is_object(), "DLRM checkpoint: the configuration is not a JSON object");
   const int rank = comm::is_active(group) ? group->rank() : 0, ranks = comm::is_active(group) ? group->size() : 1;
@@ -130,9 +126,10 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
   }
   if (rank == 0) {
     sums["ids.bin"] = files.back().second;
-    const nlohmann::json manifest = {{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
-                                     {"world_size", ranks}, {"folder", folder},  {"config", config},
-                                     {"checksums", sums}};
+    nlohmann::json manifest = {{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
+                               {"world_size", ranks}, {"folder", folder},  {"config", config},
+                               {"checksums", sums}};
+    seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
     std::string previous;
     if (fs::exists(root / "manifest.json")) {
       try {
@@ -141,7 +138,7 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
         previous.clear();  // an unreadable old manifest: nothing to clean up by name
       }
     }
-    write_atomically(root / "manifest.json", manifest.dump(1));
+    write_atomically(root / "manifest.json", manifest.dump(1, ' ', false, nlohmann::json::error_handler_t::replace));
     if (!previous.empty() && previous != folder && previous.find('/') == std::string::npos &&
         previous.rfind("dlrm-epoch-", 0) == 0)
       fs::remove_all(root / previous);
@@ -159,13 +156,13 @@ bool is_dlrm_checkpoint(const std::string& dir) {
   }
 }
 
-DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir) {
+DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unchecked) {
   const fs::path mpath = fs::path(dir) / "manifest.json";
   nlohmann::json m;
   try {
     m = nlohmann::json::parse(read_file(mpath));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not JSON ({})", mpath.string(), e.what()));
+    throw Error(fmt::format("{}: not JSON ({})", mpath.string(), json_error_words(e)));
   }
   const auto field = [&](const char* name) -> const nlohmann::json& {
     FRUGAL_CHECK(m.contains(name), fmt::format("{}: no field '{}'", mpath.string(), name));
@@ -175,6 +172,7 @@ DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir) {
                fmt::format("{}: field 'format' is not \"{}\" (not a DLRM checkpoint)", mpath.string(), kFormat));
   FRUGAL_CHECK(field("version").is_number_integer() && m["version"] == kVersion,
                fmt::format("{}: field 'version' is not {}", mpath.string(), kVersion));
+  check_json_seal(m, mpath.string(), accept_unchecked);
   DlrmCheckpointInfo info;
   FRUGAL_CHECK(field("epoch").is_number_unsigned(), fmt::format("{}: field 'epoch' is not a count", mpath.string()));
   info.epoch = m["epoch"].get<uint64_t>();
@@ -186,6 +184,9 @@ DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir) {
                    m["folder"].get<std::string>().find('/') == std::string::npos,
                fmt::format("{}: field 'folder' is not an epoch folder", mpath.string()));
   info.folder = m["folder"];
+  FRUGAL_CHECK(info.folder == fmt::format("dlrm-epoch-{}", info.epoch),
+               fmt::format("{}: field 'folder' (\"{}\") is not the folder of its epoch {}", mpath.string(), info.folder,
+                           info.epoch));
   FRUGAL_CHECK(field("config").is_object(), fmt::format("{}: field 'config' is not an object", mpath.string()));
   info.config = m["config"].dump();
   FRUGAL_CHECK(field("checksums").is_object(), fmt::format("{}: field 'checksums' is not an object", mpath.string()));

@@ -30,9 +30,10 @@ struct DlrmCheckpointInfo {
 // agree with.
 void save_dlrm_checkpoint(const std::string& dir, const std::string& config, uint64_t epoch, const IdMap& ids,
                           DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group);
-// Reads and checks DIR/manifest.json and every file's checksum; throws frugal::Error naming the
-// file or field that is wrong.
-DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir);
+// Reads and checks DIR/manifest.json (its own checksum, core/sealed_json.h: one without it is refused
+// unless `accept_unchecked`) and every file's checksum; throws frugal::Error naming the file or field
+// that is wrong.
+DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unchecked = false);
 // Whether DIR holds a DLRM checkpoint (its manifest says so).
 bool is_dlrm_checkpoint(const std::string& dir);
 IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info);

@@ -288,8 +288,8 @@ IdMap IdMap::from_bytes(const std::string& bytes, const std::string& where) {
           break;
       }
     }
-  } catch (const cereal::Exception& e) {
-    throw Error(fmt::format("{}: truncated or corrupt id map ({})", where, e.what()));
+  } catch (const cereal::Exception&) {
+    throw Error(fmt::format("{}: truncated or corrupt id map", where));
   }
   return m;
 }

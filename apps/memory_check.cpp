@@ -1,0 +1,41 @@
+#include "apps/memory_check.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/host_memory.h"
+
+namespace frugal::cli {
+namespace {
+
+std::string human(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  size_t u = 0;
+  while (bytes >= 1024.0 && u + 1 < std::size(units)) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} bytes", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+}  // namespace
+
+void check_model_memory(double bytes, const std::string& what, double limit_mib, const std::string& fix) {
+  double limit = 0;
+  std::string source;
+  if (limit_mib > 0) {
+    limit = limit_mib * 1048576.0;
+    source = fmt::format("--memory-limit {:g} MiB allows", limit_mib);
+  } else if (const auto available = host_memory_available()) {
+    limit = static_cast<double>(*available);
+    source = "this machine has available";
+  } else {
+    return;  // no figure to compare with (not Linux)
+  }
+  if (bytes <= limit) return;
+  throw Error(fmt::format("the model needs at least {} on this rank ({}), more than the {} {}: {}, or raise "
+                          "--memory-limit",
+                          human(bytes), what, human(limit), source, fix));
+}
+
+}  // namespace frugal::cli
