@@ -324,6 +324,8 @@ run_tests() {
     run_sanitized_subset || rc=$?
     logs=("$build_dir/meson-logs/testlog-suite.json" "$SANITIZE_BUILD/meson-logs/testlog.json")
   fi
+  # No error of the suite may speak a library's words (issue 46).
+  python3 tests/library_words.py "${logs[@]}" || rc=1
   # One plain summary line for tools that read the last line of a test run.
   python3 - "${logs[@]}" <<'PY' || true
 import json, os, sys

@@ -194,7 +194,7 @@ fails_with "--dp-keep-param 'softmax.=2': expected PREFIX=ETA" "$FRUGAL" "${T[@]
 fails_with "--mp-mass 0: expected a fraction in (0, 1]" "$FRUGAL" "${T[@]}" --mp-mass 0
 fails_with "--negatives must be at most 1048576 per point, got 2000000" "$FRUGAL" "${T[@]}" --negatives 2000000
 fails_with "--max-active (5) must be >= --min-active (10)" "$FRUGAL" "${T[@]}" --max-active 5 --min-active 10
-fails_with "--active-target: Value -5 not in range" "$FRUGAL" "${T[@]}" --active-target -5
+fails_with "--active-target: -5 is negative: expected a value from 0 up" "$FRUGAL" "${T[@]}" --active-target -5
 fails_with "synth-xmc: --features must be > 0" "$FRUGAL" data synth-xmc --features 0 --out "$TMP/x"
 fails_with "synth-xmc: --labels-per-point must be > 0" "$FRUGAL" data synth-xmc --labels-per-point 0 --out "$TMP/x"
 G=$SRC/tests/data/fixtures/gcide

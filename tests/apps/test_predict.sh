@@ -88,9 +88,10 @@ epochs = [r for r in map(json.loads, open(os.path.join(d, "train.jsonl"))) if r[
 last = epochs[-1]
 for key in ("p@1", "p@3", "p@5", "ndcg@1", "ndcg@3", "ndcg@5", "psp@1", "psp@3", "psp@5"):
     assert key in last, key
-# stderr (merged into these logs) also has evaluate's "scored N points in ..." line: skip it.
+# stderr (merged into these logs) also has evaluate's "scored N points in ..." line and the
+# checkpoint's "DIR: epoch E, step S of run R" line: skip them.
 def metric_lines(name):
-    return [l for l in lines(name) if "scored" not in l]
+    return [l for l in lines(name) if "scored" not in l and ": epoch " not in l]
 assert any("scored 150 points" in l and "exact inference" in l for l in lines("eval.txt")), lines("eval.txt")
 text = dict(l.split() for l in metric_lines("eval.txt"))
 ev = json.loads(metric_lines("eval.json")[-1])

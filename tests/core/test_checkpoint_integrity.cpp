@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "train/checkpoint_manifest.h"
+#include "core/sealed_json.h"
 #include "train/checkpoint_slice.h"
 #include "train/trainer.h"
 #include "layers/xmc_network.h"
@@ -105,19 +106,31 @@ TEST_CASE("checkpoint: the manifest records a CRC32C per file and every single-b
   fs::remove_all(dir);
 }
 
-TEST_CASE("checkpoint: a manifest without checksums (older checkpoints) loads unchecked") {
+TEST_CASE("checkpoint: a manifest without its own checksum (older checkpoints) is refused unless accepted unchecked") {
   const std::string dir = "checkpoint_old_manifest_test";
   save_small(dir);
   const fs::path manifest = fs::path(dir) / "manifest.json";
   auto j = nlohmann::json::parse(read_all(manifest));
   j.erase("checksums");
+  j.erase(kManifestChecksumField);
   write_all(manifest, j.dump(2));
-  REQUIRE(read_manifest(dir).checksums.empty());
+  CHECK_THAT(error_of([&] { read_manifest(dir); }),
+             Catch::Contains("has no 'manifest_checksum'") && Catch::Contains("--accept-unchecked-checkpoint"));
+  REQUIRE(read_manifest(dir, /*accept_unchecked=*/true).checksums.empty());
   Model m;
   layers::build_xmc_network(m, small_net());
   Trainer t(m, {});
-  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
-  REQUIRE_NOTHROW(load_weights(dir, m));
+  CHECK_THAT(error_of([&] { load_checkpoint(dir, m, t); }), Catch::Contains("has no 'manifest_checksum'"));
+  CHECK_THAT(error_of([&] { load_weights(dir, m); }), Catch::Contains("has no 'manifest_checksum'"));
+  REQUIRE_NOTHROW(load_checkpoint(dir, read_manifest(dir, true), m, t, nlohmann::json::object()));
+  REQUIRE_NOTHROW(load_weights(dir, read_manifest(dir, true), m, nullptr));
+  // Sealed but edited (any field): refused naming the seal.
+  j = nlohmann::json::parse(read_all(manifest));
+  seal_json(j);
+  j["step"] = 12345;
+  write_all(manifest, j.dump(2));
+  CHECK_THAT(error_of([&] { read_manifest(dir); }), Catch::Contains("'manifest_checksum' does not match its contents"));
+  CHECK_THAT(error_of([&] { read_manifest(dir, true); }), Catch::Contains("does not match its contents"));
   fs::remove_all(dir);
 }
 
@@ -166,6 +179,7 @@ TEST_CASE("checkpoint: every manifest field is validated, naming manifest.json a
   for (const Case& c : cases) {
     auto j = original;
     j[c.field] = c.value;
+    seal_json(j);  // as if frugal had written it: the fields' own checks behind the seal
     write_all(manifest, j.dump(2));
     INFO(c.field << " = " << c.value.dump());
     const std::string e = error_of([&] { load_checkpoint(dir, m, t); });

@@ -208,7 +208,7 @@ TEST_CASE("ctr: gzip errors and bad options are named") {
   CHECK_THAT(error_of([&] { load_ctr(dir / "cut.tsv.gz"); }),
              Catch::Matches(".*/cut\\.tsv\\.gz:[0-9]+: read error: truncated or corrupt gzip data: .*"));
   CHECK(load_ctr(dir / "t.tsv.gz").size == 2000);
-  CHECK(error_of([&] { load_ctr(dir / "missing.tsv"); }) == dir / "missing.tsv" + ": cannot open for reading");
+  CHECK(error_of([&] { load_ctr(dir / "missing.tsv"); }) == dir / "missing.tsv" + ": no such file (expected a data file)");
   CHECK_THAT(error_of([&] { write_synth_ctr({.zipf = 0}, dir / "x"); }),
              Catch::StartsWith("SynthCtrOptions::zipf must be in (0, 10]"));
 }

@@ -34,10 +34,12 @@ run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --slice-weights
   --calibration-warmup 1 --memory-limit 0.5 --metrics "$TMP/capped.jsonl"
 grep -q "model rank 1: .* s/step, new share .*, memory holds 0\.[0-9]*" "$TMP/last.log" ||
   { cat "$TMP/last.log"; echo "no memory cap in the per-rank line"; exit 1; }
-run "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --memory-limit 100
-grep -qF "note: --memory-limit only appl(y/ies) to --slice-weights auto: ignored (unless the model group mixes GPU" \
+# Without --slice-weights auto, --memory-limit still bounds the model (refused before allocation).
+run "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --calibration-steps 4
+grep -qF "note: --calibration-steps only appl(y/ies) to --slice-weights auto: ignored (unless the model group mixes GPU" \
   "$TMP/last.log" ||
-  { cat "$TMP/last.log"; echo "no note that --memory-limit was ignored"; exit 1; }
+  { cat "$TMP/last.log"; echo "no note that --calibration-steps was ignored"; exit 1; }
+fails_with "--memory-limit 0.01 MiB allows" "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --memory-limit 0.01
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --device cpu --metrics "$TMP/fixed.jsonl"
 # A weight of 0 leaves a rank out: it holds no neurons, and the run is the 1-rank run's.
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --quiet --slice-weights 0,1 --metrics "$TMP/zero.jsonl" \

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "tests/fuzz/library_words.h"
 #include "core/crc32c.h"
 #include "core/optim/state_layout.h"
 #include "train/checkpoint_slice.h"
@@ -39,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const frugal::Tensor* t : {&p.m, &p.v})
         if (frugal::optim::state_layout(*t, p.value) == frugal::optim::StateLayout::invalid) __builtin_trap();
     }
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    trap_on_library_words(e, {reinterpret_cast<const char*>(data), size});
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "tests/fuzz/library_words.h"
 #include "core/data/ctr_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -27,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (total != reader.samples_read()) __builtin_trap();
       reader.rewind();
     }
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    trap_on_library_words(e, {reinterpret_cast<const char*>(data), size});
   }
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "tests/fuzz/library_words.h"
 #include "core/data/dictd_file.h"
 
 namespace {
@@ -67,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const std::string_view t = d.text(e);
       if (t.size() != e.length) __builtin_trap();
     }
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    trap_on_library_words(e, {reinterpret_cast<const char*>(data), size});
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "tests/fuzz/library_words.h"
 #include "layers/dlrm/id_map.h"
 
 using frugal::layers::IdMap;
@@ -30,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
       }
     }
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    trap_on_library_words(e, {reinterpret_cast<const char*>(data), size});
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "tests/fuzz/library_words.h"
 #include "core/data/idx_file.h"
 
 namespace {
@@ -54,7 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else {
       frugal::data::IdxFile::read_labels(path);
     }
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    trap_on_library_words(e, {reinterpret_cast<const char*>(data), size});
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "tests/fuzz/library_words.h"
 #include "core/data/xmc_reader.h"
 #include "core/sparse_batch.h"
 
@@ -19,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (batch.size() > reader.num_points()) __builtin_trap();  // more points than the header said
       batch.clear();
     }
-  } catch (const frugal::Error&) {
+  } catch (const frugal::Error& e) {
+    trap_on_library_words(e, {reinterpret_cast<const char*>(data), size});
   }
   return 0;
 }
