@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/crc32c.h"
+#include "core/host_memory.h"
 #include "core/regular_file.h"
 #include "core/staged_file.h"
 #include "core/data/xmc_reader.h"
@@ -69,6 +70,15 @@ Dataset read_xmc(XmcReader& reader, const Counts* counts) {
 Dataset XmcFile::open(const std::string& path) {
   XmcReader reader(path);
   const Counts counts = count_bytes(path);
+  // The arrays the points take, known from the first pass before any is allocated: a file this
+  // machine cannot hold is refused here, not by std::bad_alloc or the OOM killer half-way.
+  const double need = 8.0 * static_cast<double>(counts.colons) +
+                      4.0 * static_cast<double>(counts.commas + counts.lines) + 16.0 * static_cast<double>(counts.lines);
+  if (const auto available = host_memory_available(); available && need > static_cast<double>(*available))
+    throw Error(fmt::format("{}: reading it takes {:.1f} GiB ({} lines, {} feature values), more than the {:.1f} GiB "
+                            "this machine has available",
+                            path, need / 1073741824.0, counts.lines, counts.colons,
+                            static_cast<double>(*available) / 1073741824.0));
   Dataset data = read_xmc(reader, &counts);
   data.content_hash = fmt::format("{} bytes, crc32c {:08x} (whole file)", counts.bytes, counts.crc);
   return data;

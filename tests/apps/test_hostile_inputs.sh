@@ -91,6 +91,25 @@ gzip -k c/train.tsv
 run "$F" train --model dlrm --train c/train.tsv.gz --test c/test.tsv --epochs 1 --quiet
 fails_with "the model needs at least" "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 1 --embedding-dim 1000000000
 
+# IDX: a label byte of 255 among classes 0-9 (one image) warns; an error under --strict.
+python3 - <<'PY'
+import random, struct
+random.seed(1)
+n = 200
+for kind in ("train", "t10k"):
+    with open(f"{kind}-images-idx3-ubyte", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 2, 2) + bytes(random.randrange(256) for _ in range(n * 4)))
+    labels = [i % 10 for i in range(n)]
+    if kind == "train":
+        labels[17] = 255
+    with open(f"{kind}-labels-idx1-ubyte", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(labels))
+PY
+run "$F" train --format idx --train train --test t10k --epochs 1 --quiet
+grep -q "warning: train-labels-idx1-ubyte: class 255 has a single image of 200" last.log ||
+  { cat last.log; echo "no warning about a class of one image"; exit 1; }
+fails_with "class 255 has a single image" "$F" train --format idx --train train --test t10k --epochs 1 --quiet --strict
+
 # Source locations with --verbose only.
 fails_with "--grid 3x1 needs 3 ranks, but the run has 1" "$F" train --train d/train.txt "${T[@]}" --grid 3x1
 if grep -q "cmd_train.cpp" fail.log; then cat fail.log; echo "a source location without --verbose"; exit 1; fi
@@ -109,4 +128,9 @@ if [ "$(id -u)" = 0 ] && mkdir tiny && mount -t tmpfs -o size=64k tmpfs tiny 2>/
 else
   echo "(not root or no tmpfs: the full-disk cases are skipped)"
 fi
+# The check apps/dev.sh test runs over the suite's output finds library words (and passes clean output).
+printf '%s\n' '{"name": "x", "stdout": "frugal: error: [json.exception.type_error.316] invalid UTF-8 byte"}' > words.json
+if python3 "$(dirname "$0")/../library_words.py" words.json > words.log; then cat words.log; echo "library_words.py missed one"; exit 1; fi
+printf '%s\n' '{"name": "x", "stdout": "frugal: error: d/x.txt:3: bad token"}' > clean.json
+python3 "$(dirname "$0")/../library_words.py" clean.json > words.log || { cat words.log; exit 1; }
 echo "OK: hostile inputs refused or warned about in frugal's words"

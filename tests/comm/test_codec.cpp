@@ -232,4 +232,10 @@ TEST_CASE("run configuration hash and difference") {
   b = a;
   b.erase("hidden");
   CHECK_THAT(config_difference(a, 0, b, 1), Catch::Contains("'hidden'"));
+  // The cause before its consequences: an LSH rank records --logq, an exact one does not; the
+  // sampler, which both ranks set, is named (not logq, which sorts first).
+  const RunConfig lsh = {{"sampler", "lsh"}, {"logq", "on"}, {"hidden", "128"}};
+  const RunConfig exact = {{"sampler", "exact"}, {"hidden", "128"}};
+  CHECK(config_difference(lsh, 0, exact, 1) == "setting 'sampler' differs: rank 0 has 'lsh', rank 1 has 'exact'");
+  CHECK(config_difference(exact, 1, lsh, 0) == "setting 'sampler' differs: rank 1 has 'exact', rank 0 has 'lsh'");
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ranks must train on the same data: `frugal launch -n 2` where rank 1 reads a shuffled copy of the
-# training file (same header, same size) fails, and the error names the training file's setting
+# training file (same header, same size), or a copy with one digit changed (the whole file is hashed),
+# fails, and the error names the training file's setting
 # (train_fingerprint); the same file on both ranks trains; a checkpoint resumes on the shuffled
 # copy (the fingerprints are compared at rendezvous, not on --resume); and `frugal predict` under
 # launch with another input on rank 1 fails naming input_fingerprint (the same input predicts).
@@ -23,6 +24,24 @@ if "$FRUGAL" launch -n 2 -- bash -c \
 fi
 grep -q "train_fingerprint" "$TMP/mismatch.log" || { cat "$TMP/mismatch.log"; echo "the error does not name train_fingerprint"; exit 1; }
 echo "OK: a shuffled training file on rank 1 is refused: $(grep -m1 train_fingerprint "$TMP/mismatch.log")"
+# One digit changed in the middle of the file (same size, same header): the whole file is hashed,
+# not sampled, so this copy is other data too.
+python3 - "$TMP/data/train.txt" "$TMP/digit.txt" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = len(b) // 2
+while not (b[i:i + 1].isdigit() and b[i - 1:i] == b":"):
+    i += 1
+b[i] = ord("7") if b[i] != ord("7") else ord("3")
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+if "$FRUGAL" launch -n 2 -- bash -c \
+    'f=$1; [ "$FRUGAL_RANK" = 1 ] && f=$2; shift 2; exec "$0" train --train "$f" "$@"' \
+    "$FRUGAL" "$TMP/data/train.txt" "$TMP/digit.txt" "${COMMON[@]}" > "$TMP/digit.log" 2>&1; then
+  cat "$TMP/digit.log"; echo "ranks with one digit of difference in their training data trained anyway"; exit 1
+fi
+grep -q "train_fingerprint" "$TMP/digit.log" || { cat "$TMP/digit.log"; echo "the error does not name train_fingerprint"; exit 1; }
+echo "OK: a training file with one digit changed on rank 1 is refused"
 # The same file on both ranks trains.
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" train --train "$TMP/data/train.txt" "${COMMON[@]}" --checkpoint "$TMP/ckpt"
 # Resuming on the shuffled copy (same data, other order) is not refused for its fingerprint.
