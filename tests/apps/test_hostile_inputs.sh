@@ -11,10 +11,11 @@
 #   source locations appear with --verbose only; outputs on a full disk leave nothing behind (as root).
 # Usage: test_hostile_inputs.sh FRUGAL
 set -euo pipefail
-F=$1
+F=$(realpath "$1")
 TMP=$(mktemp -d)
 trap 'mountpoint -q "$TMP/tiny" && umount "$TMP/tiny"; rm -rf "$TMP"' EXIT
-source "$(dirname "$0")/../shell_helpers.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../shell_helpers.sh"
 cd "$TMP"
 
 run "$F" data synth-xmc --features 500 --labels 50 --train 2000 --test 300 --seed 1 --out d
@@ -130,7 +131,7 @@ else
 fi
 # The check apps/dev.sh test runs over the suite's output finds library words (and passes clean output).
 printf '%s\n' '{"name": "x", "stdout": "frugal: error: [json.exception.type_error.316] invalid UTF-8 byte"}' > words.json
-if python3 "$(dirname "$0")/../library_words.py" words.json > words.log; then cat words.log; echo "library_words.py missed one"; exit 1; fi
+if python3 "$HERE/../library_words.py" words.json > words.log; then cat words.log; echo "library_words.py missed one"; exit 1; fi
 printf '%s\n' '{"name": "x", "stdout": "frugal: error: d/x.txt:3: bad token"}' > clean.json
-python3 "$(dirname "$0")/../library_words.py" clean.json > words.log || { cat words.log; exit 1; }
+python3 "$HERE/../library_words.py" clean.json > words.log || { cat words.log; exit 1; }
 echo "OK: hostile inputs refused or warned about in frugal's words"
