@@ -43,6 +43,7 @@ void add_stats(CLI::App& data) {
   CLI::Option* format = add_choice(cmd, "--format", a->format,
                                    {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
                                    "xmc, idx or criteo (default: criteo for .tsv and .tsv.gz files, else xmc)");
+  add_strict_flag(cmd);
   cmd->callback([a, format] {
     const data::DataFormat f = format->count() > 0 ? a->format : data::guess_data_format(a->file);
     if (f == data::DataFormat::criteo) {

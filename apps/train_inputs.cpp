@@ -22,7 +22,8 @@ TrainInputs load_train_test(data::DataFormat format, const std::string& train, c
   TrainInputs in;
   in.train = open_input(format, train);
   in.test = open_input(format, test);
-  for (const data::Dataset* d : {&in.train, &in.test}) data::warn_suspicious(*d);
+  data::warn_suspicious(in.train);
+  data::warn_suspicious(in.test, /*training=*/false);
   if (format == data::DataFormat::idx) {
     const uint32_t labels = std::max(in.train.num_labels, in.test.num_labels);
     in.train.num_labels = in.test.num_labels = labels;

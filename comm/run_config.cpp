@@ -26,13 +26,18 @@ uint64_t config_hash(const RunConfig& config) {
 std::string config_difference(const RunConfig& a, int rank_a, const RunConfig& b, int rank_b) {
   // A setting both ranks have, with other values, first: it is the cause, and the settings only one
   // rank has follow from it (a --sampler lsh rank records its --logq, a --sampler exact one none).
+  // Every one is named: one flag can change several recorded settings (--sampler exact also moves
+  // the automatic lr), and the user needs to see the one they typed among them.
+  std::string out;
   for (const auto& [k, v] : a) {
     auto it = b.find(k);
-    if (it != b.end() && it->second != v) {
-      return fmt::format("setting '{}' differs: rank {} has '{}', rank {} has '{}'", k, rank_a, v,
-                         rank_b, it->second);
-    }
+    if (it == b.end() || it->second == v) continue;
+    if (out.empty())
+      out = fmt::format("setting '{}' differs: rank {} has '{}', rank {} has '{}'", k, rank_a, v, rank_b, it->second);
+    else
+      out += fmt::format("; '{}' differs too: '{}' and '{}'", k, v, it->second);
   }
+  if (!out.empty()) return out;
   for (const auto& [k, v] : a) {
     if (!b.count(k)) {
       return fmt::format("setting '{}' differs: rank {} has '{}', rank {} does not set it", k,

@@ -120,7 +120,10 @@ open("truncated.txt", "w").write("\n".join(train)[: len("\n".join(train)) // 2])
 case("xmc: truncated mid-line", ["train", "--train", "truncated.txt", *T])
 shutil.copy("d/train.txt", "same_size.txt")
 b = bytearray(open("same_size.txt", "rb").read())
-b[len(b) // 2] = ord("7") if b[len(b) // 2] != ord("7") else ord("3")
+i = len(b) // 2
+while not (chr(b[i]).isdigit() and b[i - 1] == ord(":")):  # the first digit of a feature value
+    i += 1
+b[i] = ord("7") if b[i] != ord("7") else ord("3")
 open("same_size.txt", "wb").write(b)
 
 # Damaged checkpoints: evaluate each (a damaged file must never score silently).
@@ -158,6 +161,27 @@ for name, damage in {
     damage(d)
     case(f"checkpoint: {name}", ["evaluate", "--model", d, "--test", "c/test.tsv"], silent_is_wrong=True)
 
+
+# A manifest from another run of the same configuration (same folder names) put in place.
+sh("train", "--train", "d/train.txt", "--test", "d/test.txt", "--epochs", "2", "--checkpoint", "ck_other_run",
+   "--keep-checkpoints", "2", "--quiet", "--seed", "2")
+shutil.copytree("ck", "ck_swapped")
+shutil.copy("ck_other_run/manifest.json", "ck_swapped/manifest.json")
+case("checkpoint: another run's manifest put in place", [*E, "--model", "ck_swapped"], silent_is_wrong=True)
+
+# Ranks that disagree: rank 1 gets other flags or data (frugal launch -n 2, a wrapper picks per rank).
+def two_ranks(name, rank1_extra, rank1_train="d/train.txt", rank0_extra=("--epochs", "1")):
+    case(f"ranks: {name}", ["launch", "-n", "2", "--", "bash", "-c",
+                            'f=$1; x=$2; shift 2; [ "$FRUGAL_RANK" = 1 ] && x=$R1X && f=$R1F;'
+                            ' exec "$0" train --train "$f" "$@" $x'
+                            .replace("$R1X", "'" + " ".join(rank1_extra) + "'").replace("$R1F", rank1_train),
+                            F, "d/train.txt", " ".join(rank0_extra), "--test", "d/test.txt", "--threads", "1",
+                            "--quiet"], timeout=120)
+two_ranks("--epochs differs", ["--epochs", "3"])
+two_ranks("--sampler differs", ["--epochs", "1", "--sampler", "exact"])
+two_ranks("--max-message-bytes differs", ["--epochs", "1", "--max-message-bytes", "1000000"])
+two_ranks("--checkpoint differs", ["--epochs", "1", "--checkpoint", "elsewhere"])
+two_ranks("training file with one digit changed", ["--epochs", "1"], "same_size.txt")
 
 # Absurd flags.
 X = ["train", "--train", "d/train.txt", *T]

@@ -10,11 +10,14 @@
 
 namespace frugal::data {
 
-void warn_suspicious(const Dataset& data) {
+void warn_suspicious(const Dataset& data, bool training) {
   const SparseBatch& p = data.points;
-  // The two largest distinct label ids that occur.
+  // The two largest distinct label ids that occur, and whether at least 20 distinct ones do (a stray
+  // id stands out against a population, not against two or three labels of a small file).
   int64_t largest = -1, second = -1;
+  std::vector<uint32_t> some;
   for (const uint32_t l : p.label_ids) {
+    if (some.size() < 20 && std::find(some.begin(), some.end(), l) == some.end()) some.push_back(l);
     if (l > largest) {
       second = largest;
       largest = l;
@@ -23,11 +26,11 @@ void warn_suspicious(const Dataset& data) {
     }
   }
   // "Far above": beyond 1,000 and more than 4x the next one. A stray id costs an output row per id below it.
-  if (largest >= 1000 && largest > 4 * (second + 1))
+  if (some.size() >= 20 && largest >= 1000 && largest > 4 * (second + 1))
     warn(fmt::format("{}: label {} is far above every other label (the next largest is {}): a mistyped id? the "
                      "output layer gets {} rows",
                      data.source, largest, second, largest + 1));
-  else if (largest >= 0 && data.num_labels >= 1000 && data.num_labels > 4 * static_cast<uint64_t>(largest + 1))
+  else if (training && largest >= 0 && data.num_labels >= 1000 && data.num_labels > 4 * static_cast<uint64_t>(largest + 1))
     warn(fmt::format("{}: the header declares {} labels, but no id above {} occurs: the output layer gets {} rows, "
                      "{}x those the data uses",
                      data.source, data.num_labels, largest, data.num_labels, data.num_labels / (largest + 1)));

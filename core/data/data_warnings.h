@@ -10,7 +10,9 @@
 namespace frugal::data {
 
 // Warns about what in `data` (read from `data.source`) looks like a damaged or mistyped file.
-void warn_suspicious(const Dataset& data);
+// `training`: the header's label count is compared with the ids that occur (a test file may well
+// use few of the labels its header declares).
+void warn_suspicious(const Dataset& data, bool training = true);
 
 // Feature values whose magnitude exceeds this are warned about: inputs are counts, TF-IDF weights
 // or pixels, and a network trained on values this large diverges.

@@ -238,4 +238,11 @@ TEST_CASE("run configuration hash and difference") {
   const RunConfig exact = {{"sampler", "exact"}, {"hidden", "128"}};
   CHECK(config_difference(lsh, 0, exact, 1) == "setting 'sampler' differs: rank 0 has 'lsh', rank 1 has 'exact'");
   CHECK(config_difference(exact, 1, lsh, 0) == "setting 'sampler' differs: rank 1 has 'exact', rank 0 has 'lsh'");
+  // One flag that moves several recorded settings (--sampler also picks the automatic lr): all named.
+  RunConfig exact_lr = exact;
+  exact_lr["lr"] = "0.001";
+  RunConfig lsh_lr = lsh;
+  lsh_lr["lr"] = "0.01";
+  CHECK(config_difference(lsh_lr, 0, exact_lr, 1) ==
+        "setting 'lr' differs: rank 0 has '0.01', rank 1 has '0.001'; 'sampler' differs too: 'lsh' and 'exact'");
 }
