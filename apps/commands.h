@@ -23,5 +23,7 @@ void add_keygen_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // plan: the cost model's best grid for N nodes of C cores, validated on measured runs (cmd_plan.cpp).
 void add_plan_command(CLI::App& app);
+// plot: training curves of metrics logs as PNG files, drawn by gnuplot (cmd_plot.cpp).
+void add_plot_command(CLI::App& app);
 
 }  // namespace frugal::cli

@@ -1,5 +1,5 @@
 // The `frugal` command: one binary, one subcommand per task (train, data, predict, evaluate, launch,
-// keygen, bench, plan).
+// keygen, bench, plan, plot).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   frugal::cli::add_keygen_command(app);
   frugal::cli::add_bench_command(app);
   frugal::cli::add_plan_command(app);
+  frugal::cli::add_plot_command(app);
   frugal::cli::refuse_negative_unsigned(app);  // after every command: CLI11 would wrap "-1"
   try {
     app.parse(argc, argv);

@@ -40,7 +40,7 @@ done
 for f in bench/gpu/run.sh bench/baselines/torch_xmc.py MANIFEST; do
   [ -f "$B/$f" ] || { echo "$f missing in the bundle"; exit 1; }
 done
-ls "$B/lib" | grep -q '^libstdc++\.so' || { echo "libstdc++ is not in the bundle's lib/"; exit 1; }
+ls "$B/lib" | grep -c '^libstdc++\.so' > /dev/null || { echo "libstdc++ is not in the bundle's lib/"; exit 1; }
 
 # check_libs: every ELF file of the tree resolves each library inside $B/lib or to glibc.
 check_libs() {
@@ -133,13 +133,13 @@ check_libs
 
 # A --cuda-from-target bundle (CUDA builds only): no CUDA runtime or cuBLAS in lib/, MANIFEST names
 # them, and frugal runs once the target's folder is on LD_LIBRARY_PATH (as bench/gpu/run.sh sets it).
-if ls "$B/lib" | grep -q '^libcudart'; then
+if ls "$B/lib" | grep -c '^libcudart' > /dev/null; then
   say "bundle tree with FRUGAL_BUNDLE_CUDA_FROM_TARGET=1"
   full_size=$(du -sh "$B" | cut -f1)
   rm -rf "$TMP/unpacked"
   FRUGAL_BUILD_DIR=$BUILD FRUGAL_BUNDLE_CUDA_FROM_TARGET=1 bash "$SRC/apps/dev.sh" bundle-tree "$TMP/slim"
   S=$(echo "$TMP"/slim/frugal-*)
-  if ls "$S/lib" | grep -qE '^lib(cudart|cublas)'; then ls "$S/lib"; echo "FAIL: CUDA libraries in the slim bundle"; exit 1; fi
+  if ls "$S/lib" | grep -cE '^lib(cudart|cublas)' > /dev/null; then ls "$S/lib"; echo "FAIL: CUDA libraries in the slim bundle"; exit 1; fi
   grep -q '^from the target: libcublas.so.13 libcublasLt.so.13 libcudart.so.13$' "$S/MANIFEST" ||
     { grep -v '^[0-9a-f]\{64\}' "$S/MANIFEST"; echo "FAIL: MANIFEST does not name the libraries from the target"; exit 1; }
   cuda_dir=$(dirname "$(ldd "$BUILD/libfrugal.so" | awk '$1 ~ /^libcublas\.so/ { print $3 }')")
@@ -153,7 +153,7 @@ if ls "$B/lib" | grep -q '^libcudart'; then
   fi
   env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$cuda_dir" "$S/bin/frugal" --help > "$TMP/slim.log" 2>&1 ||
     { cat "$TMP/slim.log"; echo "FAIL: the slim frugal does not start with $cuda_dir"; exit 1; }
-  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$cuda_dir" ldd "$S/lib/libfrugal.so" | grep -q "libcublas.so.13 => $cuda_dir/" ||
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$cuda_dir" ldd "$S/lib/libfrugal.so" | grep -c "libcublas.so.13 => $cuda_dir/" > /dev/null ||
     { echo "FAIL: libcublas does not come from LD_LIBRARY_PATH=$cuda_dir"; exit 1; }
   echo "slim bundle: $(du -sh "$S" | cut -f1) unpacked (the full one: $full_size), runs with LD_LIBRARY_PATH=$cuda_dir"
 fi

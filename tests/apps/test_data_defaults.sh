@@ -22,7 +22,7 @@ source "$(dirname "$0")/../shell_helpers.sh"
 # Many points a label: 10 labels for 400 points.
 "$FRUGAL" data synth-xmc --features 300 --labels 10 --train 400 --test 50 --nnz 10 --labels-per-point 2 --seed 1 \
   --out "$TMP/many" > /dev/null
-"$FRUGAL" data stats "$TMP/few/train.txt" | grep -qF "label support        median 2 training points" \
+"$FRUGAL" data stats "$TMP/few/train.txt" | grep -cF "label support        median 2 training points" > /dev/null \
   || { "$FRUGAL" data stats "$TMP/few/train.txt"; exit 1; }
 T=(--epochs 1 --threads 1 --tables 4 --max-steps 2)
 config() {  # config METRICS KEY: the start event's config value (floats to 6 digits)

@@ -109,9 +109,9 @@ echo "ok: failing rank -> launch exits $rc, nothing left behind"
 pid=$!; LAUNCHERS+=("$pid")
 wait_for "$TMP/term.log" "ready" 2 30
 for r in 0 1; do
-  tc -n "frugal-$pid-r$r" qdisc show dev eth0 | grep -q "tbf .*rate 1Gbit" || fail "rank $r: no tbf on eth0"
-  tc -n "frugal-$pid-br" qdisc show dev "v$r" | grep -q "tbf .*rate 1Gbit" || fail "bridge port v$r: no tbf"
-  ip -n "frugal-$pid-r$r" link show lo | grep -q "UP" || fail "rank $r: lo is down"
+  tc -n "frugal-$pid-r$r" qdisc show dev eth0 | grep -c "tbf .*rate 1Gbit" > /dev/null || fail "rank $r: no tbf on eth0"
+  tc -n "frugal-$pid-br" qdisc show dev "v$r" | grep -c "tbf .*rate 1Gbit" > /dev/null || fail "bridge port v$r: no tbf"
+  ip -n "frugal-$pid-r$r" link show lo | grep -c "UP" > /dev/null || fail "rank $r: lo is down"
 done
 kill -TERM $pid
 wait $pid; rc=$?

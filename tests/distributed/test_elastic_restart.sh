@@ -26,7 +26,7 @@ TRAIN=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 
 rank_pid() {
   local p
   for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "FRUGAL_RANK=$2"; then echo "$p"; return 0; fi
+    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -cx "FRUGAL_RANK=$2" > /dev/null; then echo "$p"; return 0; fi
   done
   return 1
 }

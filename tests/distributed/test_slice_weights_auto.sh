@@ -27,7 +27,7 @@ grep -q -- "--slice-weights auto: calibrated over 6 steps (after 2 warm-up); sha
   { cat "$TMP/auto.log"; echo "no calibration line"; exit 1; }
 grep -q "model rank 1: .* s/step, new share" "$TMP/auto.log" || { cat "$TMP/auto.log"; echo "no per-rank share"; exit 1; }
 grep -q "device cpu" "$TMP/auto.log" || { cat "$TMP/auto.log"; echo "the start line names no device"; exit 1; }
-ls "$TMP/ckpt" | grep -q reslice && { echo "the reslice folder was left behind"; exit 1; }
+ls "$TMP/ckpt" | grep -c reslice > /dev/null && { echo "the reslice folder was left behind"; exit 1; }
 run "$FRUGAL" "${COMMON[@]}" --epochs 3 --resume "$TMP/ckpt" --metrics "$TMP/resumed.jsonl" --quiet
 # --memory-limit: half a MiB of model state per rank caps both shares below the whole model.
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 1 --slice-weights auto --calibration-steps 4 \
