@@ -19,6 +19,7 @@
 #include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/cost_model.h"
+#include "apps/node_prices.h"
 #include "apps/netns_cluster.h"
 #include "apps/plan_inputs.h"
 #include "apps/plan_probes.h"
@@ -42,6 +43,8 @@ struct PlanArgs {
   std::vector<std::string> validate;
   double host_cores = std::max(1u, std::thread::hardware_concurrency());
   std::string json;
+  std::string prices;         // --prices FILE (apps/node_prices.h)
+  size_t epoch_samples = 0;   // --epoch-samples (0: the calibration run's training points)
 };
 
 struct NamedLink {
@@ -104,6 +107,74 @@ plan::CostModel model_from(const plan::Calibrations& cals, const PlanArgs& a, co
   plan::CostModel model(sparse, cals.scaling, options_of(a), cpu);
   if (cals.dense) model.set_dense(*cals.dense);
   return model;
+}
+
+// --prices: for every node type and node count, the best grid's samples/s, time and dollars per
+// epoch; a node type with a measured speed is one node at that speed. Ends with the cheapest epoch.
+void price_plans(const PlanArgs& a, const plan::CostModel& model, const plan::Calibrations& cals, size_t batch,
+                 nlohmann::json& out) {
+  const std::vector<NodeType> types = read_node_prices(a.prices);
+  size_t samples = a.epoch_samples;
+  if (samples == 0 && cals.sparse_start != nullptr && cals.sparse_start->contains("train_points"))
+    samples = cals.sparse_start->at("train_points").get<size_t>();
+  FRUGAL_CHECK(samples > 0, fmt::format("--prices: the calibration run {} does not record its training points "
+                                        "(a frugal before this one): give --epoch-samples N",
+                                        cals.sparse_path));
+  // The model's weights and optimizer state (the calibration's, whole): a node must hold its slice.
+  double state_bytes = 0.0;  // {"total": ...} in the epoch line (absent in runs from before it)
+  if (cals.sparse_epoch != nullptr && cals.sparse_epoch->contains("model_state_bytes")) {
+    const nlohmann::json& m = cals.sparse_epoch->at("model_state_bytes");
+    if (m.is_object() && m.contains("total") && m["total"].is_number()) state_bytes = m["total"].get<double>();
+  }
+  fmt::print("\nwhat an epoch of {} samples costs ({}; prices as that file gives them; model state {:.1f} MiB)\n",
+             samples, a.prices, state_bytes / 1048576.0);
+  fmt::print("{:<14} {:>5}  {:>14}  {:>10}  {:>12}  {:>10}  {}\n", "node type", "nodes", "samples/s", "epoch",
+             "$/epoch", "$/hour", "plan");
+  out["prices"] = nlohmann::json::array();
+  const nlohmann::json* cheapest = nullptr;
+  for (const NodeType& t : types) {
+    std::vector<int> counts = t.samples_per_s ? std::vector<int>{1} : a.nodes;
+    for (const int nodes : counts) {
+      double sps = 0;
+      std::string plan_name = "measured";
+      int slices = 1;  // the ranks the model is sliced over
+      if (t.samples_per_s) {
+        sps = *t.samples_per_s;
+      } else {
+        const NamedLink link = named_link(t.link, a, fmt::format("{}:{}: LINK {}", a.prices, t.line, t.link));
+        const plan::Cluster cluster{.nodes = nodes, .cores = t.cores, .link = link.link};
+        const plan::Prediction* best = nullptr;
+        const std::vector<plan::Prediction> all = model.all_grids(cluster, batch);
+        for (const plan::Prediction& p : all)
+          if (!best || p.samples_per_s > best->samples_per_s) best = &p;
+        if (best == nullptr) continue;
+        sps = best->samples_per_s;
+        slices = best->model;
+        plan_name = fmt::format("{} {}x{}", plan::to_string(best->scheme), best->data, best->model);
+      }
+      const bool fits = state_bytes / slices <= t.memory_gib * 1073741824.0;
+      if (!fits)
+        plan_name += fmt::format(" (does not fit: {:.1f} MiB of model state a node, {:g} GiB of memory)",
+                                 state_bytes / slices / 1048576.0, t.memory_gib);
+      const double seconds = static_cast<double>(samples) / sps;
+      const double per_hour = nodes * t.usd_per_hour;
+      const double dollars = per_hour * seconds / 3600.0;
+      fmt::print("{:<14} {:>5}  {:>14.0f}  {:>9.3g}s  {:>12.3g}  {:>10.2f}  {}\n", t.name, nodes, sps, seconds, dollars,
+                 per_hour, plan_name);
+      out["prices"].push_back({{"node_type", t.name}, {"nodes", nodes}, {"samples_per_s", sps},
+                               {"epoch_seconds", seconds}, {"usd_per_epoch", dollars}, {"usd_per_hour", per_hour},
+                               {"plan", plan_name}, {"measured", t.samples_per_s.has_value()}, {"fits", fits}});
+    }
+  }
+  for (const nlohmann::json& p : out["prices"])
+    if (p["fits"].get<bool>() &&
+        (!cheapest || p["usd_per_epoch"].get<double>() < (*cheapest)["usd_per_epoch"].get<double>()))
+      cheapest = &p;
+  if (cheapest == nullptr) fmt::print("cheapest epoch: none (no node type holds the model)\n");
+  else
+    fmt::print("cheapest epoch: {} x {} ({}), ${:.3g} in {:.3g} s\n", (*cheapest)["nodes"].get<int>(),
+               (*cheapest)["node_type"].get<std::string>(), (*cheapest)["plan"].get<std::string>(),
+               (*cheapest)["usd_per_epoch"].get<double>(), (*cheapest)["epoch_seconds"].get<double>());
 }
 
 void run_plan(const PlanArgs& a) {
@@ -171,6 +242,7 @@ void run_plan(const PlanArgs& a) {
       }
     }
   }
+  if (!a.prices.empty()) price_plans(a, model, cals, batch, out);
   if (!a.validate.empty()) {
     fmt::print("\nvalidation: measured runs against the model (ranks share a host of {} cores)\n", a.host_cores);
     fmt::print("{:<44} {:>9} {:>5} {:>9} {:>10} {:>10} {:>7}\n", "run", "scheme", "grid", "link", "measured",
@@ -268,6 +340,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--host-cores", a->host_cores, "cores of the host the validated runs' ranks shared")
       ->capture_default_str()->check(cli::positive());
   cmd->add_option("--json", a->json, "also write predictions, best grids and validation to this JSON file");
+  cmd->add_option("--prices", a->prices, "node types and their prices (NAME CORES MEMORY_GIB LINK USD_PER_HOUR "
+                                         "[SAMPLES_PER_S] a line; bench/plan/prices.example): prints samples/s, time "
+                                         "and dollars per epoch of each at every --nodes count");
+  cmd->add_option("--epoch-samples", a->epoch_samples, "--prices: samples in an epoch (default: the calibration "
+                                                       "run's training points)")->check(cli::positive());
   cmd->callback([a] {
     try {
       run_plan(*a);

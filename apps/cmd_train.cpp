@@ -1159,6 +1159,7 @@ int run_train(TrainArgs a) {
   const std::string metrics_file = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
+             {"train_points", train.size()},
              {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},

@@ -192,6 +192,8 @@ Calibrations calibrations_from(const std::vector<RunMetrics>& runs) {
   if (!sparse_by_threads.empty()) {
     out.sparse = sparse_calibration(*sparse_by_threads.begin()->second);
     out.sparse_path = sparse_by_threads.begin()->second->path;
+    out.sparse_start = sparse_by_threads.begin()->second->start_line;
+    out.sparse_epoch = sparse_by_threads.begin()->second->epoch_line;
   }
   if (dense) {
     out.dense = dense_calibration(*dense);

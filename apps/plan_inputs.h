@@ -43,6 +43,7 @@ struct Calibrations {
   std::optional<Calibration> sparse;
   std::optional<DenseCalibration> dense;
   std::string sparse_path, dense_path;  // the files chosen
+  std::shared_ptr<const nlohmann::json> sparse_start, sparse_epoch;  // the chosen sparse run's start and epoch lines
   ThreadScaling scaling;
   bool scaling_fitted = false;  // from two thread counts; else linear scaling is assumed
   std::vector<std::string> notes;

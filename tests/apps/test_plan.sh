@@ -6,6 +6,8 @@
 #  2. every epoch line of `frugal train` carries parameter_rows (shapes and touched rows per step);
 #  3. --validate predicts a measured 2-rank run (ZeroMQ under `frugal launch`): its model-parallel
 #     bytes per sample are predicted exactly, and the error is reported;
+#  5. --prices prices an epoch per node type and count (dollars = nodes x price x time), a measured
+#     speed as one node, and marks node types too small for the model;
 #  4. bad input fails naming it: a multi-rank run as calibration, a file without parameter_rows, no
 #     sparse calibration, a malformed --validate, a dense run to validate without a dense calibration.
 # Usage: test_plan.sh FRUGAL
@@ -79,6 +81,35 @@ PY
 run "$FRUGAL" plan --metrics "$TMP/t1-slow.jsonl" --metrics "$TMP/t1.jsonl" --nodes 2 --cores 2 --link 1gbit
 grep -q "^calibration: $TMP/t1.jsonl " "$TMP/last.log" && grep -q "repeated calibrations: the fastest" "$TMP/last.log" ||
   { cat "$TMP/last.log"; exit 1; }
+
+# 5. --prices: samples/s, time and dollars per epoch of each node type at every node count; a measured
+#    speed is one node at that speed; a node too small for the model is marked and never the cheapest.
+cat > "$TMP/prices.txt" <<'EOF2'
+# name cores memory_gib link usd_per_hour [samples_per_s]
+small   2   8   1gbit   0.05
+big    16  64  10gbit   0.80
+gpu     8  60  10gbit   3.00  5000
+tiny    2   0.0001 1gbit 0.001
+EOF2
+run "$FRUGAL" plan --metrics "$TMP/t1.jsonl" --nodes 2,4 --cores 2 --link 1gbit --prices "$TMP/prices.txt" \
+  --json "$TMP/prices.json"
+grep -q "^what an epoch of 1200 samples costs" "$TMP/last.log" || { cat "$TMP/last.log"; echo "no price table"; exit 1; }
+python3 - "$TMP/prices.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["prices"]
+by = {(r["node_type"], r["nodes"]): r for r in rows}
+assert set(by) == {("small", 2), ("small", 4), ("big", 2), ("big", 4), ("gpu", 1), ("tiny", 2), ("tiny", 4)}, sorted(by)
+g = by[("gpu", 1)]
+assert g["measured"] and g["samples_per_s"] == 5000 and abs(g["epoch_seconds"] - 1200 / 5000) < 1e-9, g
+for r in rows:  # dollars = nodes x price x time
+    price = {"small": 0.05, "big": 0.80, "gpu": 3.00, "tiny": 0.001}[r["node_type"]]
+    assert abs(r["usd_per_epoch"] - r["nodes"] * price * r["epoch_seconds"] / 3600) < 1e-12, r
+    assert r["fits"] == (r["node_type"] != "tiny"), r
+PY
+grep -qE "^cheapest epoch: [0-9]+ x (small|big|gpu) " "$TMP/last.log" || { cat "$TMP/last.log"; echo "no cheapest line"; exit 1; }
+printf 'bad 2 x 1gbit 0.01\n' > "$TMP/bad_prices.txt"
+fails_with "bad_prices.txt:1: MEMORY_GIB 'x' is not a positive number" "$FRUGAL" plan --metrics "$TMP/t1.jsonl" \
+  --nodes 2 --prices "$TMP/bad_prices.txt"
 
 # 3.
 PORT=$(free_port)
