@@ -90,39 +90,36 @@ inline double parse_checked_number(const std::string& given, std::string& error)
   return v;
 }
 
-template <class T>
-CLI::Validator in_range(T lo, T hi) {
+// A validator from `error_of(value)` (empty: accepted), after the number itself is checked.
+template <class F>
+CLI::Validator number_check(std::string description, std::string name, F error_of) {
   return CLI::Validator(
-      [lo, hi](std::string& given) {
+      [error_of](std::string& given) {
         std::string error;
         const double v = parse_checked_number(given, error);
-        if (error.empty() && (v < static_cast<double>(lo) || v > static_cast<double>(hi)))
-          error = fmt::format("{} is outside [{}, {}]", given, lo, hi);
-        return error;
+        return error.empty() ? error_of(given, v) : error;
       },
-      fmt::format("[{}, {}]", lo, hi), "in-range");
+      std::move(description), std::move(name));
+}
+
+template <class T>
+CLI::Validator in_range(T lo, T hi) {
+  return number_check(fmt::format("[{}, {}]", lo, hi), "in-range", [lo, hi](const std::string& given, double v) {
+    return v < static_cast<double>(lo) || v > static_cast<double>(hi) ? fmt::format("{} is outside [{}, {}]", given, lo, hi)
+                                                                       : std::string();
+  });
 }
 
 inline CLI::Validator positive() {
-  return CLI::Validator(
-      [](std::string& given) {
-        std::string error;
-        const double v = parse_checked_number(given, error);
-        if (error.empty() && !(v > 0)) error = given + " is not positive: expected a value above 0";
-        return error;
-      },
-      "> 0", "positive");
+  return number_check("> 0", "positive", [](const std::string& given, double v) {
+    return v > 0 ? std::string() : given + " is not positive: expected a value above 0";
+  });
 }
 
 inline CLI::Validator non_negative() {
-  return CLI::Validator(
-      [](std::string& given) {
-        std::string error;
-        const double v = parse_checked_number(given, error);
-        if (error.empty() && v < 0) error = given + " is negative: expected a value from 0 up";
-        return error;
-      },
-      ">= 0", "non-negative");
+  return number_check(">= 0", "non-negative", [](const std::string& given, double v) {
+    return v < 0 ? given + " is negative: expected a value from 0 up" : std::string();
+  });
 }
 
 // --strict: suspicious but valid input (core/warnings.h) stops the command instead of a warning.

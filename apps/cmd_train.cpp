@@ -1088,12 +1088,10 @@ int run_train(TrainArgs a) {
     // The newest checkpoint whose files are all intact (every rank reads the same directory and
     // chooses the same one); a damaged one is passed over out loud, even with --quiet.
     const CheckpointChoice choice = newest_intact_checkpoint(a.resume, a.accept_unchecked_checkpoint);
-    if (const std::string newer = newer_checkpoint_of_run(a.resume, choice.manifest);
-        rank == 0 && choice.skipped.empty() && !newer.empty())
-      warn(fmt::format("--resume {}: manifest.json names epoch {} (step {}), but {} holds a later checkpoint of the "
-                       "same run: manifest.json is an older copy, or a save died before committing; resuming from "
-                       "epoch {}",
-                       a.resume, choice.manifest.epoch, choice.manifest.step, newer, choice.manifest.epoch));
+    // Rank 0 alone reads the newer folder's files (it alone warns); a skipped top manifest is reported below.
+    if (rank == 0 && choice.skipped.empty())
+      if (const std::string older = older_manifest_warning(a.resume, choice.manifest); !older.empty())
+        warn(fmt::format("--resume {}: {}", a.resume, older));
     if (rank == 0)
       for (const SkippedCheckpoint& s : choice.skipped)
         fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", a.resume, s.manifest, s.reason);

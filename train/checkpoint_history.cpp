@@ -60,6 +60,14 @@ std::string newer_checkpoint_of_run(const std::string& dir, const CheckpointMani
   return "";
 }
 
+std::string older_manifest_warning(const std::string& dir, const CheckpointManifest& top) {
+  const std::string newer = newer_checkpoint_of_run(dir, top);
+  if (newer.empty()) return "";
+  return fmt::format("{}/manifest.json names epoch {} (step {}), but {}/{} holds a later checkpoint of the same run: "
+                     "manifest.json is an older copy, or a save died before committing; using epoch {}",
+                     dir, top.epoch, top.step, dir, newer, top.epoch);
+}
+
 CheckpointChoice newest_intact_checkpoint(const std::string& dir, bool accept_unchecked) {
   const fs::path top = fs::path(dir) / "manifest.json";
   std::vector<fs::path> candidates{top};

@@ -37,6 +37,9 @@ CheckpointChoice newest_intact_checkpoint(const std::string& dir, bool accept_un
 // means the top manifest is an older copy put in place of the newest, or that a save died between
 // writing its folder and committing it: readers say which epoch they use.
 std::string newer_checkpoint_of_run(const std::string& dir, const CheckpointManifest& top);
+// What readers warn when there is such a folder, naming both epochs and the one they use; empty
+// when there is none.
+std::string older_manifest_warning(const std::string& dir, const CheckpointManifest& top);
 
 // The epoch folders of `dir` ("epoch-E-step-S"), newest (largest epoch, then step) first.
 std::vector<std::string> checkpoint_folders(const std::string& dir);

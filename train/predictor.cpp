@@ -33,10 +33,7 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   Impl& m = *impl_;
   m.batch = options.batch;
   m.info = read_manifest(checkpoint_dir, options.accept_unchecked_checkpoint);
-  if (const std::string newer = newer_checkpoint_of_run(checkpoint_dir, m.info); !newer.empty())
-    warn(fmt::format("{}/manifest.json names epoch {} (step {}), but {}/{} holds a later checkpoint of the same run: "
-                     "manifest.json is an older copy, or a save died before committing; using epoch {}",
-                     checkpoint_dir, m.info.epoch, m.info.step, checkpoint_dir, newer, m.info.epoch));
+  if (const std::string older = older_manifest_warning(checkpoint_dir, m.info); !older.empty()) warn(older);
   comm::Communicator* group = comm::is_active(options.group) ? options.group : nullptr;
   const Placement placement = group != nullptr ? Placement::sliced(*group) : Placement::replicated();
   if (options.build) {
