@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
+#include "apps/train_in_process.h"
 #include "apps/rank_threads.h"
 #include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
@@ -85,6 +86,9 @@ struct Grid {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
+  // Set when `frugal train` runs inside another program (apps/train_in_process.h): the data sets in
+  // memory instead of the files --train and --test name, and a call after every epoch.
+  InProcessTrain* in_process = nullptr;
   bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint (with --resume)
   // How this rank joins its run: every FRUGAL_* setting as a flag (apps/comm_flags.h).
   CommFlags comm;
@@ -880,7 +884,10 @@ int run_train(TrainArgs a) {
   kernels::set_bf16_dot(a.bf16_dot);  // before any op on bf16 weights; `on` without the instruction fails here
   Backend& backend = choose_device(a.device, a.threads);
   const auto t0 = std::chrono::steady_clock::now();
-  const TrainInputs inputs = load_train_test(a.format, a.train, a.test);
+  const bool in_memory = a.in_process != nullptr && a.in_process->train;
+  const TrainInputs inputs = in_memory ? TrainInputs{.train = std::move(*a.in_process->train),
+                                                     .test = std::move(*a.in_process->test)}
+                                       : load_train_test(a.format, a.train, a.test);
   const data::Dataset& test = inputs.test;
   FRUGAL_CHECK(test.num_features == inputs.train.num_features && test.num_labels == inputs.train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
@@ -962,8 +969,8 @@ int run_train(TrainArgs a) {
   const auto fingerprint_of = [](const data::Dataset& d, const std::string& path) {
     return !d.content_hash.empty() ? d.content_hash : data::fingerprint(path).to_string();
   };
-  if (std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = fingerprint_of(inputs.train, a.train);
-  if (std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = fingerprint_of(inputs.test, a.test);
+  if (!in_memory && std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = fingerprint_of(inputs.train, a.train);
+  if (!in_memory && std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = fingerprint_of(inputs.test, a.test);
   const auto world = comm::init(a.comm.init_options(to_run_config(config)));
   const int rank = world->rank();
   const uint64_t restarts = restart_count();
@@ -1223,7 +1230,11 @@ int run_train(TrainArgs a) {
       model_group->all_reduce(step_max, comm::ReduceOp::max).wait();
       model_group->all_reduce(step_min, comm::ReduceOp::min).wait();
     }
+    // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
+    // its metrics are null ("no test points"), not zeros.
+    const bool has_test = test.size() > 0;
     const EvalResult ev = trainer.evaluate(test, eval_options);
+    const auto test_metric = [&](double v) { return has_test ? nlohmann::json(v) : nlohmann::json(nullptr); };
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
     double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch, .ensemble = eval_options.ensemble}).p(1) : -1.0;
     if (valid != nullptr && groups.world->size() > 1) {
@@ -1234,14 +1245,20 @@ int run_train(TrainArgs a) {
     }
     // PSP@k needs the training label counts: none (null, "n/a") for an empty training set.
     const auto psp = [&](size_t k) {
+      if (!has_test) return nlohmann::json(nullptr);
       const auto it = ev.psp.find(k);
       return it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
     };
     if (rank == 0) {
-      fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                 "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {}{} (eval {:.1f} s)\n",
-                 epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
-                 psp(5).is_null() ? std::string("n/a") : fmt::format("{:.4f}", psp(5).get<double>()), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
+      if (has_test)
+        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
+                   "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {}{} (eval {:.1f} s)\n",
+                   epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
+                   psp(5).is_null() ? std::string("n/a") : fmt::format("{:.4f}", psp(5).get<double>()), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
+      else
+        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, no test points{}\n", epoch,
+                   fit.loss, fit.samples_per_s, fit.labels_scored_per_sample,
+                   valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "");
       // The memory the optimizer choice and --precision move (the record's model_state_bytes).
       const nlohmann::json state = model_state(model, trainer);
       const auto mib = [&](const char* key) { return state[key].get<double>() / double(1 << 20); };
@@ -1283,12 +1300,12 @@ int run_train(TrainArgs a) {
                {"loss", fit.loss},
                {"train_samples_per_s", fit.samples_per_s},
                {"train_seconds", fit.seconds},
-               {"p@1", ev.p(1)},
-               {"p@3", ev.p(3)},
-               {"p@5", ev.p(5)},
-               {"ndcg@1", ev.ndcg.at(1)},
-               {"ndcg@3", ev.ndcg.at(3)},
-               {"ndcg@5", ev.ndcg.at(5)},
+               {"p@1", test_metric(ev.p(1))},
+               {"p@3", test_metric(ev.p(3))},
+               {"p@5", test_metric(ev.p(5))},
+               {"ndcg@1", test_metric(ev.ndcg.at(1))},
+               {"ndcg@3", test_metric(ev.ndcg.at(3))},
+               {"ndcg@5", test_metric(ev.ndcg.at(5))},
                {"psp@1", psp(1)},
                {"psp@3", psp(3)},
                {"psp@5", psp(5)},
@@ -1359,6 +1376,7 @@ int run_train(TrainArgs a) {
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;
     }
     log.write(line);
+    if (a.in_process != nullptr && a.in_process->on_epoch) a.in_process->on_epoch(line.dump());
     const bool best = valid != nullptr && stopper.update(epoch, valid_p1);
     const nlohmann::json run_state = {
         {"early_stopping", {{"best", stopper.state().best}, {"best_epoch", stopper.state().best_epoch},
@@ -1409,6 +1427,8 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
   TrainArgs a = given;
   apply_compress(a);
   FRUGAL_CHECK(a.model == ModelKind::dlrm, "--format criteo is click-log data: it trains --model dlrm");
+  FRUGAL_CHECK(a.in_process == nullptr || !a.in_process->train,
+               "--model dlrm trains from Criteo-format files: give their paths as --train and --test");
   FRUGAL_CHECK(cmd.count("--format") == 0 || a.format == data::DataFormat::criteo,
                fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
                            data::to_string(a.format)));
@@ -1447,8 +1467,10 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
                    .dp = dp_compression(a, comm::DpTarget::gradients), .dlrm = dlrm});
 }
 
-void add_train_command(CLI::App& app) {
+// `frugal train` on `app`; with `in_process`, inside another program (apps/train_in_process.h).
+static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
   auto a = std::make_shared<TrainArgs>();
+  a->in_process = in_process;
   CLI::App* cmd = app.add_subcommand("train", "train the XMC network: sparse input -> hidden (ReLU) -> softmax");
   cmd->add_option("--train", a->train, "training file (XMC format), or IDX prefix such as .../fashion-mnist/train")
       ->required();
@@ -1758,6 +1780,39 @@ void add_train_command(CLI::App& app) {
       if (rc != 0) throw CLI::RuntimeError(rc);
     });
   });
+  return cmd;
+}
+
+void add_train_command(CLI::App& app) { add_train_command(app, nullptr); }
+
+void run_train_in_process(const std::vector<std::string>& args, InProcessTrain& data) {
+  CLI::App app{"frugal"};
+  app.require_subcommand(1);
+  add_train_command(app, &data);
+  refuse_negative_unsigned(app);
+  // CLI11 takes a vector of arguments last first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  reversed.emplace_back("train");
+  try {
+    app.parse(reversed);
+  } catch (const CLI::RuntimeError& e) {
+    throw Error(fmt::format("frugal train stopped with exit code {}", e.get_exit_code()));
+  } catch (const CLI::ParseError& e) {
+    // The command line's own words: "--batch: 0 is not positive: expected a count from 1 up".
+    throw Error(e.what());
+  }
+}
+
+std::vector<TrainFlag> train_flags() {
+  CLI::App app{"frugal"};
+  CLI::App* cmd = add_train_command(app, nullptr);
+  std::vector<TrainFlag> flags;
+  for (const CLI::Option* o : cmd->get_options()) {
+    if (o->get_lnames().empty() || o->get_lnames().front() == "help") continue;
+    const std::string name = "--" + o->get_lnames().front();
+    flags.push_back({.name = name, .default_value = o->get_default_str(), .takes_value = o->get_items_expected_max() != 0});
+  }
+  return flags;
 }
 
 }  // namespace frugal::cli

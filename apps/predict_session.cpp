@@ -1,0 +1,71 @@
+#include "apps/predict_session.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/rank_threads.h"
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/data/fingerprint.h"
+#include "core/data/xmc_file.h"
+#include "core/device.h"
+#include "train/checkpoint_manifest.h"
+
+namespace frugal::cli {
+
+Session open_session(const SessionArgs& a, comm::RunConfig config) {
+  const std::string& model = a.model;
+  const std::string& train = a.train;
+  const InferFlags& flags = a.infer;
+  const int threads = a.threads;
+  const std::string& device = a.device;
+  // The device is per rank (a mixed cluster may differ), so it is not in the run config.
+  Backend& backend = resolve_device(device);
+  backend.set_num_threads(threads_for_rank(threads));
+  // --infer auto: as the checkpoint was trained to infer (a damaged manifest: Predictor says so).
+  nlohmann::json saved = nlohmann::json::object();
+  try {
+    saved = read_manifest(model, /*accept_unchecked=*/true).config;  // the Predictor checks it
+  } catch (const std::exception&) {
+  }
+  const InferMode auto_mode = saved_infer_mode(saved) == InferMode::ensemble ? InferMode::ensemble : InferMode::exact;
+  const InferChoice infer = resolve_infer(flags, auto_mode, saved);
+  config["model"] = model;
+  config["infer"] = std::string(to_string(infer.mode));
+  config["infer_candidates"] = std::to_string(infer.candidates);
+  if (infer.mode == InferMode::ensemble)
+    config["ensemble"] = fmt::format("{:g},{:g},{:g},{}", infer.ensemble.weight, infer.ensemble.knn_weight,
+                                     infer.ensemble.temperature, infer.ensemble.neighbours);
+  // Ranks must read the same input (compared at rendezvous; see core/data/fingerprint.h).
+  for (const char* key : {"input", "test"}) {
+    const auto it = config.find(key);
+    if (it != config.end() && std::filesystem::is_regular_file(it->second))
+      config[std::string(key) + "_fingerprint"] = data::fingerprint(it->second).to_string();
+  }
+  Session s;
+  s.world = comm::init({.run_config = config});
+  // --train FILE: the ensemble's members a checkpoint lacks are built from it.
+  std::optional<data::Dataset> train_set;
+  if (infer.mode == InferMode::ensemble && !train.empty()) train_set = data::XmcFile::open(train);
+  s.predictor = std::make_unique<Predictor>(
+      model, PredictorOptions{.group = s.world.get(), .inference = infer.layer_mode(),
+                              .inference_candidates = infer.candidates,
+                              .ensemble = infer.mode == InferMode::ensemble ? std::optional(infer.ensemble) : std::nullopt,
+                              .ensemble_train = train_set ? &*train_set : nullptr,
+                              .backend = &backend,
+                              .accept_unchecked_checkpoint = a.accept_unchecked});
+  s.infer = infer.mode;
+  // Which checkpoint this is (a copy of an older epoch's manifest put in place is otherwise silent).
+  if (s.world->rank() == 0) {
+    const CheckpointInfo& info = s.predictor->checkpoint();
+    fmt::print(stderr, "{}: epoch {}, step {}{}\n", model, info.epoch, info.step,
+               info.run.empty() ? std::string() : fmt::format(" of run {}", info.run));
+  }
+  return s;
+}
+
+}  // namespace frugal::cli
