@@ -1,27 +1,58 @@
 #!/usr/bin/env python3
-"""README and the command line must not drift apart.
+"""README, the manual in docs/ and the command line must not drift apart.
 
-Walks README.md (and comm/README.md) and collects every `frugal ...` command: the lines of code
-blocks (fenced or indented; synopsis lines continued by `[...]` or a trailing backslash), the inline
-code spans that start with `frugal `, and the commands after `frugal launch ... --`, `mpirun ...`
-or a bundle's `bin/frugal`. For each it runs `frugal SUBCOMMAND --help` (which must succeed: the
-subcommand exists) and requires every flag the README gives it to be one that --help lists. The
-flag tables of the `frugal train`, `predict` and `evaluate` sections are checked the same way, and
-the table of FRUGAL_* variables must give, for every variable of comm/environment.h, a flag that
-`frugal train --help` lists. (`--help` with the README's own arguments would prove nothing: CLI11
-prints help before it complains about unknown flags.)
+Walks README.md, every docs/*.md and comm/README.md and collects every `frugal ...` command: the
+lines of code blocks (fenced or indented; synopsis lines continued by `[...]` or a trailing
+backslash), the inline code spans that start with `frugal `, and the commands after
+`frugal launch ... --`, `mpirun ...` or a bundle's `bin/frugal`. For each it runs
+`frugal SUBCOMMAND --help` (which must succeed: the subcommand exists) and requires every flag the
+text gives it to be one that --help lists. The flag tables of the sections of `frugal train`,
+`predict` and `evaluate` (a heading naming the command, or one of TRAIN_SECTIONS) are checked the
+same way, and the table of FRUGAL_* variables must give, for every variable of comm/environment.h, a
+flag that `frugal train --help` lists. (`--help` with the text's own arguments would prove nothing:
+CLI11 prints help before it complains about unknown flags.)
 
-Usage: readme_commands.py FRUGAL SOURCE_ROOT
+Also:
+- README.md has at most README_MAX_LINES lines (it is the entry page; the manual is docs/).
+- Every relative link of README.md and docs/*.md names a file that exists, and its #anchor a
+  heading of that file (GitHub's slugs).
+- The quick starts run by copy and paste: each fenced block of README.md after a line
+  `<!-- readme-run: NAME -->` is run with bash (a ```python block with python3) in a scratch folder
+  whose entries link to the source tree's, with `build` (as in `build/apps/frugal`, `-C build`)
+  replaced by BUILD_ROOT and `/tmp` by a scratch folder, under `set -eo pipefail`. `meson install`
+  runs with --no-rebuild (this test does not build) and with DESTDIR, PKG_CONFIG_SYSROOT_DIR,
+  PKG_CONFIG_PATH and LD_LIBRARY_PATH pointing into a scratch root, so that it installs nothing
+  into the system while the block's text stays what a user types. A failing block fails the test,
+  naming it and showing its output. The python start runs only when BUILD_ROOT/python/frugal
+  exists (and, until PYTHON_START_STRICT, only when `import frugal` works there).
+
+Usage: readme_commands.py FRUGAL SOURCE_ROOT [BUILD_ROOT]
 """
+import glob
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 FRUGAL, ROOT = sys.argv[1], sys.argv[2]
-DOCS = ["README.md", os.path.join("comm", "README.md")]
-# Sections whose flag tables belong to a command without naming it in their heading.
+BUILD = sys.argv[3] if len(sys.argv) > 3 else None
+DOCS = (["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+        + [os.path.join("comm", "README.md")])
+# Sections whose flag tables belong to `frugal train` without naming it in their heading.
 TRAIN_SECTIONS = ("Training on several ranks", "Dynamic Communication Thresholding", "Optimizers and regularization")
+# Files whose flag tables must be found (a renamed heading must not silently turn their checks off).
+FLAG_TABLES_IN = ("docs/training.md", "docs/optimizers.md", "docs/distributed.md", "docs/recsys.md")
+README_MAX_LINES = 300
+QUICK_STARTS = ("cli", "cpp", "python", "ranks")
+# Linked from README, written with the Python module: a note, not a failure, while it is missing.
+LINKS_PENDING = {"docs/python.md"}
+BLOCK_TIMEOUT_S = 180
+# The Python module is being built: until it is done, a build folder whose module does not import
+# (not linked yet, numpy or scipy missing) skips the python start with a note instead of failing.
+PYTHON_START_STRICT = False
 
 failures = []
 help_cache = {}
@@ -148,7 +179,7 @@ def check_doc(name):
 
 
 def section_command(section):
-    m = re.search(r"`frugal (train|predict|evaluate)`", section)
+    m = re.search(r"`frugal (train|predict|evaluate)[` ]", section)
     if m and "`frugal launch`" not in section:
         return [m.group(1)]
     if any(s in section for s in TRAIN_SECTIONS):
@@ -163,6 +194,7 @@ variables_with_flags = set()
 LAUNCHER_SET = {"FRUGAL_RESTART_COUNT", "FRUGAL_LOCAL_SIZE"}
 launcher_set_documented = set()
 table_header = []  # the cells of the header row of the table being read
+flags_in_tables = {}  # file -> flags of its flag tables checked against a command's --help
 
 
 def check_table_row(where, section, raw):
@@ -191,23 +223,175 @@ def check_table_row(where, section, raw):
         return
     text = help_of(command) or ""
     for flag in re.findall(r"`(--[a-z0-9-]+)", cells[0]):
+        doc = where.rsplit(":", 1)[0]
+        flags_in_tables[doc] = flags_in_tables.get(doc, 0) + 1
         if not lists_flag(text, flag):
             failures.append(f"{where}: the table of `frugal {command[0]}` lists {flag}, which its --help does not")
 
 
+def slug(heading):
+    """GitHub's anchor of a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`."""
+    text = re.sub(r"^#+\s*", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors_of(path):
+    out, fenced = set(), False
+    for raw in open(path, encoding="utf-8").read().splitlines():
+        if raw.strip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#+ ", raw):
+            out.add(slug(raw))
+    return out
+
+
+def check_links(name):
+    """Relative links and images of a markdown file: the file exists, the anchor is a heading of it."""
+    path = os.path.join(ROOT, name)
+    fenced = False
+    for n, raw in enumerate(open(path, encoding="utf-8").read().splitlines(), 1):
+        if raw.strip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        line = re.sub(r"`[^`]*`", "", raw)  # code spans are not links
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+            shown = os.path.relpath(linked, ROOT)
+            if not os.path.exists(linked):
+                if shown in LINKS_PENDING:
+                    notes.add(f"{shown}: linked, not written yet")
+                else:
+                    failures.append(f"{name}:{n}: the link ({target}) names {shown}, which does not exist")
+                continue
+            if anchor and (not linked.endswith(".md") or anchor not in anchors_of(linked)):
+                failures.append(f"{name}:{n}: the link ({target}): {shown} has no heading with the anchor #{anchor}")
+
+
+def quick_starts():
+    """(name, language, text, line) of each README block marked `<!-- readme-run: NAME -->`."""
+    lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
+    out = []
+    for i, raw in enumerate(lines):
+        m = re.fullmatch(r"<!--\s*readme-run:\s*([\w-]+)\s*-->", raw.strip())
+        if not m:
+            continue
+        if i + 1 >= len(lines) or not lines[i + 1].startswith("```"):
+            failures.append(f"README.md:{i + 1}: `readme-run: {m.group(1)}` is not followed by a fenced block")
+            continue
+        body, j = [], i + 2
+        while j < len(lines) and not lines[j].startswith("```"):
+            body.append(lines[j])
+            j += 1
+        out.append((m.group(1), lines[i + 1][3:].strip(), "\n".join(body) + "\n", i + 2))
+    return out
+
+
+def install_dirs():
+    """meson's prefix and libdir of the build folder."""
+    r = subprocess.run(["meson", "introspect", "--buildoptions", BUILD], capture_output=True, text=True)
+    options = {o["name"]: o["value"] for o in json.loads(r.stdout)} if r.returncode == 0 else {}
+    return options.get("prefix", "/usr/local"), options.get("libdir", "lib")
+
+
+def python_module_problem():
+    """None when `import frugal` works from BUILD/python, else the error's last line."""
+    r = subprocess.run(["python3", "-c", "import frugal"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(BUILD), "python")))
+    return None if r.returncode == 0 else ((r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1])
+
+
+def run_quick_start(name, lang, text, line, scratch):
+    home = os.path.join(scratch, name)
+    work, tmp, root = (os.path.join(home, d) for d in ("work", "tmp", "root"))
+    for d in (work, tmp, root):
+        os.makedirs(d)
+    # The block's working folder: the source tree's entries as links (paths relative to the source
+    # root work), files the block writes there stay in the scratch folder.
+    for entry in os.listdir(ROOT):
+        if entry not in ("build", ".git"):
+            os.symlink(os.path.join(os.path.abspath(ROOT), entry), os.path.join(work, entry))
+    build = os.path.abspath(BUILD)
+    script = re.sub(r"(?<![\w./-])build(?=/|\s|$)", build, text)
+    script = re.sub(r"(?<![\w./-])/tmp(?=[/\s\"')]|$)", tmp, script)
+    script = re.sub(r"\bmeson install\b", "meson install --no-rebuild", script)
+    prefix, libdir = install_dirs()
+    libdir = libdir if os.path.isabs(libdir) else os.path.join(prefix, libdir)
+    env = dict(os.environ, DESTDIR=root, PKG_CONFIG_SYSROOT_DIR=root,
+               PKG_CONFIG_PATH=root + os.path.join(libdir, "pkgconfig"), LD_LIBRARY_PATH=root + libdir,
+               PYTHONPATH=os.path.join(build, "python"), TMPDIR=tmp)
+    if lang == "python":
+        command = ["python3", "-c", script]
+    else:
+        command = ["bash", "-c", "set -eo pipefail\n" + script]
+    try:
+        r = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+        code, output = r.returncode, r.stdout + r.stderr
+    except subprocess.TimeoutExpired as e:
+        code = f"timed out after {BLOCK_TIMEOUT_S} s"
+        output = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+    if code != 0:
+        tail = "\n".join(output.splitlines()[-40:])
+        failures.append(f"README.md:{line}: the {name} quick start failed (exit {code}); run as\n{script}"
+                        f"its output (last 40 lines):\n{tail}")
+        return False
+    return True
+
+
+notes = set()
 counts = {name: check_doc(name) for name in DOCS}
+for name in DOCS:
+    if name != os.path.join("comm", "README.md"):
+        check_links(name)
+for name in FLAG_TABLES_IN:
+    if not flags_in_tables.get(name):
+        failures.append(f"{name}: no flag table checked (its section headings no longer name the command?)")
+readme_lines = len(open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines())
+if readme_lines > README_MAX_LINES:
+    failures.append(f"README.md has {readme_lines} lines, more than {README_MAX_LINES}: move the details into docs/")
 environment = open(os.path.join(ROOT, "comm", "environment.h"), encoding="utf-8").read()
 for var in re.findall(r'"(FRUGAL_[A-Z_]+)"', environment):
     if var in LAUNCHER_SET:
         if var not in launcher_set_documented:
-            failures.append(f"README.md: {var} (set by frugal launch) is not in the variables table")
+            failures.append(f"docs/distributed.md: {var} (set by frugal launch) is not in the variables table")
         continue
     if var not in variables_with_flags:
-        failures.append(f"README.md: {var} (comm/environment.h) has no `frugal train` flag in the variables table")
+        failures.append(f"docs/distributed.md: {var} (comm/environment.h) has no `frugal train` flag in the variables table")
     elif not lists_flag(help_of(["train"]) or "", var):
         failures.append(f"`frugal train --help` does not name {var}")
+
+ran = []
+blocks = quick_starts()
+for missing in sorted(set(QUICK_STARTS) - {b[0] for b in blocks}):
+    failures.append(f"README.md: no block is marked `<!-- readme-run: {missing} -->`")
+if BUILD is None:
+    notes.add("quick starts: not run (no build folder given)")
+else:
+    scratch = tempfile.mkdtemp(prefix="readme-run-")
+    try:
+        for name, lang, text, line in blocks:
+            if name == "python" and not os.path.isdir(os.path.join(BUILD, "python", "frugal")):
+                print("python start: not built in this build folder")
+                continue
+            if name == "python" and not PYTHON_START_STRICT:
+                problem = python_module_problem()
+                if problem:
+                    print(f"python start: not run: `import frugal` fails in this build folder: {problem}")
+                    continue
+            if run_quick_start(name, lang, text, line, scratch):
+                ran.append(name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+for note in sorted(notes):
+    print(f"note: {note}")
 if failures:
     print("\n".join(failures))
     sys.exit(1)
 print(f"OK: {sum(counts.values())} frugal commands ({counts}), "
-      f"{len(variables_with_flags)} FRUGAL_* variables with flags, {len(help_cache)} --help texts")
+      f"{sum(flags_in_tables.values())} flags of flag tables, "
+      f"{len(variables_with_flags)} FRUGAL_* variables with flags, {len(help_cache)} --help texts; "
+      f"README.md {readme_lines} lines; quick starts run: {', '.join(ran) or 'none'}")
