@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Data-set benchmarks (see bench/data/README.md and the "Data sets" section of bench/REPORT.md):
+# Data-set benchmarks (see bench/data/README.md and the "Data sets" section of bench/REPORT.md
+# (history: bench/history/quality.md)):
 #  1. Fashion-MNIST, MLP 784 -> 256 -> 128 -> 10 (ReLU, exact softmax), test accuracy per epoch;
 #  2. GCIDE reverse dictionary, built by `frugal data gcide` (full: ~112k labels; and the variant
 #     keeping headwords with >= 5 definitions: ~4.6k labels): the LSH network's P@1/P@5 and train

@@ -21,7 +21,8 @@
 # Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
 # THREADS (2), SEEDS ("1 2 3"), EPOCHS (5), GCIDE_VARIANTS ("min5 full") override. Prints every command it runs; metrics JSONL and
 # logs go to OUT_DIR (default .bench/quality); `python3 bench/quality/summarize.py OUT_DIR` makes the
-# tables of bench/REPORT.md. Needs Debian's dict-gcide and dataset-fashion-mnist.
+# tables of bench/REPORT.md (history: bench/history/quality.md). Needs Debian's dict-gcide and
+# dataset-fashion-mnist.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}

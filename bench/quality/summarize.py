@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tables of bench/quality/run.sh's output (markdown, as in bench/REPORT.md).
+"""Tables of bench/quality/run.sh's output (markdown, as in bench/REPORT.md; history:
+bench/history/quality.md).
 
 Usage: python3 bench/quality/summarize.py OUT_DIR
 """
