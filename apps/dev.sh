@@ -31,7 +31,10 @@ fi
 
 # Debian packages the build, tests, demo and baselines need (dataset-fashion-mnist and dict-gcide:
 # the real data sets of `frugal train --format idx` and `frugal data gcide`, see bench/data;
-# openssh-server: the sshd per network namespace of tests/distributed/test_launch_hosts.sh).
+# openssh-server: the sshd per network namespace of tests/distributed/test_launch_hosts.sh;
+# python3-dev, pybind11-dev, python3-numpy, python3-scipy, python3-pytest: `import frugal` and its
+# tests. The PyTorch baselines of bench/ need python3-torch, which bench/python/frugal_vs_torch.py
+# names when it is missing: it is not installed here, being large).
 PACKAGES=(
   g++ meson ninja-build pkg-config cmake
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
@@ -41,6 +44,7 @@ PACKAGES=(
   patchelf xz-utils
   dataset-fashion-mnist dict-gcide
   gnuplot-nox
+  python3-dev pybind11-dev python3-numpy python3-scipy python3-pytest
 )
 
 install_packages() {
@@ -59,13 +63,23 @@ install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-build() {
+# configure: a build folder with the Python module on (-Dpython=enabled: `import frugal`).
+configure() {
   if [ ! -f "$BUILD/build.ninja" ]; then
-    say "configuring $BUILD (meson setup)"
-    meson setup "$BUILD" "$ROOT"
+    say "configuring $BUILD (meson setup -Dpython=enabled)"
+    meson setup "$BUILD" "$ROOT" -Dpython=enabled
+  elif [ "$(meson introspect --buildoptions "$BUILD" |
+            python3 -c 'import json, sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == "python"), "missing"))')" != enabled ]; then
+    say "turning the Python module on in $BUILD (meson configure -Dpython=enabled)"
+    meson configure "$BUILD" -Dpython=enabled
   fi
-  say "building with $JOBS jobs"
-  ninja -C "$BUILD" -j "$JOBS"
+}
+
+# build [TARGET...]: everything, or only the named targets (the demo builds the frugal program first).
+build() {
+  configure
+  say "building ${*:-everything} with $JOBS jobs"
+  ninja -C "$BUILD" -j "$JOBS" "$@"
 }
 
 # ---- the bundle: a tree that runs on a machine without Debian packages --------------------------
@@ -239,9 +253,11 @@ bundle() {
   say "bundle: $out ($(du -h "$out" | cut -f1)); on the target: tar xf $(basename "$out") && $name/bin/frugal --help"
 }
 
+# The demo needs the frugal program alone: the rest (tests, examples, the CUDA backend's tests, the
+# Python module) is built by `build` or `test`.
 demo() {
   install_packages
-  build
+  build apps/frugal
   "$ROOT/apps/demo.sh" "$BUILD"
 }
 

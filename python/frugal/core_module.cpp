@@ -140,12 +140,11 @@ void train(const std::vector<std::string>& args, const std::optional<py::dict>& 
   }
   // Called on this thread with the GIL released: the callback takes it back (and lets Ctrl-C in).
   py::object json_loads = py::module_::import("json").attr("loads");
-  if (progress)
-    run.on_epoch = [&](const std::string& line) {
-      py::gil_scoped_acquire gil;
-      (*progress)(json_loads(line));
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    };
+  run.on_epoch = [&](const std::string& line) {
+    py::gil_scoped_acquire gil;
+    if (progress) (*progress)(json_loads(line));
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C: stop at the epoch's end
+  };
   py::gil_scoped_release release;
   cli::run_train_in_process(args, run);
 }
