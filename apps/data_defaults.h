@@ -7,7 +7,7 @@
 // (DatasetStats::median_label_support <= kFewShotSupport). Such a label's row can only be learnt from
 // those points, and a network started from random rows memorizes them: on GCIDE (a reverse
 // dictionary, median support 7 and 1) the defaults stayed at P@1 0.036 where a label-centroid ranker
-// over the same tf-idf vectors reaches 0.138 (README, "Few-shot labels"). Measured there and on a
+// over the same tf-idf vectors reaches 0.138 (docs/tuning.md, "Few-shot labels"). Measured there and on a
 // synthetic few-shot set (median support 2), a network that starts as a nearest-centroid classifier
 // in its hidden space (centroid start), trains at a rate of 1e-3 (the row-wise default of 1e-2
 // undoes the start within an epoch) and has a wider hidden layer (which keeps more of the tf-idf

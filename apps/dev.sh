@@ -287,7 +287,7 @@ build_sanitize() {
 # the readers of untrusted input (XMC, IDX, dictd, checkpoints: core, data), the wire (frames and
 # codecs: comm_codec, comm_zmq_security) and the command line's error paths (apps-cli-options,
 # distributed-config-mismatch, readme-commands). The whole suite under the sanitizers does not fit
-# CI's hour on 2 cores (README, "Sanitizers and fuzzing"); `test --sanitize` runs all of it.
+# CI's hour on 2 cores (docs/reliability.md, "Sanitizers and fuzzing"); `test --sanitize` runs all of it.
 SANITIZE_SUBSET=(core data comm_codec comm_zmq_security apps-cli-options distributed-config-mismatch readme-commands)
 
 # ninja targets of the named tests of build folder $1: their executables and what they depend on.

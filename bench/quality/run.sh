@@ -96,7 +96,7 @@ for section in "${SECTIONS[@]}"; do
       fi
       # The defaults from before they read the data (few-shot GCIDE: centroid start, lr 0.001, wider).
       train "gcide_${variant}_lsh_before" "${base[@]}" --hidden 128 --output-init random --infer exact
-      # The README's documented GCIDE settings (tuning guide).
+      # The documented GCIDE settings (docs/tuning.md).
       tuned=(--hidden 2048 --output-init centroid)
       train "gcide_${variant}_lsh_tuned" "${base[@]}" "${tuned[@]}"
       # The exact softmax over 112k labels takes hours here: only on min5.

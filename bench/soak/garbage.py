@@ -16,7 +16,7 @@ Three kinds, chosen at random per connection:
 
 It never sends an exact forgery: the ZMTP routing id is never a member's ("r0".."r<N-1>"), because
 in an unkeyed run a stranger that uses a member's routing id is that member as far as the ranks can
-tell (that is what --cluster-key is for; README, "Security"). With an unknown routing id, even a
+tell (that is what --cluster-key is for; comm/README.md, "Security"). With an unknown routing id, even a
 frame with every checksum right must be dropped.
 
 Ports are rediscovered four times a second, since ranks restarted by --max-restarts listen on new ports.

@@ -5,7 +5,7 @@
 # random rank is killed with kill -9 every KILL_EVERY seconds on average (uniform between half and
 # one and a half times that) and bench/soak/garbage.py keeps sending garbage to every port the
 # launcher and the ranks listen on (random bytes, ZMTP handshakes with random frames, frames shaped
-# like frugal's with bad checksums, lengths and senders; README, "Security"); then the same run
+# like frugal's with bad checksums, lengths and senders; comm/README.md, "Security"); then the same run
 # undisturbed. Training is deterministic, every restart resumes all ranks from the newest intact
 # checkpoint and garbage from strangers is dropped, so the final P@1 must be equal, not just close:
 # the script fails when it is not, or when the disturbed launch fails.

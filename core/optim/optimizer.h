@@ -74,7 +74,7 @@ struct Options {
   // Row-wise optimizers: whether input tables (Parameter::input_rows: the sparse input layer,
   // embedding tables) keep row-wise state too (--rowwise-layers all), or only the output layer's
   // sampled label rows do and the input tables keep the per-element state of Adagrad or Adam
-  // (--rowwise-layers output, what --optimizer auto picks: measured better, README "Optimizers").
+  // (--rowwise-layers output, what --optimizer auto picks: measured better, docs/optimizers.md).
   bool rowwise_input = true;
   // --update-threshold (core/optim/deferred_rows.h): a row-sparse parameter's row whose step
   // gradient's RMS is below this fraction of the row's running gradient RMS is not updated; its
@@ -108,7 +108,7 @@ struct Adagrad {
 };
 
 // Row-wise Adagrad (Method::rowwise_adagrad). lr 0.1: measured best of 0.01, 0.03, 0.1 and 0.3 on
-// the synthetic 100k-label set, a long-tail set and GCIDE (README, "Optimizers").
+// the synthetic 100k-label set, a long-tail set and GCIDE (docs/optimizers.md).
 struct RowwiseAdagrad {
   float lr = 0.1f, initial_accumulator = 0.0f, eps = 1e-10f, weight_decay = 0.0f;
   SparseUpdates updates = SparseUpdates::lazy;
