@@ -183,6 +183,17 @@ inline void refuse_negative_unsigned(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
 }
 
+// CLI11's message for a parse error in frugal's words where CLI11's own are obscure: a flag given
+// twice ("--threads: At Most 1 required but received 2") says so ("--threads: given 2 times; give it
+// once"). Other messages (an unknown flag, a value a check refused) are kept: they name the flag.
+inline std::string parse_error_words(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const std::string at_most = ": At Most 1 required but received ";
+  if (const auto at = what.find(at_most); at != std::string::npos)
+    return fmt::format("{}: given {} times; give it once", what.substr(0, at), what.substr(at + at_most.size()));
+  return what;
+}
+
 // Option field -> the flag that fills it, e.g. {"SynthXmcOptions::features", "--features"}.
 using FlagNames = std::vector<std::pair<std::string_view, std::string_view>>;
 

@@ -86,6 +86,9 @@ struct Grid {
 
 struct TrainArgs {
   std::string train, test, metrics, checkpoint, resume;
+  // Every flag the ranks must agree on (all but kPerRankFlags and the cluster's), with its value as
+  // given or defaulted, as the run config records it (flag_settings).
+  nlohmann::json flag_settings = nlohmann::json::object();
   // Set when `frugal train` runs inside another program (apps/train_in_process.h): the data sets in
   // memory instead of the files --train and --test name, and a call after every epoch.
   InProcessTrain* in_process = nullptr;
@@ -167,7 +170,7 @@ struct TrainArgs {
   // --mp-wire-dtype; unset (auto): --wire-dtype when given, else below --mp-keep 1 scaled int8
   // (bench/REPORT.md, "DCT-MP with one-byte values"), f32 at 1 (exact).
   std::optional<comm::ValueType> mp_wire;
-  // Optimizer and regularization (README "Optimizers and regularization").
+  // Optimizer and regularization (docs/optimizers.md).
   // --optimizer as given (unset: auto) and what it resolved to (resolve_optimizer): every other use
   // reads `optimizer`.
   std::optional<optim::Method> optimizer_choice;
@@ -207,7 +210,7 @@ float effective_lr(const TrainArgs& a) {
 // --optimizer auto (the default): row-wise Adam where the output layer is a sampled (LSH) softmax,
 // the huge row-sparse table whose few touched rows a step updates, as FBGEMM's embedding tables;
 // Adam elsewhere (an exact softmax, Fashion-MNIST's IDX images, --model dlrm). Measured
-// (README, "Optimizers"): row-wise Adam ends 3 epochs of the synthetic 100k-label sets 6 points of
+// (docs/optimizers.md): row-wise Adam ends 3 epochs of the synthetic 100k-label sets 6 points of
 // P@1 above Adam (3 seeds) and the long-tail sets 14 points above (3 sets); on Fashion-MNIST (exact
 // softmax, every input row touched each step) it lost 1.1 points.
 optim::Method auto_optimizer(const TrainArgs& a) {
@@ -880,6 +883,335 @@ void apply_data_defaults(TrainArgs& a, const data::Dataset& train) {
                              : d.summary;
 }
 
+// The flags of `frugal train` each rank may set for itself, and why. Every other flag (but the
+// cluster's, --rank and friends, which say how a rank joins) must be the same on every rank: the
+// rendezvous compares each one, as given or defaulted (flag_settings), and names the one that differs.
+// A new flag is compared unless it is added here.
+constexpr std::pair<std::string_view, std::string_view> kPerRankFlags[] = {
+    {"--train", "each rank reads its own copy of the data; the copies' fingerprints are compared"},
+    {"--test", "each rank reads its own copy of the data; the copies' fingerprints are compared"},
+    {"--metrics", "each rank writes its own log (FILE.rankR.jsonl)"},
+    {"--resume", "hosts may mount the checkpoint folder at other paths; the checkpoint is checked on load"},
+    {"--device", "a mixed cluster gives its ranks different devices"},
+    {"--threads", "hosts have different core counts"},
+    {"--memory-limit", "hosts have different memory"},
+    {"--bf16-dot", "CPUs differ in the instruction; both ways compute the same products to bf16 rounding"},
+    {"--quiet", "output only"},
+    {"--strict", "how this rank treats warnings about its own input"},
+    {"--accept-unchecked-checkpoint", "how this rank treats its own copy of the checkpoint"},
+};
+
+bool per_rank_flag(std::string_view flag) {
+  return std::any_of(std::begin(kPerRankFlags), std::end(kPerRankFlags),
+                     [&](const auto& f) { return f.first == flag; });
+}
+
+// A flag's text as the run config records it: a number as a number, on / off as true / false, other
+// text as text ("--batch 128" -> 128, "--dp-local-clip on" -> true, "--compress link" -> "link").
+nlohmann::json setting_value(const std::string& text) {
+  if (text == "on" || text == "off") return text == "on";
+  if (const auto i = to_number<int64_t>(text)) return *i;
+  if (const auto d = to_number<double>(text); d && std::isfinite(*d)) return *d;
+  return text;
+}
+
+// The flags of `cmd` the ranks must agree on (all but kPerRankFlags and the cluster's), keyed as the
+// run config names settings (--dp-keep -> dp_keep), each as given or defaulted; a flag without a
+// value or default (an unset optional) is left out: a rank that sets it then differs by having it.
+nlohmann::json flag_settings(const CLI::App& cmd, const CommFlags& comm) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->get_lnames().empty()) continue;
+    const std::string flag = "--" + o->get_lnames().front();
+    if (flag == "--help" || per_rank_flag(flag) || comm.has_flag(flag)) continue;
+    std::string text;
+    if (o->count() > 0) {
+      const std::vector<std::string> given = o->results();
+      text = o->get_items_expected_max() == 0 ? "on" : fmt::format("{}", fmt::join(given, ","));
+    } else {
+      text = o->get_items_expected_max() == 0 ? "off" : o->get_default_str();
+    }
+    if (text.empty()) continue;
+    std::string key = o->get_lnames().front();
+    std::replace(key.begin(), key.end(), '-', '_');
+    out[key] = setting_value(text);
+  }
+  return out;
+}
+
+// PSP@k needs the training label counts: none (null, "n/a") for an empty training set, and none
+// without test points.
+nlohmann::json psp_value(const EvalResult& ev, bool has_test, size_t k) {
+  if (!has_test) return nlohmann::json(nullptr);
+  const auto it = ev.psp.find(k);
+  return it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
+}
+
+// What an epoch scored, for its record.
+struct EpochScores {
+  const EvalResult& ev;
+  bool has_test = true;                 // false: no test points, the test metrics are null
+  std::optional<double> valid_p1;       // --valid-fraction's P@1
+  float step_max = 0.0f, step_min = 0.0f;  // compute seconds per step over the model ranks
+};
+
+// The epoch's record in the metrics log (event "epoch"): training, test metrics, traffic, memory,
+// the step's profile, and what --compress auto and --update-threshold did.
+nlohmann::json epoch_record(const TrainArgs& a, uint64_t epoch, const FitResult& fit, const EpochScores& scores,
+                            const Trainer& trainer, const Model& model, int rank, uint64_t restarts) {
+  const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
+  const auto ratio = [](uint64_t a, uint64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  const auto psp = [&](size_t k) { return psp_value(scores.ev, scores.has_test, k); };
+  const auto test_metric = [&](double v) { return scores.has_test ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const EvalResult& ev = scores.ev;
+  nlohmann::json line = {{"event", "epoch"},
+             {"epoch", epoch},
+             {"loss", fit.loss},
+             {"train_samples_per_s", fit.samples_per_s},
+             {"train_seconds", fit.seconds},
+             {"p@1", test_metric(ev.p(1))},
+             {"p@3", test_metric(ev.p(3))},
+             {"p@5", test_metric(ev.p(5))},
+             {"ndcg@1", test_metric(ev.ndcg.at(1))},
+             {"ndcg@3", test_metric(ev.ndcg.at(3))},
+             {"ndcg@5", test_metric(ev.ndcg.at(5))},
+             {"psp@1", psp(1)},
+             {"psp@3", psp(3)},
+             {"psp@5", psp(5)},
+             {"eval_seconds", ev.seconds},
+             {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
+             {"active_per_sample", fit.labels_scored_per_sample},
+             {"steps", trainer.step()},
+             {"rank_step_seconds_max", scores.step_max},
+             {"rank_step_seconds_min", scores.step_min},
+             {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
+             // Bytes that crossed between the host and this rank's device per training sample
+             // (0 on the CPU backend; the counting device and CUDA count theirs).
+             {"host_device_bytes_per_sample", fit.host_device_bytes_per_sample()},
+             {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
+             // DCT: achieved compression (uncompressed payload / payload sent; 0: no such traffic)
+             // and bytes on the wire per sample, model-parallel and data-parallel separately.
+             {"mp_compression", fit.mp_compression()},
+             {"dp_compression", fit.dp_compression()},
+             {"mp_bytes_sent_per_sample", static_cast<double>(fit.mp_bytes_sent) * per},
+             {"dp_bytes_sent_per_sample", static_cast<double>(fit.dp_bytes_sent) * per},
+             // The definition of achieved compression: bytes sent / bytes uncompressed.
+             {"mp_sent_fraction", ratio(fit.mp_payload_sent, fit.mp_payload_uncompressed)},
+             {"dp_sent_fraction", ratio(fit.dp_payload_sent, fit.dp_payload_uncompressed)},
+             {"mp_payload_sent", fit.mp_payload_sent},
+             {"mp_payload_uncompressed", fit.mp_payload_uncompressed},
+             {"dp_payload_sent", fit.dp_payload_sent},
+             {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
+             // What the default exact exchange of the touched rows would have sent instead.
+             {"dp_payload_touched", fit.dp_payload_touched},
+             {"rank", rank},
+             {"peak_rss_bytes", peak_rss_bytes()},
+             // This rank's weights, optimizer state and LSH tables, in bytes and per local parameter.
+             {"model_state_bytes", model_state(model, trainer)},
+             // Whole-job restarts so far under `frugal launch --max-restarts` (0 otherwise).
+             {"restarts", restarts},
+             // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
+             {"profile", profile_to_json(fit.profile, fit.group_samples)}};
+  if (scores.valid_p1) line["valid_p@1"] = *scores.valid_p1;
+  if (a.compress == Compress::auto_ && trainer.reducer() != nullptr) {
+    const AutoKeepSummary k = auto_keep_summary(trainer);
+    line["dp_auto"] = {{"keep_min", k.keep_min}, {"keep_max", k.keep_max}, {"energy_min", k.energy_min},
+                       {"energy_max", k.energy_max}, {"backoffs", k.backoffs}};
+  }
+  line["parameter_rows"] = parameter_rows(model, fit);
+  if (a.update_threshold > 0) {  // --update-threshold: rows held back so far (of the rows the rule saw)
+    const optim::Optimizer& o = trainer.optimizer();
+    line["deferred_rows"] = {{"deferred", o.deferred_rows()}, {"listed", o.threshold_rows()},
+                             {"fraction", o.threshold_rows() > 0 ? static_cast<double>(o.deferred_rows()) /
+                                                                       static_cast<double>(o.threshold_rows())
+                                                                 : 0.0}};
+  }
+  return line;
+}
+
+// Rank 0's lines for an epoch: its scores, the model state's memory, and with several ranks the
+// bytes on the wire, --compress auto's keeps (backoffs_said: the back-offs already reported) and the
+// model ranks' step times.
+void print_epoch(const TrainArgs& a, uint64_t epoch, const FitResult& fit, const EpochScores& s, const Model& model,
+                 const Trainer& trainer, int world_size, const Grid& grid, uint64_t& backoffs_said) {
+  const EvalResult& ev = s.ev;
+  const auto psp = [&](size_t k) { return psp_value(ev, s.has_test, k); };
+  if (s.has_test)
+    fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
+               "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {}{} (eval {:.1f} s)\n",
+               epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
+               psp(5).is_null() ? std::string("n/a") : fmt::format("{:.4f}", psp(5).get<double>()), s.valid_p1 ? fmt::format(", valid P@1 {:.4f}", *s.valid_p1) : "", ev.seconds);
+  else
+    fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, no test points{}\n", epoch,
+               fit.loss, fit.samples_per_s, fit.labels_scored_per_sample,
+               s.valid_p1 ? fmt::format(", valid P@1 {:.4f}", *s.valid_p1) : "");
+  // The memory the optimizer choice and --precision move (the record's model_state_bytes).
+  const nlohmann::json state = model_state(model, trainer);
+  const auto mib = [&](const char* key) { return state[key].get<double>() / double(1 << 20); };
+  fmt::print("  model state{}: {:.1f} MiB, {:.2f} B/parameter (weights {:.1f}, optimizer {:.1f}, LSH tables {:.1f} "
+             "MiB)\n", world_size > 1 ? " (rank 0)" : "", mib("total"), state["per_parameter"].get<double>(),
+             mib("weights"), mib("optimizer"), mib("lsh_tables"));
+  if (world_size > 1) {
+    const auto per_sample = [&](uint64_t bytes) {
+      return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
+    };
+    std::string line = fmt::format("  wire: {:.0f} B/sample sent", per_sample(fit.bytes_sent));
+    if (grid.model > 1)
+      line += fmt::format(", model-parallel {:.0f} (DCT-MP compression {:.1f}x)", per_sample(fit.mp_bytes_sent),
+                          fit.mp_compression());
+    if (grid.data > 1)
+      line += fmt::format(", data-parallel {:.0f} ({:.1f}x less than a dense all-reduce)",
+                          per_sample(fit.dp_bytes_sent), fit.dp_compression());
+    fmt::print("{}\n", line);
+    if (grid.data > 1 && a.compress == Compress::auto_) {
+      const AutoKeepSummary k = auto_keep_summary(trainer);
+      fmt::print("  compress auto (rank 0): DCT-DP keeps {:.4f} to {:.4f} per parameter, carrying {:.0f}% to "
+                 "{:.0f}% of the gradient's energy{}\n",
+                 k.keep_min, k.keep_max, 100.0 * k.energy_min, 100.0 * k.energy_max,
+                 k.backoffs > backoffs_said
+                     ? fmt::format("; backed off {} times this epoch (the error grew)", k.backoffs - backoffs_said)
+                     : "");
+      backoffs_said = k.backoffs;
+    }
+    if (grid.model > 1)
+      fmt::print("  step compute time over the model ranks: {:.4f} s (slowest) / {:.4f} s (fastest)\n",
+                 s.step_max, s.step_min);
+  }
+}
+
+// --resume: the newest intact checkpoint of the folder loaded into the model and trainer (the
+// early-stopping state too), said on rank 0.
+struct Resumed {
+  CheckpointInfo info;
+  std::vector<SkippedCheckpoint> skipped;  // damaged newer ones passed over
+};
+Resumed resume_run(const TrainArgs& a, int rank, Model& model, Trainer& trainer, const nlohmann::json& resume_config,
+                   EarlyStopping& stopper) {
+  // The newest checkpoint whose files are all intact (every rank reads the same directory and
+  // chooses the same one); a damaged one is passed over out loud, even with --quiet.
+  const CheckpointChoice choice = newest_intact_checkpoint(a.resume, a.accept_unchecked_checkpoint);
+  // Rank 0 alone reads the newer folder's files (it alone warns); a skipped top manifest is reported below.
+  if (rank == 0 && choice.skipped.empty())
+    if (const std::string older = older_manifest_warning(a.resume, choice.manifest); !older.empty())
+      warn(fmt::format("--resume {}: {}", a.resume, older));
+  if (rank == 0)
+    for (const SkippedCheckpoint& s : choice.skipped)
+      fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", a.resume, s.manifest, s.reason);
+  const CheckpointManifest info = load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
+  if (rank == 0 && !choice.skipped.empty())
+    fmt::print(stderr, "--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
+               choice.manifest_file, info.epoch, info.step);
+  if (info.run_state.contains("early_stopping")) {
+    const auto& e = info.run_state["early_stopping"];
+    stopper = EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
+                                               .epochs_without_improvement = e.at("epochs_without_improvement")});
+  }
+  if (!a.quiet)
+    fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
+               info.epoch, info.step, info.world_size, info.model_slices);
+  if (!a.quiet && trainer.has_feedback_state() && !info.dct_residuals_restored)
+    fmt::print("DCT-DP residuals start empty: the checkpoint has none for this grid (saved {})\n",
+               info.has_dct_residuals ? "on another grid" : "without --dp-keep");
+  return {.info = info, .skipped = choice.skipped};
+}
+
+// --infer ensemble: the label centroids and nearest training points of the training set, on every
+// rank (each ranks the whole batch the same way), and next to the checkpoint for predict / evaluate.
+// The ranker points at the members: the struct stays where it was made.
+struct Ensemble {
+  std::optional<data::LabelCentroids> centroids;
+  std::optional<data::NearestPoints> points;
+  std::optional<EnsembleRanker> ranker;
+};
+void build_ensemble(const TrainArgs& a, const data::Dataset& train, int rank, Ensemble& e) {
+  const auto t = std::chrono::steady_clock::now();
+  EnsembleMembers members;
+  if (a.infer.ensemble.weight > 0.0f) members.centroids = &e.centroids.emplace(train);
+  if (a.infer.ensemble.knn_weight > 0.0f) members.points = &e.points.emplace(train);
+  e.ranker.emplace(members, a.infer.ensemble);
+  if (!a.checkpoint.empty() && rank == 0) {
+    if (e.centroids) e.centroids->save(a.checkpoint);
+    if (e.points) e.points->save(a.checkpoint);
+  }
+  const double mib = static_cast<double>((e.centroids ? e.centroids->bytes() : 0) + (e.points ? e.points->bytes() : 0)) /
+                     double(1 << 20);
+  if (!a.quiet)
+    fmt::print("--infer ensemble: {:.1f} MiB of label centroids and nearest training points in {:.1f} s; evaluation "
+               "blends the network ({:g}) with the centroids ({:g}) and the {} nearest points' votes ({:g}), "
+               "temperature {:g}\n",
+               mib, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(),
+               1.0f - a.infer.ensemble.weight - a.infer.ensemble.knn_weight, a.infer.ensemble.weight,
+               a.infer.ensemble.neighbours, a.infer.ensemble.knn_weight, a.infer.ensemble.temperature);
+}
+
+// --compress and the DCT flags resolved (apply_compress), --dp-compress auto's target chosen where
+// --dp-keep asks for DCT-DP (returned: what it chose), and the combinations checked.
+std::optional<DpTargetChoice> settle_compression(TrainArgs& a, const data::Dataset& train, const Backend& backend) {
+  apply_compress(a);
+  std::optional<DpTargetChoice> dp_auto;
+  if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
+    dp_auto = resolve_dp_target(a, train, backend);
+    a.dp_compress = dp_auto->target;
+  }
+  check_precision(a);
+  check_dgc(a, backend);
+  return dp_auto;
+}
+
+// The weights alone, before they are allocated (--memory-limit, else the machine's available memory).
+void check_weights_fit(const TrainArgs& a, const data::Dataset& train, const Grid& grid) {
+  // The weights alone, before they are allocated: the input and output layers and every hidden
+  // one are sliced over the model group.
+  const std::vector<size_t> widths = network_spec(a, train).hidden_widths();
+  double weights = static_cast<double>(train.num_features) * static_cast<double>(widths.front()) +
+                   static_cast<double>(widths.back()) * static_cast<double>(train.num_labels);
+  for (size_t i = 1; i < widths.size(); ++i) weights += static_cast<double>(widths[i - 1]) * static_cast<double>(widths[i]);
+  check_model_memory(weights * (a.precision == Dtype::bf16 ? 2.0 : 4.0) / grid.model,
+                     fmt::format("{:.3g} weights: {} features, hidden {}, {} labels, over {} model slice(s)", weights,
+                                 train.num_features, fmt::join(widths, ","), train.num_labels, grid.model),
+                     a.memory_limit_mib, "make --hidden / --layers smaller, or use more ranks");
+}
+
+// What every rank must agree on before training starts (compared at rendezvous; also the metrics
+// log's start line "config"): what run_config resolves (the network, the optimizer), the DCT settings
+// as resolved, every other flag as given (flag_settings: a setting already recorded keeps its resolved
+// value), and the data's fingerprints.
+nlohmann::json rendezvous_config(const TrainArgs& a, const TrainInputs& inputs, const data::Dataset& train,
+                                 bool in_memory) {
+  nlohmann::json config = run_config(a, train);
+  // The target auto runs with (under link, before it chooses: --compress-energy as given, 0 unset).
+  config["compress_energy"] = a.compress == Compress::auto_ && dp_compression(a) ? dp_compression(a)->auto_energy
+                                                                                   : a.compress_energy;
+  config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
+  if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
+  if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
+  if (const auto dp = dp_compression(a)) {
+    config["dp_select"] = dp->per_row ? "row" : dp->row_floor ? "floor" : "global";
+    config["dp_keep_input"] = dp->keep_for(kInputLayerPrefix);
+    config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
+  }
+  config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
+  record_infer(a.infer, config);
+  {
+    // --max-message-bytes or its variable: a rank with another limit refuses the others' messages.
+    const char* env = std::getenv(std::string(comm::env::kMaxMessageBytes).c_str());
+    config["max_message_bytes"] = a.comm.given(comm::env::kMaxMessageBytes).value_or(env != nullptr ? env : "default");
+  }
+  for (const auto& [key, value] : a.flag_settings.items())
+    if (!config.contains(key)) config[key] = value;
+  // Ranks must read the same data: a copy with the same header but other lines (say, shuffled) is
+  // other data. Compared at rendezvous only: resume_config (below, what --resume compares) leaves the
+  // fingerprints out, so a checkpoint resumes on another file of the same data. An IDX prefix is no
+  // single file and gets none.
+  // The whole file's hash where the reader computed it as it read (XMC), else the sampled fingerprint.
+  const auto fingerprint_of = [](const data::Dataset& d, const std::string& path) {
+    return !d.content_hash.empty() ? d.content_hash : data::fingerprint(path).to_string();
+  };
+  if (!in_memory && std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = fingerprint_of(inputs.train, a.train);
+  if (!in_memory && std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = fingerprint_of(inputs.test, a.test);
+  return config;
+}
+
 int run_train(TrainArgs a) {
   kernels::set_bf16_dot(a.bf16_dot);  // before any op on bf16 weights; `on` without the instruction fails here
   Backend& backend = choose_device(a.device, a.threads);
@@ -900,77 +1232,10 @@ int run_train(TrainArgs a) {
   const data::Dataset* valid = held_out ? &held_out->test : nullptr;
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   apply_data_defaults(a, train);
-  apply_compress(a);
-  std::optional<DpTargetChoice> dp_auto;  // --dp-keep with --dp-compress auto: what it chose
-  if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
-    dp_auto = resolve_dp_target(a, train, backend);
-    a.dp_compress = dp_auto->target;
-  }
-  check_precision(a);
-  check_dgc(a, backend);
+  // --dp-keep with --dp-compress auto: what it chose
+  std::optional<DpTargetChoice> dp_auto = settle_compression(a, train, backend);
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
-  nlohmann::json config = run_config(a, train);
-  config["grid"] = a.grid;
-  config["parallel"] = std::string(to_string(a.parallel));
-  config["dp_transport"] = std::string(cli::to_string(a.dp_transport));
-  config["slice_weights"] = a.slice_weights;
-  config["batch"] = a.batch;
-  // Compared between ranks, not on --resume: checkpoints hold f32 and resume in either precision.
-  config["precision"] = std::string(dtype_name(a.precision));
-  // Ranks must agree on what crosses the network (a checkpoint may resume with other settings).
-  config["compress"] = std::string(to_string(a.compress));
-  // The target auto runs with (under link, before it chooses: --compress-energy as given, 0 unset).
-  config["compress_energy"] = a.compress == Compress::auto_ && dp_compression(a) ? dp_compression(a)->auto_energy
-                                                                                   : a.compress_energy;
-  config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
-  config["dp_reestimate_every"] = a.dp_reestimate_every;
-  config["dp_tau"] = std::string(to_string(a.dp_tau));
-  if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
-  config["dp_warmup_steps"] = a.dp_warmup_steps;
-  config["dp_momentum_correction"] = a.dp_momentum_correction;
-  config["dp_local_clip"] = a.dp_local_clip;
-  if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
-  if (const auto dp = dp_compression(a)) {
-    config["dp_select"] = dp->per_row ? "row" : dp->row_floor ? "floor" : "global";
-    config["dp_keep_input"] = dp->keep_for(kInputLayerPrefix);
-  }
-  if (const auto dp = dp_compression(a)) config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
-  config["mp_keep"] = a.mp_keep;
-  config["mp_warmup_steps"] = a.mp_warmup_steps;
-  config["mp_mass"] = a.mp_mass;
-  config["mp_straight_through"] = comm::to_string(a.mp_straight_through);
-  config["mp_straight_through_steps"] = a.mp_straight_through_steps;
-  config["mp_error_feedback"] = a.mp_error_feedback;
-  config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
-  config["wire_dtype"] = std::string(comm::to_string(a.wire_dtype));
-  record_infer(a.infer, config);
-  config["early_stopping"] = a.early_stopping;
-  // Settings every rank must share that only the rendezvous compares (a resume may change them):
-  // a rank with other --epochs would wait for the others' last epoch forever, one with another
-  // --max-message-bytes refuses their messages, one with another --checkpoint saves elsewhere.
-  config["epochs"] = a.epochs;
-  {
-    const char* env = std::getenv(std::string(comm::env::kMaxMessageBytes).c_str());
-    config["max_message_bytes"] = a.comm.given(comm::env::kMaxMessageBytes).value_or(env != nullptr ? env : "default");
-  }
-  config["checkpoint"] = a.checkpoint;
-  config["keep_checkpoints"] = a.keep_checkpoints;
-  // Calibration is collective: ranks must calibrate over the same steps. (The device is per rank:
-  // a mixed cluster may give ranks of one group different devices.)
-  if (a.auto_weights) {
-    config["calibration_steps"] = a.calibration_steps;
-    config["calibration_warmup"] = a.calibration_warmup;
-  }
-  // Ranks must read the same data: a copy with the same header but other lines (say, shuffled) is
-  // other data. Compared at rendezvous only: resume_config (below, what --resume compares) leaves the
-  // fingerprints out, so a checkpoint resumes on another file of the same data. An IDX prefix is no
-  // single file and gets none.
-  // The whole file's hash where the reader computed it as it read (XMC), else the sampled fingerprint.
-  const auto fingerprint_of = [](const data::Dataset& d, const std::string& path) {
-    return !d.content_hash.empty() ? d.content_hash : data::fingerprint(path).to_string();
-  };
-  if (!in_memory && std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = fingerprint_of(inputs.train, a.train);
-  if (!in_memory && std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = fingerprint_of(inputs.test, a.test);
+  const nlohmann::json config = rendezvous_config(a, inputs, train, in_memory);
   const auto world = comm::init(a.comm.init_options(to_run_config(config)));
   const int rank = world->rank();
   const uint64_t restarts = restart_count();
@@ -996,7 +1261,7 @@ int run_train(TrainArgs a) {
   note_momentum_correction(a, grid.data);
   note_cuda_alone(a, backend, grid.model);
   auto data_group = cli::data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
-                                             comm_timeout_flag(a.comm), !a.quiet);
+                                             comm::comm_timeout_seconds(a.comm.init_options({})), !a.quiet);
   // The replicas' link rate: measured once, before any epoch counts traffic (apps/dct_cost.h).
   std::optional<double> link_rate;
   std::optional<CompressChoice> compress_choice;  // --compress link: what it measured and chose
@@ -1018,13 +1283,7 @@ int run_train(TrainArgs a) {
     // Model slices alone stay uncompressed: their boundary traffic is small next to a replica's
     // gradients (README: when to turn --compress auto on).
     a.compress = compress_choice && compress_choice->pays() ? Compress::auto_ : Compress::off;
-    apply_compress(a);
-    if (a.dp_keep && !a.dp_compress && a.parallel != ParallelMode::data) {
-      dp_auto = resolve_dp_target(a, train, backend);
-      a.dp_compress = dp_auto->target;
-    }
-    check_precision(a);
-    check_dgc(a, backend);
+    if (auto chosen = settle_compression(a, train, backend)) dp_auto = chosen;
   }
   note_compress(a, grid);
   if (!a.quiet)
@@ -1038,18 +1297,7 @@ int run_train(TrainArgs a) {
                dp_auto->target == comm::DpTarget::updates ? "the replicas' optimizer updates" : "gradients",
                100.0 * dp_auto->input_rows_touched, layers::to_string(a.sampler));
 
-  {
-    // The weights alone, before they are allocated: the input and output layers and every hidden
-    // one are sliced over the model group.
-    const std::vector<size_t> widths = network_spec(a, train).hidden_widths();
-    double weights = static_cast<double>(train.num_features) * static_cast<double>(widths.front()) +
-                     static_cast<double>(widths.back()) * static_cast<double>(train.num_labels);
-    for (size_t i = 1; i < widths.size(); ++i) weights += static_cast<double>(widths[i - 1]) * static_cast<double>(widths[i]);
-    check_model_memory(weights * (a.precision == Dtype::bf16 ? 2.0 : 4.0) / grid.model,
-                       fmt::format("{:.3g} weights: {} features, hidden {}, {} labels, over {} model slice(s)", weights,
-                                   train.num_features, fmt::join(widths, ","), train.num_labels, grid.model),
-                       a.memory_limit_mib, "make --hidden / --layers smaller, or use more ranks");
-  }
+  check_weights_fit(a, train, grid);
   Model model;
   const auto build = [&](Model& m, const std::vector<double>& weights) {
     layers::build_network(m, network_spec(a, train), Placement::sliced(*model_group, weights));
@@ -1092,33 +1340,9 @@ int run_train(TrainArgs a) {
   std::optional<CheckpointInfo> resumed_from;
   std::vector<SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
-    // The newest checkpoint whose files are all intact (every rank reads the same directory and
-    // chooses the same one); a damaged one is passed over out loud, even with --quiet.
-    const CheckpointChoice choice = newest_intact_checkpoint(a.resume, a.accept_unchecked_checkpoint);
-    // Rank 0 alone reads the newer folder's files (it alone warns); a skipped top manifest is reported below.
-    if (rank == 0 && choice.skipped.empty())
-      if (const std::string older = older_manifest_warning(a.resume, choice.manifest); !older.empty())
-        warn(fmt::format("--resume {}: {}", a.resume, older));
-    if (rank == 0)
-      for (const SkippedCheckpoint& s : choice.skipped)
-        fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", a.resume, s.manifest, s.reason);
-    const CheckpointManifest info = load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
-    resumed_from = info;
-    resume_skipped = choice.skipped;
-    if (rank == 0 && !choice.skipped.empty())
-      fmt::print(stderr, "--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
-                 choice.manifest_file, info.epoch, info.step);
-    if (info.run_state.contains("early_stopping")) {
-      const auto& e = info.run_state["early_stopping"];
-      stopper = EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
-                                                 .epochs_without_improvement = e.at("epochs_without_improvement")});
-    }
-    if (!a.quiet)
-      fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
-                 info.epoch, info.step, info.world_size, info.model_slices);
-    if (!a.quiet && trainer.has_feedback_state() && !info.dct_residuals_restored)
-      fmt::print("DCT-DP residuals start empty: the checkpoint has none for this grid (saved {})\n",
-                 info.has_dct_residuals ? "on another grid" : "without --dp-keep");
+    Resumed r = resume_run(a, rank, model, trainer, resume_config, stopper);
+    resumed_from = r.info;
+    resume_skipped = std::move(r.skipped);
   }
   if (!a.quiet)
     fmt::print("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
@@ -1131,36 +1355,13 @@ int run_train(TrainArgs a) {
   std::optional<Propensities> propensities;
   if (label_counts.points > 0) propensities.emplace(label_counts);
   if (!a.checkpoint.empty() && rank == 0 && propensities) save_label_counts(a.checkpoint, label_counts);
-  // --infer ensemble: the label centroids of the training set, on every rank (each ranks the whole
-  // batch the same way), and next to the checkpoint for predict / evaluate.
-  std::optional<data::LabelCentroids> centroids;
-  std::optional<data::NearestPoints> points;
-  std::optional<EnsembleRanker> ensemble;
-  if (a.infer.mode == InferMode::ensemble) {
-    const auto t = std::chrono::steady_clock::now();
-    EnsembleMembers members;
-    if (a.infer.ensemble.weight > 0.0f) members.centroids = &centroids.emplace(train);
-    if (a.infer.ensemble.knn_weight > 0.0f) members.points = &points.emplace(train);
-    ensemble.emplace(members, a.infer.ensemble);
-    if (!a.checkpoint.empty() && rank == 0) {
-      if (centroids) centroids->save(a.checkpoint);
-      if (points) points->save(a.checkpoint);
-    }
-    const double mib = static_cast<double>((centroids ? centroids->bytes() : 0) + (points ? points->bytes() : 0)) /
-                       double(1 << 20);
-    if (!a.quiet)
-      fmt::print("--infer ensemble: {:.1f} MiB of label centroids and nearest training points in {:.1f} s; evaluation "
-                 "blends the network ({:g}) with the centroids ({:g}) and the {} nearest points' votes ({:g}), "
-                 "temperature {:g}\n",
-                 mib, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(),
-                 1.0f - a.infer.ensemble.weight - a.infer.ensemble.knn_weight, a.infer.ensemble.weight,
-                 a.infer.ensemble.neighbours, a.infer.ensemble.knn_weight, a.infer.ensemble.temperature);
-  }
+  Ensemble ensemble;
+  if (a.infer.mode == InferMode::ensemble) build_ensemble(a, train, rank, ensemble);
   const EvalOptions eval_options{.k = {1, 3, 5}, .batch = a.eval_batch,
                                  .inference = a.infer.layer_mode(),
                                  .inference_candidates = a.infer.candidates,
                                  .propensities = propensities ? &*propensities : nullptr,
-                                 .ensemble = ensemble ? &*ensemble : nullptr};
+                                 .ensemble = ensemble.ranker ? &*ensemble.ranker : nullptr};
   const std::string metrics_file = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
@@ -1234,7 +1435,6 @@ int run_train(TrainArgs a) {
     // its metrics are null ("no test points"), not zeros.
     const bool has_test = test.size() > 0;
     const EvalResult ev = trainer.evaluate(test, eval_options);
-    const auto test_metric = [&](double v) { return has_test ? nlohmann::json(v) : nlohmann::json(nullptr); };
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
     double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch, .ensemble = eval_options.ensemble}).p(1) : -1.0;
     if (valid != nullptr && groups.world->size() > 1) {
@@ -1243,120 +1443,12 @@ int run_train(TrainArgs a) {
       groups.world->broadcast(std::span<float>(&score, 1), 0).wait();
       valid_p1 = score;
     }
-    // PSP@k needs the training label counts: none (null, "n/a") for an empty training set.
-    const auto psp = [&](size_t k) {
-      if (!has_test) return nlohmann::json(nullptr);
-      const auto it = ev.psp.find(k);
-      return it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
-    };
-    if (rank == 0) {
-      if (has_test)
-        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                   "P@5 {:.4f}, nDCG@5 {:.4f}, PSP@5 {}{} (eval {:.1f} s)\n",
-                   epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5), ev.ndcg.at(5),
-                   psp(5).is_null() ? std::string("n/a") : fmt::format("{:.4f}", psp(5).get<double>()), valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "", ev.seconds);
-      else
-        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, no test points{}\n", epoch,
-                   fit.loss, fit.samples_per_s, fit.labels_scored_per_sample,
-                   valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "");
-      // The memory the optimizer choice and --precision move (the record's model_state_bytes).
-      const nlohmann::json state = model_state(model, trainer);
-      const auto mib = [&](const char* key) { return state[key].get<double>() / double(1 << 20); };
-      fmt::print("  model state{}: {:.1f} MiB, {:.2f} B/parameter (weights {:.1f}, optimizer {:.1f}, LSH tables {:.1f} "
-                 "MiB)\n", world->size() > 1 ? " (rank 0)" : "", mib("total"), state["per_parameter"].get<double>(),
-                 mib("weights"), mib("optimizer"), mib("lsh_tables"));
-      if (world->size() > 1) {
-        const auto per_sample = [&](uint64_t bytes) {
-          return fit.group_samples > 0 ? static_cast<double>(bytes) / static_cast<double>(fit.group_samples) : 0.0;
-        };
-        std::string line = fmt::format("  wire: {:.0f} B/sample sent", per_sample(fit.bytes_sent));
-        if (grid.model > 1)
-          line += fmt::format(", model-parallel {:.0f} (DCT-MP compression {:.1f}x)", per_sample(fit.mp_bytes_sent),
-                              fit.mp_compression());
-        if (grid.data > 1)
-          line += fmt::format(", data-parallel {:.0f} ({:.1f}x less than a dense all-reduce)",
-                              per_sample(fit.dp_bytes_sent), fit.dp_compression());
-        fmt::print("{}\n", line);
-        if (grid.data > 1 && a.compress == Compress::auto_) {
-          const AutoKeepSummary k = auto_keep_summary(trainer);
-          fmt::print("  compress auto (rank 0): DCT-DP keeps {:.4f} to {:.4f} per parameter, carrying {:.0f}% to "
-                     "{:.0f}% of the gradient's energy{}\n",
-                     k.keep_min, k.keep_max, 100.0 * k.energy_min, 100.0 * k.energy_max,
-                     k.backoffs > backoffs_said
-                         ? fmt::format("; backed off {} times this epoch (the error grew)", k.backoffs - backoffs_said)
-                         : "");
-          backoffs_said = k.backoffs;
-        }
-        if (grid.model > 1)
-          fmt::print("  step compute time over the model ranks: {:.4f} s (slowest) / {:.4f} s (fastest)\n",
-                     step_max[0], step_min[0]);
-      }
-    }
+    const EpochScores scores{.ev = ev, .has_test = has_test,
+                             .valid_p1 = valid != nullptr ? std::optional<double>(valid_p1) : std::nullopt,
+                             .step_max = step_max[0], .step_min = step_min[0]};
+    if (rank == 0) print_epoch(a, epoch, fit, scores, model, trainer, world->size(), grid, backoffs_said);
     std::fflush(stdout);
-    const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
-    const auto ratio = [](uint64_t a, uint64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
-    nlohmann::json line = {{"event", "epoch"},
-               {"epoch", epoch},
-               {"loss", fit.loss},
-               {"train_samples_per_s", fit.samples_per_s},
-               {"train_seconds", fit.seconds},
-               {"p@1", test_metric(ev.p(1))},
-               {"p@3", test_metric(ev.p(3))},
-               {"p@5", test_metric(ev.p(5))},
-               {"ndcg@1", test_metric(ev.ndcg.at(1))},
-               {"ndcg@3", test_metric(ev.ndcg.at(3))},
-               {"ndcg@5", test_metric(ev.ndcg.at(5))},
-               {"psp@1", psp(1)},
-               {"psp@3", psp(3)},
-               {"psp@5", psp(5)},
-               {"eval_seconds", ev.seconds},
-               {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
-               {"active_per_sample", fit.labels_scored_per_sample},
-               {"steps", trainer.step()},
-               {"rank_step_seconds_max", step_max[0]},
-               {"rank_step_seconds_min", step_min[0]},
-               {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
-               // Bytes that crossed between the host and this rank's device per training sample
-               // (0 on the CPU backend; the counting device and CUDA count theirs).
-               {"host_device_bytes_per_sample", fit.host_device_bytes_per_sample()},
-               {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
-               // DCT: achieved compression (uncompressed payload / payload sent; 0: no such traffic)
-               // and bytes on the wire per sample, model-parallel and data-parallel separately.
-               {"mp_compression", fit.mp_compression()},
-               {"dp_compression", fit.dp_compression()},
-               {"mp_bytes_sent_per_sample", static_cast<double>(fit.mp_bytes_sent) * per},
-               {"dp_bytes_sent_per_sample", static_cast<double>(fit.dp_bytes_sent) * per},
-               // The definition of achieved compression: bytes sent / bytes uncompressed.
-               {"mp_sent_fraction", ratio(fit.mp_payload_sent, fit.mp_payload_uncompressed)},
-               {"dp_sent_fraction", ratio(fit.dp_payload_sent, fit.dp_payload_uncompressed)},
-               {"mp_payload_sent", fit.mp_payload_sent},
-               {"mp_payload_uncompressed", fit.mp_payload_uncompressed},
-               {"dp_payload_sent", fit.dp_payload_sent},
-               {"dp_payload_uncompressed", fit.dp_payload_uncompressed},
-               // What the default exact exchange of the touched rows would have sent instead.
-               {"dp_payload_touched", fit.dp_payload_touched},
-               {"rank", rank},
-               {"peak_rss_bytes", peak_rss_bytes()},
-               // This rank's weights, optimizer state and LSH tables, in bytes and per local parameter.
-               {"model_state_bytes", model_state(model, trainer)},
-               // Whole-job restarts so far under `frugal launch --max-restarts` (0 otherwise).
-               {"restarts", restarts},
-               // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
-               {"profile", profile_to_json(fit.profile, fit.group_samples)}};
-    if (valid != nullptr) line["valid_p@1"] = valid_p1;
-    if (a.compress == Compress::auto_ && trainer.reducer() != nullptr) {
-      const AutoKeepSummary k = auto_keep_summary(trainer);
-      line["dp_auto"] = {{"keep_min", k.keep_min}, {"keep_max", k.keep_max}, {"energy_min", k.energy_min},
-                         {"energy_max", k.energy_max}, {"backoffs", k.backoffs}};
-    }
-    line["parameter_rows"] = parameter_rows(model, fit);
-    if (a.update_threshold > 0) {  // --update-threshold: rows held back so far (of the rows the rule saw)
-      const optim::Optimizer& o = trainer.optimizer();
-      line["deferred_rows"] = {{"deferred", o.deferred_rows()}, {"listed", o.threshold_rows()},
-                               {"fraction", o.threshold_rows() > 0 ? static_cast<double>(o.deferred_rows()) /
-                                                                         static_cast<double>(o.threshold_rows())
-                                                                   : 0.0}};
-    }
+    nlohmann::json line = epoch_record(a, epoch, fit, scores, trainer, model, rank, restarts);
     if (link_rate && fit.steps > 0 && a.dp_keep) {
       const DctDpCost cost = dct_dp_cost(fit, *link_rate);
       line["dct_dp_cost"] = to_json(cost);
@@ -1384,8 +1476,8 @@ int run_train(TrainArgs a) {
     if (best && a.early_stopping > 0) {
       const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
       save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
-      if (centroids && rank == 0 && !data::LabelCentroids::exists(best_dir)) centroids->save(best_dir);
-      if (points && rank == 0 && !data::NearestPoints::exists(best_dir)) points->save(best_dir);
+      if (ensemble.centroids && rank == 0 && !data::LabelCentroids::exists(best_dir)) ensemble.centroids->save(best_dir);
+      if (ensemble.points && rank == 0 && !data::NearestPoints::exists(best_dir)) ensemble.points->save(best_dir);
     }
     if (!a.checkpoint.empty())
       save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
@@ -1744,6 +1836,7 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
   cmd->callback([a, dlrm, cmd] {
     TrainArgs args = *a;
     args.wire_dtype_given = cmd->count("--wire-dtype") > 0;
+    args.flag_settings = flag_settings(*cmd, a->comm);
     // IDX data has 10 labels: sampling would only lose accuracy.
     if (args.format == data::DataFormat::idx) args.sampler = layers::Sampler::exact;
     resolve_optimizer(args);
@@ -1799,7 +1892,7 @@ void run_train_in_process(const std::vector<std::string>& args, InProcessTrain& 
     throw Error(fmt::format("frugal train stopped with exit code {}", e.get_exit_code()));
   } catch (const CLI::ParseError& e) {
     // The command line's own words: "--batch: 0 is not positive: expected a count from 1 up".
-    throw Error(e.what());
+    throw Error(parse_error_words(e));
   }
 }
 

@@ -64,7 +64,8 @@ void CommFlags::add_to(CLI::App* cmd) {
         if (v.empty() || v.size() > 255)
           throw Error(fmt::format("{}: a run token of {} bytes; expected 1 to 255", flag, v.size()));
       });
-  add("--comm-timeout", env::kCommTimeout, "seconds of silence after which a peer is declared dead (default 30)",
+  add("--comm-timeout", env::kCommTimeout, fmt::format("seconds of silence after which a peer is declared dead (default {:g})",
+                                             comm::env::kDefaultCommTimeoutSeconds),
       seconds);
   add("--rendezvous-timeout", env::kRendezvousTimeout, "seconds start-up waits for every rank to join (default 120)",
       seconds);
@@ -84,6 +85,12 @@ void CommFlags::check() const {
   for (const auto& [variable, given] : values_) {
     if (given.value && given.check) given.check(given.flag, *given.value);
   }
+}
+
+bool CommFlags::has_flag(std::string_view flag) const {
+  for (const auto& [variable, g] : values_)
+    if (g.flag == flag) return true;
+  return false;
 }
 
 std::optional<std::string> CommFlags::given(std::string_view variable) const {

@@ -26,6 +26,8 @@ class CommFlags {
   comm::InitOptions init_options(comm::RunConfig run_config) const;
   // The value given for `variable`'s flag (e.g. comm::env::kCommTimeout), when it was given.
   std::optional<std::string> given(std::string_view variable) const;
+  // Whether `flag` (e.g. "--rank") is one of these flags.
+  bool has_flag(std::string_view flag) const;
 
  private:
   struct Given {

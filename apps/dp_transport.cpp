@@ -12,24 +12,6 @@
 #include "gpu/nccl_communicator.h"
 
 namespace frugal::cli {
-namespace {
-
-double effective_timeout(std::optional<double> comm_timeout) {
-  if (comm_timeout) return *comm_timeout;
-  const std::string name(comm::env::kCommTimeout);
-  if (const char* text = std::getenv(name.c_str()); text != nullptr && *text != '\0')
-    return parse_number<double>(name, text, "seconds, more than 0", [](double s) { return s > 0; });
-  return 30.0;
-}
-
-}  // namespace
-
-std::optional<double> comm_timeout_flag(const CommFlags& flags) {
-  const std::optional<std::string> text = flags.given(comm::env::kCommTimeout);
-  if (!text) return std::nullopt;
-  return parse_number<double>("--comm-timeout", *text, "seconds, more than 0", [](double s) { return s > 0; });
-}
-
 std::string_view to_string(DpTransport t) {
   switch (t) {
     case DpTransport::host: return "host";
@@ -41,7 +23,7 @@ std::string_view to_string(DpTransport t) {
 
 std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, const Backend& backend,
                                                         std::unique_ptr<comm::Communicator> group,
-                                                        std::optional<double> comm_timeout, bool say) {
+                                                        double comm_timeout_seconds, bool say) {
   if (!comm::is_active(group.get())) {
     if (transport == DpTransport::nccl && say)
       fmt::print("--dp-transport nccl: ignored, there is no data-parallel group (--grid DxM with D > 1 makes one)\n");
@@ -52,7 +34,7 @@ std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, c
   if (transport == DpTransport::host) return group;
   if (transport == DpTransport::auto_ && !gpu::nccl_usable(*group, device)) return group;
   const int replicas = group->size();
-  auto nccl = gpu::make_nccl_communicator(std::move(group), device, effective_timeout(comm_timeout));
+  auto nccl = gpu::make_nccl_communicator(std::move(group), device, comm_timeout_seconds);
   if (say) fmt::print("data-parallel gradient sums over NCCL between {} GPU replicas\n", replicas);
   return nccl;
 }

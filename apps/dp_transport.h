@@ -20,15 +20,12 @@ enum class DpTransport { host, nccl, auto_ };
 std::string_view to_string(DpTransport t);
 
 // The data-parallel group to train with: `group` itself, or an NCCL group wrapping it. Collective
-// over `group` (when it has more than one rank). `comm_timeout`: --comm-timeout when given (else
-// FRUGAL_COMM_TIMEOUT, else 30 s): how long an NCCL collective may take before the group is
-// aborted. `say`: whether this rank prints the choice.
+// over `group` (when it has more than one rank). `comm_timeout_seconds`: the run's peer timeout
+// (comm::comm_timeout_seconds): how long an NCCL collective may take before the group is aborted.
+// `say`: whether this rank prints the choice.
 std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, const Backend& backend,
                                                         std::unique_ptr<comm::Communicator> group,
-                                                        std::optional<double> comm_timeout, bool say);
-
-// --comm-timeout as given (CommFlags), in seconds; nullopt when not given.
-std::optional<double> comm_timeout_flag(const class CommFlags& flags);
+                                                        double comm_timeout_seconds, bool say);
 
 }  // namespace cli
 }  // namespace frugal

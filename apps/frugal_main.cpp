@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   frugal::cli::refuse_negative_unsigned(app);  // after every command: CLI11 would wrap "-1"
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {
+    std::fprintf(stderr, "frugal: error: %s\n", frugal::cli::parse_error_words(e).c_str());
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const frugal::Error& e) {

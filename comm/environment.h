@@ -22,8 +22,10 @@ inline constexpr std::string_view kClusterKey = "FRUGAL_CLUSTER_KEY";
 // that only processes that know it can connect to a rank. `frugal launch` makes a new one for every
 // launch unless this is set already or a cluster key is used; on every rank or none.
 inline constexpr std::string_view kRunToken = "FRUGAL_RUN_TOKEN";
-// Seconds of silence after which a peer is declared dead (--comm-timeout; default 30).
+// Seconds of silence after which a peer is declared dead (--comm-timeout; default
+// kDefaultCommTimeoutSeconds). comm::comm_timeout_seconds (comm/init.h) reads it for everyone.
 inline constexpr std::string_view kCommTimeout = "FRUGAL_COMM_TIMEOUT";
+inline constexpr double kDefaultCommTimeoutSeconds = 30.0;
 // Seconds start-up waits for every rank to join (default 120).
 inline constexpr std::string_view kRendezvousTimeout = "FRUGAL_RENDEZVOUS_TIMEOUT";
 // The address this rank listens on for its peers (default: the local address facing the coordinator).

@@ -93,6 +93,14 @@ std::chrono::milliseconds parse_seconds(const Setting& s) {
   return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
 }
 
+// The peer timeout: init's flag, the program's setting, InitOptions::comm_timeout_seconds, the variable.
+std::optional<Setting> timeout_setting(const Flags& f, const InitOptions& options) {
+  auto timeout = setting(f.timeout, kTimeoutFlag, env::kCommTimeout, options);
+  if (!f.timeout && !options.settings.count(env::kCommTimeout) && options.comm_timeout_seconds)
+    timeout = Setting{fmt::format("{}", *options.comm_timeout_seconds), "InitOptions::comm_timeout_seconds"};
+  return timeout;
+}
+
 std::optional<Transport> forced_transport(const InitOptions& options) {
   const auto s = setting(std::nullopt, "", env::kTransport, options);
   if (!s) return std::nullopt;
@@ -186,10 +194,7 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
                              token->text.size()));
     o.run_token = token->text;
   }
-  auto timeout = setting(f.timeout, kTimeoutFlag, env::kCommTimeout, options);
-  if (!f.timeout && !options.settings.count(env::kCommTimeout) && options.comm_timeout_seconds)
-    timeout = Setting{fmt::format("{}", *options.comm_timeout_seconds), "InitOptions::comm_timeout_seconds"};
-  if (timeout) o.timeout = parse_seconds(*timeout);
+  if (const auto timeout = timeout_setting(f, options)) o.timeout = parse_seconds(*timeout);
   if (const auto t = setting(std::nullopt, "", env::kRendezvousTimeout, options)) o.rendezvous_timeout = parse_seconds(*t);
   if (const auto h = setting(std::nullopt, "", env::kBindHost, options)) o.bind_host = h->text;
   if (const auto m = setting(std::nullopt, "", env::kMaxMessageBytes, options))
@@ -218,5 +223,10 @@ std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& op
 }
 
 std::unique_ptr<Communicator> init(const InitOptions& options) { return init_from({}, options); }
+
+double comm_timeout_seconds(const InitOptions& options) {
+  const auto timeout = timeout_setting({}, options);
+  return timeout ? static_cast<double>(parse_seconds(*timeout).count()) / 1000.0 : env::kDefaultCommTimeoutSeconds;
+}
 
 }  // namespace frugal::comm

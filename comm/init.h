@@ -55,4 +55,10 @@ struct InitOptions {
 std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& options = {});
 std::unique_ptr<Communicator> init(const InitOptions& options = {});  // environment only
 
+// The peer timeout a run with `options` uses, in seconds: the program's setting (InitOptions::settings,
+// then comm_timeout_seconds), else FRUGAL_COMM_TIMEOUT, else env::kDefaultCommTimeoutSeconds. What
+// init gives its transport and what other links of the run (NCCL) wait at most; errors name the
+// setting's source.
+double comm_timeout_seconds(const InitOptions& options);
+
 }  // namespace frugal::comm

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm/cluster_key.h"
+#include "comm/environment.h"
 #include "core/communicator.h"
 #include "comm/run_config.h"
 
@@ -36,7 +37,8 @@ struct ZmqOptions {
   // it is not encrypted, so it keeps out strangers that can connect, not ones that can read the
   // traffic (a cluster key keeps out both). 1 to 255 bytes; empty: none.
   std::string run_token;
-  std::chrono::milliseconds timeout{30000};  // silence after which a peer is declared dead
+  // Silence after which a peer is declared dead.
+  std::chrono::milliseconds timeout{static_cast<int64_t>(env::kDefaultCommTimeoutSeconds * 1000)};
   std::chrono::milliseconds rendezvous_timeout{120000};
   std::string bind_host;  // address this rank binds for its peers; empty: the one facing rank 0
   RunConfig run_config;   // must be equal on every rank

@@ -124,6 +124,8 @@ fails_with "--update-threshold decides on the host; --device emulated" "$FRUGAL"
 fails_with "--precision bf16 with --dp-compress updates is not supported" \
   "$FRUGAL" "${T[@]}" --precision bf16 --dp-compress updates --dp-keep 0.1
 fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8
+# A flag given twice says so in frugal's words (CLI11: "At Most 1 required but received 2").
+fails_with "--threads: given 2 times; give it once" "$FRUGAL" "${T[@]}" --threads 2
 
 "$FRUGAL" "${T[@]}" --logq off --metrics "$TMP/lsh.jsonl" > /dev/null
 python3 -c 'import json,sys; c = json.loads(open(sys.argv[1]).readline())["config"]; assert c["logq"] == "off" and c["sampler"] == "lsh", c' \

@@ -8,7 +8,8 @@
 #     under a decaying schedule, fail naming the problem;
 #  3. 1 epoch + --resume for a 2nd equals 2 epochs straight (catch-up AdamW, warm-up, clipping,
 #     dropout): identical loss and P@1;
-#  4. ranks started with different --sparse-updates refuse to run together;
+#  4. ranks started with different --sparse-updates (or --max-steps, --eval-batch) refuse to run together;
+#     ones with different --threads and --metrics run;
 #  5. --device emulated (the counting device) trains the CPU's bits and logs host_device_bytes_per_sample;
 #     --dp-compress updates there fails naming the flags;
 #  6. --compress link (the default) stays off on one machine's loopback and chooses auto through a
@@ -45,6 +46,17 @@ run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 2 --resume "$TMP/half" --metr
 # Rank 1 with --sparse-updates lazy, rank 0 with catchup: the run-config check names the setting.
 fails_with "sparse_updates" "$FRUGAL" launch -n 2 -- bash -c \
   'u=catchup; [ "$FRUGAL_RANK" = 1 ] && u=lazy; exec "$0" "$@" --sparse-updates $u' "$FRUGAL" "${COMMON[@]}" --epochs 1
+# Every flag is compared unless a rank may set it for itself (kPerRankFlags): --max-steps and
+# --eval-batch, which no hand-written record named, are refused by name; --threads and --metrics may differ.
+fails_with "setting 'max_steps' differs" "$FRUGAL" launch -n 2 -- bash -c \
+  'm=5; [ "$FRUGAL_RANK" = 1 ] && m=6; exec "$0" "$@" --max-steps $m' "$FRUGAL" "${COMMON[@]}" --epochs 1
+fails_with "setting 'eval_batch' differs" "$FRUGAL" launch -n 2 -- bash -c \
+  'b=256; [ "$FRUGAL_RANK" = 1 ] && b=512; exec "$0" "$@" --eval-batch $b' "$FRUGAL" "${COMMON[@]}" --epochs 1
+M=$TMP run "$FRUGAL" launch -n 2 -- bash -c \
+  't=1; [ "$FRUGAL_RANK" = 1 ] && t=2; exec "$0" "$@" --threads $t --metrics "$M/own$FRUGAL_RANK.jsonl"' "$FRUGAL" \
+  train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --quiet --hidden 32 --batch 64 --seed 3 --epochs 1 \
+  --max-steps 3
+test -f "$TMP/own0.jsonl" && test -f "$TMP/own1.rank1.jsonl"
 # The counting device (--device emulated): the CPU's bits, and the bytes that crossed in the log;
 # DCT-DP over updates, which changes the weights on the host, is refused there naming the flags.
 run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --device emulated --metrics "$TMP/emulated.jsonl"
