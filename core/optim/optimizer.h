@@ -118,7 +118,7 @@ struct RowwiseAdagrad {
 
 // Row-wise Adam (Method::rowwise_adam): Adam's betas and eps, the first moment per element by
 // default. lr 1e-2: measured best of 1e-3, 3e-3, 1e-2 and 3e-2 on the synthetic 100k-label set and a
-// long-tail set (3e-2 diverges on both; README, "Optimizers").
+// long-tail set (3e-2 diverges on both; docs/optimizers.md).
 struct RowwiseAdam {
   float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
   bool momentum = true;  // Options::rowwise_momentum
