@@ -149,6 +149,7 @@ struct TrainArgs {
   std::optional<comm::DpTarget> dp_compress;  // --dp-compress; unset (auto): resolve_dp_target decides
   uint64_t dp_warmup_steps = 0;
   bool dp_momentum_correction = false, dp_local_clip = false;  // DpCompression's (DGC's remedies)
+  float dp_explore = 0.0f;  // --dp-explore: Slim-DP's exploration (DpCompression::explore)
   bool overlap = true;  // TrainerOptions::overlap
   ForwardSplit overlap_forward = ForwardSplit::automatic;  // TrainerOptions::forward_split
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
@@ -493,6 +494,12 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
                                : *a.dp_keep >= 1.0f ? comm::ValueType::f32
                                : what == comm::DpTarget::updates && !per_row && !floor ? comm::ValueType::sign
                                                                                            : comm::ValueType::bf16;
+  FRUGAL_CHECK(a.dp_explore == 0.0f || wire != comm::ValueType::sign,
+               fmt::format("--dp-explore sends the explored entries with their values, but DCT-DP's values travel as "
+                           "signs ({}): give --dp-wire-dtype bf16 (or f32, f16)",
+                           a.dp_wire ? "--dp-wire-dtype sign"
+                           : a.wire_dtype_given ? "--wire-dtype sign"
+                                                : "the default for exchanged updates with --dp-select global"));
   FRUGAL_CHECK(!floor || wire != comm::ValueType::sign,
                fmt::format("--dp-select floor sends each touched row's largest entry with its value, but DCT-DP's "
                            "values travel as signs ({}): give --dp-wire-dtype bf16 (or f32, f16), or --dp-select global",
@@ -503,7 +510,8 @@ std::optional<comm::DpCompression> dp_compression(const TrainArgs& a, std::optio
                              .row_floor = a.dp_select == DpSelect::floor,
                              .momentum_correction = a.dp_momentum_correction, .local_clipping = a.dp_local_clip,
                              .per_parameter = dp_keep_overrides(a, per_row),
-                             .auto_energy = a.compress == Compress::auto_ ? auto_dp_energy(a, per_row) : 0.0f};
+                             .auto_energy = a.compress == Compress::auto_ ? auto_dp_energy(a, per_row) : 0.0f,
+                             .explore = a.dp_explore};
 }
 
 comm::MpCompression mp_compression(const TrainArgs& a) {
@@ -1781,6 +1789,11 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
   add_choice(cmd, "--dp-momentum-correction", a->dp_momentum_correction, {{"on", true}, {"off", false}},
              "DCT-DP (gradients): each replica accumulates its own momentum velocity and thresholds that (DGC's "
              "momentum correction); the optimizer then steps without momentum of its own");
+  cmd->add_option("--dp-explore", a->dp_explore,
+                  "DCT-DP: besides the entries the threshold selects, send each other touched entry with this "
+                  "probability (Slim-DP's exploration: no coordinate waits behind the large ones indefinitely; its "
+                  "bytes count like the rest); 0: off")
+      ->capture_default_str()->check(cli::in_range(0.0, 0.5));
   add_choice(cmd, "--dp-local-clip", a->dp_local_clip, {{"on", true}, {"off", false}},
              "DCT-DP (gradients) with --clip-norm C: each replica clips its own gradient to C / sqrt(replicas) "
              "before thresholding (DGC's local clipping) instead of clipping the sum");
@@ -1857,6 +1870,8 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
                              "mixes GPU and CPU ranks, which calibrates without --slice-weights)\n",
                      fmt::join(unused, ", "));
       }
+      if (args.dp_explore > 0.0f && !args.dp_keep && args.compress == Compress::off)
+        fmt::print(stderr, "note: --dp-explore only applies to DCT-DP (--dp-keep, or --compress auto): ignored\n");
       if (cmd->count("--bf16-dot") > 0 && args.precision != Dtype::bf16)
         fmt::print(stderr, "note: --bf16-dot only applies to --precision bf16 weights: ignored\n");
       if (cmd->count("--rowwise-momentum") > 0 && args.optimizer != optim::Method::rowwise_adam)

@@ -18,6 +18,8 @@ void ThresholdOptions::validate() const {
                            momentum_scale));
   FRUGAL_CHECK(auto_energy >= 0.0f && auto_energy < 1.0f,
                fmt::format("threshold: the automatic keep's energy target must be in [0, 1), got {}", auto_energy));
+  FRUGAL_CHECK(explore >= 0.0f && explore < 1.0f,
+               fmt::format("threshold: the exploration fraction must be in [0, 1), got {}", explore));
 }
 
 float ThresholdOptions::keep_at(uint64_t step) const {
@@ -54,7 +56,10 @@ const char* to_string(DpTarget target) { return target == DpTarget::updates ? "u
 
 void DpCompression::validate() const {
   ThresholdOptions{.keep = keep, .reestimate_every = reestimate_every, .exact = exact_tau,
-                   .sample_size = sample_size, .seed = seed, .auto_energy = auto_energy}.validate();
+                   .sample_size = sample_size, .seed = seed, .auto_energy = auto_energy, .explore = explore}
+      .validate();
+  FRUGAL_CHECK(explore == 0.0f || wire != ValueType::sign,
+               "dp compression: exploration sends values (sign values share one scale over the selection)");
   FRUGAL_CHECK(!per_row || wire != ValueType::sign, "dp compression: per-row selection sends values, not signs "
                                                     "(sign values share one scale over the whole selection)");
   FRUGAL_CHECK(static_cast<uint8_t>(wire) <= 3, "dp compression: unknown wire value type (i8 is for DCT-MP's "

@@ -68,6 +68,11 @@ struct ThresholdOptions {
   // or above the target, and rises by kAutoRise when it is below (a back-off: a learning-rate
   // change, a new epoch's rare rows). tau is re-estimated every step meanwhile.
   float auto_energy = 0.0f;
+  // Slim-DP's exploration (Sun et al., 2018): besides the entries the threshold selects, each other
+  // candidate entry is sent with probability `explore` (drawn from the thresholder's seeded
+  // generator), so that no coordinate's residual waits behind the large ones indefinitely. Values,
+  // not signs. 0: off.
+  float explore = 0.0f;
   static constexpr float kAutoFall = 0.95f, kAutoRise = 1.25f;
   // Weight of a step's measurement in the smoothed carried energy.
   static constexpr double kAutoSmoothing = 0.2;
@@ -182,6 +187,7 @@ struct DpCompression {
   // ThresholdOptions::auto_energy (--compress auto): each parameter's keep set online, with its
   // keep (keep_for) as the floor. 0: off.
   float auto_energy = 0.0f;
+  float explore = 0.0f;  // ThresholdOptions::explore (--dp-explore); 0: off
   void validate() const;
   float keep_for(std::string_view parameter) const;
 };

@@ -34,7 +34,7 @@ GradientExchange::GradientExchange(const DpCompression& options, size_t rows, si
                     .warmup_steps = options.warmup_steps, .per_row = options.per_row,
                     .row_floor = options.row_floor,
                     .momentum = options.momentum, .momentum_scale = options.momentum_scale,
-                    .auto_energy = options.auto_energy},
+                    .auto_energy = options.auto_energy, .explore = options.explore},
                    checked_entries(options, rows, cols, name_)) {}
 
 void GradientExchange::exchange(Communicator& group, std::vector<uint32_t>& rows, Tensor& values) {

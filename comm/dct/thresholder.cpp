@@ -72,6 +72,28 @@ void Thresholder::accumulate(size_t at, const float* g, size_t n) {
   }
 }
 
+namespace {
+// Sorts the (index, value) pairs from `begin` on by index: a row's explored entries
+// after its top k, or its floor entry after explored ones.
+void sort_row_tail(std::vector<uint32_t>& indices, std::vector<float>& values, size_t begin) {
+  std::vector<std::pair<uint32_t, float>> row;
+  for (size_t i = begin; i < indices.size(); ++i) row.emplace_back(indices[i], values[i]);
+  std::sort(row.begin(), row.end());
+  for (size_t i = 0; i < row.size(); ++i) {
+    indices[begin + i] = row[i].first;
+    values[begin + i] = row[i].second;
+  }
+}
+
+}  // namespace
+
+size_t Thresholder::explore_gap() {
+  // 1 + floor(log(U) / log(1 - p)), U uniform in (0, 1]: the trials up to the next success.
+  const double u = 1.0 - static_cast<double>(rng_.uniform());
+  const double gap = std::floor(std::log(u) / std::log1p(-static_cast<double>(options_.explore)));
+  return gap >= 1e18 ? SIZE_MAX / 2 : 1 + static_cast<size_t>(gap);
+}
+
 void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t>& indices, std::vector<float>& values) {
   FRUGAL_CHECK(gradient.size() == residual_.size(),
                fmt::format("threshold: gradient has {} entries, the residual {}", gradient.size(), residual_.size()));
@@ -86,10 +108,16 @@ void Thresholder::compress(std::span<const float> gradient, std::vector<uint32_t
   // The energies only when the automatic keep reads them (they cost a pass's arithmetic otherwise).
   const bool measure = options_.auto_energy > 0.0f;
   double total = 0.0, carried = 0.0;
+  size_t explored = first_explored();
   for (size_t i = 0; i < residual_.size(); ++i) {
     const double a = residual_[i];
     if (measure) total += a * a;
-    if (std::abs(residual_[i]) >= tau_ && residual_[i] != 0.0f) {
+    bool take = std::abs(residual_[i]) >= tau_;
+    if (i == explored) {  // Slim-DP's exploration: sent whatever its size
+      take = true;
+      explored += explore_gap();
+    }
+    if (take && residual_[i] != 0.0f) {
       if (measure) carried += a * a;
       indices.push_back(static_cast<uint32_t>(i));
       values.push_back(residual_[i]);
@@ -179,8 +207,11 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
     return;
   }
   const bool floor = options_.row_floor && !send_all;
+  size_t explored = send_all ? SIZE_MAX : first_explored();  // a flat position over the candidates
   for (size_t j = 0; j < rows.size(); ++j) {
-    const size_t base = static_cast<size_t>(rows[j]) * cols, sent_before = indices.size();
+    const size_t base = static_cast<size_t>(rows[j]) * cols, row_begin = indices.size();
+    size_t reached = 0;     // entries of the row at or above tau (the floor acts when none is)
+    bool largest_sent = false;
     size_t largest = cols;  // the row's largest non-zero magnitude, for the floor
     float largest_magnitude = 0.0f;
     for (size_t c = 0; c < cols; ++c) {
@@ -189,16 +220,25 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
       if (floor && std::abs(a) > largest_magnitude) {
         largest_magnitude = std::abs(a);
         largest = c;
+        largest_sent = false;
       }
-      if (!send_all && !(std::abs(a) >= tau_ && a != 0.0f)) continue;
+      const bool above = std::abs(a) >= tau_ && a != 0.0f;
+      reached += above ? 1 : 0;
+      bool take = send_all || above;
+      if (j * cols + c == explored) {  // Slim-DP's exploration: sent whatever its size
+        take = take || a != 0.0f;
+        explored += explore_gap();
+      }
+      if (!take) continue;
       const float r = round_to_wire(a, wire);
       if (!send_all && r == 0.0f) continue;  // rounds away on the wire: keep all of it for later
       indices.push_back(static_cast<uint32_t>(base + c));
       sent.push_back(r);
       if (measure) carried += static_cast<double>(r) * r;
       a -= r;  // exact (Sterbenz): r is a rounded to fewer mantissa bits
+      if (c == largest) largest_sent = true;
     }
-    if (floor && indices.size() == sent_before && largest < cols) {  // nothing reached tau: the row's largest
+    if (floor && reached == 0 && !largest_sent && largest < cols) {  // nothing reached tau: the row's largest
       float& a = residual_[base + largest];
       const float r = round_to_wire(a, wire);
       if (r == 0.0f) continue;
@@ -206,6 +246,7 @@ void Thresholder::accumulate_and_select(size_t cols, std::span<const uint32_t> r
       sent.push_back(r);
       if (measure) carried += static_cast<double>(r) * r;
       a -= r;
+      if (indices.size() - row_begin > 1) sort_row_tail(indices, sent, row_begin);  // after explored entries
     }
   }
   adapt_keep(total, carried);
@@ -233,6 +274,8 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
   std::vector<uint32_t> order;
   const bool measure = options_.auto_energy > 0.0f;
   double total = 0.0, carried = 0.0;
+  size_t explored = first_explored();  // a flat position over the candidates (rows x cols)
+  std::vector<char> chosen(options_.explore > 0.0f ? cols : 0);
   for (size_t r = 0; r < rows.size(); ++r) {
     const uint32_t row = rows[r];
     float* a = residual_.data() + static_cast<size_t>(row) * cols;
@@ -242,6 +285,7 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
     accumulate(static_cast<size_t>(row) * cols, values + r * cols, cols);
     if (measure) total += sum_of_squares(a, cols);
     largest_ascending(a, cols, k, order);
+    const size_t row_begin = indices.size();
     for (size_t j = 0; j < k; ++j) {
       float& v = a[order[j]];
       const float r = round_to_wire(v, wire);
@@ -251,6 +295,26 @@ void Thresholder::select_per_row(size_t cols, std::span<const uint32_t> rows, co
       if (measure) carried += static_cast<double>(r) * r;
       v -= r;
     }
+    if (chosen.empty()) continue;
+    // Slim-DP's exploration: entries of the row beyond its top k, each with probability explore.
+    // Sent in column order after the top k, then the row's indices sorted again.
+    std::fill(chosen.begin(), chosen.end(), 0);
+    for (size_t j = 0; j < k; ++j) chosen[order[j]] = 1;
+    const size_t first = r * cols;
+    bool added = false;
+    for (; explored < first + cols; explored += explore_gap()) {
+      const size_t c = explored - first;
+      float& v = a[c];
+      if (chosen[c]) continue;
+      const float rounded = round_to_wire(v, wire);
+      if (rounded == 0.0f) continue;
+      indices.push_back(static_cast<uint32_t>(static_cast<size_t>(row) * cols + c));
+      sent.push_back(rounded);
+      if (measure) carried += static_cast<double>(rounded) * rounded;
+      v -= rounded;
+      added = true;
+    }
+    if (added) sort_row_tail(indices, sent, row_begin);
   }
   adapt_keep(total, carried);
 }

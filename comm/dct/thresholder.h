@@ -73,6 +73,11 @@ class Thresholder {
   // The automatic keep's step: `total` is the energy of the step's accumulated candidates, `carried`
   // what the message carries of it (ThresholdOptions::auto_energy).
   void adapt_keep(double total, double carried);
+  // ThresholdOptions::explore: the distance from one explored entry to the next in a pass, drawn
+  // geometric (success probability explore), so a pass over n entries draws ~n * explore numbers.
+  size_t explore_gap();
+  // The first explored position of a pass (none: SIZE_MAX, exploration off).
+  size_t first_explored() { return options_.explore > 0.0f ? explore_gap() - 1 : SIZE_MAX; }
   // residual[at + i] += g[i] for i < n, or with momentum correction residual += (u = momentum * u
   // + scale * g), entry by entry.
   void accumulate(size_t at, const float* g, size_t n);

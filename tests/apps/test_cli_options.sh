@@ -124,6 +124,10 @@ fails_with "--update-threshold decides on the host; --device emulated" "$FRUGAL"
 fails_with "--precision bf16 with --dp-compress updates is not supported" \
   "$FRUGAL" "${T[@]}" --precision bf16 --dp-compress updates --dp-keep 0.1
 fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8
+# --dp-explore (Slim-DP's exploration): values only, refused with sign values naming the flags; its range.
+fails_with "--dp-explore sends the explored entries with their values" "$FRUGAL" "${T[@]}" --dp-keep 0.1 \
+  --dp-explore 0.01 --dp-wire-dtype sign
+fails_with "--dp-explore: 0.7 is outside [0, 0.5]" "$FRUGAL" "${T[@]}" --dp-explore 0.7
 # A flag given twice says so in frugal's words (CLI11: "At Most 1 required but received 2").
 fails_with "--threads: given 2 times; give it once" "$FRUGAL" "${T[@]}" --threads 2
 

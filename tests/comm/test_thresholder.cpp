@@ -565,3 +565,78 @@ TEST_CASE("threshold rows, automatic keep: error feedback conserves mass; per-ro
     for (size_t i = 0; i < fed.size(); ++i) REQUIRE(sent[i] + residual[i] == Approx(fed[i]).epsilon(1e-4).margin(1e-3));
   }
 }
+
+namespace {
+// `plain` takes `t`'s residual: both then select from the same accumulated values.
+void follow(comm::Thresholder& plain, const comm::Thresholder& t) {
+  comm::ThresholderState s;
+  s.residual.assign(t.residual().begin(), t.residual().end());
+  plain.restore(s);
+}
+}  // namespace
+
+TEST_CASE("threshold, exploration: the threshold's selection plus about explore of the rest; mass conserved; 0 is off") {
+  const size_t rows = 400, cols = 25, n = rows * cols;
+  const float explore = 0.05f;
+  // Each selection path: one tau over a dense block, one tau over touched rows (with and without the
+  // floor), and per-row top k. Each is checked against the same path without exploration, step by
+  // step on the same gradients: exploration only adds entries (the threshold's own still go), about
+  // explore of the candidates more, and sent + residual == accumulated exactly.
+  for (const int path : {0, 1, 2, 3}) {
+    comm::ThresholdOptions base{.keep = 0.02f, .exact = true, .per_row = path == 3, .row_floor = path == 2};
+    comm::ThresholdOptions with = base;
+    with.explore = explore;
+    comm::Thresholder t(with, n), plain(base, n);
+    Rng rng(11 + path);
+    std::vector<uint32_t> idx, plain_idx;
+    std::vector<float> val, plain_val;
+    size_t extra = 0, eligible = 0;  // explored entries; non-zero candidates the threshold left
+    for (int step = 0; step < 5; ++step) {
+      INFO("path " << path << " step " << step);
+      const auto g = loud_and_quiet_rows(rows, cols, rng);
+      std::vector<float> acc;
+      if (path == 0) {
+        std::vector<float> dense(n, 0.0f);
+        for (size_t r = 0; r < g.rows.size(); ++r)
+          for (size_t c = 0; c < cols; ++c) dense[g.rows[r] * cols + c] = g.values[r * cols + c];
+        acc.assign(t.residual().begin(), t.residual().end());
+        for (size_t i = 0; i < n; ++i) acc[i] += dense[i];
+        // The plain thresholder follows the explored one's residual: the same candidates each step.
+        follow(plain, t);
+        t.compress(dense, idx, val);
+        plain.compress(dense, plain_idx, plain_val);
+      } else {
+        acc = accumulated(t, g, cols);
+        follow(plain, t);
+        t.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::f32, idx, val);
+        plain.compress_rows(cols, g.rows, g.values.data(), comm::ValueType::f32, plain_idx, plain_val);
+      }
+      // Candidates: every entry (dense), the touched rows' entries (rows); zeros are never sent.
+      size_t nonzero = 0;
+      if (path == 0) {
+        nonzero = static_cast<size_t>(std::count_if(acc.begin(), acc.end(), [](float v) { return v != 0.0f; }));
+      } else {
+        for (const uint32_t row : g.rows)
+          for (size_t c = 0; c < cols; ++c) nonzero += acc[row * cols + c] != 0.0f ? 1 : 0;
+      }
+      eligible += nonzero - plain_idx.size();
+      REQUIRE(std::adjacent_find(idx.begin(), idx.end(), std::greater_equal<>()) == idx.end());
+      // Every entry the threshold alone sends is sent (same tau: exact selection over the same values).
+      for (const uint32_t i : plain_idx) REQUIRE(std::binary_search(idx.begin(), idx.end(), i));
+      REQUIRE(idx.size() >= plain_idx.size());
+      extra += idx.size() - plain_idx.size();
+      std::vector<float> sent(n, 0.0f);
+      for (size_t j = 0; j < idx.size(); ++j) sent[idx[j]] = val[j];
+      for (size_t i = 0; i < n; ++i) REQUIRE(sent[i] + t.residual()[i] == acc[i]);
+    }
+    // About explore of the rest (binomial, thousands of draws: within 25%; the floor's entries can
+    // be among the explored ones, so a floor path may count a few less).
+    INFO("path " << path << ": " << extra << " explored of " << eligible << " eligible entries");
+    REQUIRE(static_cast<double>(extra) > 0.75 * explore * static_cast<double>(eligible));
+    REQUIRE(static_cast<double>(extra) < 1.25 * explore * static_cast<double>(eligible));
+  }
+  // Values, not signs; the fraction in [0, 1).
+  REQUIRE_THROWS_WITH((comm::DpCompression{.keep = 0.1f, .wire = comm::ValueType::sign, .explore = 0.01f}.validate()),
+                      Catch::Contains("exploration sends values"));
+  REQUIRE_THROWS_WITH((comm::ThresholdOptions{.explore = 1.0f}.validate()), Catch::Contains("exploration fraction"));
+}

@@ -9,7 +9,7 @@
 #  3. 1 epoch + --resume for a 2nd equals 2 epochs straight (catch-up AdamW, warm-up, clipping,
 #     dropout): identical loss and P@1;
 #  4. ranks started with different --sparse-updates (or --max-steps, --eval-batch) refuse to run together;
-#     ones with different --threads and --metrics run;
+#     ones with different --threads and --metrics run; --dp-explore repeats bit for bit and adds bytes;
 #  5. --device emulated (the counting device) trains the CPU's bits and logs host_device_bytes_per_sample;
 #     --dp-compress updates there fails naming the flags;
 #  6. --compress link (the default) stays off on one machine's loopback and chooses auto through a
@@ -57,6 +57,25 @@ M=$TMP run "$FRUGAL" launch -n 2 -- bash -c \
   train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --quiet --hidden 32 --batch 64 --seed 3 --epochs 1 \
   --max-steps 3
 test -f "$TMP/own0.jsonl" && test -f "$TMP/own1.rank1.jsonl"
+# --dp-explore on two replicas: the same bits twice (its draws are seeded), more DCT-DP bytes than the
+# threshold alone, and the setting in the run config.
+for r in a b; do
+  run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --epochs 1 --max-steps 8 --dp-keep 0.05 \
+    --dp-explore 0.05 --metrics "$TMP/explore-$r.jsonl"
+done
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --grid 2x1 --epochs 1 --max-steps 8 --dp-keep 0.05 \
+  --metrics "$TMP/threshold.jsonl"
+python3 - "$TMP" <<'PY'
+import json, sys
+def lines(name):
+    return [json.loads(l) for l in open(f"{sys.argv[1]}/{name}")]
+a, b, t = lines("explore-a.jsonl"), lines("explore-b.jsonl"), lines("threshold.jsonl")
+assert a[0]["config"]["dp_explore"] == 0.05 and "dp_explore" in t[0]["config"], (a[0]["config"], t[0]["config"])
+assert (a[-1]["loss"], a[-1]["p@1"]) == (b[-1]["loss"], b[-1]["p@1"]), (a[-1], b[-1])
+assert a[-1]["dp_bytes_sent_per_sample"] > t[-1]["dp_bytes_sent_per_sample"], (a[-1], t[-1])
+print("ok: --dp-explore repeats bit for bit and sends", a[-1]["dp_bytes_sent_per_sample"], "B/sample against",
+      t[-1]["dp_bytes_sent_per_sample"])
+PY
 # The counting device (--device emulated): the CPU's bits, and the bytes that crossed in the log;
 # DCT-DP over updates, which changes the weights on the host, is refused there naming the flags.
 run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --device emulated --metrics "$TMP/emulated.jsonl"
