@@ -1166,6 +1166,127 @@ std::optional<DpTargetChoice> settle_compression(TrainArgs& a, const data::Datas
   return dp_auto;
 }
 
+// --compress link: off where the replicas share one machine or there are none; else the link to the
+// other replicas is measured (link_rate) and auto is chosen where compressing pays. The DCT settings
+// are resolved again for what it chose (dp_auto: --dp-compress auto's target). Returns what it
+// measured and chose (nothing under another --compress).
+std::optional<CompressChoice> choose_link_compression(TrainArgs& a, const data::Dataset& train, const Backend& backend,
+                                                      comm::Communicator* data_group, std::optional<double>& link_rate,
+                                                      std::optional<DpTargetChoice>& dp_auto) {
+  if (a.compress != Compress::link) return std::nullopt;
+  std::optional<CompressChoice> compress_choice;
+  if (link_stands_aside(a) || data_group == nullptr || data_group->size() == 1) {
+    // off: the hand-set keeps (or none) as given
+  } else if (replicas_share_one_network(*data_group)) {
+    if (!a.quiet)
+      fmt::print("compress link: the {} replicas share this machine's loopback, where compression does not pay: "
+                 "the exchange stays uncompressed (--compress auto compresses anyway)\n", data_group->size());
+  } else {
+    link_rate = probe_link_rate(*data_group);
+    TrainArgs with_auto = a;
+    with_auto.compress = Compress::auto_;
+    apply_compress(with_auto);
+    compress_choice = probe_compress_choice(*data_group, *link_rate, *dp_compression(with_auto));
+    if (!a.quiet) fmt::print("{}\n", compress_choice_note(*compress_choice));
+  }
+  // Model slices alone stay uncompressed: their boundary traffic is small next to a replica's
+  // gradients (docs/distributed.md: when to turn --compress auto on).
+  a.compress = compress_choice && compress_choice->pays() ? Compress::auto_ : Compress::off;
+  if (auto chosen = settle_compression(a, train, backend)) dp_auto = chosen;
+  return compress_choice;
+}
+
+// What the optimizer became: rank 0 says what --optimizer auto chose, and where a row-wise optimizer
+// falls back to per-element state.
+void note_optimizer(const TrainArgs& a, const Trainer& trainer, int rank) {
+  // Row-wise state needs whole rows: a model slice of the input layer (part of every row) is updated
+  // per element instead, said once (even with --quiet: it is not what the flag asked for).
+  if (rank == 0 && a.optimizer_choice)
+    for (const std::string& name : trainer.optimizer().row_wise_fallbacks())
+      fmt::print(stderr, "note: --optimizer {}: {} is sliced by columns over the model-parallel group (each rank has "
+                         "part of every row), so it keeps per-element {} state\n",
+                 optim::to_string(a.optimizer), name,
+                 a.optimizer == optim::Method::rowwise_adagrad ? "Adagrad" : "Adam");
+  if (rank == 0 && !a.quiet && !a.optimizer_choice)
+    fmt::print("optimizer auto: {}{}{}\n", optim::to_string(a.optimizer),
+               a.optimizer_from_checkpoint ? fmt::format(" (the checkpoint's, --resume {})", a.resume)
+               : a.optimizer == optim::Method::rowwise_adam
+                   ? fmt::format(" (one second moment per row of the LSH output layer, per-element Adam elsewhere, --lr {:g})",
+                                 effective_lr(a))
+                   : a.sampler == layers::Sampler::exact ? " (the exact softmax)" : "",
+               trainer.optimizer().row_wise_fallbacks().empty()
+                   ? ""
+                   : "; the input layer's model slices keep per-element Adam state");
+}
+
+// The data a run trains on: the training and test sets (files, or in memory from another program),
+// and --valid-fraction's seeded held-out part of the training set (the same on every rank).
+struct RunData {
+  TrainInputs inputs;
+  std::optional<data::Split> held_out;
+  bool in_memory = false;  // given by another program (apps/train_in_process.h), not read from files
+  double parse_seconds = 0.0;
+  const data::Dataset& train() const { return held_out ? held_out->train : inputs.train; }
+  const data::Dataset* valid() const { return held_out ? &held_out->test : nullptr; }
+};
+
+RunData load_run_data(TrainArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunData d;
+  d.in_memory = a.in_process != nullptr && a.in_process->train;
+  d.inputs = d.in_memory ? TrainInputs{.train = std::move(*a.in_process->train), .test = std::move(*a.in_process->test)}
+                         : load_train_test(a.format, a.train, a.test);
+  const data::Dataset& test = d.inputs.test;
+  FRUGAL_CHECK(test.num_features == d.inputs.train.num_features && test.num_labels == d.inputs.train.num_labels,
+               fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
+                           test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
+  if (a.valid_fraction > 0)
+    d.held_out = data::split(d.inputs.train,
+                             {.test_fraction = a.valid_fraction, .seed = Rng(a.seed).split(0x7a11d).next_u64()});
+  d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return d;
+}
+
+// Compute seconds per step (communication waits excluded), the slowest and fastest rank of the
+// model group: what --slice-weights balances. Collective over the model group.
+std::pair<float, float> model_step_times(const FitResult& fit, const Model& model, comm::Communicator& model_group) {
+  std::vector<float> step_max{static_cast<float>(fit.step_seconds())}, step_min = step_max;
+  // A rank left out (an empty slice) computes next to nothing: the fastest is among the others.
+  const auto [own_begin, own_end] = model.output().placement().own_slice(model.output().out_features());
+  if (own_begin == own_end) step_min[0] = std::numeric_limits<float>::infinity();
+  if (model_group.size() > 1) {
+    model_group.all_reduce(step_max, comm::ReduceOp::max).wait();
+    model_group.all_reduce(step_min, comm::ReduceOp::min).wait();
+  }
+  return {step_max[0], step_min[0]};
+}
+
+// Whether the DCT-DP notes were printed already (once a run each).
+struct LinkCostSaid {
+  bool no_pay = false, would_pay = false;
+};
+
+// DCT-DP between replicas, against the link rate measured between them (apps/dct_cost.h): on, whether
+// it pays; off (no --dp-keep), whether it would (the exchange outweighing the step). Into the epoch
+// record, and said once.
+void add_link_cost(const TrainArgs& a, const FitResult& fit, double link_rate, bool chosen_by_link,
+                   nlohmann::json& line, LinkCostSaid& said) {
+  if (a.dp_keep) {
+    const DctDpCost cost = dct_dp_cost(fit, link_rate);
+    line["dct_dp_cost"] = to_json(cost);
+    const std::string flag = chosen_by_link                 ? "--compress auto (chosen by --compress link)"
+                             : a.compress == Compress::auto_ ? "--compress auto"
+                                                             : "--dp-keep";
+    if (!cost.pays() && !said.no_pay && !a.quiet) fmt::print("{}\n", does_not_pay_note(cost, flag));
+    said.no_pay = said.no_pay || !cost.pays();
+  } else {
+    const DpExchangeCost cost = dp_exchange_cost(fit, link_rate);
+    line["dp_exchange_cost"] = to_json(cost);
+    if (cost.would_pay() && !said.would_pay && !a.quiet) fmt::print("{}\n", would_pay_note(cost));
+    said.would_pay = said.would_pay || cost.would_pay();
+  }
+}
+
 // The weights alone, before they are allocated (--memory-limit, else the machine's available memory).
 void check_weights_fit(const TrainArgs& a, const data::Dataset& train, const Grid& grid) {
   // The weights alone, before they are allocated: the input and output layers and every hidden
@@ -1223,22 +1344,13 @@ nlohmann::json rendezvous_config(const TrainArgs& a, const TrainInputs& inputs, 
 int run_train(TrainArgs a) {
   kernels::set_bf16_dot(a.bf16_dot);  // before any op on bf16 weights; `on` without the instruction fails here
   Backend& backend = choose_device(a.device, a.threads);
-  const auto t0 = std::chrono::steady_clock::now();
-  const bool in_memory = a.in_process != nullptr && a.in_process->train;
-  const TrainInputs inputs = in_memory ? TrainInputs{.train = std::move(*a.in_process->train),
-                                                     .test = std::move(*a.in_process->test)}
-                                       : load_train_test(a.format, a.train, a.test);
-  const data::Dataset& test = inputs.test;
-  FRUGAL_CHECK(test.num_features == inputs.train.num_features && test.num_labels == inputs.train.num_labels,
-               fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
-                           test.num_labels, a.train, inputs.train.num_features, inputs.train.num_labels));
-  // --valid-fraction: a seeded held-out part of the training set (the same on every rank).
-  std::optional<data::Split> held_out;
-  if (a.valid_fraction > 0)
-    held_out = data::split(inputs.train, {.test_fraction = a.valid_fraction, .seed = Rng(a.seed).split(0x7a11d).next_u64()});
-  const data::Dataset& train = held_out ? held_out->train : inputs.train;
-  const data::Dataset* valid = held_out ? &held_out->test : nullptr;
-  const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const RunData data = load_run_data(a);
+  const data::Dataset& test = data.inputs.test;
+  const data::Dataset& train = data.train();
+  const data::Dataset* valid = data.valid();
+  const TrainInputs& inputs = data.inputs;
+  const bool in_memory = data.in_memory;
+  const double parse_seconds = data.parse_seconds;
   apply_data_defaults(a, train);
   // --dp-keep with --dp-compress auto: what it chose
   std::optional<DpTargetChoice> dp_auto = settle_compression(a, train, backend);
@@ -1272,27 +1384,9 @@ int run_train(TrainArgs a) {
                                              comm::comm_timeout_seconds(a.comm.init_options({})), !a.quiet);
   // The replicas' link rate: measured once, before any epoch counts traffic (apps/dct_cost.h).
   std::optional<double> link_rate;
-  std::optional<CompressChoice> compress_choice;  // --compress link: what it measured and chose
-  if (a.compress == Compress::link) {
-    if (link_stands_aside(a) || !data_group || data_group->size() == 1) {
-      // off: the hand-set keeps (or none) as given
-    } else if (replicas_share_one_network(*data_group)) {
-      if (!a.quiet)
-        fmt::print("compress link: the {} replicas share this machine's loopback, where compression does not pay: "
-                   "the exchange stays uncompressed (--compress auto compresses anyway)\n", data_group->size());
-    } else {
-      link_rate = probe_link_rate(*data_group);
-      TrainArgs with_auto = a;
-      with_auto.compress = Compress::auto_;
-      apply_compress(with_auto);
-      compress_choice = probe_compress_choice(*data_group, *link_rate, *dp_compression(with_auto));
-      if (!a.quiet) fmt::print("{}\n", compress_choice_note(*compress_choice));
-    }
-    // Model slices alone stay uncompressed: their boundary traffic is small next to a replica's
-    // gradients (README: when to turn --compress auto on).
-    a.compress = compress_choice && compress_choice->pays() ? Compress::auto_ : Compress::off;
-    if (auto chosen = settle_compression(a, train, backend)) dp_auto = chosen;
-  }
+  // --compress link: what it measured and chose
+  const std::optional<CompressChoice> compress_choice = choose_link_compression(a, train, backend, data_group.get(),
+                                                                                link_rate, dp_auto);
   note_compress(a, grid);
   if (!a.quiet)
     fmt::print("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
@@ -1320,24 +1414,7 @@ int run_train(TrainArgs a) {
   // In an optional so that --slice-weights auto can remake it in place (the same object).
   std::optional<Trainer> trainer_slot;
   Trainer& trainer = trainer_slot.emplace(model, options);
-  // Row-wise state needs whole rows: a model slice of the input layer (part of every row) is updated
-  // per element instead, said once (even with --quiet: it is not what the flag asked for).
-  if (rank == 0 && a.optimizer_choice)
-    for (const std::string& name : trainer.optimizer().row_wise_fallbacks())
-      fmt::print(stderr, "note: --optimizer {}: {} is sliced by columns over the model-parallel group (each rank has "
-                         "part of every row), so it keeps per-element {} state\n",
-                 optim::to_string(a.optimizer), name,
-                 a.optimizer == optim::Method::rowwise_adagrad ? "Adagrad" : "Adam");
-  if (rank == 0 && !a.quiet && !a.optimizer_choice)
-    fmt::print("optimizer auto: {}{}{}\n", optim::to_string(a.optimizer),
-               a.optimizer_from_checkpoint ? fmt::format(" (the checkpoint's, --resume {})", a.resume)
-               : a.optimizer == optim::Method::rowwise_adam
-                   ? fmt::format(" (one second moment per row of the LSH output layer, per-element Adam elsewhere, --lr {:g})",
-                                 effective_lr(a))
-                   : a.sampler == layers::Sampler::exact ? " (the exact softmax)" : "",
-               trainer.optimizer().row_wise_fallbacks().empty()
-                   ? ""
-                   : "; the input layer's model slices keep per-element Adam state");
+  note_optimizer(a, trainer, rank);
   EarlyStopping stopper(a.early_stopping);
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
@@ -1405,7 +1482,7 @@ int run_train(TrainArgs a) {
   // exchange outweighing the step).
   if (!link_rate && data_group && data_group->size() > 1 && (!a.dp_keep || *a.dp_keep < 1.0f))
     link_rate = probe_link_rate(*data_group);
-  bool said_no_pay = false, said_would_pay = false;
+  LinkCostSaid said;  // the link-cost notes already printed
   uint64_t backoffs_said = 0;  // --compress auto's back-offs already reported
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
   bool calibrate = a.auto_weights && grid.model > 1;
@@ -1429,16 +1506,7 @@ int run_train(TrainArgs a) {
     } else {
       fit = trainer.fit_epoch(train, fit_options);
     }
-    // Compute seconds per step (communication waits excluded), the slowest and fastest rank of the
-    // model group: what --slice-weights balances.
-    std::vector<float> step_max{static_cast<float>(fit.step_seconds())}, step_min = step_max;
-    // A rank left out (an empty slice) computes next to nothing: the fastest is among the others.
-    const auto [own_begin, own_end] = model.output().placement().own_slice(model.output().out_features());
-    if (own_begin == own_end) step_min[0] = std::numeric_limits<float>::infinity();
-    if (model_group->size() > 1) {
-      model_group->all_reduce(step_max, comm::ReduceOp::max).wait();
-      model_group->all_reduce(step_min, comm::ReduceOp::min).wait();
-    }
+    const auto [step_max, step_min] = model_step_times(fit, model, *model_group);
     // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
     // its metrics are null ("no test points"), not zeros.
     const bool has_test = test.size() > 0;
@@ -1453,24 +1521,11 @@ int run_train(TrainArgs a) {
     }
     const EpochScores scores{.ev = ev, .has_test = has_test,
                              .valid_p1 = valid != nullptr ? std::optional<double>(valid_p1) : std::nullopt,
-                             .step_max = step_max[0], .step_min = step_min[0]};
+                             .step_max = step_max, .step_min = step_min};
     if (rank == 0) print_epoch(a, epoch, fit, scores, model, trainer, world->size(), grid, backoffs_said);
     std::fflush(stdout);
     nlohmann::json line = epoch_record(a, epoch, fit, scores, trainer, model, rank, restarts);
-    if (link_rate && fit.steps > 0 && a.dp_keep) {
-      const DctDpCost cost = dct_dp_cost(fit, *link_rate);
-      line["dct_dp_cost"] = to_json(cost);
-      const std::string flag = compress_choice       ? "--compress auto (chosen by --compress link)"
-                               : a.compress == Compress::auto_ ? "--compress auto"
-                                                               : "--dp-keep";
-      if (!cost.pays() && !said_no_pay && !a.quiet) fmt::print("{}\n", does_not_pay_note(cost, flag));
-      said_no_pay = said_no_pay || !cost.pays();
-    } else if (link_rate && fit.steps > 0) {
-      const DpExchangeCost cost = dp_exchange_cost(fit, *link_rate);
-      line["dp_exchange_cost"] = to_json(cost);
-      if (cost.would_pay() && !said_would_pay && !a.quiet) fmt::print("{}\n", would_pay_note(cost));
-      said_would_pay = said_would_pay || cost.would_pay();
-    }
+    if (link_rate && fit.steps > 0) add_link_cost(a, fit, *link_rate, compress_choice.has_value(), line, said);
     if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;
