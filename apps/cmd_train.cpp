@@ -26,6 +26,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/train_in_process.h"
+#include "comm/routed_communicator.h"
 #include "apps/rank_threads.h"
 #include "apps/step_profile_json.h"
 #include "apps/comm_flags.h"
@@ -1287,6 +1288,21 @@ void add_link_cost(const TrainArgs& a, const FitResult& fit, double link_rate, b
   }
 }
 
+// --transport-map (an mpirun job routing each kind of operation over MPI or ZeroMQ): the bytes the
+// training groups sent so far over each transport ({"mpi": B, "zmq": B}); null where no group routes.
+nlohmann::json transport_bytes_sent(std::initializer_list<const comm::Communicator*> groups) {
+  nlohmann::json out;
+  for (const comm::Communicator* g : groups)
+    if (const auto* routed = dynamic_cast<const comm::RoutedCommunicator*>(g)) {
+      if (out.is_null()) out = nlohmann::json::object();
+      for (const comm::Transport t : {comm::Transport::mpi, comm::Transport::zmq}) {
+        const std::string key(comm::to_string(t));
+        out[key] = out.value(key, uint64_t{0}) + routed->stats_of(t).total().sent;
+      }
+    }
+  return out;
+}
+
 // The weights alone, before they are allocated (--memory-limit, else the machine's available memory).
 void check_weights_fit(const TrainArgs& a, const data::Dataset& train, const Grid& grid) {
   // The weights alone, before they are allocated: the input and output layers and every hidden
@@ -1359,6 +1375,9 @@ int run_train(TrainArgs a) {
   const auto world = comm::init(a.comm.init_options(to_run_config(config)));
   const int rank = world->rank();
   const uint64_t restarts = restart_count();
+  if (rank == 0 && a.comm.given(comm::env::kTransportMap) && world->backend() != "mpi" && world->backend() != "mpi+zmq")
+    fmt::print(stderr, "note: --transport-map applies to jobs mpirun starts (the ranks also open the ZeroMQ mesh); this "
+                       "run's ranks use {} alone: ignored\n", world->backend());
   const Grid grid = process_grid(a, world->size());
   check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
@@ -1456,6 +1475,10 @@ int run_train(TrainArgs a) {
              {"epoch", trainer.epoch()}, {"rank", rank},
              {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()},
              {"overlap", a.overlap}, {"overlap_forward", to_string(a.overlap_forward)},
+             // --transport-map: each kind of operation's transport (null: one transport).
+             {"transport_map", dynamic_cast<const comm::RoutedCommunicator*>(world.get()) != nullptr
+                                   ? nlohmann::json(dynamic_cast<const comm::RoutedCommunicator&>(*world).map().to_string())
+                                   : nlohmann::json()},
              // What --compress resolved to (off or auto), and under link what it measured.
              {"compress_chosen", to_string(a.compress)},
              {"compress_choice", compress_choice ? to_json(*compress_choice) : nlohmann::json()}});
@@ -1493,6 +1516,7 @@ int run_train(TrainArgs a) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                  .progress = !a.quiet, .max_steps = a.max_steps};
+    const nlohmann::json transport_before = transport_bytes_sent({groups.model.get(), data_group.get()});
     FitResult fit;
     if (calibrate) {
       calibrate = false;
@@ -1506,6 +1530,8 @@ int run_train(TrainArgs a) {
     } else {
       fit = trainer.fit_epoch(train, fit_options);
     }
+    // The training steps' bytes per transport (the evaluation below sends more).
+    const nlohmann::json transport_after = transport_bytes_sent({groups.model.get(), data_group.get()});
     const auto [step_max, step_min] = model_step_times(fit, model, *model_group);
     // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
     // its metrics are null ("no test points"), not zeros.
@@ -1526,6 +1552,13 @@ int run_train(TrainArgs a) {
     std::fflush(stdout);
     nlohmann::json line = epoch_record(a, epoch, fit, scores, trainer, model, rank, restarts);
     if (link_rate && fit.steps > 0) add_link_cost(a, fit, *link_rate, compress_choice.has_value(), line, said);
+    if (!transport_before.is_null()) {  // --transport-map: what each transport carried
+      for (const auto& [transport, bytes] : transport_after.items())
+        line["transport_bytes_sent_per_sample"][transport] =
+            fit.group_samples > 0 ? static_cast<double>(bytes.get<uint64_t>() - transport_before.value(transport, uint64_t{0})) /
+                                        static_cast<double>(fit.group_samples)
+                                  : 0.0;
+    }
     if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;

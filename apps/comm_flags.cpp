@@ -4,6 +4,7 @@
 
 #include "comm/environment.h"
 #include "comm/slurm.h"
+#include "comm/transport_map.h"
 #include "comm/zmq_communicator.h"
 #include "core/parse.h"
 
@@ -25,6 +26,7 @@ void seconds(std::string_view flag, std::string_view v) {
 void tcp_port(std::string_view flag, std::string_view v) {
   parse_number<int>(flag, v, "a TCP port, 1 to 65535", [](int x) { return x >= 1 && x <= 65535; });
 }
+void transport_map(std::string_view flag, std::string_view v) { comm::parse_transport_map(v, flag); }
 void bytes(std::string_view flag, std::string_view v) {
   parse_number<int64_t>(flag, v, "a number of bytes, at least 1024", [](int64_t x) { return x >= 1024; });
 }
@@ -79,6 +81,11 @@ void CommFlags::add_to(CLI::App* cmd) {
       fmt::format("most bytes of frames from one peer held until an operation takes them (default {})",
                   comm::kDefaultMaxQueuedBytes),
       bytes);
+  add("--transport-map", env::kTransportMap,
+      "an mpirun job: the transport of each kind of operation, e.g. all_reduce=mpi,all_gather=zmq,p2p=zmq "
+      "(kinds all_reduce, all_gather, reduce_scatter, broadcast, p2p, barrier; transports mpi, zmq; a kind not "
+      "named goes over mpi); naming zmq opens the ZeroMQ mesh beside MPI (the same on every rank)",
+      transport_map);
 }
 
 void CommFlags::check() const {

@@ -26,6 +26,7 @@
 #include "apps/restart_policy.h"
 #include "comm/environment.h"
 #include "comm/local_port.h"
+#include "comm/run_token.h"
 #include "comm/slurm.h"
 #include "core/check.h"
 
@@ -331,21 +332,6 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
   return {status.value_or(0), interrupted};
 }
 
-// 32 random bytes from the kernel, as hex: the run token of one launch.
-std::string new_run_token() {
-  unsigned char bytes[32];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    FRUGAL_CHECK(n > 0, fmt::format("frugal launch: cannot read random bytes for the run token: {}",
-                                    std::strerror(errno)));
-    got += static_cast<size_t>(n);
-  }
-  std::string hex;
-  for (const unsigned char b : bytes) hex += fmt::format("{:02x}", b);
-  return hex;
-}
 
 // Whether `name` is set, to something, for the ranks: in `env` or the launcher's own environment.
 bool set_for_ranks(const LaunchSpec& spec, std::string_view name) {
@@ -361,7 +347,7 @@ int launch(const LaunchSpec& spec_given) {
   LaunchSpec spec = spec_given;
   if (spec.transport == comm::Transport::zmq && spec.run_token && !set_for_ranks(spec, comm::env::kClusterKey) &&
       !set_for_ranks(spec, comm::env::kRunToken))
-    spec.env[std::string(comm::env::kRunToken)] = new_run_token();
+    spec.env[std::string(comm::env::kRunToken)] = comm::new_run_token();
   FRUGAL_CHECK(spec.ranks >= 1, fmt::format("frugal launch: -n {} is not a rank count", spec.ranks));
   FRUGAL_CHECK(!spec.command.empty(), "frugal launch: no command given (frugal launch -n N -- CMD ...)");
   FRUGAL_CHECK(spec.min_ranks == 0 || spec.max_restarts > 0,

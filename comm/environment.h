@@ -26,6 +26,9 @@ inline constexpr std::string_view kRunToken = "FRUGAL_RUN_TOKEN";
 // kDefaultCommTimeoutSeconds). comm::comm_timeout_seconds (comm/init.h) reads it for everyone.
 inline constexpr std::string_view kCommTimeout = "FRUGAL_COMM_TIMEOUT";
 inline constexpr double kDefaultCommTimeoutSeconds = 30.0;
+// An mpirun job: the transport of each kind of operation, e.g. all_reduce=mpi,all_gather=zmq,p2p=zmq
+// (--transport-map; comm/transport_map.h). Naming zmq opens the ZeroMQ mesh beside MPI. Unset: MPI only.
+inline constexpr std::string_view kTransportMap = "FRUGAL_TRANSPORT_MAP";
 // Seconds start-up waits for every rank to join (default 120).
 inline constexpr std::string_view kRendezvousTimeout = "FRUGAL_RENDEZVOUS_TIMEOUT";
 // The address this rank listens on for its peers (default: the local address facing the coordinator).

@@ -1,6 +1,7 @@
 #include "comm/init.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +12,10 @@
 
 #include "comm/environment.h"
 #include "comm/local_communicator.h"
+#include "comm/local_port.h"
 #include "comm/mpi_communicator.h"
+#include "comm/routed_communicator.h"
+#include "comm/run_token.h"
 #include "comm/slurm.h"
 #include "comm/zmq_communicator.h"
 #include "core/parse.h"
@@ -147,10 +151,14 @@ std::unique_ptr<Communicator> join_zmq(const ZmqOptions& o, const Flags& f) {
   }
 }
 
+void apply_zmq_settings(ZmqOptions& o, const Flags& f, const InitOptions& options);
+std::unique_ptr<Communicator> mpi_and_zmq(const Flags& f, const InitOptions& options, const Setting& map_setting);
+
 std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& options) {
   const std::optional<Transport> transport = forced_transport(options);
   const auto size = setting(f.size, kSizeFlag, env::kSize, options);
   if (transport == Transport::mpi || (!transport && started_by_mpirun())) {
+    if (const auto map = setting(std::nullopt, "", env::kTransportMap, options)) return mpi_and_zmq(f, options, *map);
     return make_mpi_communicator(options.run_config);
   }
   const auto rank = setting(f.rank, kRankFlag, env::kRank, options);
@@ -184,6 +192,13 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
                                                     env::kSlurmStepNodeList, env::kSlurmJobNodeList)
                                       : ""));
   if (coordinator) o.coordinator = coordinator->text;
+  apply_zmq_settings(o, f, options);
+  return join_zmq(o, f);
+}
+
+// The ZeroMQ settings every rank takes from its flags, the program or the variables alike: the
+// cluster key or run token, the timeouts, the bind host, the message limits, the run config.
+void apply_zmq_settings(ZmqOptions& o, const Flags& f, const InitOptions& options) {
   auto key = setting(f.cluster_key, kClusterKeyFlag, env::kClusterKey, options);
   if (!f.cluster_key && !options.settings.count(env::kClusterKey) && options.cluster_key)
     key = Setting{*options.cluster_key, "InitOptions::cluster_key"};
@@ -204,7 +219,51 @@ std::unique_ptr<Communicator> init_from(const Flags& f, const InitOptions& optio
     o.max_queued_bytes = parse_number<int64_t>(q->source, q->text, "a number of bytes, at least 1024",
                                                [](int64_t x) { return x >= 1024; });
   o.run_config = options.run_config;
-  return join_zmq(o, f);
+}
+
+// An mpirun job with --transport-map: the MPI world, and beside it the ZeroMQ mesh of the same ranks
+// (rank r over MPI is rank r over ZeroMQ). Rank 0 chooses the coordinator address (--coordinator
+// when given, else a free port on 127.0.0.1 when every rank runs on its host) and, without a cluster
+// key or FRUGAL_RUN_TOKEN, a run token, and sends both to the others over MPI.
+std::unique_ptr<Communicator> mpi_and_zmq(const Flags& f, const InitOptions& options, const Setting& map_setting) {
+  const TransportMap map = parse_transport_map(map_setting.text, map_setting.source);
+  InitOptions with_map = options;
+  // Every rank must route each kind alike: the map is part of what ranks compare at start.
+  with_map.run_config["transport_map"] = map.to_string();
+  auto mpi = make_mpi_communicator(with_map.run_config);
+  if (!map.uses(Transport::zmq)) return mpi;  // everything over MPI: no mesh to open
+  ZmqOptions o;
+  o.size = mpi->size();
+  o.rank = mpi->rank();
+  apply_zmq_settings(o, f, with_map);
+  const auto coordinator = setting(f.coordinator, kCoordinatorFlag, env::kCoordinator, options);
+  // Where every rank runs: the loopback serves as the coordinator's address only on one host.
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  const std::string host(name);
+  std::vector<std::vector<std::byte>> hosts;
+  mpi->all_gather_bytes(std::as_bytes(std::span(host.data(), host.size())), hosts).wait();
+  bool one_host = true;
+  for (const auto& h : hosts) one_host = one_host && std::string(reinterpret_cast<const char*>(h.data()), h.size()) == host;
+  FRUGAL_CHECK(coordinator || one_host,
+               fmt::format("{} {}: the ranks run on several hosts, so rank 0's ZeroMQ address must be given: {}",
+                           map_setting.source, map_setting.text,
+                           how_to_set(f, env::kCoordinator, fmt::format("{} host:port", kCoordinatorFlag))));
+  // Rank 0's choices, sent over MPI: "coordinator\ntoken".
+  std::vector<std::byte> message;
+  if (o.rank == 0) {
+    const std::string address = coordinator ? coordinator->text : fmt::format("127.0.0.1:{}", free_local_port());
+    const std::string token = o.cluster_key || !o.run_token.empty() ? o.run_token : new_run_token();
+    const std::string text = address + "\n" + token;
+    const auto bytes = std::as_bytes(std::span(text.data(), text.size()));
+    message.assign(bytes.begin(), bytes.end());
+  }
+  mpi->broadcast_bytes(message, 0).wait();
+  const std::string text(reinterpret_cast<const char*>(message.data()), message.size());
+  o.coordinator = text.substr(0, text.find('\n'));
+  if (!o.cluster_key) o.run_token = text.substr(text.find('\n') + 1);
+  auto zmq = join_zmq(o, f);
+  return std::make_unique<RoutedCommunicator>(map, std::move(mpi), std::move(zmq));
 }
 
 }  // namespace

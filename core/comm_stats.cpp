@@ -46,6 +46,13 @@ CommStats& CommStats::operator-=(const CommStats& o) {
   return *this;
 }
 
+CommStats& CommStats::operator+=(const CommStats& o) {
+  for (size_t i = 0; i < by_kind.size(); ++i) by_kind[i] += o.by_kind[i];
+  if (by_peer.size() < o.by_peer.size()) by_peer.resize(o.by_peer.size());
+  for (size_t i = 0; i < o.by_peer.size(); ++i) by_peer[i] += o.by_peer[i];
+  return *this;
+}
+
 CommStats operator-(CommStats a, const CommStats& b) { return a -= b; }
 
 StatsCounter::StatsCounter(int peers) : by_peer_(new Cell[std::max(peers, 1)]), peers_(peers) {}

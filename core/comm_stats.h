@@ -46,6 +46,7 @@ struct CommStats {
   ByteCount total() const;
   const ByteCount& kind(OpKind k) const { return by_kind[static_cast<size_t>(k)]; }
   CommStats& operator-=(const CommStats& o);
+  CommStats& operator+=(const CommStats& o);  // two transports' counts of one group together
 };
 CommStats operator-(CommStats a, const CommStats& b);
 

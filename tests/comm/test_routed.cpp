@@ -1,0 +1,107 @@
+// RoutedCommunicator (comm/routed_communicator.h): every collective of the contract holds over two
+// groups of in-process ranks standing for MPI and ZeroMQ, whatever the map; each kind's bytes appear
+// on the transport the map names and nowhere else; split() routes alike; the map's text parses and
+// its errors name the source.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collective_checks.h"
+#include "comm/local_communicator.h"
+#include "comm/routed_communicator.h"
+#include "comm/transport_map.h"
+#include "core/check.h"
+
+using namespace frugal;
+using namespace frugal::comm;
+
+namespace {
+// `ranks` routed communicators over two sets of in-process ones (the first for mpi, the second zmq).
+std::vector<std::unique_ptr<RoutedCommunicator>> routed(int ranks, const TransportMap& map) {
+  auto mpi = make_local_communicators(ranks), zmq = make_local_communicators(ranks);
+  std::vector<std::unique_ptr<RoutedCommunicator>> out;
+  for (int r = 0; r < ranks; ++r)
+    out.push_back(std::make_unique<RoutedCommunicator>(map, std::move(mpi[r]), std::move(zmq[r])));
+  return out;
+}
+
+template <class F>
+void on_every_rank(std::vector<std::unique_ptr<RoutedCommunicator>>& comms, F&& body) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(comms.size());
+  for (size_t r = 0; r < comms.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(*comms[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < comms.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r].empty());
+    if (!errors[r].empty()) FAIL(errors[r]);
+  }
+}
+}  // namespace
+
+TEST_CASE("routed: every collective is right whatever the map") {
+  for (const char* text : {"all_reduce=mpi,all_gather=zmq,p2p=zmq", "all_reduce=zmq,reduce_scatter=zmq,broadcast=zmq,barrier=zmq",
+                           "all_gather=mpi"}) {
+    INFO(text);
+    auto comms = routed(3, parse_transport_map(text, "test"));
+    on_every_rank(comms, [](Communicator& c) { testing::check_collectives(c, 1000); });
+  }
+}
+
+TEST_CASE("routed: each kind's bytes are on the transport the map names") {
+  const TransportMap map = parse_transport_map("all_reduce=mpi,all_gather=zmq,reduce_scatter=zmq,p2p=zmq", "test");
+  auto comms = routed(2, map);
+  on_every_rank(comms, [](Communicator& c) {
+    std::vector<float> v(256, 1.0f), all(512);
+    c.all_reduce(v).wait();
+    c.all_gather(std::span<const float>(v), all).wait();
+  });
+  for (const auto& c : comms) {
+    const CommStats mpi = c->stats_of(Transport::mpi), zmq = c->stats_of(Transport::zmq);
+    CHECK(mpi.kind(OpKind::all_reduce).sent > 0);
+    CHECK(zmq.kind(OpKind::all_reduce).sent == 0);
+    CHECK(zmq.kind(OpKind::all_gather).sent > 0);
+    CHECK(mpi.kind(OpKind::all_gather).sent == 0);
+    CHECK(c->stats().total().sent == mpi.total().sent + zmq.total().sent);  // both together
+  }
+  // split() keeps the map: a sub-group's all-gather goes over zmq too.
+  std::vector<std::unique_ptr<Communicator>> halves(2);
+  on_every_rank(comms, [&](Communicator& c) {
+    auto half = c.split(0, c.rank());
+    std::vector<float> v(64, 2.0f), all(128);
+    half->all_gather(std::span<const float>(v), all).wait();
+    halves[static_cast<size_t>(c.rank())] = std::move(half);
+  });
+  for (const auto& h : halves) {
+    const auto* r = dynamic_cast<const RoutedCommunicator*>(h.get());
+    REQUIRE(r != nullptr);
+    CHECK(r->stats_of(Transport::zmq).kind(OpKind::all_gather).sent > 0);
+    CHECK(r->stats_of(Transport::mpi).kind(OpKind::all_gather).sent == 0);
+  }
+}
+
+TEST_CASE("transport map: the text, its defaults and its errors") {
+  const TransportMap m = parse_transport_map("all_gather=zmq,p2p=zmq", "--transport-map");
+  CHECK(m.of(OpRoute::all_gather) == Transport::zmq);
+  CHECK(m.of(OpRoute::all_reduce) == Transport::mpi);  // unnamed: MPI, the transport that started the job
+  CHECK(m.uses(Transport::zmq));
+  CHECK(m.to_string() == "all_reduce=mpi,all_gather=zmq,reduce_scatter=mpi,broadcast=mpi,p2p=zmq,barrier=mpi");
+  CHECK(parse_transport_map(m.to_string(), "x").route == m.route);
+  CHECK_THROWS_WITH(parse_transport_map("allreduce=mpi", "--transport-map"),
+                    Catch::Contains("--transport-map: unknown kind 'allreduce'"));
+  CHECK_THROWS_WITH(parse_transport_map("all_reduce=nccl", "FRUGAL_TRANSPORT_MAP"),
+                    Catch::Contains("FRUGAL_TRANSPORT_MAP: all_reduce=nccl: the transport is mpi or zmq"));
+  CHECK_THROWS_WITH(parse_transport_map("all_reduce=mpi,all_reduce=zmq", "--transport-map"),
+                    Catch::Contains("'all_reduce' is named twice"));
+  CHECK_THROWS_WITH(parse_transport_map("all_reduce", "--transport-map"), Catch::Contains("is not KIND=TRANSPORT"));
+}
