@@ -1477,7 +1477,7 @@ int run_train(TrainArgs a) {
              {"overlap", a.overlap}, {"overlap_forward", to_string(a.overlap_forward)},
              // --transport-map: each kind of operation's transport (null: one transport).
              {"transport_map", dynamic_cast<const comm::RoutedCommunicator*>(world.get()) != nullptr
-                                   ? nlohmann::json(dynamic_cast<const comm::RoutedCommunicator&>(*world).map().to_string())
+                                   ? nlohmann::json(dynamic_cast<const comm::RoutedCommunicator&>(*world).describe())
                                    : nlohmann::json()},
              // What --compress resolved to (off or auto), and under link what it measured.
              {"compress_chosen", to_string(a.compress)},

@@ -26,7 +26,9 @@ void seconds(std::string_view flag, std::string_view v) {
 void tcp_port(std::string_view flag, std::string_view v) {
   parse_number<int>(flag, v, "a TCP port, 1 to 65535", [](int x) { return x >= 1 && x <= 65535; });
 }
-void transport_map(std::string_view flag, std::string_view v) { comm::parse_transport_map(v, flag); }
+void transport_map(std::string_view flag, std::string_view v) {
+  if (v != "auto") comm::parse_transport_map(v, flag);
+}
 void bytes(std::string_view flag, std::string_view v) {
   parse_number<int64_t>(flag, v, "a number of bytes, at least 1024", [](int64_t x) { return x >= 1024; });
 }
@@ -84,8 +86,12 @@ void CommFlags::add_to(CLI::App* cmd) {
   add("--transport-map", env::kTransportMap,
       "an mpirun job: the transport of each kind of operation, e.g. all_reduce=mpi,all_gather=zmq,p2p=zmq "
       "(kinds all_reduce, all_gather, reduce_scatter, broadcast, p2p, barrier; transports mpi, zmq; a kind not "
-      "named goes over mpi); naming zmq opens the ZeroMQ mesh beside MPI (the same on every rank)",
+      "named goes over mpi), or auto: each call over the transport --transport-table measured faster at its size; "
+      "naming zmq opens the ZeroMQ mesh beside MPI (the same on every rank)",
       transport_map);
+  add("--transport-table", env::kTransportTable,
+      "--transport-map auto: the table `mpirun -np N frugal bench comm --tune --out FILE` measured (default "
+      "$HOME/.frugal/transport-table.json)");
 }
 
 void CommFlags::check() const {

@@ -21,6 +21,8 @@ void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 // bench roofline: the machine probe and the roofline of a run's metrics (cmd_bench.cpp).
 void add_bench_command(CLI::App& app);
+// bench comm: collectives timed over MPI and ZeroMQ under mpirun; --tune saves --transport-map auto's table.
+void add_bench_comm_command(CLI::App& bench);
 // plan: the cost model's best grid for N nodes of C cores, validated on measured runs (cmd_plan.cpp).
 void add_plan_command(CLI::App& app);
 // plot: training curves of metrics logs as PNG files, drawn by gnuplot (cmd_plot.cpp).

@@ -29,6 +29,9 @@ inline constexpr double kDefaultCommTimeoutSeconds = 30.0;
 // An mpirun job: the transport of each kind of operation, e.g. all_reduce=mpi,all_gather=zmq,p2p=zmq
 // (--transport-map; comm/transport_map.h). Naming zmq opens the ZeroMQ mesh beside MPI. Unset: MPI only.
 inline constexpr std::string_view kTransportMap = "FRUGAL_TRANSPORT_MAP";
+// --transport-map auto: the table of `frugal bench comm --tune` (--transport-table; default
+// $HOME/.frugal/transport-table.json, comm/transport_table.h).
+inline constexpr std::string_view kTransportTable = "FRUGAL_TRANSPORT_TABLE";
 // Seconds start-up waits for every rank to join (default 120).
 inline constexpr std::string_view kRendezvousTimeout = "FRUGAL_RENDEZVOUS_TIMEOUT";
 // The address this rank listens on for its peers (default: the local address facing the coordinator).

@@ -15,6 +15,7 @@
 #include "comm/local_port.h"
 #include "comm/mpi_communicator.h"
 #include "comm/routed_communicator.h"
+#include "comm/transport_table.h"
 #include "comm/run_token.h"
 #include "comm/slurm.h"
 #include "comm/zmq_communicator.h"
@@ -226,12 +227,19 @@ void apply_zmq_settings(ZmqOptions& o, const Flags& f, const InitOptions& option
 // when given, else a free port on 127.0.0.1 when every rank runs on its host) and, without a cluster
 // key or FRUGAL_RUN_TOKEN, a run token, and sends both to the others over MPI.
 std::unique_ptr<Communicator> mpi_and_zmq(const Flags& f, const InitOptions& options, const Setting& map_setting) {
-  const TransportMap map = parse_transport_map(map_setting.text, map_setting.source);
+  // auto: the table `frugal bench comm --tune` measured on this cluster.
+  std::optional<TransportTable> table;
+  if (map_setting.text == "auto") {
+    const auto path = setting(std::nullopt, "", env::kTransportTable, options);
+    table = load_transport_table(path ? path->text : default_transport_table_path());
+  }
+  const TransportMap map = table ? table->per_kind() : parse_transport_map(map_setting.text, map_setting.source);
   InitOptions with_map = options;
-  // Every rank must route each kind alike: the map is part of what ranks compare at start.
-  with_map.run_config["transport_map"] = map.to_string();
+  // Every rank must route each kind alike: the map (or the table's digest) is part of what ranks
+  // compare at start.
+  with_map.run_config["transport_map"] = table ? fmt::format("auto:{:08x}", table->digest()) : map.to_string();
   auto mpi = make_mpi_communicator(with_map.run_config);
-  if (!map.uses(Transport::zmq)) return mpi;  // everything over MPI: no mesh to open
+  if (!table && !map.uses(Transport::zmq)) return mpi;  // everything over MPI: no mesh to open
   ZmqOptions o;
   o.size = mpi->size();
   o.rank = mpi->rank();
@@ -263,6 +271,7 @@ std::unique_ptr<Communicator> mpi_and_zmq(const Flags& f, const InitOptions& opt
   o.coordinator = text.substr(0, text.find('\n'));
   if (!o.cluster_key) o.run_token = text.substr(text.find('\n') + 1);
   auto zmq = join_zmq(o, f);
+  if (table) return std::make_unique<RoutedCommunicator>(*table, std::move(mpi), std::move(zmq));
   return std::make_unique<RoutedCommunicator>(map, std::move(mpi), std::move(zmq));
 }
 

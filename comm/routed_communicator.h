@@ -11,8 +11,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "comm/transport_map.h"
+#include "comm/transport_table.h"
 #include "core/communicator.h"
 
 namespace frugal::comm {
@@ -21,6 +23,9 @@ class RoutedCommunicator final : public Communicator {
  public:
   // `mpi` and `zmq`: the same group over each transport (rank and size equal).
   RoutedCommunicator(const TransportMap& map, std::unique_ptr<Communicator> mpi, std::unique_ptr<Communicator> zmq);
+  // --transport-map auto: calls whose size every rank knows go where `table` measured the faster
+  // transport at that size; the others by kind (TransportTable::per_kind).
+  RoutedCommunicator(const TransportTable& table, std::unique_ptr<Communicator> mpi, std::unique_ptr<Communicator> zmq);
 
   int rank() const override { return mpi_->rank(); }
   int size() const override { return mpi_->size(); }
@@ -43,11 +48,17 @@ class RoutedCommunicator final : public Communicator {
   // One transport's bytes (Transport::mpi or Transport::zmq).
   CommStats stats_of(Transport transport) const;
   const TransportMap& map() const { return map_; }
+  // What routes the calls, for logs: the map's text, or "auto (table ...): " and the per-kind map.
+  std::string describe() const;
+  // One transport's communicator (`frugal bench comm --tune` times each).
+  Communicator& transport(Transport t) { return t == Transport::zmq ? *zmq_ : *mpi_; }
 
  private:
-  Communicator& over(OpRoute route) const;
+  // The communicator for a call of `route`; `bytes`: the call's size where every rank knows it.
+  Communicator& over(OpRoute route, std::optional<uint64_t> bytes = std::nullopt) const;
 
   TransportMap map_;
+  std::optional<TransportTable> table_;
   std::unique_ptr<Communicator> mpi_, zmq_;
 };
 

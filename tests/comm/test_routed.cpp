@@ -4,6 +4,7 @@
 // its errors name the source.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "comm/local_communicator.h"
 #include "comm/routed_communicator.h"
 #include "comm/transport_map.h"
+#include "comm/transport_table.h"
 #include "core/check.h"
 
 using namespace frugal;
@@ -104,4 +106,37 @@ TEST_CASE("transport map: the text, its defaults and its errors") {
   CHECK_THROWS_WITH(parse_transport_map("all_reduce=mpi,all_reduce=zmq", "--transport-map"),
                     Catch::Contains("'all_reduce' is named twice"));
   CHECK_THROWS_WITH(parse_transport_map("all_reduce", "--transport-map"), Catch::Contains("is not KIND=TRANSPORT"));
+}
+
+TEST_CASE("transport table: the faster transport at the nearest size; per kind by wins; the file round-trips") {
+  TransportTable t;
+  t.ranks = 4;
+  auto& ar = t.by_kind[static_cast<size_t>(OpRoute::all_reduce)];
+  ar = {{.bytes = 4096, .mpi_seconds = 1e-5, .zmq_seconds = 5e-5},
+        {.bytes = 1 << 20, .mpi_seconds = 9e-4, .zmq_seconds = 4e-4},
+        {.bytes = 16 << 20, .mpi_seconds = 9e-3, .zmq_seconds = 5e-3}};
+  CHECK(t.best(OpRoute::all_reduce, 1000) == Transport::mpi);
+  CHECK(t.best(OpRoute::all_reduce, 8 << 10) == Transport::mpi);   // nearer 4 KiB than 1 MiB (log scale)
+  CHECK(t.best(OpRoute::all_reduce, 256 << 10) == Transport::zmq);  // nearer 1 MiB
+  CHECK(t.best(OpRoute::all_gather, 1 << 20) == Transport::mpi);    // no timings: MPI
+  CHECK(t.per_kind().of(OpRoute::all_reduce) == Transport::zmq);    // faster at 2 of 3 sizes
+  const std::string path = "test_routed_table.json";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    const std::string text = t.to_json();
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  const TransportTable back = load_transport_table(path);
+  CHECK(back.digest() == t.digest());
+  CHECK(back.best(OpRoute::all_reduce, 256 << 10) == Transport::zmq);
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("{\"ranks\": 2, \"kinds\": {\"all_reduce\": [{\"bytes\": 1, \"mpi_seconds\": -1, \"zmq_seconds\": 1}]}}", f);
+    std::fclose(f);
+  }
+  CHECK_THROWS_WITH(load_transport_table(path), Catch::Contains("timings must be non-negative seconds"));
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH(load_transport_table(path), Catch::Contains("no transport table there"));
 }

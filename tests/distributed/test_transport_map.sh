@@ -44,6 +44,25 @@ for grid in ("1x2", "2x1"):
     assert zmq[-1]["transport_bytes_sent_per_sample"]["mpi"] == 0, zmq[-1]
     print(f"ok {grid}: loss {key(mpi)[0]:.6f} whatever the map; mixed map bytes/sample {by}")
 PY
+# auto: the table `frugal bench comm --tune` measures (--tune last: mpirun reads a --tune FILE of its own).
+run "${MPIRUN[@]}" "$FRUGAL" bench comm --sizes 4096,262144 --iterations 3 --out "$TMP/table.json" --tune
+run "${MPIRUN[@]}" "$FRUGAL" "${T[@]}" --grid 1x2 --transport-map auto --transport-table "$TMP/table.json" \
+  --metrics "$TMP/auto.jsonl"
+python3 - "$TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+table = json.load(open(f"{d}/table.json"))
+assert table["ranks"] == 2 and set(table["kinds"]) == {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}, table
+auto = [json.loads(l) for l in open(f"{d}/auto.jsonl")]
+mpi = [json.loads(l) for l in open(f"{d}/mpi-1x2.jsonl")]
+assert auto[0]["transport_map"].startswith("auto (table "), auto[0]["transport_map"]
+assert (auto[-1]["loss"], auto[-1]["p@1"]) == (mpi[-1]["loss"], mpi[-1]["p@1"]), (auto[-1]["loss"], mpi[-1]["loss"])
+print("ok auto:", auto[0]["transport_map"], auto[-1]["transport_bytes_sent_per_sample"])
+PY
+fails_with "no transport table there" "${MPIRUN[@]}" "$FRUGAL" "${T[@]}" --transport-map auto \
+  --transport-table "$TMP/missing.json"
+fails_with "frugal bench comm times Open MPI against ZeroMQ between the ranks of an mpirun job" \
+  "$FRUGAL" bench comm --sizes 4096
 fails_with "--transport-map: unknown kind 'allreduce'" "${MPIRUN[@]}" "$FRUGAL" "${T[@]}" --transport-map allreduce=zmq
 "$FRUGAL" "${T[@]}" --transport-map $MIXED > "$TMP/one.log" 2>&1
 grep -c "note: --transport-map applies to jobs mpirun starts" "$TMP/one.log" > /dev/null || { cat "$TMP/one.log"; exit 1; }

@@ -1,0 +1,92 @@
+#include "comm/transport_table.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "core/crc32c.h"
+#include "core/sealed_json.h"
+
+namespace frugal::comm {
+
+Transport TransportTable::best(OpRoute route, uint64_t bytes) const {
+  const auto& t = by_kind[static_cast<size_t>(route)];
+  if (t.empty()) return Transport::mpi;
+  const TransportTiming* nearest = &t.front();
+  const double at = std::log(static_cast<double>(std::max<uint64_t>(bytes, 1)));
+  for (const TransportTiming& p : t)
+    if (std::abs(std::log(static_cast<double>(std::max<uint64_t>(p.bytes, 1))) - at) <
+        std::abs(std::log(static_cast<double>(std::max<uint64_t>(nearest->bytes, 1))) - at))
+      nearest = &p;
+  return nearest->zmq_seconds < nearest->mpi_seconds ? Transport::zmq : Transport::mpi;
+}
+
+TransportMap TransportTable::per_kind() const {
+  TransportMap map;
+  for (size_t k = 0; k < kOpRoutes; ++k) {
+    int zmq_wins = 0;
+    for (const TransportTiming& p : by_kind[k]) zmq_wins += p.zmq_seconds < p.mpi_seconds ? 1 : -1;
+    map.route[k] = zmq_wins > 0 ? Transport::zmq : Transport::mpi;
+  }
+  return map;
+}
+
+std::string TransportTable::to_json() const {
+  nlohmann::ordered_json j;
+  j["ranks"] = ranks;
+  for (size_t k = 0; k < kOpRoutes; ++k) {
+    if (by_kind[k].empty()) continue;
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const TransportTiming& p : by_kind[k])
+      rows.push_back({{"bytes", p.bytes}, {"mpi_seconds", p.mpi_seconds}, {"zmq_seconds", p.zmq_seconds}});
+    j["kinds"][std::string(to_string(static_cast<OpRoute>(k)))] = rows;
+  }
+  return j.dump(1);
+}
+
+uint32_t TransportTable::digest() const {
+  const std::string text = to_json();
+  return crc32c(std::as_bytes(std::span(text.data(), text.size())));
+}
+
+TransportTable load_transport_table(const std::string& path) {
+  std::ifstream in(path);
+  FRUGAL_CHECK(in.good(), fmt::format("{}: no transport table there: measure one with `mpirun -np N frugal bench comm "
+                                      "--tune --out {}`", path, path));
+  std::stringstream text;
+  text << in.rdbuf();
+  TransportTable t;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text.str());
+    t.ranks = j.at("ranks").get<int>();
+    for (const auto& [kind, rows] : j.at("kinds").items()) {
+      size_t k = kOpRoutes;
+      for (size_t i = 0; i < kOpRoutes; ++i)
+        if (kind == to_string(static_cast<OpRoute>(i))) k = i;
+      FRUGAL_CHECK(k < kOpRoutes, fmt::format("{}: unknown kind '{}'", path, kind));
+      for (const auto& r : rows) {
+        TransportTiming p{.bytes = r.at("bytes").get<uint64_t>(), .mpi_seconds = r.at("mpi_seconds").get<double>(),
+                          .zmq_seconds = r.at("zmq_seconds").get<double>()};
+        FRUGAL_CHECK(std::isfinite(p.mpi_seconds) && std::isfinite(p.zmq_seconds) && p.mpi_seconds >= 0 &&
+                         p.zmq_seconds >= 0,
+                     fmt::format("{}: {} at {} bytes: timings must be non-negative seconds", path, kind, p.bytes));
+        t.by_kind[k].push_back(p);
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not a transport table of `frugal bench comm --tune` ({})", path, json_error_words(e)));
+  }
+  return t;
+}
+
+std::string default_transport_table_path() {
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/.frugal/transport-table.json", home != nullptr && *home != '\0' ? home : ".");
+}
+
+}  // namespace frugal::comm
