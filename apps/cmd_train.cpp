@@ -910,9 +910,15 @@ constexpr std::pair<std::string_view, std::string_view> kPerRankFlags[] = {
     {"--accept-unchecked-checkpoint", "how this rank treats its own copy of the checkpoint"},
 };
 
+// Flags compared as resolved, by what run_config records (only where they leave the default: an
+// "output_init" key means centroid rows), not as given ("auto" or "random" would read as a choice).
+constexpr std::string_view kResolvedByRunConfig[] = {"--output-init", "--centroid-scale"};
+
 bool per_rank_flag(std::string_view flag) {
   return std::any_of(std::begin(kPerRankFlags), std::end(kPerRankFlags),
-                     [&](const auto& f) { return f.first == flag; });
+                     [&](const auto& f) { return f.first == flag; }) ||
+         std::find(std::begin(kResolvedByRunConfig), std::end(kResolvedByRunConfig), flag) !=
+             std::end(kResolvedByRunConfig);
 }
 
 // A flag's text as the run config records it: a number as a number, on / off as true / false, other
@@ -924,7 +930,8 @@ nlohmann::json setting_value(const std::string& text) {
   return text;
 }
 
-// The flags of `cmd` the ranks must agree on (all but kPerRankFlags and the cluster's), keyed as the
+// The flags of `cmd` the ranks must agree on (all but kPerRankFlags, kResolvedByRunConfig and the
+// cluster's), keyed as the
 // run config names settings (--dp-keep -> dp_keep), each as given or defaulted; a flag without a
 // value or default (an unset optional) is left out: a rank that sets it then differs by having it.
 nlohmann::json flag_settings(const CLI::App& cmd, const CommFlags& comm) {
