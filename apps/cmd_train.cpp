@@ -931,9 +931,9 @@ nlohmann::json setting_value(const std::string& text) {
 }
 
 // The flags of `cmd` the ranks must agree on (all but kPerRankFlags, kResolvedByRunConfig and the
-// cluster's), keyed as the
-// run config names settings (--dp-keep -> dp_keep), each as given or defaulted; a flag without a
-// value or default (an unset optional) is left out: a rank that sets it then differs by having it.
+// cluster's), keyed as the run config names settings (--dp-keep -> dp_keep), each as given or
+// defaulted; a flag without a value or default (an unset optional) is left out: a rank that sets it
+// then differs by having it.
 nlohmann::json flag_settings(const CLI::App& cmd, const CommFlags& comm) {
   nlohmann::json out = nlohmann::json::object();
   for (const CLI::Option* o : cmd.get_options()) {
