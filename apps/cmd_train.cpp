@@ -914,7 +914,7 @@ constexpr std::pair<std::string_view, std::string_view> kPerRankFlags[] = {
 // "output_init" key means centroid rows), not as given ("auto" or "random" would read as a choice).
 constexpr std::string_view kResolvedByRunConfig[] = {"--output-init", "--centroid-scale"};
 
-bool per_rank_flag(std::string_view flag) {
+bool outside_flag_settings(std::string_view flag) {
   return std::any_of(std::begin(kPerRankFlags), std::end(kPerRankFlags),
                      [&](const auto& f) { return f.first == flag; }) ||
          std::find(std::begin(kResolvedByRunConfig), std::end(kResolvedByRunConfig), flag) !=
@@ -939,7 +939,7 @@ nlohmann::json flag_settings(const CLI::App& cmd, const CommFlags& comm) {
   for (const CLI::Option* o : cmd.get_options()) {
     if (o->get_lnames().empty()) continue;
     const std::string flag = "--" + o->get_lnames().front();
-    if (flag == "--help" || per_rank_flag(flag) || comm.has_flag(flag)) continue;
+    if (flag == "--help" || outside_flag_settings(flag) || comm.has_flag(flag)) continue;
     std::string text;
     if (o->count() > 0) {
       const std::vector<std::string> given = o->results();

@@ -1,14 +1,10 @@
 #include "apps/dp_transport.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "apps/comm_flags.h"
-#include "comm/environment.h"
 #include "core/backend.h"
 #include "core/device.h"
-#include "core/parse.h"
 #include "gpu/nccl_communicator.h"
 
 namespace frugal::cli {

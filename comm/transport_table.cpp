@@ -2,14 +2,14 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "core/crc32c.h"
+#include "core/regular_file.h"
 #include "core/sealed_json.h"
 
 namespace frugal::comm {
@@ -55,14 +55,12 @@ uint32_t TransportTable::digest() const {
 }
 
 TransportTable load_transport_table(const std::string& path) {
-  std::ifstream in(path);
-  FRUGAL_CHECK(in.good(), fmt::format("{}: no transport table there: measure one with `mpirun -np N frugal bench comm "
-                                      "--tune --out {}`", path, path));
-  std::stringstream text;
-  text << in.rdbuf();
+  FRUGAL_CHECK(std::filesystem::exists(path), fmt::format("{}: no transport table there: measure one with `mpirun -np N "
+                                                          "frugal bench comm --out {} --tune`", path, path));
+  const std::string text = read_regular_file(path, "a transport table of `frugal bench comm --tune`", 1 << 20);
   TransportTable t;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text.str());
+    const nlohmann::json j = nlohmann::json::parse(text);
     t.ranks = j.at("ranks").get<int>();
     for (const auto& [kind, rows] : j.at("kinds").items()) {
       size_t k = kOpRoutes;

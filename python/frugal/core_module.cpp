@@ -219,17 +219,8 @@ class Model {
       const std::optional<LabelCounts>& counts = session_.predictor->label_counts();
       std::optional<Propensities> propensities;
       if (counts) propensities.emplace(*counts, PropensityOptions{});
-      RankingMetrics metrics(ks, propensities ? &*propensities : nullptr);
-      const data::Dataset all = dataset_from(x, y, "test");
-      SparseBatch batch;
-      Predictions top;
-      for (size_t first = 0; first < all.size(); first += batch_) {
-        batch.clear();
-        batch.assign_points(all.points, first, std::min(batch_, all.size() - first));
-        session_.predictor->top_k(batch, metrics.max_k(), top);
-        metrics.add(batch, top.labels);
-      }
-      named = metrics.values().named();
+      named = session_.predictor->evaluate(dataset_from(x, y, "test"), ks, propensities ? &*propensities : nullptr)
+                  .named();
     }
     py::dict out;
     for (const auto& [key, value] : named) out[key.c_str()] = value;
