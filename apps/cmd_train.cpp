@@ -36,6 +36,7 @@
 #include "apps/commands.h"
 #include "apps/dct_cost.h"
 #include "apps/dlrm_train.h"
+#include "apps/pipeline_run.h"
 #include "apps/dp_transport.h"
 #include "apps/train_inputs.h"
 #include "core/communicator.h"
@@ -80,9 +81,9 @@ std::string_view to_string(ParallelMode m) { return m == ParallelMode::data ? "d
 std::string_view to_string(TauEstimate t) { return t == TauEstimate::exact ? "exact" : "sampled"; }
 std::string_view to_string(OutputInit i) { return i == OutputInit::centroid ? "centroid" : "random"; }
 
-// The process grid: D data-parallel replicas x M ranks slicing the model.
+// The process grid: D data-parallel replicas x M ranks slicing the model (x S pipeline stages).
 struct Grid {
-  int data = 1, model = 1;
+  int data = 1, model = 1, stages = 1;
 };
 
 struct TrainArgs {
@@ -123,6 +124,10 @@ struct TrainArgs {
   std::string grid, slice_weights;
   std::optional<Grid> grid_shape;
   std::vector<double> weights;
+  // --pipeline S (0: no pipeline), --micro-batches N (0: default_micro_batches), --stage-split.
+  int pipeline = 0;
+  size_t micro_batches = 0;
+  std::string stage_split = "auto";
   // --slice-weights auto: calibrate over --calibration-steps after --calibration-warmup steps.
   bool auto_weights = false;
   size_t calibration_steps = 20, calibration_warmup = 5;
@@ -267,8 +272,18 @@ uint64_t total_steps(const TrainArgs& a, size_t train_points) {
 // before the data is read); whether they fit the run is checked once its size is known.
 void parse_grid_and_weights(TrainArgs& a) {
   if (!a.grid.empty()) {
-    const auto [d, m] = parse_pair<int>("--grid", a.grid, 'x', "DxM, e.g. 2x2", [](int n) { return n > 0; });
-    a.grid_shape = Grid{d, m};
+    // DxMxS: the pipeline's stages last (DxM with one stage).
+    const size_t second = a.grid.find('x', a.grid.find('x') == std::string::npos ? 0 : a.grid.find('x') + 1);
+    const std::string dm = second == std::string::npos ? a.grid : a.grid.substr(0, second);
+    int stages = 1;
+    if (second != std::string::npos)
+      stages = parse_number<int>("--grid", a.grid.substr(second + 1), "DxM or DxMxS, e.g. 2x1x2 (S: pipeline stages)",
+                                 [](int n) { return n > 0; });
+    const auto [d, m] = parse_pair<int>("--grid", dm, 'x', "DxM or DxMxS, e.g. 2x2 or 2x1x2", [](int n) { return n > 0; });
+    a.grid_shape = Grid{d, m, stages};
+    FRUGAL_CHECK(stages == 1 || a.pipeline == 0 || a.pipeline == stages,
+                 fmt::format("--grid {} has {} pipeline stages, --pipeline says {}", a.grid, stages, a.pipeline));
+    if (stages > 1) a.pipeline = stages;
   }
   a.auto_weights = a.slice_weights == "auto";
   if (!a.slice_weights.empty() && !a.auto_weights)
@@ -283,6 +298,15 @@ Grid process_grid(const TrainArgs& a, int world) {
                  fmt::format("--parallel data runs the whole model on every rank (grid {}x1); --grid {} contradicts it",
                              world, a.grid));
     return {world, 1};
+  }
+  if (a.pipeline > 0) {
+    const Grid g = a.grid_shape ? *a.grid_shape : Grid{world / a.pipeline, 1, a.pipeline};
+    FRUGAL_CHECK(g.model == 1, fmt::format("--grid {}: slicing the model inside a pipeline stage (M > 1) is not "
+                                           "implemented; use Dx1xS (data-parallel replicas of the pipeline)", a.grid));
+    FRUGAL_CHECK(world % a.pipeline == 0 && g.data * g.stages == world,
+                 fmt::format("--pipeline {} needs a multiple of {} ranks{}, but the run has {}", a.pipeline, a.pipeline,
+                             a.grid_shape ? fmt::format(" ({} with --grid {})", g.data * g.stages, a.grid) : "", world));
+    return {g.data, 1, a.pipeline};
   }
   if (!a.grid_shape) return {1, world};
   const Grid g = *a.grid_shape;
@@ -1364,6 +1388,69 @@ nlohmann::json rendezvous_config(const TrainArgs& a, const TrainInputs& inputs, 
   return config;
 }
 
+// --pipeline S: the flags resolved as for the other modes, the combinations a pipeline does not
+// implement refused by name, and the run handed to apps/pipeline_run.h.
+int run_pipeline_train(TrainArgs& a, comm::Communicator& world, const RunData& data, Backend& backend,
+                       const nlohmann::json& config, const Grid& grid, uint64_t restarts) {
+  const auto refuse = [](bool bad, const std::string& what) {
+    FRUGAL_CHECK(!bad, fmt::format("--pipeline: {} is not implemented for pipeline stages", what));
+  };
+  refuse(a.parallel == ParallelMode::data, "--parallel data");
+  refuse(!a.slice_weights.empty(), "--slice-weights (stages are split by --stage-split)");
+  refuse(a.valid_fraction > 0.0, "--valid-fraction");
+  refuse(a.early_stopping > 0, "--early-stopping");
+  refuse(a.dp_compress == comm::DpTarget::updates, "--dp-compress updates (use gradients)");
+  refuse(a.dp_momentum_correction, "--dp-momentum-correction");
+  refuse(a.sparse_updates == optim::SparseUpdates::catchup, "--sparse-updates catchup");
+  const data::Dataset& train = data.train();
+  const int rank = world.rank();
+  if (a.compress == Compress::link) a.compress = Compress::off;  // stage boundaries and replicas as given
+  PipelineRun r;
+  r.train = &train;
+  r.test = &data.inputs.test;
+  r.spec = network_spec(a, train);
+  r.backend = &backend;
+  r.stages = grid.stages;
+  r.replicas = grid.data;
+  r.stage_split = parse_stage_split(a.stage_split);
+  const TrainerOptions trainer = trainer_options(a, train.size());
+  r.options.micro_batches = a.micro_batches > 0 ? a.micro_batches : default_micro_batches(grid.stages, a.batch);
+  r.options.boundary = mp_compression(a);
+  r.options.dp = dp_compression(a);
+  r.options.optimizer = trainer.optimizer;
+  r.options.lr_schedule = trainer.lr_schedule;
+  r.options.clip_norm = trainer.clip_norm;
+  r.options.dropout = trainer.dropout;
+  r.batch = a.batch;
+  r.epochs = a.epochs;
+  r.eval_batch = a.eval_batch;
+  r.max_steps = a.max_steps;
+  r.seed = a.seed;
+  r.quiet = a.quiet || rank != 0;
+  r.centroid_init = a.output_init == OutputInit::centroid;
+  r.centroid_scale = a.centroid_scale;
+  r.metrics = a.metrics;
+  r.checkpoint = a.checkpoint;
+  r.resume = a.resume;
+  r.keep_checkpoints = a.keep_checkpoints;
+  r.accept_unchecked_checkpoint = a.accept_unchecked_checkpoint;
+  r.start_config = config;
+  r.checkpoint_config = run_config(a, train);
+  r.restarts = restarts;
+  if (a.in_process != nullptr && a.in_process->on_epoch) r.on_epoch = a.in_process->on_epoch;
+  if (rank == 0 && !r.quiet && !a.data_defaults_line.empty()) fmt::print("{}\n", a.data_defaults_line);
+  const LabelCounts label_counts = LabelCounts::of(train);
+  std::optional<Propensities> propensities;
+  if (label_counts.points > 0) propensities.emplace(label_counts);
+  if (!a.checkpoint.empty() && rank == 0 && propensities) save_label_counts(a.checkpoint, label_counts);
+  Ensemble ensemble;
+  if (a.infer.mode == InferMode::ensemble) build_ensemble(a, train, rank, ensemble);
+  r.eval = {.k = {1, 3, 5}, .batch = a.eval_batch, .inference = a.infer.layer_mode(),
+            .inference_candidates = a.infer.candidates, .propensities = propensities ? &*propensities : nullptr,
+            .ensemble = ensemble.ranker ? &*ensemble.ranker : nullptr};
+  return run_pipeline(world, std::move(r));
+}
+
 int run_train(TrainArgs a) {
   kernels::set_bf16_dot(a.bf16_dot);  // before any op on bf16 weights; `on` without the instruction fails here
   Backend& backend = choose_device(a.device, a.threads);
@@ -1386,6 +1473,7 @@ int run_train(TrainArgs a) {
     fmt::print(stderr, "note: --transport-map applies to jobs mpirun starts (the ranks also open the ZeroMQ mesh); this "
                        "run's ranks use {} alone: ignored\n", world->backend());
   const Grid grid = process_grid(a, world->size());
+  if (a.pipeline > 0) return run_pipeline_train(a, *world, data, backend, config, grid, restarts);
   check_weights(a, grid.model);
   auto model_group = world->split(rank / grid.model, rank);
   // A model group that mixes devices (a GPU rank next to CPU ranks) sizes its slices by measured
@@ -1810,7 +1898,17 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
                                                              "ones are --resume's fallback); 1: the newest only")
       ->capture_default_str()->check(cli::positive());
   cmd->add_option("--grid", a->grid, "process grid DxM: D data-parallel replicas of M ranks slicing the model "
-                                      "(default 1xN: all ranks slice the model)");
+                                      "(default 1xN: all ranks slice the model); DxMxS: with S pipeline stages "
+                                      "(M = 1)");
+  cmd->add_option("--pipeline", a->pipeline, "split the layers into S pipeline stages on S ranks (1F1B over "
+                                             "micro-batches; with more ranks, data-parallel replicas of the pipeline)")
+      ->check(cli::positive());
+  cmd->add_option("--micro-batches", a->micro_batches, "--pipeline: micro-batches per batch (default 2 per stage, "
+                                                       "at least 16 points each)")
+      ->check(cli::positive());
+  cmd->add_option("--stage-split", a->stage_split, "--pipeline: layers per stage, e.g. 1,3 (input layer, hidden "
+                                                   "layers, output layer in order); auto: balanced by estimated cost")
+      ->capture_default_str();
   add_choice(cmd, "--parallel", a->parallel, {ParallelMode::model, ParallelMode::data},
              "model: slice the model (with --grid); data: the whole model on every rank, gradients summed by a "
              "dense all-reduce every step (Horovod)");

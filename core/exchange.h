@@ -234,6 +234,37 @@ class ActivationExchange {
   const Tensor* started_ = nullptr;  // the default start_reduce_scatter's result
 };
 
+// A pipeline stage boundary (`frugal train --pipeline S`): the producing stage's last layer's
+// output for one micro-batch goes to the next stage over point-to-point messages, and its gradient
+// comes back. With MpCompression it is DCT-MP's boundary between two ranks: each sample keeps its
+// top-k activations (positions gap-coded, values f32 / bf16 / f16 / scaled int8) and the gradient
+// travels at those positions only (no indices), optionally with error feedback (Optimus-CC's lazy
+// error propagation: what the backward message did not carry is added to the next one). Each side
+// keeps the positions of every micro-batch in flight until its backward is done. With every
+// position kept and f32 values it sends the activations and gradients as they are (exact).
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  // The kept counts of the warm-up schedule at training step `step` (the same on both sides).
+  virtual void set_step(uint64_t step) = 0;
+  // Producer: sends micro-batch `micro`'s activations (B x width) to the next stage.
+  virtual void send_forward(const Tensor& activations, size_t micro) = 0;
+  // Producer: dLoss/d(activations) of micro-batch `micro` (B x width), zero where not kept.
+  virtual const Tensor& recv_backward(size_t micro) = 0;
+  // Consumer: micro-batch `micro`'s activations as the next stage's input (zero where not kept).
+  virtual const Tensor& recv_forward(size_t micro) = 0;
+  // Consumer: sends dLoss/d(input) of micro-batch `micro` back (at the kept positions).
+  virtual void send_backward(const Tensor& gradient, size_t micro) = 0;
+  // Forgets the positions of micro-batches whose backward will not come (evaluation passes).
+  virtual void forget(size_t micro) = 0;
+  // Sends do not wait for the peer (a 1F1B schedule would deadlock where a transport's send
+  // completes only once the peer receives): this waits for those in flight, and rethrows their error.
+  virtual void wait_sends() = 0;
+  // Payload this side handed to the communicator, and what the uncompressed f32 exchange would have.
+  virtual uint64_t payload_sent() const = 0;
+  virtual uint64_t payload_uncompressed() const = 0;
+};
+
 // How replicas sum their gradients.
 enum class ReduceMode {
   touched_rows,  // the union of the rows some replica touched, summed (exact, the default)
@@ -288,6 +319,10 @@ class ExchangeFactory {
   // `replicas`: the data-parallel group (more than one rank); the reducer keeps the pointers.
   virtual std::unique_ptr<ReplicaReducer> replica_reducer(Communicator& replicas, std::vector<Parameter*> params,
                                                           const ReducerOptions& options) const = 0;
+  // A pipeline boundary between this rank and `peer` of `pipeline` (the stage before or after it);
+  // `width`: the activations' width; `tag`: distinguishes the boundary's messages.
+  virtual std::unique_ptr<StageLink> stage_link(Communicator& pipeline, int peer, size_t width,
+                                                const MpCompression& options, int tag) const = 0;
 };
 
 }  // namespace frugal::comm

@@ -4,6 +4,7 @@
 // xmc_network.h, initialized identically for the same seed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -31,19 +32,31 @@ struct MlpNetworkOptions {
   // Storage of the sparse input layer's and the LSH softmax's weights (and their optimizer
   // moments): f32, or bf16 (`--precision bf16`). Dense hidden layers and an exact softmax stay f32.
   Dtype precision = Dtype::f32;
+  // A pipeline stage (`frugal train --pipeline S`): only layers [first_layer, end_layer) of the
+  // network are built (0: the input layer, hidden.size(): the output layer), each initialized as in
+  // the whole network, so that S stages start from the weights one rank would.
+  size_t first_layer = 0, end_layer = SIZE_MAX;
 };
+
+// Layers of the MLP: the input layer, a dense layer per further hidden width, the output layer.
+inline size_t mlp_layer_count(const MlpNetworkOptions& o) { return o.hidden.size() + 1; }
 
 inline void build_mlp_network(Model& model, const MlpNetworkOptions& o) {
   FRUGAL_CHECK(!o.hidden.empty(), "an MLP needs at least one hidden layer");
   const Rng seeds(o.seed);
-  model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden[0], .act = Act::relu,
+  const auto wanted = [&](size_t layer) { return layer >= o.first_layer && layer < o.end_layer; };
+  FRUGAL_CHECK(o.first_layer < std::min(o.end_layer, mlp_layer_count(o)), "an MLP stage needs at least one layer");
+  if (wanted(0))
+    model.add<SparseDense>(SparseDense::Options{.in = o.features, .out = o.hidden[0], .act = Act::relu,
                                               .seed = seeds.split(1).next_u64(), .placement = o.placement,
                                               .storage = o.precision});
   for (size_t i = 1; i < o.hidden.size(); ++i)
-    model.add<Dense>(Dense::Options{.in = o.hidden[i - 1], .out = o.hidden[i], .act = Act::relu,
+    if (wanted(i))
+      model.add<Dense>(Dense::Options{.in = o.hidden[i - 1], .out = o.hidden[i], .act = Act::relu,
                                     .seed = seeds.split(100 + i).next_u64(), .placement = o.placement});
   // split(2) for the output keeps a one-hidden-layer MLP identical to build_xmc_network.
-  model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden.back(), .out = o.labels, .sampler = o.sampler,
+  if (wanted(o.hidden.size()))
+    model.add<SoftmaxOutput>(SoftmaxOutput::Options{.in = o.hidden.back(), .out = o.labels, .sampler = o.sampler,
                                                   .lsh = o.lsh, .seed = seeds.split(2).next_u64(),
                                                   .placement = o.placement, .storage = o.precision});
 }

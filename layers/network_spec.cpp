@@ -1,5 +1,6 @@
 #include "layers/network_spec.h"
 
+#include <algorithm>
 #include <string_view>
 #include <variant>
 
@@ -64,6 +65,37 @@ void build_network(Model& model, const NetworkSpec& spec, const Placement& place
   build_mlp_network(model, {.features = spec.features, .labels = spec.labels, .hidden = spec.hidden_widths(),
                             .sampler = sampler, .lsh = spec.lsh_options(), .seed = spec.seed,
                             .placement = placement, .precision = dtype_from_string(spec.precision)});
+}
+
+size_t network_layer_count(const NetworkSpec& spec) { return spec.hidden_widths().size() + 1; }
+
+void build_network_stage(Model& model, const NetworkSpec& spec, size_t first_layer, size_t end_layer) {
+  // The MLP builder makes the one-hidden-layer XMC network too, initialized identically.
+  hash_kind_from_string(spec.hash);
+  build_mlp_network(model, {.features = spec.features, .labels = spec.labels, .hidden = spec.hidden_widths(),
+                            .sampler = sampler_from_string(spec.sampler), .lsh = spec.lsh_options(), .seed = spec.seed,
+                            .placement = {}, .precision = dtype_from_string(spec.precision),
+                            .first_layer = first_layer, .end_layer = end_layer});
+}
+
+std::vector<double> layer_costs(const NetworkSpec& spec, double nonzeros) {
+  const std::vector<size_t> h = spec.hidden_widths();
+  std::vector<double> cost;
+  // The input layer: its rows of the batch's features forward, their gradients backward.
+  cost.push_back(4.0 * nonzeros * static_cast<double>(h[0]));
+  for (size_t i = 1; i < h.size(); ++i) cost.push_back(6.0 * static_cast<double>(h[i - 1]) * static_cast<double>(h[i]));
+  // The output layer: every label (exact), or the LSH sampler's active set and hashing the input.
+  const auto hd = static_cast<double>(h.back());
+  double active = static_cast<double>(spec.labels);
+  double hashing = 0.0;
+  if (sampler_from_string(spec.sampler) == Sampler::lsh) {
+    active = static_cast<double>(std::min<size_t>(spec.labels, (spec.active_target > 0 ? spec.active_target
+                                                                   : lsh::default_active_target(spec.labels)) +
+                                                                  spec.negatives));
+    hashing = static_cast<double>(spec.tables) * hd;
+  }
+  cost.push_back(6.0 * hd * active + hashing);
+  return cost;
 }
 
 std::vector<size_t> parse_layer_widths(const std::string& text, std::string_view what) {

@@ -62,6 +62,15 @@ struct NetworkSpec {
 // Adds the network's layers to `model`, every layer sliced over `placement`'s group.
 void build_network(Model& model, const NetworkSpec& spec, const Placement& placement);
 
+// Pipeline stages (`frugal train --pipeline S`): the network's layers in order are the input
+// layer, one dense layer per further hidden width and the output layer; a stage builds
+// [first_layer, end_layer) of them, each initialized as in the whole network.
+size_t network_layer_count(const NetworkSpec& spec);
+void build_network_stage(Model& model, const NetworkSpec& spec, size_t first_layer, size_t end_layer);
+// Estimated floating-point operations per training sample of each layer (forward and backward):
+// what `--stage-split auto` balances. `nonzeros`: the input's mean nonzeros per point.
+std::vector<double> layer_costs(const NetworkSpec& spec, double nonzeros);
+
 // Parses "1024,512" into {1024, 512}; every width must be a positive integer. `what` names the
 // text in errors.
 std::vector<size_t> parse_layer_widths(const std::string& text, std::string_view what = "NetworkSpec::layers");

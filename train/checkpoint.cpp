@@ -19,6 +19,7 @@
 #include "core/optim/optimizer.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_slice.h"
+#include "train/pipeline_checkpoint.h"
 #include "train/dct_state_file.h"
 #include "core/tensor_io.h"
 
@@ -77,15 +78,16 @@ namespace {
 
 comm::Communicator* group_of(comm::Communicator* c) { return comm::is_active(c) ? c : nullptr; }
 
-std::string encode_slice(const Model& model, const Trainer& trainer) {
+// Every parameter's record of a slice file (name, slicing, value, optimizer state), as cereal
+// writes them one after the other: a slice file is the count, these, the step, the epoch and the
+// layer states, so that a pipeline's stages can each encode their own and the first concatenate them.
+std::string encode_params(const Model& model, const optim::Optimizer& optimizer) {
   std::ostringstream buf(std::ios::binary);
   cereal::BinaryOutputArchive ar(buf);
-  save_file_header(ar, kSliceFileMagic, kCheckpointVersion);
   const auto params = model.parameters();
-  ar(static_cast<uint64_t>(params.size()));
   for (size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = *params[i];
-    const auto& s = trainer.optimizer().state(i);
+    const auto& s = optimizer.state(i);
     ar(p.name, static_cast<int32_t>(p.sliced_axis), static_cast<uint64_t>(p.offset),
        static_cast<uint64_t>(p.full_rows), static_cast<uint64_t>(p.full_cols));
     save_tensor(ar, p.value);
@@ -93,7 +95,10 @@ std::string encode_slice(const Model& model, const Trainer& trainer) {
     save_tensor(ar, s.v);
     ar(s.row_steps);
   }
-  ar(trainer.step(), trainer.epoch());
+  return buf.str();
+}
+
+std::vector<std::string> encode_layer_states(const Model& model) {
   std::vector<std::string> states;
   for (const auto& layer : model.layers()) {
     std::ostringstream ls(std::ios::binary);
@@ -103,8 +108,30 @@ std::string encode_slice(const Model& model, const Trainer& trainer) {
     }
     states.push_back(ls.str());
   }
-  ar(states);
+  return states;
+}
+
+// A slice file from its parts (encode_params' records of `count` parameters, in order).
+std::string assemble_slice(uint64_t count, const std::string& records, uint64_t step, uint64_t epoch,
+                           const std::vector<std::string>& states) {
+  std::ostringstream buf(std::ios::binary);
+  {
+    cereal::BinaryOutputArchive ar(buf);
+    save_file_header(ar, kSliceFileMagic, kCheckpointVersion);
+    ar(count);
+  }
+  buf.write(records.data(), static_cast<std::streamsize>(records.size()));
+  {
+    cereal::BinaryOutputArchive ar(buf);
+    ar(step, epoch);
+    ar(states);
+  }
   return buf.str();
+}
+
+std::string encode_slice(const Model& model, const Trainer& trainer) {
+  return assemble_slice(model.parameters().size(), encode_params(model, trainer.optimizer()), trainer.step(),
+                        trainer.epoch(), encode_layer_states(model));
 }
 
 // Copies the part of `from` (an old slice) that overlaps `to` (this rank's new slice) along the
@@ -176,16 +203,17 @@ void copy_overlap(const StoredParam& from, Parameter& to, optim::Optimizer::Stat
 
 // Whether this rank's slices are exactly the saved slice `slice` of every parameter: the same
 // number of slices and the same bounds (slice weights may differ between runs).
-bool same_slicing(const std::string& dir, const CheckpointManifest& info, const Model& model, int slices, int slice) {
+bool same_slicing(const std::string& dir, const CheckpointManifest& info, const Model& model, int slices, int slice,
+                  size_t first_param) {
   if (info.model_slices != slices) return false;
   const auto params = model.parameters();
-  if (!info.parameters.is_array() || info.parameters.size() != params.size()) return true;  // the files will say
+  if (!info.parameters.is_array() || info.parameters.size() < first_param + params.size()) return true;  // the files will say
   for (size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = *params[i];
     if (p.sliced_axis < 0) continue;
     std::vector<size_t> bounds;
     try {
-      bounds = info.parameters[i].value("slice_bounds", std::vector<size_t>{});
+      bounds = info.parameters[first_param + i].value("slice_bounds", std::vector<size_t>{});
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}/manifest.json: damaged parameter list ({})", dir, json_error_words(e)));
     }
@@ -220,11 +248,23 @@ void convert_row_steps(const nlohmann::json& saved, Trainer& trainer, uint64_t s
     }
 }
 
+// What restore_slices fills: the model's weights, and with an optimizer its state, the step and the
+// epoch. A pipeline stage's model is part of the stored one: its parameters and layers start at
+// first_param and first_layer of the files'.
+struct RestoreTarget {
+  optim::Optimizer* optimizer = nullptr;
+  size_t first_param = 0, first_layer = 0;
+  bool part = false;
+  uint64_t step = 0, epoch = 0;  // read back (with an optimizer)
+};
+
 bool restore_slices(const std::string& dir, const CheckpointManifest& info, Model& model, comm::Communicator* mp,
-                    Trainer* trainer) {
+                    RestoreTarget& target) {
   const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
   auto params = model.parameters();
-  const bool same_layout = same_slicing(dir, info, model, slices, slice);
+  const size_t first = target.first_param;
+  optim::Optimizer* optimizer = target.optimizer;
+  const bool same_layout = same_slicing(dir, info, model, slices, slice, first);
   std::vector<int> sources;
   if (same_layout) sources.push_back(slice);
   else for (int s = 0; s < info.model_slices; ++s) sources.push_back(s);
@@ -235,17 +275,18 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
     verify_checksum(dir, info, relative);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
-    const SliceFile f = decode_slice(in, path.string(), trainer != nullptr);
-    FRUGAL_CHECK(f.params.size() == params.size(),
-                 fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(), params.size()));
+    const SliceFile f = decode_slice(in, path.string(), optimizer != nullptr);
+    FRUGAL_CHECK(target.part ? f.params.size() >= first + params.size() : f.params.size() == params.size(),
+                 fmt::format("{}: has {} parameters, the model {}", path.string(), f.params.size(),
+                             first + params.size()));
     for (size_t i = 0; i < params.size(); ++i) {
       Parameter& p = *params[i];
-      const StoredParam& sp = f.params[i];
+      const StoredParam& sp = f.params[first + i];
       FRUGAL_CHECK(sp.name == p.name, fmt::format("{}: parameter {} found where {} was expected", path.string(), sp.name, p.name));
       FRUGAL_CHECK(sp.axis == p.sliced_axis && sp.full_rows == (p.sliced_axis < 0 ? p.value.rows() : p.full_rows) &&
                        sp.full_cols == (p.sliced_axis < 0 ? p.value.cols() : p.full_cols),
                    fmt::format("{}: parameter {} has another shape or slicing than the model's", path.string(), p.name));
-      auto* st = trainer != nullptr ? &trainer->optimizer().state(i) : nullptr;
+      auto* st = optimizer != nullptr ? &optimizer->state(i) : nullptr;
       // A row's step count never exceeds the checkpoint's step (the optimizer sizes its per-step
       // tables by it): a larger one is damage, not a long run.
       if (st != nullptr)
@@ -268,7 +309,7 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
       FRUGAL_CHECK(st == nullptr || sp.value.size() == 0 || p.value.size() == 0 ||
                        (layouts_match(sp.m, st->m) && layouts_match(sp.v, st->v)),
                    fmt::format("{}: the optimizer state of {} does not fit this run's optimizer ({})", path.string(),
-                               p.name, optim::to_string(trainer->optimizer().options().method)));
+                               p.name, optim::to_string(optimizer->options().method)));
       if (same_layout || p.sliced_axis < 0) {
         FRUGAL_CHECK(sp.value.rows() == p.value.rows() && sp.value.cols() == p.value.cols() &&
                          sp.row_steps.size() == p.value.rows(),
@@ -284,13 +325,15 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
         copy_overlap(sp, p, st, s == sources.front());
       }
     }
-    if (trainer == nullptr) continue;
-    trainer->set_step(f.step);
-    trainer->set_epoch(f.epoch);
+    if (optimizer == nullptr) continue;
+    target.step = f.step;
+    target.epoch = f.epoch;
     if (same_layout) {
-      FRUGAL_CHECK(f.layer_states.size() == model.layers().size(), path.string() + ": layer count differs");
-      for (size_t l = 0; l < f.layer_states.size(); ++l) {
-        std::istringstream ls(f.layer_states[l], std::ios::binary);
+      const size_t layers = model.layers().size();
+      FRUGAL_CHECK(target.part ? f.layer_states.size() >= target.first_layer + layers : f.layer_states.size() == layers,
+                   path.string() + ": layer count differs");
+      for (size_t l = 0; l < layers; ++l) {
+        std::istringstream ls(f.layer_states[target.first_layer + l], std::ios::binary);
         try {
           cereal::BinaryInputArchive lar(ls);
           model.layers()[l]->load_state(lar);
@@ -301,6 +344,41 @@ bool restore_slices(const std::string& dir, const CheckpointManifest& info, Mode
     }
   }
   return same_layout;
+}
+
+// The manifest's record of each parameter: name, slicing, whole shape, every slice's bounds.
+nlohmann::json parameter_records(const Model& model, int slices, const std::vector<double>& weights) {
+  nlohmann::json params = nlohmann::json::array();
+  for (const Parameter* p : model.parameters()) {
+    const size_t len = p->sliced_axis == 0 ? p->full_rows : p->sliced_axis == 1 ? p->full_cols : 0;
+    params.push_back({{"name", p->name},
+                      {"sliced_axis", p->sliced_axis},
+                      {"shape", {p->full_rows, p->full_cols}},
+                      {"slice_bounds", p->sliced_axis < 0 ? std::vector<size_t>{} : slice_bounds(len, slices, weights)}});
+  }
+  return params;
+}
+
+// Writes the manifest of a checkpoint whose files are all on disk: `fields` (run, epoch, step, grid,
+// parameters, config, ...) with the format, the files and their checksums, sealed; first its copy in
+// the epoch folder, then the top one (the commit point); then older checkpoints beyond `keep` go.
+void commit_checkpoint(const std::string& dir, const std::string& folder, nlohmann::json fields,
+                       const nlohmann::json& files, const nlohmann::json& dct_files, size_t keep) {
+  nlohmann::json checksums = nlohmann::json::object();
+  for (const auto& list : {files, dct_files})
+    for (const auto& f : list)
+      checksums[f.get<std::string>()] = fmt::format("{:08x}", file_crc32c(fs::path(dir) / f.get<std::string>()));
+  nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion}, {"folder", folder},
+                             {"files", files}, {"dct_residual_files", dct_files}, {"checksums", checksums}};
+  for (const auto& [key, value] : fields.items()) manifest[key] = value;
+  seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
+  // A copy inside the epoch folder first, so that the checkpoint stays findable (for --resume's
+  // fallback) once the top manifest has moved on to a newer one; the top one is the commit point.
+  const std::string text = manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  write_atomically(fs::path(dir) / folder / "manifest.json", text);
+  keep_folder_manifest(dir);
+  write_atomically(fs::path(dir) / "manifest.json", text);
+  prune_checkpoints(dir, folder, keep);
 }
 
 }  // namespace
@@ -330,44 +408,20 @@ void save_checkpoint(const std::string& dir, const Model& model, const Trainer& 
   if (writer && slice == 0) {
     // Every sliced layer of a model shares one group and its slice weights.
     const auto& weights = slices > 1 ? model.input().placement().weights : std::vector<double>{};
-    nlohmann::json params = nlohmann::json::array();
-    for (const Parameter* p : model.parameters()) {
-      const size_t len = p->sliced_axis == 0 ? p->full_rows : p->sliced_axis == 1 ? p->full_cols : 0;
-      params.push_back({{"name", p->name},
-                        {"sliced_axis", p->sliced_axis},
-                        {"shape", {p->full_rows, p->full_cols}},
-                        {"slice_bounds", p->sliced_axis < 0 ? std::vector<size_t>{} : slice_bounds(len, slices, weights)}});
-    }
+    const nlohmann::json params = parameter_records(model, slices, weights);
     nlohmann::json files = nlohmann::json::array();
     for (int s = 0; s < slices; ++s) files.push_back(folder + "/" + fmt::format("slice{}.ckpt", s));
     nlohmann::json dct_files = nlohmann::json::array();
     if (dct)
       for (int r = 0; r < replicas; ++r)
         for (int s = 0; s < slices; ++s) dct_files.push_back(folder + "/" + dct_state_file_name(r, s));
-    // Every file is on disk (the barriers above): checksum them as written.
-    nlohmann::json checksums = nlohmann::json::object();
-    for (const auto& list : {files, dct_files})
-      for (const auto& f : list)
-        checksums[f.get<std::string>()] = fmt::format("{:08x}", file_crc32c(fs::path(dir) / f.get<std::string>()));
     const int world = (mp != nullptr ? mp->size() : 1) * (dp != nullptr ? dp->size() : 1);
-    nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion},
-                                     {"run", trainer.run_id()},
-                                     {"epoch", trainer.epoch()},      {"step", trainer.step()},
-                                     {"world_size", world},           {"grid", {world / slices, slices}},
-                                     {"model_slices", slices},        {"folder", folder},
-                                     {"files", files},                {"parameters", params},
-                                     {"dct_residual_files", dct_files}, {"checksums", checksums},
-                                     {"config", config},
-                                     {"optimizer", optimizer_record(trainer.optimizer().options())},
-                                     {"run_state", run_state}};
-    seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
-    // A copy inside the epoch folder first, so that the checkpoint stays findable (for --resume's
-    // fallback) once the top manifest has moved on to a newer one; the top one is the commit point.
-    const std::string text = manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    write_atomically(fs::path(dir) / folder / "manifest.json", text);
-    keep_folder_manifest(dir);
-    write_atomically(fs::path(dir) / "manifest.json", text);
-    prune_checkpoints(dir, folder, keep);
+    commit_checkpoint(dir, folder,
+                      {{"run", trainer.run_id()}, {"epoch", trainer.epoch()}, {"step", trainer.step()},
+                       {"world_size", world}, {"grid", {world / slices, slices}}, {"model_slices", slices},
+                       {"parameters", params}, {"config", config},
+                       {"optimizer", optimizer_record(trainer.optimizer().options())}, {"run_state", run_state}},
+                      files, dct_files, keep);
   }
 }
 
@@ -384,7 +438,10 @@ CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest in
   FRUGAL_CHECK(method == wanted, fmt::format("{}: checkpoint holds {} state, this run uses {}", dir, method, wanted));
   comm::Communicator* mp = group_of(trainer.parallel().model);
   const int slice = mp != nullptr ? mp->rank() : 0;
-  const bool same_layout = restore_slices(dir, info, model, mp, &trainer);
+  RestoreTarget target{.optimizer = &trainer.optimizer()};
+  const bool same_layout = restore_slices(dir, info, model, mp, target);
+  trainer.set_step(target.step);
+  trainer.set_epoch(target.epoch);
   convert_row_steps(info.optimizer, trainer, info.step);
   if (!info.run.empty()) trainer.set_run_id(info.run);  // a resumed run goes on as the same run
   // DCT-DP residuals belong to one rank of one grid; on another grid the run starts them empty.
@@ -415,8 +472,110 @@ CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communic
 
 CheckpointInfo load_weights(const std::string& dir, const CheckpointManifest& manifest, Model& model,
                             comm::Communicator* group) {
-  restore_slices(dir, manifest, model, group_of(group), nullptr);
+  RestoreTarget weights_only;
+  restore_slices(dir, manifest, model, group_of(group), weights_only);
   return manifest;
+}
+
+}  // namespace frugal
+
+namespace frugal {
+namespace {
+// Point-to-point tag of a stage's part of a pipeline checkpoint (sent to the first stage).
+constexpr int kCheckpointPartTag = 0x434b;
+// The first parameter of a stage in the whole model: the parameters of the stages before it.
+size_t first_parameter(const PipelineTrainer& trainer) {
+  comm::Communicator& pipe = *trainer.options().pipeline;
+  std::vector<std::vector<std::byte>> all;
+  const uint64_t mine = trainer.model().parameters().size();
+  pipe.all_gather_bytes(std::as_bytes(std::span<const uint64_t>(&mine, 1)), all).wait();
+  size_t first = 0;
+  for (int s = 0; s < trainer.stage(); ++s) {
+    uint64_t n = 0;
+    FRUGAL_CHECK(all[s].size() == sizeof n, "pipeline checkpoint: a bad parameter count from another stage");
+    std::memcpy(&n, all[s].data(), sizeof n);
+    first += n;
+  }
+  return first;
+}
+}  // namespace
+
+void save_pipeline_checkpoint(const std::string& dir, const PipelineTrainer& trainer, const nlohmann::json& config,
+                              const nlohmann::json& run_state, size_t keep) {
+  FRUGAL_CHECK(keep >= 1, fmt::format("{}: a checkpoint directory must keep at least 1 checkpoint (keep = {})", dir, keep));
+  comm::Communicator& pipe = *trainer.options().pipeline;
+  comm::Communicator* dp = group_of(trainer.options().data);
+  if (dp != nullptr && dp->rank() != 0) return;  // replicas are identical: replica 0's stages write
+  const Model& model = trainer.model();
+  // This stage's part: its parameters' records, their manifest entries and its layers' states.
+  std::string part;
+  {
+    std::ostringstream buf(std::ios::binary);
+    cereal::BinaryOutputArchive ar(buf);
+    ar(static_cast<uint64_t>(model.parameters().size()), encode_params(model, trainer.optimizer()),
+       parameter_records(model, 1, {}).dump(), encode_layer_states(model));
+    part = buf.str();
+  }
+  if (trainer.stage() != 0) {
+    pipe.send(0, kCheckpointPartTag, std::as_bytes(std::span<const char>(part.data(), part.size()))).wait();
+    return;
+  }
+  uint64_t count = 0;
+  std::string records;
+  nlohmann::json params = nlohmann::json::array();
+  std::vector<std::string> states;
+  std::vector<std::byte> bytes;
+  for (int s = 0; s < trainer.stages(); ++s) {
+    std::string text;
+    if (s == 0) {
+      text = part;
+    } else {
+      pipe.recv(s, kCheckpointPartTag, bytes).wait();
+      text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+    std::istringstream in(text, std::ios::binary);
+    uint64_t n = 0;
+    std::string r, meta;
+    std::vector<std::string> st;
+    try {
+      cereal::BinaryInputArchive ar(in);
+      ar(n, r, meta, st);
+    } catch (const cereal::Exception&) {
+      throw Error(fmt::format("pipeline checkpoint: stage {} sent a truncated part", s));
+    }
+    count += n;
+    records += r;
+    for (const auto& p : nlohmann::json::parse(meta)) params.push_back(p);
+    states.insert(states.end(), st.begin(), st.end());
+  }
+  const std::string folder = fmt::format("epoch-{}-step-{}", trainer.epoch(), trainer.step());
+  fs::create_directories(fs::path(dir) / folder);
+  write_atomically(fs::path(dir) / folder / "slice0.ckpt",
+                   assemble_slice(count, records, trainer.step(), trainer.epoch(), states));
+  const int replicas = dp != nullptr ? dp->size() : 1;
+  const nlohmann::json files = nlohmann::json::array({folder + "/slice0.ckpt"});
+  commit_checkpoint(dir, folder,
+                    {{"run", trainer.run_id()}, {"epoch", trainer.epoch()}, {"step", trainer.step()},
+                     {"world_size", replicas * trainer.stages()}, {"grid", {replicas, 1, trainer.stages()}},
+                     {"model_slices", 1},
+                     {"parameters", params}, {"config", config},
+                     {"optimizer", optimizer_record(trainer.optimizer().options())}, {"run_state", run_state}},
+                    files, nlohmann::json::array(), keep);
+}
+
+CheckpointManifest load_pipeline_checkpoint(const std::string& dir, CheckpointManifest info, PipelineTrainer& trainer,
+                                            const nlohmann::json& config) {
+  check_config(info.config, config, dir);
+  const std::string method = info.optimizer.value("method", "adam"),
+                    wanted = optim::to_string(trainer.optimizer().options().method);
+  FRUGAL_CHECK(method == wanted, fmt::format("{}: checkpoint holds {} state, this run uses {}", dir, method, wanted));
+  RestoreTarget target{.optimizer = &trainer.optimizer(), .first_param = first_parameter(trainer),
+                       .first_layer = trainer.options().first_layer, .part = true};
+  restore_slices(dir, info, trainer.model(), nullptr, target);
+  trainer.set_step(target.step);
+  trainer.set_epoch(target.epoch);
+  if (!info.run.empty()) trainer.set_run_id(info.run);
+  return info;
 }
 
 }  // namespace frugal

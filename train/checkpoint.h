@@ -34,6 +34,7 @@ struct CheckpointInfo {
   std::string folder;  // the epoch folder the manifest commits to
   std::string run;     // the run that saved it (Trainer::run_id; empty in manifests from before runs were named)
   int replicas = 1;    // data-parallel replicas of the saving run
+  int pipeline_stages = 1;  // its pipeline stages (train/pipeline_checkpoint.h)
   // DCT-DP residuals: saved by the run; restored by load_checkpoint (same grid and --dp-keep only).
   bool has_dct_residuals = false, dct_residuals_restored = false;
 };

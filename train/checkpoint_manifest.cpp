@@ -95,14 +95,18 @@ CheckpointManifest parse_manifest(std::istream& in, const std::string& file, boo
     fail("folder", fmt::format("must be a plain folder name (no '/', not '..'), found \"{}\"", info.folder));
   if (m.contains("grid")) {
     const auto& g = m["grid"];
-    if (!g.is_array() || g.size() != 2 || !g[0].is_number_unsigned() || !g[1].is_number_unsigned())
-      fail("grid", "must be [replicas, model_slices], two unsigned integers");
+    // A pipeline run's grid has a third entry: its stages (one slice file holds every stage's part).
+    if (!g.is_array() || g.size() < 2 || g.size() > 3 || !g[0].is_number_unsigned() || !g[1].is_number_unsigned() ||
+        (g.size() == 3 && !g[2].is_number_unsigned()))
+      fail("grid", "must be [replicas, model_slices] or [replicas, model_slices, pipeline_stages], unsigned integers");
     const auto replicas = g[0].get<uint64_t>(), slices = g[1].get<uint64_t>();
-    if (replicas < 1 || slices != static_cast<uint64_t>(info.model_slices) ||
-        replicas * slices != static_cast<uint64_t>(info.world_size))
+    const uint64_t stages = g.size() == 3 ? g[2].get<uint64_t>() : 1;
+    if (replicas < 1 || stages < 1 || slices != static_cast<uint64_t>(info.model_slices) ||
+        replicas * slices * stages != static_cast<uint64_t>(info.world_size))
       fail("grid", fmt::format("is {}, inconsistent with world_size {} and model_slices {}", g.dump(),
                                info.world_size, info.model_slices));
     info.replicas = static_cast<int>(replicas);
+    info.pipeline_stages = static_cast<int>(stages);
   }
   // Files the manifest names: each "<folder>/<plain name>", inside the epoch folder.
   const auto file_list = [&](const char* field) {

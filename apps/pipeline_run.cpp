@@ -1,0 +1,234 @@
+#include "apps/pipeline_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "apps/step_profile_json.h"
+#include "comm/codec.h"
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/parse.h"
+#include "core/rng.h"
+#include "train/checkpoint_history.h"
+#include "train/metrics_log.h"
+#include "train/pipeline_checkpoint.h"
+
+namespace frugal::cli {
+namespace {
+
+// Every rank's value of `mine` over `group`, in rank order.
+std::vector<double> gather_doubles(comm::Communicator& group, double mine) {
+  std::vector<std::vector<std::byte>> all;
+  group.all_gather_bytes(std::as_bytes(std::span<const double>(&mine, 1)), all).wait();
+  std::vector<double> out;
+  for (const auto& bytes : all) {
+    double v = 0.0;
+    FRUGAL_CHECK(bytes.size() == sizeof v, "pipeline: a bad value from another stage");
+    std::memcpy(&v, bytes.data(), sizeof v);
+    out.push_back(v);
+  }
+  return out;
+}
+
+nlohmann::json metric(bool has_test, double v) { return has_test ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json psp(const EvalResult& ev, bool has_test, size_t k) {
+  const auto it = ev.psp.find(k);
+  return !has_test || it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
+}
+
+}  // namespace
+
+std::vector<size_t> parse_stage_split(const std::string& text) {
+  if (text == "auto") return {};
+  return parse_list<size_t>("--stage-split", text, "layer count",
+                            "auto, or the layers of each stage separated by commas, e.g. 1,3", [](size_t n) { return n > 0; });
+}
+
+std::vector<size_t> split_stages(const std::vector<double>& costs, size_t stages, const std::vector<size_t>& given) {
+  const size_t layers = costs.size();
+  FRUGAL_CHECK(stages >= 1 && stages <= layers,
+               fmt::format("--pipeline {}: the network has {} layers (the input layer, one per further hidden width, the "
+                           "output layer), so at most {} stages", stages, layers, layers));
+  if (!given.empty()) {
+    FRUGAL_CHECK(given.size() == stages, fmt::format("--stage-split gives {} stages, --pipeline asks for {}", given.size(),
+                                                     stages));
+    const size_t sum = std::accumulate(given.begin(), given.end(), size_t{0});
+    FRUGAL_CHECK(sum == layers, fmt::format("--stage-split gives {} layers in all; the network has {} (the input layer, "
+                                            "one per further hidden width, the output layer)", sum, layers));
+    return given;
+  }
+  // best[s][l]: the least largest stage cost placing the first l layers on s stages.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(layers + 1, kInf));
+  std::vector<std::vector<size_t>> cut(stages + 1, std::vector<size_t>(layers + 1, 0));
+  best[0][0] = 0.0;
+  for (size_t s = 1; s <= stages; ++s)
+    for (size_t l = s; l <= layers; ++l)
+      for (size_t from = s - 1; from < l; ++from) {
+        double cost = std::accumulate(costs.begin() + static_cast<std::ptrdiff_t>(from),
+                                      costs.begin() + static_cast<std::ptrdiff_t>(l), 0.0);
+        if (l < layers) cost *= 4.0 / 3.0;  // a stage before the last recomputes its forward passes
+        const double worst = std::max(best[s - 1][from], cost);
+        if (worst < best[s][l]) best[s][l] = worst, cut[s][l] = from;
+      }
+  std::vector<size_t> counts(stages);
+  for (size_t s = stages, l = layers; s > 0; --s) {
+    counts[s - 1] = l - cut[s][l];
+    l = cut[s][l];
+  }
+  return counts;
+}
+
+size_t default_micro_batches(size_t stages, size_t batch) {
+  return std::max<size_t>(1, std::min(2 * stages, batch / 16));
+}
+
+int run_pipeline(comm::Communicator& world, PipelineRun r) {
+  const int rank = world.rank();
+  FRUGAL_CHECK(world.size() == r.stages * r.replicas,
+               fmt::format("--pipeline {} with {} replicas needs {} ranks, but the run has {}", r.stages, r.replicas,
+                           r.stages * r.replicas, world.size()));
+  FRUGAL_CHECK(r.backend->device().is_host(),
+               fmt::format("--pipeline runs its stages on the CPU backend; this rank's device is {} (use --device cpu)",
+                           r.backend->device().name()));
+  const int stage = rank % r.stages, replica = rank / r.stages;
+  auto pipeline = world.split(replica, rank);
+  auto replicas = world.split(stage, rank);
+  const std::vector<double> costs = layers::layer_costs(r.spec, r.train->average_nonzeros());
+  const std::vector<size_t> split = split_stages(costs, static_cast<size_t>(r.stages), r.stage_split);
+  size_t first = 0;
+  for (int s = 0; s < stage; ++s) first += split[s];
+  Model model;
+  layers::build_network_stage(model, r.spec, first, first + split[stage]);
+  model.set_backend(r.backend);
+  PipelineOptions options = r.options;
+  options.pipeline = pipeline.get();
+  options.data = replicas.get();
+  options.first_layer = first;
+  options.total_layers = costs.size();
+  PipelineTrainer trainer(model, options);
+  const bool voice = rank == 0 && !r.quiet;
+  const auto describe_split = [&] {
+    std::vector<std::string> parts;
+    for (size_t s = 0, l = 0; s < split.size(); l += split[s], ++s)
+      parts.push_back(split[s] == 1 ? fmt::format("{}", l) : fmt::format("{}-{}", l, l + split[s] - 1));
+    return fmt::format("{}", fmt::join(parts, " | "));
+  };
+  if (voice) {
+    const double bubble = static_cast<double>(r.stages - 1) / static_cast<double>(options.micro_batches + r.stages - 1);
+    fmt::print("pipeline: {} stages (layers {}{}), {} micro-batches of ~{} points (1F1B, bubble {:.0f}%), {} "
+               "replica(s); boundary {}\n",
+               r.stages, describe_split(), r.stage_split.empty() ? ", split by estimated cost" : "",
+               options.micro_batches, (r.batch + options.micro_batches - 1) / options.micro_batches, 100.0 * bubble,
+               r.replicas,
+               options.boundary.keep >= 1.0 && options.boundary.mass >= 1.0 && options.boundary.wire == comm::ValueType::f32
+                   ? std::string("uncompressed (f32)")
+                   : fmt::format("DCT-MP keep {:g}{}, {} values{}", options.boundary.keep,
+                                 options.boundary.mass < 1.0 ? fmt::format(" (mass {:g})", options.boundary.mass) : "",
+                                 comm::to_string(options.boundary.wire),
+                                 options.boundary.error_feedback ? ", error feedback" : ""));
+    fmt::print("model: stage 0 holds {} ({} parameters), device {}, {} threads, {} rank(s) as a {}x1x{} grid ({})\n",
+               model.describe(), model.num_parameters(), r.backend->device().name(), r.backend->num_threads(),
+               world.size(), r.replicas, r.stages, world.backend());
+  }
+  std::optional<CheckpointManifest> resumed;
+  if (!r.resume.empty()) {
+    const CheckpointChoice choice = newest_intact_checkpoint(r.resume, r.accept_unchecked_checkpoint);
+    if (rank == 0)
+      for (const SkippedCheckpoint& s : choice.skipped)
+        fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", r.resume, s.manifest, s.reason);
+    resumed = load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
+    if (voice)
+      fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "
+                 "layers\n", r.resume, resumed->epoch, resumed->step, resumed->world_size, resumed->model_slices);
+  }
+  MetricsLog log = r.metrics.empty() ? MetricsLog() : MetricsLog(rank_metrics_path(r.metrics, rank), !r.resume.empty());
+  const nlohmann::json pipeline_record = {{"stages", r.stages}, {"micro_batches", options.micro_batches},
+                                          {"stage", stage}, {"layers", {first, first + split[stage]}},
+                                          {"split", split}, {"replicas", r.replicas}};
+  log.write({{"event", "start"}, {"config", r.start_config}, {"train_points", r.train->size()},
+             {"threads", r.backend->num_threads()}, {"device", r.backend->device().name()},
+             {"parameters", model.num_parameters()}, {"epoch", trainer.epoch()}, {"rank", rank},
+             {"world_size", world.size()}, {"grid", {r.replicas, 1, r.stages}}, {"backend", world.backend()},
+             {"pipeline", pipeline_record}});
+  if (!resumed && r.centroid_init) {
+    const auto t = std::chrono::steady_clock::now();
+    trainer.init_output_from_centroids(*r.train, r.centroid_scale, r.eval_batch);
+    if (voice)
+      fmt::print("output rows set to label centroids in hidden space in {:.1f} s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
+  const Rng seeds(r.seed);
+  while (trainer.epoch() < r.epochs) {
+    const uint64_t epoch = trainer.epoch() + 1;
+    const FitResult fit = trainer.fit_epoch(*r.train, {.batch = r.batch, .seed = seeds.split(100 + epoch).next_u64(),
+                                                       .progress = voice, .max_steps = r.max_steps});
+    // Per stage: compute seconds per step and the bytes it put on the pipeline's links.
+    const std::vector<double> step_seconds = gather_doubles(*pipeline, fit.step_seconds());
+    const std::vector<double> boundary_sent = gather_doubles(*pipeline, static_cast<double>(fit.mp_bytes_sent));
+    const std::vector<double> payload = gather_doubles(*pipeline, static_cast<double>(fit.mp_payload_sent));
+    const std::vector<double> uncompressed = gather_doubles(*pipeline, static_cast<double>(fit.mp_payload_uncompressed));
+    const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
+    const double boundary_per_sample = std::accumulate(boundary_sent.begin(), boundary_sent.end(), 0.0) * per;
+    const double sent = std::accumulate(payload.begin(), payload.end(), 0.0);
+    const double whole = std::accumulate(uncompressed.begin(), uncompressed.end(), 0.0);
+    const double compression = sent > 0.0 ? whole / sent : 0.0;
+    const bool has_test = r.test->size() > 0;
+    const EvalResult ev = trainer.evaluate(*r.test, r.eval);
+    const double slowest = *std::max_element(step_seconds.begin(), step_seconds.end());
+    const double fastest = *std::min_element(step_seconds.begin(), step_seconds.end());
+    if (voice) {
+      if (has_test)
+        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
+                   "P@5 {:.4f}, nDCG@5 {:.4f} (eval {:.1f} s)\n",
+                   epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5),
+                   ev.ndcg.at(5), ev.seconds);
+      else
+        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, no test points\n", epoch, fit.loss, fit.samples_per_s);
+      fmt::print("  pipeline: {:.0f} B/sample across the stage boundaries (DCT-MP compression {:.1f}x){}; step compute "
+                 "per stage {:.4f} s (slowest) / {:.4f} s (fastest)\n",
+                 boundary_per_sample, compression,
+                 r.replicas > 1 ? fmt::format(", data-parallel {:.0f} B/sample (rank 0)",
+                                              static_cast<double>(fit.dp_bytes_sent) * per)
+                                : "",
+                 slowest, fastest);
+    }
+    std::fflush(stdout);
+    nlohmann::json line = {{"event", "epoch"}, {"epoch", epoch}, {"loss", fit.loss},
+                           {"train_samples_per_s", fit.samples_per_s}, {"train_seconds", fit.seconds},
+                           {"p@1", metric(has_test, ev.p(1))}, {"p@3", metric(has_test, ev.p(3))},
+                           {"p@5", metric(has_test, ev.p(5))}, {"ndcg@1", metric(has_test, ev.ndcg.at(1))},
+                           {"ndcg@3", metric(has_test, ev.ndcg.at(3))}, {"ndcg@5", metric(has_test, ev.ndcg.at(5))},
+                           {"psp@1", psp(ev, has_test, 1)}, {"psp@3", psp(ev, has_test, 3)}, {"psp@5", psp(ev, has_test, 5)},
+                           {"eval_seconds", ev.seconds}, {"eval_labels_scored_per_sample", ev.labels_scored_per_sample},
+                           {"active_per_sample", fit.labels_scored_per_sample}, {"steps", trainer.step()},
+                           {"rank_step_seconds_max", slowest},
+                           {"rank_step_seconds_min", fastest},
+                           {"bytes_sent_per_sample", static_cast<double>(fit.bytes_sent) * per},
+                           {"bytes_received_per_sample", static_cast<double>(fit.bytes_received) * per},
+                           // Every stage's boundary messages per sample (activations forward, gradients back).
+                           {"pipeline_bytes_sent_per_sample", boundary_per_sample},
+                           {"mp_bytes_sent_per_sample", static_cast<double>(fit.mp_bytes_sent) * per},
+                           {"dp_bytes_sent_per_sample", static_cast<double>(fit.dp_bytes_sent) * per},
+                           {"mp_compression", compression},
+                           {"mp_sent_fraction", whole > 0.0 ? sent / whole : 0.0},
+                           {"dp_compression", fit.dp_compression()},
+                           {"pipeline", pipeline_record},
+                           {"rank", rank}, {"peak_rss_bytes", peak_rss_bytes()}, {"restarts", r.restarts},
+                           {"profile", profile_to_json(fit.profile, fit.group_samples)}};
+    log.write(line);
+    if (r.on_epoch) r.on_epoch(line.dump());
+    if (!r.checkpoint.empty())
+      save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, nlohmann::json::object(), r.keep_checkpoints);
+  }
+  return 0;
+}
+
+}  // namespace frugal::cli

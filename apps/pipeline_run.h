@@ -1,0 +1,64 @@
+// `frugal train --pipeline S`: the network's layers split into S contiguous stages on S ranks
+// (train/pipeline_trainer.h), micro-batches in a 1F1B schedule, data-parallel replicas of the whole
+// pipeline with `--grid Dx1xS`. cmd_train.cpp resolves the flags shared with the other modes and
+// calls run_pipeline with what they became; this file splits the layers, runs the epochs, prints
+// and logs them and saves / resumes checkpoints (train/pipeline_checkpoint.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/communicator.h"
+#include "core/dataset.h"
+#include "layers/network_spec.h"
+#include "train/pipeline_trainer.h"
+
+namespace frugal {
+class Backend;
+}
+
+namespace frugal::cli {
+
+// --stage-split W1,W2,...: layers per stage (they sum to the network's layer count); empty: auto.
+// Auto balances layers::layer_costs over the stages (a stage before the last computes its forward
+// passes twice, recomputing them before the backward: its cost counts 4/3).
+std::vector<size_t> split_stages(const std::vector<double>& layer_costs, size_t stages,
+                                 const std::vector<size_t>& given = {});
+// Parses --stage-split: "auto" (empty result) or positive layer counts.
+std::vector<size_t> parse_stage_split(const std::string& text);
+// Micro-batches when --micro-batches is not given: 2 per stage (the 1F1B bubble (S-1)/(N+S-1) at
+// most 1/3), fewer where a micro-batch would have under 16 points.
+size_t default_micro_batches(size_t stages, size_t batch);
+
+struct PipelineRun {
+  const data::Dataset* train = nullptr;
+  const data::Dataset* test = nullptr;
+  layers::NetworkSpec spec;
+  Backend* backend = nullptr;
+  int stages = 1, replicas = 1;
+  std::vector<size_t> stage_split;  // layers per stage as given (empty: auto)
+  PipelineOptions options;          // groups, first layer and layer count filled by run_pipeline
+  size_t batch = 128, epochs = 3, eval_batch = 512, max_steps = 0;
+  uint64_t seed = 1;
+  bool quiet = false;
+  EvalOptions eval;  // what each epoch's evaluation computes (ensemble and propensities included)
+  bool centroid_init = false;
+  float centroid_scale = 10.0f;
+  std::string metrics, checkpoint, resume;
+  size_t keep_checkpoints = 2;
+  bool accept_unchecked_checkpoint = false;
+  nlohmann::json start_config;       // the rendezvous config (the start record's "config")
+  nlohmann::json checkpoint_config;  // what checkpoints record (and --resume compares)
+  uint64_t restarts = 0;
+  std::function<void(const std::string&)> on_epoch;  // the in-process caller's, with each epoch record
+};
+
+int run_pipeline(comm::Communicator& world, PipelineRun run);
+
+}  // namespace frugal::cli

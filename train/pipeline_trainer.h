@@ -1,0 +1,135 @@
+// PipelineTrainer: one stage of a pipeline (`frugal train --pipeline S`). The network's layers are
+// split into S contiguous stages, one per rank of the pipeline group; a batch is cut into
+// micro-batches that flow through the stages in a 1F1B schedule (each stage runs S - 1 - stage
+// forward passes ahead, then alternates one forward and one backward, then drains), and every
+// stage sums its parameters' gradients over the batch's micro-batches before one optimizer step.
+// With one micro-batch the step is the 1-rank step, the same bits; with N, the sum of N partial
+// gradients (the same up to the order of the sums). Between stages the activations and their
+// gradients travel through a StageLink (core/exchange.h): DCT-MP's top-k and narrow values when
+// compressed.
+//
+// Layers keep what their backward needs from their last forward pass, so a stage that ran later
+// micro-batches' forward passes in between recomputes a micro-batch's forward pass from its saved
+// input before its backward (GPipe's re-materialization): the same bits, one more forward pass on
+// every stage but the last. Data-parallel replicas of the whole pipeline sum each stage's gradients
+// over the replicas of that stage (as Trainer does), thresholded with DCT-DP when asked.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/dataset.h"
+#include "core/exchange.h"
+#include "core/model.h"
+#include "core/optim/lr_schedule.h"
+#include "core/optim/optimizer.h"
+#include "train/input_dropout.h"
+#include "train/trainer.h"
+
+namespace frugal {
+
+namespace comm {
+class Communicator;
+}
+
+struct PipelineOptions {
+  // The stages of this replica, in order (rank s holds stage s); at least 1 rank.
+  comm::Communicator* pipeline = nullptr;
+  // This stage's replicas (the same stage of every replica of the pipeline); null or 1: none.
+  comm::Communicator* data = nullptr;
+  // Micro-batches per batch (the batch's points split as evenly as they go, in order).
+  size_t micro_batches = 1;
+  // The whole network's layer count: the stage's model holds layers [first_layer, first_layer +
+  // model.layers().size()) of it.
+  size_t first_layer = 0, total_layers = 0;
+  comm::MpCompression boundary{};  // what crosses each stage boundary (default: everything, f32)
+  std::optional<comm::DpCompression> dp{};  // DCT-DP between replicas (unset: the touched rows, exact)
+  optim::Options optimizer{};
+  optim::LrSchedule lr_schedule{};
+  float clip_norm = 0.0f;  // of the whole model's gradient (over the stages, after the replicas' sum)
+  InputDropout dropout{};
+  const comm::ExchangeFactory* exchanges = nullptr;  // null: comm/'s
+  void validate() const;
+};
+
+class PipelineTrainer {
+ public:
+  PipelineTrainer(Model& stage_model, const PipelineOptions& options);
+  ~PipelineTrainer();
+
+  int stage() const;
+  int stages() const;
+  bool first_stage() const { return stage() == 0; }
+  bool last_stage() const { return stage() + 1 == stages(); }
+
+  // One optimizer step on `batch` (this replica's share of a global batch of `global_batch`
+  // points; 0: batch.size()). Every stage passes the same batch. Returns the summed loss on the
+  // last stage, 0 elsewhere.
+  double train_step(const SparseBatch& batch, size_t global_batch = 0);
+  // An epoch; the loss, active labels and sample counts are the last stage's, on every stage.
+  FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
+  // Test metrics, computed on the last stage and sent to every stage.
+  EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
+  // Trainer::init_output_from_centroids through the pipeline (the last stage sets its rows).
+  void init_output_from_centroids(const data::Dataset& data, float scale, size_t batch = 512);
+  // Trainer::apply_deferred (--update-threshold), at the end of every epoch.
+  void apply_deferred();
+
+  uint64_t step() const { return step_; }
+  uint64_t epoch() const { return epoch_; }
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  void set_step(uint64_t step) {
+    step_ = step;
+    optimizer_->set_steps(step);
+  }
+  const std::string& run_id() const { return run_id_; }
+  void set_run_id(std::string id) { run_id_ = std::move(id); }
+  Model& model() { return model_; }
+  const Model& model() const { return model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  const PipelineOptions& options() const { return options_; }
+  // The boundary payload of this stage so far (its links' sums), sent and uncompressed.
+  uint64_t boundary_payload(bool sent) const;
+
+ private:
+  InputLayer* input() const;
+  OutputLayer* output() const;
+  std::vector<HiddenLayer*> hidden() const;
+  const comm::ExchangeFactory& exchanges() const;
+  // Forward pass of micro-batch m through this stage: from the data (first stage) or the previous
+  // stage; to the next stage (`send`) or, on the last stage, with the loss and the backward pass.
+  void forward(size_t m, bool send);
+  void backward(size_t m);
+  // The last stage: the output layer's loss and backward pass of micro-batch m, then the hidden
+  // layers' backward passes and the gradient sent back.
+  void last_stage_step(size_t m);
+  // Backward through the stage's hidden layers from dLoss/d(stage output) `g`, then to the input
+  // layer or the previous stage.
+  void backward_from(size_t m, const Tensor& g);
+  void accumulate_gradients();
+  // The stage's input of micro-batch m (the previous stage's activations, kept for a recomputation).
+  const Tensor& stage_input(size_t m);
+
+  Model& model_;
+  PipelineOptions options_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<comm::StageLink> prev_, next_;  // the boundaries before and after this stage (null at the ends)
+  std::unique_ptr<comm::ReplicaReducer> reducer_;
+  std::vector<SparseBatch> micro_;  // this step's micro-batches
+  std::vector<Tensor> inputs_;      // each micro-batch's stage input (not on the first stage)
+  std::vector<bool> received_;      // whether it has arrived
+  std::vector<const Tensor*> activations_;  // the input of each hidden layer of the stage, and of the output
+  std::vector<RowGrad> sums_;        // each parameter's gradient summed over the micro-batches
+  Tensor grad_;                      // dLoss/d(output layer input) on the last stage
+  size_t forwarded_ = SIZE_MAX;      // the micro-batch whose forward pass the layers hold
+  float scale_ = 1.0f;               // 1 / global batch
+  double step_loss_ = 0.0;
+  SparseBatch dropped_;
+  uint64_t step_ = 0, epoch_ = 0;
+  std::string run_id_;
+};
+
+}  // namespace frugal
