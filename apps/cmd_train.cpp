@@ -285,6 +285,9 @@ void parse_grid_and_weights(TrainArgs& a) {
                  fmt::format("--grid {} has {} pipeline stages, --pipeline says {}", a.grid, stages, a.pipeline));
     if (stages > 1) a.pipeline = stages;
   }
+  FRUGAL_CHECK(a.pipeline > 0 || (a.micro_batches == 0 && a.stage_split == "auto"),
+               fmt::format("{} applies to a pipeline: give --pipeline S too",
+                           a.micro_batches > 0 ? "--micro-batches" : "--stage-split"));
   a.auto_weights = a.slice_weights == "auto";
   if (!a.slice_weights.empty() && !a.auto_weights)
     a.weights = parse_list<double>("--slice-weights", a.slice_weights, "weight",
@@ -1726,6 +1729,7 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
   FRUGAL_CHECK(!a.dp_momentum_correction,
                "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
                "replicas' thresholded sum; drop the flag)");
+  FRUGAL_CHECK(a.pipeline == 0, "--model dlrm: --pipeline is not implemented (its tables and MLPs train data-parallel)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
