@@ -64,9 +64,27 @@ NamedLink named_link(const std::string& text, const PlanArgs& a, const std::stri
   return {text, {.bytes_per_s = rate.bits_per_second / 8.0, .latency_s = loopback ? 0.0 : a.latency}};
 }
 
+// "DxM", or "DxMxS" for a pipeline.
+std::string grid_text(const plan::Prediction& p) {
+  return p.stages > 1 ? fmt::format("{}x{}x{}", p.data, p.model, p.stages) : fmt::format("{}x{}", p.data, p.model);
+}
+
+// What to give frugal train for a plan: the grid, and a pipeline's split and micro-batches.
+std::string plan_text(const plan::Prediction& p) {
+  if (p.scheme != plan::Scheme::pipeline) return fmt::format("{} {}", plan::to_string(p.scheme), grid_text(p));
+  std::string split;
+  for (const size_t n : p.stage_split) split += fmt::format("{}{}", split.empty() ? "" : ",", n);
+  return fmt::format("pipeline {} (--stage-split {}, {} micro-batches)", grid_text(p), split, p.micro_batches);
+}
+
 nlohmann::json to_json(const plan::Prediction& p) {
   return {{"scheme", std::string(plan::to_string(p.scheme))},
-          {"grid", fmt::format("{}x{}", p.data, p.model)},
+          {"grid", grid_text(p)},
+          {"plan", plan_text(p)},
+          {"stages", p.stages},
+          {"micro_batches", p.micro_batches},
+          {"stage_split", p.stage_split},
+          {"bubble_fraction", p.bubble_fraction},
           {"data", p.data},
           {"model", p.model},
           {"samples_per_s", p.samples_per_s},
@@ -149,8 +167,8 @@ void price_plans(const PlanArgs& a, const plan::CostModel& model, const plan::Ca
           if (!best || p.samples_per_s > best->samples_per_s) best = &p;
         if (best == nullptr) continue;
         sps = best->samples_per_s;
-        slices = best->model;
-        plan_name = fmt::format("{} {}x{}", plan::to_string(best->scheme), best->data, best->model);
+        slices = best->model * best->stages;
+        plan_name = plan_text(*best);
       }
       const bool fits = state_bytes / slices <= t.memory_gib * 1073741824.0;
       if (!fits)
@@ -208,7 +226,8 @@ void run_plan(const PlanArgs& a) {
     const NamedLink link = named_link(link_text, a, fmt::format("--link {}", link_text));
     for (const double cores : a.cores) {
       fmt::print("\n{} links, {} cores per node (samples/s; best grid DxM of each scheme)\n", link.name, cores);
-      fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {}\n", "nodes", "mp-sparse", "dct-dp", "dp-dense", "best");
+      fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {:>22}  {}\n", "nodes", "mp-sparse", "dct-dp", "dp-dense", "pipeline",
+                 "best");
       for (const int nodes : a.nodes) {
         const plan::Cluster cluster{.nodes = nodes, .cores = cores, .link = link.link};
         const std::vector<plan::Prediction> all = model.all_grids(cluster, batch);
@@ -228,12 +247,12 @@ void run_plan(const PlanArgs& a) {
         const auto cell = [&](plan::Scheme s) {
           const auto it = best_of.find(s);
           return it == best_of.end() ? std::string("-")
-                                     : fmt::format("{:.0f} ({}x{})", it->second->samples_per_s, it->second->data,
-                                                   it->second->model);
+                                     : fmt::format("{:.0f} ({})", it->second->samples_per_s, grid_text(*it->second));
         };
-        fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {} {}x{}, slice weights {}\n", nodes, cell(plan::Scheme::mp_sparse),
-                   cell(plan::Scheme::dct_dp), cell(plan::Scheme::dp_dense), plan::to_string(best->scheme), best->data,
-                   best->model, weights_text(best->slice_weights));
+        fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {:>22}  {}{}\n", nodes, cell(plan::Scheme::mp_sparse),
+                   cell(plan::Scheme::dct_dp), cell(plan::Scheme::dp_dense), cell(plan::Scheme::pipeline),
+                   plan_text(*best),
+                   best->model > 1 ? fmt::format(", slice weights {}", weights_text(best->slice_weights)) : "");
         nlohmann::json j = to_json(*best);
         j["nodes"] = nodes;
         j["cores"] = cores;
@@ -254,8 +273,9 @@ void run_plan(const PlanArgs& a) {
                    fmt::format("--validate {}: expected FILE@LINK, e.g. run.jsonl@1gbit or run.jsonl@loopback", spec));
       const plan::RunMetrics run = plan::read_run_metrics(spec.substr(0, at));
       const NamedLink link = named_link(spec.substr(at + 1), a, fmt::format("--validate {}", spec));
-      FRUGAL_CHECK(run.data * run.model == run.world_size,
-                   fmt::format("{}: grid {}x{} does not cover its {} ranks", run.path, run.data, run.model, run.world_size));
+      FRUGAL_CHECK(run.data * run.model * run.stages == run.world_size,
+                   fmt::format("{}: grid {}x{}x{} does not cover its {} ranks", run.path, run.data, run.model,
+                               run.stages, run.world_size));
       plan::Calibration cal_run = plan::with_exchanges_of(model.sparse(), run);
       plan::ModelOptions run_options = options_of(a);
       run_options.overlap = run.overlap;  // as the measured run trained
@@ -268,15 +288,18 @@ void run_plan(const PlanArgs& a) {
       // Ranks of one host share its cores (ThreadScaling::rank_cores says how).
       const double cores = cals.scaling.rank_cores(a.host_cores, run.world_size, run.threads);
       const int data = run.dense ? run.world_size : run.data, mdl = run.dense ? 1 : run.model;
+      const plan::Cluster cluster{.nodes = run.world_size, .cores = cores, .link = link.link};
       const plan::Prediction p =
-          m.predict(run.scheme(), data, mdl, {.nodes = run.world_size, .cores = cores, .link = link.link}, run.batch);
+          run.scheme() == plan::Scheme::pipeline
+              ? m.predict_pipeline(run.data, run.stages, run.micro_batches, run.stage_split, cluster, run.batch)
+              : m.predict(run.scheme(), data, mdl, cluster, run.batch);
       const double error = (p.samples_per_s - run.samples_per_s) / run.samples_per_s;
       worst = std::max(worst, std::abs(error));
       // DCT-MP (--mp-keep below 1) is the model-parallel scheme with a thresholded exchange.
       const std::string scheme = run.mp_keep < 1.0 && run.scheme() == plan::Scheme::mp_sparse
                                      ? std::string("dct-mp") : std::string(plan::to_string(run.scheme()));
-      fmt::print("{:<44} {:>9} {:>5} {:>9} {:>10.1f} {:>10.1f} {:>+6.1f}%\n", run.path, scheme,
-                 fmt::format("{}x{}", data, mdl), link.name, run.samples_per_s, p.samples_per_s, 100.0 * error);
+      fmt::print("{:<44} {:>9} {:>5} {:>9} {:>10.1f} {:>10.1f} {:>+6.1f}%\n", run.path, scheme, grid_text(p), link.name,
+                 run.samples_per_s, p.samples_per_s, 100.0 * error);
       nlohmann::json j = to_json(p);
       j["file"] = run.path;
       j["scheme"] = scheme;
@@ -286,6 +309,7 @@ void run_plan(const PlanArgs& a) {
       j["measured_samples_per_s"] = run.samples_per_s;
       j["predicted_samples_per_s"] = p.samples_per_s;
       j["measured_bytes_per_sample"] = run.epoch_line->value("bytes_sent_per_sample", 0.0);
+      // (A pipeline's bytes are the most any stage sends, per point of its batch.)
       const double group_points = static_cast<double>(run.batch) / data;
       j["predicted_bytes_per_sample"] = group_points > 0 ? p.bytes_per_step_per_rank / group_points : 0.0;
       j["error"] = error;

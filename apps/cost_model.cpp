@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/stage_split.h"
 #include "core/check.h"
 
 namespace frugal::plan {
@@ -21,6 +22,7 @@ std::string_view to_string(Scheme s) {
     case Scheme::mp_sparse: return "mp-sparse";
     case Scheme::dct_dp: return "dct-dp";
     case Scheme::dp_dense: return "dp-dense";
+    case Scheme::pipeline: return "pipeline";
   }
   return "?";
 }
@@ -281,8 +283,101 @@ Prediction CostModel::predict(Scheme scheme, int data, int model, const Cluster&
   return p;
 }
 
+Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::vector<size_t> split,
+                                       const Cluster& cluster, size_t batch) const {
+  const size_t layers = sparse_.layer_seconds_per_sample.size();
+  FRUGAL_CHECK(layers >= 2, "CostModel: the calibration has no per-layer times (a run from before pipelines)");
+  FRUGAL_CHECK(data >= 1 && stages >= 1 && data * stages == cluster.nodes,
+               fmt::format("CostModel: pipeline {}x1x{} does not cover {} nodes", data, stages, cluster.nodes));
+  if (batch == 0) batch = sparse_.batch;
+  const double points = static_cast<double>(batch) / data;
+  if (micro == 0) micro = cli::default_micro_batches(static_cast<size_t>(stages), static_cast<size_t>(points));
+  // Work measured at the calibration's threads, at `cores`.
+  const double to_cores = scaling_.speed(sparse_.threads) / scaling_.speed(cluster.cores);
+  std::vector<double> costs = sparse_.layer_seconds_per_sample;
+  split = cli::split_stages(costs, static_cast<size_t>(stages), split);
+  const double mb = points / static_cast<double>(micro);
+  const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
+  Prediction p;
+  p.scheme = Scheme::pipeline;
+  p.data = data;
+  p.stages = stages;
+  p.micro_batches = micro;
+  p.stage_split = split;
+  double sum_stage = 0, worst_stage = 0, worst_step = 0, sum_link = 0, worst_link = 0, worst_bytes = 0;
+  WireCost replicas_worst;
+  for (size_t s = 0, first = 0; s < split.size(); first += split[s], ++s) {
+    const size_t end = first + split[s];
+    const bool last = end == layers;
+    double per_sample = sparse_.stage_seconds_per_sample;
+    for (size_t l = first; l < end; ++l)
+      per_sample += sparse_.layer_seconds_per_sample[l] + (last ? 0.0 : sparse_.layer_forward_seconds_per_sample[l]);
+    const double stage = mb * per_sample * to_cores;
+    // Per step: the optimizer over the stage's rows the global batch touched, the tables' rebuilds.
+    double entries = 0;
+    std::vector<ParameterShape> mine;
+    for (const ParameterShape& q : sparse_.parameters)
+      if (q.layer >= first && q.layer < end) {
+        entries += touched_rows_at(static_cast<double>(q.rows), q.touched_rows_per_step,
+                                   static_cast<double>(sparse_.batch), static_cast<double>(batch)) *
+                   static_cast<double>(q.cols);
+        mine.push_back(q);
+      }
+    double step = calibrated > 0 ? sparse_.optimizer_seconds_per_step * entries / calibrated * to_cores : 0.0;
+    if (last) step += sparse_.rebuild_seconds_per_step * to_cores;
+    // Replicas of the pipeline: this stage's touched rows, summed as replica_wire prices them.
+    WireCost exchange;
+    if (data > 1) {
+      double row_list_bytes = 0, union_bytes = 0;
+      for (const ParameterShape& q : mine) {
+        row_list_bytes += data * touched_rows_at(q.rows, q.touched_rows_per_step, sparse_.batch, points) * 4.0;
+        union_bytes += touched_rows_at(q.rows, q.touched_rows_per_step, sparse_.batch, batch) * q.cols * 4.0;
+      }
+      exchange += all_gather_cost(row_list_bytes, data, options_);
+      exchange += all_reduce_cost(union_bytes, data, options_);
+    }
+    const double exchange_seconds = wire_seconds(exchange, cluster.link) +
+                                    exchange.bytes * cpu_.collective_seconds_per_byte / scaling_.speed(cluster.cores);
+    if (exchange.bytes > replicas_worst.bytes) replicas_worst = exchange;
+    sum_stage += stage;
+    worst_stage = std::max(worst_stage, stage);
+    worst_step = std::max(worst_step, step + exchange_seconds);
+    double bytes = exchange.bytes;
+    if (!last) {
+      // The boundary after this stage: the activations forward, their gradients back (DCT-MP's top-k).
+      const double width = static_cast<double>(sparse_.boundaries[end - 1]);
+      const double kept = sparse_.mp_keep < 1.0 ? std::ceil(sparse_.mp_keep * width) : width;
+      const bool compressed = kept < width || sparse_.mp_value_bytes != 4.0;
+      const double scale = sparse_.mp_value_bytes < 2.0 ? 2.0 : 0.0;
+      const double positions = kept < width ? (width / std::max(kept, 1.0) < 255.0 ? 1.0 : 5.0) * kept : 0.0;
+      const double header = 12.0 + static_cast<double>(options_.frame_header_bytes);
+      const double forward = mb * (compressed ? positions + kept * sparse_.mp_value_bytes + scale : width * 4.0) + header;
+      const double backward = mb * (compressed ? kept * sparse_.mp_value_bytes + scale : width * 4.0) + header;
+      const double link = wire_seconds({.bytes = forward, .rounds = 1}, cluster.link) +
+                          wire_seconds({.bytes = backward, .rounds = 1}, cluster.link);
+      sum_link += link;
+      worst_link = std::max(worst_link, link);
+      bytes += (forward + backward) * static_cast<double>(micro) / 2.0;  // each side sends one direction
+    }
+    worst_bytes = std::max(worst_bytes, bytes);
+  }
+  const double n = static_cast<double>(micro);
+  const double schedule = (n - 1.0) * std::max(worst_stage, worst_link) + sum_stage + sum_link;
+  p.compute_seconds_per_step = n * worst_stage + worst_step;
+  p.wire_seconds_per_step = schedule - n * worst_stage;
+  p.bytes_per_step_per_rank = worst_bytes;
+  const double total = schedule + worst_step;
+  p.bubble_fraction = schedule > 0 ? 1.0 - sum_stage * n / (static_cast<double>(stages) * schedule) : 0.0;
+  p.samples_per_s = total > 0 ? static_cast<double>(batch) / total : 0.0;
+  p.slice_weights.assign(1, 1.0);
+  return p;
+}
+
 std::vector<Prediction> CostModel::all_grids(const Cluster& cluster, size_t batch) const {
   std::vector<Prediction> out;
+  const int layers = static_cast<int>(sparse_.layer_seconds_per_sample.size());
+  for (int s = 2; s <= std::min(cluster.nodes, layers); ++s)
+    if (cluster.nodes % s == 0) out.push_back(predict_pipeline(cluster.nodes / s, s, 0, {}, cluster, batch));
   for (int m = 1; m <= cluster.nodes; ++m) {
     if (cluster.nodes % m != 0) continue;
     const int d = cluster.nodes / m;

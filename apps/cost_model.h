@@ -4,7 +4,13 @@
 //   mp-sparse  the LSH network sliced over M ranks, replicas summing the rows they touched (exact);
 //   dct-dp     the same with the replicas' gradients thresholded (--dp-keep, per-row selection);
 //   dp-dense   the Horovod baseline (--parallel data): the whole dense model on every node and a ring
-//              all-reduce of every gradient each step (M = 1).
+//              all-reduce of every gradient each step (M = 1);
+//   pipeline   the layers split into S stages (--pipeline S), D replicas of the pipeline summing the
+//              rows they touched: a D x 1 x S grid. Its step is the 1F1B schedule's: the first
+//              micro-batch's trip through every stage and boundary and back, then one bottleneck
+//              (the slowest stage's micro-batch or the slowest boundary's two messages) per further
+//              micro-batch: (N - 1) x max(c_s, x_b) + sum(c_s) + sum(x_b); the idle stages of that
+//              schedule are its bubble. A stage before the last recomputes its forward passes.
 // A step costs compute plus wire time, less what --overlap hides (half the input layer's all-gather
 // behind its other half where the input layer is split, and the input boundary's gradient
 // reduce-scatter behind the optimizer of the layers above it, in grids without replicas). Compute comes
@@ -26,8 +32,8 @@
 
 namespace frugal::plan {
 
-enum class Scheme { mp_sparse, dct_dp, dp_dense };
-std::string_view to_string(Scheme s);  // "mp-sparse", "dct-dp", "dp-dense"
+enum class Scheme { mp_sparse, dct_dp, dp_dense, pipeline };
+std::string_view to_string(Scheme s);  // "mp-sparse", "dct-dp", "dp-dense", "pipeline"
 
 // A parameter of the calibrated (unsliced, 1-rank) model.
 struct ParameterShape {
@@ -37,6 +43,7 @@ struct ParameterShape {
   int sliced_axis = -1;
   double touched_rows_per_step = 0;  // rows with a gradient per step of the calibration batch
   bool input_layer = false;          // the sparse input layer (DCT-DP keeps --dp-keep-input of it)
+  size_t layer = 0;                  // the layer it belongs to (0: input, then the hidden, the output last)
 };
 
 // Compute of one rank holding the whole model, at `threads` threads: per sample (the forward and
@@ -52,6 +59,11 @@ struct Calibration {
   double input_forward_seconds_per_sample = 0;  // the input layer's forward (part of the sliced phases)
   double input_multiply_adds_per_sample = 0;    // its work, the whole layer's (the profile's flops / 2)
   std::vector<size_t> boundaries;            // activations per sample at each sliced layer's output
+  // Per layer (input, hidden..., output): the seconds per sample of its forward and backward
+  // passes, and of its forward pass alone (what a pipeline stage recomputes); the step's glue
+  // (`other`) shared out by those times. Every stage also reads each batch: stage_seconds_per_sample.
+  std::vector<double> layer_seconds_per_sample, layer_forward_seconds_per_sample;
+  double stage_seconds_per_sample = 0;
   bool sliced_softmax = true;                // the output layer is sliced: a normalizer per step
   std::vector<ParameterShape> parameters;
   // The exchanges' settings (the run's flags): DCT-MP keep and value bytes, DCT-DP keep fractions.
@@ -140,6 +152,10 @@ struct WireCost {
 struct Prediction {
   Scheme scheme = Scheme::mp_sparse;
   int data = 1, model = 1;  // the grid
+  int stages = 1;           // pipeline stages (the grid D x M x S)
+  size_t micro_batches = 0;               // pipeline: per batch
+  std::vector<size_t> stage_split;        // pipeline: layers per stage
+  double bubble_fraction = 0;             // pipeline: the stage time the schedule leaves idle
   double compute_seconds_per_step = 0;
   double wire_seconds_per_step = 0;
   double bytes_per_step_per_rank = 0;
@@ -171,7 +187,12 @@ class CostModel {
 
   // One grid of one scheme; the cluster's nodes must equal data x model.
   Prediction predict(Scheme scheme, int data, int model, const Cluster& cluster, size_t batch = 0) const;
-  // Every D x M grid with D x M = nodes, for every scheme the calibration covers.
+  // A pipeline of `stages` stages (layers per stage `split`, empty: balanced by the calibration's
+  // layer times), `data` replicas of it, `micro` micro-batches (0: frugal train's default).
+  Prediction predict_pipeline(int data, int stages, size_t micro, std::vector<size_t> split, const Cluster& cluster,
+                              size_t batch = 0) const;
+  // Every D x M grid with D x M = nodes, for every scheme the calibration covers, and every pipeline
+  // D x 1 x S with S stages (2 to the layer count) dividing the nodes.
   std::vector<Prediction> all_grids(const Cluster& cluster, size_t batch = 0) const;
 
   // Parts of a step, exposed for tests and the report.

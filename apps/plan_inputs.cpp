@@ -8,6 +8,7 @@
 
 #include "apps/metrics_lines.h"
 #include "core/check.h"
+#include "core/parse.h"
 #include "core/sealed_json.h"
 
 namespace frugal::plan {
@@ -39,6 +40,7 @@ double number_or(const nlohmann::json& j, const char* key, double fallback) {
 
 Scheme RunMetrics::scheme() const {
   if (dense) return Scheme::dp_dense;
+  if (stages > 1) return Scheme::pipeline;
   return dp_keep < 1.0 && data > 1 ? Scheme::dct_dp : Scheme::mp_sparse;
 }
 
@@ -58,9 +60,14 @@ RunMetrics read_run_metrics(const std::string& path) {
   const nlohmann::json& c = s["config"];
   try {
     r.world_size = s.value("world_size", 1);
-    if (s.contains("grid") && s["grid"].is_array() && s["grid"].size() == 2) {
+    if (s.contains("grid") && s["grid"].is_array() && (s["grid"].size() == 2 || s["grid"].size() == 3)) {
       r.data = s["grid"][0].get<int>();
       r.model = s["grid"][1].get<int>();
+      if (s["grid"].size() == 3) r.stages = s["grid"][2].get<int>();
+    }
+    if (s.contains("pipeline") && s["pipeline"].is_object()) {
+      r.micro_batches = s["pipeline"].value("micro_batches", size_t{0});
+      r.stage_split = s["pipeline"].value("split", std::vector<size_t>{});
     }
     r.threads = s.value("threads", 1);
     r.overlap = s.value("overlap", false);
@@ -115,6 +122,9 @@ Calibration sparse_calibration(const RunMetrics& run) {
   // Sliced boundaries: every hidden layer's output (the MLP's --layers, else the XMC network's hidden).
   if (c.contains("layers") && c["layers"].is_array() && !c["layers"].empty()) {
     for (const auto& w : c["layers"]) cal.boundaries.push_back(w.get<size_t>());
+  } else if (c.contains("layers") && c["layers"].is_string() && !c["layers"].get<std::string>().empty()) {
+    cal.boundaries = parse_list<size_t>(fmt::format("{}: config layers", run.path), c["layers"].get<std::string>(),
+                                        "width", "positive integers separated by commas", [](size_t w) { return w > 0; });
   } else {
     cal.boundaries.push_back(c.value("hidden", size_t{128}));
   }
@@ -123,6 +133,33 @@ Calibration sparse_calibration(const RunMetrics& run) {
   if (phases.contains("input_forward") && !cal.boundaries.empty())
     cal.input_multiply_adds_per_sample = std::max(
         0.0, phases["input_forward"].value("flops", 0.0) / 2 / samples - static_cast<double>(cal.boundaries.front()));
+  // Per layer, for pipeline stages: the input layer's phases, the dense layers' time shared by their
+  // multiply-adds, the output layer's phases (with LSH hashing and sampling); `other` shared by
+  // those; the loop's time outside the steps is every stage's.
+  {
+    const std::vector<size_t>& w = cal.boundaries;
+    std::vector<double> layer(w.size() + 1, 0.0), forward(w.size() + 1, 0.0);
+    layer[0] = (phase_seconds("input_forward") + phase_seconds("input_backward")) / samples;
+    forward[0] = phase_seconds("input_forward") / samples;
+    double dense_work = 0;
+    for (size_t i = 1; i < w.size(); ++i) dense_work += static_cast<double>(w[i - 1] * w[i]);
+    for (size_t i = 1; i < w.size(); ++i) {
+      layer[i] = dense_work > 0 ? phase_seconds("dense_layers") / samples * static_cast<double>(w[i - 1] * w[i]) / dense_work
+                                : 0.0;
+      forward[i] = layer[i] / 3.0;  // one product forward, two backward
+    }
+    layer.back() = (phase_seconds("hash") + phase_seconds("sample") + phase_seconds("output_forward") +
+                    phase_seconds("output_backward")) / samples;
+    forward.back() = (phase_seconds("hash") + phase_seconds("sample") + phase_seconds("output_forward")) / samples;
+    double total = 0;
+    for (const double t : layer) total += t;
+    const double other = phase_seconds("other") / samples;
+    for (double& t : layer) t += total > 0 ? other * t / total : other / static_cast<double>(layer.size());
+    cal.layer_seconds_per_sample = layer;
+    cal.layer_forward_seconds_per_sample = forward;
+    cal.stage_seconds_per_sample = std::max(0.0, run.seconds - profiled) / samples;
+  }
+  size_t dense_seen = 0;
   for (const auto& p : e["parameter_rows"]) {
     ParameterShape shape;
     shape.name = p.value("name", std::string());
@@ -131,6 +168,9 @@ Calibration sparse_calibration(const RunMetrics& run) {
     shape.sliced_axis = p.value("sliced_axis", -1);
     shape.touched_rows_per_step = p.value("touched_rows_per_step", 0.0);
     shape.input_layer = shape.name.rfind("sparse_dense.", 0) == 0;
+    // Parameters come layer by layer: the input layer's, each dense layer's (weight first), the output's.
+    if (shape.name == "dense.weight") ++dense_seen;
+    shape.layer = shape.input_layer ? 0 : shape.name.rfind("dense.", 0) == 0 ? dense_seen : cal.boundaries.size();
     cal.parameters.push_back(shape);
   }
   cal = with_exchanges_of(cal, run);

@@ -18,6 +18,9 @@ namespace frugal::plan {
 struct RunMetrics {
   std::string path;
   int world_size = 1, data = 1, model = 1, threads = 1;
+  int stages = 1;                   // --pipeline S (the start line's grid D x 1 x S)
+  size_t micro_batches = 0;         // the pipeline's, as the run took them
+  std::vector<size_t> stage_split;  // layers per stage, as the run took them
   bool dense = false;  // --parallel data
   bool overlap = false;  // --overlap (runs from before the flag had none)
   ForwardSplit forward_split = ForwardSplit::never;  // --overlap-forward (never before the flag)
