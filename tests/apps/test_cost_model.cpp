@@ -263,3 +263,57 @@ TEST_CASE("--overlap hides the first half's all-gather behind the input layer's 
   CHECK_FALSE(automatic.splits_forward(1, 1, 128));  // one model rank: nothing is gathered
 }
 
+
+namespace {
+// A 4-layer MLP calibration (input, two dense layers, output) with per-layer times for pipelines.
+Calibration mlp_calibration() {
+  Calibration c = xmc_calibration();
+  c.boundaries = {128, 128, 128};
+  c.layer_seconds_per_sample = {100e-6, 100e-6, 100e-6, 100e-6};
+  c.layer_forward_seconds_per_sample = {0.0, 0.0, 0.0, 0.0};  // no recomputation cost: the formula alone
+  c.parameters = {{"sparse_dense.weight", 100000, 128, 1, 0, true, 0}, {"softmax.weight", 1000, 128, 0, 0, false, 3}};
+  return c;
+}
+}  // namespace
+
+TEST_CASE("a pipeline plan's step is the 1F1B schedule's fill and bottleneck", "[plan]") {
+  const CostModel model(mlp_calibration(), {});
+  // A link too fast to matter: 4 stages of one layer, 8 micro-batches of 16 points.
+  const Cluster cluster{.nodes = 4, .cores = 1, .link = {.bytes_per_s = 1e15, .latency_s = 0}};
+  ModelOptions no_overhead;
+  no_overhead.message_overhead_s = 0;
+  const CostModel quiet(mlp_calibration(), {}, no_overhead);
+  const Prediction p = quiet.predict_pipeline(1, 4, 8, {}, cluster, 128);
+  REQUIRE(p.stage_split == std::vector<size_t>{1, 1, 1, 1});
+  const double c = 16 * 100e-6;  // one stage, one micro-batch
+  REQUIRE(p.samples_per_s == Approx(128.0 / ((8 - 1) * c + 4 * c)).epsilon(1e-3));
+  // The bubble: (S - 1) / (N + S - 1) of the stages' time.
+  REQUIRE(p.bubble_fraction == Approx(3.0 / 11.0).epsilon(1e-3));
+  // More micro-batches, a smaller bubble and a faster step.
+  const Prediction more = quiet.predict_pipeline(1, 4, 32, {}, cluster, 128);
+  REQUIRE(more.bubble_fraction < p.bubble_fraction);
+  REQUIRE(more.samples_per_s > p.samples_per_s);
+  // A given split is taken as given; an unbalanced one is slower.
+  const Prediction lopsided = quiet.predict_pipeline(1, 2, 8, {3, 1}, {.nodes = 2, .cores = 1, .link = cluster.link}, 128);
+  const Prediction balanced = quiet.predict_pipeline(1, 2, 8, {}, {.nodes = 2, .cores = 1, .link = cluster.link}, 128);
+  REQUIRE(balanced.stage_split == std::vector<size_t>{2, 2});
+  REQUIRE(lopsided.samples_per_s < balanced.samples_per_s);
+  // Every grid search offers the pipelines that divide the nodes, named pipeline.
+  bool found = false;
+  for (const Prediction& q : model.all_grids(cluster, 128)) found = found || (q.scheme == Scheme::pipeline && q.stages == 4);
+  REQUIRE(found);
+  REQUIRE(to_string(Scheme::pipeline) == "pipeline");
+}
+
+TEST_CASE("a pipeline's boundary bytes: DCT-MP's top-k sends a fraction of the activations", "[plan]") {
+  Calibration cal = mlp_calibration();
+  const Cluster slow{.nodes = 2, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 50e-6}};
+  const Prediction whole = CostModel(cal, {}).predict_pipeline(1, 2, 4, {}, slow, 128);
+  cal.mp_keep = 0.1;
+  cal.mp_value_bytes = 1.0;
+  const Prediction kept = CostModel(cal, {}).predict_pipeline(1, 2, 4, {}, slow, 128);
+  // Whole: 32 points x 128 floats each way per micro-batch, 4 micro-batches, one direction a side.
+  REQUIRE(whole.bytes_per_step_per_rank == Approx(4 * (2 * (32 * 128 * 4.0 + 68)) / 2).epsilon(1e-9));
+  REQUIRE(kept.bytes_per_step_per_rank < whole.bytes_per_step_per_rank / 8);
+  REQUIRE(kept.samples_per_s > whole.samples_per_s);
+}
