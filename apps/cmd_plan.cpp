@@ -43,6 +43,7 @@ struct PlanArgs {
   std::vector<std::string> validate;
   double host_cores = std::max(1u, std::thread::hardware_concurrency());
   std::string json;
+  bool one_host = false;      // --one-host: the nodes are ranks sharing this host of --host-cores cores
   std::string prices;         // --prices FILE (apps/node_prices.h)
   size_t epoch_samples = 0;   // --epoch-samples (0: the calibration run's training points)
 };
@@ -224,19 +225,29 @@ void run_plan(const PlanArgs& a) {
   const size_t batch = a.batch;
   for (const std::string& link_text : a.links) {
     const NamedLink link = named_link(link_text, a, fmt::format("--link {}", link_text));
-    for (const double cores : a.cores) {
-      fmt::print("\n{} links, {} cores per node (samples/s; best grid DxM of each scheme)\n", link.name, cores);
+    // --one-host: a single table of ranks sharing this host (each a 1-thread rank).
+    const std::vector<double> core_counts = a.one_host ? std::vector<double>{0.0} : a.cores;
+    for (const double cores : core_counts) {
+      if (a.one_host)
+        fmt::print("\n{} links, N ranks of 1 thread sharing one host of {} cores (samples/s; best grid of each "
+                   "scheme)\n", link.name, a.host_cores);
+      else
+        fmt::print("\n{} links, {} cores per node (samples/s; best grid DxM of each scheme)\n", link.name, cores);
       fmt::print("{:>6}  {:>22}  {:>22}  {:>14}  {:>22}  {}\n", "nodes", "mp-sparse", "dct-dp", "dp-dense", "pipeline",
                  "best");
       for (const int nodes : a.nodes) {
-        const plan::Cluster cluster{.nodes = nodes, .cores = cores, .link = link.link};
+        const plan::Cluster cluster = a.one_host ? plan::Cluster{.nodes = nodes,
+                                                                 .cores = cals.scaling.rank_cores(a.host_cores, nodes, 1),
+                                                                 .link = link.link, .host_cores = a.host_cores}
+                                                 : plan::Cluster{.nodes = nodes, .cores = cores, .link = link.link};
         const std::vector<plan::Prediction> all = model.all_grids(cluster, batch);
         std::map<plan::Scheme, const plan::Prediction*> best_of;
         const plan::Prediction* best = nullptr;
         for (const plan::Prediction& p : all) {
           nlohmann::json j = to_json(p);
           j["nodes"] = nodes;
-          j["cores"] = cores;
+          j["cores"] = cluster.cores;
+          j["one_host"] = a.one_host;
           j["link"] = link.name;
           j["link_bytes_per_s"] = link.link.bytes_per_s;
           out["predictions"].push_back(j);
@@ -255,7 +266,8 @@ void run_plan(const PlanArgs& a) {
                    best->model > 1 ? fmt::format(", slice weights {}", weights_text(best->slice_weights)) : "");
         nlohmann::json j = to_json(*best);
         j["nodes"] = nodes;
-        j["cores"] = cores;
+        j["cores"] = cluster.cores;
+        j["one_host"] = a.one_host;
         j["link"] = link.name;
         out["best"].push_back(j);
       }
@@ -288,7 +300,12 @@ void run_plan(const PlanArgs& a) {
       // Ranks of one host share its cores (ThreadScaling::rank_cores says how).
       const double cores = cals.scaling.rank_cores(a.host_cores, run.world_size, run.threads);
       const int data = run.dense ? run.world_size : run.data, mdl = run.dense ? 1 : run.model;
-      const plan::Cluster cluster{.nodes = run.world_size, .cores = cores, .link = link.link};
+      // A pipeline's stages take turns on the host's cores: each computes at its threads' cores
+      // alone, and the host's cores bound their sum (plan::Cluster::host_cores).
+      const bool pipeline = run.scheme() == plan::Scheme::pipeline;
+      const plan::Cluster cluster{.nodes = run.world_size,
+                                  .cores = pipeline ? std::min<double>(run.threads, a.host_cores) : cores,
+                                  .link = link.link, .host_cores = pipeline ? a.host_cores : 0.0};
       const plan::Prediction p =
           run.scheme() == plan::Scheme::pipeline
               ? m.predict_pipeline(run.data, run.stages, run.micro_batches, run.stage_split, cluster, run.batch)
@@ -363,6 +380,9 @@ void add_plan_command(CLI::App& app) {
                   "FILE@LINK: rank 0's metrics of a measured multi-rank run and the link it ran on (repeatable)");
   cmd->add_option("--host-cores", a->host_cores, "cores of the host the validated runs' ranks shared")
       ->capture_default_str()->check(cli::positive());
+  cmd->add_flag("--one-host", a->one_host, "plan for N ranks of 1 thread sharing one host of --host-cores cores "
+                                           "(what a run under frugal launch on this machine is) instead of N nodes of "
+                                           "--cores cores");
   cmd->add_option("--json", a->json, "also write predictions, best grids and validation to this JSON file");
   cmd->add_option("--prices", a->prices, "node types and their prices (NAME CORES MEMORY_GIB LINK USD_PER_HOUR "
                                          "[SAMPLES_PER_S] a line; bench/plan/prices.example): prints samples/s, time "

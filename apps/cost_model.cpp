@@ -283,6 +283,26 @@ Prediction CostModel::predict(Scheme scheme, int data, int model, const Cluster&
   return p;
 }
 
+std::pair<std::vector<double>, std::vector<double>> CostModel::layer_seconds_at(double rows) const {
+  std::vector<double> all = sparse_.layer_seconds_per_sample, forward = sparse_.layer_forward_seconds_per_sample;
+  const size_t n = all.size();
+  if (sparse_.small_batch == 0 || sparse_.small_batch >= sparse_.batch ||
+      sparse_.small_layer_seconds_per_sample.size() != n || sparse_.small_layer_forward_seconds_per_sample.size() != n)
+    return {all, forward};
+  // t(r) = a + b / r through (big, t_big) and (small, t_small); never below the big batch's a.
+  const double big = static_cast<double>(sparse_.batch), small = static_cast<double>(sparse_.small_batch);
+  const auto at = [&](double t_big, double t_small) {
+    const double b = (t_small - t_big) / (1.0 / small - 1.0 / big);
+    const double a = t_big - b / big;
+    return std::max(0.0, a + b / std::max(rows, 1.0));
+  };
+  for (size_t l = 0; l < n; ++l) {
+    all[l] = at(all[l], sparse_.small_layer_seconds_per_sample[l]);
+    forward[l] = at(forward[l], sparse_.small_layer_forward_seconds_per_sample[l]);
+  }
+  return {all, forward};
+}
+
 Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::vector<size_t> split,
                                        const Cluster& cluster, size_t batch) const {
   const size_t layers = sparse_.layer_seconds_per_sample.size();
@@ -294,9 +314,9 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
   if (micro == 0) micro = cli::default_micro_batches(static_cast<size_t>(stages), static_cast<size_t>(points));
   // Work measured at the calibration's threads, at `cores`.
   const double to_cores = scaling_.speed(sparse_.threads) / scaling_.speed(cluster.cores);
-  std::vector<double> costs = sparse_.layer_seconds_per_sample;
-  split = cli::split_stages(costs, static_cast<size_t>(stages), split);
   const double mb = points / static_cast<double>(micro);
+  const auto [layer_seconds, forward_seconds] = layer_seconds_at(mb);
+  split = cli::split_stages(layer_seconds, static_cast<size_t>(stages), split);
   const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
   Prediction p;
   p.scheme = Scheme::pipeline;
@@ -311,7 +331,7 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
     const bool last = end == layers;
     double per_sample = sparse_.stage_seconds_per_sample;
     for (size_t l = first; l < end; ++l)
-      per_sample += sparse_.layer_seconds_per_sample[l] + (last ? 0.0 : sparse_.layer_forward_seconds_per_sample[l]);
+      per_sample += layer_seconds[l] + (last ? 0.0 : forward_seconds[l]);
     const double stage = mb * per_sample * to_cores;
     // Per step: the optimizer over the stage's rows the global batch touched, the tables' rebuilds.
     double entries = 0;
@@ -362,7 +382,11 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
     worst_bytes = std::max(worst_bytes, bytes);
   }
   const double n = static_cast<double>(micro);
-  const double schedule = (n - 1.0) * std::max(worst_stage, worst_link) + sum_stage + sum_link;
+  double schedule = (n - 1.0) * std::max(worst_stage, worst_link) + sum_stage + sum_link;
+  // Stages sharing one host: together they cannot compute faster than its cores (each stage's work
+  // at one core: processes share no serial part).
+  if (cluster.host_cores > 0)
+    schedule = std::max(schedule, n * sum_stage * scaling_.speed(cluster.cores) / cluster.host_cores);
   p.compute_seconds_per_step = n * worst_stage + worst_step;
   p.wire_seconds_per_step = schedule - n * worst_stage;
   p.bytes_per_step_per_rank = worst_bytes;
@@ -376,8 +400,11 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
 std::vector<Prediction> CostModel::all_grids(const Cluster& cluster, size_t batch) const {
   std::vector<Prediction> out;
   const int layers = static_cast<int>(sparse_.layer_seconds_per_sample.size());
+  // Ranks sharing one host: a stage computes alone on a core (1-thread ranks) while the others wait.
+  Cluster stages = cluster;
+  if (cluster.host_cores > 0) stages.cores = std::min(1.0, cluster.host_cores);
   for (int s = 2; s <= std::min(cluster.nodes, layers); ++s)
-    if (cluster.nodes % s == 0) out.push_back(predict_pipeline(cluster.nodes / s, s, 0, {}, cluster, batch));
+    if (cluster.nodes % s == 0) out.push_back(predict_pipeline(cluster.nodes / s, s, 0, {}, stages, batch));
   for (int m = 1; m <= cluster.nodes; ++m) {
     if (cluster.nodes % m != 0) continue;
     const int d = cluster.nodes / m;

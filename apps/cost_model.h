@@ -64,6 +64,11 @@ struct Calibration {
   // (`other`) shared out by those times. Every stage also reads each batch: stage_seconds_per_sample.
   std::vector<double> layer_seconds_per_sample, layer_forward_seconds_per_sample;
   double stage_seconds_per_sample = 0;
+  // The same per-layer times measured at a smaller batch (a second calibration run at the same
+  // threads; small_batch 0: none): a pipeline's micro-batches are priced between the two, each
+  // layer's time per sample as a + b / rows (a per-call cost spread over the rows).
+  size_t small_batch = 0;
+  std::vector<double> small_layer_seconds_per_sample, small_layer_forward_seconds_per_sample;
   bool sliced_softmax = true;                // the output layer is sliced: a normalizer per step
   std::vector<ParameterShape> parameters;
   // The exchanges' settings (the run's flags): DCT-MP keep and value bytes, DCT-DP keep fractions.
@@ -122,6 +127,11 @@ struct Cluster {
   int nodes = 1;
   double cores = 1;  // per node (one rank a node); a fraction: ranks sharing a host's cores
   Link link;
+  // Above 0: the nodes are ranks sharing one host of this many cores (a validated run on one
+  // machine). A pipeline's stages then each compute at `cores` (a stage alone gets its threads'
+  // cores while the others wait) and the host's cores bound their sum; the other schemes keep
+  // every rank busy at once and take `cores` as each rank's share (ThreadScaling::rank_cores).
+  double host_cores = 0;
 };
 
 struct ModelOptions {
@@ -191,6 +201,9 @@ class CostModel {
   // layer times), `data` replicas of it, `micro` micro-batches (0: frugal train's default).
   Prediction predict_pipeline(int data, int stages, size_t micro, std::vector<size_t> split, const Cluster& cluster,
                               size_t batch = 0) const;
+  // Per-layer seconds per sample (forward and backward, forward alone) at `rows` points a call: the
+  // calibration's, or between it and the small-batch one (Calibration::small_batch).
+  std::pair<std::vector<double>, std::vector<double>> layer_seconds_at(double rows) const;
   // Every D x M grid with D x M = nodes, for every scheme the calibration covers, and every pipeline
   // D x 1 x S with S stages (2 to the layer count) dividing the nodes.
   std::vector<Prediction> all_grids(const Cluster& cluster, size_t batch = 0) const;

@@ -223,14 +223,31 @@ Calibrations calibrations_from(const std::vector<RunMetrics>& runs) {
       if (!dense || r.threads < dense->threads || (r.threads == dense->threads && per_sample(r) < per_sample(*dense)))
         dense = &r;
     } else {
+      // Of a thread count's runs, the largest batch (a smaller one prices micro-batches, below).
       const RunMetrics*& best = sparse_by_threads[r.threads];
-      if (!best || per_sample(r) < per_sample(*best)) best = &r;
+      if (!best || r.batch > best->batch || (r.batch == best->batch && per_sample(r) < per_sample(*best))) best = &r;
     }
   }
   if (runs.size() > sparse_by_threads.size() + (dense ? 1 : 0))
     out.notes.push_back("repeated calibrations: the fastest of each kind and thread count is used");
   if (!sparse_by_threads.empty()) {
     out.sparse = sparse_calibration(*sparse_by_threads.begin()->second);
+    // A run at the same threads and a smaller batch prices a pipeline's micro-batches (the fastest of
+    // the smallest batch's repeats).
+    const RunMetrics& chosen = *sparse_by_threads.begin()->second;
+    const RunMetrics* small = nullptr;
+    for (const RunMetrics& r : runs)
+      if (!r.dense && r.threads == chosen.threads && r.batch < chosen.batch &&
+          (!small || r.batch < small->batch || (r.batch == small->batch && per_sample(r) < per_sample(*small))))
+        small = &r;
+    if (small != nullptr) {
+      const Calibration c = sparse_calibration(*small);
+      out.sparse->small_batch = small->batch;
+      out.sparse->small_layer_seconds_per_sample = c.layer_seconds_per_sample;
+      out.sparse->small_layer_forward_seconds_per_sample = c.layer_forward_seconds_per_sample;
+      out.notes.push_back(fmt::format("per-layer compute at batch {} ({}) and {}: pipeline micro-batches are priced "
+                                      "between them", small->batch, small->path, chosen.batch));
+    }
     out.sparse_path = sparse_by_threads.begin()->second->path;
     out.sparse_start = sparse_by_threads.begin()->second->start_line;
     out.sparse_epoch = sparse_by_threads.begin()->second->epoch_line;

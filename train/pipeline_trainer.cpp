@@ -30,36 +30,31 @@ constexpr size_t kEvalMicro = SIZE_MAX - 1;
 
 comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->stats().total() : comm::ByteCount{}; }
 
-// acc += g, both row-sparse with sorted rows (host memory).
-void add_rows(RowGrad& acc, const RowGrad& g) {
-  if (g.rows.empty()) return;
-  const size_t cols = g.values.cols();
-  if (acc.rows.empty()) {
-    acc.rows = g.rows;
-    acc.values = to_host(g.values);
-    return;
+// The sum of row-sparse gradients with sorted rows (host memory), in their order: one pass over
+// each part's values into the union of their rows (a merge after every micro-batch would copy the
+// growing sum again each time).
+RowGrad sum_parts(std::vector<RowGrad>& parts) {
+  if (parts.size() == 1) return std::move(parts.front());
+  std::vector<uint32_t> rows, merged;
+  for (const RowGrad& p : parts) {
+    merged.clear();
+    std::set_union(rows.begin(), rows.end(), p.rows.begin(), p.rows.end(), std::back_inserter(merged));
+    rows.swap(merged);
   }
-  if (acc.rows == g.rows) {  // dense layers: every row every time
-    float* a = acc.values.data();
-    const float* b = g.values.data();
-    for (size_t i = 0, n = g.values.size(); i < n; ++i) a[i] += b[i];
-    return;
-  }
-  std::vector<uint32_t> rows;
-  rows.reserve(acc.rows.size() + g.rows.size());
-  std::set_union(acc.rows.begin(), acc.rows.end(), g.rows.begin(), g.rows.end(), std::back_inserter(rows));
-  Tensor values(rows.size(), cols);
-  size_t i = 0, j = 0;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    float* out = values.row(k);
-    if (i < acc.rows.size() && acc.rows[i] == rows[k]) std::copy_n(acc.values.row(i++), cols, out);
-    if (j < g.rows.size() && g.rows[j] == rows[k]) {
-      const float* in = g.values.row(j++);
+  const size_t cols = parts.front().values.cols();
+  RowGrad sum;
+  sum.values = Tensor(rows.size(), cols);  // zeros: 0 + g is g, so the order of the sums is the parts'
+  for (const RowGrad& p : parts) {
+    size_t k = 0;
+    for (size_t j = 0; j < p.rows.size(); ++j) {
+      while (rows[k] != p.rows[j]) ++k;
+      float* out = sum.values.row(k);
+      const float* in = p.values.row(j);
       for (size_t c = 0; c < cols; ++c) out[c] += in[c];
     }
   }
-  acc.rows = std::move(rows);
-  acc.values = std::move(values);
+  sum.rows = std::move(rows);
+  return sum;
 }
 
 // A double from the root of `group` on every rank.
@@ -187,10 +182,24 @@ void PipelineTrainer::forward(size_t m, bool send) {
 
 void PipelineTrainer::accumulate_gradients() {
   const std::vector<Parameter*> params = model_.parameters();
-  sums_.resize(params.size());
+  parts_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    params[i]->grad.fetch_rows();
-    add_rows(sums_[i], params[i]->grad);
+    RowGrad& g = params[i]->grad;
+    g.fetch_rows();
+    if (g.rows.empty()) continue;
+    std::vector<RowGrad>& parts = parts_[i];
+    if (!parts.empty() && parts.front().rows == g.rows) {  // a dense layer: every row every time, summed in place
+      float* a = parts.front().values.data();
+      const float* b = g.values.data();
+      for (size_t k = 0, n = g.values.size(); k < n; ++k) a[k] += b[k];
+      continue;
+    }
+    // Taken over, not copied: the layer writes its next micro-batch's gradient into new memory.
+    RowGrad& part = parts.emplace_back();
+    part.rows.swap(g.rows);
+    std::swap(part.values, g.values);
+    if (!part.values.is_host()) part.values = to_host(part.values);
+    g.clear();
   }
 }
 
@@ -239,7 +248,7 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
   received_.assign(n, false);
   for (StageLink* l : {prev_.get(), next_.get()})
     if (l != nullptr) l->set_step(step_);
-  for (RowGrad& s : sums_) s.clear(), s.values = Tensor();
+  for (std::vector<RowGrad>& parts : parts_) parts.clear();
   step_loss_ = 0.0;
   forwarded_ = SIZE_MAX;
   // 1F1B: S - 1 - s forward passes ahead, then one forward and one backward each, then the rest.
@@ -270,9 +279,10 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
   const std::vector<Parameter*> params = model_.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     params[i]->grad.clear();
-    if (i < sums_.size() && !sums_[i].rows.empty()) {
-      std::swap(params[i]->grad.rows, sums_[i].rows);
-      std::swap(params[i]->grad.values, sums_[i].values);
+    if (i < parts_.size() && !parts_[i].empty()) {
+      RowGrad sum = sum_parts(parts_[i]);
+      std::swap(params[i]->grad.rows, sum.rows);
+      std::swap(params[i]->grad.values, sum.values);
     }
   }
   if (reducer_) reducer_->reduce();

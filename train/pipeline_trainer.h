@@ -122,7 +122,9 @@ class PipelineTrainer {
   std::vector<Tensor> inputs_;      // each micro-batch's stage input (not on the first stage)
   std::vector<bool> received_;      // whether it has arrived
   std::vector<const Tensor*> activations_;  // the input of each hidden layer of the stage, and of the output
-  std::vector<RowGrad> sums_;        // each parameter's gradient summed over the micro-batches
+  // Each parameter's gradients of this step's micro-batches, summed at the step's end (a dense
+  // layer's summed as they come).
+  std::vector<std::vector<RowGrad>> parts_;
   Tensor grad_;                      // dLoss/d(output layer input) on the last stage
   size_t forwarded_ = SIZE_MAX;      // the micro-batch whose forward pass the layers hold
   float scale_ = 1.0f;               // 1 / global batch

@@ -5,8 +5,10 @@
 #   sudo bash bench/pipeline/run.sh          # root: `frugal launch --bandwidth` (network namespaces, tc)
 #
 # plans    --layers 1024,1024,1024 on the 100k x 100k synthetic XMC set (batch 128, LSH, --threads 1 a
-#          rank), FRUGAL_BENCH_STEPS (30) steps: 1-rank calibrations (1 and 2 threads, twice each), then
-#          `frugal plan` for 4 nodes at 100 Mbit, then every plan of 4 ranks measured at 100 Mbit
+#          rank), FRUGAL_BENCH_STEPS (30) steps: 1-rank calibrations (1 and 2 threads, and batch 32 for
+#          the micro-batches, twice each), then `frugal plan --one-host` (ranks sharing this machine's
+#          cores, as the measured runs do) for 2 and 4 ranks at 100 Mbit, then every plan of 4 ranks
+#          measured at 100 Mbit
 #          (`frugal launch --bandwidth 100mbit`): data-parallel (4x1, the touched rows), DCT-DP (4x1,
 #          --dp-keep 0.02), model-parallel (1x4), the hybrids 2x2 (touched rows; DCT-DP), the pipeline 1x1x4 and the hybrid
 #          pipeline 2x1x2 (each pipeline with the split and micro-batches the planner names), and at 2
@@ -14,9 +16,12 @@
 #          says whether the planner's pick is within 10% of the best measured and >= 1.5x the worst.
 # quality  2 stages (--pipeline 2, --layers 256,256), bench/dct/explore.sh's still-learning set (noise
 #          0.8), 3 epochs, seeds 1 2 3, loopback: the boundary uncompressed, and DCT-MP at --mp-keep
-#          0.1 and 0.05 (one-byte values), 0.1 with --mp-error-feedback on. P@1 and the boundary's
-#          bytes per sample (pipeline_bytes_sent_per_sample), mean and spread over the seeds.
+#          0.1 and 0.05 with the pipeline's defaults (one-byte values, a warm-up over the first epoch,
+#          error feedback), 0.1 without error feedback, and 0.1 with neither. P@1 and the boundary's
+#          bytes per sample (pipeline_bytes_sent_per_sample, the mean over the epochs: the warm-up
+#          included), mean and spread over the seeds.
 # Writes OUT/summary.json, OUT/plans.png and OUT/compression.png (gnuplot), OUT/plan.txt.
+# The data-parallel runs (4x1, 2x1) move tens of MB a step at 100 Mbit: FRUGAL_BENCH_DP_STEPS (4) steps.
 # Environment: OUT (.bench/pipeline), PARTS ("plans quality"), FRUGAL_BENCH_STEPS (30), SEEDS ("1 2 3"),
 #   EPOCHS (3), FRUGAL (build/apps/frugal). A rerun skips runs whose metrics are complete.
 set -euo pipefail
@@ -25,6 +30,7 @@ FRUGAL=${FRUGAL:-build/apps/frugal}
 OUT=${OUT:-.bench/pipeline}
 PARTS=${PARTS:-plans quality}
 STEPS=${FRUGAL_BENCH_STEPS:-30}
+DP_STEPS=${FRUGAL_BENCH_DP_STEPS:-4}
 SEEDS=${SEEDS:-1 2 3}
 EPOCHS=${EPOCHS:-3}
 PY=/usr/bin/python3
@@ -57,54 +63,57 @@ if wants plans; then
   # 200 test points: evaluation is not what is timed (and scores 100k labels a point).
   [ -f "$DATA/test200.txt" ] || { echo "200 100000 100000"; sed -n '2,201p' "$DATA/test.txt"; } > "$DATA/test200.txt"
   T=(train --train "$DATA/train.txt" --test "$DATA/test200.txt" --layers 1024,1024,1024 --batch 128 --lr 1e-3
-     --sampler lsh --seed 1 --quiet --epochs 1 --max-steps "$STEPS")
-  say "calibration: 1 rank, 1 and 2 threads, twice each"
+     --sampler lsh --seed 1 --quiet --epochs 1)
+  # T_STEPS: the timed steps of every run but the data-parallel ones (below)
+  T_STEPS=(--max-steps "$STEPS")
+  say "calibration: 1 rank, 1 and 2 threads, and batch 32 at 1 thread (micro-batches), twice each"
   cal=()
   for rep in 1 2; do
     for t in 1 2; do
-      train "calib-t$t-r$rep" 1 "$FRUGAL" "${T[@]}" --threads "$t"
+      train "calib-t$t-r$rep" 1 "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads "$t"
       cal+=(--metrics "$OUT/calib-t$t-r$rep.jsonl")
     done
+    train "calib-b32-r$rep" 1 "$FRUGAL" "${T[@]}" --max-steps $((STEPS * 4)) --threads 1 --batch 32
+    cal+=(--metrics "$OUT/calib-b32-r$rep.jsonl")
   done
   say "the planner's plans for 4 and 2 nodes at 100 Mbit (before any multi-rank run)"
-  "$FRUGAL" plan "${cal[@]}" --nodes 2,4 --cores 0.5,1 --link 100mbit --host-cores "$(nproc)" \
+  "$FRUGAL" plan "${cal[@]}" --nodes 2,4 --one-host --link 100mbit --host-cores "$(nproc)" \
     --json "$OUT/plan-before.json" > "$OUT/plan-before.txt"
   cat "$OUT/plan-before.txt"
-  # split_of GRID: the planner's --stage-split and micro-batches of the pipeline GRID (ranks share 2 cores).
+  # split_of GRID: the planner's --stage-split and micro-batches of the pipeline GRID.
   split_of() {
-    "$PY" - "$OUT/plan-before.json" "$1" "$(nproc)" <<'PY'
+    "$PY" - "$OUT/plan-before.json" "$1" <<'PY'
 import json, sys
-plans, grid, cores = json.load(open(sys.argv[1])), sys.argv[2], float(sys.argv[3])
-nodes = 1
-for g in grid.split("x"): nodes *= int(g)
-want = min(1.0, cores / nodes)  # each rank's share of this host
-p = [p for p in plans["predictions"] if p["grid"] == grid and abs(p["cores"] - want) < 1e-9][0]
+plans, grid = json.load(open(sys.argv[1])), sys.argv[2]
+p = [p for p in plans["predictions"] if p["grid"] == grid][0]
 print(",".join(str(n) for n in p["stage_split"]), p["micro_batches"])
 PY
   }
   L4=("$FRUGAL" launch -n 4 --bandwidth 100mbit --)
   L2=("$FRUGAL" launch -n 2 --bandwidth 100mbit --)
   say "4 ranks at 100 Mbit"
-  train n4-dp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 4x1 --compress off
-  train n4-dctdp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 4x1 --dp-keep 0.02
-  train n4-mp-1x4 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 1x4
-  train n4-mp-2x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x2 --compress off
-  train n4-dctdp-2x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x2 --dp-keep 0.02
+  # The touched rows of every layer cross 100 Mbit each step (tens of MB: most of the output layer's
+  # rows): DP_STEPS steps measure its step as well as more.
+  train n4-dp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 4x1 --compress off --max-steps "$DP_STEPS"
+  train n4-dctdp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 4x1 --dp-keep 0.02
+  train n4-mp-1x4 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 1x4
+  train n4-mp-2x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 2x2 --compress off
+  train n4-dctdp-2x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 2x2 --dp-keep 0.02
   read -r split micro <<< "$(split_of 1x1x4)"
-  train n4-pp-1x1x4 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --pipeline 4 --stage-split "$split" --micro-batches "$micro"
+  train n4-pp-1x1x4 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --pipeline 4 --stage-split "$split" --micro-batches "$micro"
   read -r split micro <<< "$(split_of 2x1x2)"
-  train n4-pp-2x1x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x1x2 --stage-split "$split" --micro-batches "$micro"
+  train n4-pp-2x1x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 2x1x2 --stage-split "$split" --micro-batches "$micro"
   say "2 ranks at 100 Mbit"
-  train n2-dp-2x1 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x1 --compress off
-  train n2-mp-1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 1x2
+  train n2-dp-2x1 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x1 --compress off --max-steps "$DP_STEPS"
+  train n2-mp-1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 1x2
   read -r split micro <<< "$(split_of 1x1x2)"
-  train n2-pp-1x1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --pipeline 2 --stage-split "$split" --micro-batches "$micro"
+  train n2-pp-1x1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --pipeline 2 --stage-split "$split" --micro-batches "$micro"
   val=()
   for f in n4-dp-4x1 n4-dctdp-4x1 n4-mp-1x4 n4-mp-2x2 n4-dctdp-2x2 n4-pp-1x1x4 n4-pp-2x1x2 n2-dp-2x1 n2-mp-1x2 n2-pp-1x1x2; do
     val+=(--validate "$OUT/$f.jsonl@100mbit")
   done
   say "the planner against the measured runs"
-  "$FRUGAL" plan "${cal[@]}" --nodes 4 --cores 0.5 --link 100mbit --host-cores "$(nproc)" "${val[@]}" \
+  "$FRUGAL" plan "${cal[@]}" --nodes 2,4 --one-host --link 100mbit --host-cores "$(nproc)" "${val[@]}" \
     --json "$OUT/plan.json" | tee "$OUT/plan.txt"
 fi
 
@@ -122,8 +131,10 @@ if wants quality; then
     train "q-none-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2
     train "q-k0.1-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1
     train "q-k0.05-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.05
-    train "q-k0.1ef-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1 \
-      --mp-error-feedback on
+    train "q-k0.1noef-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1 \
+      --mp-error-feedback off
+    train "q-k0.1bare-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1 \
+      --mp-error-feedback off --mp-warmup-steps 0
   done
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"

@@ -41,10 +41,10 @@ if os.path.exists(plan_path):
                      "pipeline_bytes_sent_per_sample": e[-1].get("pipeline_bytes_sent_per_sample")})
     summary["plans"] = rows
     summary["largest_error"] = max(abs(r["error"]) for r in rows) if rows else None
-    # The planner's pick for 4 nodes (ranks sharing this host: the fewest cores it was asked about).
+    # The planner's pick for 4 ranks sharing this host (plan --one-host), before any multi-rank run.
     before = json.load(open(os.path.join(out, "plan-before.json")))
     four = [b for b in before["best"] if b["nodes"] == 4]
-    pick = min(four, key=lambda b: b["cores"]) if four else None
+    pick = four[0] if four else None
     n4 = [r for r in rows if r["ranks"] == 4]
     if pick and n4:
         picked = [r for r in n4 if r["scheme"] == pick["scheme"] and r["grid"] == pick["grid"]]
@@ -78,8 +78,9 @@ set title 'Plans at 100 Mbit, --layers 1024,1024,1024: measured vs frugal plan';
 set style data histograms; set style fill solid 0.8; set boxwidth 0.9; set xtics rotate by -30;
 plot '{out}/plans.dat' using 3:xtic(2) title 'measured', '' using 4 title 'predicted'"""], check=False)
 
-CONFIGS = [("none", "uncompressed"), ("k0.1", "--mp-keep 0.1"), ("k0.05", "--mp-keep 0.05"),
-           ("k0.1ef", "--mp-keep 0.1 --mp-error-feedback on")]
+CONFIGS = [("none", "uncompressed"), ("k0.1", "--mp-keep 0.1 (defaults: warm-up, error feedback)"),
+           ("k0.05", "--mp-keep 0.05 (the same)"), ("k0.1noef", "--mp-keep 0.1 --mp-error-feedback off"),
+           ("k0.1bare", "--mp-keep 0.1, neither")]
 quality = []
 for key, label in CONFIGS:
     p1, b = [], []

@@ -71,6 +71,24 @@ size_t PipelineLink::row_bytes(size_t n) const {
   return options_.wire == ValueType::i8 ? scaled_i8_bytes(n) : n * value_bytes(options_.wire);
 }
 
+size_t PipelineLink::kept_bytes(const Kept& kept) const {
+  size_t bytes = 0;
+  for (size_t i = 0; i < kept.rows; ++i) bytes += row_bytes(kept.whole ? width_ : kept.off[i + 1] - kept.off[i]);
+  return bytes;
+}
+
+void PipelineLink::read_kept(const std::byte* in, const Kept& kept, Tensor& out) {
+  out.zero();
+  for (size_t i = 0; i < kept.rows; ++i) {
+    const size_t n = kept.whole ? width_ : kept.off[i + 1] - kept.off[i];
+    row_.resize(n);
+    get_row(in, row_);
+    in += row_bytes(n);
+    float* row = out.row(i);
+    for (size_t j = 0; j < n; ++j) row[kept.whole ? j : kept.pos[kept.off[i] + j]] = row_[j];
+  }
+}
+
 void PipelineLink::put_row(std::span<const float> values, std::byte* out, uint32_t stochastic_key) const {
   if (options_.wire == ValueType::i8) {
     write_scaled_i8(values, out, stochastic_key);
@@ -213,19 +231,9 @@ const Tensor& PipelineLink::recv_forward(size_t micro) {
       }
       kept.off.push_back(kept.pos.size());
     }
-  size_t expected = 0;
-  for (size_t i = 0; i < rows; ++i) expected += row_bytes(kept.whole ? width_ : kept.off[i + 1] - kept.off[i]);
-  if (static_cast<size_t>(end - in) != expected)
-    fail("activation", fmt::format("{} value bytes follow the positions, expected {}", end - in, expected));
-  received_.zero();
-  for (size_t i = 0; i < rows; ++i) {
-    const size_t n = kept.whole ? width_ : kept.off[i + 1] - kept.off[i];
-    row_.resize(n);
-    get_row(in, row_);
-    in += row_bytes(n);
-    float* out = received_.row(i);
-    for (size_t j = 0; j < n; ++j) out[kept.whole ? j : kept.pos[kept.off[i] + j]] = row_[j];
-  }
+  if (static_cast<size_t>(end - in) != kept_bytes(kept))
+    fail("activation", fmt::format("{} value bytes follow the positions, expected {}", end - in, kept_bytes(kept)));
+  read_kept(in, kept, received_);
   return received_;
 }
 
@@ -294,18 +302,8 @@ const Tensor& PipelineLink::recv_backward(size_t micro) {
     kept_positions_.erase(it);
     return gradient_;
   }
-  size_t expected = 0;
-  for (size_t i = 0; i < rows; ++i) expected += row_bytes(kept.whole ? width_ : kept.off[i + 1] - kept.off[i]);
-  if (left != expected) fail("gradient", fmt::format("{} value bytes, expected {}", left, expected));
-  gradient_.zero();
-  for (size_t i = 0; i < rows; ++i) {
-    const size_t n = kept.whole ? width_ : kept.off[i + 1] - kept.off[i];
-    row_.resize(n);
-    get_row(in, row_);
-    in += row_bytes(n);
-    float* out = gradient_.row(i);
-    for (size_t j = 0; j < n; ++j) out[kept.whole ? j : kept.pos[kept.off[i] + j]] = row_[j];
-  }
+  if (left != kept_bytes(kept)) fail("gradient", fmt::format("{} value bytes, expected {}", left, kept_bytes(kept)));
+  read_kept(in, kept, gradient_);
   kept_positions_.erase(it);
   return gradient_;
 }

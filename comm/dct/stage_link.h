@@ -44,6 +44,10 @@ class PipelineLink : public StageLink {
   bool adaptive() const { return options_.mass < 1.0; }
   void select(const Tensor& activations, Kept& kept) const;
   size_t row_bytes(size_t n) const;
+  // The value bytes of a message carrying `kept`'s rows; reading them into `out` at their positions
+  // (zero elsewhere).
+  size_t kept_bytes(const Kept& kept) const;
+  void read_kept(const std::byte* in, const Kept& kept, Tensor& out);
   void put_row(std::span<const float> values, std::byte* out, uint32_t stochastic_key) const;
   void get_row(const std::byte* in, std::span<float> values) const;
   void write_index(uint32_t value);

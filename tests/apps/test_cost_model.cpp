@@ -317,3 +317,17 @@ TEST_CASE("a pipeline's boundary bytes: DCT-MP's top-k sends a fraction of the a
   REQUIRE(kept.bytes_per_step_per_rank < whole.bytes_per_step_per_rank / 8);
   REQUIRE(kept.samples_per_s > whole.samples_per_s);
 }
+
+TEST_CASE("a pipeline's micro-batches are priced between the calibrations' two batch sizes", "[plan]") {
+  Calibration cal = mlp_calibration();
+  cal.small_batch = 32;
+  cal.small_layer_seconds_per_sample = {200e-6, 200e-6, 200e-6, 200e-6};
+  cal.small_layer_forward_seconds_per_sample = {0.0, 0.0, 0.0, 0.0};
+  const CostModel model(cal, {});
+  REQUIRE(model.layer_seconds_at(128).first[1] == Approx(100e-6));
+  REQUIRE(model.layer_seconds_at(32).first[1] == Approx(200e-6));
+  // a + b / rows through both: at 64 rows, 100 + 100 * (1/64 - 1/128) / (1/32 - 1/128) = 133.3 us.
+  REQUIRE(model.layer_seconds_at(64).first[1] == Approx(133.333e-6).epsilon(1e-4));
+  // Without a small-batch calibration every micro-batch costs the calibration's per sample.
+  REQUIRE(CostModel(mlp_calibration(), {}).layer_seconds_at(16).first[1] == Approx(100e-6));
+}
