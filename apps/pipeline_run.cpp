@@ -139,7 +139,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const EvalResult ev = trainer.evaluate(*r.test, r.eval);
     const double slowest = *std::max_element(step_seconds.begin(), step_seconds.end());
     const double fastest = *std::min_element(step_seconds.begin(), step_seconds.end());
-    if (voice) {
+    if (rank == 0) {  // even with --quiet, as every mode's epoch lines
       if (has_test)
         fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                    "P@5 {:.4f}, nDCG@5 {:.4f} (eval {:.1f} s)\n",

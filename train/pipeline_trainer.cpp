@@ -30,11 +30,11 @@ constexpr size_t kEvalMicro = SIZE_MAX - 1;
 
 comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->stats().total() : comm::ByteCount{}; }
 
-// The sum of row-sparse gradients with sorted rows (host memory), in their order: one pass over
-// each part's values into the union of their rows (a merge after every micro-batch would copy the
-// growing sum again each time).
-RowGrad sum_parts(std::vector<RowGrad>& parts) {
-  if (parts.size() == 1) return std::move(parts.front());
+// The sum of row-sparse gradients with sorted rows (host memory), in their order, into `sum`
+// (whose memory is reused: an output layer's rows are hundreds of MB, and fresh memory costs its
+// page faults each time): one pass over each part's values into the union of their rows (a merge
+// after every micro-batch would copy the growing sum again each time).
+void sum_parts(const std::vector<RowGrad>& parts, RowGrad& sum) {
   std::vector<uint32_t> rows, merged;
   for (const RowGrad& p : parts) {
     merged.clear();
@@ -42,8 +42,8 @@ RowGrad sum_parts(std::vector<RowGrad>& parts) {
     rows.swap(merged);
   }
   const size_t cols = parts.front().values.cols();
-  RowGrad sum;
-  sum.values = Tensor(rows.size(), cols);  // zeros: 0 + g is g, so the order of the sums is the parts'
+  sum.values.resize(rows.size(), cols);
+  sum.values.zero();  // 0 + g is g: the order of the sums is the parts'
   for (const RowGrad& p : parts) {
     size_t k = 0;
     for (size_t j = 0; j < p.rows.size(); ++j) {
@@ -54,7 +54,6 @@ RowGrad sum_parts(std::vector<RowGrad>& parts) {
     }
   }
   sum.rows = std::move(rows);
-  return sum;
 }
 
 // A double from the root of `group` on every rank.
@@ -180,9 +179,18 @@ void PipelineTrainer::forward(size_t m, bool send) {
   if (send && next_) next_->send_forward(*h, m);
 }
 
+Tensor PipelineTrainer::spare_buffer(size_t param) {
+  std::vector<Tensor>& pool = spare_[param];
+  if (pool.empty()) return Tensor();
+  Tensor t = std::move(pool.back());
+  pool.pop_back();
+  return t;
+}
+
 void PipelineTrainer::accumulate_gradients() {
   const std::vector<Parameter*> params = model_.parameters();
   parts_.resize(params.size());
+  spare_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     RowGrad& g = params[i]->grad;
     g.fetch_rows();
@@ -194,12 +202,13 @@ void PipelineTrainer::accumulate_gradients() {
       for (size_t k = 0, n = g.values.size(); k < n; ++k) a[k] += b[k];
       continue;
     }
-    // Taken over, not copied: the layer writes its next micro-batch's gradient into new memory.
+    // Taken over, not copied; the layer writes its next micro-batch's gradient into a spare buffer.
     RowGrad& part = parts.emplace_back();
     part.rows.swap(g.rows);
     std::swap(part.values, g.values);
     if (!part.values.is_host()) part.values = to_host(part.values);
     g.clear();
+    g.values = spare_buffer(i);
   }
 }
 
@@ -278,12 +287,24 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
   }
   const std::vector<Parameter*> params = model_.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    params[i]->grad.clear();
-    if (i < parts_.size() && !parts_[i].empty()) {
-      RowGrad sum = sum_parts(parts_[i]);
-      std::swap(params[i]->grad.rows, sum.rows);
-      std::swap(params[i]->grad.values, sum.values);
+    RowGrad& g = params[i]->grad;
+    g.clear();
+    if (i >= parts_.size() || parts_[i].empty()) continue;
+    std::vector<RowGrad>& parts = parts_[i];
+    if (parts.size() > 1) {
+      RowGrad sum;
+      sum.values = std::move(g.values);  // the spare buffer the layer did not use
+      sum_parts(parts, sum);
+      g.rows = std::move(sum.rows);
+      g.values = std::move(sum.values);
+    } else {
+      spare_[i].push_back(std::move(g.values));
+      g.rows = std::move(parts.front().rows);
+      g.values = std::move(parts.front().values);
+      parts.clear();
     }
+    for (RowGrad& part : parts) spare_[i].push_back(std::move(part.values));  // for the next step's micro-batches
+    parts.clear();
   }
   if (reducer_) reducer_->reduce();
   if (options_.clip_norm > 0.0f) {

@@ -125,6 +125,10 @@ class PipelineTrainer {
   // Each parameter's gradients of this step's micro-batches, summed at the step's end (a dense
   // layer's summed as they come).
   std::vector<std::vector<RowGrad>> parts_;
+  // Per parameter, gradient buffers of earlier micro-batches to write the next ones into (their
+  // memory already touched), and taking one.
+  std::vector<std::vector<Tensor>> spare_;
+  Tensor spare_buffer(size_t param);
   Tensor grad_;                      // dLoss/d(output layer input) on the last stage
   size_t forwarded_ = SIZE_MAX;      // the micro-batch whose forward pass the layers hold
   float scale_ = 1.0f;               // 1 / global batch

@@ -62,10 +62,11 @@ if wants plans; then
   fi
   # 200 test points: evaluation is not what is timed (and scores 100k labels a point).
   [ -f "$DATA/test200.txt" ] || { echo "200 100000 100000"; sed -n '2,201p' "$DATA/test.txt"; } > "$DATA/test200.txt"
-  T=(train --train "$DATA/train.txt" --test "$DATA/test200.txt" --layers 1024,1024,1024 --batch 128 --lr 1e-3
+  T=(train --train "$DATA/train.txt" --test "$DATA/test200.txt" --layers 1024,1024,1024 --lr 1e-3
      --sampler lsh --seed 1 --quiet --epochs 1)
-  # T_STEPS: the timed steps of every run but the data-parallel ones (below)
-  T_STEPS=(--max-steps "$STEPS")
+  # T_STEPS: the batch and the timed steps of every run but the data-parallel ones and the batch-32
+  # calibration (below)
+  T_STEPS=(--batch 128 --max-steps "$STEPS")
   say "calibration: 1 rank, 1 and 2 threads, and batch 32 at 1 thread (micro-batches), twice each"
   cal=()
   for rep in 1 2; do
@@ -94,7 +95,7 @@ PY
   say "4 ranks at 100 Mbit"
   # The touched rows of every layer cross 100 Mbit each step (tens of MB: most of the output layer's
   # rows): DP_STEPS steps measure its step as well as more.
-  train n4-dp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 4x1 --compress off --max-steps "$DP_STEPS"
+  train n4-dp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 4x1 --compress off --batch 128 --max-steps "$DP_STEPS"
   train n4-dctdp-4x1 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 4x1 --dp-keep 0.02
   train n4-mp-1x4 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 1x4
   train n4-mp-2x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 2x2 --compress off
@@ -104,7 +105,7 @@ PY
   read -r split micro <<< "$(split_of 2x1x2)"
   train n4-pp-2x1x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 2x1x2 --stage-split "$split" --micro-batches "$micro"
   say "2 ranks at 100 Mbit"
-  train n2-dp-2x1 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x1 --compress off --max-steps "$DP_STEPS"
+  train n2-dp-2x1 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x1 --compress off --batch 128 --max-steps "$DP_STEPS"
   train n2-mp-1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 1x2
   read -r split micro <<< "$(split_of 1x1x2)"
   train n2-pp-1x1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --pipeline 2 --stage-split "$split" --micro-batches "$micro"
