@@ -16,8 +16,9 @@
 #          says whether the planner's pick is within 10% of the best measured and >= 1.5x the worst.
 # quality  2 stages (--pipeline 2, --layers 256,256), bench/dct/explore.sh's still-learning set (noise
 #          0.8), 3 epochs, seeds 1 2 3, loopback: the boundary uncompressed, and DCT-MP at --mp-keep
-#          0.1 and 0.05 with the pipeline's defaults (one-byte values, a warm-up over the first epoch,
-#          error feedback), 0.1 without error feedback, and 0.1 with neither. P@1 and the boundary's
+#          0.1 and 0.05 with the pipeline's defaults (one-byte values, a warm-up over the first two
+#          epochs, error feedback), 0.1 without error feedback, 0.1 warming up over one epoch, and 0.1
+#          with neither. P@1 and the boundary's
 #          bytes per sample (pipeline_bytes_sent_per_sample, the mean over the epochs: the warm-up
 #          included), mean and spread over the seeds.
 # Writes OUT/summary.json, OUT/plans.png and OUT/compression.png (gnuplot), OUT/plan.txt.
@@ -134,6 +135,8 @@ if wants quality; then
     train "q-k0.05-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.05
     train "q-k0.1noef-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1 \
       --mp-error-feedback off
+    train "q-k0.1w1-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1 \
+      --mp-warmup-steps 157
     train "q-k0.1bare-s$seed" "$EPOCHS" "${L[@]}" "$FRUGAL" "${Q[@]}" --seed "$seed" --pipeline 2 --mp-keep 0.1 \
       --mp-error-feedback off --mp-warmup-steps 0
   done

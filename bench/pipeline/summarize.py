@@ -80,6 +80,7 @@ plot '{out}/plans.dat' using 3:xtic(2) title 'measured', '' using 4 title 'predi
 
 CONFIGS = [("none", "uncompressed"), ("k0.1", "--mp-keep 0.1 (defaults: warm-up, error feedback)"),
            ("k0.05", "--mp-keep 0.05 (the same)"), ("k0.1noef", "--mp-keep 0.1 --mp-error-feedback off"),
+           ("k0.1w1", "--mp-keep 0.1 --mp-warmup-steps 157 (one epoch)"),
            ("k0.1bare", "--mp-keep 0.1, neither")]
 quality = []
 for key, label in CONFIGS:
