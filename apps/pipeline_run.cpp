@@ -147,7 +147,11 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                    ev.ndcg.at(5), ev.seconds);
       else
         fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, no test points\n", epoch, fit.loss, fit.samples_per_s);
-      fmt::print("  pipeline: {:.0f} B/sample across the stage boundaries (DCT-MP compression {:.1f}x){}; step compute "
+      if (r.stages == 1)
+        fmt::print("  pipeline: one stage, {} micro-batches a step (gradient accumulation); step compute {:.4f} s\n",
+                   options.micro_batches, slowest);
+      else
+        fmt::print("  pipeline: {:.0f} B/sample across the stage boundaries (DCT-MP compression {:.1f}x){}; step compute "
                  "per stage {:.4f} s (slowest) / {:.4f} s (fastest)\n",
                  boundary_per_sample, compression,
                  r.replicas > 1 ? fmt::format(", data-parallel {:.0f} B/sample (rank 0)",
