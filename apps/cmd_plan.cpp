@@ -308,7 +308,7 @@ void run_plan(const PlanArgs& a) {
                                   .link = link.link, .host_cores = pipeline ? a.host_cores : 0.0};
       const plan::Prediction p =
           run.scheme() == plan::Scheme::pipeline
-              ? m.predict_pipeline(run.data, run.stages, run.micro_batches, run.stage_split, cluster, run.batch)
+              ? m.predict_pipeline(run.data, run.model, run.stages, run.micro_batches, run.stage_split, cluster, run.batch)
               : m.predict(run.scheme(), data, mdl, cluster, run.batch);
       const double error = (p.samples_per_s - run.samples_per_s) / run.samples_per_s;
       worst = std::max(worst, std::abs(error));

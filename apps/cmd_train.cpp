@@ -307,12 +307,11 @@ Grid process_grid(const TrainArgs& a, int world) {
   }
   if (a.pipeline > 0) {
     const Grid g = a.grid_shape ? *a.grid_shape : Grid{world / a.pipeline, 1, a.pipeline};
-    FRUGAL_CHECK(g.model == 1, fmt::format("--grid {}: slicing the model inside a pipeline stage (M > 1) is not "
-                                           "implemented; use Dx1xS (data-parallel replicas of the pipeline)", a.grid));
-    FRUGAL_CHECK(world % a.pipeline == 0 && g.data * g.stages == world,
+    FRUGAL_CHECK(world % a.pipeline == 0 && g.data * g.model * g.stages == world,
                  fmt::format("--pipeline {} needs a multiple of {} ranks{}, but the run has {}", a.pipeline, a.pipeline,
-                             a.grid_shape ? fmt::format(" ({} with --grid {})", g.data * g.stages, a.grid) : "", world));
-    return {g.data, 1, a.pipeline};
+                             a.grid_shape ? fmt::format(" ({} with --grid {})", g.data * g.model * g.stages, a.grid) : "",
+                             world));
+    return {g.data, g.model, a.pipeline};
   }
   if (!a.grid_shape) return {1, world};
   const Grid g = *a.grid_shape;
@@ -1439,6 +1438,7 @@ int run_pipeline_train(TrainArgs& a, comm::Communicator& world, const RunData& d
   r.backend = &backend;
   r.stages = grid.stages;
   r.replicas = grid.data;
+  r.slices = grid.model;
   r.stage_split = parse_stage_split(a.stage_split);
   const TrainerOptions trainer = trainer_options(a, train.size());
   r.options.micro_batches = a.micro_batches > 0 ? a.micro_batches : default_micro_batches(grid.stages, a.batch);
@@ -1922,8 +1922,8 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
                                                              "ones are --resume's fallback); 1: the newest only")
       ->capture_default_str()->check(cli::positive());
   cmd->add_option("--grid", a->grid, "process grid DxM: D data-parallel replicas of M ranks slicing the model "
-                                      "(default 1xN: all ranks slice the model); DxMxS: with S pipeline stages "
-                                      "(M = 1)");
+                                      "(default 1xN: all ranks slice the model); DxMxS: D replicas of S pipeline "
+                                      "stages, each stage sliced over M ranks");
   cmd->add_option("--pipeline", a->pipeline, "split the layers into S pipeline stages on S ranks (1F1B over "
                                              "micro-batches; with more ranks, data-parallel replicas of the pipeline)")
       ->check(cli::positive());

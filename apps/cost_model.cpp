@@ -148,14 +148,20 @@ double CostModel::compute_seconds(Scheme scheme, int data, int model, double cor
 }
 
 WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const {
+  return slice_wire(0, sparse_.boundaries.size(), sparse_.sliced_softmax, data, model, batch,
+                    splits_forward(data, model, batch));
+}
+
+WireCost CostModel::slice_wire(size_t first, size_t end, bool normalizer, int data, int model, size_t batch,
+                               bool split_input) const {
   WireCost w;
   if (model <= 1) return w;
   const double b = static_cast<double>(batch) / data;
   const bool dct = sparse_.mp_keep < 1.0;
-  for (size_t i = 0; i < sparse_.boundaries.size(); ++i) {
+  for (size_t i = first; i < end && i < sparse_.boundaries.size(); ++i) {
     const size_t width = sparse_.boundaries[i];
     if (exact_model_exchange()) {
-      if (i == 0 && splits_forward(data, model, batch)) {  // the input layer's output in two halves
+      if (i == 0 && split_input) {  // the input layer's output in two halves
         w += all_gather_cost(b / 2 * width * 4.0, model, options_);
         w += all_gather_cost(b / 2 * width * 4.0, model, options_);
       } else {
@@ -177,7 +183,7 @@ WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const
     w += exchange_cost(b * (positions + kept * sparse_.mp_value_bytes + scale), model, options_);
     w += exchange_cost(b * (kept * sparse_.mp_value_bytes + scale), model, options_);
   }
-  if (sparse_.sliced_softmax) w += all_gather_cost(model * b * 3.0 * 4.0, model, options_);  // the normalizer
+  if (normalizer) w += all_gather_cost(model * b * 3.0 * 4.0, model, options_);  // the softmax normalizer
   return w;
 }
 
@@ -303,12 +309,12 @@ std::pair<std::vector<double>, std::vector<double>> CostModel::layer_seconds_at(
   return {all, forward};
 }
 
-Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::vector<size_t> split,
+Prediction CostModel::predict_pipeline(int data, int model, int stages, size_t micro, std::vector<size_t> split,
                                        const Cluster& cluster, size_t batch) const {
   const size_t layers = sparse_.layer_seconds_per_sample.size();
   FRUGAL_CHECK(layers >= 2, "CostModel: the calibration has no per-layer times (a run from before pipelines)");
-  FRUGAL_CHECK(data >= 1 && stages >= 1 && data * stages == cluster.nodes,
-               fmt::format("CostModel: pipeline {}x1x{} does not cover {} nodes", data, stages, cluster.nodes));
+  FRUGAL_CHECK(data >= 1 && model >= 1 && stages >= 1 && data * model * stages == cluster.nodes,
+               fmt::format("CostModel: pipeline {}x{}x{} does not cover {} nodes", data, model, stages, cluster.nodes));
   if (batch == 0) batch = sparse_.batch;
   const double points = static_cast<double>(batch) / data;
   if (micro == 0) micro = cli::default_micro_batches(static_cast<size_t>(stages), static_cast<size_t>(points));
@@ -321,10 +327,12 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
   Prediction p;
   p.scheme = Scheme::pipeline;
   p.data = data;
+  p.model = model;
   p.stages = stages;
   p.micro_batches = micro;
   p.stage_split = split;
   double sum_stage = 0, worst_stage = 0, worst_step = 0, sum_link = 0, worst_link = 0, worst_bytes = 0;
+  double stage_cpu = 0;  // every rank's compute for one micro-batch, summed
   WireCost replicas_worst;
   for (size_t s = 0, first = 0; s < split.size(); first += split[s], ++s) {
     const size_t end = first + split[s];
@@ -332,7 +340,13 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
     double per_sample = sparse_.stage_seconds_per_sample;
     for (size_t l = first; l < end; ++l)
       per_sample += layer_seconds[l] + (last ? 0.0 : forward_seconds[l]);
-    const double stage = mb * per_sample * to_cores;
+    // Sliced over M ranks (--grid DxMxS): each computes 1/M of the stage's layers, and the stage's
+    // own boundaries (and the softmax normalizer, last) cross its group once per micro-batch.
+    const WireCost inside = slice_wire(first, end - (last ? 1 : 0), last && sparse_.sliced_softmax, 1, model,
+                                       static_cast<size_t>(std::llround(mb)), false);
+    const double stage = mb * per_sample * to_cores / model + wire_seconds(inside, cluster.link) +
+                         inside.bytes * cpu_.collective_seconds_per_byte / scaling_.speed(cluster.cores);
+    stage_cpu += mb * per_sample * to_cores;  // all M slices' compute
     // Per step: the optimizer over the stage's rows the global batch touched, the tables' rebuilds.
     double entries = 0;
     std::vector<ParameterShape> mine;
@@ -343,15 +357,18 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
                    static_cast<double>(q.cols);
         mine.push_back(q);
       }
-    double step = calibrated > 0 ? sparse_.optimizer_seconds_per_step * entries / calibrated * to_cores : 0.0;
-    if (last) step += sparse_.rebuild_seconds_per_step * to_cores;
+    double step = calibrated > 0 ? sparse_.optimizer_seconds_per_step * entries / calibrated * to_cores / model : 0.0;
+    if (last) step += sparse_.rebuild_seconds_per_step * to_cores / model;
     // Replicas of the pipeline: this stage's touched rows, summed as replica_wire prices them.
     WireCost exchange;
     if (data > 1) {
       double row_list_bytes = 0, union_bytes = 0;
       for (const ParameterShape& q : mine) {
-        row_list_bytes += data * touched_rows_at(q.rows, q.touched_rows_per_step, sparse_.batch, points) * 4.0;
-        union_bytes += touched_rows_at(q.rows, q.touched_rows_per_step, sparse_.batch, batch) * q.cols * 4.0;
+        // A slice's share of the rows (or columns) of a parameter sliced over the stage's M ranks.
+        const double share = q.sliced_axis >= 0 ? 1.0 / model : 1.0;
+        row_list_bytes += data * touched_rows_at(q.rows, q.touched_rows_per_step, sparse_.batch, points) * 4.0 *
+                          (q.sliced_axis == 0 ? share : 1.0);
+        union_bytes += touched_rows_at(q.rows, q.touched_rows_per_step, sparse_.batch, batch) * q.cols * 4.0 * share;
       }
       exchange += all_gather_cost(row_list_bytes, data, options_);
       exchange += all_reduce_cost(union_bytes, data, options_);
@@ -362,7 +379,7 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
     sum_stage += stage;
     worst_stage = std::max(worst_stage, stage);
     worst_step = std::max(worst_step, step + exchange_seconds);
-    double bytes = exchange.bytes;
+    double bytes = exchange.bytes + inside.bytes * static_cast<double>(micro);
     if (!last) {
       // The boundary after this stage: the activations forward, their gradients back (DCT-MP's top-k).
       const double width = static_cast<double>(sparse_.boundaries[end - 1]);
@@ -386,14 +403,14 @@ Prediction CostModel::predict_pipeline(int data, int stages, size_t micro, std::
   // Stages sharing one host: together they cannot compute faster than its cores (each stage's work
   // at one core: processes share no serial part).
   if (cluster.host_cores > 0)
-    schedule = std::max(schedule, n * sum_stage * scaling_.speed(cluster.cores) / cluster.host_cores);
+    schedule = std::max(schedule, n * stage_cpu * scaling_.speed(cluster.cores) / cluster.host_cores);
   p.compute_seconds_per_step = n * worst_stage + worst_step;
   p.wire_seconds_per_step = schedule - n * worst_stage;
   p.bytes_per_step_per_rank = worst_bytes;
   const double total = schedule + worst_step;
   p.bubble_fraction = schedule > 0 ? 1.0 - sum_stage * n / (static_cast<double>(stages) * schedule) : 0.0;
   p.samples_per_s = total > 0 ? static_cast<double>(batch) / total : 0.0;
-  p.slice_weights.assign(1, 1.0);
+  p.slice_weights.assign(static_cast<size_t>(model), 1.0 / model);
   return p;
 }
 
@@ -404,7 +421,9 @@ std::vector<Prediction> CostModel::all_grids(const Cluster& cluster, size_t batc
   Cluster stages = cluster;
   if (cluster.host_cores > 0) stages.cores = std::min(1.0, cluster.host_cores);
   for (int s = 2; s <= std::min(cluster.nodes, layers); ++s)
-    if (cluster.nodes % s == 0) out.push_back(predict_pipeline(cluster.nodes / s, s, 0, {}, stages, batch));
+    for (int m = 1; s * m <= cluster.nodes; ++m)
+      if (cluster.nodes % (s * m) == 0)
+        out.push_back(predict_pipeline(cluster.nodes / (s * m), m, s, 0, {}, stages, batch));
   for (int m = 1; m <= cluster.nodes; ++m) {
     if (cluster.nodes % m != 0) continue;
     const int d = cluster.nodes / m;

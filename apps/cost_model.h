@@ -5,8 +5,8 @@
 //   dct-dp     the same with the replicas' gradients thresholded (--dp-keep, per-row selection);
 //   dp-dense   the Horovod baseline (--parallel data): the whole dense model on every node and a ring
 //              all-reduce of every gradient each step (M = 1);
-//   pipeline   the layers split into S stages (--pipeline S), D replicas of the pipeline summing the
-//              rows they touched: a D x 1 x S grid. Its step is the 1F1B schedule's: the first
+//   pipeline   the layers split into S stages (--pipeline S), each sliced over M ranks, D replicas of
+//              the pipeline summing the rows they touched: a D x M x S grid. Its step is the 1F1B schedule's: the first
 //              micro-batch's trip through every stage and boundary and back, then one bottleneck
 //              (the slowest stage's micro-batch or the slowest boundary's two messages) per further
 //              micro-batch: (N - 1) x max(c_s, x_b) + sum(c_s) + sum(x_b); the idle stages of that
@@ -198,9 +198,10 @@ class CostModel {
   // One grid of one scheme; the cluster's nodes must equal data x model.
   Prediction predict(Scheme scheme, int data, int model, const Cluster& cluster, size_t batch = 0) const;
   // A pipeline of `stages` stages (layers per stage `split`, empty: balanced by the calibration's
-  // layer times), `data` replicas of it, `micro` micro-batches (0: frugal train's default).
-  Prediction predict_pipeline(int data, int stages, size_t micro, std::vector<size_t> split, const Cluster& cluster,
-                              size_t batch = 0) const;
+  // layer times), each sliced over `model` ranks, `data` replicas of it, `micro` micro-batches (0:
+  // frugal train's default).
+  Prediction predict_pipeline(int data, int model, int stages, size_t micro, std::vector<size_t> split,
+                              const Cluster& cluster, size_t batch = 0) const;
   // Per-layer seconds per sample (forward and backward, forward alone) at `rows` points a call: the
   // calibration's, or between it and the small-batch one (Calibration::small_batch).
   std::pair<std::vector<double>, std::vector<double>> layer_seconds_at(double rows) const;
@@ -211,6 +212,10 @@ class CostModel {
   // Parts of a step, exposed for tests and the report.
   double compute_seconds(Scheme scheme, int data, int model, double cores, size_t batch) const;
   WireCost model_parallel_wire(int data, int model, size_t batch) const;
+  // The same for the sliced boundaries [first, end) of the calibration's layers (and the softmax
+  // normalizer with `normalizer`); `split_input`: the input boundary's all-gather in two halves.
+  WireCost slice_wire(size_t first, size_t end, bool normalizer, int data, int model, size_t batch,
+                      bool split_input) const;
   // What --overlap hides of a step (0 with DCT-MP or a single model rank): the first half of the
   // input boundary's all-gather, at most the input layer's time on the second half; and without
   // replicas the input boundary's reduce-scatter, at most the optimizer's time above the input.

@@ -47,25 +47,30 @@ nlohmann::json psp(const EvalResult& ev, bool has_test, size_t k) {
 
 int run_pipeline(comm::Communicator& world, PipelineRun r) {
   const int rank = world.rank();
-  FRUGAL_CHECK(world.size() == r.stages * r.replicas,
-               fmt::format("--pipeline {} with {} replicas needs {} ranks, but the run has {}", r.stages, r.replicas,
-                           r.stages * r.replicas, world.size()));
+  FRUGAL_CHECK(world.size() == r.stages * r.replicas * r.slices,
+               fmt::format("--pipeline {} with {} replicas of {} slices needs {} ranks, but the run has {}", r.stages,
+                           r.replicas, r.slices, r.stages * r.replicas * r.slices, world.size()));
   FRUGAL_CHECK(r.backend->device().is_host(),
                fmt::format("--pipeline runs its stages on the CPU backend; this rank's device is {} (use --device cpu)",
                            r.backend->device().name()));
-  const int stage = rank % r.stages, replica = rank / r.stages;
-  auto pipeline = world.split(replica, rank);
-  auto replicas = world.split(stage, rank);
+  // Rank = (replica x S + stage) x M + slice: a stage's M slices are neighbours.
+  const int slices = r.slices, slice = rank % slices, stage = (rank / slices) % r.stages,
+            replica = rank / (slices * r.stages);
+  auto pipeline = world.split(replica * slices + slice, rank);  // slice m of every stage of this replica
+  auto stage_group = world.split(replica * r.stages + stage, rank);
+  auto replicas = world.split(stage * slices + slice, rank);
   const std::vector<double> costs = layers::layer_costs(r.spec, r.train->average_nonzeros());
   const std::vector<size_t> split = split_stages(costs, static_cast<size_t>(r.stages), r.stage_split);
   size_t first = 0;
   for (int s = 0; s < stage; ++s) first += split[s];
   Model model;
-  layers::build_network_stage(model, r.spec, first, first + split[stage]);
+  layers::build_network_stage(model, r.spec, first, first + split[stage],
+                              slices > 1 ? Placement::sliced(*stage_group) : Placement{});
   model.set_backend(r.backend);
   PipelineOptions options = r.options;
   options.pipeline = pipeline.get();
   options.data = replicas.get();
+  options.model = slices > 1 ? stage_group.get() : nullptr;
   options.first_layer = first;
   options.total_layers = costs.size();
   PipelineTrainer trainer(model, options);
@@ -89,9 +94,10 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                                  options.boundary.mass < 1.0 ? fmt::format(" (mass {:g})", options.boundary.mass) : "",
                                  comm::to_string(options.boundary.wire),
                                  options.boundary.error_feedback ? ", error feedback" : ""));
-    fmt::print("model: stage 0 holds {} ({} parameters), device {}, {} threads, {} rank(s) as a {}x1x{} grid ({})\n",
+    fmt::print("model: stage 0 holds {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{}x{} "
+               "grid ({})\n",
                model.describe(), model.num_parameters(), r.backend->device().name(), r.backend->num_threads(),
-               world.size(), r.replicas, r.stages, world.backend());
+               world.size(), r.replicas, slices, r.stages, world.backend());
   }
   std::optional<CheckpointManifest> resumed;
   if (!r.resume.empty()) {
@@ -107,11 +113,12 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
   MetricsLog log = r.metrics.empty() ? MetricsLog() : MetricsLog(rank_metrics_path(r.metrics, rank), !r.resume.empty());
   const nlohmann::json pipeline_record = {{"stages", r.stages}, {"micro_batches", options.micro_batches},
                                           {"stage", stage}, {"layers", {first, first + split[stage]}},
-                                          {"split", split}, {"replicas", r.replicas}};
+                                          {"split", split}, {"replicas", r.replicas}, {"slices", slices},
+                                          {"slice", slice}};
   log.write({{"event", "start"}, {"config", r.start_config}, {"train_points", r.train->size()},
              {"threads", r.backend->num_threads()}, {"device", r.backend->device().name()},
              {"parameters", model.num_parameters()}, {"epoch", trainer.epoch()}, {"rank", rank},
-             {"world_size", world.size()}, {"grid", {r.replicas, 1, r.stages}}, {"backend", world.backend()},
+             {"world_size", world.size()}, {"grid", {r.replicas, slices, r.stages}}, {"backend", world.backend()},
              {"pipeline", pipeline_record}});
   if (!resumed && r.centroid_init) {
     const auto t = std::chrono::steady_clock::now();

@@ -32,6 +32,7 @@ struct PipelineRun {
   layers::NetworkSpec spec;
   Backend* backend = nullptr;
   int stages = 1, replicas = 1;
+  int slices = 1;                   // ranks slicing each stage's layers (--grid DxMxS)
   std::vector<size_t> stage_split;  // layers per stage as given (empty: auto)
   PipelineOptions options;          // groups, first layer and layer count filled by run_pipeline
   size_t batch = 128, epochs = 3, eval_batch = 512, max_steps = 0;

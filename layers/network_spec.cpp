@@ -69,12 +69,13 @@ void build_network(Model& model, const NetworkSpec& spec, const Placement& place
 
 size_t network_layer_count(const NetworkSpec& spec) { return spec.hidden_widths().size() + 1; }
 
-void build_network_stage(Model& model, const NetworkSpec& spec, size_t first_layer, size_t end_layer) {
+void build_network_stage(Model& model, const NetworkSpec& spec, size_t first_layer, size_t end_layer,
+                         const Placement& placement) {
   // The MLP builder makes the one-hidden-layer XMC network too, initialized identically.
   hash_kind_from_string(spec.hash);
   build_mlp_network(model, {.features = spec.features, .labels = spec.labels, .hidden = spec.hidden_widths(),
                             .sampler = sampler_from_string(spec.sampler), .lsh = spec.lsh_options(), .seed = spec.seed,
-                            .placement = {}, .precision = dtype_from_string(spec.precision),
+                            .placement = placement, .precision = dtype_from_string(spec.precision),
                             .first_layer = first_layer, .end_layer = end_layer});
 }
 

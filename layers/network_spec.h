@@ -66,7 +66,9 @@ void build_network(Model& model, const NetworkSpec& spec, const Placement& place
 // layer, one dense layer per further hidden width and the output layer; a stage builds
 // [first_layer, end_layer) of them, each initialized as in the whole network.
 size_t network_layer_count(const NetworkSpec& spec);
-void build_network_stage(Model& model, const NetworkSpec& spec, size_t first_layer, size_t end_layer);
+// `placement`: the stage's layers sliced over a group (`--grid DxMxS`, M > 1), else replicated.
+void build_network_stage(Model& model, const NetworkSpec& spec, size_t first_layer, size_t end_layer,
+                         const Placement& placement = {});
 // Estimated floating-point operations per training sample of each layer (forward and backward):
 // what `--stage-split auto` balances. `nonzeros`: the input's mean nonzeros per point.
 std::vector<double> layer_costs(const NetworkSpec& spec, double nonzeros);

@@ -505,15 +505,18 @@ void save_pipeline_checkpoint(const std::string& dir, const PipelineTrainer& tra
   FRUGAL_CHECK(keep >= 1, fmt::format("{}: a checkpoint directory must keep at least 1 checkpoint (keep = {})", dir, keep));
   comm::Communicator& pipe = *trainer.options().pipeline;
   comm::Communicator* dp = group_of(trainer.options().data);
+  comm::Communicator* mp = group_of(trainer.options().model);
   if (dp != nullptr && dp->rank() != 0) return;  // replicas are identical: replica 0's stages write
+  const int slices = mp != nullptr ? mp->size() : 1, slice = mp != nullptr ? mp->rank() : 0;
   const Model& model = trainer.model();
-  // This stage's part: its parameters' records, their manifest entries and its layers' states.
+  // This stage's part of slice `slice`: its parameters' records, their manifest entries and its
+  // layers' states; the first stage's rank of the same slice writes the slice file.
   std::string part;
   {
     std::ostringstream buf(std::ios::binary);
     cereal::BinaryOutputArchive ar(buf);
     ar(static_cast<uint64_t>(model.parameters().size()), encode_params(model, trainer.optimizer()),
-       parameter_records(model, 1, {}).dump(), encode_layer_states(model));
+       parameter_records(model, slices, {}).dump(), encode_layer_states(model));
     part = buf.str();
   }
   if (trainer.stage() != 0) {
@@ -550,14 +553,17 @@ void save_pipeline_checkpoint(const std::string& dir, const PipelineTrainer& tra
   }
   const std::string folder = fmt::format("epoch-{}-step-{}", trainer.epoch(), trainer.step());
   fs::create_directories(fs::path(dir) / folder);
-  write_atomically(fs::path(dir) / folder / "slice0.ckpt",
+  write_atomically(fs::path(dir) / folder / fmt::format("slice{}.ckpt", slice),
                    assemble_slice(count, records, trainer.step(), trainer.epoch(), states));
+  if (mp != nullptr) mp->barrier().wait();  // every slice file is on disk before the manifest names them
+  if (slice != 0) return;
   const int replicas = dp != nullptr ? dp->size() : 1;
-  const nlohmann::json files = nlohmann::json::array({folder + "/slice0.ckpt"});
+  nlohmann::json files = nlohmann::json::array();
+  for (int m = 0; m < slices; ++m) files.push_back(folder + "/" + fmt::format("slice{}.ckpt", m));
   commit_checkpoint(dir, folder,
                     {{"run", trainer.run_id()}, {"epoch", trainer.epoch()}, {"step", trainer.step()},
-                     {"world_size", replicas * trainer.stages()}, {"grid", {replicas, 1, trainer.stages()}},
-                     {"model_slices", 1},
+                     {"world_size", replicas * slices * trainer.stages()},
+                     {"grid", {replicas, slices, trainer.stages()}}, {"model_slices", slices},
                      {"parameters", params}, {"config", config},
                      {"optimizer", optimizer_record(trainer.optimizer().options())}, {"run_state", run_state}},
                     files, nlohmann::json::array(), keep);
@@ -571,7 +577,7 @@ CheckpointManifest load_pipeline_checkpoint(const std::string& dir, CheckpointMa
   FRUGAL_CHECK(method == wanted, fmt::format("{}: checkpoint holds {} state, this run uses {}", dir, method, wanted));
   RestoreTarget target{.optimizer = &trainer.optimizer(), .first_param = first_parameter(trainer),
                        .first_layer = trainer.options().first_layer, .part = true};
-  restore_slices(dir, info, trainer.model(), nullptr, target);
+  restore_slices(dir, info, trainer.model(), group_of(trainer.options().model), target);
   trainer.set_step(target.step);
   trainer.set_epoch(target.epoch);
   if (!info.run.empty()) trainer.set_run_id(info.run);

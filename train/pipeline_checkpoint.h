@@ -1,8 +1,9 @@
-// Checkpoints of a pipeline run (`frugal train --pipeline S`): the first stage writes the one
-// slice file a 1-rank run writes (every stage sends it its parameters' records, optimizer state
-// and layer states), so that `frugal predict` / `frugal evaluate` read it as they read any other,
-// and a run resumes from it on any number of stages, or without a pipeline. The first stage holds
-// the whole model's encoded state while it writes. Loading, each stage takes its own layers' part
+// Checkpoints of a pipeline run (`frugal train --pipeline S`): the first stage writes the slice
+// files a run of M model slices without a pipeline writes (one when the stages are whole; rank m of
+// every stage sends rank m of the first stage its parameters' records, optimizer state and layer
+// states), so that `frugal predict` / `frugal evaluate` read them as any other, and a run resumes
+// from them on any number of stages and slices, or without a pipeline. The first stage's ranks
+// hold their slice of the whole model's encoded state while they write. Loading, each stage takes its own layers' part
 // of whatever the checkpoint holds (one slice, or the slices of a model-parallel run, resliced).
 // DCT-DP residuals of replicated pipelines are not saved (a resumed run starts them empty).
 // Internal, like checkpoint_manifest.h.

@@ -25,6 +25,8 @@ using comm::StageLink;
 
 // Point-to-point tag of the boundary after stage b (tags are per source rank).
 constexpr int kStageTag = 0x5050;
+// Point-to-point tag of the boundary after the network's layer i inside a sliced stage.
+constexpr int kSliceTag = 0x4d50;
 // The micro-batch number of an evaluation pass (no backward follows).
 constexpr size_t kEvalMicro = SIZE_MAX - 1;
 
@@ -106,6 +108,25 @@ PipelineTrainer::PipelineTrainer(Model& stage_model, const PipelineOptions& opti
   if (!last_stage())
     next_ = exchanges().stage_link(group, stage() + 1, layers.back()->out_features(), options_.boundary,
                                    kStageTag + stage());
+  comm::Communicator* slices = options_.model;
+  if (is_active(slices) && last_stage())
+    FRUGAL_CHECK(output()->placement().group == slices && output()->placement().is_sliced(),
+                 "a sliced pipeline stage needs its output layer sliced over the stage group (Placement::sliced)");
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const Layer& layer = *layers[k];
+    if (dynamic_cast<const OutputLayer*>(&layer) != nullptr || !layer.placement().is_sliced()) {
+      boundaries_.push_back(nullptr);
+      continue;
+    }
+    FRUGAL_CHECK(layer.placement().group == slices,
+                 fmt::format("pipeline stage {}: layer {} ({}) is sliced over a group other than the stage's", stage(),
+                             options_.first_layer + k, layer.kind()));
+    comm::MpCompression mp = options_.boundary;
+    if (options_.first_layer + k > 0 && mp.straight_through == comm::StraightThrough::input)
+      mp.straight_through = comm::StraightThrough::off;
+    boundaries_.push_back(exchanges().activation_exchange(layer.placement(), layer.out_features(), mp,
+                                                          kSliceTag + static_cast<int>(options_.first_layer + k)));
+  }
   if (is_active(options_.data)) {
     comm::ReducerOptions o;
     o.mode = options_.dp ? comm::ReduceMode::thresholded : comm::ReduceMode::touched_rows;
@@ -154,6 +175,8 @@ uint64_t PipelineTrainer::boundary_payload(bool sent) const {
   uint64_t total = 0;
   for (const StageLink* l : {prev_.get(), next_.get()})
     if (l != nullptr) total += sent ? l->payload_sent() : l->payload_uncompressed();
+  for (const auto& b : boundaries_)
+    if (b) total += sent ? b->payload_sent() : b->payload_uncompressed();
   return total;
 }
 
@@ -169,10 +192,14 @@ const Tensor& PipelineTrainer::stage_input(size_t m) {
 void PipelineTrainer::forward(size_t m, bool send) {
   const SparseBatch& mb = m == kEvalMicro ? micro_.back() : micro_[m];
   activations_.clear();
-  const Tensor* h = first_stage() ? &input()->forward(mb) : &stage_input(m);
-  for (HiddenLayer* layer : hidden()) {
+  for (const auto& b : boundaries_)
+    if (b) b->set_step(step_);
+  const Tensor* h = first_stage() ? &exchange_forward(0, input()->forward(mb)) : &stage_input(m);
+  const size_t first = first_stage() ? 1 : 0;
+  const auto layers = hidden();
+  for (size_t j = 0; j < layers.size(); ++j) {
     activations_.push_back(h);
-    h = &layer->forward(*h);
+    h = &exchange_forward(first + j, layers[j]->forward(*h));
   }
   activations_.push_back(h);
   forwarded_ = m;
@@ -212,14 +239,37 @@ void PipelineTrainer::accumulate_gradients() {
   }
 }
 
-void PipelineTrainer::backward_from(size_t m, const Tensor& g_out) {
+const Tensor& PipelineTrainer::exchange_forward(size_t k, const Tensor& local) {
+  return boundaries_[k] ? boundaries_[k]->gather(local) : local;
+}
+
+const Tensor& PipelineTrainer::exchange_backward(size_t k, const Tensor& grad, bool partial) {
+  if (boundaries_[k]) return partial ? boundaries_[k]->reduce_scatter(grad) : boundaries_[k]->own_slice(grad);
+  if (!partial) return grad;
+  // A replicated layer feeding a sliced one: every rank needs the whole sum.
+  grad_full_ = to_host(grad);
+  options_.model->all_reduce(grad_full_.span()).wait();
+  return grad_full_;
+}
+
+void PipelineTrainer::backward_from(size_t m, const Tensor& g_out, bool partial) {
   const auto layers = hidden();
+  const size_t first = first_stage() ? 1 : 0;
   const Tensor* g = &g_out;
-  for (size_t j = layers.size(); j-- > 0;) g = &layers[j]->backward(*activations_[j], *g);
-  if (first_stage())
-    input()->backward(micro_[m], *g);
-  else
+  for (size_t j = layers.size(); j-- > 0;) {
+    const Tensor& local = exchange_backward(first + j, *g, partial);
+    g = &layers[j]->backward(*activations_[j], local);
+    partial = boundaries_[first + j] != nullptr;  // a sliced layer's input gradient is its share
+  }
+  if (first_stage()) {
+    input()->backward(micro_[m], exchange_backward(0, *g, partial));
+  } else if (partial) {  // the previous stage needs the whole gradient of its output: summed over the group
+    grad_full_ = to_host(*g);
+    options_.model->all_reduce(grad_full_.span()).wait();
+    prev_->send_backward(grad_full_, m);
+  } else {
     prev_->send_backward(to_host(*g), m);
+  }
   accumulate_gradients();
 }
 
@@ -227,14 +277,14 @@ void PipelineTrainer::last_stage_step(size_t m) {
   forward(m, false);
   keep_on(grad_, output()->backend());
   step_loss_ += output()->forward_backward(*activations_.back(), micro_[m], step_, &grad_, scale_);
-  backward_from(m, grad_);
+  backward_from(m, grad_, is_active(options_.model));  // a sliced output layer gives each rank its share
   if (!first_stage()) inputs_[m] = Tensor();  // its backward is done
 }
 
 void PipelineTrainer::backward(size_t m) {
   const Tensor g = next_->recv_backward(m);  // a copy: a recomputation's exchange may not touch it, but be safe
   if (forwarded_ != m) forward(m, false);    // the layers hold a later micro-batch: recompute this one's
-  backward_from(m, g);
+  backward_from(m, g, false);                 // the next stage sent the whole gradient
   if (!first_stage()) inputs_[m] = Tensor();
 }
 
@@ -309,7 +359,7 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
   if (reducer_) reducer_->reduce();
   if (options_.clip_norm > 0.0f) {
     // The stages hold disjoint parameters: the whole model's squared norm is the sum of theirs.
-    double squares = std::pow(global_gradient_norm(params, nullptr), 2.0);
+    double squares = std::pow(global_gradient_norm(params, options_.model), 2.0);
     if (is_active(options_.pipeline)) {
       std::vector<std::vector<std::byte>> all;
       options_.pipeline->all_gather_bytes(std::as_bytes(std::span<const double>(&squares, 1)), all).wait();
@@ -360,7 +410,13 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   SparseBatch batch;
   double loss_sum = 0.0;
   const uint64_t scored_before = last_stage() ? output()->labels_scored() : 0;
-  const comm::ByteCount mp_before = traffic(options_.pipeline), dp_before = traffic(options_.data);
+  // Model-parallel bytes: the stage boundaries and, in a sliced stage, its group's exchanges.
+  const auto model_traffic = [&] {
+    comm::ByteCount c = traffic(options_.pipeline);
+    c += traffic(options_.model);
+    return c;
+  };
+  const comm::ByteCount mp_before = model_traffic(), dp_before = traffic(options_.data);
   const uint64_t payload_before = boundary_payload(true), uncompressed_before = boundary_payload(false);
   const uint64_t dp_payload_before = reducer_ ? reducer_->payload_sent() : 0;
   const uint64_t dp_uncompressed_before = reducer_ ? reducer_->payload_uncompressed() : 0;
@@ -384,7 +440,7 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   result.profile = profile::thread_totals();
   result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  comm::ByteCount mp = traffic(options_.pipeline), dp = traffic(options_.data);
+  comm::ByteCount mp = model_traffic(), dp = traffic(options_.data);
   mp -= mp_before;
   dp -= dp_before;
   result.mp_bytes_sent = mp.sent;

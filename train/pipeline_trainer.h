@@ -37,8 +37,13 @@ class Communicator;
 struct PipelineOptions {
   // The stages of this replica, in order (rank s holds stage s); at least 1 rank.
   comm::Communicator* pipeline = nullptr;
-  // This stage's replicas (the same stage of every replica of the pipeline); null or 1: none.
+  // This stage's replicas (the same stage and slice of every replica of the pipeline); null or 1: none.
   comm::Communicator* data = nullptr;
+  // The ranks slicing this stage's layers (`--grid DxMxS`, M > 1; null or 1: the stage whole). The
+  // layers' Placement must name it. Inside the stage the activations are all-gathered and their
+  // gradients reduce-scattered as a model-parallel Trainer does; every rank of a stage group sends
+  // the whole boundary to the same slice of the next stage (rank m to rank m of each pipeline group).
+  comm::Communicator* model = nullptr;
   // Micro-batches per batch (the batch's points split as evenly as they go, in order).
   size_t micro_batches = 1;
   // The whole network's layer count: the stage's model holds layers [first_layer, first_layer +
@@ -91,7 +96,8 @@ class PipelineTrainer {
   optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
   const PipelineOptions& options() const { return options_; }
-  // The boundary payload of this stage so far (its links' sums), sent and uncompressed.
+  // The boundary payload of this stage so far (its links' and, sliced, its group's exchanges'),
+  // sent and uncompressed.
   uint64_t boundary_payload(bool sent) const;
 
  private:
@@ -106,9 +112,13 @@ class PipelineTrainer {
   // The last stage: the output layer's loss and backward pass of micro-batch m, then the hidden
   // layers' backward passes and the gradient sent back.
   void last_stage_step(size_t m);
-  // Backward through the stage's hidden layers from dLoss/d(stage output) `g`, then to the input
-  // layer or the previous stage.
-  void backward_from(size_t m, const Tensor& g);
+  // Backward through the stage's hidden layers from dLoss/d(stage output) `g` (`partial`: this
+  // rank's share of a sum over the stage group), then to the input layer or the previous stage.
+  void backward_from(size_t m, const Tensor& g, bool partial);
+  // Layer k's output (k: index in the stage's layers) as every rank of the stage group needs it, and
+  // dLoss/d(its output) for this rank's neurons (Trainer::exchange_forward / exchange_backward).
+  const Tensor& exchange_forward(size_t k, const Tensor& local);
+  const Tensor& exchange_backward(size_t k, const Tensor& grad, bool partial);
   void accumulate_gradients();
   // The stage's input of micro-batch m (the previous stage's activations, kept for a recomputation).
   const Tensor& stage_input(size_t m);
@@ -118,6 +128,10 @@ class PipelineTrainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<comm::StageLink> prev_, next_;  // the boundaries before and after this stage (null at the ends)
   std::unique_ptr<comm::ReplicaReducer> reducer_;
+  // Per layer of the stage but the output layer: its boundary inside the stage when sliced over an
+  // active stage group, else null.
+  std::vector<std::unique_ptr<comm::ActivationExchange>> boundaries_;
+  Tensor grad_full_;  // a replicated producer's gradient summed over the stage group
   std::vector<SparseBatch> micro_;  // this step's micro-batches
   std::vector<Tensor> inputs_;      // each micro-batch's stage input (not on the first stage)
   std::vector<bool> received_;      // whether it has arrived

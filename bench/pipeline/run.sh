@@ -105,13 +105,16 @@ PY
   train n4-pp-1x1x4 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --pipeline 4 --stage-split "$split" --micro-batches "$micro"
   read -r split micro <<< "$(split_of 2x1x2)"
   train n4-pp-2x1x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 2x1x2 --stage-split "$split" --micro-batches "$micro"
+  read -r split micro <<< "$(split_of 1x2x2)"
+  train n4-pp-1x2x2 1 "${L4[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 1x2x2 --stage-split "$split" --micro-batches "$micro"
   say "2 ranks at 100 Mbit"
   train n2-dp-2x1 1 "${L2[@]}" "$FRUGAL" "${T[@]}" --threads 1 --grid 2x1 --compress off --batch 128 --max-steps "$DP_STEPS"
   train n2-mp-1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --grid 1x2
   read -r split micro <<< "$(split_of 1x1x2)"
   train n2-pp-1x1x2 1 "${L2[@]}" "$FRUGAL" "${T[@]}" "${T_STEPS[@]}" --threads 1 --pipeline 2 --stage-split "$split" --micro-batches "$micro"
   val=()
-  for f in n4-dp-4x1 n4-dctdp-4x1 n4-mp-1x4 n4-mp-2x2 n4-dctdp-2x2 n4-pp-1x1x4 n4-pp-2x1x2 n2-dp-2x1 n2-mp-1x2 n2-pp-1x1x2; do
+  for f in n4-dp-4x1 n4-dctdp-4x1 n4-mp-1x4 n4-mp-2x2 n4-dctdp-2x2 n4-pp-1x1x4 n4-pp-2x1x2 n4-pp-1x2x2 n2-dp-2x1 n2-mp-1x2 \
+           n2-pp-1x1x2; do
     val+=(--validate "$OUT/$f.jsonl@100mbit")
   done
   say "the planner against the measured runs"

@@ -22,7 +22,7 @@ summary = {"env": open(os.path.join(out, "env.txt")).read().splitlines() if os.p
 # (run name, scheme as the planner names it, grid)
 RUNS = [("n4-dp-4x1", "mp-sparse", "4x1"), ("n4-dctdp-4x1", "dct-dp", "4x1"), ("n4-mp-1x4", "mp-sparse", "1x4"),
         ("n4-mp-2x2", "mp-sparse", "2x2"), ("n4-dctdp-2x2", "dct-dp", "2x2"), ("n4-pp-1x1x4", "pipeline", "1x1x4"),
-        ("n4-pp-2x1x2", "pipeline", "2x1x2"), ("n2-dp-2x1", "mp-sparse", "2x1"), ("n2-mp-1x2", "mp-sparse", "1x2"),
+        ("n4-pp-2x1x2", "pipeline", "2x1x2"), ("n4-pp-1x2x2", "pipeline", "1x2x2"), ("n2-dp-2x1", "mp-sparse", "2x1"), ("n2-mp-1x2", "mp-sparse", "1x2"),
         ("n2-pp-1x1x2", "pipeline", "1x1x2")]
 plan_path = os.path.join(out, "plan.json")
 if os.path.exists(plan_path):

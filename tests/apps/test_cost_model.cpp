@@ -283,19 +283,19 @@ TEST_CASE("a pipeline plan's step is the 1F1B schedule's fill and bottleneck", "
   ModelOptions no_overhead;
   no_overhead.message_overhead_s = 0;
   const CostModel quiet(mlp_calibration(), {}, no_overhead);
-  const Prediction p = quiet.predict_pipeline(1, 4, 8, {}, cluster, 128);
+  const Prediction p = quiet.predict_pipeline(1, 1, 4, 8, {}, cluster, 128);
   REQUIRE(p.stage_split == std::vector<size_t>{1, 1, 1, 1});
   const double c = 16 * 100e-6;  // one stage, one micro-batch
   REQUIRE(p.samples_per_s == Approx(128.0 / ((8 - 1) * c + 4 * c)).epsilon(1e-3));
   // The bubble: (S - 1) / (N + S - 1) of the stages' time.
   REQUIRE(p.bubble_fraction == Approx(3.0 / 11.0).epsilon(1e-3));
   // More micro-batches, a smaller bubble and a faster step.
-  const Prediction more = quiet.predict_pipeline(1, 4, 32, {}, cluster, 128);
+  const Prediction more = quiet.predict_pipeline(1, 1, 4, 32, {}, cluster, 128);
   REQUIRE(more.bubble_fraction < p.bubble_fraction);
   REQUIRE(more.samples_per_s > p.samples_per_s);
   // A given split is taken as given; an unbalanced one is slower.
-  const Prediction lopsided = quiet.predict_pipeline(1, 2, 8, {3, 1}, {.nodes = 2, .cores = 1, .link = cluster.link}, 128);
-  const Prediction balanced = quiet.predict_pipeline(1, 2, 8, {}, {.nodes = 2, .cores = 1, .link = cluster.link}, 128);
+  const Prediction lopsided = quiet.predict_pipeline(1, 1, 2, 8, {3, 1}, {.nodes = 2, .cores = 1, .link = cluster.link}, 128);
+  const Prediction balanced = quiet.predict_pipeline(1, 1, 2, 8, {}, {.nodes = 2, .cores = 1, .link = cluster.link}, 128);
   REQUIRE(balanced.stage_split == std::vector<size_t>{2, 2});
   REQUIRE(lopsided.samples_per_s < balanced.samples_per_s);
   // Every grid search offers the pipelines that divide the nodes, named pipeline.
@@ -308,10 +308,10 @@ TEST_CASE("a pipeline plan's step is the 1F1B schedule's fill and bottleneck", "
 TEST_CASE("a pipeline's boundary bytes: DCT-MP's top-k sends a fraction of the activations", "[plan]") {
   Calibration cal = mlp_calibration();
   const Cluster slow{.nodes = 2, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 50e-6}};
-  const Prediction whole = CostModel(cal, {}).predict_pipeline(1, 2, 4, {}, slow, 128);
+  const Prediction whole = CostModel(cal, {}).predict_pipeline(1, 1, 2, 4, {}, slow, 128);
   cal.mp_keep = 0.1;
   cal.mp_value_bytes = 1.0;
-  const Prediction kept = CostModel(cal, {}).predict_pipeline(1, 2, 4, {}, slow, 128);
+  const Prediction kept = CostModel(cal, {}).predict_pipeline(1, 1, 2, 4, {}, slow, 128);
   // Whole: 32 points x 128 floats each way per micro-batch, 4 micro-batches, one direction a side.
   REQUIRE(whole.bytes_per_step_per_rank == Approx(4 * (2 * (32 * 128 * 4.0 + 68)) / 2).epsilon(1e-9));
   REQUIRE(kept.bytes_per_step_per_rank < whole.bytes_per_step_per_rank / 8);
@@ -330,4 +330,27 @@ TEST_CASE("a pipeline's micro-batches are priced between the calibrations' two b
   REQUIRE(model.layer_seconds_at(64).first[1] == Approx(133.333e-6).epsilon(1e-4));
   // Without a small-batch calibration every micro-batch costs the calibration's per sample.
   REQUIRE(CostModel(mlp_calibration(), {}).layer_seconds_at(16).first[1] == Approx(100e-6));
+}
+
+TEST_CASE("a pipeline of sliced stages: each rank computes 1/M, the stage's boundaries cross its group", "[plan]") {
+  ModelOptions no_overhead;
+  no_overhead.message_overhead_s = 0;
+  const CostModel quiet(mlp_calibration(), {}, no_overhead);
+  const Cluster fast{.nodes = 4, .cores = 1, .link = {.bytes_per_s = 1e15, .latency_s = 0}};
+  const Prediction sliced = quiet.predict_pipeline(1, 2, 2, 4, {}, fast, 128);
+  REQUIRE(sliced.model == 2);
+  REQUIRE(sliced.stage_split == std::vector<size_t>{2, 2});
+  const double c = 32 * 200e-6 / 2;  // a stage of two 100 us layers, one micro-batch of 32, half a slice
+  REQUIRE(sliced.samples_per_s == Approx(128.0 / ((4 - 1) * c + 2 * c)).epsilon(1e-3));
+  // Over a slow link the slices' all-gathers and reduce-scatters cost their bytes.
+  const Cluster slow{.nodes = 4, .cores = 1, .link = {.bytes_per_s = 12.5e6, .latency_s = 50e-6}};
+  const Prediction over_slow = quiet.predict_pipeline(1, 2, 2, 4, {}, slow, 128);
+  REQUIRE(over_slow.samples_per_s < sliced.samples_per_s);
+  REQUIRE(over_slow.bytes_per_step_per_rank > quiet.predict_pipeline(1, 1, 2, 4, {}, {.nodes = 2, .cores = 1,
+                                                                                       .link = slow.link}, 128)
+                                                  .bytes_per_step_per_rank);
+  // The grid search offers them: D x M x S with M > 1.
+  bool found = false;
+  for (const Prediction& q : quiet.all_grids(fast, 128)) found = found || (q.scheme == Scheme::pipeline && q.model == 2);
+  REQUIRE(found);
 }

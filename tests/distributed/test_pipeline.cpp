@@ -3,7 +3,8 @@
 // of the micro-batches' gradients equals the batch's up to the order of the sums (exact sampler,
 // losses within 1e-6); replicas of the pipeline equal 1 rank on the global batch; a stage boundary
 // sends exactly the top-k it promises, its gradients at those positions only, and error feedback
-// conserves what it did not send. Ranks are threads (LocalCommunicator).
+// conserves what it did not send; stages sliced over 2 ranks each (--grid 1x2x2) equal 1 rank too, and
+// their checkpoint is the 2-slice one. Ranks are threads (LocalCommunicator).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <mutex>
@@ -62,22 +63,25 @@ Run one_rank(const std::string& sampler, size_t batch = kBatch) {
   return run;
 }
 
-// `split`: layers per stage; `replicas` copies of the pipeline share each global batch of `batch`.
+// `split`: layers per stage; `replicas` copies of the pipeline share each global batch of `batch`;
+// each stage sliced over `slices` ranks (rank = (replica x S + stage) x M + slice, as frugal train).
 Run pipeline(const std::vector<size_t>& split, size_t micro, const std::string& sampler, int replicas = 1,
-             const comm::MpCompression& boundary = {}, const std::string& checkpoint = "") {
+             const comm::MpCompression& boundary = {}, const std::string& checkpoint = "", int slices = 1) {
   const int stages = static_cast<int>(split.size());
   Run run;
   std::mutex mu;
-  comm::run_local(stages * replicas, [&](comm::Communicator& world) {
-    const int stage = world.rank() % stages, replica = world.rank() / stages;
-    auto pipe = world.split(replica, world.rank());
-    auto data = world.split(stage, world.rank());
+  comm::run_local(stages * replicas * slices, [&](comm::Communicator& world) {
+    const int r = world.rank(), slice = r % slices, stage = (r / slices) % stages, replica = r / (slices * stages);
+    auto pipe = world.split(replica * slices + slice, r);
+    auto group = world.split(replica * stages + stage, r);
+    auto data = world.split(stage * slices + slice, r);
     size_t first = 0;
     for (int s = 0; s < stage; ++s) first += split[s];
     Model m;
-    layers::build_network_stage(m, spec(sampler), first, first + split[stage]);
-    PipelineTrainer t(m, {.pipeline = pipe.get(), .data = data.get(), .micro_batches = micro, .first_layer = first,
-                          .total_layers = 4, .boundary = boundary});
+    layers::build_network_stage(m, spec(sampler), first, first + split[stage],
+                                slices > 1 ? Placement::sliced(*group) : Placement{});
+    PipelineTrainer t(m, {.pipeline = pipe.get(), .data = data.get(), .model = slices > 1 ? group.get() : nullptr,
+                          .micro_batches = micro, .first_layer = first, .total_layers = 4, .boundary = boundary});
     data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 2, .shard = static_cast<size_t>(replica),
                                                .num_shards = static_cast<size_t>(replicas)});
     SparseBatch b;
@@ -95,8 +99,8 @@ Run pipeline(const std::vector<size_t>& split, size_t micro, const std::string& 
     const double p1 = t.evaluate(problem().test, {}).p(1);
     if (!checkpoint.empty()) save_pipeline_checkpoint(checkpoint, t, nlohmann::json::object(), nlohmann::json::object(), 1);
     std::lock_guard<std::mutex> lock(mu);
-    if (t.last_stage() && replica == 0) run.losses = losses;
-    if (world.rank() == 0) run.p1 = p1;
+    if (t.last_stage() && replica == 0 && slice == 0) run.losses = losses;
+    if (r == 0) run.p1 = p1;
   });
   return run;
 }
@@ -137,6 +141,38 @@ TEST_CASE("pipeline: 2 replicas of a 2-stage pipeline equal 1 rank on the global
   const Run p = pipeline({2, 2}, 2, "exact", 2);
   REQUIRE(p.losses.size() == reference.losses.size());
   for (size_t i = 0; i < p.losses.size(); ++i) REQUIRE(p.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
+}
+
+TEST_CASE("pipeline: stages sliced over 2 ranks each equal 1 rank (exact sampler, losses within 1e-5)") {
+  host_backend().set_num_threads(1);
+  const Run reference = one_rank("exact");
+  for (const size_t micro : {1, 3}) {
+    INFO(micro << " micro-batches");
+    const Run p = pipeline({2, 2}, micro, "exact", 1, {}, "", 2);
+    REQUIRE(p.losses.size() == reference.losses.size());
+    for (size_t i = 0; i < p.losses.size(); ++i) REQUIRE(p.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
+    REQUIRE(p.p1 == reference.p1);
+  }
+  // A stage holding only the input layer, sliced; the next one the rest.
+  const Run q = pipeline({1, 3}, 2, "exact", 1, {}, "", 2);
+  for (size_t i = 0; i < q.losses.size(); ++i) REQUIRE(q.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
+}
+
+TEST_CASE("pipeline: sliced stages write the M slice files 1 rank loads") {
+  host_backend().set_num_threads(1);
+  const std::string dir = "test_pipeline_checkpoint_sliced";
+  std::filesystem::remove_all(dir);
+  const Run p = pipeline({2, 2}, 2, "lsh", 1, {}, dir, 2);
+  const CheckpointManifest info = read_manifest(dir);
+  REQUIRE(info.model_slices == 2);
+  REQUIRE(info.pipeline_stages == 2);
+  REQUIRE(info.world_size == 4);
+  Model m;
+  layers::build_network_stage(m, spec("lsh"), 0, 4);
+  load_weights(dir, m);
+  Trainer t(m, {.inference_only = true});
+  REQUIRE(t.evaluate(problem().test, {}).p(1) == p.p1);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("pipeline: a pipeline's checkpoint is the one-slice checkpoint 1 rank loads") {
