@@ -149,11 +149,11 @@ double CostModel::compute_seconds(Scheme scheme, int data, int model, double cor
 
 WireCost CostModel::model_parallel_wire(int data, int model, size_t batch) const {
   return slice_wire(0, sparse_.boundaries.size(), sparse_.sliced_softmax, data, model, batch,
-                    splits_forward(data, model, batch));
+                    splits_forward(data, model, batch), false);
 }
 
 WireCost CostModel::slice_wire(size_t first, size_t end, bool normalizer, int data, int model, size_t batch,
-                               bool split_input) const {
+                               bool split_input, bool forward_only) const {
   WireCost w;
   if (model <= 1) return w;
   const double b = static_cast<double>(batch) / data;
@@ -167,7 +167,7 @@ WireCost CostModel::slice_wire(size_t first, size_t end, bool normalizer, int da
       } else {
         w += all_gather_cost(b * width * 4.0, model, options_);  // activations, f32
       }
-      w += reduce_scatter_cost(b * width * 4.0, model, options_);  // their gradients
+      if (!forward_only) w += reduce_scatter_cost(b * width * 4.0, model, options_);  // their gradients
       continue;
     }
     // DCT-MP: each sample's top K of the rank's slice as positions and values (and an i8 scale);
@@ -181,7 +181,7 @@ WireCost CostModel::slice_wire(size_t first, size_t end, bool normalizer, int da
     const double positions = dct ? position_bytes * kept : 0.0;
     const double scale = sparse_.mp_value_bytes < 2.0 ? 2.0 : 0.0;
     w += exchange_cost(b * (positions + kept * sparse_.mp_value_bytes + scale), model, options_);
-    w += exchange_cost(b * (kept * sparse_.mp_value_bytes + scale), model, options_);
+    if (!forward_only) w += exchange_cost(b * (kept * sparse_.mp_value_bytes + scale), model, options_);
   }
   if (normalizer) w += all_gather_cost(model * b * 3.0 * 4.0, model, options_);  // the softmax normalizer
   return w;
@@ -342,8 +342,10 @@ Prediction CostModel::predict_pipeline(int data, int model, int stages, size_t m
       per_sample += layer_seconds[l] + (last ? 0.0 : forward_seconds[l]);
     // Sliced over M ranks (--grid DxMxS): each computes 1/M of the stage's layers, and the stage's
     // own boundaries (and the softmax normalizer, last) cross its group once per micro-batch.
-    const WireCost inside = slice_wire(first, end - (last ? 1 : 0), last && sparse_.sliced_softmax, 1, model,
-                                       static_cast<size_t>(std::llround(mb)), false);
+    WireCost inside = slice_wire(first, end - (last ? 1 : 0), last && sparse_.sliced_softmax, 1, model,
+                                 static_cast<size_t>(std::llround(mb)), false, false);
+    // A stage before the last recomputes its forward passes: their all-gathers go again.
+    if (!last) inside += slice_wire(first, end, false, 1, model, static_cast<size_t>(std::llround(mb)), false, true);
     const double stage = mb * per_sample * to_cores / model + wire_seconds(inside, cluster.link) +
                          inside.bytes * cpu_.collective_seconds_per_byte / scaling_.speed(cluster.cores);
     stage_cpu += mb * per_sample * to_cores;  // all M slices' compute

@@ -213,9 +213,10 @@ class CostModel {
   double compute_seconds(Scheme scheme, int data, int model, double cores, size_t batch) const;
   WireCost model_parallel_wire(int data, int model, size_t batch) const;
   // The same for the sliced boundaries [first, end) of the calibration's layers (and the softmax
-  // normalizer with `normalizer`); `split_input`: the input boundary's all-gather in two halves.
+  // normalizer with `normalizer`); `split_input`: the input boundary's all-gather in two halves;
+  // `forward_only`: the activations' exchanges alone (a pipeline stage's recomputed forward pass).
   WireCost slice_wire(size_t first, size_t end, bool normalizer, int data, int model, size_t batch,
-                      bool split_input) const;
+                      bool split_input, bool forward_only) const;
   // What --overlap hides of a step (0 with DCT-MP or a single model rank): the first half of the
   // input boundary's all-gather, at most the input layer's time on the second half; and without
   // replicas the input boundary's reduce-scatter, at most the optimizer's time above the input.

@@ -1,7 +1,7 @@
 // `frugal train --pipeline S`: the network's layers split into S contiguous stages on S ranks
 // (train/pipeline_trainer.h), micro-batches in a 1F1B schedule, data-parallel replicas of the whole
-// pipeline with `--grid Dx1xS`. cmd_train.cpp resolves the flags shared with the other modes and
-// calls run_pipeline with what they became; this file splits the layers, runs the epochs, prints
+// pipeline and stages sliced over M ranks with `--grid DxMxS`. cmd_train.cpp resolves the flags
+// shared with the other modes and calls run_pipeline with what they became; this file splits the layers, runs the epochs, prints
 // and logs them and saves / resumes checkpoints (train/pipeline_checkpoint.h).
 #pragma once
 
