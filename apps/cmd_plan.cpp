@@ -381,8 +381,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--host-cores", a->host_cores, "cores of the host the validated runs' ranks shared")
       ->capture_default_str()->check(cli::positive());
   cmd->add_flag("--one-host", a->one_host, "plan for N ranks of 1 thread sharing one host of --host-cores cores "
-                                           "(what a run under frugal launch on this machine is) instead of N nodes of "
-                                           "--cores cores");
+                                           "(ranks started on this machine) instead of N nodes of --cores cores");
   cmd->add_option("--json", a->json, "also write predictions, best grids and validation to this JSON file");
   cmd->add_option("--prices", a->prices, "node types and their prices (NAME CORES MEMORY_GIB LINK USD_PER_HOUR "
                                          "[SAMPLES_PER_S] a line; bench/plan/prices.example): prints samples/s, time "

@@ -280,9 +280,10 @@ void parse_grid_and_weights(TrainArgs& a) {
     const std::string dm = second == std::string::npos ? a.grid : a.grid.substr(0, second);
     int stages = 1;
     if (second != std::string::npos)
-      stages = parse_number<int>("--grid", a.grid.substr(second + 1), "DxM or DxMxS, e.g. 2x1x2 (S: pipeline stages)",
-                                 [](int n) { return n > 0; });
-    const auto [d, m] = parse_pair<int>("--grid", dm, 'x', "DxM or DxMxS, e.g. 2x2 or 2x1x2", [](int n) { return n > 0; });
+      stages = parse_number<int>("--grid", a.grid.substr(second + 1),
+                                 "DxM, e.g. 2x2, or DxMxS (S pipeline stages), e.g. 2x1x2", [](int n) { return n > 0; });
+    const auto [d, m] = parse_pair<int>("--grid", dm, 'x', "DxM, e.g. 2x2, or DxMxS (S pipeline stages), e.g. 2x1x2",
+                                        [](int n) { return n > 0; });
     a.grid_shape = Grid{d, m, stages};
     FRUGAL_CHECK(stages == 1 || a.pipeline == 0 || a.pipeline == stages,
                  fmt::format("--grid {} has {} pipeline stages, --pipeline says {}", a.grid, stages, a.pipeline));

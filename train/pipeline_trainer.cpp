@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "core/step_profile.h"
 #include "train/ensemble_ranker.h"
+#include "train/epoch_run.h"
 #include "train/gradient_clipping.h"
 #include "train/ranking_counter.h"
 
@@ -401,14 +402,9 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
                  fmt::format("{}: data has {} features, the model's input takes {}", data.source, data.num_features,
                              input()->in_features()));
   comm::Communicator* replicas = options_.data;
-  const size_t shards = is_active(replicas) ? replicas->size() : 1;
-  const size_t shard = is_active(replicas) ? replicas->rank() : 0;
-  data::BatchLoader loader(data, {.batch = options.batch, .shuffle = options.shuffle, .seed = options.seed,
-                                  .shard = shard, .num_shards = shards});
+  data::BatchLoader loader = epoch::loader(data, options, replicas);
   Progress progress(fmt::format("{} epoch {}", options.label, epoch_ + 1), loader.num_points(), options.progress);
   FitResult result;
-  SparseBatch batch;
-  double loss_sum = 0.0;
   const uint64_t scored_before = last_stage() ? output()->labels_scored() : 0;
   // Model-parallel bytes: the stage boundaries and, in a sliced stage, its group's exchanges.
   const auto model_traffic = [&] {
@@ -422,20 +418,12 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   const uint64_t dp_uncompressed_before = reducer_ ? reducer_->payload_uncompressed() : 0;
   const profile::StepProfile profile_before = profile::thread_totals();
   const auto start = std::chrono::steady_clock::now();
-  size_t global = 0;
-  for (size_t skipped = 0; skipped < options.skip_steps && loader.next(batch, &global); ++skipped) {
-  }
-  while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
-    const double waited_before = comm::waited_seconds();
-    const auto step_start = std::chrono::steady_clock::now();
-    loss_sum += train_step(batch, global);
-    result.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count() -
-                              (comm::waited_seconds() - waited_before);
-    result.samples += batch.size();
-    ++result.steps;
-    // Only the last stage knows the loss: the bar shows it there (other stages show 0).
-    progress.update(result.samples, result.samples > 0 ? loss_sum / static_cast<double>(result.samples) : 0.0);
-  }
+  double loss_sum = epoch::run_steps(
+      loader, options, result, [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
+      [&](double loss_so_far) {
+        // Only the last stage knows the loss: the bar shows it there (other stages show 0).
+        progress.update(result.samples, result.samples > 0 ? loss_so_far / static_cast<double>(result.samples) : 0.0);
+      });
   if (options.end_epoch) apply_deferred();
   result.profile = profile::thread_totals();
   result.profile -= profile_before;
@@ -443,29 +431,18 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   comm::ByteCount mp = model_traffic(), dp = traffic(options_.data);
   mp -= mp_before;
   dp -= dp_before;
-  result.mp_bytes_sent = mp.sent;
-  result.dp_bytes_sent = dp.sent;
-  result.bytes_sent = mp.sent + dp.sent;
-  result.bytes_received = mp.received + dp.received;
+  epoch::add_traffic(result, mp, dp);
   result.mp_payload_sent = boundary_payload(true) - payload_before;
   result.mp_payload_uncompressed = boundary_payload(false) - uncompressed_before;
   result.dp_payload_sent = (reducer_ ? reducer_->payload_sent() : 0) - dp_payload_before;
   result.dp_payload_uncompressed = (reducer_ ? reducer_->payload_uncompressed() : 0) - dp_uncompressed_before;
-  result.group_samples = result.samples;
   // The loss and the active labels are the last stage's; every stage reports them.
   double scored = last_stage() ? static_cast<double>(output()->labels_scored() - scored_before) : 0.0;
   if (is_active(options_.pipeline)) {
     loss_sum = broadcast_double(*options_.pipeline, loss_sum, stages() - 1);
     scored = broadcast_double(*options_.pipeline, scored, stages() - 1);
   }
-  if (is_active(replicas)) {
-    std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};
-    replicas->all_reduce(sums).wait();
-    loss_sum = sums[0];
-    result.samples = static_cast<size_t>(std::llround(sums[1]));
-  }
-  result.loss = result.samples > 0 ? loss_sum / static_cast<double>(result.samples) : 0.0;
-  result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
+  epoch::finish(result, loss_sum, replicas);
   result.labels_scored_per_sample =
       result.group_samples > 0 ? scored / static_cast<double>(result.group_samples) : 0.0;
   if (options.end_epoch) ++epoch_;

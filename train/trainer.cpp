@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "train/ensemble_ranker.h"
+#include "train/epoch_run.h"
 
 #include <algorithm>
 #include <random>
@@ -456,14 +457,9 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   for (const uint32_t l : data.points.label_ids) ++label_counts[l];
   model_.output().set_label_counts(label_counts);
   comm::Communicator* replicas = options_.parallel.data;
-  const size_t shards = is_active(replicas) ? replicas->size() : 1;
-  const size_t shard = is_active(replicas) ? replicas->rank() : 0;
-  data::BatchLoader loader(data, {.batch = options.batch, .shuffle = options.shuffle, .seed = options.seed,
-                                  .shard = shard, .num_shards = shards});
+  data::BatchLoader loader = epoch::loader(data, options, replicas);
   Progress progress(fmt::format("{} epoch {}", options.label, epoch_ + 1), loader.num_points(), options.progress);
   FitResult result;
-  SparseBatch batch;
-  double loss_sum = 0.0;
   const uint64_t scored_before = model_.output().labels_scored();
   const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
   const uint64_t mp_payload_before = mp_payload(true), mp_uncompressed_before = mp_payload(false);
@@ -473,22 +469,14 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const profile::StepProfile profile_before = profile::thread_totals();
   const uint64_t crossed_before = host_device_bytes();
   const auto start = std::chrono::steady_clock::now();
-  size_t global = 0;
   double norm_sum = 0.0;
-  for (size_t skipped = 0; skipped < options.skip_steps && loader.next(batch, &global); ++skipped) {
-  }
-  while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
-    const double waited_before = comm::waited_seconds();
-    const auto step_start = std::chrono::steady_clock::now();
-    loss_sum += train_step(batch, global);
-    result.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count() -
-                              (comm::waited_seconds() - waited_before);
-    result.samples += batch.size();
-    ++result.steps;
-    norm_sum += last_grad_norm_;
-    if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > last_clip_limit_) ++result.clipped_steps;
-    progress.update(result.samples, result.samples > 0 ? loss_sum / result.samples : 0.0);
-  }
+  const double loss_sum = epoch::run_steps(
+      loader, options, result, [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
+      [&](double loss_so_far) {
+        norm_sum += last_grad_norm_;
+        if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > last_clip_limit_) ++result.clipped_steps;
+        progress.update(result.samples, result.samples > 0 ? loss_so_far / result.samples : 0.0);
+      });
   if (options.end_epoch) {
     apply_deferred();
     catch_up();
@@ -501,10 +489,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
   mp -= mp_before;
   dp -= dp_before;
-  result.mp_bytes_sent = mp.sent;
-  result.dp_bytes_sent = dp.sent;
-  result.bytes_sent = mp.sent + dp.sent;
-  result.bytes_received = mp.received + dp.received;
+  epoch::add_traffic(result, mp, dp);
   result.mp_payload_sent = mp_payload(true) - mp_payload_before;
   result.mp_payload_uncompressed = mp_payload(false) - mp_uncompressed_before;
   result.dp_payload_sent = dp_payload(true) - dp_payload_before;
@@ -512,15 +497,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.dp_payload_touched = (reducer_ ? reducer_->payload_touched() : 0) - dp_touched_before;
   result.touched_rows = touched_rows_;
   for (size_t i = 0; i < touched_before.size(); ++i) result.touched_rows[i] -= touched_before[i];
-  result.group_samples = result.samples;
-  if (is_active(replicas)) {  // the epoch's loss over all replicas' points
-    std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};
-    replicas->all_reduce(sums).wait();
-    loss_sum = sums[0];
-    result.samples = static_cast<size_t>(std::llround(sums[1]));
-  }
-  result.loss = result.samples > 0 ? loss_sum / result.samples : 0.0;
-  result.samples_per_s = result.seconds > 0 ? result.samples / result.seconds : 0.0;
+  epoch::finish(result, loss_sum, replicas);
   result.labels_scored_per_sample = result.group_samples > 0
       ? static_cast<double>(model_.output().labels_scored() - scored_before) / result.group_samples : 0.0;
   if (options.end_epoch) ++epoch_;

@@ -45,13 +45,17 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 preds = p["predictions"]
 for q in preds:
-    assert q["data"] * q["model"] == q["nodes"], q
+    assert q["data"] * q["model"] * q["stages"] == q["nodes"], q
+    assert q["scheme"] != "pipeline" or (q["stages"] >= 2 and sum(q["stage_split"]) == 2 and q["micro_batches"] >= 1), q
     assert q["samples_per_s"] > 0 and q["compute_seconds_per_step"] > 0, q
     assert q["scheme"] != "dp-dense" or q["model"] == 1, q
 grids = {(q["link"], q["cores"], q["nodes"], q["scheme"], q["grid"]) for q in preds}
 for g in ["1x6", "2x3", "3x2", "6x1"]:
     assert ("1gbit", 2, 6, "mp-sparse", g) in grids, g
 assert ("1gbit", 2, 6, "dp-dense", "6x1") in grids
+# The 2-layer network (input, output) pipelines over 2 stages, replicated (Dx1x2) and sliced (1xMx2).
+assert ("1gbit", 2, 2, "pipeline", "1x1x2") in grids and ("1gbit", 2, 6, "pipeline", "3x1x2") in grids
+assert ("1gbit", 2, 6, "pipeline", "1x3x2") in grids
 assert len(p["best"]) == 2 * 2 * 3, len(p["best"])
 for b in p["best"]:
     same = [q for q in preds if (q["link"], q["cores"], q["nodes"]) == (b["link"], b["cores"], b["nodes"])]

@@ -158,38 +158,28 @@ TEST_CASE("pipeline: stages sliced over 2 ranks each equal 1 rank (exact sampler
   for (size_t i = 0; i < q.losses.size(); ++i) REQUIRE(q.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
 }
 
-TEST_CASE("pipeline: sliced stages write the M slice files 1 rank loads") {
+TEST_CASE("pipeline: a pipeline's checkpoint is the checkpoint of its M slices that 1 rank loads") {
   host_backend().set_num_threads(1);
-  const std::string dir = "test_pipeline_checkpoint_sliced";
-  std::filesystem::remove_all(dir);
-  const Run p = pipeline({2, 2}, 2, "lsh", 1, {}, dir, 2);
-  const CheckpointManifest info = read_manifest(dir);
-  REQUIRE(info.model_slices == 2);
-  REQUIRE(info.pipeline_stages == 2);
-  REQUIRE(info.world_size == 4);
-  Model m;
-  layers::build_network_stage(m, spec("lsh"), 0, 4);
-  load_weights(dir, m);
-  Trainer t(m, {.inference_only = true});
-  REQUIRE(t.evaluate(problem().test, {}).p(1) == p.p1);
-  std::filesystem::remove_all(dir);
-}
-
-TEST_CASE("pipeline: a pipeline's checkpoint is the one-slice checkpoint 1 rank loads") {
-  host_backend().set_num_threads(1);
-  const std::string dir = "test_pipeline_checkpoint";
-  std::filesystem::remove_all(dir);
-  const Run p = pipeline({1, 2, 1}, 2, "lsh", 1, {}, dir);
-  const CheckpointManifest info = read_manifest(dir);
-  REQUIRE(info.model_slices == 1);
-  REQUIRE(info.pipeline_stages == 3);
-  REQUIRE(info.world_size == 3);
-  Model m;
-  layers::build_network_stage(m, spec("lsh"), 0, 4);
-  load_weights(dir, m);
-  Trainer t(m, {.inference_only = true});
-  REQUIRE(t.evaluate(problem().test, {}).p(1) == p.p1);
-  std::filesystem::remove_all(dir);
+  struct Case {
+    std::vector<size_t> split;
+    int slices;
+  };
+  for (const Case& c : {Case{{1, 2, 1}, 1}, Case{{2, 2}, 2}}) {
+    INFO(c.split.size() << " stages of " << c.slices << " slices");
+    const std::string dir = "test_pipeline_checkpoint";
+    std::filesystem::remove_all(dir);
+    const Run p = pipeline(c.split, 2, "lsh", 1, {}, dir, c.slices);
+    const CheckpointManifest info = read_manifest(dir);
+    REQUIRE(info.model_slices == c.slices);
+    REQUIRE(info.pipeline_stages == static_cast<int>(c.split.size()));
+    REQUIRE(info.world_size == c.slices * static_cast<int>(c.split.size()));
+    Model m;
+    layers::build_network_stage(m, spec("lsh"), 0, 4);
+    load_weights(dir, m);
+    Trainer t(m, {.inference_only = true});
+    REQUIRE(t.evaluate(problem().test, {}).p(1) == p.p1);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST_CASE("pipeline boundary: top-k forward, gradients at the kept positions, error feedback conserves") {

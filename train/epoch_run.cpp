@@ -1,0 +1,36 @@
+#include "train/epoch_run.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/communicator.h"
+
+namespace frugal::epoch {
+
+data::BatchLoader loader(const data::Dataset& data, const FitOptions& options, const comm::Communicator* replicas) {
+  const bool sharded = comm::is_active(replicas);
+  return data::BatchLoader(data, {.batch = options.batch, .shuffle = options.shuffle, .seed = options.seed,
+                                  .shard = sharded ? static_cast<size_t>(replicas->rank()) : 0,
+                                  .num_shards = sharded ? static_cast<size_t>(replicas->size()) : 1});
+}
+
+void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteCount& dp) {
+  result.mp_bytes_sent = mp.sent;
+  result.dp_bytes_sent = dp.sent;
+  result.bytes_sent = mp.sent + dp.sent;
+  result.bytes_received = mp.received + dp.received;
+}
+
+void finish(FitResult& result, double loss_sum, comm::Communicator* replicas) {
+  result.group_samples = result.samples;
+  if (comm::is_active(replicas)) {  // the epoch's loss over all replicas' points
+    std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};
+    replicas->all_reduce(sums).wait();
+    loss_sum = sums[0];
+    result.samples = static_cast<size_t>(std::llround(sums[1]));
+  }
+  result.loss = result.samples > 0 ? loss_sum / static_cast<double>(result.samples) : 0.0;
+  result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
+}
+
+}  // namespace frugal::epoch

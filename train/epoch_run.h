@@ -1,0 +1,55 @@
+// What Trainer::fit_epoch and PipelineTrainer::fit_epoch share: the loader over this replica's share
+// of the epoch, the loop of timed steps, the bytes the steps put on the wire and the epoch's loss
+// over every replica's points.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "core/comm_stats.h"
+#include "core/data/batch_loader.h"
+#include "core/dataset.h"
+#include "core/progress.h"
+#include "core/sparse_batch.h"
+#include "core/work.h"
+#include "train/trainer.h"
+
+namespace frugal::epoch {
+
+// The epoch's batches for this replica (every replica has the same data and takes its share of
+// each global batch); null or a 1-rank group: all of it.
+data::BatchLoader loader(const data::Dataset& data, const FitOptions& options, const comm::Communicator* replicas);
+
+// Skips options.skip_steps batches, then runs step(batch, global batch size) (the batch's summed
+// loss) on each batch up to options.max_steps, counting samples, steps and each step's compute
+// time (its wall time less its waits for communication); after(loss so far) runs after every step
+// (progress, the caller's own counts). Returns the summed loss.
+template <class Step, class After>
+double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult& result, Step&& step, After&& after) {
+  SparseBatch batch;
+  size_t global = 0;
+  double loss_sum = 0.0;
+  for (size_t skipped = 0; skipped < options.skip_steps && loader.next(batch, &global); ++skipped) {
+  }
+  while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
+    const double waited_before = comm::waited_seconds();
+    const auto step_start = std::chrono::steady_clock::now();
+    loss_sum += step(batch, global);
+    result.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count() -
+                              (comm::waited_seconds() - waited_before);
+    result.samples += batch.size();
+    ++result.steps;
+    after(loss_sum);
+  }
+  return loss_sum;
+}
+
+// The bytes of the epoch's steps: model-parallel `mp` and data-parallel `dp` (what the groups'
+// counts grew by).
+void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteCount& dp);
+
+// The epoch's loss, samples and samples/s over every replica's points (result.samples: this
+// replica's until then; group_samples keeps them).
+void finish(FitResult& result, double loss_sum, comm::Communicator* replicas);
+
+}  // namespace frugal::epoch
