@@ -22,20 +22,6 @@
 namespace frugal::cli {
 namespace {
 
-// Every rank's value of `mine` over `group`, in rank order.
-std::vector<double> gather_doubles(comm::Communicator& group, double mine) {
-  std::vector<std::vector<std::byte>> all;
-  group.all_gather_bytes(std::as_bytes(std::span<const double>(&mine, 1)), all).wait();
-  std::vector<double> out;
-  for (const auto& bytes : all) {
-    double v = 0.0;
-    FRUGAL_CHECK(bytes.size() == sizeof v, "pipeline: a bad value from another stage");
-    std::memcpy(&v, bytes.data(), sizeof v);
-    out.push_back(v);
-  }
-  return out;
-}
-
 nlohmann::json metric(bool has_test, double v) { return has_test ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 nlohmann::json psp(const EvalResult& ev, bool has_test, size_t k) {
@@ -132,20 +118,29 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const uint64_t epoch = trainer.epoch() + 1;
     const FitResult fit = trainer.fit_epoch(*r.train, {.batch = r.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                        .progress = voice, .max_steps = r.max_steps});
-    // Per stage: compute seconds per step and the bytes it put on the pipeline's links.
-    const std::vector<double> step_seconds = gather_doubles(*pipeline, fit.step_seconds());
-    const std::vector<double> boundary_sent = gather_doubles(*pipeline, static_cast<double>(fit.mp_bytes_sent));
-    const std::vector<double> payload = gather_doubles(*pipeline, static_cast<double>(fit.mp_payload_sent));
-    const std::vector<double> uncompressed = gather_doubles(*pipeline, static_cast<double>(fit.mp_payload_uncompressed));
+    // Per stage, in one all-gather: compute seconds per step and the bytes it put on the pipeline's links.
+    struct StageFigures {
+      double step_seconds, sent, payload, uncompressed;
+    };
+    const std::vector<StageFigures> stage_figures = comm::all_gather_value(
+        *pipeline,
+        StageFigures{fit.step_seconds(), static_cast<double>(fit.mp_bytes_sent), static_cast<double>(fit.mp_payload_sent),
+                     static_cast<double>(fit.mp_payload_uncompressed)},
+        "stage's epoch figures");
+    double boundary_sent = 0.0, sent = 0.0, whole = 0.0;
+    double slowest = 0.0, fastest = stage_figures.front().step_seconds;
+    for (const StageFigures& f : stage_figures) {
+      boundary_sent += f.sent;
+      sent += f.payload;
+      whole += f.uncompressed;
+      slowest = std::max(slowest, f.step_seconds);
+      fastest = std::min(fastest, f.step_seconds);
+    }
     const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
-    const double boundary_per_sample = std::accumulate(boundary_sent.begin(), boundary_sent.end(), 0.0) * per;
-    const double sent = std::accumulate(payload.begin(), payload.end(), 0.0);
-    const double whole = std::accumulate(uncompressed.begin(), uncompressed.end(), 0.0);
+    const double boundary_per_sample = boundary_sent * per;
     const double compression = sent > 0.0 ? whole / sent : 0.0;
     const bool has_test = r.test->size() > 0;
     const EvalResult ev = trainer.evaluate(*r.test, r.eval);
-    const double slowest = *std::max_element(step_seconds.begin(), step_seconds.end());
-    const double fastest = *std::min_element(step_seconds.begin(), step_seconds.end());
     if (rank == 0) {  // even with --quiet, as every mode's epoch lines
       if (has_test)
         fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "

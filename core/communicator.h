@@ -15,11 +15,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/check.h"
 #include "core/comm_stats.h"
 #include "core/work.h"
 
@@ -85,6 +88,23 @@ class Communicator {
   virtual CommStats stats() const = 0;
   virtual void reset_stats() = 0;
 };
+
+// Every rank's `value` in rank order (an all-gather of one scalar, e.g. a loss or a norm to sum in
+// rank order, so that every rank gets the same bits). A rank that sends another size fails, naming
+// `what` (e.g. "gradient norm").
+template <class T>
+std::vector<T> all_gather_value(Communicator& group, T value, std::string_view what) {
+  std::vector<std::vector<std::byte>> all;
+  group.all_gather_bytes(std::as_bytes(std::span<const T>(&value, 1)), all).wait();
+  std::vector<T> out(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof(T))
+      throw Error("rank " + std::to_string(r) + " sent a " + std::string(what) + " of " + std::to_string(all[r].size()) +
+                  " bytes, expected " + std::to_string(sizeof(T)));
+    std::memcpy(&out[r], all[r].data(), sizeof(T));
+  }
+  return out;
+}
 
 // Offsets of each rank's part for per-rank counts (exclusive prefix sum).
 std::vector<size_t> displacements(std::span<const size_t> counts);

@@ -485,17 +485,10 @@ namespace {
 constexpr int kCheckpointPartTag = 0x434b;
 // The first parameter of a stage in the whole model: the parameters of the stages before it.
 size_t first_parameter(const PipelineTrainer& trainer) {
-  comm::Communicator& pipe = *trainer.options().pipeline;
-  std::vector<std::vector<std::byte>> all;
-  const uint64_t mine = trainer.model().parameters().size();
-  pipe.all_gather_bytes(std::as_bytes(std::span<const uint64_t>(&mine, 1)), all).wait();
+  const std::vector<uint64_t> counts = comm::all_gather_value(
+      *trainer.options().pipeline, static_cast<uint64_t>(trainer.model().parameters().size()), "parameter count");
   size_t first = 0;
-  for (int s = 0; s < trainer.stage(); ++s) {
-    uint64_t n = 0;
-    FRUGAL_CHECK(all[s].size() == sizeof n, "pipeline checkpoint: a bad parameter count from another stage");
-    std::memcpy(&n, all[s].data(), sizeof n);
-    first += n;
-  }
+  for (int s = 0; s < trainer.stage(); ++s) first += counts[static_cast<size_t>(s)];
   return first;
 }
 }  // namespace

@@ -22,14 +22,9 @@ double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communi
     squares += backend_of(p->grad.values).sum_squares(p->grad.values);
   }
   if (group) {
-    std::vector<std::vector<std::byte>> all;
-    model_group->all_gather_bytes(std::as_bytes(std::span<const double>(&squares, 1)), all).wait();
+    const std::vector<double> parts = comm::all_gather_value(*model_group, squares, "gradient norm");
     squares = 0.0;
-    for (const auto& bytes : all) {
-      double part = 0.0;
-      std::memcpy(&part, bytes.data(), sizeof part);
-      squares += part;
-    }
+    for (const double part : parts) squares += part;  // in rank order: the same bits everywhere
   }
   return std::sqrt(squares);
 }

@@ -94,12 +94,13 @@ PipelineTrainer::PipelineTrainer(Model& stage_model, const PipelineOptions& opti
                            options_.total_layers));
   input();
   output();
-  hidden();  // the layer kinds check themselves
+  hidden_ = find_hidden();  // the layer kinds check themselves
+  params_ = model_.parameters();
   for (size_t i = 1; i < layers.size(); ++i)
     FRUGAL_CHECK(layers[i - 1]->out_features() == layers[i]->in_features(),
                  fmt::format("pipeline stage {}: layer {} gives {} outputs, layer {} takes {}", stage(), i - 1,
                              layers[i - 1]->out_features(), i, layers[i]->in_features()));
-  optimizer_ = optim::Optimizer::create(options_.optimizer, model_.parameters(), options_.lr_schedule);
+  optimizer_ = optim::Optimizer::create(options_.optimizer, params_, options_.lr_schedule);
   optimizer_->set_backend(&layers.back()->backend());
   run_id_ = fmt::format("{:016x}", (uint64_t{std::random_device{}()} << 32) | std::random_device{}());
   comm::Communicator& group = *options_.pipeline;
@@ -132,7 +133,7 @@ PipelineTrainer::PipelineTrainer(Model& stage_model, const PipelineOptions& opti
     comm::ReducerOptions o;
     o.mode = options_.dp ? comm::ReduceMode::thresholded : comm::ReduceMode::touched_rows;
     if (options_.dp) o.dp = *options_.dp;
-    reducer_ = exchanges().replica_reducer(*options_.data, model_.parameters(), o);
+    reducer_ = exchanges().replica_reducer(*options_.data, params_, o);
   }
 }
 
@@ -159,7 +160,7 @@ OutputLayer* PipelineTrainer::output() const {
   return out;
 }
 
-std::vector<HiddenLayer*> PipelineTrainer::hidden() const {
+std::vector<HiddenLayer*> PipelineTrainer::find_hidden() const {
   std::vector<HiddenLayer*> out;
   const auto& layers = model_.layers();
   const size_t first = first_stage() ? 1 : 0, end = layers.size() - (last_stage() ? 1 : 0);
@@ -197,7 +198,7 @@ void PipelineTrainer::forward(size_t m, bool send) {
     if (b) b->set_step(step_);
   const Tensor* h = first_stage() ? &exchange_forward(0, input()->forward(mb)) : &stage_input(m);
   const size_t first = first_stage() ? 1 : 0;
-  const auto layers = hidden();
+  const std::vector<HiddenLayer*>& layers = hidden_;
   for (size_t j = 0; j < layers.size(); ++j) {
     activations_.push_back(h);
     h = &exchange_forward(first + j, layers[j]->forward(*h));
@@ -216,7 +217,7 @@ Tensor PipelineTrainer::spare_buffer(size_t param) {
 }
 
 void PipelineTrainer::accumulate_gradients() {
-  const std::vector<Parameter*> params = model_.parameters();
+  const std::vector<Parameter*>& params = params_;
   parts_.resize(params.size());
   spare_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -254,7 +255,7 @@ const Tensor& PipelineTrainer::exchange_backward(size_t k, const Tensor& grad, b
 }
 
 void PipelineTrainer::backward_from(size_t m, const Tensor& g_out, bool partial) {
-  const auto layers = hidden();
+  const std::vector<HiddenLayer*>& layers = hidden_;
   const size_t first = first_stage() ? 1 : 0;
   const Tensor* g = &g_out;
   for (size_t j = layers.size(); j-- > 0;) {
@@ -336,7 +337,7 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
       }
     throw;
   }
-  const std::vector<Parameter*> params = model_.parameters();
+  const std::vector<Parameter*>& params = params_;
   for (size_t i = 0; i < params.size(); ++i) {
     RowGrad& g = params[i]->grad;
     g.clear();
@@ -362,15 +363,9 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
     // The stages hold disjoint parameters: the whole model's squared norm is the sum of theirs.
     double squares = std::pow(global_gradient_norm(params, options_.model), 2.0);
     if (is_active(options_.pipeline)) {
-      std::vector<std::vector<std::byte>> all;
-      options_.pipeline->all_gather_bytes(std::as_bytes(std::span<const double>(&squares, 1)), all).wait();
+      const std::vector<double> parts = comm::all_gather_value(*options_.pipeline, squares, "stage's gradient norm");
       squares = 0.0;
-      for (const auto& bytes : all) {
-        double part = 0.0;
-        FRUGAL_CHECK(bytes.size() == sizeof part, "pipeline: a bad gradient norm from another stage");
-        std::memcpy(&part, bytes.data(), sizeof part);
-        squares += part;
-      }
+      for (const double part : parts) squares += part;
     }
     const double coef = options_.clip_norm / (std::sqrt(squares) + 1e-6);
     if (coef < 1.0)
@@ -457,10 +452,8 @@ EvalResult PipelineTrainer::evaluate(const data::Dataset& data, const EvalOption
   uint64_t scored_before = 0;
   if (last_stage()) {
     OutputLayer& out = *output();
-    const std::vector<uint32_t>& truth = data.points.label_ids;
-    const size_t labels = std::max<size_t>(out.out_features(),
-                                           truth.empty() ? 0 : size_t{*std::max_element(truth.begin(), truth.end())} + 1);
-    metric.emplace(out.backend(), options.k, labels, options.propensities);
+    metric.emplace(out.backend(), options.k, RankingCounter::label_width(out.out_features(), data.points.label_ids),
+                   options.propensities);
     before = out.inference();
     out.set_inference({.mode = options.inference, .candidates = options.inference_candidates});
     scored_before = out.labels_scored();

@@ -103,7 +103,8 @@ class PipelineTrainer {
  private:
   InputLayer* input() const;
   OutputLayer* output() const;
-  std::vector<HiddenLayer*> hidden() const;
+  // The stage's hidden layers (checked to be dense-to-dense), found once: hidden_.
+  std::vector<HiddenLayer*> find_hidden() const;
   const comm::ExchangeFactory& exchanges() const;
   // Forward pass of micro-batch m through this stage: from the data (first stage) or the previous
   // stage; to the next stage (`send`) or, on the last stage, with the loss and the backward pass.
@@ -125,6 +126,8 @@ class PipelineTrainer {
 
   Model& model_;
   PipelineOptions options_;
+  std::vector<HiddenLayer*> hidden_;  // the stage's hidden layers, input side first
+  std::vector<Parameter*> params_;     // model_.parameters(), in order
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<comm::StageLink> prev_, next_;  // the boundaries before and after this stage (null at the ends)
   std::unique_ptr<comm::ReplicaReducer> reducer_;

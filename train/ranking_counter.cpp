@@ -49,4 +49,8 @@ RankingScores RankingCounter::values() const {
                         propensities_);
 }
 
+size_t RankingCounter::label_width(size_t model_labels, std::span<const uint32_t> truth) {
+  return std::max<size_t>(model_labels, truth.empty() ? 0 : size_t{*std::max_element(truth.begin(), truth.end())} + 1);
+}
+
 }  // namespace frugal

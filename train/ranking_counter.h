@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/backend.h"
@@ -19,6 +20,9 @@ class RankingCounter {
   // labels: above every true and predicted label id (the counted flags' width). `propensities`
   // (may be null) must outlive the counter.
   RankingCounter(Backend& backend, std::vector<size_t> ks, size_t labels, const Propensities* propensities);
+  // The counter's `labels` for an output of `model_labels` scored on data whose true labels are
+  // `truth`: every label the model predicts and the data holds.
+  static size_t label_width(size_t model_labels, std::span<const uint32_t> truth);
   size_t max_k() const { return max_k_; }
   // The batch whose top k add() counts next: its true labels go to the backend, its points count.
   // The batch must stay unchanged until the next set_batch.

@@ -557,10 +557,8 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   OutputLayer& output = model_.output();
   // The metrics are counted where the output layer ranks (on a device only the sums come down); the
   // flags cover every label the model predicts and the data holds.
-  const std::vector<uint32_t>& truth = data.points.label_ids;
-  const size_t labels = std::max<size_t>(output.out_features(),
-                                         truth.empty() ? 0 : size_t{*std::max_element(truth.begin(), truth.end())} + 1);
-  RankingCounter metric(output.backend(), options.k, labels, options.propensities);
+  RankingCounter metric(output.backend(), options.k,
+                        RankingCounter::label_width(output.out_features(), data.points.label_ids), options.propensities);
   data::BatchLoader loader(data, {.batch = options.batch, .shuffle = false});
   Progress progress("evaluate", loader.num_points(), options.progress);
   SparseBatch batch;
