@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/regular_file.h"
 #include "core/data/line_input.h"
+#include "core/data/point_checks.h"
 #include "core/quote.h"
 
 namespace frugal::data {
@@ -57,10 +58,6 @@ class LineParser {
 constexpr std::string_view kHint = "is this an XMC text file?";
 
 bool is_feature(std::string_view token) { return token.find(':') != std::string_view::npos; }
-
-const char* one_based_hint(uint32_t id, uint32_t limit) {
-  return id == limit ? " (ids are 0-based: is this file 1-based?)" : "";
-}
 
 }  // namespace
 
@@ -144,6 +141,9 @@ bool XmcReader::parse_point(SparseBatch& out) {
   ids_.clear();
   values_.clear();
   labels_.clear();
+  // The entry checks every face of frugal shares (core/data/point_checks.h); the error names file:line.
+  const PointLimits limits{.num_features = num_features_, .num_labels = num_labels_, .feature_limit = feature_limit_,
+                           .limit_what = limit_what_};
   size_t first_feature = 0;
   if (!tok.empty() && !is_feature(tok[0])) {  // label list present
     // "1,2,3" is the repository's form; "1, 2, 3" (LSHTC's original files) continues the list
@@ -158,8 +158,7 @@ bool XmcReader::parse_point(SparseBatch& out) {
         const size_t comma = list.find(',');
         const std::string_view item = list.substr(0, comma);
         const auto label = p.parse_number<uint32_t>(item, "a label id");
-        if (label >= num_labels_)
-          p.fail(fmt::format("label id {} >= L = {}{}", label, num_labels_, one_based_hint(label, num_labels_)));
+        if (std::string why = label_problem(limits, label); !why.empty()) p.fail(why);
         labels_.push_back(label);
         if (comma == std::string_view::npos) break;
         list.remove_prefix(comma + 1);
@@ -173,10 +172,7 @@ bool XmcReader::parse_point(SparseBatch& out) {
       p.fail(fmt::format("bad token {}: expected feature:value", quote_input(tok[t])));
     const auto id = p.parse_number<uint32_t>(tok[t].substr(0, colon), "a feature id");
     const auto value = p.parse_number<float>(tok[t].substr(colon + 1), "a feature value");
-    if (id >= num_features_)
-      p.fail(fmt::format("feature id {} >= F = {}{}", id, num_features_, one_based_hint(id, num_features_)));
-    if (id >= feature_limit_) p.fail(fmt::format("feature id {} >= {} = {}", id, limit_what_, feature_limit_));
-    if (!std::isfinite(value)) p.fail(fmt::format("non-finite value in {}", quote_input(tok[t])));
+    if (std::string why = feature_problem(limits, id, value, tok[t]); !why.empty()) p.fail(why);
     ids_.push_back(id);
     values_.push_back(value);
   }
