@@ -4,11 +4,25 @@
 // samples/s and the bytes each sample put on the wire. Drawn by gnuplot (Debian's gnuplot-nox), as
 // bench/run draws its plots: DIR/loss.png, DIR/quality.png, DIR/samples_per_s.png,
 // DIR/bytes_per_sample.png, with the data gnuplot read in DIR/plot-data/ and its script in
-// DIR/plot.gp (rerun `gnuplot DIR/plot.gp` after editing it).
+// DIR/plot.gp (rerun `cd DIR && gnuplot plot.gp` after editing it).
+//
+// No user string reaches a shell or gnuplot's command language (issue 62): gnuplot is started
+// without a shell (argv), in DIR, on a script that names only files this command chose
+// (plot-data/runN.dat, loss.png, ...); the one user text the script holds, a run's name in the
+// legend, is reduced to characters that mean nothing to gnuplot (a newline would end the string
+// and start a command: `system`, `!`, backquotes, `@` macros).
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -21,6 +35,7 @@
 #include "apps/commands.h"
 #include "apps/metrics_lines.h"
 #include "core/check.h"
+#include "core/quote.h"
 #include "core/staged_file.h"
 
 namespace frugal::cli {
@@ -54,28 +69,75 @@ struct Run {
   std::vector<nlohmann::json> epochs;
 };
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
+// A text this command chose (a file name, a chart title) as a gnuplot string.
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// A run's name (a user's file name) as a legend entry: letters, digits and a few harmless marks
+// stay, anything else (control characters, quotes, backslashes, backquotes, `@`, `$`, non-ASCII
+// bytes) becomes '_'. gnuplot reads the result as plain text in any string context.
+std::string legend_text(const std::string& name) {
+  std::string out;
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (std::isalnum(u) || std::strchr(" _-+.,:()[]#%=/", c) != nullptr) && c != '\0' ? c : '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
+// gnuplot on `script` (a file name in `dir`), started without a shell in `dir`; its output is
+// kept out of frugal's messages (its words, not the user's) and the status returned.
+int run_gnuplot(const std::string& dir, const std::string& script) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  std::string program = "gnuplot", file = script;
+  char* argv[] = {program.data(), file.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc == ENOENT)
+    throw Error("frugal plot draws with gnuplot, which is not installed (apt-get install gnuplot-nox)");
+  FRUGAL_CHECK(rc == 0, fmt::format("frugal plot: cannot start gnuplot: {}", std::strerror(rc)));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A number of an epoch line, or NaN where it is missing, not a number or not finite.
+double column_value(const nlohmann::json& epoch, const char* key) {
+  const auto it = epoch.find(key);
+  if (it == epoch.end() || !it->is_number()) return std::nan("");
+  const double v = it->get<double>();
+  return std::isfinite(v) ? v : std::nan("");
 }
 
 void run_plot(const std::vector<std::string>& files, const std::string& out) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
-    throw Error("frugal plot draws with gnuplot, which is not installed (apt-get install gnuplot-nox)");
-  fs::create_directories(fs::path(out) / "plot-data");
+  FRUGAL_CHECK(!out.empty(), "--out: give a folder for the PNG files");
+  std::error_code ec;
+  fs::create_directories(fs::path(out) / "plot-data", ec);
+  FRUGAL_CHECK(!ec, fmt::format("--out {}: cannot create the folder {}: {}", quote_input(out),
+                                quote_input((fs::path(out) / "plot-data").string()), std::strerror(ec.value())));
   std::vector<Run> runs;
   std::map<std::string, int> seen_names;
   for (const std::string& file : files) {
     Run r;
     r.name = fs::path(file).stem().string();
     if (seen_names[r.name]++ > 0) r.name += fmt::format(" ({})", seen_names[r.name]);
-    for_each_metrics_line(file, [&](nlohmann::json& line) {
-      if (line.is_object() && line.value("event", "") == "epoch" && line.value("rank", 0) == 0)
-        r.epochs.push_back(std::move(line));
+    for_each_numbered_metrics_line(file, [&](nlohmann::json& line, size_t number) {
+      if (!line.is_object()) return;
+      const auto event = line.find("event"), rank = line.find("rank"), epoch = line.find("epoch");
+      if (event == line.end() || !event->is_string() || event->get<std::string>() != "epoch") return;
+      if (rank != line.end() && !(rank->is_number() && rank->get<double>() == 0)) return;  // another rank's line
+      FRUGAL_CHECK(epoch != line.end() && epoch->is_number_unsigned(),
+                   fmt::format("{}:{}: an epoch line without a whole epoch number (\"epoch\": 1, 2, ...)", file, number));
+      r.epochs.push_back(std::move(line));
     });
     FRUGAL_CHECK(!r.epochs.empty(), fmt::format("{}: no epoch lines (a `frugal train --metrics` log?)", file));
-    r.data_file = (fs::path(out) / "plot-data" / fmt::format("run{}.dat", runs.size())).string();
+    r.data_file = fmt::format("plot-data/run{}.dat", runs.size());  // relative to DIR, where gnuplot runs
     runs.push_back(std::move(r));
   }
   // One data file per run: the epoch, then every curve's column ("NaN" where a run lacks it).
@@ -83,13 +145,13 @@ void run_plot(const std::vector<std::string>& files, const std::string& out) {
   for (const Chart& c : kCharts)
     for (const Curve& curve : c.curves) columns.push_back(curve.key);
   for (const Run& r : runs) {
-    StagedFile data(r.data_file);
+    StagedFile data((fs::path(out) / r.data_file).string());
     data.write(fmt::format("# epoch {}\n", fmt::join(columns, " ")));
     for (const nlohmann::json& e : r.epochs) {
-      std::string row = fmt::format("{}", e.value("epoch", 0));
+      std::string row = fmt::format("{}", e["epoch"].get<uint64_t>());
       for (const char* key : columns) {
-        const auto it = e.find(key);
-        row += it != e.end() && it->is_number() ? fmt::format(" {}", it->get<double>()) : " NaN";
+        const double v = column_value(e, key);
+        row += std::isnan(v) ? std::string(" NaN") : fmt::format(" {}", v);
       }
       data.write(row + "\n");
     }
@@ -108,36 +170,33 @@ void run_plot(const std::vector<std::string>& files, const std::string& out) {
       for (const Curve& curve : chart.curves) {
         // Only the columns some epoch of the run has (AUC for DLRM, P@k for XMC).
         bool present = false;
-        for (const nlohmann::json& e : r.epochs)
-          if (e.contains(curve.key) && e[curve.key].is_number()) {
-            present = true;
-            positive = positive && e[curve.key].get<double>() > 0;
-          }
+        for (const nlohmann::json& e : r.epochs) {
+          const double v = column_value(e, curve.key);
+          if (std::isnan(v)) continue;
+          present = true;
+          positive = positive && v > 0;
+        }
         if (!present) continue;
         size_t column = 2;
         while (std::string(columns[column - 2]) != curve.key) ++column;
-        const std::string title = *curve.label ? fmt::format("{} {}", r.name, curve.label) : r.name;
+        const std::string name = legend_text(r.name);
+        const std::string title = *curve.label ? fmt::format("{} {}", name, curve.label) : name;
         plots.push_back(fmt::format("{} using 1:{} with linespoints title {}", quoted(r.data_file), column, quoted(title)));
       }
     if (plots.empty()) continue;
-    const std::string png = (fs::path(out) / (std::string(chart.file) + ".png")).string();
+    const std::string png = std::string(chart.file) + ".png";
     script += fmt::format("set output {}\nset title {}\nset ylabel {}\n{}plot {}\n", quoted(png), quoted(chart.title),
                           quoted(chart.ylabel), chart.log_y && positive ? "set logscale y\n" : "unset logscale y\n",
                           fmt::join(plots, ", \\\n     "));
-    written.push_back(png);
+    written.push_back((fs::path(out) / png).string());
   }
   const std::string script_file = (fs::path(out) / "plot.gp").string();
   StagedFile gp(script_file);
   gp.write(script);
   gp.commit();
-  const std::string command = fmt::format("gnuplot {} 2>&1", quoted(script_file));
-  std::FILE* p = ::popen(command.c_str(), "r");
-  FRUGAL_CHECK(p != nullptr, "cannot start gnuplot");
-  std::string said;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) said += buf;
-  const int rc = ::pclose(p);
-  FRUGAL_CHECK(rc == 0, fmt::format("gnuplot failed on {}: {}", script_file, said));
+  const int rc = run_gnuplot(out, "plot.gp");
+  FRUGAL_CHECK(rc == 0, fmt::format("frugal plot: gnuplot could not draw {} (exit status {}); `cd {} && gnuplot "
+                                    "plot.gp` shows why", script_file, rc, quote_input(out)));
   for (const std::string& png : written) fmt::print("wrote {}\n", png);
 }
 

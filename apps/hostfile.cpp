@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/regular_file.h"
 #include "core/parse.h"
+#include "core/quote.h"
 
 namespace frugal::cli {
 namespace {
@@ -51,6 +52,15 @@ std::vector<HostfileEntry> read_hostfile(const std::string& path) {
     if (text.empty()) continue;
     const size_t blank = text.find_first_of(" \t");
     HostfileEntry e{text.substr(0, blank), 1, line};
+    // The host is an argument of the --ssh command: one starting with '-' would be read as an
+    // option (ssh's -oProxyCommand=... runs a command), so only a host name or user@host passes.
+    const bool host_ok = std::all_of(e.host.begin(), e.host.end(), [](unsigned char c) {
+      return std::isalnum(c) || std::string_view("._-@:[]%").find(static_cast<char>(c)) != std::string_view::npos;
+    });
+    if (e.host.front() == '-' || !host_ok)
+      throw Error(fmt::format("--hostfile {} line {}: {} is not a host name (expected `host` or `user@host`: "
+                              "letters, digits, '.', '-', '_', ':', '[', ']'; not starting with '-')",
+                              path, line, quote_input(e.host)));
     if (blank != std::string::npos) {
       const std::string option = trim(std::string_view(text).substr(blank));
       const std::string where = fmt::format("--hostfile {} line {}", path, line);

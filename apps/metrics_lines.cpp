@@ -1,16 +1,26 @@
 #include "apps/metrics_lines.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 #include "core/sealed_json.h"
 
 namespace frugal::cli {
 
 void for_each_metrics_line(const std::string& path, const std::function<void(nlohmann::json&)>& each) {
+  for_each_numbered_metrics_line(path, [&](nlohmann::json& j, size_t) { each(j); });
+}
+
+void for_each_numbered_metrics_line(const std::string& path,
+                                    const std::function<void(nlohmann::json&, size_t line)>& each) {
+  std::error_code missing;
+  if (!std::filesystem::exists(path, missing)) throw Error(fmt::format("cannot read the metrics file {}: no such file", path));
+  require_regular_file(path, "a metrics file (one JSON object a line)");
   std::ifstream in(path);
   FRUGAL_CHECK(in.good(), fmt::format("cannot read the metrics file {}", path));
   std::string text;
@@ -22,7 +32,7 @@ void for_each_metrics_line(const std::string& path, const std::function<void(nlo
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}:{}: not a JSON line ({})", path, line, json_error_words(e)));
     }
-    each(j);
+    each(j, line);
   }
 }
 

@@ -2,6 +2,7 @@
 // `frugal plan`.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -12,5 +13,8 @@ namespace frugal::cli {
 // Calls `each` with every non-empty line of `path`, parsed; a line that is not JSON, or a file that
 // cannot be read, fails naming the file (and line).
 void for_each_metrics_line(const std::string& path, const std::function<void(nlohmann::json&)>& each);
+// The same with the line's number (from 1), for messages naming FILE:LINE.
+void for_each_numbered_metrics_line(const std::string& path,
+                                    const std::function<void(nlohmann::json&, size_t line)>& each);
 
 }  // namespace frugal::cli

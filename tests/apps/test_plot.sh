@@ -25,6 +25,30 @@ done
 grep -q '"hidden64 P@1"' plots/plot.gp && grep -q '"hidden16 P@5"' plots/plot.gp && grep -q '"dlrm AUC"' plots/plot.gp ||
   { cat plots/plot.gp; echo "the quality chart lacks a run's curve"; exit 1; }
 [ "$(grep -vc '^#' plots/plot-data/run0.dat)" = 3 ] || { cat plots/plot-data/run0.dat; echo "run0 should have 3 epochs"; exit 1; }
+# Hostile names (issue 62): metrics files and --out folders whose names hold a newline followed by
+# gnuplot commands, quotes, $(), backquotes, a leading '!' or '-', '@' macros: the charts are drawn
+# and nothing runs (no shell and no gnuplot command is reached by a user string).
+n=0
+for name in $'nl\nsystem "touch PWNED"\n!touch PWNED' 'q"uo'"'"'te\' '$(touch PWNED)' '`touch PWNED`' '!touch PWNED' \
+            '-dash' '@macro' $'tab\tcr\r'; do
+  n=$((n + 1))
+  cp hidden16.jsonl "./$name.jsonl"
+  run "$F" plot "./$name.jsonl" --out "./out$n $name"
+  [ ! -e PWNED ] && [ ! -e "out$n $name/PWNED" ] || { echo "a hostile name ran a command: $name"; exit 1; }
+  [ "$(head -c 4 "out$n $name/loss.png" | od -An -tx1 | tr -d ' ')" = 89504e47 ] || { echo "no chart for '$name'"; exit 1; }
+  # Every line of the script is one of this command's own: set, unset, plot or a plot's continuation.
+  if grep -nvE '^(set |unset |plot "plot-data/|     "plot-data/|$)' "out$n $name/plot.gp"; then
+    echo "the script holds a line of the user's for '$name'"; exit 1
+  fi
+done
+printf '{"event":"epoch","epoch":"x","rank":0}\n' > badepoch.jsonl
+fails_with "badepoch.jsonl:1: an epoch line without a whole epoch number" "$F" plot badepoch.jsonl --out plots4
+printf '{"event":7,"rank":"r"}\n{"event":"epoch","rank":"0","epoch":1}\n' > oddtypes.jsonl
+fails_with "oddtypes.jsonl: no epoch lines" "$F" plot oddtypes.jsonl --out plots5
+mkfifo fifo.jsonl
+fails_with "fifo.jsonl: a FIFO" timeout 10 "$F" plot fifo.jsonl --out plots6
+touch notadir
+fails_with "--out 'notadir/x': cannot create the folder" "$F" plot hidden16.jsonl --out notadir/x
 grep -v '"event":"epoch"' hidden64.jsonl > noepochs.jsonl
 fails_with "noepochs.jsonl: no epoch lines" "$F" plot noepochs.jsonl --out plots2
 fails_with "cannot read the metrics file missing.jsonl" "$F" plot missing.jsonl --out plots3

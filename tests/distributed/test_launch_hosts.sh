@@ -50,6 +50,13 @@ fails_with "--hostfile $TMP/bad-option line 1: 'alpha cpus=2': expected \`host\`
   "$FRUGAL" launch --hostfile "$TMP/bad-option" -n 1 -- true
 printf '# nothing\n\n' > "$TMP/empty"
 fails_with "--hostfile $TMP/empty: no host in the file" "$FRUGAL" launch --hostfile "$TMP/empty" -n 1 -- true
+# A host is an argument of the ssh command: an option (-oProxyCommand runs a command) or shell
+# syntax in its place is refused before anything starts (issue 62).
+for host in "-oProxyCommand=touch $TMP/pwned" '$(touch '"$TMP"'/pwned)' '`touch '"$TMP"'/pwned`' "a;touch" "a|b"; do
+  printf '%s\n' "$host" > "$TMP/hostile"
+  fails_with "--hostfile $TMP/hostile line 1: '" "$FRUGAL" launch --hostfile "$TMP/hostile" --ssh true -n 1 -- true
+  [ ! -e "$TMP/pwned" ] || fail "host '$host' ran a command"
+done
 fails_with "--max-restarts does not work with --hostfile" \
   "$FRUGAL" launch --hostfile "$TMP/hosts" -n 2 --max-restarts 1 -- true
 fails_with "--ssh needs --hostfile" "$FRUGAL" launch --ssh "ssh -p 2" -n 2 -- true
