@@ -11,6 +11,11 @@ void check_points(const Dataset& data, const PointCheckOptions& options) {
   const std::string& features = options.features_name.empty() ? data.source : options.features_name;
   const std::string& labels = options.labels_name.empty() ? data.source : options.labels_name;
   const SparseBatch& p = data.points;
+  // A layer of width 0 is no network: said in the data's terms, not as the layer's size check.
+  FRUGAL_CHECK(!options.training || data.num_features > 0,
+               fmt::format("{}: 0 feature columns: training needs at least one feature", features));
+  FRUGAL_CHECK(!options.training || data.num_labels > 0,
+               fmt::format("{}: 0 label columns (no label id occurs): training needs at least one label", labels));
   // The arrays first: an entry check reads through the offsets.
   FRUGAL_CHECK(!p.feature_offsets.empty() && p.feature_offsets.front() == 0 &&
                    p.feature_offsets.back() == p.feature_ids.size() && p.feature_ids.size() == p.feature_values.size(),

@@ -61,13 +61,15 @@ struct PointCheckOptions {
   // The warnings of data_warnings.h (warn_suspicious): a stray label id, values beyond +-1e6.
   // Training and `data stats` warn; predict and evaluate, as the command line's, do not.
   bool warnings = true;
-  bool training = true;  // warn_suspicious's `training`
+  // A training set: it needs features and labels (a test set may have none of its own), and
+  // warn_suspicious compares the label count with the ids that occur.
+  bool training = true;
 };
 
-// Checks every point of `data`: its CSR arrays agree with each other, every id is below
-// data.num_features / data.num_labels, every value is finite. An error names the row (0-based):
-// "X: row 12: non-finite value nan of feature 3: expected a finite number". Then the warnings,
-// which --strict (set_strict_warnings) makes errors.
+// Checks `data`: a training set has features and labels; the CSR arrays agree with each other;
+// every id is below data.num_features / data.num_labels (and options.feature_limit); every value
+// is finite. An error names the row (0-based): "X: row 12: non-finite value nan of feature 3:
+// expected a finite number". Then the warnings, which --strict (set_strict_warnings) makes errors.
 void check_points(const Dataset& data, const PointCheckOptions& options = {});
 
 }  // namespace frugal::data

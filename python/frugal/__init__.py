@@ -10,18 +10,30 @@
 Training runs `frugal train` itself in this process: the same options with the same defaults and
 checks, the same output on stdout and the same checkpoints (docs/python.md).
 """
+import contextlib
+import numbers
 import os
 import shutil
 import tempfile
+import warnings
 import weakref
 
 import numpy as np
 import scipy.sparse as sp
 
 from . import _core
-from ._core import Error
+from ._core import CheckpointError, DataError, Error
 
-__all__ = ["train", "load", "read_xmc", "Model", "Error", "train_options"]
+__all__ = ["train", "load", "read_xmc", "Model", "Error", "DataError", "CheckpointError", "train_options"]
+
+# frugal.Error: every error the module raises. Its kinds: frugal.DataError (input data refused: the
+# checks of the file readers, core/data/point_checks.h, and those of the forms below) and
+# frugal.CheckpointError (a checkpoint that cannot be loaded).
+
+_LABEL_FORMS = ("a scipy.sparse 0/1 matrix (points x labels), a list of label lists ([[3, 17], [5], ...]) or a "
+                "dense 0/1 numpy array of shape (points, labels)")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_LARGEST_LABEL = 2**32 - 2  # the label count, largest id + 1, is a 32-bit count
 
 
 def train_options():
@@ -29,37 +41,168 @@ def train_options():
     return {name[2:].replace("-", "_"): default for name, default, _ in _core.train_flags()}
 
 
+def _shown(value):
+    """A value as a message quotes it: its repr, cut short (an array's can be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _integer(value, keyword, low, high, what):
+    """`value` as an int in [low, high]; else frugal.Error naming the keyword."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise Error(f"{keyword}={_shown(value)}: expected {what}, an integer from {low} to {high}")
+    if not low <= int(value) <= high:
+        raise Error(f"{keyword}={int(value)}: expected {what}, from {low} to {high}")
+    return int(value)
+
+
+def _switch(value, keyword):
+    if not isinstance(value, (bool, np.bool_)):
+        raise Error(f"{keyword}={_shown(value)}: a switch takes True or False")
+    return bool(value)
+
+
+def _text(value, keyword, expected):
+    if not isinstance(value, str):
+        raise Error(f"{keyword}={_shown(value)}: expected {expected}")
+    return value
+
+
+def _path(value, keyword):
+    if not isinstance(value, (str, os.PathLike)):
+        raise Error(f"{keyword}={_shown(value)}: expected a path (a str or os.PathLike)")
+    return os.fsdecode(value)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """No numpy or scipy warning reaches the caller: what is wrong is refused in frugal's words."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _row_of(indptr, position):
+    """The row of CSR entry `position`."""
+    return int(np.searchsorted(indptr, position, side="right")) - 1
+
+
+def _real_dtype(dtype):
+    return dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+
+
 def _features(X, name):
+    """X as CSR arrays of frugal's own (float32 values, duplicate entries summed, column ids sorted);
+    the caller's matrix is only read. Non-finite values, and ids out of range, are refused by the C++
+    side's check_points, as the file readers refuse them; here what the conversion itself needs."""
     if not sp.issparse(X):
-        raise Error(f"{name}: expected a scipy.sparse matrix (CSR), got {type(X).__name__}")
-    X = sp.csr_matrix(X, dtype=np.float32)
-    X.sum_duplicates()
+        raise DataError(f"{name}: expected a scipy.sparse matrix (CSR, CSC or COO) of feature values, got "
+                        f"{type(X).__name__} (scipy.sparse.csr_matrix({name}) makes one)")
+    if not _real_dtype(X.dtype):
+        raise DataError(f"{name}: feature values of type {X.dtype}: expected real numbers (float32, float64, "
+                        "integers or bool)")
+    with _quiet():
+        X = sp.csr_matrix(X, copy=True)  # a copy even where the format and type are already right
+        if X.dtype.kind == "f" and X.dtype.itemsize > 4:
+            # A finite value float32 cannot hold would become inf, and say so with the wrong number.
+            big = np.flatnonzero(np.isfinite(X.data) & (np.abs(X.data) > _FLOAT32_MAX))
+            if big.size:
+                raise DataError(f"{name}: row {_row_of(X.indptr, big[0])}: value {X.data[big[0]]!r} is beyond the "
+                                f"float32 range (+-{_FLOAT32_MAX:.4g}): expected feature values of a sane scale "
+                                "(e.g. in [0, 1] or of unit norm)")
+        X = X.astype(np.float32)
+        X.sum_duplicates()
     return {"x_indptr": X.indptr, "x_indices": X.indices, "x_data": X.data, "x_columns": X.shape[1]}, X.shape[0]
 
 
+def _zero_one(values, indptr, name, form):
+    """Refuses a label matrix entry other than 0 or 1 (NaN, -1, 0.5, 2), naming the row."""
+    bad = np.flatnonzero(~((values == 0) | (values == 1)))
+    if bad.size:
+        raise DataError(f"{name}: row {_row_of(indptr, bad[0])} holds {values[bad[0]]!r}: {form} holds 0 (no label) "
+                        f"or 1 (a label); the label forms are {_LABEL_FORMS}")
+
+
+def _sparse_labels(Y, name):
+    if not _real_dtype(Y.dtype):
+        raise DataError(f"{name}: label matrix of type {Y.dtype}: expected 0/1 values")
+    Y = sp.csr_matrix(Y, copy=True)
+    _zero_one(Y.data, Y.indptr, name, "a sparse label matrix")
+    Y.data = (Y.data == 1).astype(np.int8)  # duplicate entries of a label count once
+    Y.eliminate_zeros()
+    Y.sum_duplicates()
+    return Y.indptr, Y.indices, Y.shape[1]
+
+
+def _dense_labels(Y, name):
+    if Y.ndim != 2 or not _real_dtype(Y.dtype):
+        raise DataError(f"{name}: a numpy array of shape {Y.shape} and type {Y.dtype}: expected {_LABEL_FORMS}")
+    indptr = np.arange(Y.shape[0] + 1, dtype=np.int64) * Y.shape[1]
+    _zero_one(Y.reshape(-1), indptr, name, "a dense label array (read as points x labels)")
+    rows, columns = np.nonzero(Y)
+    indptr = np.zeros(Y.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=Y.shape[0]), out=indptr[1:])
+    return indptr, columns.astype(np.int64), Y.shape[1]
+
+
+def _listed_labels(Y, name):
+    lengths, flat = [], []
+    for r, row in enumerate(Y):
+        if isinstance(row, (str, bytes, dict)) or not hasattr(row, "__iter__") or \
+                (isinstance(row, np.ndarray) and row.ndim != 1):
+            raise DataError(f"{name}: row {r} is {_shown(row)}, not a list of label ids (for one label per point "
+                            f"write [[3], [5], ...]); the label forms are {_LABEL_FORMS}")
+        items = list(row)
+        lengths.append(len(items))
+        flat.extend(items)
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    try:
+        indices = np.array(flat)
+    except (TypeError, ValueError, OverflowError):  # nested lists of other lengths: refused below
+        indices = np.array(flat, dtype=object)
+    # True and False are no ids (numpy reads [True, 3] as [1, 3]): the loop below refuses them.
+    fits = indices.ndim == 1 and indices.dtype.kind in "iu" and \
+        (not indices.size or (indices.min() >= 0 and indices.max() <= _LARGEST_LABEL)) and \
+        not any(isinstance(label, (bool, np.bool_)) for label in flat)
+    if not fits:
+        for position, label in enumerate(flat):  # the first that is no id, named with its row
+            whole = isinstance(label, numbers.Integral) or \
+                (isinstance(label, numbers.Real) and float(label).is_integer())
+            if isinstance(label, (bool, np.bool_)) or not whole or not 0 <= label <= _LARGEST_LABEL:
+                why = "label ids start at 0" if whole and label < 0 else "expected a whole number"
+                raise DataError(f"{name}: row {_row_of(indptr, position)} has label {_shown(label)}: {why} (label "
+                                f"ids are integers from 0 to {_LARGEST_LABEL})")
+    indices = indices.astype(np.int64) if indices.size else np.zeros(0, dtype=np.int64)
+    # Rows of 0s and 1s of one length, some holding an id twice: a dense 0/1 matrix as lists
+    # (Y.tolist()), which read as ids would give every point labels 0 and 1.
+    width = lengths[0] if lengths else 0
+    if width >= 2 and all(n == width for n in lengths) and indices.max() <= 1:
+        sums = indices.reshape(-1, width).sum(axis=1)
+        doubled = np.flatnonzero(sums != 1) if width == 2 else np.arange(1)
+        if doubled.size:
+            raise DataError(f"{name}: every row is {width} values of 0 and 1, and row {int(doubled[0])} lists the same "
+                            f"label id twice: a dense 0/1 label matrix given as lists? np.array({name}) is read as "
+                            f"one; the label forms are {_LABEL_FORMS}")
+    return indptr, indices, int(indices.max()) + 1 if indices.size else 0
+
+
 def _labels(Y, rows, name, columns=None):
-    """Y as CSR arrays: a 0/1 CSR matrix, or a list of label lists (columns: the widest id + 1)."""
-    if sp.issparse(Y):
-        Y = sp.csr_matrix(Y)
-        Y.sum_duplicates()
-        Y.eliminate_zeros()
-        width = Y.shape[1]
-        indptr, indices = Y.indptr, Y.indices
-    else:
-        try:
-            lists = [list(map(int, row)) for row in Y]
-        except TypeError:
-            raise Error(f"{name}: expected a CSR 0/1 label matrix or a list of label lists") from None
-        indptr = np.zeros(len(lists) + 1, dtype=np.int64)
-        indptr[1:] = np.cumsum([len(row) for row in lists])
-        indices = np.fromiter((label for row in lists for label in row), dtype=np.int64, count=int(indptr[-1]))
-        if indices.size and indices.min() < 0:
-            raise Error(f"{name}: label ids start at 0, found {int(indices.min())}")
-        width = int(indices.max()) + 1 if indices.size else 0
-        if columns is not None:
-            width = max(width, columns)
+    """Y as CSR arrays of frugal's own: a 0/1 sparse matrix, a dense 0/1 array of shape (points,
+    labels), or a list of label lists (then the width is the largest id + 1, or `columns`)."""
+    with _quiet():
+        if sp.issparse(Y):
+            indptr, indices, width = _sparse_labels(Y, name)
+        elif isinstance(Y, np.ndarray) and Y.dtype != object:
+            indptr, indices, width = _dense_labels(Y, name)
+        elif isinstance(Y, (list, tuple, np.ndarray)):
+            indptr, indices, width = _listed_labels(Y, name)
+            if columns is not None:
+                width = max(width, columns)
+        else:
+            raise DataError(f"{name}: {type(Y).__name__}: expected {_LABEL_FORMS}")
     if len(indptr) - 1 != rows:
-        raise Error(f"{name} has {len(indptr) - 1} rows but the features have {rows}: one label row per point")
+        raise DataError(f"{name} has {len(indptr) - 1} rows but the features have {rows}: one label row per point")
     return {"y_indptr": indptr, "y_indices": indices, "y_columns": width}
 
 
@@ -71,9 +214,21 @@ def _data(X, Y, name, labels=None):
 
 def _flag_args(options):
     """Keyword arguments as `frugal train` flags: hidden=64 -> --hidden 64; quiet=True -> --quiet;
-    logq=False -> --logq off; layers=[1024, 1024] -> --layers 1024,1024; dp_keep_param=[..] repeats."""
+    logq=False -> --logq off; layers=[1024, 1024] -> --layers 1024,1024; dp_keep_param=[..] repeats.
+    Returns the arguments and {flag: (keyword, value)} (the command line's messages name the flag)."""
     flags = {name: takes_value for name, _, takes_value in _core.train_flags()}
-    args = []
+    args, given = [], {}
+
+    def word(key, value):  # one value as the command line writes it; range checks are the command line's
+        if isinstance(value, (bool, np.bool_)):
+            return "on" if value else "off"
+        if isinstance(value, (str, numbers.Integral, numbers.Real)):
+            return str(value)
+        if isinstance(value, os.PathLike):
+            return str(os.fspath(value))
+        raise Error(f"frugal.train: {key}={_shown(value)}: expected a number, a string, True or False (or, for a "
+                    "list option, a list of them)")
+
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if flag not in flags or flag in ("--train", "--test"):
@@ -81,52 +236,70 @@ def _flag_args(options):
                         "or docs/cli.md)")
         if value is None:
             continue
+        given[flag] = (key, value)
         if not flags[flag]:  # a switch
-            if value is True:
+            if _switch(value, f"frugal.train: {key}"):
                 args.append(flag)
-            elif value is not False:
-                raise Error(f"frugal.train: {key}={value!r}: a switch takes True or False")
             continue
-        if value is True or value is False:
-            args += [flag, "on" if value else "off"]
-        elif isinstance(value, (list, tuple)) and key == "dp_keep_param":
+        if isinstance(value, (list, tuple)) and key == "dp_keep_param":
             for item in value:
-                args += [flag, str(item)]
+                args += [flag, word(key, item)]
         elif isinstance(value, (list, tuple)):
-            args += [flag, ",".join(str(v) for v in value)]
+            args += [flag, ",".join(word(key, v) for v in value)]
         else:
-            args += [flag, str(value)]
-    return args
+            args += [flag, word(key, value)]
+    return args, given
+
+
+def _keyword_named(error, given):
+    """The command line's message about a flag, with the keyword it came from named first:
+    "frugal.train: batch=0: --batch: 0 is not positive: expected a count from 1 up"."""
+    message = str(error)
+    for flag, (key, value) in given.items():
+        if message.startswith((flag + ":", flag + " ")):
+            return type(error)(f"frugal.train: {key}={_shown(value)}: {message}")
+    return error
 
 
 def train(X, Y=None, test=None, progress=None, **options):
     """Trains with `frugal train`'s options (keyword arguments, `_` for `-`, the same defaults) and
     returns the Model of the last epoch.
 
-    X, Y: scipy.sparse CSR features and a CSR 0/1 label matrix or a list of label lists; or X a
-    path to an XMC (or, with model="dlrm", Criteo) training file and Y None.
+    X, Y: scipy.sparse features (any format: a copy is converted to CSR float32) and the labels: a
+    0/1 sparse matrix, a list of label lists or a dense 0/1 array of shape (points, labels); or X a
+    path to an XMC (or, with model="dlrm", Criteo) training file and Y None. The caller's arrays are
+    only read. Data the file readers would refuse (non-finite values, ids out of range) raises
+    frugal.DataError naming the row; strict=True makes the readers' warnings errors too.
     test: (X_test, Y_test), a file path like X, or None (no evaluation per epoch).
     progress: called after every epoch with that epoch's record of the metrics log (a dict:
     epoch, loss, p@1, ...); an exception it raises stops training.
     checkpoint: where the model is saved (default: a temporary folder, removed with the Model).
     """
+    if progress is not None and not callable(progress):
+        raise Error(f"frugal.train: progress={_shown(progress)}: expected a function of one argument (the epoch's "
+                    "record) or None")
     keep = options.pop("keep_checkpoints", None)
     checkpoint = options.pop("checkpoint", None)
     owned = checkpoint is None
+    checkpoint = None if owned else _path(checkpoint, "frugal.train: checkpoint")
+    args, given = _flag_args(dict(options, keep_checkpoints=1 if owned and keep is None else keep))
+    if not owned:
+        given["--checkpoint"] = ("checkpoint", checkpoint)
+    strict = bool(options.get("strict"))  # a switch: True or False once _flag_args has passed it
     if owned:
         checkpoint = tempfile.mkdtemp(prefix="frugal-model-")
-        keep = 1 if keep is None else keep
-    args = ["--checkpoint", str(checkpoint)] + _flag_args(dict(options, keep_checkpoints=keep))
+    args = ["--checkpoint", checkpoint] + args
     try:
         if isinstance(X, (str, os.PathLike)):
             if Y is not None:
                 raise Error("frugal.train: with X a training file, the labels are in the file: leave Y out")
             if not isinstance(test, (str, os.PathLike)):
                 raise Error("frugal.train: with X a training file, give test as a file path too")
-            _core.train(["--train", str(X), "--test", str(test)] + args, progress=progress)
+            _core.train(["--train", _path(X, "X"), "--test", _path(test, "test")] + args, progress=progress,
+                        strict=strict)
         else:
             if Y is None:
-                raise Error("frugal.train: give the labels Y (a CSR 0/1 matrix or a list of label lists)")
+                raise Error(f"frugal.train: give the labels Y: {_LABEL_FORMS}")
             data = _data(X, Y, "")
             test_data = None
             if test is not None:
@@ -135,12 +308,22 @@ def train(X, Y=None, test=None, progress=None, **options):
                 test_data = _data(test[0], test[1], "test ", data["y_columns"])
                 # Label ids of the test set beyond the training set's widen both (the CLI's files declare L).
                 data["y_columns"] = test_data["y_columns"] = max(data["y_columns"], test_data["y_columns"])
-            _core.train(["--train", "X", "--test", "test"] + args, data, test_data, progress)
+            _core.train(["--train", "X", "--test", "test"] + args, data, test_data, progress, strict)
+    except Error as e:
+        if owned:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        named = _keyword_named(e, given)
+        if named is e:
+            raise
+        raise named from None
     except BaseException:
         if owned:
             shutil.rmtree(checkpoint, ignore_errors=True)
         raise
     return Model(checkpoint, _owned=owned)
+
+
+_INFER = ("auto", "exact", "lsh", "ensemble")
 
 
 class Model:
@@ -149,12 +332,19 @@ class Model:
 
     def __init__(self, path, device="auto", threads=0, infer="auto", batch=512,
                  accept_unchecked_checkpoint=False, _owned=False):
-        self.path = str(path)
-        self._options = dict(device=device, threads=threads, infer=infer, batch=batch,
-                             accept_unchecked_checkpoint=accept_unchecked_checkpoint)
-        self._core = None
+        self.path = _path(path, "path")
         if _owned:  # the temporary folder of train() goes with its Model
             self._cleanup = weakref.finalize(self, shutil.rmtree, self.path, True)
+        infer = _text(infer, "infer", ", ".join(_INFER))
+        if infer not in _INFER:
+            raise Error(f"infer={infer!r}: expected one of {', '.join(_INFER)}")
+        self._options = dict(
+            device=_text(device, "device", "auto, cpu, cuda or cuda:N"),
+            threads=_integer(threads, "threads", 0, 2**31 - 1, "compute threads (0: all cores)"),
+            infer=infer,
+            batch=_integer(batch, "batch", 1, 2**31 - 1, "the points scored at a time"),
+            accept_unchecked_checkpoint=_switch(accept_unchecked_checkpoint, "accept_unchecked_checkpoint"))
+        self._core = None
 
     def _loaded(self):
         if self._core is None:
@@ -176,39 +366,63 @@ class Model:
     def predict(self, X, k=5):
         """The k best labels of every row of X, best first: (labels, scores), numpy arrays of shape
         (n, k) (k at most the label count; scores: the logits, or with --infer ensemble the blended
-        probabilities)."""
+        probabilities). X is only read."""
+        k = _integer(k, "k", 1, 2**63 - 1, "the labels per point")
+        model = self._loaded()
         x, _ = _features(X, "X")
-        return self._loaded().predict(x, int(k))
+        return model.predict(x, min(k, model.num_labels))
 
     def evaluate(self, X, Y, k=(1, 3, 5)):
         """P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k and coverage@k on (X, Y) as a dict with the metrics
-        log's keys ("p@1", "ndcg@5", ...), as `frugal evaluate --json` computes them."""
-        ks = [int(k)] if np.isscalar(k) else [int(v) for v in k]
-        return self._loaded().evaluate(_data(X, Y, ""), ks)
+        log's keys ("p@1", "ndcg@5", ...), as `frugal evaluate --json` computes them. X and Y are
+        only read (Y: any of train()'s label forms)."""
+        model = self._loaded()
+        if isinstance(k, (list, tuple, np.ndarray)):
+            if len(k) == 0:
+                raise Error("k=(): give at least one cut-off")
+            ks = [_integer(v, "k", 1, model.num_labels, "cut-offs up to the model's label count") for v in k]
+        else:
+            ks = [_integer(k, "k", 1, model.num_labels, "a cut-off up to the model's label count")]
+        return model.evaluate(_data(X, Y, ""), ks)
 
     def save(self, path):
         """Copies the checkpoint folder to `path` (which must not exist): `frugal predict --model
         PATH`, `frugal evaluate` and frugal.load read it."""
-        shutil.copytree(self.path, str(path))
-        return str(path)
+        path = _path(path, "path")
+        if os.path.lexists(path):
+            raise Error(f"{path}: already exists: Model.save copies the checkpoint into a new folder")
+        try:
+            shutil.copytree(self.path, path)
+        except (OSError, shutil.Error) as e:
+            shutil.rmtree(path, ignore_errors=True)  # no partial copy that frugal.load would read
+            raise Error(f"{path}: cannot save the model there: {getattr(e, 'strerror', None) or e}") from None
+        return path
 
     def __repr__(self):
         return f"frugal.Model({self.path!r})"
 
 
+_LOAD_OPTIONS = ("device", "threads", "infer", "batch", "accept_unchecked_checkpoint")
+
+
 def load(path, **options):
     """The Model in a checkpoint folder (of `frugal train --checkpoint`, or Model.save). Options:
     device, threads, infer (auto, exact, lsh, ensemble), batch, accept_unchecked_checkpoint."""
-    if not os.path.isdir(str(path)):
-        raise Error(f"{path}: no such checkpoint folder")
+    unknown = sorted(set(options) - set(_LOAD_OPTIONS))
+    if unknown:
+        raise Error(f"frugal.load: unknown option {unknown[0]} (the options are {', '.join(_LOAD_OPTIONS)})")
+    path = _path(path, "path")
+    if not os.path.isdir(path):
+        raise CheckpointError(f"{path}: no such checkpoint folder")
     model = Model(path, **options)
     model._loaded()  # a damaged or missing checkpoint fails here, not at the first predict
     return model
 
 
 def read_xmc(path):
-    """An XMC text file as (X, Y): CSR features (float32) and a CSR 0/1 label matrix."""
-    d = _core.read_xmc(str(path))
+    """An XMC text file as (X, Y): CSR features (float32) and a CSR 0/1 label matrix. A file the
+    reader refuses raises frugal.DataError naming it (and the line)."""
+    d = _core.read_xmc(_path(path, "path"))
     rows = len(d["x_indptr"]) - 1
     X = sp.csr_matrix((d["x_data"], d["x_indices"], d["x_indptr"]), shape=(rows, d["x_columns"]))
     Y = sp.csr_matrix((np.ones(len(d["y_indices"]), dtype=np.float32), d["y_indices"], d["y_indptr"]),

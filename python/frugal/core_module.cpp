@@ -2,7 +2,9 @@
 // Training runs `frugal train` itself (apps/train_in_process.h: the same flags, defaults and checks),
 // with scipy.sparse matrices turned into data sets here; inference is the Predictor of
 // `frugal predict` / `frugal evaluate` (apps/predict_session.h). The GIL is released while C++
-// computes; frugal::Error becomes frugal.Error with frugal's message.
+// computes; frugal::Error becomes frugal.Error with frugal's message (frugal.DataError for input
+// data that is refused, frugal.CheckpointError for a checkpoint that cannot be loaded). Every data
+// set given here gets the checks of the file readers (core/data/point_checks.h).
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -10,25 +12,67 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "apps/predict_session.h"
 #include "apps/train_in_process.h"
+#include "apps/rank_threads.h"
 #include "core/check.h"
+#include "core/data/point_checks.h"
 #include "core/data/xmc_file.h"
+#include "core/device.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/sparse_batch.h"
+#include "core/warnings.h"
 #include "layers/dlrm/dlrm_checkpoint.h"
 
 namespace py = pybind11;
 
 namespace frugal::python {
+
+// frugal.DataError and frugal.CheckpointError (both frugal.Error): which kind of thing was refused.
+struct DataError : Error {
+  using Error::Error;
+};
+struct CheckpointError : Error {
+  using Error::Error;
+};
+
 namespace {
+
+// Sets the Python exception `type` with e's message. A message may quote input bytes that are no
+// UTF-8 (a binary file given as a text file): they are written as \xNN, where a plain conversion
+// failed and left the exception without any message.
+void raise_as(py::handle type, const std::exception& e) {
+  const std::string_view message = e.what();
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace");
+  if (text == nullptr) {
+    PyErr_Clear();
+    text = PyUnicode_FromString("(frugal's message could not be shown)");
+  }
+  PyErr_SetObject(type.ptr(), text);
+  Py_XDECREF(text);
+}
+
+// Runs `f`; a frugal::Error it throws becomes an error of kind `Kind` with the same message.
+template <class Kind, class F>
+decltype(auto) as_error_of_kind(F&& f) {
+  try {
+    return f();
+  } catch (const Kind&) {
+    throw;
+  } catch (const Error& e) {
+    throw Kind(e.what());
+  }
+}
 
 template <class T>
 using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
@@ -61,77 +105,87 @@ Csr csr_from(const py::dict& d, const char* prefix, const std::string& name, boo
                fmt::format("{}: indptr must start at 0 and end at the {} stored entries", name, c.indices.size()));
   FRUGAL_CHECK(c.columns <= UINT32_MAX, fmt::format("{}: {} columns, at most {} are supported", name, c.columns,
                                                     UINT32_MAX));
+  // Only what the conversion to 32-bit ids needs: whether an id is below the column count is
+  // check_points' check, made once for every face (core/data/point_checks.h).
   const auto idx = c.indices.unchecked<1>();
   for (py::ssize_t r = 0; r + 1 < c.indptr.size(); ++r) {
     FRUGAL_CHECK(ptr(r) <= ptr(r + 1), fmt::format("{}: indptr decreases at row {}", name, r));
     for (int64_t j = ptr(r); j < ptr(r + 1); ++j)
-      FRUGAL_CHECK(idx(j) >= 0 && static_cast<uint64_t>(idx(j)) < c.columns,
+      FRUGAL_CHECK(idx(j) >= 0 && idx(j) <= int64_t{UINT32_MAX},
                    fmt::format("{}: row {} has column {}, outside the matrix's {} columns", name, r, idx(j),
                                c.columns));
   }
   return c;
 }
 
-// Features X and labels Y (the same rows) as a data set named `name`.
-data::Dataset dataset_from(const Csr& x, const Csr& y, const std::string& name) {
-  FRUGAL_CHECK(x.rows() == y.rows(), fmt::format("{} has {} rows but {} has {}: one label row per point", x.name,
-                                                  x.rows(), y.name, y.rows()));
+// Features X and labels Y (the same rows; none: points without labels, as predict reads them) as a
+// data set named `name`, in frugal's own arrays (the caller's are only read).
+data::Dataset dataset_from(const Csr& x, const Csr* y, const std::string& name, uint32_t num_labels = 0) {
+  FRUGAL_CHECK(y == nullptr || x.rows() == y->rows(),
+               fmt::format("{} has {} rows but {} has {}: one label row per point", x.name, x.rows(), y->name,
+                           y->rows()));
   data::Dataset d;
   d.num_features = static_cast<uint32_t>(x.columns);
-  d.num_labels = static_cast<uint32_t>(y.columns);
+  d.num_labels = y != nullptr ? static_cast<uint32_t>(y->columns) : num_labels;
   d.source = name;
   const auto xp = x.indptr.unchecked<1>();
   const auto xi = x.indices.unchecked<1>();
   const auto xv = x.values->unchecked<1>();
-  const auto yp = y.indptr.unchecked<1>();
-  const auto yi = y.indices.unchecked<1>();
   SparseBatch& b = d.points;
   b.feature_ids.reserve(static_cast<size_t>(x.indices.size()));
   b.feature_values.reserve(static_cast<size_t>(x.indices.size()));
-  b.label_ids.reserve(static_cast<size_t>(y.indices.size()));
   b.feature_offsets.reserve(x.rows() + 1);
   b.label_offsets.reserve(x.rows() + 1);
+  if (y != nullptr) b.label_ids.reserve(static_cast<size_t>(y->indices.size()));
   for (size_t r = 0; r < x.rows(); ++r) {
     for (int64_t j = xp(r); j < xp(r + 1); ++j) {
       b.feature_ids.push_back(static_cast<uint32_t>(xi(j)));
       b.feature_values.push_back(xv(j));
     }
-    for (int64_t j = yp(r); j < yp(r + 1); ++j) b.label_ids.push_back(static_cast<uint32_t>(yi(j)));
+    if (y != nullptr) {
+      const auto yp = y->indptr.unchecked<1>();
+      const auto yi = y->indices.unchecked<1>();
+      for (int64_t j = yp(r); j < yp(r + 1); ++j) b.label_ids.push_back(static_cast<uint32_t>(yi(j)));
+    }
     b.feature_offsets.push_back(b.feature_ids.size());
     b.label_offsets.push_back(b.label_ids.size());
   }
   return d;
 }
 
-// Rows [first, first + count) of X as a batch (no labels), feature ids checked against `features`.
-void batch_of(const Csr& x, size_t first, size_t count, SparseBatch& b) {
-  b.clear();
-  const auto xp = x.indptr.unchecked<1>();
-  const auto xi = x.indices.unchecked<1>();
-  const auto xv = x.values->unchecked<1>();
-  for (size_t r = first; r < first + count; ++r) {
-    for (int64_t j = xp(r); j < xp(r + 1); ++j) {
-      b.feature_ids.push_back(static_cast<uint32_t>(xi(j)));
-      b.feature_values.push_back(xv(j));
-    }
-    b.feature_offsets.push_back(b.feature_ids.size());
-    b.label_offsets.push_back(b.label_ids.size());
-  }
-}
+// --strict for one call: the command line's flag sets it for the process, which here outlives the run.
+class StrictScope {
+ public:
+  explicit StrictScope(bool strict) : before_(strict_warnings()) { set_strict_warnings(strict); }
+  ~StrictScope() { set_strict_warnings(before_); }
+  StrictScope(const StrictScope&) = delete;
+  StrictScope& operator=(const StrictScope&) = delete;
 
+ private:
+  bool before_;
+};
+
+// `strict`: train(strict=True), whose --strict makes the data sets' warnings errors as the command
+// line's does for its files.
 void train(const std::vector<std::string>& args, const std::optional<py::dict>& train_data,
-           const std::optional<py::dict>& test_data, const std::optional<py::function>& progress) {
+           const std::optional<py::dict>& test_data, const std::optional<py::function>& progress, bool strict) {
+  const StrictScope strict_scope(strict);
+  take_warnings();  // an earlier call's (whose run kept no metrics log) are not this run's
   cli::InProcessTrain run;
   if (train_data) {
-    const Csr x = csr_from(*train_data, "x_", "X", true), y = csr_from(*train_data, "y_", "Y", false);
-    run.train = dataset_from(x, y, "X");
-    if (test_data) {
+    as_error_of_kind<DataError>([&] {
+      const Csr x = csr_from(*train_data, "x_", "X", true), y = csr_from(*train_data, "y_", "Y", false);
+      run.train = dataset_from(x, &y, "X");
+      data::check_points(*run.train, {.features_name = "X", .labels_name = "Y"});
+      if (!test_data) return;
       const Csr tx = csr_from(*test_data, "x_", "test X", true), ty = csr_from(*test_data, "y_", "test Y", false);
       FRUGAL_CHECK(tx.columns == x.columns && ty.columns == y.columns,
                    fmt::format("test has {} features and {} labels, but X and Y have {} and {}", tx.columns,
                                ty.columns, x.columns, y.columns));
-      run.test = dataset_from(tx, ty, "test");
-    } else {
+      run.test = dataset_from(tx, &ty, "test");
+      data::check_points(*run.test, {.features_name = "test X", .labels_name = "test Y", .training = false});
+    });
+    if (!test_data) {
       run.test.emplace();  // no test set: no evaluation per epoch
       run.test->num_features = run.train->num_features;
       run.test->num_labels = run.train->num_labels;
@@ -149,7 +203,8 @@ void train(const std::vector<std::string>& args, const std::optional<py::dict>& 
   cli::run_train_in_process(args, run);
 }
 
-// A trained model for inference: `frugal predict` / `frugal evaluate`'s session.
+// A trained model for inference: `frugal predict` / `frugal evaluate`'s session. The keywords are
+// named as Python's (frugal.load's); python/frugal/__init__.py has checked their types.
 class Model {
  public:
   Model(const std::string& dir, const std::string& device, int threads, const std::string& infer, size_t batch,
@@ -165,11 +220,27 @@ class Model {
     else if (infer == "lsh") a.infer.mode = cli::InferMode::lsh;
     else if (infer == "ensemble") a.infer.mode = cli::InferMode::ensemble;
     else FRUGAL_CHECK(infer == "auto", fmt::format("infer='{}': expected auto, exact, lsh or ensemble", infer));
-    FRUGAL_CHECK(!layers::is_dlrm_checkpoint(dir),
-                 fmt::format("{} holds a DLRM (click-through) checkpoint: Model.predict and Model.evaluate score XMC "
-                             "models; evaluate it with `frugal evaluate --model {} --test FILE`", dir, dir));
-    py::gil_scoped_release release;
-    session_ = cli::open_session(a, {{"command", "python"}, {"model", dir}});
+    // batch 0 scored no point per round, for ever.
+    FRUGAL_CHECK(batch >= 1, fmt::format("batch={}: expected the points scored at a time, from 1 up", batch));
+    try {  // the command line's range, named as the keyword
+      cli::threads_for_rank(threads);
+    } catch (const Error& e) {
+      std::string message = e.what();
+      if (message.starts_with("--threads ")) message.replace(0, 10, "threads=");
+      throw Error(message);
+    }
+    try {
+      resolve_device(device);
+    } catch (const Error& e) {
+      throw Error(fmt::format("device='{}': {}", device, e.what()));
+    }
+    as_error_of_kind<CheckpointError>([&] {
+      FRUGAL_CHECK(!layers::is_dlrm_checkpoint(dir),
+                   fmt::format("{} holds a DLRM (click-through) checkpoint: Model.predict and Model.evaluate score "
+                               "XMC models; evaluate it with `frugal evaluate --model {} --test FILE`", dir, dir));
+      py::gil_scoped_release release;
+      session_ = cli::open_session(a, {{"command", "python"}, {"model", dir}});
+    });
   }
 
   size_t num_features() const { return session_.predictor->num_features(); }
@@ -179,9 +250,9 @@ class Model {
   std::string infer() const { return std::string(cli::to_string(session_.infer)); }
 
   py::tuple predict(const py::dict& x_data, size_t k) {
-    FRUGAL_CHECK(k >= 1, fmt::format("k = {}: at least 1 label per point", k));
-    const Csr x = checked_features(x_data, "X");
-    const size_t n = x.rows(), kk = std::min(k, num_labels());
+    FRUGAL_CHECK(k >= 1, fmt::format("k={}: expected at least 1 label per point", k));
+    const data::Dataset x = checked_points(x_data, nullptr);
+    const size_t n = x.size(), kk = std::min(k, num_labels());
     Array<uint32_t> labels({n, kk});
     Array<float> scores({n, kk});
     {
@@ -192,7 +263,7 @@ class Model {
       auto* s = scores.mutable_data();
       for (size_t first = 0; first < n; first += batch_) {
         const size_t count = std::min(batch_, n - first);
-        batch_of(x, first, count, batch);
+        batch.assign_points(x.points, first, count);
         session_.predictor->top_k(batch, kk, top);
         std::copy(top.labels.begin(), top.labels.end(), l + first * kk);
         std::copy(top.scores.begin(), top.scores.end(), s + first * kk);
@@ -202,16 +273,11 @@ class Model {
   }
 
   py::dict evaluate(const py::dict& data, const std::vector<size_t>& ks) {
-    const Csr x = checked_features(data, "X");
-    const Csr y = csr_from(data, "y_", "Y", false);
-    FRUGAL_CHECK(x.rows() == y.rows(), fmt::format("X has {} rows but Y has {}: one label row per point", x.rows(),
-                                                    y.rows()));
-    FRUGAL_CHECK(y.columns <= num_labels(), fmt::format("Y has {} label columns, the model has {} labels", y.columns,
-                                                         num_labels()));
     FRUGAL_CHECK(!ks.empty(), "k: give at least one cut-off");
     for (const size_t k : ks)
-      FRUGAL_CHECK(k >= 1 && k <= num_labels(), fmt::format("k = {}: cut-offs go from 1 to the model's {} labels", k,
+      FRUGAL_CHECK(k >= 1 && k <= num_labels(), fmt::format("k={}: cut-offs go from 1 to the model's {} labels", k,
                                                             num_labels()));
+    const data::Dataset test = checked_points(data, &data);
     std::vector<std::pair<std::string, double>> named;
     {
       py::gil_scoped_release release;
@@ -219,8 +285,7 @@ class Model {
       const std::optional<LabelCounts>& counts = session_.predictor->label_counts();
       std::optional<Propensities> propensities;
       if (counts) propensities.emplace(*counts, PropensityOptions{});
-      named = session_.predictor->evaluate(dataset_from(x, y, "test"), ks, propensities ? &*propensities : nullptr)
-                  .named();
+      named = session_.predictor->evaluate(test, ks, propensities ? &*propensities : nullptr).named();
     }
     py::dict out;
     for (const auto& [key, value] : named) out[key.c_str()] = value;
@@ -228,11 +293,23 @@ class Model {
   }
 
  private:
-  Csr checked_features(const py::dict& data, const std::string& name) const {
-    const Csr x = csr_from(data, "x_", name, true);
-    FRUGAL_CHECK(x.columns <= num_features(), fmt::format("{} has {} feature columns, the model has {} input "
-                                                          "features", name, x.columns, num_features()));
-    return x;
+  // X (and Y from `labels`, or none) as a data set, with the checks `frugal predict` / `evaluate`
+  // make of a file's points (core/data/point_checks.h): a refusal is a frugal.DataError.
+  data::Dataset checked_points(const py::dict& features, const py::dict* labels) const {
+    return as_error_of_kind<DataError>([&] {
+      const Csr x = csr_from(features, "x_", "X", true);
+      FRUGAL_CHECK(x.columns <= num_features(), fmt::format("X has {} feature columns, the model has {} input "
+                                                            "features", x.columns, num_features()));
+      std::optional<Csr> y;
+      if (labels != nullptr) {
+        y = csr_from(*labels, "y_", "Y", false);
+        FRUGAL_CHECK(y->columns <= num_labels(), fmt::format("Y has {} label columns, the model has {} labels",
+                                                             y->columns, num_labels()));
+      }
+      data::Dataset d = dataset_from(x, y ? &*y : nullptr, "X", static_cast<uint32_t>(num_labels()));
+      data::check_points(d, {.features_name = "X", .labels_name = "Y", .warnings = false, .training = false});
+      return d;
+    });
   }
 
   size_t batch_;
@@ -242,10 +319,10 @@ class Model {
 // An XMC file as CSR arrays: x_indptr, x_indices, x_data, y_indptr, y_indices and the widths.
 py::dict read_xmc(const std::string& path) {
   std::optional<data::Dataset> d;
-  {
+  as_error_of_kind<DataError>([&] {
     py::gil_scoped_release release;
     d = data::XmcFile::open(path);
-  }
+  });
   const SparseBatch& b = d->points;
   const auto as_int64 = [](const auto& v) {
     Array<int64_t> a(static_cast<py::ssize_t>(v.size()));
@@ -271,9 +348,30 @@ py::dict read_xmc(const std::string& path) {
 PYBIND11_MODULE(_core, m) {
   using namespace frugal::python;
   m.doc() = "frugal's C++ side; use the frugal package (python/frugal/__init__.py)";
-  py::register_exception<frugal::Error>(m, "Error", PyExc_RuntimeError);
+  static py::exception<frugal::Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<DataError> data_error(m, "DataError", error.ptr());
+  static py::exception<CheckpointError> checkpoint_error(m, "CheckpointError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const DataError& e) {
+      raise_as(data_error, e);
+    } catch (const CheckpointError& e) {
+      raise_as(checkpoint_error, e);
+    } catch (const frugal::Error& e) {
+      raise_as(error, e);
+    } catch (const py::error_already_set&) {
+      throw;  // a Python exception (the progress callback's, Ctrl-C) reaches the caller as it is
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(error.ptr(), "this machine's memory ran out: give fewer points, or a machine with more memory");
+    } catch (const std::exception& e) {
+      raise_as(error, e);  // none is expected: frugal::Error is what frugal throws
+    }
+  });
   m.def("train", &train, py::arg("args"), py::arg("train") = std::nullopt, py::arg("test") = std::nullopt,
-        py::arg("progress") = std::nullopt);
+        py::arg("progress") = std::nullopt, py::arg("strict") = false);
   m.def("train_flags", [] {
     std::vector<py::tuple> out;
     for (const auto& f : frugal::cli::train_flags()) out.push_back(py::make_tuple(f.name, f.default_value, f.takes_value));

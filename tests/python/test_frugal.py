@@ -1,6 +1,7 @@
 """`import frugal`: training from scipy.sparse and from files, predict, evaluate, checkpoints shared
-with the command line, errors, the progress callback and the GIL. Run by meson (test `python`)
-with PYTHONPATH=BUILD/python and FRUGAL=BUILD/apps/frugal."""
+with the command line, errors, the progress callback and the GIL (test_inputs.py: the caller's
+data, the input checks and the errors' words). Run by meson (test `python`) with
+PYTHONPATH=BUILD/python and FRUGAL=BUILD/apps/frugal."""
 import json
 import os
 import subprocess
@@ -187,16 +188,16 @@ def test_bad_options(data, kwargs, words):
 
 def test_bad_data(data, model, tmp_path):
     X, Y = data["X"], data["Y"]
-    with pytest.raises(frugal.Error, match="Y has 10 rows but the features have 2000"):
+    with pytest.raises(frugal.DataError, match="Y has 10 rows but the features have 2000"):
         frugal.train(X, Y[:10], epochs=1, **QUIET)
-    with pytest.raises(frugal.Error, match="expected a scipy.sparse matrix"):
+    with pytest.raises(frugal.DataError, match="expected a scipy.sparse matrix"):
         frugal.train(X.toarray(), Y, epochs=1, **QUIET)
-    with pytest.raises(frugal.Error, match="label ids start at 0"):
+    with pytest.raises(frugal.DataError, match="label ids start at 0"):
         frugal.train(X[:2], [[1], [-3]], epochs=1, **QUIET)
     wide = sp.csr_matrix((np.ones(1, dtype=np.float32), ([0], [1500])), shape=(1, 2000))
-    with pytest.raises(frugal.Error, match="X has 2000 feature columns, the model has 1000"):
+    with pytest.raises(frugal.DataError, match="X has 2000 feature columns, the model has 1000"):
         model.predict(wide, k=1)
-    with pytest.raises(frugal.Error, match="no such checkpoint folder"):
+    with pytest.raises(frugal.CheckpointError, match="no such checkpoint folder"):
         frugal.load(tmp_path / "missing")
     broken = tmp_path / "broken"
     model.save(broken)
@@ -204,5 +205,5 @@ def test_bad_data(data, model, tmp_path):
     edited = json.loads(manifest.read_text())
     edited["epoch"] += 1  # an edit the manifest's own checksum catches
     manifest.write_text(json.dumps(edited))
-    with pytest.raises(frugal.Error, match="manifest"):
+    with pytest.raises(frugal.CheckpointError, match="manifest"):
         frugal.load(broken)
