@@ -187,9 +187,10 @@ def _listed_labels(Y, name):
     return indptr, indices, int(indices.max()) + 1 if indices.size else 0
 
 
-def _labels(Y, rows, name, columns=None):
+def _labels(Y, rows, name, columns=None, fixed=False):
     """Y as CSR arrays of frugal's own: a 0/1 sparse matrix, a dense 0/1 array of shape (points,
-    labels), or a list of label lists (then the width is the largest id + 1, or `columns`)."""
+    labels), or a list of label lists (then the width is the largest id + 1, or `columns` when wider
+    or `fixed`: a model's label count, which an id beyond is refused against, naming its row)."""
     with _quiet():
         if sp.issparse(Y):
             indptr, indices, width = _sparse_labels(Y, name)
@@ -198,7 +199,7 @@ def _labels(Y, rows, name, columns=None):
         elif isinstance(Y, (list, tuple, np.ndarray)):
             indptr, indices, width = _listed_labels(Y, name)
             if columns is not None:
-                width = max(width, columns)
+                width = columns if fixed else max(width, columns)
         else:
             raise DataError(f"{name}: {type(Y).__name__}: expected {_LABEL_FORMS}")
     if len(indptr) - 1 != rows:
@@ -206,9 +207,9 @@ def _labels(Y, rows, name, columns=None):
     return {"y_indptr": indptr, "y_indices": indices, "y_columns": width}
 
 
-def _data(X, Y, name, labels=None):
+def _data(X, Y, name, labels=None, fixed=False):
     x, rows = _features(X, f"{name}X" if name else "X")
-    y = _labels(Y, rows, f"{name}Y" if name else "Y", labels)
+    y = _labels(Y, rows, f"{name}Y" if name else "Y", labels, fixed)
     return {**x, **y}
 
 
@@ -383,7 +384,7 @@ class Model:
             ks = [_integer(v, "k", 1, model.num_labels, "cut-offs up to the model's label count") for v in k]
         else:
             ks = [_integer(k, "k", 1, model.num_labels, "a cut-off up to the model's label count")]
-        return model.evaluate(_data(X, Y, ""), ks)
+        return model.evaluate(_data(X, Y, "", model.num_labels, fixed=True), ks)
 
     def save(self, path):
         """Copies the checkpoint folder to `path` (which must not exist): `frugal predict --model

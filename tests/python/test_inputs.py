@@ -274,6 +274,14 @@ def test_a_refused_form_says_which_are_accepted(small):
                 "dense 0/1 numpy array of shape (points, labels)") in str(e.value)
 
 
+def test_evaluate_names_the_row_of_a_label_beyond_the_model(small, model):
+    lists = [[1], [2], [model.num_labels + 5]]
+    with pytest.raises(frugal.DataError, match=rf"^Y: row 2: label id {model.num_labels + 5} >= the label count = 40"):
+        model.evaluate(small["Xt"][:3], lists)
+    with pytest.raises(frugal.DataError, match=r"^Y has 50 label columns, the model has 40 labels"):
+        model.evaluate(small["Xt"][:3], np.zeros((3, 50)))
+
+
 def test_bad_features_are_refused(small, model):
     with pytest.raises(frugal.DataError, match=r"^X: expected a scipy.sparse matrix"):
         frugal.train(small["X"].toarray(), small["Y"], **QUIET)
