@@ -4,12 +4,15 @@
 // each rank then holds and scores a block of the labels, the per-rank top-k lists are merged, and
 // rank 0 alone writes the output.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,6 +26,7 @@
 #include "core/communicator.h"
 #include "comm/init.h"
 #include "core/check.h"
+#include "core/staged_file.h"
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/data/fingerprint.h"
@@ -45,43 +49,27 @@ data::XmcReader open_input(const std::string& path, const Predictor& predictor) 
   return reader;
 }
 
-// Where predictions go: FILE.tmp, renamed to FILE once complete (a failed run leaves no partial
-// FILE), or stdout.
+// Where predictions go: a StagedFile (core/staged_file.h: a failed run leaves no partial FILE, a
+// device is written in place, every write checked), or stdout (checked when frugal exits).
 class Output {
  public:
-  explicit Output(std::string path) : path_(std::move(path)) {
-    if (path_.empty()) return;
-    file_ = std::fopen(tmp().c_str(), "w");
-    if (file_ == nullptr) throw Error(fmt::format("{}: cannot open for writing", tmp()));
+  explicit Output(const std::string& path) {
+    if (!path.empty()) file_.emplace(path);
   }
-  ~Output() {
-    if (file_ == nullptr) return;
-    std::fclose(file_);
-    std::filesystem::remove(tmp());  // not committed: an error cut the run short
-  }
-  Output(const Output&) = delete;
-  Output& operator=(const Output&) = delete;
   void write(const fmt::memory_buffer& buf) {
-    std::FILE* f = file_ != nullptr ? file_ : stdout;
-    if (std::fwrite(buf.data(), 1, buf.size(), f) != buf.size())
-      throw Error(fmt::format("{}: write failed (disk full?)", path_.empty() ? "stdout" : tmp()));
+    if (file_) {
+      file_->write(std::string_view(buf.data(), buf.size()));
+    } else if (std::fwrite(buf.data(), 1, buf.size(), stdout) != buf.size()) {
+      throw Error(fmt::format("standard output: write failed: {}", std::strerror(errno)));
+    }
   }
   void commit() {
-    if (file_ == nullptr) {
-      std::fflush(stdout);
-      return;
-    }
-    const bool ok = std::ferror(file_) == 0;
-    const int rc = std::fclose(file_);
-    file_ = nullptr;
-    if (!ok || rc != 0) throw Error(fmt::format("{}: write failed", tmp()));
-    std::filesystem::rename(tmp(), path_);
+    if (file_) file_->commit();
+    else if (std::fflush(stdout) != 0) throw Error(fmt::format("standard output: write failed: {}", std::strerror(errno)));
   }
 
  private:
-  std::string tmp() const { return path_ + ".tmp"; }
-  std::string path_;
-  std::FILE* file_ = nullptr;
+  std::optional<StagedFile> file_;
 };
 
 struct PredictArgs : SessionArgs {

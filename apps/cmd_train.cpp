@@ -18,6 +18,7 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <set>
 #include <string>
 #include <unistd.h>
 
@@ -60,6 +61,7 @@
 #include "core/device.h"
 #include "kernels/bf16_dot.h"
 #include "train/rebalance.h"
+#include "train/resume_choice.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
 
@@ -157,6 +159,7 @@ struct TrainArgs {
   bool dp_momentum_correction = false, dp_local_clip = false;  // DpCompression's (DGC's remedies)
   float dp_explore = 0.0f;  // --dp-explore: Slim-DP's exploration (DpCompression::explore)
   bool overlap = true;  // TrainerOptions::overlap
+  OnDivergence on_divergence = OnDivergence::stop;  // --on-divergence (train/divergence.h)
   ForwardSplit overlap_forward = ForwardSplit::automatic;  // TrainerOptions::forward_split
   std::vector<std::string> dp_keep_param;  // --dp-keep-param PREFIX=ETA, repeatable
   // --dp-select; unset (auto): row when gradients are thresholded with values (the XMC and MLP
@@ -379,6 +382,7 @@ TrainerOptions trainer_options(const TrainArgs& a, size_t train_points) {
   o.dropout = {.p = a.dropout, .seed = Rng(a.seed).split(0xd40f).next_u64()};
   o.overlap = a.overlap;
   o.forward_split = a.overlap_forward;
+  o.on_divergence = a.on_divergence;
   return o;
 }
 
@@ -1131,18 +1135,12 @@ struct Resumed {
   CheckpointInfo info;
   std::vector<SkippedCheckpoint> skipped;  // damaged newer ones passed over
 };
-Resumed resume_run(const TrainArgs& a, int rank, Model& model, Trainer& trainer, const nlohmann::json& resume_config,
-                   EarlyStopping& stopper) {
-  // The newest checkpoint whose files are all intact (every rank reads the same directory and
-  // chooses the same one); a damaged one is passed over out loud, even with --quiet.
-  const CheckpointChoice choice = newest_intact_checkpoint(a.resume, a.accept_unchecked_checkpoint);
-  // Rank 0 alone reads the newer folder's files (it alone warns); a skipped top manifest is reported below.
-  if (rank == 0 && choice.skipped.empty())
-    if (const std::string older = older_manifest_warning(a.resume, choice.manifest); !older.empty())
-      warn(fmt::format("--resume {}: {}", a.resume, older));
-  if (rank == 0)
-    for (const SkippedCheckpoint& s : choice.skipped)
-      fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", a.resume, s.manifest, s.reason);
+Resumed resume_run(const TrainArgs& a, comm::Communicator& world, Model& model, Trainer& trainer,
+                   const nlohmann::json& resume_config, EarlyStopping& stopper) {
+  const int rank = world.rank();
+  // The newest checkpoint whose files are all intact, the same on every rank (train/resume_choice.h);
+  // a damaged one is passed over out loud, even with --quiet.
+  const CheckpointChoice choice = choose_resume_checkpoint(a.resume, a.accept_unchecked_checkpoint, world);
   const CheckpointManifest info = load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
   if (rank == 0 && !choice.skipped.empty())
     fmt::print(stderr, "--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
@@ -1169,16 +1167,12 @@ struct Ensemble {
   std::optional<data::NearestPoints> points;
   std::optional<EnsembleRanker> ranker;
 };
-void build_ensemble(const TrainArgs& a, const data::Dataset& train, int rank, Ensemble& e) {
+void build_ensemble(const TrainArgs& a, const data::Dataset& train, Ensemble& e) {
   const auto t = std::chrono::steady_clock::now();
   EnsembleMembers members;
   if (a.infer.ensemble.weight > 0.0f) members.centroids = &e.centroids.emplace(train);
   if (a.infer.ensemble.knn_weight > 0.0f) members.points = &e.points.emplace(train);
   e.ranker.emplace(members, a.infer.ensemble);
-  if (!a.checkpoint.empty() && rank == 0) {
-    if (e.centroids) e.centroids->save(a.checkpoint);
-    if (e.points) e.points->save(a.checkpoint);
-  }
   const double mib = static_cast<double>((e.centroids ? e.centroids->bytes() : 0) + (e.points ? e.points->bytes() : 0)) /
                      double(1 << 20);
   if (!a.quiet)
@@ -1195,20 +1189,38 @@ void build_ensemble(const TrainArgs& a, const data::Dataset& train, int rank, En
 // way without its training file (an empty training set has none: PSP@k is left out). --infer
 // ensemble's members. Made where it stays: the options point into it.
 struct Scoring {
+  LabelCounts label_counts;
   std::optional<Propensities> propensities;
   Ensemble ensemble;
   EvalOptions options;
-  Scoring(const TrainArgs& a, const data::Dataset& train, int rank) {
-    const LabelCounts label_counts = LabelCounts::of(train);
+  Scoring(const TrainArgs& a, const data::Dataset& train) : label_counts(LabelCounts::of(train)) {
     if (label_counts.points > 0) propensities.emplace(label_counts);
-    if (!a.checkpoint.empty() && rank == 0 && propensities) save_label_counts(a.checkpoint, label_counts);
-    if (a.infer.mode == InferMode::ensemble) build_ensemble(a, train, rank, ensemble);
+    if (a.infer.mode == InferMode::ensemble) build_ensemble(a, train, ensemble);
     options = {.k = {1, 3, 5}, .batch = a.eval_batch, .inference = a.infer.layer_mode(),
                .inference_candidates = a.infer.candidates, .propensities = propensities ? &*propensities : nullptr,
                .ensemble = ensemble.ranker ? &*ensemble.ranker : nullptr};
   }
   Scoring(const Scoring&) = delete;
   Scoring& operator=(const Scoring&) = delete;
+
+  // Writes this run's files beside the checkpoint folder `dir` (label counts, the ensemble's
+  // members; rank 0 alone), once per folder, right before the run's first checkpoint there: a run
+  // that fails before it leaves the folder's last good checkpoint and its files as they were. A
+  // member file that an earlier run left and this one does not write goes, or this run's manifest
+  // would record it as its own (train/checkpoint_manifest.h, verify_member_file).
+  void keep_beside(const std::string& dir, int rank) const {
+    if (dir.empty() || rank != 0 || !kept_in_.insert(dir).second) return;
+    for (const char* name : kCheckpointMemberFiles) {
+      std::error_code ignored;  // absent: nothing to remove
+      std::filesystem::remove(std::filesystem::path(dir) / name, ignored);
+    }
+    if (propensities) save_label_counts(dir, label_counts);
+    if (ensemble.centroids) ensemble.centroids->save(dir);
+    if (ensemble.points) ensemble.points->save(dir);
+  }
+
+ private:
+  mutable std::set<std::string> kept_in_;
 };
 
 // --compress and the DCT flags resolved (apply_compress), --dp-compress auto's target chosen where
@@ -1431,6 +1443,7 @@ int run_pipeline_train(TrainArgs& a, comm::Communicator& world, const RunData& d
   refuse(a.sparse_updates == optim::SparseUpdates::catchup, "--sparse-updates catchup");
   const data::Dataset& train = data.train();
   const int rank = world.rank();
+  check_weights_fit(a, train, grid);  // --memory-limit, as every trainer checks it
   if (a.compress == Compress::link) a.compress = Compress::off;  // stage boundaries and replicas as given
   PipelineRun r;
   r.train = &train;
@@ -1463,6 +1476,7 @@ int run_pipeline_train(TrainArgs& a, comm::Communicator& world, const RunData& d
   r.options.lr_schedule = trainer.lr_schedule;
   r.options.clip_norm = trainer.clip_norm;
   r.options.dropout = trainer.dropout;
+  r.options.on_divergence = trainer.on_divergence;
   r.batch = a.batch;
   r.epochs = a.epochs;
   r.eval_batch = a.eval_batch;
@@ -1477,12 +1491,16 @@ int run_pipeline_train(TrainArgs& a, comm::Communicator& world, const RunData& d
   r.keep_checkpoints = a.keep_checkpoints;
   r.accept_unchecked_checkpoint = a.accept_unchecked_checkpoint;
   r.start_config = config;
+  // What checkpoints record, as the other trainers record it: the run's settings and how it infers
+  // (so `frugal predict` / `evaluate` infer as the run did).
   r.checkpoint_config = run_config(a, train);
+  record_infer(a.infer, r.checkpoint_config);
   r.restarts = restarts;
   if (a.in_process != nullptr && a.in_process->on_epoch) r.on_epoch = a.in_process->on_epoch;
   if (rank == 0 && !r.quiet && !a.data_defaults_line.empty()) fmt::print("{}\n", a.data_defaults_line);
-  const Scoring scoring(a, train, rank);
+  const Scoring scoring(a, train);
   r.eval = scoring.options;
+  r.before_checkpoint = [&scoring, rank](const std::string& dir) { scoring.keep_beside(dir, rank); };
   return run_pipeline(world, std::move(r));
 }
 
@@ -1574,7 +1592,7 @@ int run_train(TrainArgs a) {
   std::optional<CheckpointInfo> resumed_from;
   std::vector<SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
-    Resumed r = resume_run(a, rank, model, trainer, resume_config, stopper);
+    Resumed r = resume_run(a, *world, model, trainer, resume_config, stopper);
     resumed_from = r.info;
     resume_skipped = std::move(r.skipped);
   }
@@ -1582,8 +1600,7 @@ int run_train(TrainArgs a) {
     fmt::print("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
                model.describe(), model.num_parameters(), device_name(backend), backend.num_threads(), world->size(),
                grid.data, grid.model, world->backend());
-  const Scoring scoring(a, train, rank);
-  const Ensemble& ensemble = scoring.ensemble;
+  const Scoring scoring(a, train);
   const EvalOptions& eval_options = scoring.options;
   const std::string metrics_file = rank_metrics_path(a.metrics, rank);
   MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
@@ -1682,6 +1699,13 @@ int run_train(TrainArgs a) {
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;
     }
+    if (a.on_divergence == OnDivergence::skip_batch) {
+      line["skipped_batches"] = fit.skipped_batches;
+      if (fit.skipped_batches > 0 && rank == 0)
+        fmt::print(stderr, "warning: epoch {}: {} batch(es) with a loss that is not finite were skipped "
+                           "(--on-divergence skip-batch); first at step {}\n", epoch, fit.skipped_batches,
+                   fit.diverged_step);
+    }
     log.write(line);
     if (a.in_process != nullptr && a.in_process->on_epoch) a.in_process->on_epoch(line.dump());
     const bool best = valid != nullptr && stopper.update(epoch, valid_p1);
@@ -1690,12 +1714,13 @@ int run_train(TrainArgs a) {
                             {"epochs_without_improvement", stopper.state().epochs_without_improvement}}}};
     if (best && a.early_stopping > 0) {
       const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
+      scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
       save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
-      if (ensemble.centroids && rank == 0 && !data::LabelCentroids::exists(best_dir)) ensemble.centroids->save(best_dir);
-      if (ensemble.points && rank == 0 && !data::NearestPoints::exists(best_dir)) ensemble.points->save(best_dir);
     }
-    if (!a.checkpoint.empty())
+    if (!a.checkpoint.empty()) {
+      scoring.keep_beside(a.checkpoint, rank);
       save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
+    }
     if (stopper.should_stop() && !a.quiet)
       fmt::print("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
                  "in {}/best\n",
@@ -1751,6 +1776,8 @@ int train_dlrm(const TrainArgs& given, const DlrmArgs& dlrm, const CLI::App& cmd
                "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
                "replicas' thresholded sum; drop the flag)");
   FRUGAL_CHECK(a.pipeline == 0, "--model dlrm: --pipeline is not implemented (its tables and MLPs train data-parallel)");
+  FRUGAL_CHECK(a.on_divergence == OnDivergence::stop,
+               "--model dlrm: --on-divergence skip-batch is not implemented (a diverged DLRM epoch stops the run)");
   FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
                                "--table-exchange or --parallel data say how the tables are shared)");
   std::vector<std::string> ignored;
@@ -2015,6 +2042,10 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
   add_choice(cmd, "--dp-local-clip", a->dp_local_clip, {{"on", true}, {"off", false}},
              "DCT-DP (gradients) with --clip-norm C: each replica clips its own gradient to C / sqrt(replicas) "
              "before thresholding (DGC's local clipping) instead of clipping the sum");
+  add_choice(cmd, "--on-divergence", a->on_divergence, {OnDivergence::stop, OnDivergence::skip_batch},
+             "a training step whose loss (or, with --clip-norm, gradient norm) is NaN or infinite: stop the run "
+             "with an error naming the epoch and step, keeping the last good checkpoint; or skip-batch: drop that "
+             "batch's update and go on (the epoch line counts skipped_batches; not with replicas or --pipeline)");
   add_choice(cmd, "--overlap", a->overlap, {{"on", true}, {"off", false}},
              "model-parallel steps move the layers above the input while the input boundary's gradient exchange "
              "is in flight (applies without replicas and without --clip-norm), and may compute the input layer in "

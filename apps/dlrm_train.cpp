@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "train/metrics_log.h"
 #include "layers/dlrm/dlrm_checkpoint.h"
 #include "layers/dlrm/dlrm_trainer.h"
+#include "train/divergence.h"
 
 namespace frugal::cli {
 namespace {
@@ -184,6 +186,8 @@ int run_dlrm(const DlrmRun& a) {
     const uint64_t dp_sent_before = net.dp_payload_sent(), dp_full_before = net.dp_payload_uncompressed();
     const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
                                                          fmt::format("train epoch {}", epoch));
+    // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
+    if (!std::isfinite(fit.loss)) throw_divergence(divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();
     wire -= before;
     const auto e0 = std::chrono::steady_clock::now();

@@ -18,6 +18,7 @@
 #include "train/checkpoint_history.h"
 #include "train/metrics_log.h"
 #include "train/pipeline_checkpoint.h"
+#include "train/resume_choice.h"
 
 namespace frugal::cli {
 namespace {
@@ -87,10 +88,8 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
   }
   std::optional<CheckpointManifest> resumed;
   if (!r.resume.empty()) {
-    const CheckpointChoice choice = newest_intact_checkpoint(r.resume, r.accept_unchecked_checkpoint);
-    if (rank == 0)
-      for (const SkippedCheckpoint& s : choice.skipped)
-        fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", r.resume, s.manifest, s.reason);
+    // The same choice on every rank, checked as every trainer's (train/resume_choice.h).
+    const CheckpointChoice choice = choose_resume_checkpoint(r.resume, r.accept_unchecked_checkpoint, world);
     resumed = load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
     if (voice)
       fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "
@@ -186,6 +185,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                            {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     log.write(line);
     if (r.on_epoch) r.on_epoch(line.dump());
+    if (!r.checkpoint.empty() && r.before_checkpoint) r.before_checkpoint(r.checkpoint);
     if (!r.checkpoint.empty())
       save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, nlohmann::json::object(), r.keep_checkpoints);
   }

@@ -27,6 +27,8 @@ class Backend;
 namespace frugal::cli {
 
 struct PipelineRun {
+  // Called on every rank before each checkpoint into the folder (the files kept beside it).
+  std::function<void(const std::string& dir)> before_checkpoint;
   const data::Dataset* train = nullptr;
   const data::Dataset* test = nullptr;
   layers::NetworkSpec spec;

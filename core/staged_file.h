@@ -1,7 +1,9 @@
 // An output file written under a temporary name next to its target (TARGET.tmp-<pid>) and renamed
 // over it once complete, like checkpoints (core/atomic_file.h) but streamed: a run that fails
 // half-way (a full disk, an error, a kill) leaves no partial or empty TARGET, and a retry starts
-// clean. What the data tools (synth-xmc, shuffle, split, gcide, ctr) write through.
+// clean. What the data tools (synth-xmc, shuffle, split, gcide, ctr), predictions, plots and JSON
+// reports write through. A TARGET that is a device or FIFO (/dev/null, /dev/stdout) is written in
+// place, its writes checked the same way (a full /dev/full fails); a folder is refused.
 #pragma once
 
 #include <cstdio>
@@ -29,6 +31,7 @@ class StagedFile {
  private:
   std::string target_, temp_;
   std::FILE* file_ = nullptr;
+  bool direct_ = false;  // TARGET is a device or FIFO: written in place (no temporary, no rename)
 };
 
 }  // namespace frugal

@@ -15,7 +15,9 @@
 #include "core/check.h"
 #include "core/regular_file.h"
 #include "core/crc32c.h"
+#include "core/data/fingerprint.h"
 #include "core/sealed_json.h"
+#include "core/warnings.h"
 #include "core/optim/optimizer.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_slice.h"
@@ -53,6 +55,16 @@ uint32_t file_crc32c(const fs::path& path) {
   return crc;
 }
 
+// What the manifest records of a file kept beside the checkpoint: the data fingerprint's 64-bit
+// hash (core/data/fingerprint.h: the size and sampled blocks, the last one always). Not the file's
+// CRC32C: each member file ends with the CRC32C of its contents, and the CRC of data followed by its
+// own CRC is the same constant for every file. The fingerprint's last block holds that embedded
+// CRC, so any change the file's own check would not refuse changes the fingerprint.
+std::string member_fingerprint(const fs::path& path) {
+  require_regular_file(path, "a file kept beside a checkpoint");
+  return fmt::format("{:016x}", data::fingerprint(path.string()).hash);
+}
+
 // Checks `relative` (a path under `dir` the manifest names) against its recorded CRC32C before it is
 // decoded. Manifests from before checksums record none: their files load unchecked.
 void verify_checksum(const std::string& dir, const CheckpointManifest& info, const std::string& relative) {
@@ -65,6 +77,29 @@ void verify_checksum(const std::string& dir, const CheckpointManifest& info, con
 }
 
 }  // namespace
+
+bool verify_member_file(const std::string& dir, const CheckpointManifest& info, const std::string& name,
+                        bool accept_unchecked) {
+  const fs::path path = fs::path(dir) / name;
+  if (!fs::exists(fs::symlink_status(path))) return false;
+  const std::string print = member_fingerprint(path);
+  const auto it = info.member_checksums.find(name);
+  std::string problem;
+  if (!info.has_member_checksums)
+    problem = "the checkpoint's manifest.json was written before frugal recorded the files beside it, so this "
+              "file cannot be tied to the run";
+  else if (it == info.member_checksums.end())
+    problem = "manifest.json does not list it: it was not written by the run that saved this checkpoint";
+  else if (it->second != print)
+    problem = fmt::format("its checksum {} is not the {} manifest.json records: it belongs to another run or was "
+                          "changed", print, it->second);
+  if (problem.empty()) return true;
+  if (!accept_unchecked)
+    throw Error(fmt::format("{}: {} (--accept-unchecked-checkpoint uses it all the same, with a warning)",
+                            path.string(), problem));
+  warn(fmt::format("{}: {}; used unchecked (--accept-unchecked-checkpoint)", path.string(), problem));
+  return true;
+}
 
 void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& info) {
   for (const std::string& relative : info.files) {
@@ -368,8 +403,16 @@ void commit_checkpoint(const std::string& dir, const std::string& folder, nlohma
   for (const auto& list : {files, dct_files})
     for (const auto& f : list)
       checksums[f.get<std::string>()] = fmt::format("{:08x}", file_crc32c(fs::path(dir) / f.get<std::string>()));
+  // The files kept beside the checkpoint (label counts, the ensemble's members) belong to this run:
+  // their checksums go into the sealed manifest, and a reader refuses one that differs
+  // (verify_member_file), so another run's file of the same shape is never used.
+  nlohmann::json members = nlohmann::json::object();
+  for (const char* name : kCheckpointMemberFiles)
+    if (fs::is_regular_file(fs::path(dir) / name))
+      members[name] = member_fingerprint(fs::path(dir) / name);
   nlohmann::json manifest = {{"format", "frugal-checkpoint"}, {"version", kCheckpointVersion}, {"folder", folder},
-                             {"files", files}, {"dct_residual_files", dct_files}, {"checksums", checksums}};
+                             {"files", files}, {"dct_residual_files", dct_files}, {"checksums", checksums},
+                             {"member_checksums", members}};
   for (const auto& [key, value] : fields.items()) manifest[key] = value;
   seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
   // A copy inside the epoch folder first, so that the checkpoint stays findable (for --resume's

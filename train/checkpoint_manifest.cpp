@@ -146,6 +146,19 @@ CheckpointManifest parse_manifest(std::istream& in, const std::string& file, boo
       for (const auto& name : list)
         if (!info.checksums.contains(name)) fail("checksums", fmt::format("lacks the file \"{}\"", name));
   }
+  if (m.contains("member_checksums")) {
+    const nlohmann::json members = typed_field("member_checksums", nlohmann::json::object(), false);
+    for (const auto& [name, crc] : members.items()) {
+      const std::string text = crc.is_string() ? crc.get<std::string>() : "";
+      if (std::find(std::begin(kCheckpointMemberFiles), std::end(kCheckpointMemberFiles), name) ==
+          std::end(kCheckpointMemberFiles))
+        fail("member_checksums", fmt::format("names \"{}\", which is not a file kept beside a checkpoint", name));
+      if (text.size() != 16 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+        fail("member_checksums", fmt::format("entry \"{}\" must be 16 lowercase hex digits, found {}", name, crc.dump()));
+      info.member_checksums[name] = text;
+    }
+    info.has_member_checksums = true;
+  }
   return info;
 }
 

@@ -28,7 +28,23 @@ struct CheckpointManifest : CheckpointInfo {
   std::map<std::string, uint32_t> checksums;
   // Every file of the checkpoint (slice files, then DCT residual files), relative to the directory.
   std::vector<std::string> files;
+  // The checksum (16 hex digits: the data fingerprint's hash) of each file kept beside the
+  // checkpoint (kCheckpointMemberFiles) when it was saved; has_member_checksums: the manifest
+  // records them (older manifests do not).
+  std::map<std::string, std::string> member_checksums;
+  bool has_member_checksums = false;
 };
+
+// The files a run keeps beside its checkpoint (DIR/<name>): the training label counts, the
+// ensemble's label centroids and nearest points. Listed with their checksums in the manifest.
+inline constexpr const char* kCheckpointMemberFiles[] = {"label_counts.bin", "label_centroids.bin",
+                                                         "nearest_points.bin"};
+
+// Whether DIR/name (a member file) exists; when it does, that it is the one the manifest recorded:
+// a file of another run or changed since is an error naming it, or with `accept_unchecked`
+// (--accept-unchecked-checkpoint) a warning. The one check every reader of a member file calls.
+bool verify_member_file(const std::string& dir, const CheckpointManifest& info, const std::string& name,
+                        bool accept_unchecked);
 
 // save_checkpoint with the run's configuration and `run_state`: anything else the run needs to
 // resume (kept in the manifest, returned by load). The newest `keep` checkpoints stay in `dir`, each

@@ -21,14 +21,24 @@ void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteC
   result.bytes_received = mp.received + dp.received;
 }
 
-void finish(FitResult& result, double loss_sum, comm::Communicator* replicas) {
+void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, const DivergencePolicy& divergence) {
   result.group_samples = result.samples;
+  size_t skipped = result.skipped_batches;
   if (comm::is_active(replicas)) {  // the epoch's loss over all replicas' points
-    std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples)};
+    std::vector<float> sums{static_cast<float>(loss_sum), static_cast<float>(result.samples),
+                            static_cast<float>(result.skipped_batches)};
     replicas->all_reduce(sums).wait();
     loss_sum = sums[0];
     result.samples = static_cast<size_t>(std::llround(sums[1]));
+    skipped = static_cast<size_t>(std::llround(sums[2]));
   }
+  // Every rank holds the same sums here: they stop together, before any checkpoint of the epoch.
+  if (!std::isfinite(loss_sum))
+    throw_divergence(divergence_where(divergence.epoch, result.diverged_step), "training loss", loss_sum,
+                     divergence.lr);
+  if (result.samples == 0 && skipped > 0)
+    throw_divergence(divergence_where(divergence.epoch, 0), "training loss of every batch", std::nan(""),
+                     divergence.lr);
   result.loss = result.samples > 0 ? loss_sum / static_cast<double>(result.samples) : 0.0;
   result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
 }

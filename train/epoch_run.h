@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 
 #include "core/comm_stats.h"
@@ -12,6 +13,7 @@
 #include "core/progress.h"
 #include "core/sparse_batch.h"
 #include "core/work.h"
+#include "train/divergence.h"
 #include "train/trainer.h"
 
 namespace frugal::epoch {
@@ -23,9 +25,13 @@ data::BatchLoader loader(const data::Dataset& data, const FitOptions& options, c
 // Skips options.skip_steps batches, then runs step(batch, global batch size) (the batch's summed
 // loss) on each batch up to options.max_steps, counting samples, steps and each step's compute
 // time (its wall time less its waits for communication); after(loss so far) runs after every step
-// (progress, the caller's own counts). Returns the summed loss.
+// (progress, the caller's own counts). Returns the summed loss. A step whose loss is not finite
+// (train/divergence.h): with skip_batch the step did not update (the trainer dropped its gradients)
+// and is counted in result.skipped_batches, its points left out of the loss and samples; with stop
+// it ends the run here when the step's loss is the whole batch's, else at finish.
 template <class Step, class After>
-double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult& result, Step&& step, After&& after) {
+double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult& result,
+                 const DivergencePolicy& divergence, Step&& step, After&& after) {
   SparseBatch batch;
   size_t global = 0;
   double loss_sum = 0.0;
@@ -34,11 +40,22 @@ double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult
   while ((options.max_steps == 0 || result.steps < options.max_steps) && loader.next(batch, &global)) {
     const double waited_before = comm::waited_seconds();
     const auto step_start = std::chrono::steady_clock::now();
-    loss_sum += step(batch, global);
+    const double loss = step(batch, global);
     result.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count() -
                               (comm::waited_seconds() - waited_before);
-    result.samples += batch.size();
     ++result.steps;
+    if (!std::isfinite(loss)) {
+      if (result.diverged_step == 0) result.diverged_step = options.skip_steps + result.steps;
+      if (divergence.on == OnDivergence::skip_batch) {
+        ++result.skipped_batches;
+        after(loss_sum);
+        continue;
+      }
+      if (divergence.step_loss_is_global)
+        throw_divergence(divergence_where(divergence.epoch, result.diverged_step), "training loss", loss, divergence.lr);
+    }
+    loss_sum += loss;
+    result.samples += batch.size();
     after(loss_sum);
   }
   return loss_sum;
@@ -49,7 +66,8 @@ double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult
 void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteCount& dp);
 
 // The epoch's loss, samples and samples/s over every replica's points (result.samples: this
-// replica's until then; group_samples keeps them).
-void finish(FitResult& result, double loss_sum, comm::Communicator* replicas);
+// replica's until then; group_samples keeps them). A loss that is not finite over all ranks, or
+// an epoch whose every batch was skipped, stops the run (DivergenceError) on every rank together.
+void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, const DivergencePolicy& divergence);
 
 }  // namespace frugal::epoch

@@ -79,6 +79,9 @@ void PipelineOptions::validate() const {
   boundary.validate();
   FRUGAL_CHECK(optimizer.updates != optim::SparseUpdates::catchup,
                "--pipeline: --sparse-updates catchup is not implemented for pipeline stages (use lazy)");
+  FRUGAL_CHECK(on_divergence == OnDivergence::stop,
+               "--pipeline: --on-divergence skip-batch is not implemented for pipeline stages (only the last stage "
+               "sees the loss, after the earlier stages have stepped; use --on-divergence stop)");
 }
 
 PipelineTrainer::PipelineTrainer(Model& stage_model, const PipelineOptions& options)
@@ -367,6 +370,10 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
       squares = 0.0;
       for (const double part : parts) squares += part;
     }
+    // Every stage and replica holds the same sum here: they stop together.
+    if (!std::isfinite(squares))
+      throw_divergence(divergence_where(epoch_ + 1, 0) + fmt::format(" (optimizer step {})", step_ + 1),
+                       "gradient norm", std::sqrt(squares), optimizer_->lr(step_ + 1));
     const double coef = options_.clip_norm / (std::sqrt(squares) + 1e-6);
     if (coef < 1.0)
       for (Parameter* p : params) host_backend().scale(p->grad.values, static_cast<float>(coef));
@@ -413,8 +420,12 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   const uint64_t dp_uncompressed_before = reducer_ ? reducer_->payload_uncompressed() : 0;
   const profile::StepProfile profile_before = profile::thread_totals();
   const auto start = std::chrono::steady_clock::now();
+  // Only the last stage knows a step's loss: the stages stop together at the epoch's end.
+  const DivergencePolicy divergence{.on = OnDivergence::stop, .step_loss_is_global = false, .epoch = epoch_ + 1,
+                                    .lr = optimizer_->lr(step_ + 1)};
   double loss_sum = epoch::run_steps(
-      loader, options, result, [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
+      loader, options, result, divergence,
+      [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
       [&](double loss_so_far) {
         // Only the last stage knows the loss: the bar shows it there (other stages show 0).
         progress.update(result.samples, result.samples > 0 ? loss_so_far / static_cast<double>(result.samples) : 0.0);
@@ -437,7 +448,7 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
     loss_sum = broadcast_double(*options_.pipeline, loss_sum, stages() - 1);
     scored = broadcast_double(*options_.pipeline, scored, stages() - 1);
   }
-  epoch::finish(result, loss_sum, replicas);
+  epoch::finish(result, loss_sum, replicas, divergence);
   result.labels_scored_per_sample =
       result.group_samples > 0 ? scored / static_cast<double>(result.group_samples) : 0.0;
   if (options.end_epoch) ++epoch_;

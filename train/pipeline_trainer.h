@@ -26,6 +26,7 @@
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "train/input_dropout.h"
+#include "train/divergence.h"
 #include "train/trainer.h"
 
 namespace frugal {
@@ -56,6 +57,7 @@ struct PipelineOptions {
   float clip_norm = 0.0f;  // of the whole model's gradient (over the stages, after the replicas' sum)
   InputDropout dropout{};
   const comm::ExchangeFactory* exchanges = nullptr;  // null: comm/'s
+  OnDivergence on_divergence = OnDivergence::stop;  // skip_batch is refused (train/divergence.h)
   void validate() const;
 };
 

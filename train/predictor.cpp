@@ -47,7 +47,8 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
   m.trainer = std::make_unique<Trainer>(m.model, TrainerOptions{.parallel = {.model = group}, .inference_only = true});
   load_weights(checkpoint_dir, m.info, m.model, group);
   m.model.output().set_inference({.mode = options.inference, .candidates = options.inference_candidates});
-  m.counts = load_label_counts(checkpoint_dir);
+  const bool unchecked = options.accept_unchecked_checkpoint;
+  if (verify_member_file(checkpoint_dir, m.info, kLabelCountsFile, unchecked)) m.counts = load_label_counts(checkpoint_dir);
   if (options.ensemble) {
     // Each member the blend gives weight, as `frugal train` kept it next to the checkpoint.
     // A member missing from the checkpoint comes from the training set when one is given.
@@ -65,14 +66,16 @@ Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& 
     };
     EnsembleMembers members;
     if (options.ensemble->weight > 0.0f) {
-      m.centroids = missing(data::LabelCentroids::exists(checkpoint_dir), "label centroids (label_centroids.bin)")
+      m.centroids = missing(verify_member_file(checkpoint_dir, m.info, data::kLabelCentroidsFile, unchecked),
+                            "label centroids (label_centroids.bin)")
                         ? data::LabelCentroids(*options.ensemble_train)
                         : data::LabelCentroids::load(checkpoint_dir);
       check_labels(m.centroids.num_labels(), data::kLabelCentroidsFile);
       members.centroids = &m.centroids;
     }
     if (options.ensemble->knn_weight > 0.0f) {
-      m.points = missing(data::NearestPoints::exists(checkpoint_dir), "nearest training points (nearest_points.bin)")
+      m.points = missing(verify_member_file(checkpoint_dir, m.info, data::kNearestPointsFile, unchecked),
+                         "nearest training points (nearest_points.bin)")
                      ? data::NearestPoints(*options.ensemble_train)
                      : data::NearestPoints::load(checkpoint_dir);
       check_labels(m.points.num_labels(), data::kNearestPointsFile);

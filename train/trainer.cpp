@@ -59,6 +59,8 @@ void FitResult::merge(const FitResult& later) {
   if (touched_rows.size() < later.touched_rows.size()) touched_rows.resize(later.touched_rows.size(), 0);
   for (size_t i = 0; i < later.touched_rows.size(); ++i) touched_rows[i] += later.touched_rows[i];
   clipped_steps += later.clipped_steps;
+  if (diverged_step == 0 && later.diverged_step != 0) diverged_step = later.diverged_step;
+  skipped_batches += later.skipped_batches;
   compute_seconds += later.compute_seconds;
   profile += later.profile;
 }
@@ -74,6 +76,9 @@ void TrainerOptions::validate() const {
   FRUGAL_CHECK(clip_norm >= 0 && std::isfinite(clip_norm),
                fmt::format("clip_norm must be >= 0 (0: off), got {}", clip_norm));
   mp.validate();
+  FRUGAL_CHECK(on_divergence == OnDivergence::stop || !comm::is_active(parallel.data),
+               "--on-divergence skip-batch drops a diverged batch's update on every rank of one model group; with "
+               "data-parallel replicas each holds a share of the batch (use --on-divergence stop)");
   if (dp) {
     dp->validate();
     FRUGAL_CHECK(!parallel.dense_gradients, "DCT-DP thresholds (TrainerOptions::dp) contradict the dense "
@@ -331,7 +336,8 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
   // What no phase of its own claims (gradient scaling, catch-up of read rows, exchanges' packing).
   const profile::Scope phase(profile::Phase::other);
   // The optimizer may begin at the input boundary only where no step needs every gradient first.
-  early_step_ = options_.overlap && !reducer_ && options_.clip_norm <= 0.0f && is_active(options_.parallel.model);
+  early_step_ = options_.overlap && !reducer_ && options_.clip_norm <= 0.0f && is_active(options_.parallel.model) &&
+                options_.on_divergence == OnDivergence::stop;
   stepped_.clear();
   double loss = 0.0;
   try {
@@ -341,6 +347,10 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
     throw;
   }
   early_step_ = false;
+  if (!std::isfinite(loss) && stepped_.empty() && options_.on_divergence == OnDivergence::skip_batch) {
+    drop_gradients();  // nothing has moved: the batch leaves no trace (run_steps counts it skipped)
+    return loss;
+  }
   const std::vector<Parameter*> params = model_.parameters();
   touched_rows_.resize(params.size(), 0);
   for (size_t i = 0; i < params.size(); ++i) touched_rows_[i] += params[i]->grad.num_rows();
@@ -367,6 +377,15 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
     if (reducer_) reducer_->reduce();
     if (options_.clip_norm > 0.0f && !local_clip)
       last_grad_norm_ = clip_gradient_norm(model_.parameters(), options_.clip_norm, options_.parallel.model);
+    // The norm is the model group's (after the replicas' sum): every rank sees the same value.
+    if (options_.clip_norm > 0.0f && !std::isfinite(last_grad_norm_)) {
+      if (options_.on_divergence == OnDivergence::skip_batch) {
+        drop_gradients();
+        return std::nan("");
+      }
+      throw_divergence(divergence_where(epoch_ + 1, 0) + fmt::format(" (optimizer step {})", step_ + 1),
+                       "gradient norm", last_grad_norm_, optimizer_->lr(step_ + 1));
+    }
     optimizer_->step();
   }
   ++step_;
@@ -441,6 +460,17 @@ void Trainer::catch_up() {
   for (const auto& layer : model_.layers()) layer->after_update(step_);
 }
 
+void Trainer::drop_gradients() {
+  for (Parameter* p : model_.parameters()) p->grad.clear();
+}
+
+DivergencePolicy Trainer::divergence_policy() const {
+  return {.on = options_.on_divergence,
+          .step_loss_is_global = !is_active(options_.parallel.data),
+          .epoch = epoch_ + 1,
+          .lr = optimizer_->lr(step_ + 1)};
+}
+
 double Trainer::loss(const SparseBatch& batch) {
   return model_.output().forward_backward(forward_hidden(batch), batch, step_, nullptr, 1.0f);
 }
@@ -470,8 +500,10 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const uint64_t crossed_before = host_device_bytes();
   const auto start = std::chrono::steady_clock::now();
   double norm_sum = 0.0;
+  const DivergencePolicy divergence = divergence_policy();
   const double loss_sum = epoch::run_steps(
-      loader, options, result, [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
+      loader, options, result, divergence,
+      [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
       [&](double loss_so_far) {
         norm_sum += last_grad_norm_;
         if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > last_clip_limit_) ++result.clipped_steps;
@@ -497,7 +529,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.dp_payload_touched = (reducer_ ? reducer_->payload_touched() : 0) - dp_touched_before;
   result.touched_rows = touched_rows_;
   for (size_t i = 0; i < touched_before.size(); ++i) result.touched_rows[i] -= touched_before[i];
-  epoch::finish(result, loss_sum, replicas);
+  epoch::finish(result, loss_sum, replicas, divergence);
   result.labels_scored_per_sample = result.group_samples > 0
       ? static_cast<double>(model_.output().labels_scored() - scored_before) / result.group_samples : 0.0;
   if (options.end_epoch) ++epoch_;

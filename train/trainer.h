@@ -10,6 +10,7 @@
 
 #include "core/dataset.h"
 #include "core/exchange.h"
+#include "train/divergence.h"
 #include "train/forward_split.h"
 #include "train/input_dropout.h"
 #include "core/optim/lr_schedule.h"
@@ -70,6 +71,11 @@ struct TrainerOptions {
   // bits too.
   bool overlap = true;
   ForwardSplit forward_split = ForwardSplit::automatic;
+  // A step whose loss (or, with clip_norm, gradient norm) is not finite: stop the run, or drop the
+  // batch's update (train/divergence.h). skip_batch needs every rank to see the whole batch's loss:
+  // it is refused with data-parallel replicas, and it turns overlap off (an overlapped step moves
+  // parameters before the loss is known to be finite).
+  OnDivergence on_divergence = OnDivergence::stop;
   void validate() const;
 };
 
@@ -118,6 +124,9 @@ struct FitResult {
   // With clip_norm: the mean global gradient norm before clipping, and the steps it clipped.
   double grad_norm = 0.0;
   size_t clipped_steps = 0;
+  // Steps whose loss was not finite (train/divergence.h): the first one's 1-based step of the epoch
+  // (0: none), and with OnDivergence::skip_batch how many were skipped.
+  size_t diverged_step = 0, skipped_batches = 0;
   // Compute time of this rank's steps, summed: each step's wall time minus the time this thread
   // waited for communication in it (comm::waited_seconds), so a rank's own speed shows whatever
   // its peers do. step_seconds() is the mean per step.
@@ -248,6 +257,10 @@ class Trainer {
   // Catch-up rows: brings the rows the forward pass of `batch` reads (its features' input rows,
   // its true labels' output rows) up to date first, so they are used as dense training has them.
   void catch_up_read_rows(const SparseBatch& batch);
+  // The policy of this trainer's epoch loop (train/divergence.h).
+  DivergencePolicy divergence_policy() const;
+  // OnDivergence::skip_batch: drops every parameter's gradient of a step that diverged.
+  void drop_gradients();
   // Every parameter's gradient values in host memory (a get per parameter computed on a device).
   void gradients_to_host();
   // DpTarget::updates: the optimizer steps on this replica's own gradient, and the replicas

@@ -118,11 +118,16 @@ TEST_CASE("ensemble: a checkpoint's members give the trainer's metrics through t
   CHECK(blended.p(1) > plain.p(1) + 0.1);
   CHECK_THROWS_WITH(Predictor(dir, {.ensemble = options}), Catch::Contains("label_centroids.bin"));
   centroids.save(dir);
+  // A file beside the checkpoint that its manifest does not record is not the run's own.
+  CHECK_THROWS_WITH(Predictor(dir, {.ensemble = options}), Catch::Contains("label_centroids.bin: manifest.json does "
+                                                                          "not list it"));
+  save_checkpoint(dir, m, t, layers::network_config(spec));  // now the manifest records it
   CHECK_THROWS_WITH(Predictor(dir, {.ensemble = options}), Catch::Contains("nearest_points.bin"));
   // A member the checkpoint lacks comes from the training set when one is given.
   CHECK(Predictor(dir, {.ensemble = options, .ensemble_train = &d.train}).evaluate(d.test).precision ==
         blended.precision);
   near.save(dir);
+  save_checkpoint(dir, m, t, layers::network_config(spec));
   CHECK(Predictor(dir, {.ensemble = options}).evaluate(d.test).precision == blended.precision);
   std::vector<RankingScores> got(2);
   std::mutex mu;

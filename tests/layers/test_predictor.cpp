@@ -101,8 +101,12 @@ TEST_CASE("predictor: top-k and metrics equal the trainer's on one rank") {
   CHECK(got.ndcg == ev.ndcg);
   CHECK(got.psp == ev.psp);
   CHECK(got.psp.size() == 3);
-  // Label counts saved next to the checkpoint come back with it.
+  // Label counts saved next to the checkpoint come back with it, once a checkpoint records them
+  // (train/checkpoint_manifest.h: files beside a checkpoint belong to its run).
   save_label_counts(dir, LabelCounts::of(problem().train));
+  CHECK_THROWS_WITH(Predictor(dir), Catch::Contains("label_counts.bin: manifest.json does not list it"));
+  CHECK(Predictor(dir, {.accept_unchecked_checkpoint = true}).label_counts());
+  save_checkpoint(dir, m, t, layers::network_config(kSpec));
   const Predictor with_counts(dir);
   REQUIRE(with_counts.label_counts());
   CHECK(with_counts.label_counts()->per_label == LabelCounts::of(problem().train).per_label);

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The checks every trainer makes (issue 62), from the command line:
+#  - a diverged run (NaN loss) stops naming the epoch and step, exits non-zero and keeps the last
+#    good checkpoint; --on-divergence skip-batch drops such batches and counts them; the modes that
+#    cannot skip say so;
+#  - the files beside a checkpoint belong to its run: another run's label_counts.bin or
+#    label_centroids.bin of the same shape is refused naming it, or used with a warning under
+#    --accept-unchecked-checkpoint; a run that fails leaves them as they were;
+#  - the pipeline trainer records --infer in its checkpoints and applies --memory-limit;
+#  - writes that fail are errors: predictions, --json and data files into /dev/full.
+# Usage: test_run_checks.sh FRUGAL
+set -euo pipefail
+F=$(realpath "$1")
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../shell_helpers.sh"
+cd "$TMP"
+T=(--threads 1 --hidden 16 --quiet)
+run "$F" data synth-xmc --features 300 --labels 30 --train 800 --test 100 --seed 1 --out d
+run "$F" data synth-xmc --features 300 --labels 30 --train 800 --test 100 --seed 2 --out e
+
+# --- Divergence ---
+run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --checkpoint good
+cp good/manifest.json good.manifest
+fails_with "epoch 1, step " "$F" train --train d/train.txt --test d/test.txt --epochs 2 "${T[@]}" --lr 1e30 --checkpoint good
+grep -q "training diverged" fail.log && grep -q "last good checkpoint is kept" fail.log && grep -q "lr 1e+30" fail.log ||
+  { cat fail.log; echo "the divergence error lacks its cause"; exit 1; }
+cmp -s good/manifest.json good.manifest || { echo "a diverged run replaced the last good checkpoint"; exit 1; }
+run "$F" evaluate --model good --test d/test.txt   # its files beside it are still its own
+grep -q "psp@5" last.log || { cat last.log; echo "the good checkpoint lost its label counts"; exit 1; }
+# The gradient norm too (with --clip-norm every rank sees the same norm).
+fails_with "training diverged" "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --lr 1e30 --clip-norm 1
+# skip-batch: the batches are dropped and counted; an epoch with nothing left stops all the same.
+fails_with "the training loss of every batch is NaN" "$F" train --train d/train.txt --test d/test.txt --epochs 2 \
+  "${T[@]}" --lr 1e30 --on-divergence skip-batch --metrics skip.jsonl
+grep -q '"skipped_batches":[1-9]' skip.jsonl || { cat skip.jsonl; echo "no skipped_batches in the epoch line"; exit 1; }
+run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --on-divergence skip-batch --metrics ok.jsonl
+grep -q '"skipped_batches":0' ok.jsonl || { cat ok.jsonl; echo "a healthy skip-batch run skipped batches"; exit 1; }
+fails_with "--on-divergence skip-batch is not implemented for pipeline stages" \
+  "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --on-divergence skip-batch
+fails_with "--model dlrm: --on-divergence skip-batch" "$F" train --model dlrm --train d/train.txt --test d/test.txt \
+  --on-divergence skip-batch
+fails_with "--on-divergence: bad not in {stop,skip-batch}" "$F" train --train d/train.txt --test d/test.txt --on-divergence bad
+
+# --- Files beside a checkpoint ---
+run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --checkpoint a --infer ensemble
+run "$F" train --train e/train.txt --test e/test.txt --epochs 1 "${T[@]}" --checkpoint b --infer ensemble
+grep -q '"member_checksums"' a/manifest.json || { echo "the manifest lists no member files"; exit 1; }
+run "$F" evaluate --model a --test d/test.txt
+for member in label_counts.bin label_centroids.bin; do
+  rm -rf mixed && cp -r a mixed && cp "b/$member" "mixed/$member"
+  fails_with "mixed/$member: its checksum" "$F" evaluate --model mixed --test d/test.txt
+  run "$F" evaluate --model mixed --test d/test.txt --accept-unchecked-checkpoint
+  grep -q "used unchecked" last.log || { cat last.log; echo "no warning for an unchecked $member"; exit 1; }
+done
+# A member file the manifest does not list (dropped into the folder) is refused too.
+rm -rf extra && cp -r good extra && cp a/label_centroids.bin extra/
+fails_with "extra/label_centroids.bin: manifest.json does not list it" "$F" evaluate --model extra --test d/test.txt --infer ensemble
+# A new run into a folder drops the earlier run's members it does not write (its manifest lists only its own).
+run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --checkpoint a
+[ ! -e a/label_centroids.bin ] || { echo "an earlier run's label_centroids.bin stayed beside a new checkpoint"; exit 1; }
+
+# --- The pipeline trainer: --infer recorded, --memory-limit applied ---
+run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --checkpoint p --infer ensemble
+grep -q '"infer"' p/manifest.json || { echo "the pipeline checkpoint does not record --infer"; exit 1; }
+run "$F" evaluate --model p --test d/test.txt
+grep -q "ensemble inference" last.log || { cat last.log; echo "evaluate did not infer as the pipeline run did"; exit 1; }
+fails_with "--memory-limit" "$F" train --train d/train.txt --test d/test.txt --epochs 1 --threads 1 --quiet \
+  --hidden 4096 --pipeline 1 --memory-limit 1
+
+# --- Writes that fail ---
+fails_with "standard output: write failed" sh -c "'$F' predict --model good --input d/test.txt > /dev/full"
+fails_with "/dev/full: write failed" "$F" predict --model good --input d/test.txt --out /dev/full
+fails_with "standard output: write failed" sh -c "'$F' evaluate --model good --test d/test.txt --json > /dev/full"
+fails_with "/dev/full: write failed" "$F" data shuffle d/train.txt /dev/full
+[ -c /dev/full ] || { echo "/dev/full was replaced"; exit 1; }
+fails_with "is a folder" "$F" predict --model good --input d/test.txt --out d
+run "$F" predict --model good --input d/test.txt --out /dev/null
+echo "OK: divergence stops or skips, member files belong to their run, the pipeline records --infer, failed writes fail"

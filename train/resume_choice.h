@@ -1,0 +1,23 @@
+// --resume DIR for every trainer (plain, pipeline): the checkpoint the run starts from, chosen and
+// checked in one place (issue 62). Every rank reads DIR and makes the same choice when they see the
+// same files; ranks that do not (a folder copied at different times, a node with a stale copy)
+// would train mixed epochs and write checkpoints that pass every later check, so the choice is
+// compared across the run's ranks before any step. An older copy of manifest.json in the chosen
+// folder is warned about (an error under --strict) on every rank, so that all of them stop together.
+#pragma once
+
+#include <string>
+
+#include "train/checkpoint_history.h"
+
+namespace frugal {
+
+namespace comm {
+class Communicator;
+}
+
+// Collective over `world` (every rank of the run). Rank 0 says which newer checkpoints were
+// skipped as damaged. Throws frugal::Error naming the ranks whose choice differs from rank 0's.
+CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_unchecked, comm::Communicator& world);
+
+}  // namespace frugal
