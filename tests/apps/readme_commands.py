@@ -310,6 +310,15 @@ def python_path_dir(scratch):
     return folder
 
 
+def rewrite_paths(text, build, tmp):
+    """The block's `build` (a word of its own: `build/apps/frugal`, `-C build`) as BUILD and its `/tmp`
+    as TMP, in one pass over the block's own text: a replacement is never read again, so a build
+    folder under /tmp (or under the system's temporary directory, whatever it is) stays as it is."""
+    def one(m):
+        return build if m.group(1) else tmp
+    return re.sub(r"(?<![\w./-])(?:(build)(?=/|\s|$)|/tmp(?=[/\s\"')]|$))", one, text)
+
+
 def run_quick_start(name, lang, text, line, scratch):
     home = os.path.join(scratch, name)
     work, tmp, root = (os.path.join(home, d) for d in ("work", "tmp", "root"))
@@ -321,8 +330,7 @@ def run_quick_start(name, lang, text, line, scratch):
         if entry not in ("build", ".git"):
             os.symlink(os.path.join(os.path.abspath(ROOT), entry), os.path.join(work, entry))
     build = os.path.abspath(BUILD)
-    script = re.sub(r"(?<![\w./-])build(?=/|\s|$)", build, text)
-    script = re.sub(r"(?<![\w./-])/tmp(?=[/\s\"')]|$)", tmp, script)
+    script = rewrite_paths(text, build, tmp)
     script = re.sub(r"\bmeson install\b", "meson install --no-rebuild", script)
     prefix, libdir = install_dirs()
     libdir = libdir if os.path.isabs(libdir) else os.path.join(prefix, libdir)
