@@ -127,15 +127,7 @@ void run_plot(const std::vector<std::string>& files, const std::string& out) {
     Run r;
     r.name = fs::path(file).stem().string();
     if (seen_names[r.name]++ > 0) r.name += fmt::format(" ({})", seen_names[r.name]);
-    for_each_numbered_metrics_line(file, [&](nlohmann::json& line, size_t number) {
-      if (!line.is_object()) return;
-      const auto event = line.find("event"), rank = line.find("rank"), epoch = line.find("epoch");
-      if (event == line.end() || !event->is_string() || event->get<std::string>() != "epoch") return;
-      if (rank != line.end() && !(rank->is_number() && rank->get<double>() == 0)) return;  // another rank's line
-      FRUGAL_CHECK(epoch != line.end() && epoch->is_number_unsigned(),
-                   fmt::format("{}:{}: an epoch line without a whole epoch number (\"epoch\": 1, 2, ...)", file, number));
-      r.epochs.push_back(std::move(line));
-    });
+    r.epochs = read_epoch_lines(file);
     FRUGAL_CHECK(!r.epochs.empty(), fmt::format("{}: no epoch lines (a `frugal train --metrics` log?)", file));
     r.data_file = fmt::format("plot-data/run{}.dat", runs.size());  // relative to DIR, where gnuplot runs
     runs.push_back(std::move(r));

@@ -20,9 +20,7 @@ void for_each_numbered_metrics_line(const std::string& path,
                                     const std::function<void(nlohmann::json&, size_t line)>& each) {
   std::error_code missing;
   if (!std::filesystem::exists(path, missing)) throw Error(fmt::format("cannot read the metrics file {}: no such file", path));
-  require_regular_file(path, "a metrics file (one JSON object a line)");
-  std::ifstream in(path);
-  FRUGAL_CHECK(in.good(), fmt::format("cannot read the metrics file {}", path));
+  std::ifstream in = open_regular_file(path, "a metrics file (one JSON object a line)", std::ios::in);
   std::string text;
   for (size_t line = 1; std::getline(in, text); ++line) {
     if (text.empty()) continue;
@@ -34,6 +32,20 @@ void for_each_numbered_metrics_line(const std::string& path,
     }
     each(j, line);
   }
+}
+
+std::vector<nlohmann::json> read_epoch_lines(const std::string& path) {
+  std::vector<nlohmann::json> epochs;
+  for_each_numbered_metrics_line(path, [&](nlohmann::json& line, size_t number) {
+    if (!line.is_object()) return;
+    const auto event = line.find("event"), rank = line.find("rank"), epoch = line.find("epoch");
+    if (event == line.end() || !event->is_string() || event->get<std::string>() != "epoch") return;
+    if (rank != line.end() && !(rank->is_number() && rank->get<double>() == 0)) return;  // another rank's line
+    FRUGAL_CHECK(epoch != line.end() && epoch->is_number_unsigned(),
+                 fmt::format("{}:{}: an epoch line without a whole epoch number (\"epoch\": 1, 2, ...)", path, number));
+    epochs.push_back(std::move(line));
+  });
+  return epochs;
 }
 
 }  // namespace frugal::cli

@@ -5,8 +5,9 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace frugal::cli {
 
@@ -16,5 +17,10 @@ void for_each_metrics_line(const std::string& path, const std::function<void(nlo
 // The same with the line's number (from 1), for messages naming FILE:LINE.
 void for_each_numbered_metrics_line(const std::string& path,
                                     const std::function<void(nlohmann::json&, size_t line)>& each);
+
+// Rank 0's epoch lines of a metrics log ({"event": "epoch"}; a line with another "rank" is another
+// rank's), in file order; every one has a whole "epoch" number (an epoch line without one fails
+// naming FILE:LINE). Fields of other types are the caller's to test (is_number) before use.
+std::vector<nlohmann::json> read_epoch_lines(const std::string& path);
 
 }  // namespace frugal::cli

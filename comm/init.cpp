@@ -277,15 +277,6 @@ std::unique_ptr<Communicator> mpi_and_zmq(const Flags& f, const InitOptions& opt
 
 }  // namespace
 
-std::string_view to_string(Transport transport) {
-  switch (transport) {
-    case Transport::zmq: return "zmq";
-    case Transport::mpi: return "mpi";
-    case Transport::local: return "local";
-  }
-  return "?";
-}
-
 std::unique_ptr<Communicator> init(int& argc, char** argv, const InitOptions& options) {
   return init_from(extract_flags(argc, argv), options);
 }

@@ -6,6 +6,17 @@
 
 namespace frugal::comm {
 
+// Here rather than in init.cpp: the transport map and table name transports without starting one
+// (and the fuzz target of the table links without MPI or ZeroMQ).
+std::string_view to_string(Transport transport) {
+  switch (transport) {
+    case Transport::zmq: return "zmq";
+    case Transport::mpi: return "mpi";
+    case Transport::local: return "local";
+  }
+  return "?";
+}
+
 std::string_view to_string(OpRoute route) {
   switch (route) {
     case OpRoute::all_reduce: return "all_reduce";

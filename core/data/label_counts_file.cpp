@@ -45,7 +45,8 @@ std::optional<LabelCounts> load_label_counts(const std::string& dir) {
   LabelCounts counts;
   counts.points = head[0];
   counts.per_label.resize(labels);
-  std::memcpy(counts.per_label.data(), bytes.data() + sizeof head, labels * sizeof(uint64_t));
+  if (labels > 0)  // an empty vector's data() may be null, which memcpy must not get even for 0 bytes
+    std::memcpy(counts.per_label.data(), bytes.data() + sizeof head, labels * sizeof(uint64_t));
   for (size_t l = 0; l < labels; ++l)
     FRUGAL_CHECK(counts.per_label[l] <= counts.points,
                  fmt::format("{}: label {} has {} points, more than the {} training points", name, l,
