@@ -144,6 +144,15 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 }
 
 
+// Signals the process group of a child this launcher started and has not reaped (spawn() made it the
+// leader of a group of its own, so its pid is the group's id), and nothing else: never group 0 or 1
+// (kill(0) or kill(-1) would reach the launcher's own group, or every process), never the launcher's
+// own group, which it shares with whoever started it (a shell, meson test).
+void signal_child_group(const Child& c, int sig) {
+  if (!c.running || c.pid <= 1 || c.pid == ::getpid() || c.pid == ::getpgrp()) return;
+  ::kill(-c.pid, sig);
+}
+
 // The variables that place one rank of a ZeroMQ run (comm::init reads them).
 std::map<std::string, std::string> rank_environment(const LaunchSpec& spec, int rank, const std::string& coordinator) {
   auto env = spec.env;
@@ -221,6 +230,8 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
     for (int r = 0; r < spec.ranks; ++r) {
       auto env = rank_environment(spec, r, coordinator);
       env[std::string(comm::env::kBindHost)] = net->address(r);
+      // What --cleanup-stale recognizes this launcher's ranks by, should it be SIGKILLed.
+      env[NetnsCluster::kOwnerVariable] = net->owner();
       const std::string path = net->namespace_path(r);
       const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       FRUGAL_CHECK(fd >= 0, fmt::format("frugal launch: cannot open {}: {}", path, std::strerror(errno)));
@@ -265,8 +276,8 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
         ::close(c.stdin_fd);
         c.stdin_fd = -1;
         remote = true;
-      } else if (c.running) {
-        ::kill(-c.pid, SIGTERM);
+      } else {
+        signal_child_group(c, SIGTERM);
       }
     }
     kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds + (remote ? 5 : 0));
@@ -313,9 +324,7 @@ Attempt run_attempt(const LaunchSpec& spec, NetnsCluster* net) {
       stop_others(fmt::format("received signal {}", static_cast<int>(g_signal)).c_str());
     }
     if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
-      for (const Child& c : children) {
-        if (c.running) ::kill(-c.pid, SIGKILL);
-      }
+      for (const Child& c : children) signal_child_group(c, SIGKILL);
     }
     const bool any_running =
         std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
