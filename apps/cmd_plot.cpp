@@ -186,9 +186,21 @@ void run_plot(const std::vector<std::string>& files, const std::string& out) {
   StagedFile gp(script_file);
   gp.write(script);
   gp.commit();
+  for (const std::string& png : written) {  // an earlier run's picture must not pass for this one's
+    std::error_code ignored;
+    fs::remove(png, ignored);
+  }
   const int rc = run_gnuplot(out, "plot.gp");
   FRUGAL_CHECK(rc == 0, fmt::format("frugal plot: gnuplot could not draw {} (exit status {}); `cd {} && gnuplot "
                                     "plot.gp` shows why", script_file, rc, quote_input(out)));
+  // gnuplot may say nothing and exit 0 when a picture could not be written (a full disk): each one
+  // must be there, and more than empty.
+  for (const std::string& png : written) {
+    std::error_code ec;
+    const auto size = fs::file_size(png, ec);
+    FRUGAL_CHECK(!ec && size > 0, fmt::format("frugal plot: {} was not written (a full disk, or a folder that is "
+                                              "not writable?)", png));
+  }
   for (const std::string& png : written) fmt::print("wrote {}\n", png);
 }
 
