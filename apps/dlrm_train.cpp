@@ -29,6 +29,7 @@
 #include "layers/dlrm/dlrm_checkpoint.h"
 #include "layers/dlrm/dlrm_trainer.h"
 #include "train/divergence.h"
+#include "train/resume_choice.h"
 
 namespace frugal::cli {
 namespace {
@@ -129,6 +130,8 @@ int run_dlrm(const DlrmRun& a) {
   std::optional<layers::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {
     resumed = layers::read_dlrm_checkpoint(a.resume, a.accept_unchecked_checkpoint);
+    // Every rank resumes the same epoch, as every trainer's ranks do (train/resume_choice.h).
+    require_same_resume(a.resume, resumed->epoch, 0, resumed->folder, *world);
     const nlohmann::json saved = nlohmann::json::parse(resumed->config);
     for (const auto& [key, value] : resume_config.items())
       FRUGAL_CHECK(!saved.contains(key) || saved[key] == value,

@@ -30,16 +30,14 @@ struct CheckpointKey {
 
 }  // namespace
 
-CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_unchecked, comm::Communicator& world) {
-  CheckpointChoice choice = newest_intact_checkpoint(dir, accept_unchecked);
-  const int rank = world.rank();
-  if (rank == 0)
-    for (const SkippedCheckpoint& s : choice.skipped)
-      fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", dir, s.manifest, s.reason);
+void require_same_resume(const std::string& dir, uint64_t epoch, uint64_t step, const std::string& run,
+                         comm::Communicator& world) {
   CheckpointKey mine;
-  mine.epoch = choice.manifest.epoch;
-  mine.step = choice.manifest.step;
-  std::memcpy(mine.run, choice.manifest.run.data(), std::min(choice.manifest.run.size(), sizeof mine.run - 1));
+  mine.epoch = epoch;
+  mine.step = step;
+  // The last bytes of a long identifier (a folder's path ends in its epoch) tell checkpoints apart.
+  const std::string id = run.size() < sizeof mine.run ? run : run.substr(run.size() - (sizeof mine.run - 1));
+  std::memcpy(mine.run, id.data(), id.size());
   const std::vector<CheckpointKey> all =
       world.size() > 1 ? comm::all_gather_value(world, mine, "resume checkpoint") : std::vector<CheckpointKey>{mine};
   std::vector<std::string> differ;
@@ -49,6 +47,15 @@ CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_un
                fmt::format("--resume {}: the ranks do not see the same checkpoint: rank 0 has {}, {} (every rank must "
                            "read the same folder: a shared file system, or identical copies)",
                            dir, all[0].describe(), fmt::join(differ, ", ")));
+}
+
+CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_unchecked, comm::Communicator& world) {
+  CheckpointChoice choice = newest_intact_checkpoint(dir, accept_unchecked);
+  const int rank = world.rank();
+  if (rank == 0)
+    for (const SkippedCheckpoint& s : choice.skipped)
+      fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", dir, s.manifest, s.reason);
+  require_same_resume(dir, choice.manifest.epoch, choice.manifest.step, choice.manifest.run, world);
   // Every rank looks (under --strict every rank stops); rank 0 alone says it.
   if (choice.skipped.empty())
     if (const std::string older = older_manifest_warning(dir, choice.manifest); !older.empty()) {
