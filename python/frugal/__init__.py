@@ -71,7 +71,10 @@ def _text(value, keyword, expected):
 def _path(value, keyword):
     if not isinstance(value, (str, os.PathLike)):
         raise Error(f"{keyword}={_shown(value)}: expected a path (a str or os.PathLike)")
-    return os.fsdecode(value)
+    path = os.fsdecode(value)
+    if not path:  # the messages about a path start with it: an empty one would name nothing
+        raise Error(f"{keyword}='': an empty path: expected a file or folder name")
+    return path
 
 
 @contextlib.contextmanager
@@ -216,7 +219,8 @@ def _data(X, Y, name, labels=None, fixed=False):
 def _flag_args(options):
     """Keyword arguments as `frugal train` flags: hidden=64 -> --hidden 64; quiet=True -> --quiet;
     logq=False -> --logq off; layers=[1024, 1024] -> --layers 1024,1024; dp_keep_param=[..] repeats.
-    Returns the arguments and {flag: (keyword, value)} (the command line's messages name the flag)."""
+    Returns the arguments and {flag: (keyword, value, words)}: the command line's messages name the
+    flag, or start with the value as it got it (a path: "1,2: no checkpoint here")."""
     flags = {name: takes_value for name, _, takes_value in _core.train_flags()}
     args, given = [], {}
 
@@ -232,23 +236,29 @@ def _flag_args(options):
 
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
-        if flag not in flags or flag in ("--train", "--test"):
+        if flag in ("--train", "--test"):
+            raise Error(f"frugal.train: {key}={_shown(value)}: frugal.train takes the {key}ing data as "
+                        f"{'X and Y' if key == 'train' else 'test=(X_test, Y_test)'} (or file paths: X=TRAIN_FILE, "
+                        "test=TEST_FILE), not as an option")
+        if flag not in flags:
             raise Error(f"frugal.train: unknown option {key} (frugal train has no {flag}; see frugal.train_options() "
                         "or docs/cli.md)")
         if value is None:
             continue
-        given[flag] = (key, value)
         if not flags[flag]:  # a switch
+            given[flag] = (key, value, ())
             if _switch(value, f"frugal.train: {key}"):
                 args.append(flag)
             continue
         if isinstance(value, (list, tuple)) and key == "dp_keep_param":
-            for item in value:
-                args += [flag, word(key, item)]
+            words = [word(key, item) for item in value]
         elif isinstance(value, (list, tuple)):
-            args += [flag, ",".join(word(key, v) for v in value)]
+            words = [",".join(word(key, v) for v in value)]
         else:
-            args += [flag, word(key, value)]
+            words = [word(key, value)]
+        given[flag] = (key, value, tuple(words))
+        for w in words:
+            args += [flag, w]
     return args, given
 
 
@@ -256,9 +266,17 @@ def _keyword_named(error, given):
     """The command line's message about a flag, with the keyword it came from named first:
     "frugal.train: batch=0: --batch: 0 is not positive: expected a count from 1 up"."""
     message = str(error)
-    for flag, (key, value) in given.items():
+    if message.startswith("frugal.train: "):
+        return error
+    for flag, (key, value, _) in given.items():
         if message.startswith((flag + ":", flag + " ")):
             return type(error)(f"frugal.train: {key}={_shown(value)}: {message}")
+    # A message about a file or folder a flag names starts with it ("0: no checkpoint here"); the data's
+    # start with X, Y, test X: those name the data, not a flag's value that happens to read the same.
+    named = [f"{key}={_shown(value)}" for key, value, words in given.values()
+             if not isinstance(error, DataError) and any(w and message.startswith(w + ":") for w in words)]
+    if named:
+        return type(error)(f"frugal.train: {', '.join(named)}: {message}")
     return error
 
 
@@ -285,7 +303,7 @@ def train(X, Y=None, test=None, progress=None, **options):
     checkpoint = None if owned else _path(checkpoint, "frugal.train: checkpoint")
     args, given = _flag_args(dict(options, keep_checkpoints=1 if owned and keep is None else keep))
     if not owned:
-        given["--checkpoint"] = ("checkpoint", checkpoint)
+        given["--checkpoint"] = ("checkpoint", checkpoint, (checkpoint,))
     strict = bool(options.get("strict"))  # a switch: True or False once _flag_args has passed it
     if owned:
         checkpoint = tempfile.mkdtemp(prefix="frugal-model-")
@@ -310,6 +328,12 @@ def train(X, Y=None, test=None, progress=None, **options):
                 # Label ids of the test set beyond the training set's widen both (the CLI's files declare L).
                 data["y_columns"] = test_data["y_columns"] = max(data["y_columns"], test_data["y_columns"])
             _core.train(["--train", "X", "--test", "test"] + args, data, test_data, progress, strict)
+        if not os.path.exists(os.path.join(checkpoint, "manifest.json")):
+            # A run of no epoch (epochs=0, or resumed at its last epoch into another folder) saved no model.
+            epochs = options.get("epochs")
+            raise Error(f"frugal.train: epochs={_shown(epochs if epochs is not None else train_options()['epochs'])}: "
+                        "no epoch was trained, so there is no model to return: give epochs from 1 (with resume, more "
+                        "than the resumed run's)")
     except Error as e:
         if owned:
             shutil.rmtree(checkpoint, ignore_errors=True)
@@ -378,7 +402,7 @@ class Model:
         log's keys ("p@1", "ndcg@5", ...), as `frugal evaluate --json` computes them. X and Y are
         only read (Y: any of train()'s label forms)."""
         model = self._loaded()
-        if isinstance(k, (list, tuple, np.ndarray)):
+        if isinstance(k, (list, tuple)) or isinstance(k, np.ndarray) and k.ndim > 0:
             if len(k) == 0:
                 raise Error("k=(): give at least one cut-off")
             ks = [_integer(v, "k", 1, model.num_labels, "cut-offs up to the model's label count") for v in k]
