@@ -1,9 +1,14 @@
 #include "train/epoch_run.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/parameter.h"
+#include "core/tensor.h"
 
 namespace frugal::epoch {
 
@@ -19,6 +24,31 @@ void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteC
   result.dp_bytes_sent = dp.sent;
   result.bytes_sent = mp.sent + dp.sent;
   result.bytes_received = mp.received + dp.received;
+}
+
+void require_finite_weights(const std::vector<Parameter*>& params, std::initializer_list<comm::Communicator*> groups,
+                            const DivergencePolicy& divergence) {
+  std::string bad;
+  Tensor scratch;
+  for (const Parameter* p : params) {
+    if (p->value.empty() || p->value.dtype() != Dtype::f32) continue;
+    const Tensor& w = host_view(p->value, scratch);
+    const auto it = std::find_if(w.span().begin(), w.span().end(), [](float v) { return !std::isfinite(v); });
+    if (it != w.span().end()) {
+      bad = p->name;
+      break;
+    }
+  }
+  uint8_t any = bad.empty() ? 0 : 1;
+  for (comm::Communicator* g : groups) {
+    if (!comm::is_active(g)) continue;
+    const std::vector<uint8_t> all = comm::all_gather_value(*g, any, "finite weights flag");
+    any = std::any_of(all.begin(), all.end(), [](uint8_t b) { return b != 0; }) ? 1 : 0;
+  }
+  if (any == 0) return;
+  throw_divergence(divergence_where(divergence.epoch, 0) + " (after its last step)",
+                   bad.empty() ? "model's weights (on another rank)" : "model's weights (" + bad + ")",
+                   std::nan(""), divergence.lr);
 }
 
 void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, const DivergencePolicy& divergence) {

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
+#include <vector>
 
 #include "core/comm_stats.h"
 #include "core/data/batch_loader.h"
@@ -64,6 +66,14 @@ double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult
 // The bytes of the epoch's steps: model-parallel `mp` and data-parallel `dp` (what the groups'
 // counts grew by).
 void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteCount& dp);
+
+// After an epoch: every weight of the model is finite, on every rank of `groups` (each group's ranks
+// agree, and the groups together cover the run: model slices, pipeline stages, replicas), or every
+// rank throws DivergenceError. The loss misses a last step that moved weights to infinity after its
+// loss was computed, and a NaN that a ReLU hides forward but the backward pass carries into a
+// weight: such a model must never be evaluated, saved or returned. One pass over the weights.
+void require_finite_weights(const std::vector<Parameter*>& params, std::initializer_list<comm::Communicator*> groups,
+                            const DivergencePolicy& divergence);
 
 // The epoch's loss, samples and samples/s over every replica's points (result.samples: this
 // replica's until then; group_samples keeps them). A loss that is not finite over all ranks, or

@@ -430,7 +430,10 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
         // Only the last stage knows the loss: the bar shows it there (other stages show 0).
         progress.update(result.samples, result.samples > 0 ? loss_so_far / static_cast<double>(result.samples) : 0.0);
       });
-  if (options.end_epoch) apply_deferred();
+  if (options.end_epoch) {
+    apply_deferred();
+    epoch::require_finite_weights(model_.parameters(), {options_.model, options_.pipeline, replicas}, divergence);
+  }
   result.profile = profile::thread_totals();
   result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

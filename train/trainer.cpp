@@ -347,9 +347,9 @@ double Trainer::train_step(const SparseBatch& batch, size_t global_batch) {
     throw;
   }
   early_step_ = false;
-  if (!std::isfinite(loss) && stepped_.empty() && options_.on_divergence == OnDivergence::skip_batch) {
+  if (options_.on_divergence == OnDivergence::skip_batch && step_diverged(loss)) {
     drop_gradients();  // nothing has moved: the batch leaves no trace (run_steps counts it skipped)
-    return loss;
+    return std::isfinite(loss) ? std::nan("") : loss;
   }
   const std::vector<Parameter*> params = model_.parameters();
   touched_rows_.resize(params.size(), 0);
@@ -460,6 +460,27 @@ void Trainer::catch_up() {
   for (const auto& layer : model_.layers()) layer->after_update(step_);
 }
 
+bool Trainer::step_diverged(double loss) const {
+  // The loss alone misses a NaN that a ReLU hides in the forward pass but the backward pass
+  // carries into a weight's gradient (a NaN feature value of data built in memory): the gradients
+  // are looked at too, which costs a pass over them (skip_batch only).
+  bool bad = !std::isfinite(loss);
+  Tensor scratch;
+  for (const Parameter* p : model_.parameters()) {
+    if (bad) break;
+    if (p->grad.values.empty() || p->grad.values.dtype() != Dtype::f32) continue;
+    const Tensor& g = host_view(p->grad.values, scratch);
+    bad = !std::all_of(g.span().begin(), g.span().end(), [](float v) { return std::isfinite(v); });
+  }
+  // Every rank of the group decides alike (each holds its slice's gradients).
+  if (is_active(options_.parallel.model)) {
+    const std::vector<uint8_t> all =
+        comm::all_gather_value(*options_.parallel.model, static_cast<uint8_t>(bad), "divergence flag");
+    bad = std::any_of(all.begin(), all.end(), [](uint8_t b) { return b != 0; });
+  }
+  return bad;
+}
+
 void Trainer::drop_gradients() {
   for (Parameter* p : model_.parameters()) p->grad.clear();
 }
@@ -512,6 +533,7 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   if (options.end_epoch) {
     apply_deferred();
     catch_up();
+    epoch::require_finite_weights(model_.parameters(), {options_.parallel.model, replicas}, divergence);
   }
   result.profile = profile::thread_totals();
   result.profile -= profile_before;

@@ -259,7 +259,9 @@ class Trainer {
   void catch_up_read_rows(const SparseBatch& batch);
   // The policy of this trainer's epoch loop (train/divergence.h).
   DivergencePolicy divergence_policy() const;
-  // OnDivergence::skip_batch: drops every parameter's gradient of a step that diverged.
+  // OnDivergence::skip_batch: whether the step's loss or any gradient is not finite, on any rank of
+  // the model group (collective over it); then drop_gradients drops every parameter's gradient.
+  bool step_diverged(double loss) const;
   void drop_gradients();
   // Every parameter's gradient values in host memory (a get per parameter computed on a device).
   void gradients_to_host();

@@ -29,6 +29,11 @@ grep -q "training diverged" fail.log && grep -q "last good checkpoint is kept" f
 cmp -s good/manifest.json good.manifest || { echo "a diverged run replaced the last good checkpoint"; exit 1; }
 run "$F" evaluate --model good --test d/test.txt   # its files beside it are still its own
 grep -q "psp@5" last.log || { cat last.log; echo "the good checkpoint lost its label counts"; exit 1; }
+# A last step that moves the weights to infinity after its loss was computed (one epoch, a learning
+# rate just below the float maximum): the weights are looked at after every epoch, on every trainer.
+fails_with "(after its last step): the model's weights" "$F" train --train d/train.txt --test d/test.txt --epochs 1 \
+  "${T[@]}" --lr 1e19 --pipeline 1 --checkpoint lastbad
+[ ! -e lastbad/manifest.json ] || { echo "a model with weights that are not finite was saved"; exit 1; }
 # The gradient norm too (with --clip-norm every rank sees the same norm).
 fails_with "training diverged" "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --lr 1e30 --clip-norm 1
 # skip-batch: the batches are dropped and counted; an epoch with nothing left stops all the same.

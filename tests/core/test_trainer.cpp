@@ -1,6 +1,8 @@
 // End-to-end behaviour of the trainer on small generated problems: learning in both sampler modes,
 // bitwise determinism per seed, and resume == uninterrupted run.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -124,4 +126,52 @@ TEST_CASE("checkpoint: an interrupted save leaves the previous checkpoint intact
   REQUIRE_THROWS_WITH(load_checkpoint(dir, m, t), Catch::Contains("corrupt manifest"));
   REQUIRE_THROWS_WITH(load_checkpoint("no_such_dir", m, t), Catch::Contains("no checkpoint here"));
   fs::remove_all(dir);
+}
+
+// issue 62: a step whose loss is not finite stops the epoch (DivergenceError naming the epoch and
+// step) or, with OnDivergence::skip_batch, leaves the weights as they were and is counted.
+TEST_CASE("trainer: divergence stops the epoch, or its batches are skipped without moving a weight") {
+  host_backend().set_num_threads(1);
+  data::Dataset poisoned = small_problem().train;
+  // One point of the third batch gets a NaN value (the readers refuse one; data built in memory
+  // may hold it): its batch's loss is NaN.
+  const size_t point = 2 * 64 + 5;
+  poisoned.points.feature_values[poisoned.points.feature_offsets[point]] = std::nanf("");
+  const FitOptions fit{.batch = 64, .shuffle = false, .progress = false, .max_steps = 6};
+  {  // A learning rate far too high: the loss overflows within a few steps.
+    Model model;
+    layers::build_xmc_network(model, net(layers::Sampler::exact));
+    Trainer trainer(model, {.optimizer = {.lr = 1e30f}});
+    CHECK_THROWS_AS(trainer.fit_epoch(small_problem().train, fit), DivergenceError);
+    Model again;
+    layers::build_xmc_network(again, net(layers::Sampler::exact));
+    CHECK_THROWS_WITH(Trainer(again, {.optimizer = {.lr = 1e30f}}).fit_epoch(small_problem().train, fit),
+                      Catch::Contains("epoch 1, step ") && Catch::Contains("training diverged") &&
+                          Catch::Contains("lr 1e+30"));
+  }
+  Model model;
+  layers::build_xmc_network(model, net(layers::Sampler::exact));
+  Trainer trainer(model, {.on_divergence = OnDivergence::skip_batch});
+  const FitResult r = trainer.fit_epoch(poisoned, fit);
+  CHECK(r.skipped_batches == 1);
+  CHECK(r.diverged_step == 3);
+  CHECK(r.steps == 6);
+  CHECK(r.samples == 5 * 64);
+  CHECK(std::isfinite(r.loss));
+  for (const Parameter* p : model.parameters())
+    REQUIRE(std::all_of(p->value.span().begin(), p->value.span().end(), [](float w) { return std::isfinite(w); }));
+  // The same five batches without the poisoned one train the same weights as skipping it.
+  Model clean_model;
+  layers::build_xmc_network(clean_model, net(layers::Sampler::exact));
+  Trainer clean(clean_model, {});
+  data::BatchLoader loader(small_problem().train, {.batch = 64, .shuffle = false});
+  SparseBatch batch;
+  for (int s = 0; s < 6 && loader.next(batch); ++s)
+    if (s != 2) clean.train_step(batch);
+  const auto mine = model.parameters(), theirs = clean_model.parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Tensor &a = mine[i]->value, &b = theirs[i]->value;
+    REQUIRE(a.size() == b.size());
+    REQUIRE(std::equal(a.span().begin(), a.span().end(), b.span().begin()));
+  }
 }
