@@ -33,7 +33,10 @@ void require_finite_weights(const std::vector<Parameter*>& params, std::initiali
   for (const Parameter* p : params) {
     if (p->value.empty() || p->value.dtype() != Dtype::f32) continue;
     const Tensor& w = host_view(p->value, scratch);
-    const auto it = std::find_if(w.span().begin(), w.span().end(), [](float v) { return !std::isfinite(v); });
+    // Beyond kDivergedWeight a weight is finite but no trained model's: two layers of such weights
+    // overflow a logit to infinity (a learning rate of 1e19 gives 3e38 in one step).
+    const auto it = std::find_if(w.span().begin(), w.span().end(),
+                                 [](float v) { return !(std::fabs(v) <= kDivergedWeight); });
     if (it != w.span().end()) {
       bad = p->name;
       break;
