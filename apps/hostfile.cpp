@@ -41,9 +41,7 @@ constexpr std::string_view kWrapper =
 }  // namespace
 
 std::vector<HostfileEntry> read_hostfile(const std::string& path) {
-  require_regular_file(path, "a hostfile");
-  std::ifstream in(path);
-  FRUGAL_CHECK(in.good(), fmt::format("--hostfile {}: cannot read the file", path));
+  std::ifstream in = open_regular_file(path, "a hostfile", std::ios::in);
   std::vector<HostfileEntry> hosts;
   std::string raw;
   const std::string expected = "expected `host` or `host slots=K` (K >= 1), one host per line";

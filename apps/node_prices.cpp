@@ -13,9 +13,8 @@
 namespace frugal::cli {
 
 std::vector<NodeType> read_node_prices(const std::string& path) {
-  require_regular_file(path, "a price table (NAME CORES MEMORY_GIB LINK USD_PER_HOUR [SAMPLES_PER_S] a line)");
-  std::ifstream in(path);
-  FRUGAL_CHECK(in.good(), fmt::format("{}: cannot open for reading", path));
+  std::ifstream in = open_regular_file(
+      path, "a price table (NAME CORES MEMORY_GIB LINK USD_PER_HOUR [SAMPLES_PER_S] a line)", std::ios::in);
   std::vector<NodeType> out;
   std::string text;
   for (int line = 1; std::getline(in, text); ++line) {

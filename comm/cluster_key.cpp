@@ -44,8 +44,7 @@ ClusterKey load_cluster_key(const std::string& path) {
   FRUGAL_CHECK((st.st_mode & 077) == 0,
                fmt::format("cluster key file {} is readable by others (mode {:o}); run chmod 600 {}",
                            path, st.st_mode & 0777, path));
-  require_regular_file(path, "a cluster key file (frugal keygen)");
-  std::ifstream in(path);
+  std::ifstream in = open_regular_file(path, "a cluster key file (frugal keygen)", std::ios::in);
   ClusterKey key;
   std::string line;
   int line_no = 0;

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/check.h"
+#include "core/regular_file.h"
 
 namespace frugal::comm {
 
@@ -35,10 +36,13 @@ int try_port(int port) {
 // Random, so that runs starting at the same time pick different ports.
 int free_local_port() {
   int ephemeral_low = 32768;
-  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+  try {
+    std::FILE* f = fopen_regular_file("/proc/sys/net/ipv4/ip_local_port_range", "the kernel's port range");
     int lo = 0, hi = 0;
     if (std::fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 1024) ephemeral_low = lo;
     std::fclose(f);
+  } catch (const Error&) {
+    // no /proc: the usual range
   }
   constexpr int kLowest = 10000;
   if (ephemeral_low - kLowest >= 1000) {

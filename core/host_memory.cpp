@@ -6,6 +6,9 @@
 #include <sstream>
 #include <string>
 
+#include "core/check.h"
+#include "core/regular_file.h"
+
 namespace frugal {
 namespace {
 
@@ -17,9 +20,14 @@ std::optional<uint64_t> parse_number(std::string_view text) {
   return n;
 }
 
+// A kernel file's text, or nothing when it cannot be read (no cgroup, no /proc).
 std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return {};
+  std::ifstream in;
+  try {
+    in = open_regular_file(path, "a kernel file", std::ios::in);
+  } catch (const Error&) {
+    return {};
+  }
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();

@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/crc32c.h"
+#include "core/regular_file.h"
 
 namespace frugal::data {
 namespace fs = std::filesystem;
@@ -42,8 +43,7 @@ std::string load_checked_file(const std::string& dir, const std::string& file, c
   std::error_code ec;
   FRUGAL_CHECK(fs::is_regular_file(path, ec),
                fmt::format("{}: {}", name, fs::exists(path, ec) ? "not a regular file" : "no such file"));
-  std::ifstream in(path, std::ios::binary);
-  FRUGAL_CHECK(in.good(), fmt::format("{}: cannot open", name));
+  std::ifstream in = open_regular_file(path, what);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   constexpr size_t kHeader = 8 + sizeof(uint32_t);
   FRUGAL_CHECK(bytes.size() >= kHeader + sizeof(uint32_t), fmt::format("{}: truncated ({} bytes)", name, bytes.size()));
@@ -60,7 +60,13 @@ std::string load_checked_file(const std::string& dir, const std::string& file, c
 }
 
 uint32_t checked_file_version(const std::string& dir, const std::string& file, const char (&magic)[8]) {
-  std::ifstream in(fs::path(dir) / file, std::ios::binary);
+  // Not a regular file (a FIFO put in its place would block the open): no version to read.
+  std::ifstream in;
+  try {
+    in = open_regular_file(fs::path(dir) / file, "a checked file");
+  } catch (const Error&) {
+    return 0;
+  }
   char head[8 + sizeof(uint32_t)] = {};
   if (!in.read(head, sizeof head) || std::memcmp(head, magic, 8) != 0) return 0;
   uint32_t version = 0;

@@ -14,8 +14,7 @@ namespace frugal::data {
 namespace {
 
 std::string read_gzip_or_plain(const std::string& path) {
-  require_regular_file(path, "a dictd file");
-  gzFile f = gzopen(path.c_str(), "rb");
+  gzFile f = gzdopen(open_regular_fd(path, "a dictd file"), "rb");
   if (f == nullptr) throw Error(fmt::format("{}: cannot open for reading", path));
   // 128 KiB chunks: GCIDE's ~14 MB text still takes only ~100 reads, and a small file does not pay
   // for allocating and clearing 1 MiB buffers (they made the dictd fuzz target 1.5x slower).
@@ -57,9 +56,7 @@ uint64_t DictdFile::decode_number(std::string_view digits) {
 
 DictdFile DictdFile::open(const std::string& index_path, const std::string& dict_path) {
   std::string text = read_gzip_or_plain(dict_path);
-  require_regular_file(index_path, "a dictd index");
-  std::ifstream in(index_path);
-  if (!in) throw Error(fmt::format("{}: cannot open for reading", index_path));
+  std::ifstream in = open_regular_file(index_path, "a dictd index", std::ios::in);
   return parse(in, std::move(text), index_path, dict_path);
 }
 

@@ -52,9 +52,7 @@ std::vector<uint64_t> fingerprint_offsets(uint64_t size) {
 }
 
 Fingerprint fingerprint(const std::string& path) {
-  require_regular_file(path, "a data file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ifstream in = open_regular_file(path, "a data file");
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();
   if (end < 0) throw Error(fmt::format("{}: cannot read its size", path));

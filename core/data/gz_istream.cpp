@@ -14,7 +14,7 @@ namespace frugal::data {
 class GzIstream::Buf : public std::streambuf {
  public:
   explicit Buf(const std::string& path)
-      : file_((require_regular_file(path, "a data file"), gzopen(path.c_str(), "rb"))), data_(1 << 20) {
+      : file_(gzdopen(open_regular_fd(path, "a data file"), "rb")), data_(1 << 20) {
     if (file_ == nullptr) throw Error(fmt::format("{}: cannot open for reading", path));
     gzbuffer(file_, 1 << 20);
   }

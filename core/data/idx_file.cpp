@@ -23,7 +23,7 @@ constexpr uint64_t kMaxBytes = uint64_t{1} << 34;
 class GzReader {
  public:
   explicit GzReader(std::string path)
-      : path_(std::move(path)), file_((require_regular_file(path_, "an IDX file"), gzopen(path_.c_str(), "rb"))) {
+      : path_(std::move(path)), file_(gzdopen(open_regular_fd(path_, "an IDX file"), "rb")) {
     if (file_ == nullptr) throw Error(fmt::format("{}: cannot open for reading", path_));
     gzbuffer(file_, 1 << 17);  // 128 KiB: plenty for MNIST's files, and cheap for a small one
   }

@@ -27,9 +27,7 @@ struct Counts {
 
 Counts count_bytes(const std::string& path) {
   Counts c;
-  require_regular_file(path, "an XMC data file");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return c;
+  std::FILE* f = fopen_regular_file(path, "an XMC data file");
   std::vector<char> buf(1 << 22);
   size_t got = 0;
   while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {

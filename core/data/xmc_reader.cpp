@@ -62,8 +62,7 @@ bool is_feature(std::string_view token) { return token.find(':') != std::string_
 }  // namespace
 
 XmcReader::XmcReader(const std::string& path)
-    : owned_((require_regular_file(path, "an XMC data file"), std::make_unique<std::ifstream>(path))), name_(path) {
-  if (!*owned_) throw Error(fmt::format("{}: cannot open for reading", path));
+    : owned_(std::make_unique<std::ifstream>(open_regular_file(path, "an XMC data file", std::ios::in))), name_(path) {
   in_ = owned_.get();
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
