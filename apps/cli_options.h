@@ -6,8 +6,9 @@
 //  - with_flag_names: the library names option fields in its errors ("SynthXmcOptions::features
 //    must be > 0"), never flags; a command knows which flag fills which field and rethrows the
 //    error naming the flag instead ("synth-xmc: --features must be > 0").
-//  - refuse_negative_unsigned: a flag of an unsigned type refuses a negative value instead of
-//    letting CLI11 wrap it (`--epochs -1` trained forever, `--warmup-steps -1` became 2^64-1).
+//  - check_numbers: every numeric flag is read as the value the program will hold, or refused
+//    naming the flag (`--epochs -1` trained forever, `--warmup-steps -1` became 2^64-1, `--lr 1e39`
+//    became inf); in_range / positive / non_negative add a flag's own range.
 // Numbers in flags are CLI11's; numbers in other text ("AxB", lists, variables) are core/parse.h's.
 #pragma once
 
@@ -18,8 +19,11 @@
 #include <cstdlib>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -79,45 +83,185 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
   return option;
 }
 
-// Numeric checks that speak frugal's words (CLI11's own print its ranges as doubles with 300
-// digits, "Value -5 not in range 0.000000 to 1.000000"): "-5 is outside [0, 1]". NaN and infinity are
-// refused too. Values are read as doubles, which is exact for the bounds any flag has.
-inline double parse_checked_number(const std::string& given, std::string& error) {
-  char* end = nullptr;
-  const double v = std::strtod(given.c_str(), &end);
-  if (end == given.c_str() || *end != '\0') error = given + " is not a number";
-  else if (!std::isfinite(v)) error = given + " is not a finite number";
+// Numbers in flags are checked on the value the program will use (issue 62). CLI11 reads a float
+// flag through long double and casts it (1e39 became inf, 1e-50 became 0), saturates a 64-bit
+// integer (2^64 became 2^63-1), wraps a negative unsigned one, reads "010" as octal 8 and "0x10" as
+// 16, and keeps the default for an empty value. read_flag_number<T> is the one reading of a flag's
+// text as the T the program holds: decimal only, finite, within T's range, and for a floating T not
+// so small that it would be 0 (or lose its precision) there. A whole number written "1e6" or "2.0"
+// is a count; "2.5" is not. Errors say the value, what is wrong and what is expected, e.g.
+// "1e39 is too large: at most 3.40282e+38"; CLI11 puts the flag in front ("--lr: 1e39 ...").
+namespace number_detail {
+
+inline std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// `text` as a double (std::from_chars: decimal, no hex, no octal); nullopt with `error` set when it
+// is not a finite number within a double.
+inline std::optional<double> read_double(const std::string& given, std::string_view text, std::string& error) {
+  if (text.empty()) {
+    error = given.empty() ? "an empty value is not a number" : "'" + given + "' is not a number";
+    return std::nullopt;
+  }
+  if (text.front() == '+') text.remove_prefix(1);
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ptr != text.data() + text.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    error = given + " is not a number";
+    return std::nullopt;
+  }
+  if (ec == std::errc::result_out_of_range) {  // beyond a double either way: strtod says which
+    const double far = std::strtod(std::string(text).c_str(), nullptr);
+    error = std::abs(far) >= 1.0 ? fmt::format("{} is too large: at most {:g}", given, std::numeric_limits<double>::max())
+                                 : fmt::format("{} is too small: expected 0 or a magnitude of at least {:g}", given,
+                                               std::numeric_limits<double>::min());
+    return std::nullopt;
+  }
+  if (!std::isfinite(v)) {
+    error = given + " is not a finite number";
+    return std::nullopt;
+  }
   return v;
 }
 
-// A validator from `error_of(value)` (empty: accepted), after the number itself is checked.
-template <class F>
+}  // namespace number_detail
+
+// `given` as the T a flag holds, or nullopt with `error` set. `canonical`, when given, receives the
+// text CLI11 is to convert (an integer in plain decimal digits: "1e3" -> "1000", "010" -> "10").
+template <class T>
+std::optional<T> read_flag_number(const std::string& given, std::string& error, std::string* canonical = nullptr) {
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a flag number is an integer or a float");
+  using Limits = std::numeric_limits<T>;
+  std::string_view text = number_detail::trimmed(given);
+  if constexpr (std::is_integral_v<T>) {
+    std::string_view digits = text;
+    const bool negative = !digits.empty() && digits.front() == '-';
+    if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
+    const bool plain = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+    if (negative && std::is_unsigned_v<T> && (plain || text.find_first_of("123456789") != std::string_view::npos)) {
+      // "-0" is 0; any other negative count would wrap.
+      if (!plain || digits.find_first_not_of('0') != std::string_view::npos) {
+        error = given + " is negative: expected a count from 0 up";
+        return std::nullopt;
+      }
+    }
+    T value{};
+    if (plain) {
+      // Exact, however many digits: std::from_chars says when they do not fit.
+      std::string signed_digits = (negative ? "-" : "") + std::string(digits);
+      const auto [ptr, ec] = std::from_chars(signed_digits.data(), signed_digits.data() + signed_digits.size(), value);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr != signed_digits.data() + signed_digits.size())) {
+        error = negative ? fmt::format("{} is too small: at least {}", given, Limits::min())
+                         : fmt::format("{} is too large: at most {}", given, Limits::max());
+        return std::nullopt;
+      }
+      if (ec != std::errc()) {  // "-0" for an unsigned type
+        value = 0;
+      }
+    } else {
+      const std::optional<double> v = number_detail::read_double(given, text, error);
+      if (!v) return std::nullopt;
+      if (*v != std::floor(*v)) {
+        error = given + " is not a whole number";
+        return std::nullopt;
+      }
+      // 2^64 and 2^63 are exact doubles: a value at or beyond them does not fit.
+      if (*v >= std::ldexp(1.0, Limits::digits)) {
+        error = fmt::format("{} is too large: at most {}", given, Limits::max());
+        return std::nullopt;
+      }
+      if (*v < static_cast<double>(Limits::min())) {
+        error = std::is_unsigned_v<T> ? given + " is negative: expected a count from 0 up"
+                                      : fmt::format("{} is too small: at least {}", given, Limits::min());
+        return std::nullopt;
+      }
+      value = static_cast<T>(*v);
+    }
+    if (canonical != nullptr) *canonical = fmt::format("{}", value);
+    return value;
+  } else {
+    const std::optional<double> v = number_detail::read_double(given, text, error);
+    if (!v) return std::nullopt;
+    if (std::abs(*v) > static_cast<double>(Limits::max())) {
+      error = fmt::format("{} is too large: at most {:g}", given, static_cast<double>(Limits::max()));
+      return std::nullopt;
+    }
+    if (*v != 0.0 && std::abs(*v) < static_cast<double>(Limits::min())) {
+      error = fmt::format("{} is too small: expected 0 or a magnitude of at least {:g}", given,
+                          static_cast<double>(Limits::min()));
+      return std::nullopt;
+    }
+    if (canonical != nullptr) *canonical = std::string(text.front() == '+' ? text.substr(1) : text);
+    return static_cast<T>(*v);
+  }
+}
+
+// A validator from `error_of(given, value)` (empty: accepted) on `given` read as a T (the flag's
+// type; the bounds' type when not named), after the reading itself is checked. The range is in the
+// name too ("in-range 1 4096"): `frugal --list-flags` reports it (frugal_main.cpp).
+template <class T, class F>
 CLI::Validator number_check(std::string description, std::string name, F error_of) {
   return CLI::Validator(
       [error_of](std::string& given) {
         std::string error;
-        const double v = parse_checked_number(given, error);
-        return error.empty() ? error_of(given, v) : error;
+        const std::optional<T> v = read_flag_number<T>(given, error);
+        return v ? error_of(given, *v) : error;
       },
       std::move(description), std::move(name));
 }
 
-template <class T>
-CLI::Validator in_range(T lo, T hi) {
-  return number_check(fmt::format("[{}, {}]", lo, hi), "in-range", [lo, hi](const std::string& given, double v) {
-    return v < static_cast<double>(lo) || v > static_cast<double>(hi) ? fmt::format("{} is outside [{}, {}]", given, lo, hi)
-                                                                       : std::string();
-  });
+// `lo` <= value <= `hi`, the value read as T (default: the bounds' type), e.g. in_range(1, 4096),
+// in_range<float>(0.0, 0.99). A number beyond T's own range is outside [lo, hi] too, in those words.
+template <class T = void, class B>
+CLI::Validator in_range(B lo, B hi) {
+  using V = std::conditional_t<std::is_void_v<T>, B, T>;
+  const auto outside = [lo, hi](const std::string& given) { return fmt::format("{} is outside [{}, {}]", given, lo, hi); };
+  return CLI::Validator(
+      [lo, hi, outside](std::string& given) {
+        std::string error;
+        const std::optional<double> wide = read_flag_number<double>(given, error);
+        if (!wide) return error;
+        if (*wide < static_cast<double>(lo) || *wide > static_cast<double>(hi)) return outside(given);
+        const std::optional<V> v = read_flag_number<V>(given, error);
+        if (!v) return error;
+        return *v < static_cast<V>(lo) || *v > static_cast<V>(hi) ? outside(given) : std::string();
+      },
+      fmt::format("[{}, {}]", lo, hi), fmt::format("in-range {} {}", lo, hi));
 }
 
-inline CLI::Validator positive() {
-  return number_check("> 0", "positive", [](const std::string& given, double v) {
+// `lo` <= value < `hi` (a share that must leave something: --test-fraction in [0, 1)).
+template <class T = void, class B>
+CLI::Validator in_range_below(B lo, B hi) {
+  using V = std::conditional_t<std::is_void_v<T>, B, T>;
+  return number_check<V>(fmt::format("[{}, {})", lo, hi), fmt::format("in-range-below {} {}", lo, hi),
+                         [lo, hi](const std::string& given, V v) {
+                           return v < static_cast<V>(lo) || v >= static_cast<V>(hi)
+                                      ? fmt::format("{} is outside [{}, {})", given, lo, hi)
+                                      : std::string();
+                         });
+}
+
+// Any value a T holds (a count of fewer than 64 bits: check_numbers reads every count as 64 bits,
+// and CLI11's own refusal of the rest says only "Could not convert").
+template <class T>
+CLI::Validator holds() {
+  return number_check<T>("", fmt::format("in-range {} {}", std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()),
+                         [](const std::string&, T) { return std::string(); });
+}
+
+template <class T = double>
+CLI::Validator positive() {
+  return number_check<T>("> 0", "positive", [](const std::string& given, T v) {
     return v > 0 ? std::string() : given + " is not positive: expected a value above 0";
   });
 }
 
-inline CLI::Validator non_negative() {
-  return number_check(">= 0", "non-negative", [](const std::string& given, double v) {
+template <class T = double>
+CLI::Validator non_negative() {
+  return number_check<T>(">= 0", "non-negative", [](const std::string& given, T v) {
     return v < 0 ? given + " is negative: expected a value from 0 up" : std::string();
   });
 }
@@ -138,50 +282,97 @@ inline void add_accept_unchecked_flag(CLI::App* cmd, bool& target) {
                 "edited by hand): by default it is refused");
 }
 
-// Every option of `app` and its subcommands whose type CLI11 names UINT (an unsigned integer, or a
-// list or optional of them) refuses a value that starts with '-', naming the flag and the value
-// ("--epochs: -1 is negative: expected a count from 0 up"), and one beyond 64 bits, which CLI11
-// would saturate ("--seed: 99999999999999999999 is too large"). Call once, after every command is added.
-inline void refuse_negative_unsigned(CLI::App& app) {
+// The type a flag holds, from the name CLI11 gives it: UINT (an unsigned integer, or a list or
+// optional of them), INT, FLOAT. CLI11 names float and double alike: FLOAT is read as a float, the
+// type frugal computes in (no flag means a value beyond a float's range, or below its smallest normal
+// magnitude, even where it keeps a double).
+enum class FlagNumber { none, unsigned_integer, signed_integer, floating };
+
+inline FlagNumber flag_number_of(const CLI::Option& option) {
+  const std::string type = option.get_type_name();
+  if (type.rfind("UINT", 0) == 0) return FlagNumber::unsigned_integer;
+  if (type.rfind("INT", 0) == 0) return FlagNumber::signed_integer;
+  if (type.rfind("FLOAT", 0) == 0) return FlagNumber::floating;
+  return FlagNumber::none;
+}
+
+// Every numeric option of `app` and its subcommands reads its text through read_flag_number (one
+// place, every command): refused, naming the flag and the value, unless the value the program will
+// hold is the one given ("--epochs: -1 is negative: expected a count from 0 up", "--seed:
+// 99999999999999999999 is too large: at most 18446744073709551615", "--lr: 1e39 is too large: at
+// most 3.40282e+38", "--threads: an empty value is not a number"); the text CLI11 converts is the
+// canonical one ("010" is 10, not octal 8). Call once, after every command is added.
+inline void check_numbers(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
-    const std::string type = option->get_type_name();
-    if (type.rfind("UINT", 0) != 0) continue;
-    // CLI11's own PositiveNumber check on such a flag speaks in doubles ("Value 0 not in range
-    // 0.000000 to 1797..."): it gives way to the same check in these words.
+    const FlagNumber kind = flag_number_of(*option);
+    if (kind == FlagNumber::none) {
+      // A text value given empty ("--out ''", "--train ''") reached the library as a path of no name
+      // (": no such file", ": Invalid argument"): refused naming the flag. Not the words of a command
+      // passed through (`launch -- CMD ARGS...`), which may be empty.
+      const bool passed_through = option->get_positional() && option->get_items_expected_max() > 1;
+      const std::string empty = option->get_required() ? "an empty value: give one"
+                                                       : "an empty value: give one, or leave it out for its default";
+      if (option->get_items_expected_max() != 0 && !passed_through)
+        option->check(CLI::Validator([empty](std::string& given) { return given.empty() ? empty : std::string(); },
+                                     "", "not-empty"));
+      continue;
+    }
+    // CLI11's own PositiveNumber check on a count speaks in doubles ("Value 0 not in range 0.000000
+    // to 1797..."), and frugal's positive() says "a value above 0": a count's check says "a count
+    // from 1 up" instead.
     bool positive = false;
-    for (int i = 0;; ++i) {
-      CLI::Validator* v = nullptr;
-      try {
-        v = option->get_validator(i);
-      } catch (const CLI::OptionNotFound&) {
-        break;
-      }
-      if ((v->get_description() == "POSITIVE" || v->get_name() == "positive") && v->get_active()) {
-        v->active(false);
-        positive = true;
+    if (kind == FlagNumber::unsigned_integer) {
+      for (int i = 0;; ++i) {
+        CLI::Validator* v = nullptr;
+        try {
+          v = option->get_validator(i);
+        } catch (const CLI::OptionNotFound&) {
+          break;
+        }
+        if ((v->get_description() == "POSITIVE" || v->get_name() == "positive") && v->get_active()) {
+          v->active(false);
+          positive = true;
+        }
       }
     }
     option->check(CLI::Validator(
-        [positive](std::string& given) {
-          const auto first = given.find_first_not_of(" \t");
-          if (first != std::string::npos && given[first] == '-')
-            return given + (positive ? " is negative: expected a count from 1 up" : " is negative: expected a count from 0 up");
-          if (positive && given.find_first_not_of("0", first) == std::string::npos)
-            return given + " is not positive: expected a count from 1 up";
-          // Digits beyond 64 bits: CLI11 would saturate them silently.
-          const auto last = given.find_last_not_of(" \t");
-          if (first != std::string::npos && given.find_first_not_of("0123456789", first) > last) {
-            uint64_t value = 0;
-            const auto r = std::from_chars(given.data() + first, given.data() + last + 1, value);
-            if (r.ec == std::errc::result_out_of_range)
-              return given + " is too large: at most 18446744073709551615";
+        [kind, positive](std::string& given) {
+          std::string error, canonical;
+          bool ok = false;
+          switch (kind) {
+            case FlagNumber::unsigned_integer: {
+              const std::optional<uint64_t> v = read_flag_number<uint64_t>(given, error, &canonical);
+              if (v && positive && *v == 0) return given + " is not positive: expected a count from 1 up";
+              if (!v && positive && error.find("is negative") != std::string::npos)
+                return given + " is negative: expected a count from 1 up";
+              ok = v.has_value();
+              break;
+            }
+            case FlagNumber::signed_integer: ok = read_flag_number<int64_t>(given, error, &canonical).has_value(); break;
+            default: ok = read_flag_number<float>(given, error, &canonical).has_value(); break;
           }
+          if (!ok) return error;
+          given = canonical;  // what CLI11 converts
           return std::string();
         },
-        "", "non-negative"));
+        "", "number"));
+    // Last, so that the flag's own range speaks first about the text as given; and modifying (check()
+    // makes a validator read-only, transform() would run it first), so that CLI11 converts the
+    // canonical text.
+    for (int i = 0;; ++i) {
+      try {
+        CLI::Validator* v = option->get_validator(i);
+        if (v->get_name() == "number") v->non_modifying(false);
+      } catch (const CLI::OptionNotFound&) {
+        break;
+      }
+    }
   }
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negative_unsigned(*sub);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_numbers(*sub);
 }
+
+// The name this check had before it covered every number (cmd_train.cpp's in-process parser calls it).
+inline void refuse_negative_unsigned(CLI::App& app) { check_numbers(app); }
 
 // CLI11's message for a parse error in frugal's words where CLI11's own are obscure: a flag given
 // twice ("--threads: At Most 1 required but received 2") says so ("--threads: given 2 times; give it

@@ -219,8 +219,10 @@ void add_evaluate_command(CLI::App& app) {
                                        "checkpoint lacks");
   cmd->add_option("--k", a->k, "cut-offs, e.g. 1,3,5")->delimiter(',')->capture_default_str()
       ->check(cli::positive());
-  cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str();
-  cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str();
+  cmd->add_option("--propensity-a", a->propensity.a, "propensity model parameter A")->capture_default_str()
+      ->check(cli::positive());
+  cmd->add_option("--propensity-b", a->propensity.b, "propensity model parameter B")->capture_default_str()
+      ->check(cli::positive());
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
   add_shared_options(cmd, *a);
   cmd->callback([a] {

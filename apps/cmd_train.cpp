@@ -1747,6 +1747,7 @@ const FlagNames kTrainFlags = {
     {"MpCompression::keep", "--mp-keep"},
     {"MpCompression::warmup_steps", "--mp-warmup-steps"},
     {"MpCompression::mass", "--mp-mass"},
+    {"optimizer: weight decay must", "optimizer: --weight-decay must"},
 };
 
 }  // namespace
@@ -1933,13 +1934,15 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
                                                          "hidden norm (--output-init centroid)")
       ->capture_default_str()->check(cli::positive());
   cmd->add_option("--rebuild-first", a->rebuild_first, "steps before the first LSH table rebuild")->capture_default_str();
-  cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str();
+  cmd->add_option("--rebuild-growth", a->rebuild_growth, "factor by which rebuild intervals grow")->capture_default_str()
+      ->check(cli::in_range(1.0, 1e6));  // beyond, an interval times it is no step count (a cast to 64 bits)
   cmd->add_option("--rebuild-max", a->rebuild_max, "longest interval between rebuilds (steps)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of every random choice")->capture_default_str();
   cmd->add_option("--max-steps", a->max_steps, "end each epoch after this many steps (0: whole epochs); for "
                                                "throughput measurements")->capture_default_str();
-  cmd->add_option("--eval-batch", a->eval_batch, "points per evaluation batch")->capture_default_str();
+  cmd->add_option("--eval-batch", a->eval_batch, "points per evaluation batch")->capture_default_str()
+      ->check(cli::positive());
   cmd->add_option("--metrics", a->metrics, "append-free JSON-lines metrics log (FILE.jsonl)");
   cmd->add_option("--checkpoint", a->checkpoint, "save a checkpoint here after every epoch");
   cmd->add_option("--resume", a->resume, "continue from the newest intact checkpoint in this directory (a damaged "
@@ -2059,7 +2062,8 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
              "hides)");
   cmd->add_option("--mp-keep", a->mp_keep, "DCT-MP: activations each sample keeps per rank's slice at a sliced "
                                            "layer boundary: a fraction (<= 1) or a count (> 1); 1: all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::in_range(0.0, 1048576.0));  // a count is at most a slice's width (--hidden's largest)
   cmd->add_option("--mp-mass", a->mp_mass, "DCT-MP adaptive k: each sample keeps the fewest of its top --mp-keep "
                                            "activations per slice whose magnitudes cover this fraction of the "
                                            "slice's L1 mass; 1: a fixed k")

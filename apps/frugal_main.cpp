@@ -1,16 +1,111 @@
 // The `frugal` command: one binary, one subcommand per task (train, data, predict, evaluate, launch,
 // keygen, bench, plan, plot).
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <exception>
+#include <filesystem>
 #include <new>
+#include <sstream>
 #include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "core/check.h"
+
+namespace {
+
+// `frugal --list-flags` (hidden; tests/apps/test_flag_hostile.py): every option of every command, one
+// JSON object a line: the command path, the flag's long name (or a positional's name), the type
+// CLI11 reads it as, whether it takes a value, is required or positional, its default, and the range
+// of frugal's own checks (in_range / positive / non_negative, apps/cli_options.h) where it has one.
+void list_flags(const CLI::App& app, const std::string& path) {
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_lnames().empty() && o->get_snames().empty() && o->get_name(true, false).empty()) continue;
+    const bool positional = o->get_lnames().empty() && o->get_snames().empty();
+    std::string flag = positional ? o->get_name(true, false)
+                       : !o->get_lnames().empty() ? "--" + o->get_lnames().front() : "-" + o->get_snames().front();
+    if (flag == "--help" || flag == "--help-all" || flag == "--list-flags") continue;
+    nlohmann::json j = {{"command", path},
+                        {"flag", flag},
+                        {"type", o->get_type_name().substr(0, o->get_type_name().find(':'))},
+                        {"takes_value", o->get_items_expected_max() != 0},
+                        {"required", o->get_required()},
+                        {"positional", positional},
+                        {"default", o->get_default_str()}};
+    for (int i = 0;; ++i) {
+      const CLI::Validator* v = nullptr;
+      try {
+        v = const_cast<CLI::Option*>(o)->get_validator(i);
+      } catch (const CLI::OptionNotFound&) {
+        break;
+      }
+      if (!v->get_active()) continue;
+      const std::string name = v->get_name();
+      if (name == "positive" || v->get_description() == "POSITIVE") j["above"] = 0;
+      if (name == "non-negative" || v->get_description() == "NONNEGATIVE") j["min"] = 0;
+      const bool below = name.rfind("in-range-below ", 0) == 0;
+      if (name.rfind("in-range ", 0) == 0 || below) {
+        std::istringstream bounds(name.substr(below ? 15 : 9));
+        if (below) j["max_open"] = true;
+        double lo = 0, hi = 0;
+        if (bounds >> lo >> hi) {
+          j["min"] = lo;
+          j["max"] = hi;
+        }
+      }
+      if (name == "number") j["checked"] = true;
+    }
+    std::printf("%s\n", j.dump().c_str());
+  }
+  for (const CLI::App* sub : app.get_subcommands({}))
+    list_flags(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name());
+}
+
+// A flag given a value (`--quiet=garbage`, `--no-run-token=x`) that is none of CLI11's flag values:
+// CLI11 reads it with std::stoll and lets std::invalid_argument ("stoll") escape. Looked for before
+// parsing, in the command each token belongs to (the same name may take a value elsewhere: plan --json
+// FILE, evaluate --json); tokens after `--` are a command's own.
+std::string bad_flag_value(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string token = argv[i];
+    if (token == "--") break;
+    if (token.rfind("-", 0) != 0) {
+      for (const CLI::App* sub : at->get_subcommands({}))
+        if (sub->check_name(token)) {
+          at = sub;
+          break;
+        }
+      continue;
+    }
+    const size_t eq = token.find('=');
+    if (token.rfind("--", 0) != 0 || eq == std::string::npos) continue;
+    const std::string name = token.substr(0, eq), value = token.substr(eq + 1);
+    for (const CLI::App* level = at; level != nullptr; level = level->get_parent()) {
+      const CLI::Option* option = level->get_option_no_throw(name);
+      if (option == nullptr) continue;
+      if (option->get_items_expected_max() == 0) {
+        try {
+          (void)CLI::detail::to_flag_value(value);
+        } catch (const std::exception&) {
+          return fmt::format("{}: '{}': this flag takes no value (give it alone, or ={{true,false}})", name, value);
+        }
+      }
+      break;
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"frugal: sparse, model-parallel neural network training on cheap CPU clusters"};
@@ -28,14 +123,55 @@ int main(int argc, char** argv) {
   frugal::cli::add_bench_command(app);
   frugal::cli::add_plan_command(app);
   frugal::cli::add_plot_command(app);
-  frugal::cli::refuse_negative_unsigned(app);  // after every command: CLI11 would wrap "-1"
+  frugal::cli::check_numbers(app);  // after every command: every number read as the value it will be
+  // Hidden: the flags of every command, for the generated per-flag test (tests/apps/test_flag_hostile.py).
+  app.add_flag_callback("--list-flags", [&app] {
+                          list_flags(app, "");
+                          std::exit(0);
+                        })
+      ->group("");
+  // Whatever a command printed must have reached its destination: `frugal predict > /dev/full`
+  // or `--json` into a full disk is an error, not a success.
+  const auto stdout_written = [] {
+    if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return true;
+    std::fprintf(stderr, "frugal: error: standard output: write failed: %s\n", std::strerror(errno));
+    return false;
+  };
+  if (const std::string bad = bad_flag_value(app, argc, argv); !bad.empty()) {
+    std::fprintf(stderr, "frugal: error: %s\n", bad.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the commands did not check first
+    std::fprintf(stderr, "frugal: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
+    return 1;
+  } catch (const std::system_error& e) {
+    // fmt::print's failed write ("cannot write to file"): stdout on a full disk or a closed pipe.
+    const bool output = std::string(e.what()).find("cannot write") != std::string::npos;
+    std::fprintf(stderr, "frugal: error: %s%s\n", output ? "standard output: write failed: " : "",
+                 e.code().message().c_str());
+    return 1;
   } catch (const CLI::ArgumentMismatch& e) {
     std::fprintf(stderr, "frugal: error: %s\n", frugal::cli::parse_error_words(e).c_str());
-    return e.get_exit_code();
+    return 2;
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command's own exit code (it has said why)
+  } catch (const CLI::ConversionError& e) {
+    // What check_numbers let through but the flag's type cannot hold (a count of fewer than 64 bits):
+    // "Could not convert: --features = 5000000000" in frugal's words.
+    const std::string what = e.what(), prefix = "Could not convert: ";
+    const size_t eq = what.find(" = ");
+    if (what.rfind(prefix, 0) == 0 && eq != std::string::npos)
+      std::fprintf(stderr, "frugal: error: %s: %s is beyond what this flag holds\n",
+                   what.substr(prefix.size(), eq - prefix.size()).c_str(),
+                   what.substr(eq + 3).c_str());
+    else
+      std::fprintf(stderr, "frugal: error: %s\n", what.c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // A usage error is exit code 2 (CLI11's own codes, 100 and up, mean nothing to a shell); help is 0.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const frugal::Error& e) {
     if (verbose && !e.where().empty())
       std::fprintf(stderr, "frugal: error: %s [%s]\n", e.what(), e.where().c_str());
@@ -55,5 +191,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "frugal: error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return stdout_written() ? 0 : 1;
 }
