@@ -21,6 +21,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outcome import kind_of, said  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("frugal")
 ap.add_argument("out", nargs="?", default="/tmp/frugal-hostile-newer")
@@ -30,9 +33,6 @@ ap.add_argument("--show", action="store_true", help="print every case, not only 
 args = ap.parse_args()
 F = os.path.abspath(args.frugal)
 OUT = os.path.abspath(args.out)
-LIBRARY = re.compile(r"\[json\.exception|bad_alloc|basic_filebuf|basic_string::|Failed to read \d+ bytes|map::at|"
-                     r"vector::_M_|could not create a primitive|terminate called|stoul|Segmentation|"
-                     r"filesystem error|std::|what\(\)")
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
 os.chdir(OUT)
@@ -58,28 +58,16 @@ def run(argv, timeout=60, stdout=None):
 def case(face, name, argv, oracle=None, timeout=60, stdout=None):
     """Runs `frugal ARGV`; `oracle(rc, out)` returns a text when the result is silently wrong."""
     rc, out = run(argv, timeout, stdout)
-    if os.path.exists(MARK):
-        kind = "INJECTED"
+    injected = os.path.exists(MARK)
+    if injected:
         os.remove(MARK)
-    elif rc is None:
-        kind = "HANG"
-    elif rc < 0 or rc > 128:
-        kind = "CRASH"
-    elif LIBRARY.search(out):
-        kind = "LIBRARY"
-    else:
-        wrong = oracle(rc, out) if oracle else None
-        if wrong:
-            kind, out = "SILENT", wrong
-        elif rc != 0:
-            kind = "refused"
-        elif "warning" in out:
-            kind = "warned"
-        else:
-            kind = "ran"
-    lines = [l for l in out.strip().splitlines() if l.strip()]
-    said = [l for l in lines if "error" in l or "warning" in l] or [l for l in lines if l.startswith("--")][:1]
-    results.append((face, name, kind, (said[-1] if said else lines[-1] if lines else "")[:200]))
+    kind = kind_of(rc, out)
+    wrong = oracle(rc, out) if oracle and kind in ("refused", "warned", "ran") else None
+    if injected:
+        kind = "INJECTED"
+    elif wrong:
+        kind, out = "SILENT", wrong
+    results.append((face, name, kind, said(out)))
     return rc, out
 
 

@@ -16,10 +16,11 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outcome import kind_of, said  # noqa: E402
+
 F = os.path.abspath(sys.argv[1])
 OUT = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "/tmp/frugal-hostile")
-LIBRARY = re.compile(r"\[json\.exception|bad_alloc|basic_filebuf|basic_string::|Failed to read \d+ bytes|map::at|"
-                     r"vector::_M_|could not create a primitive|terminate called|stoul|Segmentation")
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
 os.chdir(OUT)
@@ -52,21 +53,9 @@ results = []
 
 def case(name, args, silent_is_wrong=False, timeout=60):
     rc, out = sh(*args, timeout=timeout)
-    if rc is None:
-        kind = "HANG"
-    elif rc < 0 or rc > 128:
-        kind = "CRASH"
-    elif LIBRARY.search(out):
-        kind = "LIBRARY"
-    elif rc != 0:
-        kind = "refused"
-    elif "frugal: warning:" in out:
-        kind = "warned"
-    else:
-        kind = "SILENT" if silent_is_wrong else "ran"
-    lines = out.strip().splitlines()
-    said = [l for l in lines if "error" in l or "warning" in l or l.startswith("--")]
-    results.append((name, kind, (said[-1] if said else lines[-1] if lines else "")[:160]))
+    ran_silently = rc == 0 and "frugal: warning:" not in out
+    kind = kind_of(rc, out, "ran without a word" if silent_is_wrong and ran_silently else None)
+    results.append((name, kind, said(out, 160)))
 
 
 sh("data", "synth-xmc", "--features", "400", "--labels", "40", "--train", "1500", "--test", "200", "--out", "d")
