@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,9 +23,17 @@
 #include "apps/plan_inputs.h"
 #include "apps/plan_probes.h"
 #include "core/check.h"
+#include "core/staged_file.h"
 
 namespace frugal::cli {
 namespace {
+
+// What a plan can be asked about: beyond these a prediction means nothing (and a node count's grid
+// loop would run for minutes, or overflow an int).
+constexpr int kMaxNodes = 1 << 20;
+constexpr double kMaxCores = 65536;
+constexpr double kMaxSeconds = 60;  // --latency, --message-overhead
+constexpr size_t kMaxBatch = size_t{1} << 30;
 
 struct PlanArgs {
   std::vector<std::string> metrics;
@@ -255,6 +262,12 @@ void run_plan(const PlanArgs& a) {
           if (!b || p.samples_per_s > b->samples_per_s) b = &p;
           if (!best || p.samples_per_s > best->samples_per_s) best = &p;
         }
+        // No grid with a throughput (a calibration whose phases took no time, or numbers beyond
+        // reason): no best grid is named.
+        FRUGAL_CHECK(best != nullptr && std::isfinite(best->samples_per_s) && best->samples_per_s > 0,
+                     fmt::format("no grid of {} nodes has a throughput the cost model can predict from {} (its "
+                                 "phases take no time, or its numbers are beyond reason): no best grid",
+                                 nodes, cals.sparse_path));
         const auto cell = [&](plan::Scheme s) {
           const auto it = best_of.find(s);
           return it == best_of.end() ? std::string("-")
@@ -334,10 +347,10 @@ void run_plan(const PlanArgs& a) {
     }
     fmt::print("largest error: {:.1f}%\n", 100.0 * worst);
   }
-  if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    FRUGAL_CHECK(f.good(), fmt::format("cannot write {}", a.json));
-    f << out.dump(1) << "\n";
+  if (!a.json.empty()) {  // every write checked; a failed one leaves no partial file (core/staged_file.h)
+    StagedFile f(a.json);
+    f.write(out.dump(1) + "\n");
+    f.commit();
   }
 }
 
@@ -353,15 +366,19 @@ void add_plan_command(CLI::App& app) {
                   "model; a --parallel data run adds the dense baseline; a second sparse run at another --threads "
                   "fits the thread scaling (repeatable)")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--nodes", a->nodes, "cluster sizes to plan for")->delimiter(',')->capture_default_str();
-  cmd->add_option("--cores", a->cores, "cores per node")->delimiter(',')->capture_default_str();
+  // Bounded: a node count's grids are its divisors (its loop runs to the count), and a core count
+  // below 1 predicts no throughput at all.
+  cmd->add_option("--nodes", a->nodes, "cluster sizes to plan for")->delimiter(',')->capture_default_str()
+      ->check(cli::in_range(1, kMaxNodes));
+  cmd->add_option("--cores", a->cores, "cores per node")->delimiter(',')->capture_default_str()
+      ->check(cli::in_range(1.0, kMaxCores));
   cmd->add_option("--link", a->links, "link rates (tc units: 100mbit, 1gbit, 10gbit; or loopback)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--latency", a->latency, "one-way link latency in seconds, per round of messages")
-      ->capture_default_str()->check(cli::non_negative());
+      ->capture_default_str()->check(cli::in_range(0.0, kMaxSeconds));
   cmd->add_option("--message-overhead", a->message_overhead,
                   "software cost of a round of messages in seconds (ZeroMQ's small-message all-gather)")
-      ->capture_default_str()->check(cli::non_negative());
+      ->capture_default_str()->check(cli::in_range(0.0, kMaxSeconds));
   cmd->add_option("--overlap", a->overlap, "plan for frugal train --overlap (on: half the input layer's all-gather "
                                             "hides behind its other half, and the input boundary's gradient "
                                             "exchange behind the optimizer where it applies)")
@@ -372,14 +389,15 @@ void add_plan_command(CLI::App& app) {
              "plan for frugal train --overlap-forward (auto: the input layer splits where half the batch's work on "
              "a slice reaches 2^20 multiply-adds, from the calibration's profile)");
   cmd->add_option("--loopback-rate", a->loopback_rate, "the rate a `loopback` link stands for")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "global batch to plan for (0: the calibration run's)")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "global batch to plan for (0: the calibration run's)")->capture_default_str()
+      ->check(cli::in_range(size_t{0}, kMaxBatch));
   cmd->add_option("--dp-keep", a->dp_keep, "DCT-DP keep fraction of the dct-dp scheme (default: the calibration "
                                            "run's, else 0.02)")
       ->check(cli::in_range(1e-6, 1.0));
   cmd->add_option("--validate", a->validate,
                   "FILE@LINK: rank 0's metrics of a measured multi-rank run and the link it ran on (repeatable)");
   cmd->add_option("--host-cores", a->host_cores, "cores of the host the validated runs' ranks shared")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(1.0, kMaxCores));
   cmd->add_flag("--one-host", a->one_host, "plan for N ranks of 1 thread sharing one host of --host-cores cores "
                                            "(ranks started on this machine) instead of N nodes of --cores cores");
   cmd->add_option("--json", a->json, "also write predictions, best grids and validation to this JSON file");
