@@ -80,7 +80,7 @@ void add_data_gcide(CLI::App& data) {
                   "keep only headwords with at least this many definitions (1: all)")
       ->capture_default_str();
   cmd->add_option("--test-fraction", a->options.test_fraction, "share of the definitions wanted in test")
-      ->capture_default_str();
+      ->capture_default_str()->check(cli::in_range_below(0.0, 1.0));
   cmd->add_option("--seed", a->options.seed, "seed of the split")->capture_default_str();
   cmd->add_option("--out", a->out, "output directory")->required();
   cmd->add_flag("!--no-references", a->references, "skip the reference rankers");

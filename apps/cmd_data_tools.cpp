@@ -87,7 +87,8 @@ void add_split(CLI::App& data) {
   CLI::App* cmd = data.add_subcommand(
       "split", "split an XMC file into DIR/train.txt and DIR/test.txt; every label of a test point stays in training");
   cmd->add_option("in", a->in, "input XMC file")->required();
-  cmd->add_option("--test-fraction", a->fraction, "share of the points wanted in test")->capture_default_str();
+  cmd->add_option("--test-fraction", a->fraction, "share of the points wanted in test")->capture_default_str()
+      ->check(cli::in_range_below(0.0, 1.0));
   cmd->add_option("--seed", a->seed, "seed of the split")->capture_default_str();
   cmd->add_option("--out", a->out, "output directory")->required();
   cmd->callback([a] {

@@ -195,6 +195,24 @@ void SynthCtrOptions::validate() const {
   FRUGAL_CHECK(base_ctr > 0 && base_ctr < 1, "SynthCtrOptions::base_ctr must be in (0, 1)");
 }
 
+double SynthCtrOptions::memory_bytes() const {
+  double bytes = 0;
+  for (size_t f = 0; f < kCtrCats; ++f) {
+    const double size = std::max(2.0, std::round(10 * std::pow(10.0, 4.0 * static_cast<double>(f) / (kCtrCats - 1)) *
+                                                 vocab_scale));
+    // The popularity table (a double an id) and the planted w and v (a float each, per id and the missing one).
+    bytes += sizeof(double) * size + sizeof(float) * (size + 1) * (1.0 + embedding_dim);
+  }
+  // The test set's scores and labels (a float each, in vectors that grow by doubling).
+  return bytes + 2 * 2 * sizeof(float) * static_cast<double>(test);
+}
+
+double SynthCtrOptions::file_bytes() const {
+  // A line: 13 integers and 26 ids of 8 hex digits, tab-separated; the fewest bytes one can take
+  // (every integer a single digit, a missing id empty) is about 70.
+  return kFewestBytesPerLine * (static_cast<double>(train) + static_cast<double>(test));
+}
+
 std::string SynthCtrInfo::to_json() const {
   const auto number = [](double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : std::string("null"); };
   const auto list = [&](const auto& xs) {

@@ -31,7 +31,13 @@ struct SynthCtrOptions {
   double noise = 0.5;            // sd of the unseen logit noise
   double base_ctr = 0.25;        // mean click rate
   void validate() const;         // throws naming the field, e.g. "SynthCtrOptions::zipf must be > 0"
+  // What a run takes: bytes in memory (the planted model, the test set's scores) and, at least, on disk.
+  double memory_bytes() const;
+  double file_bytes() const;
 };
+
+// The fewest bytes a line of a written click log takes (file_bytes).
+constexpr double kFewestBytesPerLine = 64;
 
 struct SynthCtrInfo {
   SynthCtrOptions options;

@@ -11,6 +11,12 @@
 
 namespace frugal::data {
 
+// The generator's bounds (SynthXmcOptions::validate): what an XMC data set has, with room to spare.
+constexpr double kMaxZipf = 100;
+constexpr uint32_t kMaxLabelsPerPoint = 100000;
+constexpr uint32_t kMaxNnz = uint32_t{1} << 24;
+constexpr uint32_t kMaxLabels = uint32_t{1} << 28;  // 268M labels: a 3 GiB popularity table
+
 struct SynthXmcOptions {
   uint32_t features = 100000;
   uint32_t labels = 100000;
@@ -23,6 +29,8 @@ struct SynthXmcOptions {
   double zipf = 1.0;             // popularity of the label of rank r is proportional to 1/(r+1)^zipf
   uint64_t seed = 1;
   void validate() const;
+  // Bytes the two sets take in memory while they are made (both are held until written), and on disk.
+  double memory_bytes() const;
 };
 
 struct SynthXmc {
