@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,11 +17,19 @@
 #include "apps/metrics_lines.h"
 #include "apps/step_profile_json.h"
 #include "core/check.h"
+#include "core/host_memory.h"
 #include "core/roofline.h"
+#include "core/staged_file.h"
 #include "kernels/machine_probe.h"
 
 namespace frugal::cli {
 namespace {
+
+// The probes' sizes: beyond these no machine runs them (and MiB << 20 would overflow 64 bits).
+constexpr size_t kMaxThreads = 4096;
+constexpr size_t kMaxMib = size_t{1} << 24;  // 16 TiB
+constexpr size_t kMaxRowBytes = size_t{1} << 30;
+constexpr int kMaxRepeats = 1000;
 
 struct RooflineArgs {
   size_t threads = 1;
@@ -53,6 +60,14 @@ std::string si(double v) {
 }
 
 void run_roofline(const RooflineArgs& a) {
+  // The probes' arrays and table, allocated before they are timed.
+  const double need = 3.0 * static_cast<double>(a.array_mib << 20) + static_cast<double>(a.table_mib << 20);
+  if (const std::optional<uint64_t> available = host_memory_available(); available && need > static_cast<double>(*available))
+    throw Error(fmt::format("--array-mib {} (three arrays) and --table-mib {} need {:.0f} MiB, more than the {:.0f} MiB "
+                            "this machine has available",
+                            a.array_mib, a.table_mib, need / 1048576.0, static_cast<double>(*available) / 1048576.0));
+  FRUGAL_CHECK(a.row_bytes <= (a.table_mib << 20),
+               fmt::format("--row-bytes {} is more than the table of --table-mib {} holds", a.row_bytes, a.table_mib));
   const kernels::ProbeResult probe = kernels::probe_machine(
       {.threads = a.threads, .array_bytes = a.array_mib << 20, .table_bytes = a.table_mib << 20,
        .row_bytes = a.row_bytes, .repeats = a.repeats});
@@ -99,10 +114,10 @@ void run_roofline(const RooflineArgs& a) {
     out["fraction_of_roof"] = r.fraction();
     out["phases"] = phases;
   }
-  if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    FRUGAL_CHECK(f.good(), fmt::format("cannot write {}", a.json));
-    f << out.dump(2) << "\n";
+  if (!a.json.empty()) {  // every write checked; a failed one leaves no partial file (core/staged_file.h)
+    StagedFile f(a.json);
+    f.write(out.dump(2) + "\n");
+    f.commit();
   }
 }
 
@@ -117,19 +132,19 @@ void add_bench_command(CLI::App& app) {
       "roofline", "probe this machine's FMA rate, streaming and row-gather bandwidth; with --metrics, how close "
                   "each phase of a training run's steps came to them");
   cmd->add_option("--threads", a->threads, "threads the probes run (use the run's --threads)")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(size_t{1}, kMaxThreads));
   cmd->add_option("--metrics", a->metrics, "a `frugal train --metrics` file: its profile is analyzed")
       ->check(CLI::ExistingFile);
   cmd->add_option("--epoch", a->epoch, "the epoch line to analyze (0: the last)")->capture_default_str();
   cmd->add_option("--json", a->json, "also write the figures to this JSON file");
   cmd->add_option("--array-mib", a->array_mib, "streaming probe: MiB per array (three arrays)")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(size_t{1}, kMaxMib));
   cmd->add_option("--table-mib", a->table_mib, "gather probe: MiB of the table rows are read from")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(size_t{1}, kMaxMib));
   cmd->add_option("--row-bytes", a->row_bytes, "gather probe: bytes per row (hidden width x 4)")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(size_t{4}, kMaxRowBytes));
   cmd->add_option("--repeats", a->repeats, "timed runs per probe (the best counts)")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(1, kMaxRepeats));
   cmd->callback([a] {
     try {
       run_roofline(*a);

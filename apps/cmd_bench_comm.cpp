@@ -24,6 +24,9 @@
 namespace frugal::cli {
 namespace {
 
+constexpr uint64_t kMaxBytes = uint64_t{1} << 30;  // 1 GiB messages
+constexpr int kMaxIterations = 100000;
+
 struct BenchCommArgs {
   bool tune = false;
   std::string out;
@@ -105,10 +108,12 @@ void add_bench_comm_command(CLI::App& bench) {
               "saves the table --transport-map auto routes by");
   cmd->add_flag("--tune", a->tune, "save the timings as the table of --transport-map auto (--out)");
   cmd->add_option("--out", a->out, "the table's file (default $HOME/.frugal/transport-table.json)");
+  // Bounded: every rank holds a buffer of each size, and each kind, size and transport is called
+  // --iterations times over the network.
   cmd->add_option("--sizes", a->sizes, "message sizes in bytes, e.g. 4096,65536,1048576")
-      ->delimiter(',')->capture_default_str()->check(cli::positive());
+      ->delimiter(',')->capture_default_str()->check(cli::in_range(uint64_t{1}, kMaxBytes));
   cmd->add_option("--iterations", a->iterations, "timed calls per kind, size and transport")
-      ->capture_default_str()->check(cli::positive());
+      ->capture_default_str()->check(cli::in_range(1, kMaxIterations));
   cmd->callback([a] { run_bench_comm(*a); });
 }
 
