@@ -8,7 +8,8 @@
 //    error naming the flag instead ("synth-xmc: --features must be > 0").
 //  - check_numbers: every numeric flag is read as the value the program will hold, or refused
 //    naming the flag (`--epochs -1` trained forever, `--warmup-steps -1` became 2^64-1, `--lr 1e39`
-//    became inf); in_range / positive / non_negative add a flag's own range.
+//    became inf); in_range / in_range_below / above_up_to / positive / non_negative add a flag's
+//    own range.
 // Numbers in flags are CLI11's; numbers in other text ("AxB", lists, variables) are core/parse.h's.
 #pragma once
 
@@ -200,8 +201,7 @@ std::optional<T> read_flag_number(const std::string& given, std::string& error, 
 }
 
 // A validator from `error_of(given, value)` (empty: accepted) on `given` read as a T (the flag's
-// type; the bounds' type when not named), after the reading itself is checked. The range is in the
-// name too ("in-range 1 4096"): `frugal --list-flags` reports it (frugal_main.cpp).
+// type; the bounds' type when not named), after the reading itself is checked.
 template <class T, class F>
 CLI::Validator number_check(std::string description, std::string name, F error_of) {
   return CLI::Validator(
@@ -213,42 +213,59 @@ CLI::Validator number_check(std::string description, std::string name, F error_o
       std::move(description), std::move(name));
 }
 
-// `lo` <= value <= `hi`, the value read as T (default: the bounds' type), e.g. in_range(1, 4096),
-// in_range<float>(0.0, 0.99). A number beyond T's own range is outside [lo, hi] too, in those words.
+// Which ends of a range belong to it: [lo, hi], [lo, hi) or (lo, hi].
+enum class Ends { closed, open_above, open_below };
+
+// The value, read as T (default: the bounds' type), within the range from `lo` to `hi`. A number
+// beyond T's own range is outside the range too, in those words ("--tables: 99999999999 is outside
+// [1, 4096]"). The range is the validator's name too ("range [1, 4096]"): `frugal --list-flags`
+// reports it (frugal_main.cpp).
 template <class T = void, class B>
-CLI::Validator in_range(B lo, B hi) {
+CLI::Validator interval(B lo, B hi, Ends ends) {
   using V = std::conditional_t<std::is_void_v<T>, B, T>;
-  const auto outside = [lo, hi](const std::string& given) { return fmt::format("{} is outside [{}, {}]", given, lo, hi); };
+  const std::string range = fmt::format("{}{}, {}{}", ends == Ends::open_below ? '(' : '[', lo, hi,
+                                        ends == Ends::open_above ? ')' : ']');
+  const auto inside = [ends](auto v, auto l, auto h) {
+    return (ends == Ends::open_below ? v > l : v >= l) && (ends == Ends::open_above ? v < h : v <= h);
+  };
   return CLI::Validator(
-      [lo, hi, outside](std::string& given) {
+      [lo, hi, range, inside](std::string& given) {
         std::string error;
         const std::optional<double> wide = read_flag_number<double>(given, error);
         if (!wide) return error;
-        if (*wide < static_cast<double>(lo) || *wide > static_cast<double>(hi)) return outside(given);
+        const std::string outside = fmt::format("{} is outside {}", given, range);
+        if (!inside(*wide, static_cast<double>(lo), static_cast<double>(hi))) return outside;
         const std::optional<V> v = read_flag_number<V>(given, error);
         if (!v) return error;
-        return *v < static_cast<V>(lo) || *v > static_cast<V>(hi) ? outside(given) : std::string();
+        return inside(*v, static_cast<V>(lo), static_cast<V>(hi)) ? std::string() : outside;
       },
-      fmt::format("[{}, {}]", lo, hi), fmt::format("in-range {} {}", lo, hi));
+      // A half-open range reads "in [0, 1)" in --help, as --dp-keep-input's "in (0, 1]" does.
+      ends == Ends::closed ? range : "in " + range, "range " + range);
 }
 
-// `lo` <= value < `hi` (a share that must leave something: --test-fraction in [0, 1)).
+// [lo, hi], e.g. in_range(1, 4096), in_range<float>(0.0, 0.99).
+template <class T = void, class B>
+CLI::Validator in_range(B lo, B hi) {
+  return interval<T>(lo, hi, Ends::closed);
+}
+
+// [lo, hi): a share that must leave something (--test-fraction in [0, 1)).
 template <class T = void, class B>
 CLI::Validator in_range_below(B lo, B hi) {
-  using V = std::conditional_t<std::is_void_v<T>, B, T>;
-  return number_check<V>(fmt::format("[{}, {})", lo, hi), fmt::format("in-range-below {} {}", lo, hi),
-                         [lo, hi](const std::string& given, V v) {
-                           return v < static_cast<V>(lo) || v >= static_cast<V>(hi)
-                                      ? fmt::format("{} is outside [{}, {})", given, lo, hi)
-                                      : std::string();
-                         });
+  return interval<T>(lo, hi, Ends::open_above);
+}
+
+// (lo, hi]: a positive value with a plausible largest (--lr in (0, 1000]).
+template <class T = void, class B>
+CLI::Validator above_up_to(B lo, B hi) {
+  return interval<T>(lo, hi, Ends::open_below);
 }
 
 // Any value a T holds (a count of fewer than 64 bits: check_numbers reads every count as 64 bits,
 // and CLI11's own refusal of the rest says only "Could not convert").
 template <class T>
 CLI::Validator holds() {
-  return number_check<T>("", fmt::format("in-range {} {}", std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()),
+  return number_check<T>("", fmt::format("range [{}, {}]", std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()),
                          [](const std::string&, T) { return std::string(); });
 }
 

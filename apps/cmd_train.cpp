@@ -1730,6 +1730,9 @@ int run_train(TrainArgs a) {
 }
 
 // The option fields library errors name, and the flags that set them here.
+// No optimizer of frugal's trains at a learning rate beyond this (lr 1e30 diverged in its first step).
+constexpr double kMaxLr = 1000;
+
 const FlagNames kTrainFlags = {
     {"LshOptions::tables", "--tables"},
     {"LshOptions::bucket_capacity", "--bucket-capacity"},
@@ -1839,7 +1842,7 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
                                               optim::Adam{}.lr, optim::Sgd{}.lr, optim::Adagrad{}.lr,
                                               optim::RowwiseAdagrad{}.lr, optim::Adagrad{}.lr, optim::RowwiseAdam{}.lr,
                                               optim::Adam{}.lr))
-      ->check(cli::positive());
+      ->check(cli::above_up_to(0.0, kMaxLr));  // beyond, the first step diverges: refused before the data is read
   std::vector<std::pair<std::string, std::optional<optim::Method>>> optimizers{{"auto", std::nullopt}};
   for (const optim::Method m : {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad,
                                 optim::Method::rowwise_adagrad, optim::Method::rowwise_adam})

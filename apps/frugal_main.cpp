@@ -25,7 +25,7 @@ namespace {
 // `frugal --list-flags` (hidden; tests/apps/test_flag_hostile.py): every option of every command, one
 // JSON object a line: the command path, the flag's long name (or a positional's name), the type
 // CLI11 reads it as, whether it takes a value, is required or positional, its default, and the range
-// of frugal's own checks (in_range / positive / non_negative, apps/cli_options.h) where it has one.
+// of frugal's own checks (interval / positive / non_negative, apps/cli_options.h) where it has one.
 void list_flags(const CLI::App& app, const std::string& path) {
   for (const CLI::Option* o : app.get_options()) {
     if (o->get_lnames().empty() && o->get_snames().empty() && o->get_name(true, false).empty()) continue;
@@ -51,14 +51,17 @@ void list_flags(const CLI::App& app, const std::string& path) {
       const std::string name = v->get_name();
       if (name == "positive" || v->get_description() == "POSITIVE") j["above"] = 0;
       if (name == "non-negative" || v->get_description() == "NONNEGATIVE") j["min"] = 0;
-      const bool below = name.rfind("in-range-below ", 0) == 0;
-      if (name.rfind("in-range ", 0) == 0 || below) {
-        std::istringstream bounds(name.substr(below ? 15 : 9));
-        if (below) j["max_open"] = true;
+      // "range [1, 4096]", "range [0, 1)", "range (0, 1000]" (apps/cli_options.h, interval).
+      if (name.rfind("range ", 0) == 0 && name.size() > 8) {
+        const std::string range = name.substr(6);
+        std::istringstream bounds(range.substr(1, range.size() - 2));
         double lo = 0, hi = 0;
-        if (bounds >> lo >> hi) {
+        char comma = 0;
+        if (bounds >> lo >> comma >> hi && comma == ',') {
           j["min"] = lo;
           j["max"] = hi;
+          if (range.front() == '(') j["min_open"] = true;
+          if (range.back() == ')') j["max_open"] = true;
         }
       }
       if (name == "number") j["checked"] = true;
