@@ -149,6 +149,14 @@ TEST_CASE("trainer: divergence stops the epoch, or its batches are skipped witho
                       Catch::Contains("epoch 1, step ") && Catch::Contains("training diverged") &&
                           Catch::Contains("lr 1e+30"));
   }
+  {  // One step that moves the weights far beyond any trained model's after its loss was computed:
+     // no loss shows it, the weights' check at the epoch's end does.
+    Model model;
+    layers::build_xmc_network(model, net(layers::Sampler::exact));
+    Trainer trainer(model, {.optimizer = {.lr = 1e19f}});
+    CHECK_THROWS_WITH(trainer.fit_epoch(small_problem().train, {.batch = 64, .progress = false, .max_steps = 1}),
+                      Catch::Contains("epoch 1 (after its last step): the model's weights"));
+  }
   Model model;
   layers::build_xmc_network(model, net(layers::Sampler::exact));
   Trainer trainer(model, {.on_divergence = OnDivergence::skip_batch});
