@@ -26,6 +26,8 @@ namespace {
 
 constexpr uint64_t kMaxBytes = uint64_t{1} << 30;  // 1 GiB messages
 constexpr int kMaxIterations = 100000;
+constexpr size_t kMaxSizes = 64;
+constexpr double kMaxBytesPerKind = double(uint64_t{1} << 40);  // 1 TiB per kind and transport
 
 struct BenchCommArgs {
   bool tune = false;
@@ -60,6 +62,16 @@ double time_kind(comm::Communicator& c, comm::OpRoute kind, uint64_t bytes, int 
 }
 
 void run_bench_comm(const BenchCommArgs& a) {
+  // Each kind and transport moves --iterations x the sizes' sum: bounded before any rank starts.
+  FRUGAL_CHECK(a.sizes.size() <= kMaxSizes,
+               fmt::format("--sizes: {} sizes; give at most {}", a.sizes.size(), kMaxSizes));
+  double bytes = 0;
+  for (const uint64_t size : a.sizes) bytes += static_cast<double>(size);
+  FRUGAL_CHECK(static_cast<double>(a.iterations) * bytes <= kMaxBytesPerKind,
+               fmt::format("--iterations {} of --sizes summing to {} bytes move {:.0f} GiB per kind of collective and "
+                           "transport, more than the {:.0f} GiB a benchmark should: fewer iterations or smaller sizes",
+                           a.iterations, bytes, static_cast<double>(a.iterations) * bytes / 1073741824.0,
+                           kMaxBytesPerKind / 1073741824.0));
   // Both transports: every kind named over zmq opens the mesh beside MPI (the flag's and the
   // variable's map give way: this command times each transport itself).
   comm::InitOptions options;
