@@ -393,9 +393,16 @@ inline void refuse_negative_unsigned(CLI::App& app) { check_numbers(app); }
 
 // CLI11's message for a parse error in frugal's words where CLI11's own are obscure: a flag given
 // twice ("--threads: At Most 1 required but received 2") says so ("--threads: given 2 times; give it
-// once"). Other messages (an unknown flag, a value a check refused) are kept: they name the flag.
+// once"), and a value its type cannot hold says that. Other messages (an unknown flag, a value a
+// check refused) are kept: they name the flag.
 inline std::string parse_error_words(const CLI::ParseError& e) {
   const std::string what = e.what();
+  // What check_numbers let through but the flag's type cannot hold (a count of fewer than 64 bits,
+  // --threads 2147483648): "Could not convert: --threads = 2147483648".
+  const std::string convert = "Could not convert: ";
+  if (const auto eq = what.find(" = "); what.rfind(convert, 0) == 0 && eq != std::string::npos)
+    return fmt::format("{}: {} is beyond what this flag holds", what.substr(convert.size(), eq - convert.size()),
+                       what.substr(eq + 3));
   const std::string at_most = ": At Most 1 required but received ";
   if (const auto at = what.find(at_most); at != std::string::npos)
     return fmt::format("{}: given {} times; give it once", what.substr(0, at), what.substr(at + at_most.size()));

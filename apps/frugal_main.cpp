@@ -161,16 +161,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // a command's own exit code (it has said why)
   } catch (const CLI::ConversionError& e) {
-    // What check_numbers let through but the flag's type cannot hold (a count of fewer than 64 bits):
-    // "Could not convert: --features = 5000000000" in frugal's words.
-    const std::string what = e.what(), prefix = "Could not convert: ";
-    const size_t eq = what.find(" = ");
-    if (what.rfind(prefix, 0) == 0 && eq != std::string::npos)
-      std::fprintf(stderr, "frugal: error: %s: %s is beyond what this flag holds\n",
-                   what.substr(prefix.size(), eq - prefix.size()).c_str(),
-                   what.substr(eq + 3).c_str());
-    else
-      std::fprintf(stderr, "frugal: error: %s\n", what.c_str());
+    std::fprintf(stderr, "frugal: error: %s\n", frugal::cli::parse_error_words(e).c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
     // A usage error is exit code 2 (CLI11's own codes, 100 and up, mean nothing to a shell); help is 0.
