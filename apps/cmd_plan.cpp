@@ -30,7 +30,7 @@ namespace {
 
 // What a plan can be asked about: beyond these a prediction means nothing (and a node count's grid
 // loop would run for minutes, or overflow an int).
-constexpr int kMaxNodes = 1 << 20;
+constexpr int kMaxNodes = plan::kMaxClusterNodes;
 constexpr double kMaxCores = 65536;
 constexpr double kMaxSeconds = 60;  // --latency, --message-overhead
 constexpr size_t kMaxBatch = size_t{1} << 30;

@@ -417,6 +417,18 @@ Prediction CostModel::predict_pipeline(int data, int model, int stages, size_t m
 }
 
 std::vector<Prediction> CostModel::all_grids(const Cluster& cluster, size_t batch) const {
+  // The planner's own arguments, checked where every caller passes (the grid loops run to the node
+  // count, s * m must not overflow an int, and a cluster without cores or bandwidth has no throughput).
+  FRUGAL_CHECK(cluster.nodes >= 1 && cluster.nodes <= kMaxClusterNodes,
+               fmt::format("CostModel: a cluster of {} nodes; expected 1 to {}", cluster.nodes, kMaxClusterNodes));
+  FRUGAL_CHECK(std::isfinite(cluster.cores) && cluster.cores > 0 && std::isfinite(cluster.host_cores) &&
+                   cluster.host_cores >= 0,
+               fmt::format("CostModel: {} cores a node (host {}); expected a positive number", cluster.cores,
+                           cluster.host_cores));
+  FRUGAL_CHECK(std::isfinite(cluster.link.bytes_per_s) && cluster.link.bytes_per_s > 0 &&
+                   std::isfinite(cluster.link.latency_s) && cluster.link.latency_s >= 0,
+               fmt::format("CostModel: a link of {} bytes/s and {} s latency; expected a positive rate and a latency "
+                           "from 0", cluster.link.bytes_per_s, cluster.link.latency_s));
   std::vector<Prediction> out;
   const int layers = static_cast<int>(sparse_.layer_seconds_per_sample.size());
   // Ranks sharing one host: a stage computes alone on a core (1-thread ranks) while the others wait.

@@ -123,6 +123,9 @@ struct Link {
   double latency_s = 50e-6;    // one way, per round of messages
 };
 
+// The most nodes a plan is made for (CostModel::all_grids checks its cluster against it).
+constexpr int kMaxClusterNodes = 1 << 20;
+
 struct Cluster {
   int nodes = 1;
   double cores = 1;  // per node (one rank a node); a fraction: ranks sharing a host's cores
