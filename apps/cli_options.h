@@ -139,28 +139,26 @@ std::optional<T> read_flag_number(const std::string& given, std::string& error, 
   std::string_view text = number_detail::trimmed(given);
   if constexpr (std::is_integral_v<T>) {
     std::string_view digits = text;
-    const bool negative = !digits.empty() && digits.front() == '-';
+    bool negative = !digits.empty() && digits.front() == '-';
     if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
     const bool plain = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
-    if (negative && std::is_unsigned_v<T> && (plain || text.find_first_of("123456789") != std::string_view::npos)) {
-      // "-0" is 0; any other negative count would wrap.
-      if (!plain || digits.find_first_not_of('0') != std::string_view::npos) {
+    const bool zero = plain && digits.find_first_not_of('0') == std::string_view::npos;
+    if (negative && std::is_unsigned_v<T>) {
+      if (!zero) {  // any negative count but -0 would wrap
         error = given + " is negative: expected a count from 0 up";
         return std::nullopt;
       }
+      negative = false;
     }
     T value{};
     if (plain) {
       // Exact, however many digits: std::from_chars says when they do not fit.
-      std::string signed_digits = (negative ? "-" : "") + std::string(digits);
+      const std::string signed_digits = (negative ? "-" : "") + std::string(digits);
       const auto [ptr, ec] = std::from_chars(signed_digits.data(), signed_digits.data() + signed_digits.size(), value);
-      if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr != signed_digits.data() + signed_digits.size())) {
+      if (ec != std::errc() || ptr != signed_digits.data() + signed_digits.size()) {
         error = negative ? fmt::format("{} is too small: at least {}", given, Limits::min())
                          : fmt::format("{} is too large: at most {}", given, Limits::max());
         return std::nullopt;
-      }
-      if (ec != std::errc()) {  // "-0" for an unsigned type
-        value = 0;
       }
     } else {
       const std::optional<double> v = number_detail::read_double(given, text, error);
