@@ -1,5 +1,6 @@
 #include "comm/transport_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -61,13 +62,24 @@ TransportTable load_transport_table(const std::string& path) {
   TransportTable t;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    t.ranks = j.at("ranks").get<int>();
+    // Numbers are checked as what they are read into (nlohmann converts a float or a huge value to
+    // an int with undefined behaviour, found by tests/fuzz/fuzz_transport_table.cpp).
+    const nlohmann::json& ranks = j.at("ranks");
+    FRUGAL_CHECK(ranks.is_number_integer() && ranks.get<int64_t>() >= 1 && ranks.get<int64_t>() <= (int64_t{1} << 20),
+                 fmt::format("{}: ranks must be a whole number from 1 to 2^20, found {}", path, ranks.dump()));
+    t.ranks = static_cast<int>(ranks.get<int64_t>());
+    FRUGAL_CHECK(j.at("kinds").is_object(), fmt::format("{}: kinds must be an object of kinds", path));
     for (const auto& [kind, rows] : j.at("kinds").items()) {
       size_t k = kOpRoutes;
       for (size_t i = 0; i < kOpRoutes; ++i)
         if (kind == to_string(static_cast<OpRoute>(i))) k = i;
       FRUGAL_CHECK(k < kOpRoutes, fmt::format("{}: unknown kind '{}'", path, kind));
+      FRUGAL_CHECK(rows.is_array(), fmt::format("{}: {} must be a list of timings", path, kind));
       for (const auto& r : rows) {
+        FRUGAL_CHECK(r.is_object() && r.at("bytes").is_number_unsigned() && r.at("mpi_seconds").is_number() &&
+                         r.at("zmq_seconds").is_number(),
+                     fmt::format("{}: {}: a timing is {{\"bytes\": whole number, \"mpi_seconds\": number, "
+                                 "\"zmq_seconds\": number}}, found {}", path, kind, r.dump().substr(0, 200)));
         TransportTiming p{.bytes = r.at("bytes").get<uint64_t>(), .mpi_seconds = r.at("mpi_seconds").get<double>(),
                           .zmq_seconds = r.at("zmq_seconds").get<double>()};
         FRUGAL_CHECK(std::isfinite(p.mpi_seconds) && std::isfinite(p.zmq_seconds) && p.mpi_seconds >= 0 &&
@@ -79,6 +91,9 @@ TransportTable load_transport_table(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not a transport table of `frugal bench comm --tune` ({})", path, json_error_words(e)));
   }
+  for (auto& timings : t.by_kind)  // ascending bytes, as best() reads them (a hand-edited table may not be)
+    std::stable_sort(timings.begin(), timings.end(),
+                     [](const TransportTiming& a, const TransportTiming& b) { return a.bytes < b.bytes; });
   return t;
 }
 

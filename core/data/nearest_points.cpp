@@ -94,7 +94,10 @@ NearestPoints NearestPoints::load(const std::string& dir) {
   in.read(reinterpret_cast<char*>(sizes), sizeof sizes);
   const uint64_t left = bytes.size() - static_cast<uint64_t>(std::max<std::streamoff>(in.tellg(), 0));
   const uint64_t points = n.index_.num_items();
-  FRUGAL_CHECK(in.good() && sizes[0] < (uint64_t{1} << 32) &&
+  // Each count bounded by the bytes left before it is multiplied: a forged count whose product
+  // wraps around 2^64 would otherwise pass the sum and size a vector beyond memory.
+  FRUGAL_CHECK(in.good() && sizes[0] < (uint64_t{1} << 32) && points < left / sizeof(uint64_t) &&
+                   sizes[1] <= left / sizeof(uint32_t) &&
                    left == (points + 1) * sizeof(uint64_t) + sizes[1] * sizeof(uint32_t),
                fmt::format("{}: label lists of {} points do not fit the file", name, points));
   n.num_labels_ = sizes[0];
