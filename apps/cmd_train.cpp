@@ -20,6 +20,7 @@
 #include <span>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -45,6 +46,7 @@
 #include "comm/environment.h"
 #include "comm/init.h"
 #include "core/parse.h"
+#include "core/quote.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_manifest.h"
 #include "core/data/label_counts_file.h"
@@ -281,12 +283,15 @@ void parse_grid_and_weights(TrainArgs& a) {
     // DxMxS: the pipeline's stages last (DxM with one stage).
     const size_t second = a.grid.find('x', a.grid.find('x') == std::string::npos ? 0 : a.grid.find('x') + 1);
     const std::string dm = second == std::string::npos ? a.grid : a.grid.substr(0, second);
-    int stages = 1;
-    if (second != std::string::npos)
-      stages = parse_number<int>("--grid", a.grid.substr(second + 1),
-                                 "DxM, e.g. 2x2, or DxMxS (S pipeline stages), e.g. 2x1x2", [](int n) { return n > 0; });
-    const auto [d, m] = parse_pair<int>("--grid", dm, 'x', "DxM, e.g. 2x2, or DxMxS (S pipeline stages), e.g. 2x1x2",
-                                        [](int n) { return n > 0; });
+    int stages = 1, d = 0, m = 0;
+    try {  // the message quotes the grid as typed, not the part that failed
+      if (second != std::string::npos)
+        stages = parse_number<int>("--grid", a.grid.substr(second + 1), "", [](int n) { return n > 0; });
+      std::tie(d, m) = parse_pair<int>("--grid", dm, 'x', "", [](int n) { return n > 0; });
+    } catch (const Error&) {
+      throw Error(fmt::format("--grid {}: expected DxM, e.g. 2x2, or DxMxS (S pipeline stages), e.g. 2x1x2, each a "
+                              "whole number from 1 up", quote_input(a.grid)));
+    }
     a.grid_shape = Grid{d, m, stages};
     FRUGAL_CHECK(stages == 1 || a.pipeline == 0 || a.pipeline == stages,
                  fmt::format("--grid {} has {} pipeline stages, --pipeline says {}", a.grid, stages, a.pipeline));
@@ -1702,7 +1707,7 @@ int run_train(TrainArgs a) {
     if (a.on_divergence == OnDivergence::skip_batch) {
       line["skipped_batches"] = fit.skipped_batches;
       if (fit.skipped_batches > 0 && rank == 0)
-        fmt::print(stderr, "warning: epoch {}: {} batch(es) with a loss that is not finite were skipped "
+        fmt::print(stderr, "warning: epoch {}: {} batch(es) whose loss or gradients were not finite were skipped "
                            "(--on-divergence skip-batch); first at step {}\n", epoch, fit.skipped_batches,
                    fit.diverged_step);
     }

@@ -215,6 +215,8 @@ fails_with "--format idx: $TMP/none-images-idx3-ubyte[.gz]: no such file" "$FRUG
 # 3. Values outside flags.
 fails_with "--grid '2y2': expected DxM, e.g. 2x2" "$FRUGAL" "${T[@]}" --grid 2y2
 fails_with "--grid '0x1': expected DxM, e.g. 2x2" "$FRUGAL" "${T[@]}" --grid 0x1
+fails_with "--grid '0x1x1': expected DxM, e.g. 2x2, or DxMxS" "$FRUGAL" "${T[@]}" --grid 0x1x1
+fails_with "--grid '1x1x0': expected DxM, e.g. 2x2, or DxMxS" "$FRUGAL" "${T[@]}" --grid 1x1x0
 fails_with "--grid 2x2 needs 4 ranks, but the run has 1" "$FRUGAL" "${T[@]}" --grid 2x2
 fails_with "--slice-weights '1,x': bad weight 'x'" "$FRUGAL" "${T[@]}" --slice-weights 1,x
 fails_with "--layers '8,0': bad width '0': expected positive integers separated by commas" \
