@@ -20,7 +20,7 @@ std::string divergence_where(uint64_t epoch, uint64_t step) {
 
 void throw_divergence(const std::string& where, std::string_view what, double value, double lr) {
   const std::string rate = lr > 0 ? fmt::format("lr {:g}: ", lr) : std::string();
-  const std::string shown = what.find("weights") != std::string_view::npos ? "are not all finite (or beyond +-1e15)"
+  const std::string shown = what.find("weights") != std::string_view::npos ? "are not all finite (or their norm is beyond 1e15)"
                             : std::isnan(value)                             ? "is NaN"
                             : std::isinf(value)                             ? "is infinite"
                                                                             : fmt::format("is {:g}", value);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/communicator.h"
 #include "core/parameter.h"
 #include "core/tensor.h"
@@ -28,16 +29,15 @@ void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteC
 
 void require_finite_weights(const std::vector<Parameter*>& params, std::initializer_list<comm::Communicator*> groups,
                             const DivergencePolicy& divergence) {
+  // Each parameter's sum of squares where it lives (one double crosses from a device, not the
+  // weights): NaN or infinity there means some weight is, and a sum beyond kDivergedWeight^2 means
+  // the parameter's norm is beyond any trained model's (in double: no overflow before that).
   std::string bad;
-  Tensor scratch;
+  const double limit = static_cast<double>(kDivergedWeight) * static_cast<double>(kDivergedWeight);
   for (const Parameter* p : params) {
     if (p->value.empty() || p->value.dtype() != Dtype::f32) continue;
-    const Tensor& w = host_view(p->value, scratch);
-    // Beyond kDivergedWeight a weight is finite but no trained model's: two layers of such weights
-    // overflow a logit to infinity (a learning rate of 1e19 gives 3e38 in one step).
-    const auto it = std::find_if(w.span().begin(), w.span().end(),
-                                 [](float v) { return !(std::fabs(v) <= kDivergedWeight); });
-    if (it != w.span().end()) {
+    Backend& be = p->value.owner() != nullptr ? *p->value.owner() : host_backend();
+    if (!(be.sum_squares(p->value) <= limit)) {
       bad = p->name;
       break;
     }

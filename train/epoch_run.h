@@ -67,12 +67,14 @@ double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult
 // counts grew by).
 void add_traffic(FitResult& result, const comm::ByteCount& mp, const comm::ByteCount& dp);
 
-// After an epoch: every weight of the model is finite and within +-kDivergedWeight (1e15: healthy
-// weights stay within a few units, and beyond it a logit overflows), on every rank of `groups` (each group's ranks
+// After an epoch: every weight of the model is finite and each parameter's L2 norm within
+// kDivergedWeight (1e15: healthy weights stay within a few units, and beyond it a logit overflows),
+// on every rank of `groups` (each group's ranks
 // agree, and the groups together cover the run: model slices, pipeline stages, replicas), or every
 // rank throws DivergenceError. The loss misses a last step that moved weights to infinity after its
 // loss was computed, and a NaN that a ReLU hides forward but the backward pass carries into a
-// weight: such a model must never be evaluated, saved or returned. One pass over the weights.
+// weight: such a model must never be evaluated, saved or returned. One sum of squares per parameter,
+// computed where the weights are (a device sends one number each).
 inline constexpr float kDivergedWeight = 1e15f;  // see require_finite_weights
 void require_finite_weights(const std::vector<Parameter*>& params, std::initializer_list<comm::Communicator*> groups,
                             const DivergencePolicy& divergence);
