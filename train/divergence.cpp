@@ -19,17 +19,18 @@ std::string divergence_where(uint64_t epoch, uint64_t step) {
 }
 
 void throw_divergence(const std::string& where, std::string_view what, double value, double lr) {
+  const std::string shown = std::isnan(value) ? "is NaN" : std::isinf(value) ? "is infinite" : fmt::format("is {:g}", value);
+  throw_divergence_finding(where, fmt::format("the {} {}", what, shown), lr);
+}
+
+void throw_divergence_finding(const std::string& where, std::string_view finding, double lr) {
   const std::string rate = lr > 0 ? fmt::format("lr {:g}: ", lr) : std::string();
-  const std::string shown = what.find("weights") != std::string_view::npos ? "are not all finite (or their norm is beyond 1e15)"
-                            : std::isnan(value)                             ? "is NaN"
-                            : std::isinf(value)                             ? "is infinite"
-                                                                            : fmt::format("is {:g}", value);
   throw DivergenceError(fmt::format(
-      "{}: the {} {} (training diverged); the run stops and its last good checkpoint is kept. "
+      "{}: {} (training diverged); the run stops and its last good checkpoint is kept. "
       "Likely causes: a learning rate too high for this data ({}try one 3-10x smaller, or --clip-norm), or "
       "feature values too large in the training data (scale them, or heed the data's value warnings). "
       "--on-divergence skip-batch drops such a batch's update instead of stopping",
-      where, what, shown, rate));
+      where, finding, rate));
 }
 
 }  // namespace frugal

@@ -45,5 +45,7 @@ std::string divergence_where(uint64_t epoch, uint64_t step);
 // Throws DivergenceError: `where` diverged (`what` = "training loss", "gradient norm") at `value`,
 // with the likely causes and what to do.
 [[noreturn]] void throw_divergence(const std::string& where, std::string_view what, double value, double lr);
+// The same with the finding said whole ("the model's weights (x) are not all finite").
+[[noreturn]] void throw_divergence_finding(const std::string& where, std::string_view finding, double lr);
 
 }  // namespace frugal

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/backend.h"
 #include "core/communicator.h"
 #include "core/parameter.h"
@@ -49,9 +51,10 @@ void require_finite_weights(const std::vector<Parameter*>& params, std::initiali
     any = std::any_of(all.begin(), all.end(), [](uint8_t b) { return b != 0; }) ? 1 : 0;
   }
   if (any == 0) return;
-  throw_divergence(divergence_where(divergence.epoch, 0) + " (after its last step)",
-                   bad.empty() ? "model's weights (on another rank)" : "model's weights (" + bad + ")",
-                   std::nan(""), divergence.lr);
+  throw_divergence_finding(divergence_where(divergence.epoch, 0) + " (after its last step)",
+                           fmt::format("the model's weights ({}) are not all finite (or their norm is beyond 1e15)",
+                                       bad.empty() ? "on another rank" : bad),
+                           divergence.lr);
 }
 
 void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, const DivergencePolicy& divergence) {
