@@ -1,4 +1,5 @@
 #include "comm/zmq_transport.h"
+#include "core/say.h"
 #include "comm/environment.h"
 
 #include <sys/eventfd.h>
@@ -50,10 +51,10 @@ void DropLog::tick(Clock::time_point now) {
 
 void DropLog::report(Clock::time_point now) {
   if (!reported_any_) {
-    fmt::print(stderr, "frugal: rank {}: dropped a message from an unknown sender: {} (further ones are "
+    say_notice("frugal: rank {}: dropped a message from an unknown sender: {} (further ones are "
                "counted and reported at most every {} s)\n", rank_, latest_, kEvery.count());
   } else {
-    fmt::print(stderr, "frugal: rank {}: dropped {} more message(s) from unknown senders ({} in all; the "
+    say_notice("frugal: rank {}: dropped {} more message(s) from unknown senders ({} in all; the "
                "latest: {})\n", rank_, pending_, total_, latest_);
   }
   reported_any_ = true;
@@ -214,7 +215,7 @@ void ZmqTransport::service_zap() {
                          : parts.size() >= 8 && parts[5] == "PLAIN" && same_secret(parts[7], opt_.run_token);
     const char* refusal = opt_.cluster_key ? "its key is not the cluster key" : "its run token is not this run's";
     if (!ok) {
-      fmt::print(stderr, "frugal: rank {}: refused a connection from {}: {}\n", world_rank(),
+      say_notice("frugal: rank {}: refused a connection from {}: {}\n", world_rank(),
                  parts.size() > 3 ? parts[3] : "?", refusal);
     }
     const std::string reply[] = {"1.0", parts.size() > 1 ? parts[1] : "", ok ? "200" : "400",

@@ -6,13 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "core/say.h"
+
 namespace frugal {
 
 Progress::Progress(std::string label, size_t total, bool enabled)
     : label_(std::move(label)),
       total_(total),
       enabled_(enabled),
-      tty_(isatty(STDERR_FILENO) == 1),
+      tty_(isatty(STDERR_FILENO) == 1 && !output_redirected()),
       start_(std::chrono::steady_clock::now()),
       last_(start_) {}
 
@@ -27,7 +29,7 @@ void Progress::update(size_t done, double loss) {
     last_ = now;
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(frac * kWidth);
-    fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {:8.0f}/s loss {:.4f} ", label_, std::string(filled, '#'),
+    say_notice("\r{} [{}{}] {:5.1f}% {:8.0f}/s loss {:.4f} ", label_, std::string(filled, '#'),
                std::string(kWidth - filled, '.'), 100.0 * frac, rate, loss);
     std::fflush(stderr);
     return;
@@ -36,14 +38,14 @@ void Progress::update(size_t done, double loss) {
   if (decile > last_decile_ || now - last_ > std::chrono::seconds(30)) {
     last_decile_ = decile;
     last_ = now;
-    fmt::print(stderr, "{} {:5.1f}% ({}/{}) {:.0f} samples/s loss {:.4f}\n", label_, 100.0 * frac, done, total_, rate, loss);
+    say_notice("{} {:5.1f}% ({}/{}) {:.0f} samples/s loss {:.4f}\n", label_, 100.0 * frac, done, total_, rate, loss);
   }
 }
 
 void Progress::finish(const std::string& summary) {
   if (!enabled_) return;
-  if (tty_) fmt::print(stderr, "\r\033[K");
-  fmt::print(stderr, "{} {}\n", label_, summary);
+  if (tty_) say_notice("\r\033[K");
+  say_notice("{} {}\n", label_, summary);
 }
 
 }  // namespace frugal

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/output.h"
 
 namespace frugal {
 namespace {
@@ -19,8 +20,8 @@ bool strict_warnings() { return g_strict.load(); }
 
 void warn(const std::string& message) {
   if (g_strict.load()) throw Error(message + " (--strict makes warnings errors)");
+  write_output(OutputStream::notice, "frugal: warning: " + message + "\n");
   std::lock_guard lock(g_mutex);
-  std::fprintf(stderr, "frugal: warning: %s\n", message.c_str());
   g_pending.push_back(message);
 }
 

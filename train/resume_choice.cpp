@@ -1,4 +1,5 @@
 #include "train/resume_choice.h"
+#include "core/say.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -54,7 +55,7 @@ CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_un
   const int rank = world.rank();
   if (rank == 0)
     for (const SkippedCheckpoint& s : choice.skipped)
-      fmt::print(stderr, "--resume {}: skipping the checkpoint of {}: {}\n", dir, s.manifest, s.reason);
+      say_notice("--resume {}: skipping the checkpoint of {}: {}\n", dir, s.manifest, s.reason);
   require_same_resume(dir, choice.manifest.epoch, choice.manifest.step, choice.manifest.run, world);
   // Every rank looks (under --strict every rank stops); rank 0 alone says it.
   if (choice.skipped.empty())
