@@ -15,7 +15,7 @@
 #include "apps/cli_options.h"
 #include "apps/commands.h"
 #include "apps/metrics_lines.h"
-#include "apps/step_profile_json.h"
+#include "train/run/step_profile_json.h"
 #include "core/check.h"
 #include "core/host_memory.h"
 #include "core/roofline.h"
@@ -23,6 +23,8 @@
 #include "kernels/machine_probe.h"
 
 namespace frugal::cli {
+
+using namespace frugal::run;  // the run API's pieces these commands share with training
 namespace {
 
 // The probes' sizes: beyond these no machine runs them (and MiB << 20 would overflow 64 bits).

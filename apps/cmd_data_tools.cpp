@@ -13,7 +13,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
-#include "apps/train_inputs.h"
+#include "train/run/train_inputs.h"
 #include "core/check.h"
 #include "core/data/ctr_stats.h"
 #include "core/data/dataset_split.h"
@@ -24,6 +24,8 @@
 #include "core/data/xmc_file.h"
 
 namespace frugal::cli {
+
+using namespace frugal::run;  // the run API's pieces these commands share with training
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

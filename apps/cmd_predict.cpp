@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cli_options.h"
-#include "apps/dlrm_train.h"
+#include "train/run/dlrm_run.h"
 #include "layers/dlrm/dlrm_checkpoint.h"
-#include "apps/rank_threads.h"
+#include "train/run/rank_threads.h"
 #include "apps/commands.h"
 #include "core/communicator.h"
 #include "comm/init.h"
@@ -40,6 +40,8 @@
 #include "apps/predict_session.h"
 
 namespace frugal::cli {
+
+using namespace frugal::run;  // the run API's pieces these commands share with training
 namespace {
 
 // The input file, with feature ids checked against the model's input width (file:line on error).

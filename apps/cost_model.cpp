@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "apps/stage_split.h"
+#include "train/run/stage_split.h"
 #include "core/check.h"
 
 namespace frugal::plan {
@@ -317,12 +317,12 @@ Prediction CostModel::predict_pipeline(int data, int model, int stages, size_t m
                fmt::format("CostModel: pipeline {}x{}x{} does not cover {} nodes", data, model, stages, cluster.nodes));
   if (batch == 0) batch = sparse_.batch;
   const double points = static_cast<double>(batch) / data;
-  if (micro == 0) micro = cli::default_micro_batches(static_cast<size_t>(stages), static_cast<size_t>(points));
+  if (micro == 0) micro = run::default_micro_batches(static_cast<size_t>(stages), static_cast<size_t>(points));
   // Work measured at the calibration's threads, at `cores`.
   const double to_cores = scaling_.speed(sparse_.threads) / scaling_.speed(cluster.cores);
   const double mb = points / static_cast<double>(micro);
   const auto [layer_seconds, forward_seconds] = layer_seconds_at(mb);
-  split = cli::split_stages(layer_seconds, static_cast<size_t>(stages), split);
+  split = run::split_stages(layer_seconds, static_cast<size_t>(stages), split);
   const double calibrated = touched_entries(1, static_cast<double>(sparse_.batch));
   Prediction p;
   p.scheme = Scheme::pipeline;

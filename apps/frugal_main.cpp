@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "frugal: error: %s\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    // Sizes from flags and headers are checked before they are allocated (apps/memory_check.h); what
+    // Sizes from flags and headers are checked before they are allocated (train/run/memory_check.h); what
     // still runs out is reported in these words, not the library's.
     std::fprintf(stderr, "frugal: error: out of memory: the run needs more than this machine has (see "
                          "--memory-limit, or use smaller sizes or more ranks)\n");

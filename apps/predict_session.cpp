@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/rank_threads.h"
+#include "train/run/rank_threads.h"
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/data/fingerprint.h"
@@ -17,10 +17,12 @@
 
 namespace frugal::cli {
 
+using namespace frugal::run;  // the run API's pieces these commands share with training
+
 Session open_session(const SessionArgs& a, comm::RunConfig config) {
   const std::string& model = a.model;
   const std::string& train = a.train;
-  const InferFlags& flags = a.infer;
+  const InferSettings& flags = a.infer;
   const int threads = a.threads;
   const std::string& device = a.device;
   // The device is per rank (a mixed cluster may differ), so it is not in the run config.

@@ -13,6 +13,8 @@
 
 namespace frugal::cli {
 
+using namespace frugal::run;  // the run API's pieces these commands share with training
+
 struct Session {
   std::unique_ptr<comm::Communicator> world;
   std::unique_ptr<Predictor> predictor;
@@ -24,7 +26,7 @@ struct SessionArgs {
   std::string model, device = "auto", train;
   size_t batch = 512;
   int threads = 0;
-  InferFlags infer;
+  InferSettings infer;
   bool accept_unchecked = false;  // --accept-unchecked-checkpoint
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dataset.h"
+#include "train/run/run.h"
 
 namespace frugal::cli {
 
@@ -16,8 +17,9 @@ struct InProcessTrain {
   // In place of the files of --train and --test (whose values then only name the sets in messages).
   // Moved into the run: they are empty afterwards.
   std::optional<data::Dataset> train, test;
-  // After every epoch: the epoch's record of the metrics log (the JSON object, as text).
-  std::function<void(const std::string& epoch_json)> on_epoch;
+  // Where the run's output and epoch records go (train/run/run.h), and what it returned.
+  run::RunCallbacks callbacks;
+  std::optional<run::RunResult> result;
 };
 
 // Runs `frugal train ARGS...` (args: what follows `train` on a command line). Throws frugal::Error

@@ -46,7 +46,7 @@ inline constexpr std::string_view kMaxMessageBytes = "FRUGAL_MAX_MESSAGE_BYTES";
 // `frugal train` records it in its epoch lines. Not read by comm::init.
 inline constexpr std::string_view kRestartCount = "FRUGAL_RESTART_COUNT";
 // Ranks `frugal launch` started on this host (it starts all of them on one): `--threads 0` gives each
-// rank its share of the cores (apps/rank_threads.h). Not read by comm::init.
+// rank its share of the cores (train/run/rank_threads.h). Not read by comm::init.
 inline constexpr std::string_view kLocalSize = "FRUGAL_LOCAL_SIZE";
 // Not ours: Open MPI's count of the ranks on this host, read for the same purpose.
 inline constexpr std::string_view kMpiLocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE";

@@ -9,6 +9,7 @@
     layers       layers and LSH                 -> core, core/data, core/optim
     comm         Communicator implementations   -> core, core/data
     train        trainer, checkpoints, Predictor -> core, core/data, core/optim, layers, comm
+    train/run    the run API (every decision of a training run) -> the floors below and train
     apps         the frugal command, examples   -> everything
 
 The trainer sits above what it orchestrates: it calls layers/ and comm/ directly (comm/'s
@@ -32,6 +33,8 @@ ALLOWED = {
     'layers': {'core', 'core/data', 'core/optim', 'layers'},
     'comm': {'core', 'core/data', 'comm'},
     'train': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'train'},
+    # The run API joins replicas over NCCL where every one has a GPU (gpu/nccl_communicator.h).
+    'train/run': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'gpu', 'train', 'train/run'},
 }
 FOLDERS = sorted(list(ALLOWED) + ['apps'], key=len, reverse=True)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -39,7 +42,8 @@ SUFFIXES = ('.h', '.cpp', '.cu', '.cuh')
 # The Meson dependency each floor's library is declared as: a floor's meson.build may link only the
 # floors it may include (so comm/ cannot link train/ even without including it).
 DEP_FLOOR = {'core_dep': 'core', 'data_dep': 'core/data', 'optim_dep': 'core/optim', 'kernels_dep': 'kernels',
-             'gpu_dep': 'gpu', 'layers_dep': 'layers', 'comm_dep': 'comm', 'train_dep': 'train'}
+             'gpu_dep': 'gpu', 'layers_dep': 'layers', 'comm_dep': 'comm', 'train_dep': 'train',
+             'run_dep': 'train/run'}
 DEP_USE = re.compile(r'\b(' + '|'.join(DEP_FLOOR) + r')\b(?!\s*=[^=])')
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch DLRM baseline for `frugal train --model dlrm` on Criteo-format click logs.
 
-The same model, data handling, optimizer and metrics as frugal (layers/dlrm/, apps/dlrm_train.cpp):
+The same model, data handling, optimizer and metrics as frugal (layers/dlrm/, train/run/dlrm_run.cpp):
   dense   x = log(1 + max(I, 0)) per integer feature (missing: 0)
   ids     --ids full: per field, every id seen >= --min-id-count times in the training data gets a row
           (most frequent first, ties by id), row 0 is shared by the rest, unseen and missing ids

@@ -69,7 +69,8 @@ RowwiseAdagrad::operator Options() const {
 
 RowwiseAdam::operator Options() const {
   return {.method = Method::rowwise_adam, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-          .weight_decay = weight_decay, .updates = updates, .rowwise_momentum = momentum};
+          .weight_decay = weight_decay, .updates = updates, .rowwise_momentum = momentum,
+          .rowwise_input = rowwise_input};
 }
 
 std::string to_string(Method method) {

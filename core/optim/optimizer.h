@@ -123,6 +123,9 @@ struct RowwiseAdam {
   float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
   bool momentum = true;  // Options::rowwise_momentum
   SparseUpdates updates = SparseUpdates::lazy;
+  // Options::rowwise_input: row-wise state on the sparse input layer too (true), or on the output
+  // layer's label rows only (false: what `frugal train --optimizer auto` uses).
+  bool rowwise_input = true;
   operator Options() const;  // NOLINT: implicit on purpose
   void validate() const { Options(*this).validate(); }
 };

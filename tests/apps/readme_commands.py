@@ -353,7 +353,46 @@ def run_quick_start(name, lang, text, line, scratch):
         failures.append(f"README.md:{line}: the {name} quick start failed (exit {code}); run as\n{script}"
                         f"its output (last 40 lines):\n{tail}")
         return False
+    if name == "cpp":
+        check_cpp_p1(line, tmp, env)
     return True
+
+
+# The C++ quick start must reach `frugal train`'s P@1 with the defaults (within CPP_P1_TOLERANCE), on
+# the README's data and on a second generator setting that is still learning after 3 epochs
+# (`frugal train` P@1 ~0.9 there: a saturated set would hide a lesser default).
+CPP_SECOND_SET = ["--features", "5000", "--labels", "5000", "--train", "3000", "--test", "1000", "--noise", "0.6",
+                  "--seed", "7"]
+CPP_P1_TOLERANCE = 0.01
+
+
+def last_p1(text):
+    found = re.findall(r"^(?:\[0\] )?epoch \d+:.*?P@1 ([0-9.]+)", text, re.M)
+    return float(found[-1]) if found else None
+
+
+def check_cpp_p1(line, tmp, env):
+    exe = os.path.join(tmp, "train_xmc")
+    second = os.path.join(tmp, "xmc-learning")
+    r = subprocess.run([FRUGAL, "data", "synth-xmc", *CPP_SECOND_SET, "--out", second], capture_output=True, text=True)
+    if r.returncode != 0:
+        failures.append(f"README.md:{line}: frugal data synth-xmc {' '.join(CPP_SECOND_SET)} failed: {r.stderr}")
+        return
+    for folder in (os.path.join(tmp, "xmc"), second):
+        api = subprocess.run([exe, "train.txt", "test.txt"], cwd=folder, env=env, capture_output=True, text=True,
+                             timeout=BLOCK_TIMEOUT_S)
+        cli = subprocess.run([FRUGAL, "train", "--train", "train.txt", "--test", "test.txt", "--quiet"], cwd=folder,
+                             capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+        p_api, p_cli = last_p1(api.stdout), last_p1(cli.stdout)
+        if api.returncode != 0 or cli.returncode != 0 or p_api is None or p_cli is None:
+            failures.append(f"README.md:{line}: the C++ quick start or frugal train did not finish on {folder} "
+                            f"(exit {api.returncode} / {cli.returncode}):\n{api.stdout[-800:]}{api.stderr[-800:]}"
+                            f"{cli.stderr[-800:]}")
+        elif abs(p_api - p_cli) > CPP_P1_TOLERANCE:
+            failures.append(f"README.md:{line}: the C++ quick start reached P@1 {p_api:.4f} on {folder}, "
+                            f"frugal train {p_cli:.4f}: more than {CPP_P1_TOLERANCE} apart")
+        else:
+            print(f"cpp quick start on {os.path.basename(folder)}: P@1 {p_api:.4f}, frugal train {p_cli:.4f}")
 
 
 notes = set()

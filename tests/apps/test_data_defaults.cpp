@@ -1,12 +1,12 @@
-// What `frugal train` reads from the training set (apps/data_defaults.h): few-shot labels turn on the
+// What `frugal train` reads from the training set (train/run/data_defaults.h): few-shot labels turn on the
 // centroid start, its learning rate and a wider hidden layer within the work budget; other data, a
 // flag given by the user and non-network formats keep what was asked for.
 #include <catch2/catch.hpp>
 
-#include "apps/data_defaults.h"
+#include "train/run/data_defaults.h"
 
 using namespace frugal;
-using namespace frugal::cli;
+using namespace frugal::run;
 
 namespace {
 

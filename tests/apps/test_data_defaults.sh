@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `frugal train` reads from the training set before it builds the network (apps/data_defaults.h):
+# What `frugal train` reads from the training set before it builds the network (train/run/data_defaults.h):
 #  1. few-shot labels (a typical label occurrence with <= 8 training points) turn on the centroid
 #     start, lr 0.001 and a wider hidden layer; the log says so in one line, and the run config
 #     records the resolved values;

@@ -113,8 +113,8 @@ fails_with "class 255 has a single image" "$F" train --format idx --train train 
 
 # Source locations with --verbose only.
 fails_with "--grid 3x1 needs 3 ranks, but the run has 1" "$F" train --train d/train.txt "${T[@]}" --grid 3x1
-if grep -q "cmd_train.cpp" fail.log; then cat fail.log; echo "a source location without --verbose"; exit 1; fi
-fails_with "cmd_train.cpp:" "$F" train --train d/train.txt "${T[@]}" --grid 3x1 --verbose
+if grep -q "train/run/" fail.log; then cat fail.log; echo "a source location without --verbose"; exit 1; fi
+fails_with "train/run/" "$F" train --train d/train.txt "${T[@]}" --grid 3x1 --verbose
 
 # A full disk (root only: a 64 KiB tmpfs): no partial output, and keygen's retry works once there is room.
 if [ "$(id -u)" = 0 ] && mkdir tiny && mount -t tmpfs -o size=64k tmpfs tiny 2>/dev/null; then

@@ -1,4 +1,4 @@
-#include "apps/data_defaults.h"
+#include "train/run/data_defaults.h"
 
 #include <array>
 #include <vector>
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-namespace frugal::cli {
+namespace frugal::run {
 namespace {
 
 // The widths --hidden auto picks among for few-shot data, widest first (GCIDE min5, centroid start,
@@ -59,4 +59,4 @@ DataDefaults choose_data_defaults(const data::DatasetStats& stats, const DataDef
   return d;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -21,7 +21,7 @@
 
 #include "core/data/dataset_stats.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 // Few-shot at or below this median support (GCIDE min5: 7; the synthetic 3M-label sweep set: 12).
 inline constexpr uint64_t kFewShotSupport = 8;
@@ -63,4 +63,4 @@ struct DataDefaults {
 
 DataDefaults choose_data_defaults(const data::DatasetStats& stats, const DataDefaultsRequest& request);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -1,4 +1,4 @@
-#include "apps/dct_cost.h"
+#include "train/run/dct_cost.h"
 
 #include <unistd.h>
 
@@ -15,7 +15,7 @@
 #include "core/step_profile.h"
 #include "core/tensor.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 namespace {
 // Seconds `collective` takes on the slowest rank of `group` (every rank gets the same figure).
@@ -187,4 +187,4 @@ std::string compress_choice_note(const CompressChoice& c) {
                      c.pays() ? "DCT-DP compresses (--compress auto)" : "the exchange stays uncompressed");
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

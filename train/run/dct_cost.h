@@ -15,7 +15,7 @@
 #include "core/communicator.h"
 #include "train/trainer.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 // Bytes per second one rank hands its peers in an all-gather (after a small warm-up gather that
 // opens the connections), each rank sending about `bytes` in all: bytes / (P - 1) to each peer, at
@@ -87,4 +87,4 @@ nlohmann::json to_json(const CompressChoice& choice);
 // The log line that says which it chose and why.
 std::string compress_choice_note(const CompressChoice& choice);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

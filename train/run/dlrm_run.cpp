@@ -1,7 +1,7 @@
-#include "apps/dlrm_train.h"
-#include "apps/memory_check.h"
+#include "train/run/dlrm_run.h"
+#include "core/say.h"
+#include "train/run/memory_check.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -12,8 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/cli_options.h"
-#include "apps/rank_threads.h"
+#include "train/run/rank_threads.h"
 #include "comm/exchange_factory.h"
 #include "comm/init.h"
 #include "core/backend.h"
@@ -31,7 +30,7 @@
 #include "train/divergence.h"
 #include "train/resume_choice.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 namespace {
 
 layers::CtrView view_of(const data::CtrDataset& d) {
@@ -45,35 +44,6 @@ std::vector<size_t> widths(const std::string& flag, const std::string& text) {
 }
 
 }  // namespace
-
-void add_dlrm_options(CLI::App* cmd, DlrmArgs& a) {
-  add_choice(cmd, "--ids", a.ids,
-             {layers::IdMode::full, layers::IdMode::hash, layers::IdMode::freq_double, layers::IdMode::qr},
-             "--model dlrm: embedding rows of the categorical ids: full (a row per id seen --min-id-count times), "
-             "hash (--hash-rows per field), freq-double (frequent ids own rows, rare ones double-hashed) or qr "
-             "(quotient x remainder tables); freq-double and qr keep 1/--id-compression of full's rows");
-  cmd->add_option("--embedding-dim", a.embedding_dim, "--model dlrm: embedding dimension (and the bottom MLP's output)")
-      ->capture_default_str()->check(cli::positive());
-  cmd->add_option("--bottom", a.bottom, "--model dlrm: hidden widths of the bottom (dense-feature) MLP, e.g. 64 or "
-                                        "256,64; none: one layer")->capture_default_str();
-  cmd->add_option("--top", a.top, "--model dlrm: hidden widths of the top MLP before its click logit")
-      ->capture_default_str();
-  cmd->add_option("--min-id-count", a.min_id_count, "--model dlrm: ids seen fewer times in the training data share "
-                                                     "one row (--ids full, freq-double, qr)")
-      ->capture_default_str()->check(cli::positive());
-  cmd->add_option("--hash-rows", a.hash_rows, "--model dlrm --ids hash: rows per field")
-      ->capture_default_str()->check(cli::in_range(size_t{1}, size_t{1} << 31));
-  cmd->add_option("--id-compression", a.id_compression, "--model dlrm --ids freq-double|qr: full-mode rows per row "
-                                                         "kept in a large field")
-      ->capture_default_str()->check(cli::in_range(1.0, 1e6));
-  add_choice(cmd, "--qr-combine", a.qr_combine, {layers::Combine::sum, layers::Combine::product},
-             "--model dlrm --ids qr: the quotient and remainder rows added or multiplied element-wise");
-  add_choice(cmd, "--table-exchange", a.table_exchange, {layers::TableMode::ps, layers::TableMode::des},
-             "--model dlrm on several ranks, tables sliced by rows: ps (each rank pulls the rows its samples use "
-             "from their owners and pushes their gradients back; the fewest bytes with one id per field) or des "
-             "(partial lookups of every sample summed over the ranks: ids cross the network, weights never); "
-             "--parallel data replicates the tables instead");
-}
 
 int run_dlrm(const DlrmRun& a) {
   Backend& backend = resolve_device(a.device);
@@ -114,11 +84,11 @@ int run_dlrm(const DlrmRun& a) {
   if (a.optimizer.update_threshold > 0) config["update_threshold"] = a.optimizer.update_threshold;
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  const auto world = comm::init(a.comm.init_options(run_config));
+  const auto world = comm::init([&] { comm::InitOptions o = a.join; o.run_config = run_config; return o; }());
   const int rank = world->rank();
-  const bool say = rank == 0 && !a.quiet;
-  if (say)
-    fmt::print("read {} train and {} test samples ({} dense, {} categorical features, CTR {:.4f}) in {:.1f} s\n",
+  const bool voice = rank == 0 && !a.quiet;
+  if (voice)
+    say("read {} train and {} test samples ({} dense, {} categorical features, CTR {:.4f}) in {:.1f} s\n",
                train.size, test.size, data::kCtrDense, data::kCtrCats,
                train.size > 0 ? std::accumulate(train.labels.begin(), train.labels.end(), 0.0) / train.size : 0.0,
                parse_seconds);
@@ -163,11 +133,11 @@ int run_dlrm(const DlrmRun& a) {
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
                            .seed = a.seed, .group = group, .tables = tables, .dp = a.dp,
                            .exchanges = &comm::comm_exchanges()});
-  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = say});
+  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = voice});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
-  if (say)
-    fmt::print("model: {} ({} embedding parameters, --ids {}), {} rank(s){}, {} threads\n", net.describe(),
+  if (voice)
+    say("model: {} ({} embedding parameters, --ids {}), {} rank(s){}, {} threads\n", net.describe(),
                embedding_parameters, layers::to_string(d.ids), world->size(),
                world->size() > 1 ? fmt::format(", tables {}", layers::to_string(tables)) : "", backend.num_threads());
   const std::string metrics = rank_metrics_path(a.metrics, rank);
@@ -178,8 +148,8 @@ int run_dlrm(const DlrmRun& a) {
   if (resumed) {
     layers::load_dlrm_state(a.resume, *resumed, net, &trainer.optimizer());
     first_epoch = resumed->epoch + 1;
-    if (say)
-      fmt::print("resumed from {} at epoch {} (saved by {} rank(s))\n", a.resume, resumed->epoch, resumed->world_size);
+    if (voice)
+      say("resumed from {} at epoch {} (saved by {} rank(s))\n", a.resume, resumed->epoch, resumed->world_size);
     log.write({{"event", "resume"}, {"checkpoint", a.resume}, {"epoch", resumed->epoch},
                {"saved_world_size", resumed->world_size}, {"rank", rank}});
   }
@@ -200,11 +170,11 @@ int run_dlrm(const DlrmRun& a) {
     const uint64_t dp_sent = net.dp_payload_sent() - dp_sent_before;
     const uint64_t dp_full = net.dp_payload_uncompressed() - dp_full_before;
     const double dp_compression = dp_sent > 0 ? static_cast<double>(dp_full) / static_cast<double>(dp_sent) : 0.0;
-    if (say) {
-      fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
+    if (voice) {
+      say("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
                  fit.loss, fit.samples_per_second(), m.auc, m.logloss, eval_seconds);
       if (world->size() > 1)
-        fmt::print("  wire: {:.0f} B/sample sent ({} tables{})\n", static_cast<double>(wire.sent) * per,
+        say("  wire: {:.0f} B/sample sent ({} tables{})\n", static_cast<double>(wire.sent) * per,
                    layers::to_string(tables),
                    a.dp ? fmt::format(", MLP gradients {:.1f}x compressed by DCT-DP", dp_compression) : "");
     }
@@ -292,9 +262,9 @@ void evaluate_dlrm(const std::string& model, const std::string& test, size_t bat
   const double a = auc(all_p, all_y), l = logloss(all_p, all_y);
   const auto clicks = static_cast<size_t>(std::count_if(all_y.begin(), all_y.end(), [](float y) { return y > 0.5f; }));
   if (json) {
-    fmt::print("{}\n", nlohmann::ordered_json{{"auc", a}, {"logloss", l}, {"samples", all_y.size()}, {"clicks", clicks}}.dump());
+    say("{}\n", nlohmann::ordered_json{{"auc", a}, {"logloss", l}, {"samples", all_y.size()}, {"clicks", clicks}}.dump());
   } else {
-    fmt::print("auc {:.4f}\nlogloss {:.4f}\nsamples {}\nclicks {}\n", a, l, all_y.size(), clicks);
+    say("auc {:.4f}\nlogloss {:.4f}\nsamples {}\nclicks {}\n", a, l, all_y.size(), clicks);
   }
 }
 
@@ -314,4 +284,4 @@ void predict_dlrm(const std::string& model, const std::string& input, const std:
   FRUGAL_CHECK(std::fflush(f) == 0 && (f == stdout || std::fclose(f) == 0), fmt::format("--out {}: write failed", out));
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

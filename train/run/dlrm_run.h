@@ -8,17 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "apps/comm_flags.h"
+#include "comm/init.h"
 #include "core/exchange.h"
 #include "core/optim/optimizer.h"
 #include "layers/dlrm/id_map.h"
 #include "layers/dlrm/table_exchange.h"
 
-namespace CLI {
-class App;
-}
-
-namespace frugal::cli {
+namespace frugal::run {
 
 struct DlrmArgs {
   layers::IdMode ids = layers::IdMode::full;
@@ -31,8 +27,6 @@ struct DlrmArgs {
   // ps: measured fastest where it matters, on slow links (bench/REPORT.md, "Recommendation models").
   layers::TableMode table_exchange = layers::TableMode::ps;
 };
-void add_dlrm_options(CLI::App* cmd, DlrmArgs& a);
-
 // The shared flags of `frugal train` that a DLRM run uses.
 struct DlrmRun {
   std::string train, test, metrics;
@@ -46,7 +40,7 @@ struct DlrmRun {
   bool quiet = false;
   bool data_parallel = false;  // --parallel data: tables replicated and all-reduced in full
   std::string device = "auto";
-  CommFlags comm;  // how this rank joins its run (every FRUGAL_* setting as a flag)
+  comm::InitOptions join;  // how this rank joins its run (every FRUGAL_* setting as a flag)
   std::optional<comm::DpCompression> dp;  // --dp-keep ...: DCT-DP on the MLP gradients
   DlrmArgs dlrm;
 };
@@ -62,4 +56,4 @@ void evaluate_dlrm(const std::string& model, const std::string& test, size_t bat
 void predict_dlrm(const std::string& model, const std::string& input, const std::string& out, size_t batch,
                   int threads, bool accept_unchecked);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

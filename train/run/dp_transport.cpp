@@ -1,13 +1,13 @@
-#include "apps/dp_transport.h"
+#include "train/run/dp_transport.h"
+#include "core/say.h"
 
 #include <fmt/format.h>
 
-#include "apps/comm_flags.h"
 #include "core/backend.h"
 #include "core/device.h"
 #include "gpu/nccl_communicator.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 std::string_view to_string(DpTransport t) {
   switch (t) {
     case DpTransport::host: return "host";
@@ -19,10 +19,10 @@ std::string_view to_string(DpTransport t) {
 
 std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, const Backend& backend,
                                                         std::unique_ptr<comm::Communicator> group,
-                                                        double comm_timeout_seconds, bool say) {
+                                                        double comm_timeout_seconds, bool speak) {
   if (!comm::is_active(group.get())) {
-    if (transport == DpTransport::nccl && say)
-      fmt::print("--dp-transport nccl: ignored, there is no data-parallel group (--grid DxM with D > 1 makes one)\n");
+    if (transport == DpTransport::nccl && speak)
+      say("--dp-transport nccl: ignored, there is no data-parallel group (--grid DxM with D > 1 makes one)\n");
     return group;
   }
   // The CUDA backend drives one device, device 0 of what the process sees (core/device.h).
@@ -31,8 +31,8 @@ std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, c
   if (transport == DpTransport::auto_ && !gpu::nccl_usable(*group, device)) return group;
   const int replicas = group->size();
   auto nccl = gpu::make_nccl_communicator(std::move(group), device, comm_timeout_seconds);
-  if (say) fmt::print("data-parallel gradient sums over NCCL between {} GPU replicas\n", replicas);
+  if (speak) say("data-parallel gradient sums over NCCL between {} GPU replicas\n", replicas);
   return nccl;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -14,7 +14,7 @@ namespace frugal {
 
 class Backend;
 
-namespace cli {
+namespace run {
 
 enum class DpTransport { host, nccl, auto_ };
 std::string_view to_string(DpTransport t);
@@ -25,7 +25,7 @@ std::string_view to_string(DpTransport t);
 // `say`: whether this rank prints the choice.
 std::unique_ptr<comm::Communicator> data_parallel_group(DpTransport transport, const Backend& backend,
                                                         std::unique_ptr<comm::Communicator> group,
-                                                        double comm_timeout_seconds, bool say);
+                                                        double comm_timeout_seconds, bool speak);
 
-}  // namespace cli
+}  // namespace run
 }  // namespace frugal

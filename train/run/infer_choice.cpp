@@ -1,10 +1,10 @@
-#include "apps/infer_flags.h"
+#include "train/run/infer_choice.h"
 
 #include <fmt/format.h>
 
-#include "apps/cli_options.h"
+#include "core/check.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 std::string_view to_string(InferMode mode) {
   switch (mode) {
@@ -15,37 +15,13 @@ std::string_view to_string(InferMode mode) {
   return "exact";
 }
 
-void add_infer_options(CLI::App* cmd, InferFlags& flags, const std::string& auto_help) {
-  add_choice(cmd, "--infer", flags.mode,
-             {{"auto", std::nullopt}, {"exact", InferMode::exact}, {"lsh", InferMode::lsh},
-              {"ensemble", InferMode::ensemble}},
-             "how labels are scored: exact (every label), lsh (the labels LSH tables over the output rows return: "
-             "faster, approximate), ensemble (the network blended with each label's centroid of its training "
-             "points' features, kept with the checkpoint), auto: " + auto_help);
-  cmd->add_option("--infer-candidates", flags.candidates, "--infer lsh: labels scored per point at most, those found "
-                                                          "in the most tables (0: all the tables return)")
-      ->capture_default_str();
-  cmd->add_option("--ensemble-weight", flags.weight,
-                  fmt::format("--infer ensemble: the label centroids' share of the blended probability, 0 to 1 "
-                              "(default {:g}, or the checkpoint's)", EnsembleOptions{}.weight));
-  cmd->add_option("--ensemble-knn-weight", flags.knn_weight,
-                  fmt::format("--infer ensemble: the nearest training points' share, 0 to 1 (default {:g}, or the "
-                              "checkpoint's); the network's share is what the two leave", EnsembleOptions{}.knn_weight));
-  cmd->add_option("--ensemble-temperature", flags.temperature,
-                  fmt::format("--infer ensemble: temperature of the softmax over the centroids' cosines and the "
-                              "neighbours' votes (default {:g}, or the checkpoint's)", EnsembleOptions{}.temperature));
-  cmd->add_option("--ensemble-neighbours", flags.neighbours,
-                  fmt::format("--infer ensemble: training points that vote for their labels (default {}, or the "
-                              "checkpoint's)", EnsembleOptions{}.neighbours));
-}
-
 InferMode saved_infer_mode(const nlohmann::json& saved) {
   if (!saved.is_object() || !saved.contains("infer") || !saved["infer"].is_string()) return InferMode::exact;
   const std::string mode = saved["infer"].get<std::string>();
   return mode == "ensemble" ? InferMode::ensemble : mode == "lsh" ? InferMode::lsh : InferMode::exact;
 }
 
-InferChoice resolve_infer(const InferFlags& flags, InferMode auto_mode, const nlohmann::json& saved) {
+InferChoice resolve_infer(const InferSettings& flags, InferMode auto_mode, const nlohmann::json& saved) {
   InferChoice c;
   c.mode = flags.mode.value_or(auto_mode);
   c.candidates = flags.candidates;
@@ -81,4 +57,4 @@ void record_infer(const InferChoice& choice, nlohmann::json& config) {
   }
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -1,11 +1,11 @@
-#include "apps/memory_check.h"
+#include "train/run/memory_check.h"
 
 #include <fmt/format.h>
 
 #include "core/check.h"
 #include "core/host_memory.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 namespace {
 
 std::string human(double bytes) {
@@ -38,4 +38,4 @@ void check_model_memory(double bytes, const std::string& what, double limit_mib,
                           human(bytes), what, human(limit), source, fix));
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -6,10 +6,10 @@
 
 #include <string>
 
-namespace frugal::cli {
+namespace frugal::run {
 
 // Throws frugal::Error when `bytes` (what `what` describes, e.g. "39,000 x 512 + 512 x 1,000,000 weights")
 // exceed the limit; `fix` says which flags make it smaller.
 void check_model_memory(double bytes, const std::string& what, double limit_mib, const std::string& fix);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -1,4 +1,5 @@
-#include "apps/pipeline_run.h"
+#include "train/run/pipeline_run.h"
+#include "core/say.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "apps/step_profile_json.h"
+#include "train/run/step_profile_json.h"
 #include "comm/codec.h"
 #include "core/backend.h"
 #include "core/check.h"
@@ -20,7 +21,7 @@
 #include "train/pipeline_checkpoint.h"
 #include "train/resume_choice.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 namespace {
 
 nlohmann::json metric(bool has_test, double v) { return has_test ? nlohmann::json(v) : nlohmann::json(nullptr); }
@@ -70,7 +71,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
   };
   if (voice) {
     const double bubble = static_cast<double>(r.stages - 1) / static_cast<double>(options.micro_batches + r.stages - 1);
-    fmt::print("pipeline: {} stages (layers {}{}), {} micro-batches of ~{} points (1F1B, bubble {:.0f}%), {} "
+    say("pipeline: {} stages (layers {}{}), {} micro-batches of ~{} points (1F1B, bubble {:.0f}%), {} "
                "replica(s); boundary {}\n",
                r.stages, describe_split(), r.stage_split.empty() ? ", split by estimated cost" : "",
                options.micro_batches, (r.batch + options.micro_batches - 1) / options.micro_batches, 100.0 * bubble,
@@ -81,7 +82,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                                  options.boundary.mass < 1.0 ? fmt::format(" (mass {:g})", options.boundary.mass) : "",
                                  comm::to_string(options.boundary.wire),
                                  options.boundary.error_feedback ? ", error feedback" : ""));
-    fmt::print("model: stage 0 holds {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{}x{} "
+    say("model: stage 0 holds {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{}x{} "
                "grid ({})\n",
                model.describe(), model.num_parameters(), r.backend->device().name(), r.backend->num_threads(),
                world.size(), r.replicas, slices, r.stages, world.backend());
@@ -92,7 +93,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const CheckpointChoice choice = choose_resume_checkpoint(r.resume, r.accept_unchecked_checkpoint, world);
     resumed = load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
     if (voice)
-      fmt::print("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "
+      say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "
                  "layers\n", r.resume, resumed->epoch, resumed->step, resumed->world_size, resumed->model_slices);
   }
   MetricsLog log = r.metrics.empty() ? MetricsLog() : MetricsLog(rank_metrics_path(r.metrics, rank), !r.resume.empty());
@@ -109,7 +110,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const auto t = std::chrono::steady_clock::now();
     trainer.init_output_from_centroids(*r.train, r.centroid_scale, r.eval_batch);
     if (voice)
-      fmt::print("output rows set to label centroids in hidden space in {:.1f} s\n",
+      say("output rows set to label centroids in hidden space in {:.1f} s\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
   const Rng seeds(r.seed);
@@ -142,17 +143,17 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const EvalResult ev = trainer.evaluate(*r.test, r.eval);
     if (rank == 0) {  // even with --quiet, as every mode's epoch lines
       if (has_test)
-        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
+        say("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
                    "P@5 {:.4f}, nDCG@5 {:.4f} (eval {:.1f} s)\n",
                    epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5),
                    ev.ndcg.at(5), ev.seconds);
       else
-        fmt::print("epoch {}: loss {:.4f}, {:.0f} train samples/s, no test points\n", epoch, fit.loss, fit.samples_per_s);
+        say("epoch {}: loss {:.4f}, {:.0f} train samples/s, no test points\n", epoch, fit.loss, fit.samples_per_s);
       if (r.stages == 1)
-        fmt::print("  pipeline: one stage, {} micro-batches a step (gradient accumulation); step compute {:.4f} s\n",
+        say("  pipeline: one stage, {} micro-batches a step (gradient accumulation); step compute {:.4f} s\n",
                    options.micro_batches, slowest);
       else
-        fmt::print("  pipeline: {:.0f} B/sample across the stage boundaries (DCT-MP compression {:.1f}x){}; step compute "
+        say("  pipeline: {:.0f} B/sample across the stage boundaries (DCT-MP compression {:.1f}x){}; step compute "
                  "per stage {:.4f} s (slowest) / {:.4f} s (fastest)\n",
                  boundary_per_sample, compression,
                  r.replicas > 1 ? fmt::format(", data-parallel {:.0f} B/sample (rank 0)",
@@ -184,12 +185,13 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                            {"rank", rank}, {"peak_rss_bytes", peak_rss_bytes()}, {"restarts", r.restarts},
                            {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     log.write(line);
-    if (r.on_epoch) r.on_epoch(line.dump());
+    const bool go_on = !r.on_epoch || r.on_epoch(line);
     if (!r.checkpoint.empty() && r.before_checkpoint) r.before_checkpoint(r.checkpoint);
     if (!r.checkpoint.empty())
       save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, nlohmann::json::object(), r.keep_checkpoints);
+    if (!go_on) break;
   }
   return 0;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

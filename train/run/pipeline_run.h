@@ -17,14 +17,14 @@
 #include "core/communicator.h"
 #include "core/dataset.h"
 #include "layers/network_spec.h"
-#include "apps/stage_split.h"
+#include "train/run/stage_split.h"
 #include "train/pipeline_trainer.h"
 
 namespace frugal {
 class Backend;
 }
 
-namespace frugal::cli {
+namespace frugal::run {
 
 struct PipelineRun {
   // Called on every rank before each checkpoint into the folder (the files kept beside it).
@@ -49,9 +49,10 @@ struct PipelineRun {
   nlohmann::json start_config;       // the rendezvous config (the start record's "config")
   nlohmann::json checkpoint_config;  // what checkpoints record (and --resume compares)
   uint64_t restarts = 0;
-  std::function<void(const std::string&)> on_epoch;  // the in-process caller's, with each epoch record
+  // After each epoch, with its record (every rank): false stops the run after its checkpoint.
+  std::function<bool(const nlohmann::json&)> on_epoch;
 };
 
 int run_pipeline(comm::Communicator& world, PipelineRun run);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

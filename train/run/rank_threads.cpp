@@ -1,4 +1,4 @@
-#include "apps/rank_threads.h"
+#include "train/run/rank_threads.h"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 #include "comm/slurm.h"
 #include "core/parse.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 namespace {
 
 std::optional<int> local_ranks() {
@@ -45,4 +45,4 @@ int threads_for_rank(int requested) {
   return std::max(1, cores / *ranks);
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

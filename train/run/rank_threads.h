@@ -5,9 +5,9 @@
 // 4 DLRM ranks on 2 cores train 8x slower with 2 threads each than with 1).
 #pragma once
 
-namespace frugal::cli {
+namespace frugal::run {
 
 // `requested` when it is not 0; else the host's cores divided by the ranks on this host (at least 1).
 int threads_for_rank(int requested);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

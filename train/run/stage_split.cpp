@@ -1,4 +1,4 @@
-#include "apps/stage_split.h"
+#include "train/run/stage_split.h"
 
 #include <algorithm>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "core/check.h"
 #include "core/parse.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 std::vector<size_t> parse_stage_split(const std::string& text) {
   if (text == "auto") return {};
@@ -56,4 +56,4 @@ size_t default_micro_batches(size_t stages, size_t batch) {
   return std::max<size_t>(1, std::min(2 * stages, batch / 16));
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

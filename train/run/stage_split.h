@@ -1,5 +1,5 @@
 // How `frugal train --pipeline S` splits the network's layers into stages and cuts a batch into
-// micro-batches: shared by the run (apps/pipeline_run.h) and the planner's pipeline plans
+// micro-batches: shared by the run (train/run/pipeline_run.h) and the planner's pipeline plans
 // (apps/cost_model.h), so that a plan names the split a run takes.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace frugal::cli {
+namespace frugal::run {
 
 // --stage-split W1,W2,...: layers per stage (they sum to the network's layer count); empty: auto.
 // Auto balances layers::layer_costs over the stages (a stage before the last computes its forward
@@ -20,4 +20,4 @@ std::vector<size_t> parse_stage_split(const std::string& text);
 // most 1/3), fewer where a micro-batch would have under 16 points.
 size_t default_micro_batches(size_t stages, size_t batch);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

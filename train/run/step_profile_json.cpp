@@ -1,4 +1,4 @@
-#include "apps/step_profile_json.h"
+#include "train/run/step_profile_json.h"
 
 #include <string>
 
@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 nlohmann::json profile_to_json(const profile::StepProfile& p, size_t samples) {
   nlohmann::json phases = nlohmann::json::object();
@@ -39,4 +39,4 @@ profile::StepProfile profile_from_json(const nlohmann::json& j, size_t& samples)
   return p;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -12,10 +12,10 @@
 
 #include "core/step_profile.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 nlohmann::json profile_to_json(const profile::StepProfile& p, size_t samples);
 // The inverse; a phase the object lacks stays zero, an unknown phase name is an error naming it.
 profile::StepProfile profile_from_json(const nlohmann::json& j, size_t& samples);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

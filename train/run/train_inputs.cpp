@@ -1,4 +1,4 @@
-#include "apps/train_inputs.h"
+#include "train/run/train_inputs.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include "core/data/data_warnings.h"
 #include "core/data/point_checks.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 data::Dataset open_input(data::DataFormat format, const std::string& path) {
   if (format != data::DataFormat::idx) return data::open_dataset(format, path);
@@ -40,4 +40,4 @@ TrainInputs load_train_test(data::DataFormat format, const std::string& train, c
   return in;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

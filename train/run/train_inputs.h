@@ -7,7 +7,7 @@
 #include "core/data/data_format.h"
 #include "core/dataset.h"
 
-namespace frugal::cli {
+namespace frugal::run {
 
 struct TrainInputs {
   data::Dataset train, test;
@@ -20,4 +20,4 @@ data::Dataset open_input(data::DataFormat format, const std::string& path);
 // Both sets get the same label count (an IDX test set may lack the largest label).
 TrainInputs load_train_test(data::DataFormat format, const std::string& train, const std::string& test);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

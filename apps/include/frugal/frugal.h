@@ -39,6 +39,11 @@
 #include "core/data/xmc_file.h"
 #include "core/data/xmc_reader.h"
 
+// The run API: every option of `frugal train` (TrainConfig) and the run itself (frugal::run::train),
+// with the command line's defaults, checks and records.
+#include "train/run/run.h"
+#include "train/run/train_config.h"
+
 // Training: the trainer, optimizers and regularization, checkpoints.
 #include "core/optim/adagrad.h"
 #include "core/optim/adam.h"

@@ -1,0 +1,620 @@
+// The run itself (train/run/run.h): the settings resolved, the ranks joined, the network built
+// and trained epoch by epoch, with its records, checkpoints and notes. The XMC network and the MLP
+// train here; the pipeline (train/run/pipeline_run.h) and DLRM (train/run/dlrm_run.h) are handed
+// their settings as resolved here.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "comm/codec.h"
+#include "comm/environment.h"
+#include "comm/init.h"
+#include "comm/routed_communicator.h"
+#include "core/backend.h"
+#include "core/communicator.h"
+#include "core/data/dataset_split.h"
+#include "core/data/dataset_stats.h"
+#include "core/data/fingerprint.h"
+#include "core/data/label_counts_file.h"
+#include "core/data/xmc_file.h"
+#include "core/device.h"
+#include "core/output.h"
+#include "core/parse.h"
+#include "core/propensity.h"
+#include "core/quote.h"
+#include "core/rng.h"
+#include "core/say.h"
+#include "layers/network_config.h"
+#include "layers/network_spec.h"
+#include "train/checkpoint_history.h"
+#include "train/checkpoint_manifest.h"
+#include "train/early_stopping.h"
+#include "train/metrics_log.h"
+#include "train/rebalance.h"
+#include "train/resume_choice.h"
+#include "train/run/calibration.h"
+#include "train/run/compression.h"
+#include "train/run/data_defaults.h"
+#include "train/run/dct_cost.h"
+#include "train/run/dlrm_run.h"
+#include "train/run/dp_transport.h"
+#include "train/run/epoch_report.h"
+#include "train/run/infer_choice.h"
+#include "train/run/memory_check.h"
+#include "train/run/pipeline_run.h"
+#include "train/run/rank_threads.h"
+#include "train/run/run_notes.h"
+#include "train/run/run_settings.h"
+#include "train/run/step_profile_json.h"
+#include "train/run/train_inputs.h"
+#include "train/run/trained_model.h"
+#include "train/trainer.h"
+
+namespace frugal::run {
+namespace {
+
+// A FRUGAL_* setting as the caller gave it (TrainConfig::join; the command line's --rank and friends).
+std::optional<std::string> join_setting(const RunArgs& a, std::string_view variable) {
+  const auto it = a.join.settings.find(variable);
+  return it == a.join.settings.end() ? std::nullopt : std::optional<std::string>(it->second.value);
+}
+
+comm::InitOptions join_options(const RunArgs& a, comm::RunConfig run_config) {
+  comm::InitOptions o = a.join;
+  o.run_config = std::move(run_config);
+  return o;
+}
+
+comm::RunConfig to_run_config(const nlohmann::json& config) {
+  comm::RunConfig out;
+  for (const auto& [key, value] : config.items()) out[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return out;
+}
+
+// The run's compute backend: the device --device names (core/device.h), where the model is placed
+// once built (Model::set_backend; the trainer places its optimizer with it).
+Backend& choose_device(const std::string& device, int threads) {
+  Backend& backend = resolve_device(device);
+  backend.set_num_threads(threads_for_rank(threads));
+  return backend;
+}
+
+// --resume: the newest intact checkpoint of the folder loaded into the model and trainer (the
+// early-stopping state too), said on rank 0.
+struct Resumed {
+  CheckpointInfo info;
+  std::vector<SkippedCheckpoint> skipped;  // damaged newer ones passed over
+};
+
+Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, Trainer& trainer,
+                   const nlohmann::json& resume_config, EarlyStopping& stopper) {
+  const int rank = world.rank();
+  // The newest checkpoint whose files are all intact, the same on every rank (train/resume_choice.h);
+  // a damaged one is passed over out loud, even with --quiet.
+  const CheckpointChoice choice = choose_resume_checkpoint(a.resume, a.accept_unchecked_checkpoint, world);
+  const CheckpointManifest info = load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
+  if (rank == 0 && !choice.skipped.empty())
+    say_notice("--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
+               choice.manifest_file, info.epoch, info.step);
+  if (info.run_state.contains("early_stopping")) {
+    const auto& e = info.run_state["early_stopping"];
+    stopper = EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
+                                               .epochs_without_improvement = e.at("epochs_without_improvement")});
+  }
+  if (!a.quiet)
+    say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
+               info.epoch, info.step, info.world_size, info.model_slices);
+  if (!a.quiet && trainer.has_feedback_state() && !info.dct_residuals_restored)
+    say("DCT-DP residuals start empty: the checkpoint has none for this grid (saved {})\n",
+               info.has_dct_residuals ? "on another grid" : "without --dp-keep");
+  return {.info = info, .skipped = choice.skipped};
+}
+
+// The data a run trains on: the training and test sets (files, or in memory from another program),
+// and --valid-fraction's seeded held-out part of the training set (the same on every rank).
+struct RunData {
+  TrainInputs inputs;
+  std::optional<data::Split> held_out;
+  bool in_memory = false;  // given in memory (run::train's overload), not read from files
+  double parse_seconds = 0.0;
+  const data::Dataset& train() const { return held_out ? held_out->train : inputs.train; }
+  const data::Dataset* valid() const { return held_out ? &held_out->test : nullptr; }
+};
+
+RunData load_run_data(RunArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunData d;
+  d.in_memory = a.train_data.has_value();
+  d.inputs = d.in_memory ? TrainInputs{.train = std::move(*a.train_data), .test = std::move(*a.test_data)}
+                         : load_train_test(a.format, a.train, a.test);
+  const data::Dataset& test = d.inputs.test;
+  FRUGAL_CHECK(test.num_features == d.inputs.train.num_features && test.num_labels == d.inputs.train.num_labels,
+               fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
+                           test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
+  if (a.valid_fraction > 0)
+    d.held_out = data::split(d.inputs.train,
+                             {.test_fraction = a.valid_fraction, .seed = Rng(a.seed).split(0x7a11d).next_u64()});
+  d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return d;
+}
+
+// What every rank must agree on before training starts (compared at rendezvous; also the metrics
+// log's start line "config"): what run_config resolves (the network, the optimizer), the DCT settings
+// as resolved, every other flag as given (flag_settings: a setting already recorded keeps its resolved
+// value), and the data's fingerprints.
+nlohmann::json rendezvous_config(const RunArgs& a, const TrainInputs& inputs, const data::Dataset& train,
+                                 bool in_memory) {
+  nlohmann::json config = run_config(a, train);
+  // The target auto runs with (under link, before it chooses: --compress-energy as given, 0 unset).
+  config["compress_energy"] = a.compress == Compress::auto_ && dp_compression(a) ? dp_compression(a)->auto_energy
+                                                                                   : a.compress_energy;
+  config["dp_keep"] = a.dp_keep ? nlohmann::json(*a.dp_keep) : nlohmann::json();
+  if (a.dp_compress) config["dp_compress"] = std::string(comm::to_string(*a.dp_compress));
+  if (!a.dp_keep_param.empty()) config["dp_keep_param"] = a.dp_keep_param;
+  if (const auto dp = dp_compression(a)) {
+    config["dp_select"] = dp->per_row ? "row" : dp->row_floor ? "floor" : "global";
+    config["dp_keep_input"] = dp->keep_for(kInputLayerPrefix);
+    config["dp_wire_dtype"] = std::string(comm::to_string(dp->wire));
+  }
+  config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
+  record_infer(a.inference, config);
+  {
+    // --max-message-bytes or its variable: a rank with another limit refuses the others' messages.
+    const char* env = std::getenv(std::string(comm::env::kMaxMessageBytes).c_str());
+    config["max_message_bytes"] = join_setting(a, comm::env::kMaxMessageBytes).value_or(env != nullptr ? env : "default");
+  }
+  for (const auto& [key, value] : a.flag_settings.items())
+    if (!config.contains(key)) config[key] = value;
+  // Ranks must read the same data: a copy with the same header but other lines (say, shuffled) is
+  // other data. Compared at rendezvous only: resume_config (below, what --resume compares) leaves the
+  // fingerprints out, so a checkpoint resumes on another file of the same data. An IDX prefix is no
+  // single file and gets none.
+  // The whole file's hash where the reader computed it as it read (XMC), else the sampled fingerprint.
+  const auto fingerprint_of = [](const data::Dataset& d, const std::string& path) {
+    return !d.content_hash.empty() ? d.content_hash : data::fingerprint(path).to_string();
+  };
+  if (!in_memory && std::filesystem::is_regular_file(a.train)) config["train_fingerprint"] = fingerprint_of(inputs.train, a.train);
+  if (!in_memory && std::filesystem::is_regular_file(a.test)) config["test_fingerprint"] = fingerprint_of(inputs.test, a.test);
+  return config;
+}
+
+// --pipeline S: the flags resolved as for the other modes, the combinations a pipeline does not
+// implement refused by name, and the run handed to apps/pipeline_run.h.
+void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& data, Backend& backend,
+                        const nlohmann::json& config, const Grid& grid, uint64_t restarts, RunResult& result) {
+  const auto refuse = [](bool bad, const std::string& what) {
+    FRUGAL_CHECK(!bad, fmt::format("--pipeline: {} is not implemented for pipeline stages", what));
+  };
+  refuse(a.parallel == ParallelMode::data, "--parallel data");
+  refuse(!a.slice_weights.empty(), "--slice-weights (stages are split by --stage-split)");
+  refuse(a.valid_fraction > 0.0, "--valid-fraction");
+  refuse(a.early_stopping > 0, "--early-stopping");
+  refuse(a.dp_compress == comm::DpTarget::updates, "--dp-compress updates (use gradients)");
+  refuse(a.dp_momentum_correction, "--dp-momentum-correction");
+  refuse(a.sparse_updates == optim::SparseUpdates::catchup, "--sparse-updates catchup");
+  const data::Dataset& train = data.train();
+  const int rank = world.rank();
+  check_weights_fit(a, train, grid);  // --memory-limit, as every trainer checks it
+  if (a.compress == Compress::link) a.compress = Compress::off;  // stage boundaries and replicas as given
+  PipelineRun r;
+  r.train = &train;
+  r.test = &data.inputs.test;
+  r.spec = network_spec(a, train);
+  r.backend = &backend;
+  r.stages = grid.stages;
+  r.replicas = grid.data;
+  r.slices = grid.model;
+  r.stage_split = parse_stage_split(a.stage_split);
+  const TrainerOptions trainer = trainer_options(a, train.size());
+  r.options.micro_batches = a.micro_batches > 0 ? a.micro_batches : default_micro_batches(grid.stages, a.batch);
+  r.options.boundary = mp_compression(a);
+  // A compressed boundary trains as the uncompressed one only after a warm-up (bench/REPORT.md,
+  // Cluster: --mp-keep 0.1 lost 7.3 points of P@1 without one; with the kept fraction falling over
+  // the first epoch 1.2 to 2.1, over the first two epochs none), and error feedback kept the seeds
+  // closer: those are its defaults; turned off by hand, the log says so.
+  const bool compressed = r.options.boundary.keep < 1.0 || r.options.boundary.mass < 1.0;
+  const size_t replicas = static_cast<size_t>(grid.data);
+  const size_t epoch_steps = std::max<size_t>(1, (train.size() + a.batch * replicas - 1) / (a.batch * replicas));
+  if (compressed && !a.mp_warmup_steps.has_value()) r.options.boundary.warmup_steps = 2 * epoch_steps;
+  if (compressed && !a.mp_error_feedback.has_value()) r.options.boundary.error_feedback = true;
+  if (compressed && rank == 0 && !a.quiet && ((a.mp_warmup_steps.has_value() && a.mp_warmup_steps.value_or(0) == 0) ||
+                                              (a.mp_error_feedback.has_value() && !a.mp_error_feedback.value_or(false))))
+    say_notice("note: a compressed pipeline boundary without {} lost P@1 in bench/pipeline (up to 7 points; "
+                       "the defaults: a warm-up over the first two epochs and error feedback)\n",
+               a.mp_warmup_steps.has_value() && a.mp_warmup_steps.value_or(0) == 0 ? "a warm-up" : "error feedback");
+  r.options.dp = dp_compression(a);
+  r.options.optimizer = trainer.optimizer;
+  r.options.lr_schedule = trainer.lr_schedule;
+  r.options.clip_norm = trainer.clip_norm;
+  r.options.dropout = trainer.dropout;
+  r.options.on_divergence = trainer.on_divergence;
+  r.batch = a.batch;
+  r.epochs = a.epochs;
+  r.eval_batch = a.eval_batch;
+  r.max_steps = a.max_steps;
+  r.seed = a.seed;
+  r.quiet = a.quiet || rank != 0;
+  r.centroid_init = a.output_start == OutputInit::centroid;
+  r.centroid_scale = a.centroid_scale;
+  r.metrics = a.metrics;
+  r.checkpoint = a.checkpoint;
+  r.resume = a.resume;
+  r.keep_checkpoints = a.keep_checkpoints;
+  r.accept_unchecked_checkpoint = a.accept_unchecked_checkpoint;
+  r.start_config = config;
+  // What checkpoints record, as the other trainers record it: the run's settings and how it infers
+  // (so `frugal predict` / `evaluate` infer as the run did).
+  r.checkpoint_config = run_config(a, train);
+  record_infer(a.inference, r.checkpoint_config);
+  r.restarts = restarts;
+  if (rank == 0 && !r.quiet && !a.data_defaults_line.empty()) say("{}\n", a.data_defaults_line);
+  const Scoring scoring(a, train);
+  r.eval = scoring.options;
+  r.before_checkpoint = [&scoring, rank](const std::string& dir) { scoring.keep_beside(dir, rank); };
+  r.on_epoch = [&a, &result, &world](const nlohmann::json& line) {
+    return report_epoch(line, a.callbacks, result, &world);
+  };
+  run_pipeline(world, std::move(r));
+}
+
+RunResult run_train(RunArgs a) {
+  RunResult result;
+  auto held = std::make_shared<TrainedModel>();  // what the result keeps of this run
+  Backend& backend = choose_device(a.device, a.threads);
+  const RunData data = load_run_data(a);
+  const data::Dataset& test = data.inputs.test;
+  const data::Dataset& train = data.train();
+  const data::Dataset* valid = data.valid();
+  const TrainInputs& inputs = data.inputs;
+  const bool in_memory = data.in_memory;
+  const double parse_seconds = data.parse_seconds;
+  apply_data_defaults(a, train);
+  // --dp-keep with --dp-compress auto: what it chose
+  std::optional<DpTargetChoice> dp_auto = settle_compression(a, train, backend);
+  // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
+  const nlohmann::json config = rendezvous_config(a, inputs, train, in_memory);
+  held->world = comm::init(join_options(a, to_run_config(config)));
+  auto& world = held->world;
+  const int rank = world->rank();
+  const uint64_t restarts = restart_count();
+  if (rank == 0 && join_setting(a, comm::env::kTransportMap) && world->backend() != "mpi" && world->backend() != "mpi+zmq")
+    say_notice("note: --transport-map applies to jobs mpirun starts (the ranks also open the ZeroMQ mesh); this "
+                       "run's ranks use {} alone: ignored\n", world->backend());
+  const Grid grid = process_grid(a, world->size());
+  if (a.pipeline > 0) {
+    run_pipeline_train(a, *world, data, backend, config, grid, restarts, result);
+    return result;
+  }
+  check_weights(a, grid.model);
+  held->model_group = world->split(rank / grid.model, rank);
+  auto& model_group = held->model_group;
+  // A model group that mixes devices (a GPU rank next to CPU ranks) sizes its slices by measured
+  // speed unless --slice-weights says otherwise: equal slices would keep the GPU waiting on the CPUs.
+  if (a.slice_weights.empty() && a.parallel == ParallelMode::model &&
+      group_mixes_devices(model_group.get(), device_name(backend))) {
+    a.auto_weights = true;
+    if (rank == 0)
+      say("the model group mixes GPU and CPU ranks: --slice-weights auto (shares from measured speed; "
+                 "--slice-weights 1,1,.. keeps equal slices)\n");
+  }
+  if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
+  if (!a.quiet && !a.data_defaults_line.empty()) say("{}\n", a.data_defaults_line);
+  // Dense products in bf16 where the device has them (the weights stay f32; autocast's split).
+  const bool bf16_products = backend.set_bf16_products(a.precision == Dtype::bf16) && a.precision == Dtype::bf16;
+  note_precision(a, bf16_products);
+  note_straight_through(a, grid.model);
+  note_forward_split(a, grid.model);
+  note_momentum_correction(a, grid.data);
+  note_cuda_alone(a, backend, grid.model);
+  held->data_group = data_parallel_group(a.dp_transport, backend, world->split(rank % grid.model, rank),
+                                             comm::comm_timeout_seconds(a.join), !a.quiet);
+  auto& data_group = held->data_group;
+  // The replicas' link rate: measured once, before any epoch counts traffic (apps/dct_cost.h).
+  std::optional<double> link_rate;
+  // --compress link: what it measured and chose
+  const std::optional<CompressChoice> compress_choice = choose_link_compression(a, train, backend, data_group.get(),
+                                                                                link_rate, dp_auto);
+  note_compress(a, grid);
+  if (!a.quiet)
+    say("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
+               inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
+               parse_seconds);
+  if (!a.quiet && valid != nullptr)
+    say("validation: {} points held out of the training set, {} train on\n", valid->size(), train.size());
+  if (!a.quiet && dp_auto && data_group)
+    say("DCT-DP thresholds {} (--dp-compress auto: a batch touches {:.0f}% of the input rows, {} sampler)\n",
+               dp_auto->target == comm::DpTarget::updates ? "the replicas' optimizer updates" : "gradients",
+               100.0 * dp_auto->input_rows_touched, layers::to_string(a.sampler));
+
+  check_weights_fit(a, train, grid);
+  Model& model = held->model;
+  const auto build = [&](Model& m, const std::vector<double>& weights) {
+    layers::build_network(m, network_spec(a, train), Placement::sliced(*model_group, weights));
+    m.set_backend(&backend);  // the parameters move into the device's memory (core/layer.h)
+  };
+  build(model, a.weights);
+  TrainerOptions options = trainer_options(a, train.size());
+  options.parallel = {.model = model_group.get(), .data = data_group.get(),
+                      .dense_gradients = a.parallel == ParallelMode::data};
+  options.mp = mp_compression(a);
+  options.dp = dp_compression(a);
+  // In an optional so that --slice-weights auto can remake it in place (the same object).
+  std::optional<Trainer>& trainer_slot = held->trainer;
+  Trainer& trainer = trainer_slot.emplace(model, options);
+  note_optimizer(a, trainer, rank);
+  EarlyStopping stopper(a.early_stopping);
+  // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
+  const nlohmann::json resume_config = run_config(a, train);
+  // What checkpoints record: the same, and how the run infers (predict / evaluate infer the same
+  // way by default; a resumed run may infer otherwise, so --resume does not compare it).
+  nlohmann::json checkpoint_config = resume_config;
+  record_infer(a.inference, checkpoint_config);
+  std::optional<CheckpointInfo> resumed_from;
+  std::vector<SkippedCheckpoint> resume_skipped;
+  if (!a.resume.empty()) {
+    Resumed r = resume_run(a, *world, model, trainer, resume_config, stopper);
+    resumed_from = r.info;
+    resume_skipped = std::move(r.skipped);
+  }
+  if (!a.quiet)
+    say("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
+               model.describe(), model.num_parameters(), device_name(backend), backend.num_threads(), world->size(),
+               grid.data, grid.model, world->backend());
+  held->scoring = std::make_unique<Scoring>(a, train);
+  const Scoring& scoring = *held->scoring;
+  const EvalOptions& eval_options = scoring.options;
+  const std::string metrics_file = rank_metrics_path(a.metrics, rank);
+  MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
+  log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
+             {"train_points", train.size()},
+             {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},
+             {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
+             {"epoch", trainer.epoch()}, {"rank", rank},
+             {"world_size", world->size()}, {"grid", {grid.data, grid.model}}, {"backend", world->backend()},
+             {"overlap", a.overlap}, {"overlap_forward", to_string(a.overlap_forward)},
+             // --transport-map: each kind of operation's transport (null: one transport).
+             {"transport_map", dynamic_cast<const comm::RoutedCommunicator*>(world.get()) != nullptr
+                                   ? nlohmann::json(dynamic_cast<const comm::RoutedCommunicator&>(*world).describe())
+                                   : nlohmann::json()},
+             // What --compress resolved to (off or auto), and under link what it measured.
+             {"compress_chosen", to_string(a.compress)},
+             {"compress_choice", compress_choice ? to_json(*compress_choice) : nlohmann::json()}});
+
+  if (resumed_from) {  // the model as restored, scored before any further training
+    const EvalResult ev = trainer.evaluate(test, eval_options);
+    if (!a.quiet) say("resumed model: P@1 {:.4f}, P@3 {:.4f}, P@5 {:.4f}\n", ev.p(1), ev.p(3), ev.p(5));
+    log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
+               {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
+               {"dct_residuals_restored", resumed_from->dct_residuals_restored},
+               {"folder", resumed_from->folder}, {"skipped_checkpoints", skipped_json(resume_skipped)},
+               {"p@1", ev.p(1)}, {"p@3", ev.p(3)}, {"p@5", ev.p(5)}});
+  }
+  if (!resumed_from && a.output_start == OutputInit::centroid) {
+    const auto t = std::chrono::steady_clock::now();
+    trainer.init_output_from_centroids(train, a.centroid_scale, a.eval_batch);
+    if (!a.quiet)
+      say("output rows set to label centroids in hidden space in {:.1f} s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
+  const Rng seeds(a.seed);
+  // DCT-DP between replicas: the link rate between them, to tell whether compression pays
+  // (apps/dct_cost.h). DCT-DP on: whether it pays; off (no --dp-keep): whether it would (the
+  // exchange outweighing the step).
+  if (!link_rate && data_group && data_group->size() > 1 && (!a.dp_keep || *a.dp_keep < 1.0f))
+    link_rate = probe_link_rate(*data_group);
+  LinkCostSaid said;  // the link-cost notes already printed
+  uint64_t backoffs_said = 0;  // --compress auto's back-offs already reported
+  // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
+  bool calibrate = a.auto_weights && grid.model > 1;
+  RunGroups groups{.world = world.get(), .model = model_group, .retired = held->retired};
+  if (a.auto_weights && grid.model == 1 && !a.quiet)
+    say("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
+  bool stop_asked = false;  // RunCallbacks::on_epoch returned false
+  while (trainer.epoch() < a.epochs && !stopper.should_stop() && !stop_asked) {
+    const uint64_t epoch = trainer.epoch() + 1;
+    const FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
+                                 .progress = !a.quiet, .max_steps = a.max_steps};
+    const nlohmann::json transport_before = transport_bytes_sent({groups.model.get(), data_group.get()});
+    FitResult fit;
+    if (calibrate) {
+      calibrate = false;
+      fit = calibrated_epoch(a, train, fit_options, groups, grid, model, trainer_slot, build, log);
+      if (groups.left) {
+        say("rank {}: left out of the model by --slice-weights auto (too slow to shorten the group's step); "
+                   "it has no more work in this run\n", rank);
+        log.write({{"event", "left_out"}, {"epoch", epoch}, {"rank", rank}});
+        result.left_out = true;
+        return result;
+      }
+    } else {
+      fit = trainer.fit_epoch(train, fit_options);
+    }
+    // The training steps' bytes per transport (the evaluation below sends more).
+    const nlohmann::json transport_after = transport_bytes_sent({groups.model.get(), data_group.get()});
+    const auto [step_max, step_min] = model_step_times(fit, model, *model_group);
+    // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
+    // its metrics are null ("no test points"), not zeros.
+    const bool has_test = test.size() > 0;
+    const EvalResult ev = trainer.evaluate(test, eval_options);
+    // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
+    double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch, .ensemble = eval_options.ensemble}).p(1) : -1.0;
+    if (valid != nullptr && groups.world->size() > 1) {
+      // Saving the best model is collective: every rank must take rank 0's decision.
+      float score = static_cast<float>(valid_p1);
+      groups.world->broadcast(std::span<float>(&score, 1), 0).wait();
+      valid_p1 = score;
+    }
+    const EpochScores scores{.ev = ev, .has_test = has_test,
+                             .valid_p1 = valid != nullptr ? std::optional<double>(valid_p1) : std::nullopt,
+                             .step_max = step_max, .step_min = step_min};
+    if (rank == 0) print_epoch(a, epoch, fit, scores, model, trainer, world->size(), grid, backoffs_said);
+    std::fflush(stdout);
+    nlohmann::json line = epoch_record(a, epoch, fit, scores, trainer, model, rank, restarts);
+    if (link_rate && fit.steps > 0) add_link_cost(a, fit, *link_rate, compress_choice.has_value(), line, said);
+    if (!transport_before.is_null()) {  // --transport-map: what each transport carried
+      for (const auto& [transport, bytes] : transport_after.items())
+        line["transport_bytes_sent_per_sample"][transport] =
+            fit.group_samples > 0 ? static_cast<double>(bytes.get<uint64_t>() - transport_before.value(transport, uint64_t{0})) /
+                                        static_cast<double>(fit.group_samples)
+                                  : 0.0;
+    }
+    if (a.clip_norm > 0) {  // how often clipping acted, to tune --clip-norm
+      line["grad_norm"] = fit.grad_norm;
+      line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;
+    }
+    if (a.on_divergence == OnDivergence::skip_batch) {
+      line["skipped_batches"] = fit.skipped_batches;
+      if (fit.skipped_batches > 0 && rank == 0)
+        say_notice("warning: epoch {}: {} batch(es) whose loss or gradients were not finite were skipped "
+                           "(--on-divergence skip-batch); first at step {}\n", epoch, fit.skipped_batches,
+                   fit.diverged_step);
+    }
+    log.write(line);
+    const bool go_on = report_epoch(line, a.callbacks, result, groups.world);
+    const bool best = valid != nullptr && stopper.update(epoch, valid_p1);
+    const nlohmann::json run_state = {
+        {"early_stopping", {{"best", stopper.state().best}, {"best_epoch", stopper.state().best_epoch},
+                            {"epochs_without_improvement", stopper.state().epochs_without_improvement}}}};
+    if (best && a.early_stopping > 0) {
+      const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
+      scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
+      save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
+    }
+    if (!a.checkpoint.empty()) {
+      scoring.keep_beside(a.checkpoint, rank);
+      save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
+    }
+    if (stopper.should_stop() && !a.quiet)
+      say("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
+                 "in {}/best\n",
+                 a.early_stopping, stopper.state().best, stopper.state().best_epoch, a.checkpoint);
+    stop_asked = !go_on;
+  }
+  result.model_epoch = trainer.epoch();
+  // --early-stopping: the best epoch's model, as DIR/best holds it, is what the run returns.
+  if (a.early_stopping > 0 && stopper.state().best_epoch > 0 && stopper.state().best_epoch != trainer.epoch()) {
+    const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
+    const CheckpointChoice best = choose_resume_checkpoint(best_dir, a.accept_unchecked_checkpoint, *groups.world);
+    load_checkpoint(best_dir, best.manifest, model, trainer, resume_config);
+    result.model_epoch = stopper.state().best_epoch;
+    if (!a.quiet) say("the returned model is the best epoch's ({}), loaded from {}\n", result.model_epoch, best_dir);
+  }
+  result.model = std::move(held);
+  return result;
+}
+
+// --model dlrm (or --format criteo): the flags of the XMC network do not apply and say so; the
+// shared ones go to run_dlrm.
+RunResult train_dlrm(const RunArgs& given) {
+  // --compress auto: DCT-DP's keep on the MLP gradients set online, one tau per parameter (DLRM's
+  // selection) at its energy target; link means off here (apply_compress).
+  RunArgs a = given;
+  apply_compress(a);
+  FRUGAL_CHECK(a.model == ModelKind::dlrm, "--format criteo is click-log data: it trains --model dlrm");
+  FRUGAL_CHECK(!a.train_data,
+               "--model dlrm trains from Criteo-format files: give their paths as --train and --test");
+  FRUGAL_CHECK(a.given.count("--format") == 0 || a.format == data::DataFormat::criteo,
+               fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
+                           data::to_string(a.format)));
+  // The DLRM trainer never brings skipped rows up to date before they are read, so catch-up would
+  // silently be lazy with extra bookkeeping.
+  FRUGAL_CHECK(a.sparse_updates == optim::SparseUpdates::lazy,
+               "--model dlrm: --sparse-updates catchup is not implemented (its tables and MLPs update lazily: "
+               "leave --sparse-updates at lazy)");
+  FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates,
+               "--model dlrm: --dp-compress updates is not implemented (its DCT-DP thresholds the MLP gradients: "
+               "leave --dp-compress at its default)");
+  FRUGAL_CHECK(!a.dp_momentum_correction,
+               "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
+               "replicas' thresholded sum; drop the flag)");
+  FRUGAL_CHECK(a.pipeline == 0, "--model dlrm: --pipeline is not implemented (its tables and MLPs train data-parallel)");
+  FRUGAL_CHECK(a.on_divergence == OnDivergence::stop,
+               "--model dlrm: --on-divergence skip-batch is not implemented (a diverged DLRM epoch stops the run)");
+  FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
+                               "--table-exchange or --parallel data say how the tables are shared)");
+  std::vector<std::string> ignored;
+  for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
+                           "--active-target", "--negatives", "--infer", "--ensemble-weight", "--ensemble-knn-weight",
+                           "--ensemble-temperature", "--ensemble-neighbours", "--output-init", "--slice-weights", "--calibration-steps",
+                           "--calibration-warmup",
+                           "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
+                           "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
+                           "--mp-error-feedback", "--dp-local-clip", "--overlap", "--overlap-forward"})
+    if (a.given.count(flag) > 0) ignored.emplace_back(flag);
+  if (!ignored.empty())
+    say_notice("note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
+  run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
+                   .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
+                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
+                   .eval_batch = a.eval_batch, .max_steps = a.max_steps,
+                   .optimizer = optimizer_options(a),
+                   .seed = a.seed,
+                   .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
+                   .device = a.device, .join = a.join,
+                   .dp = dp_compression(a, comm::DpTarget::gradients), .dlrm = a.dlrm});
+  return {};
+}
+
+// The caller's callbacks as the library's output sink (core/output.h) for the length of the run.
+std::optional<ScopedOutputSink> route_output(const RunCallbacks& callbacks) {
+  if (!callbacks.on_output && !callbacks.on_notice) return std::nullopt;
+  return std::optional<ScopedOutputSink>(std::in_place, [&callbacks](OutputStream stream, std::string_view text) {
+    const auto& to = stream == OutputStream::progress ? callbacks.on_output : callbacks.on_notice;
+    if (to) {
+      to(text);
+    } else {
+      std::FILE* f = stream == OutputStream::progress ? stdout : stderr;
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fflush(f);
+    }
+  });
+}
+
+}  // namespace
+
+std::string_view to_string(ModelKind m) { return m == ModelKind::dlrm ? "dlrm" : "xmc"; }
+std::string_view to_string(Compress c) { return c == Compress::auto_ ? "auto" : c == Compress::link ? "link" : "off"; }
+std::string_view to_string(ParallelMode m) { return m == ParallelMode::data ? "data" : "model"; }
+std::string_view to_string(TauEstimate t) { return t == TauEstimate::exact ? "exact" : "sampled"; }
+std::string_view to_string(OutputInit i) { return i == OutputInit::centroid ? "centroid" : "random"; }
+
+RunResult run_training(RunArgs a) {
+  prepare(a);
+  if (a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo) return train_dlrm(a);
+  return run_train(std::move(a));
+}
+
+RunResult train(const TrainConfig& config, const RunCallbacks& callbacks) {
+  const auto routed = route_output(callbacks);
+  RunArgs a(config);
+  a.callbacks = &callbacks;
+  return run_training(std::move(a));
+}
+
+RunResult train(const TrainConfig& config, data::Dataset train_set, data::Dataset test_set,
+                const RunCallbacks& callbacks) {
+  const auto routed = route_output(callbacks);
+  RunArgs a(config);
+  a.callbacks = &callbacks;
+  a.train_data = std::move(train_set);
+  a.test_data = std::move(test_set);
+  return run_training(std::move(a));
+}
+
+}  // namespace frugal::run

@@ -1,0 +1,106 @@
+#include "train/run/trained_model.h"
+
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "core/data/label_counts_file.h"
+#include "core/say.h"
+#include "train/checkpoint_manifest.h"
+
+namespace frugal::run {
+
+void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e) {
+  const auto t = std::chrono::steady_clock::now();
+  EnsembleMembers members;
+  if (a.inference.ensemble.weight > 0.0f) members.centroids = &e.centroids.emplace(train);
+  if (a.inference.ensemble.knn_weight > 0.0f) members.points = &e.points.emplace(train);
+  e.ranker.emplace(members, a.inference.ensemble);
+  const double mib = static_cast<double>((e.centroids ? e.centroids->bytes() : 0) + (e.points ? e.points->bytes() : 0)) /
+                     double(1 << 20);
+  if (!a.quiet)
+    say("--infer ensemble: {:.1f} MiB of label centroids and nearest training points in {:.1f} s; evaluation "
+               "blends the network ({:g}) with the centroids ({:g}) and the {} nearest points' votes ({:g}), "
+               "temperature {:g}\n",
+               mib, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(),
+               1.0f - a.inference.ensemble.weight - a.inference.ensemble.knn_weight, a.inference.ensemble.weight,
+               a.inference.ensemble.neighbours, a.inference.ensemble.knn_weight, a.inference.ensemble.temperature);
+}
+
+Scoring::Scoring(const RunArgs& a, const data::Dataset& train) : label_counts(LabelCounts::of(train)) {
+  if (label_counts.points > 0) propensities.emplace(label_counts);
+  if (a.inference.mode == InferMode::ensemble) build_ensemble(a, train, ensemble);
+  options = {.k = {1, 3, 5}, .batch = a.eval_batch, .inference = a.inference.layer_mode(),
+             .inference_candidates = a.inference.candidates, .propensities = propensities ? &*propensities : nullptr,
+             .ensemble = ensemble.ranker ? &*ensemble.ranker : nullptr};
+}
+
+void Scoring::keep_beside(const std::string& dir, int rank) const {
+  if (dir.empty() || rank != 0 || !kept_in_.insert(dir).second) return;
+  for (const char* name : kCheckpointMemberFiles) {
+    std::error_code ignored;  // absent: nothing to remove
+    std::filesystem::remove(std::filesystem::path(dir) / name, ignored);
+  }
+  if (propensities) save_label_counts(dir, label_counts);
+  if (ensemble.centroids) ensemble.centroids->save(dir);
+  if (ensemble.points) ensemble.points->save(dir);
+}
+
+double EpochRecord::p_at(size_t k) const {
+  const std::optional<double>& p = k == 1 ? p1 : k == 3 ? p3 : k == 5 ? p5 : valid_p1;
+  FRUGAL_CHECK(k == 1 || k == 3 || k == 5, fmt::format("EpochRecord::p_at({}): the record has P@1, P@3 and P@5", k));
+  return p.value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+bool report_epoch(const nlohmann::json& line, const RunCallbacks* callbacks, RunResult& result,
+                  comm::Communicator* world) {
+  EpochRecord r;
+  r.epoch = line.value("epoch", uint64_t{0});
+  r.loss = line.value("loss", 0.0);
+  r.train_samples_per_s = line.value("train_samples_per_s", 0.0);
+  const auto metric = [&](const char* key) {
+    return line.contains(key) && line[key].is_number() ? std::optional<double>(line[key].get<double>()) : std::nullopt;
+  };
+  r.p1 = metric("p@1");
+  r.p3 = metric("p@3");
+  r.p5 = metric("p@5");
+  r.valid_p1 = metric("valid_p@1");
+  r.json = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  result.epochs.push_back(r);
+  float stop = callbacks != nullptr && callbacks->on_epoch && !callbacks->on_epoch(result.epochs.back()) ? 1.0f : 0.0f;
+  if (world != nullptr && world->size() > 1) world->all_reduce(std::span<float>(&stop, 1), comm::ReduceOp::max).wait();
+  return stop == 0.0f;
+}
+
+EvalResult RunResult::evaluate(const data::Dataset& data) const {
+  FRUGAL_CHECK(model != nullptr, "RunResult::evaluate: this run returned no model (DLRM, a pipeline, or a rank "
+                                 "--slice-weights auto left out): load its checkpoint with frugal::Predictor");
+  return model->trainer->evaluate(data, model->scoring->options);
+}
+
+Predictions RunResult::predict(const data::Dataset& data, size_t k) const {
+  FRUGAL_CHECK(model != nullptr, "RunResult::predict: this run returned no model (DLRM, a pipeline, or a rank "
+                                 "--slice-weights auto left out): load its checkpoint with frugal::Predictor");
+  FRUGAL_CHECK(k > 0, "RunResult::predict: k must be > 0");
+  Predictions out;
+  out.k = std::min<size_t>(k, model->model.output().out_features());
+  const size_t batch = std::max<size_t>(1, model->scoring->options.batch);
+  SparseBatch part;
+  std::vector<uint32_t> ids, labels;
+  std::vector<float> scores;
+  for (size_t begin = 0; begin < data.size(); begin += batch) {
+    const size_t end = std::min(data.size(), begin + batch);
+    ids.resize(end - begin);
+    for (size_t i = begin; i < end; ++i) ids[i - begin] = static_cast<uint32_t>(i);
+    data.gather(ids, part);
+    model->trainer->predict(part, out.k, labels, scores);
+    out.labels.insert(out.labels.end(), labels.begin(), labels.end());
+    out.scores.insert(out.scores.end(), scores.begin(), scores.end());
+  }
+  return out;
+}
+
+}  // namespace frugal::run
