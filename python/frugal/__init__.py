@@ -4,11 +4,16 @@
     X, Y = frugal.read_xmc("train.txt")                   # CSR features, CSR 0/1 labels
     model = frugal.train(X, Y, test=(Xt, Yt), epochs=2)   # every `frugal train` flag, - as _
     labels, scores = model.predict(Xt, k=5)               # numpy arrays, shape (n, 5)
+    S = model.predict(Xt, k=5, sparse=True)               # CSR (n, labels): each row's top 5 scores
     model.evaluate(Xt, Yt)["p@1"]                         # keys as in the metrics log
     model.save("ckpt"); frugal.load("ckpt")               # the CLI's checkpoints
+    clf = frugal.XMCClassifier(epochs=2).fit(X, Y)        # scikit-learn's estimator conventions
+    clf.predict_proba(Xt, k=5)                            # CSR: each row's top 5 probabilities
+    frugal.write_xmc("out.txt", X, Y)                     # the XMC text format frugal train reads
 
-Training runs `frugal train` itself in this process: the same options with the same defaults and
-checks, the same output on stdout and the same checkpoints (docs/python.md).
+Training runs the library's run API (train/run/run.h: what `frugal train` runs) in this process: the
+same options with the same defaults and checks, the same output (through sys.stdout) and the same
+checkpoints (docs/python.md).
 """
 import contextlib
 import numbers
@@ -24,7 +29,8 @@ import scipy.sparse as sp
 from . import _core
 from ._core import CheckpointError, DataError, Error
 
-__all__ = ["train", "load", "read_xmc", "Model", "Error", "DataError", "CheckpointError", "train_options"]
+__all__ = ["train", "load", "read_xmc", "write_xmc", "Model", "XMCClassifier", "Error", "DataError", "CheckpointError",
+           "train_options"]
 
 # frugal.Error: every error the module raises. Its kinds: frugal.DataError (input data refused: the
 # checks of the file readers, core/data/point_checks.h, and those of the forms below) and
@@ -282,7 +288,7 @@ def _keyword_named(error, given):
 
 def train(X, Y=None, test=None, progress=None, **options):
     """Trains with `frugal train`'s options (keyword arguments, `_` for `-`, the same defaults) and
-    returns the Model of the last epoch.
+    returns the Model of the last epoch (with early_stopping: of the best epoch, checkpoint/best).
 
     X, Y: scipy.sparse features (any format: a copy is converted to CSR float32) and the labels: a
     0/1 sparse matrix, a list of label lists or a dense 0/1 array of shape (points, labels); or X a
@@ -291,7 +297,10 @@ def train(X, Y=None, test=None, progress=None, **options):
     frugal.DataError naming the row; strict=True makes the readers' warnings errors too.
     test: (X_test, Y_test), a file path like X, or None (no evaluation per epoch).
     progress: called after every epoch with that epoch's record of the metrics log (a dict:
-    epoch, loss, p@1, ...); an exception it raises stops training.
+    epoch, loss, p@1, ...); returning False stops training after that epoch (the model trained so
+    far is returned); an exception it raises stops training and is raised.
+    quiet=True: nothing is printed (warnings go to the "frugal" logger); otherwise the epoch lines
+    go to sys.stdout and notes to sys.stderr (contextlib.redirect_stdout captures them).
     checkpoint: where the model is saved (default: a temporary folder, removed with the Model).
     """
     if progress is not None and not callable(progress):
@@ -305,6 +314,7 @@ def train(X, Y=None, test=None, progress=None, **options):
     if not owned:
         given["--checkpoint"] = ("checkpoint", checkpoint, (checkpoint,))
     strict = bool(options.get("strict"))  # a switch: True or False once _flag_args has passed it
+    quiet = bool(options.get("quiet"))
     if owned:
         checkpoint = tempfile.mkdtemp(prefix="frugal-model-")
     args = ["--checkpoint", checkpoint] + args
@@ -314,8 +324,8 @@ def train(X, Y=None, test=None, progress=None, **options):
                 raise Error("frugal.train: with X a training file, the labels are in the file: leave Y out")
             if not isinstance(test, (str, os.PathLike)):
                 raise Error("frugal.train: with X a training file, give test as a file path too")
-            _core.train(["--train", _path(X, "X"), "--test", _path(test, "test")] + args, progress=progress,
-                        strict=strict)
+            model_epoch = _core.train(["--train", _path(X, "X"), "--test", _path(test, "test")] + args,
+                                      progress=progress, strict=strict, quiet=quiet)
         else:
             if Y is None:
                 raise Error(f"frugal.train: give the labels Y: {_LABEL_FORMS}")
@@ -327,7 +337,8 @@ def train(X, Y=None, test=None, progress=None, **options):
                 test_data = _data(test[0], test[1], "test ", data["y_columns"])
                 # Label ids of the test set beyond the training set's widen both (the CLI's files declare L).
                 data["y_columns"] = test_data["y_columns"] = max(data["y_columns"], test_data["y_columns"])
-            _core.train(["--train", "X", "--test", "test"] + args, data, test_data, progress, strict)
+            model_epoch = _core.train(["--train", "X", "--test", "test"] + args, data, test_data, progress, strict,
+                                      quiet)
         if not os.path.exists(os.path.join(checkpoint, "manifest.json")):
             # A run of no epoch (epochs=0, or resumed at its last epoch into another folder) saved no model.
             epochs = options.get("epochs")
@@ -345,7 +356,13 @@ def train(X, Y=None, test=None, progress=None, **options):
         if owned:
             shutil.rmtree(checkpoint, ignore_errors=True)
         raise
-    return Model(checkpoint, _owned=owned)
+    # With early stopping the run returned the best epoch's model: the one checkpoint/best holds.
+    best = os.path.join(checkpoint, "best")
+    path = checkpoint
+    if options.get("early_stopping") and os.path.exists(os.path.join(best, "manifest.json")) \
+            and Model(best).epoch == model_epoch:
+        path = best
+    return Model(path, _owned_folder=checkpoint if owned else None)
 
 
 _INFER = ("auto", "exact", "lsh", "ensemble")
@@ -356,10 +373,10 @@ class Model:
     and `frugal evaluate` load it (--infer auto: as the run was trained to infer)."""
 
     def __init__(self, path, device="auto", threads=0, infer="auto", batch=512,
-                 accept_unchecked_checkpoint=False, _owned=False):
+                 accept_unchecked_checkpoint=False, _owned_folder=None):
         self.path = _path(path, "path")
-        if _owned:  # the temporary folder of train() goes with its Model
-            self._cleanup = weakref.finalize(self, shutil.rmtree, self.path, True)
+        if _owned_folder is not None:  # the temporary folder of train() goes with its Model
+            self._cleanup = weakref.finalize(self, shutil.rmtree, _owned_folder, True)
         infer = _text(infer, "infer", ", ".join(_INFER))
         if infer not in _INFER:
             raise Error(f"infer={infer!r}: expected one of {', '.join(_INFER)}")
@@ -388,14 +405,42 @@ class Model:
     def epoch(self):
         return self._loaded().epoch
 
-    def predict(self, X, k=5):
+    def predict(self, X, k=5, sparse=False):
         """The k best labels of every row of X, best first: (labels, scores), numpy arrays of shape
         (n, k) (k at most the label count; scores: the logits, or with --infer ensemble the blended
-        probabilities). X is only read."""
+        probabilities). sparse=True: one scipy.sparse CSR matrix of shape (n, labels) holding each
+        row's k scores at its labels' columns instead (PECOS' and pyxclib's form). X is only read."""
         k = _integer(k, "k", 1, 2**63 - 1, "the labels per point")
+        sparse = _switch(sparse, "sparse")
         model = self._loaded()
         x, _ = _features(X, "X")
-        return model.predict(x, min(k, model.num_labels))
+        labels, scores = model.predict(x, min(k, model.num_labels))
+        return _top_k_matrix(labels, scores, model.num_labels) if sparse else (labels, scores)
+
+    def predict_proba(self, X, k=5):
+        """Each row's k most probable labels and their probabilities under the model, as a CSR
+        matrix of shape (n, labels). With exact or LSH inference, the softmax over every label
+        (each row is scored against all labels, a block of rows at a time); with --infer ensemble,
+        the blend's probabilities. X is only read."""
+        k = _integer(k, "k", 1, 2**63 - 1, "the labels per point")
+        model = self._loaded()
+        x, rows = _features(X, "X")
+        k = min(k, model.num_labels)
+        if model.infer == "ensemble":
+            labels, scores = model.predict(x, k)
+            return _top_k_matrix(labels, scores, model.num_labels)
+        X = sp.csr_matrix((x["x_data"], x["x_indices"], x["x_indptr"]), shape=(rows, x["x_columns"]))
+        block = max(1, (1 << 22) // model.num_labels)  # rows scored against every label at once
+        parts = []
+        for first in range(0, rows, block):
+            part, _ = _features(X[first:first + block], "X")
+            labels, logits = model.predict(part, model.num_labels)  # every label, best first
+            logits = logits.astype(np.float64)
+            top = logits[:, :1]
+            log_z = top + np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+            parts.append(_top_k_matrix(labels[:, :k], np.exp(logits[:, :k] - log_z).astype(np.float32),
+                                       model.num_labels))
+        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, model.num_labels), dtype=np.float32)
 
     def evaluate(self, X, Y, k=(1, 3, 5)):
         """P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k and coverage@k on (X, Y) as a dict with the metrics
@@ -427,6 +472,15 @@ class Model:
         return f"frugal.Model({self.path!r})"
 
 
+def _top_k_matrix(labels, scores, num_labels):
+    """(n, k) labels and scores as a CSR matrix of shape (n, num_labels), columns sorted per row."""
+    n, k = labels.shape
+    m = sp.csr_matrix((scores.ravel(), labels.ravel().astype(np.int64), np.arange(0, n * k + 1, k)),
+                      shape=(n, num_labels))
+    m.sort_indices()
+    return m
+
+
 _LOAD_OPTIONS = ("device", "threads", "infer", "batch", "accept_unchecked_checkpoint")
 
 
@@ -453,3 +507,111 @@ def read_xmc(path):
     Y = sp.csr_matrix((np.ones(len(d["y_indices"]), dtype=np.float32), d["y_indices"], d["y_indptr"]),
                       shape=(rows, d["y_columns"]))
     return X, Y
+
+
+def write_xmc(path, X, Y):
+    """Writes (X, Y) as an XMC text file (docs/data.md: a header `N F L`, then a line per row,
+    `l1,l2 f:v f:v ...`), which `frugal train --train` and frugal.read_xmc read back. X: scipy.sparse
+    features; Y: any of train()'s label forms. The arrays are only read; the file is written whole
+    or not at all (a temporary file renamed into place)."""
+    path = _path(path, "path")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise Error(f"{path}: not a regular file: write_xmc writes a new file or replaces one")
+    d = _data(X, Y, "")
+    x_ptr, x_ids, x_val = d["x_indptr"], d["x_indices"], d["x_data"]
+    y_ptr, y_ids = d["y_indptr"], d["y_indices"]
+    rows = len(x_ptr) - 1
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".frugal-xmc-", dir=folder)
+    except OSError as e:
+        raise Error(f"{path}: cannot write there: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(f"{rows} {d['x_columns']} {d['y_columns']}\n")
+            for i in range(rows):
+                labels = ",".join(map(str, y_ids[y_ptr[i]:y_ptr[i + 1]].tolist()))
+                features = " ".join(f"{j}:{v:.9g}" for j, v in zip(x_ids[x_ptr[i]:x_ptr[i + 1]].tolist(),
+                                                                    x_val[x_ptr[i]:x_ptr[i + 1]].tolist()))
+                f.write(f"{labels} {features}\n" if labels and features else f"{labels or features}\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise Error(f"{path}: cannot write there: {e.strerror}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+class XMCClassifier:
+    """frugal.train as a scikit-learn style estimator: XMCClassifier(**options) takes train()'s
+    keyword options (`frugal train`'s flags, - as _, the same defaults); fit(X, Y) trains and returns
+    the estimator; predict(X, k) gives each row's k best labels, predict_proba(X, k) their
+    probabilities (CSR), score(X, Y) the P@1. get_params / set_params / clone work as scikit-learn's
+    (the options are the parameters). After fit: model_ (the frugal.Model), history_ (the epochs'
+    records), n_features_in_ and n_labels_."""
+
+    def __init__(self, **options):
+        self._check_names(options)
+        self._params = dict(options)
+
+    @staticmethod
+    def _check_names(options):
+        known = set(train_options()) | {"checkpoint", "strict", "quiet"}
+        for name in options:
+            if name not in known or name in ("train", "test"):
+                raise Error(f"XMCClassifier: unknown option {name} (frugal.train_options() lists them)")
+
+    def get_params(self, deep=True):  # noqa: ARG002 (scikit-learn's signature)
+        return dict(self._params)
+
+    def set_params(self, **params):
+        self._check_names(params)
+        self._params.update(params)
+        return self
+
+    def fit(self, X, Y, test=None, progress=None):
+        """Trains on (X, Y) (train()'s forms; test and progress as train()'s) and returns self."""
+        if progress is not None and not callable(progress):
+            raise Error(f"XMCClassifier.fit: progress={_shown(progress)}: expected a function of one argument (the "
+                        "epoch's record) or None")
+        history = []
+
+        def record(epoch):
+            history.append(epoch)
+            return progress(epoch) if progress is not None else None
+
+        self.model_ = train(X, Y, test=test, progress=record, **self._params)
+        self.history_ = history
+        self.n_features_in_ = self.model_.num_features
+        self.n_labels_ = self.model_.num_labels
+        return self
+
+    def _model(self):
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise Error("XMCClassifier: not fitted yet: call fit(X, Y) first")
+        return model
+
+    def predict(self, X, k=1):
+        """Each row's k best labels, best first: an int array of shape (n, k)."""
+        return self._model().predict(X, k)[0]
+
+    def predict_proba(self, X, k=5):
+        """Each row's k most probable labels with their probabilities: CSR of shape (n, labels)."""
+        return self._model().predict_proba(X, k)
+
+    def decision_function(self, X, k=5):
+        """Each row's k best labels' scores (logits, or the ensemble's blend): CSR (n, labels)."""
+        return self._model().predict(X, k, sparse=True)
+
+    def score(self, X, Y):
+        """P@1 on (X, Y) (scikit-learn's score: higher is better)."""
+        return self._model().evaluate(X, Y, k=1)["p@1"]
+
+    def __repr__(self):
+        options = ", ".join(f"{k}={v!r}" for k, v in self._params.items())
+        return f"XMCClassifier({options})"

@@ -23,7 +23,7 @@
 
 #include "apps/predict_session.h"
 #include "apps/train_in_process.h"
-#include "apps/rank_threads.h"
+#include "train/run/rank_threads.h"
 #include "core/check.h"
 #include "core/data/point_checks.h"
 #include "core/data/xmc_file.h"
@@ -31,6 +31,7 @@
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 #include "core/sparse_batch.h"
+#include "core/output.h"
 #include "core/warnings.h"
 #include "layers/dlrm/dlrm_checkpoint.h"
 
@@ -166,12 +167,41 @@ class StrictScope {
 };
 
 // `strict`: train(strict=True), whose --strict makes the data sets' warnings errors as the command
-// line's does for its files.
-void train(const std::vector<std::string>& args, const std::optional<py::dict>& train_data,
-           const std::optional<py::dict>& test_data, const std::optional<py::function>& progress, bool strict) {
+// line's does for its files. `quiet`: no output at all (the run's lines go nowhere; its warnings go
+// to Python's logging, logger "frugal"). Otherwise the run's lines are written to sys.stdout and
+// its notes to sys.stderr, as Python objects (contextlib.redirect_stdout and notebooks see them).
+// `progress` returning False stops the run after that epoch. Returns the epoch whose model the
+// checkpoint folder's best/ or newest checkpoint holds (run::RunResult::model_epoch).
+uint64_t train(const std::vector<std::string>& args, const std::optional<py::dict>& train_data,
+               const std::optional<py::dict>& test_data, const std::optional<py::function>& progress, bool strict,
+               bool quiet) {
   const StrictScope strict_scope(strict);
   take_warnings();  // an earlier call's (whose run kept no metrics log) are not this run's
   cli::InProcessTrain run;
+  // Called on this thread with the GIL released: each callback takes it back (and lets Ctrl-C in).
+  py::object json_loads = py::module_::import("json").attr("loads");
+  py::object sys = py::module_::import("sys");
+  py::object logger = py::module_::import("logging").attr("getLogger")("frugal");
+  run.callbacks.on_output = [&](std::string_view text) {
+    if (quiet) return;
+    py::gil_scoped_acquire gil;
+    sys.attr("stdout").attr("write")(py::str(text.data(), text.size()));
+  };
+  run.callbacks.on_notice = [&](std::string_view text) {
+    constexpr std::string_view kWarning = "frugal: warning: ";
+    py::gil_scoped_acquire gil;
+    if (text.starts_with(kWarning)) {
+      std::string_view message = text.substr(kWarning.size());
+      if (message.ends_with('\n')) message.remove_suffix(1);
+      logger.attr("warning")(py::str(message.data(), message.size()));
+    } else if (!quiet) {
+      sys.attr("stderr").attr("write")(py::str(text.data(), text.size()));
+    }
+  };
+  // The data's own warnings (check_points) go where the run's do.
+  const ScopedOutputSink sink([&run](OutputStream stream, std::string_view text) {
+    (stream == OutputStream::progress ? run.callbacks.on_output : run.callbacks.on_notice)(text);
+  });
   if (train_data) {
     as_error_of_kind<DataError>([&] {
       const Csr x = csr_from(*train_data, "x_", "X", true), y = csr_from(*train_data, "y_", "Y", false);
@@ -192,15 +222,21 @@ void train(const std::vector<std::string>& args, const std::optional<py::dict>& 
       run.test->source = "test";
     }
   }
-  // Called on this thread with the GIL released: the callback takes it back (and lets Ctrl-C in).
-  py::object json_loads = py::module_::import("json").attr("loads");
-  run.on_epoch = [&](const std::string& line) {
+  run.callbacks.on_epoch = [&](const run::EpochRecord& record) {
     py::gil_scoped_acquire gil;
-    if (progress) (*progress)(json_loads(line));
+    bool go_on = true;
+    if (progress) {
+      const py::object said = (*progress)(json_loads(record.json));
+      go_on = !(py::isinstance<py::bool_>(said) && !said.cast<bool>());
+    }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C: stop at the epoch's end
+    return go_on;
   };
-  py::gil_scoped_release release;
-  cli::run_train_in_process(args, run);
+  {
+    py::gil_scoped_release release;
+    cli::run_train_in_process(args, run);
+  }
+  return run.result ? run.result->model_epoch : 0;
 }
 
 // A trained model for inference: `frugal predict` / `frugal evaluate`'s session. The keywords are
@@ -223,7 +259,7 @@ class Model {
     // batch 0 scored no point per round, for ever.
     FRUGAL_CHECK(batch >= 1, fmt::format("batch={}: expected the points scored at a time, from 1 up", batch));
     try {  // the command line's range, named as the keyword
-      cli::threads_for_rank(threads);
+      run::threads_for_rank(threads);
     } catch (const Error& e) {
       std::string message = e.what();
       if (message.starts_with("--threads ")) message.replace(0, 10, "threads=");
@@ -371,7 +407,7 @@ PYBIND11_MODULE(_core, m) {
     }
   });
   m.def("train", &train, py::arg("args"), py::arg("train") = std::nullopt, py::arg("test") = std::nullopt,
-        py::arg("progress") = std::nullopt, py::arg("strict") = false);
+        py::arg("progress") = std::nullopt, py::arg("strict") = false, py::arg("quiet") = false);
   m.def("train_flags", [] {
     std::vector<py::tuple> out;
     for (const auto& f : frugal::cli::train_flags()) out.push_back(py::make_tuple(f.name, f.default_value, f.takes_value));

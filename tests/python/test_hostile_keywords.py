@@ -179,7 +179,7 @@ def keywords_of(name, function, frugal):
         if p.name in ("self", "cls") or p.name.startswith("_") or p.kind == p.VAR_POSITIONAL:
             continue
         if p.kind == p.VAR_KEYWORD:
-            if name == "train":
+            if name in ("train", "XMCClassifier", "XMCClassifier.set_params"):
                 words += [k for k in frugal.train_options() if k not in words]
             elif name == "load":
                 words += [k for k in keywords_of("Model", frugal.Model, frugal) if k != "path"]
@@ -225,15 +225,19 @@ def make_plan(root):
     os.makedirs(os.path.join(root, "probe"))
     os.chdir(os.path.join(root, "probe"))  # what a probe writes (Model.save) stays here
     loaded = frugal.load(model)
+    fitted = frugal.XMCClassifier(**BASE).fit(data["X"], data["Y"])
     calls = {"train": frugal.train, "load": frugal.load, "Model": frugal.Model, "read_xmc": frugal.read_xmc,
-             "Model.predict": loaded.predict, "Model.evaluate": loaded.evaluate, "Model.save": loaded.save}
+             "write_xmc": frugal.write_xmc, "Model.predict": loaded.predict, "Model.evaluate": loaded.evaluate,
+             "Model.save": loaded.save, "Model.predict_proba": loaded.predict_proba,
+             "XMCClassifier": frugal.XMCClassifier}
+    calls.update({f"XMCClassifier.{m}": getattr(fitted, m) for m in CLASSIFIER_METHODS})
 
     cases, keywords = [], []
     for name, function in functions.items():
         for word in keywords_of(name, function, frugal):
             keywords.append((name, word))
             values = generic_values(np)
-            if name == "train" and word in defaults and word not in ("test",):
+            if name in ("train", "XMCClassifier", "XMCClassifier.set_params") and word in defaults and word != "test":
                 kind, check = declared.get("--" + word.replace("_", "-"), (None, None))
                 values += just_outside(kind, check)
                 values += numpy_of(defaults[word], np)
@@ -265,9 +269,28 @@ def make_plan(root):
 # ---------------------------------------------------------------------------------------------
 # One case.
 
+# The estimator's methods, each called on a classifier fitted with BASE.
+CLASSIFIER_METHODS = ("fit", "predict", "predict_proba", "decision_function", "score", "get_params", "set_params")
+
+
 def valid_arguments(name, data, model, xmc):
     if name == "train":
         return dict(X=data["X"], Y=data["Y"], test=(data["Xt"], data["Yt"]), progress=None, **BASE)
+    if name == "XMCClassifier":
+        return dict(BASE)
+    if name == "XMCClassifier.fit":
+        return dict(X=data["X"], Y=data["Y"], test=(data["Xt"], data["Yt"]), progress=None)
+    if name in ("XMCClassifier.predict", "XMCClassifier.predict_proba", "XMCClassifier.decision_function",
+                "Model.predict_proba"):
+        return dict(X=data["Xt"], k=3)
+    if name == "XMCClassifier.score":
+        return dict(X=data["Xt"], Y=data["Yt"])
+    if name == "XMCClassifier.get_params":
+        return dict(deep=True)
+    if name == "XMCClassifier.set_params":
+        return {}
+    if name == "write_xmc":
+        return dict(path="written.txt", X=data["X"], Y=data["Y"])
     if name in ("load", "Model"):
         return dict(path=model)
     if name == "Model.predict":
@@ -297,6 +320,8 @@ def finite_result(result, np, frugal, data):
         return None if np.isfinite(scores).all() else f"the returned model predicts non-finite scores {scores[0]}"
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], np.ndarray):
         return None if np.isfinite(result[1]).all() else f"non-finite scores {result[1][0]}"
+    if hasattr(result, "tocsr") and hasattr(result, "data"):  # a scipy.sparse score matrix
+        return None if np.isfinite(result.data).all() else "non-finite scores in the sparse result"
     if isinstance(result, dict):
         bad = {k: v for k, v in result.items() if isinstance(v, float) and not math.isfinite(v)}
         return f"non-finite values {bad}" if bad else None
@@ -332,6 +357,9 @@ def run_case(case, data, plan, library, np, sp, frugal):
     pristine = copy.deepcopy((data, value))
     if name.startswith("Model."):
         owner = frugal.load(plan["model"])
+        function = getattr(owner, name.split(".", 1)[1])
+    elif name.startswith("XMCClassifier."):
+        owner = frugal.XMCClassifier(**BASE).fit(data["X"], data["Y"])
         function = getattr(owner, name.split(".", 1)[1])
     else:
         function = getattr(frugal, name)
