@@ -1,6 +1,6 @@
 // Backend: where layers and optimizers compute (ggml's backend interface, in spirit). A Backend is
 // a name, the ops it supports, the ops themselves, synchronize() and thread control. Every compute
-// step of the layers (layers/) and of the optimizers (train/) is one op call on a Backend, per
+// step of the layers (layers/) and of the optimizers (core/optim/) is one op call on a Backend, per
 // batch or per parameter, never per row or element: a backend is free to run an op however it
 // likes (threads, SIMD, a GPU) as long as it matches the scalar reference of tests/kernels/.
 //
@@ -9,7 +9,8 @@
 // made when first asked for). There is no process-wide choice: a layer, an optimizer or a sampler
 // computes on the backend it was placed on (Layer/Model/Optimizer::set_backend(); ranks of one
 // group may differ), and one never placed computes on the host backend (host_backend(), "cpu").
-// Only apps/ picks a device and places the model on it.
+// The run API (train/run/, --device) and apps/' other commands pick a device and place the model
+// on it; the trainer places its optimizer where the model's output layer computes.
 //
 // Memory is owned where it is computed (core/buffer.h): a backend allocates buffers
 // (alloc_buffer), a Tensor is a view of one, and an op reads and writes tensors in its backend's

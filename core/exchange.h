@@ -4,8 +4,9 @@
 //  - ReplicaReducer: the sum of every parameter's gradient over data-parallel replicas (the dense
 //    all-reduce of the Horovod scheme, the union of touched rows, or DCT-DP thresholds with error
 //    feedback), as flashlight's Reducer.
-//  - ExchangeFactory: makes both; comm/ registers its factory when libfrugal loads, and a trainer
-//    uses it unless its options name another.
+//  - ExchangeFactory: makes both; the trainer (train/) calls comm/'s factory directly
+//    (comm::comm_exchanges(), comm/exchange_factory.h: no registration) unless its options name
+//    another (TrainerOptions::exchanges; DLRM's network is given one, DlrmOptions::exchanges).
 // The options of the compressed exchanges live here too, since TrainerOptions carries them.
 #pragma once
 

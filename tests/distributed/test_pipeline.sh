@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `frugal train --pipeline S` from the command line (train/pipeline_trainer.h, apps/pipeline_run.h):
+# `frugal train --pipeline S` from the command line (train/pipeline_trainer.h, train/run/pipeline_run.h):
 # 2 stages with one micro-batch train the bits of 1 rank; 2 stages of 4 micro-batches the bits of
 # --pipeline 1 with the same micro-batches (gradient accumulation); the epoch record gives the
 # boundary bytes, and DCT-MP on the boundary cuts them; a checkpoint of 2 stages resumes on 2 stages
