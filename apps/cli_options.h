@@ -386,7 +386,7 @@ inline void check_numbers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_numbers(*sub);
 }
 
-// The name this check had before it covered every number (cmd_train.cpp's in-process parser calls it).
+// The name this check had before it covered every number (train/cmd_train.cpp's in-process parser calls it).
 inline void refuse_negative_unsigned(CLI::App& app) { check_numbers(app); }
 
 // CLI11's message for a parse error in frugal's words where CLI11's own are obscure: a flag given

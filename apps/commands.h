@@ -1,4 +1,5 @@
-// Each subcommand of the `frugal` command line lives in its own cmd_*.cpp and registers itself here.
+// Each subcommand of the `frugal` command line lives in its own folder (train/, predict/, plan/, launch/,
+// data/, bench/, plot/) and registers itself here.
 #pragma once
 
 namespace CLI { class App; }
@@ -8,24 +9,24 @@ namespace frugal::cli {
 
 void add_train_command(CLI::App& app);
 void add_data_command(CLI::App& app);
-// stats, shuffle, split, fashion-mnist, references, gcide: under `frugal data` (cmd_data_tools.cpp).
+// stats, shuffle, split, fashion-mnist, references, gcide: under `frugal data` (data/cmd_data_tools.cpp).
 void add_data_tools(CLI::App& data);
-void add_data_gcide(CLI::App& data);  // cmd_data_gcide.cpp
-void add_data_ctr(CLI::App& data);    // synth-ctr: cmd_data_ctr.cpp
+void add_data_gcide(CLI::App& data);  // data/cmd_data_gcide.cpp
+void add_data_ctr(CLI::App& data);    // synth-ctr: data/cmd_data_ctr.cpp
 // Prints the P@1/P@3/P@5 of the reference rankers (core/data/reference_rankers.h) on `test`.
 void print_references(const data::Dataset& train, const data::Dataset& test);
-// predict and evaluate: use a trained model (cmd_predict.cpp).
+// predict and evaluate: use a trained model (predict/cmd_predict.cpp).
 void add_predict_command(CLI::App& app);
 void add_evaluate_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
-// bench roofline: the machine probe and the roofline of a run's metrics (cmd_bench.cpp).
+// bench roofline: the machine probe and the roofline of a run's metrics (bench/cmd_bench.cpp).
 void add_bench_command(CLI::App& app);
 // bench comm: collectives timed over MPI and ZeroMQ under mpirun; --tune saves --transport-map auto's table.
 void add_bench_comm_command(CLI::App& bench);
-// plan: the cost model's best grid for N nodes of C cores, validated on measured runs (cmd_plan.cpp).
+// plan: the cost model's best grid for N nodes of C cores, validated on measured runs (plan/cmd_plan.cpp).
 void add_plan_command(CLI::App& app);
-// plot: training curves of metrics logs as PNG files, drawn by gnuplot (cmd_plot.cpp).
+// plot: training curves of metrics logs as PNG files, drawn by gnuplot (plot/cmd_plot.cpp).
 void add_plot_command(CLI::App& app);
 
 }  // namespace frugal::cli

@@ -1,4 +1,4 @@
-// The environment variables of a run, each named once: `frugal launch` (apps/launcher.cpp) writes
+// The environment variables of a run, each named once: `frugal launch` (apps/launch/launcher.cpp) writes
 // them for every rank it starts and comm::init (comm/init.cpp) reads them. A person starting ranks
 // by hand sets them the same way (README.md, comm/README.md, where shell scripts and documentation
 // spell the names out). Flags of comm::init(argc, argv) win over them.

@@ -133,6 +133,9 @@ class OutputLayer : public Layer {
   // training step reads at least its batch's true labels' rows. Default: those with one row per
   // label of the layer's slice.
   virtual std::vector<Parameter*> label_parameters();
+  // Whether a training step computes only a sample of the labels (an LSH softmax): its label rows
+  // are row-sparse, what the trainer's automatic optimizer (row-wise Adam) is for.
+  virtual bool sampled() const { return false; }
 };
 
 }  // namespace frugal

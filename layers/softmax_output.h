@@ -45,6 +45,7 @@ class SoftmaxOutput : public OutputLayer {
   using Options = SoftmaxOutputOptions;
   explicit SoftmaxOutput(const Options& options);
   std::string kind() const override;
+  bool sampled() const override { return options_.sampler == Sampler::lsh; }
   size_t in_features() const override { return options_.in; }
   size_t out_features() const override { return options_.out; }
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }

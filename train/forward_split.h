@@ -3,7 +3,7 @@
 // computed, or whole. The same bits either way. `automatic` splits where the input layer's work on
 // half the batch is at least kForwardSplitMinMultiplyAdds (on the widest slice): below that the
 // split's extra round of messages costs more than the half it hides (bench/REPORT.md, "The forward
-// all-gather in two halves"). The cost model (apps/cost_model.h) applies the same rule.
+// all-gather in two halves"). The cost model (apps/plan/cost_model.h) applies the same rule.
 #pragma once
 
 #include <string_view>

@@ -125,11 +125,21 @@ comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->
 constexpr int kBoundaryTag = 0x4d50;
 }  // namespace
 
+TrainerOptions resolve_optimizer(TrainerOptions options, const Model& model) {
+  if (options.optimizer.method != optim::Method::automatic) return options;
+  FRUGAL_CHECK(options.optimizer == optim::Options{.method = optim::Method::automatic},
+               "TrainerOptions::optimizer: the automatic optimizer takes no settings of its own: name a method "
+               "to tune it (optim::RowwiseAdam{.lr = ...}, optim::Adam{.lr = ...})");
+  const bool sampled = model.output().sampled();
+  options.optimizer = sampled ? optim::Options(optim::RowwiseAdam{.rowwise_input = false}) : optim::Options(optim::Adam{});
+  return options;
+}
+
 Trainer::Trainer(Model& model, const TrainerOptions& options)
     : model_(model),
-      options_(options),
+      options_(resolve_optimizer(options, model)),
       optimizer_(optim::Optimizer::create(
-          stepping_optimizer(options),
+          stepping_optimizer(options_),
           (model.validate(), options.inference_only ? std::vector<Parameter*>{} : model.parameters()),
           options.lr_schedule)) {
   options_.validate();

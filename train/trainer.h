@@ -41,8 +41,11 @@ struct Parallelism {
 };
 
 struct TrainerOptions {
-  // Adam by default (lazy rows); optim::Adam{...} or optim::Sgd{...} (core/optim/optimizer.h).
-  optim::Options optimizer{};
+  // By default what `frugal train --optimizer auto` picks for the model: row-wise Adam at its rate
+  // (1e-2) with row-wise state on the label rows of a sampled (LSH) output layer, per-element Adam
+  // (1e-3) for an exact softmax (resolve_optimizer). Or optim::Adam{...}, optim::RowwiseAdam{...},
+  // optim::Sgd{...} (core/optim/optimizer.h).
+  optim::Options optimizer{.method = optim::Method::automatic};
   Parallelism parallel{};
   // DCT-MP: what crosses each sliced-layer boundary of the model group (default: everything, f32).
   comm::MpCompression mp{};
@@ -170,6 +173,10 @@ struct EvalResult : RankingScores {
   double labels_scored_per_sample = 0.0;  // on this rank's slice of the output layer
   double p(size_t k) const;
 };
+
+// `options` with an automatic optimizer resolved for `model` (TrainerOptions::optimizer). An
+// automatic optimizer whose other fields were set is refused: what they tune depends on the method.
+TrainerOptions resolve_optimizer(TrainerOptions options, const Model& model);
 
 class Trainer {
  public:

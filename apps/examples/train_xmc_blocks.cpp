@@ -4,8 +4,8 @@
 // Builds sparse input -> 128 hidden (ReLU) -> LSH-sampled softmax, trains 3 epochs, prints
 // P@1/P@5 after each and saves a checkpoint. Build outside the tree with:
 //   g++ -std=c++20 train_xmc_blocks.cpp $(pkg-config --cflags --libs frugal)
-// The trainer's optimizer is what `frugal train` picks for an LSH output layer: row-wise Adam at
-// its default rate, with row-wise state on the label rows (a hand-picked Adam at 1e-3 stalls here).
+// The trainer's default optimizer is what `frugal train` picks for the model: for this LSH output
+// layer row-wise Adam at its default rate, with row-wise state on the label rows.
 #include <frugal/frugal.h>
 
 #include <cstdio>
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
         {.in = 128, .out = train.num_labels, .sampler = frugal::layers::Sampler::lsh,
          .lsh = {.family = frugal::lsh::auto_family(frugal::lsh::Dwta{}, 50, train.num_labels),
                  .tables = 50, .min_active = 300}});
-    frugal::Trainer trainer(model, {.optimizer = frugal::optim::RowwiseAdam{.rowwise_input = false}});
+    frugal::Trainer trainer(model, {});  // the defaults: the optimizer `frugal train` would pick
     for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
       const auto fit = trainer.fit_epoch(train, {.batch = 128, .seed = epoch});
       const auto ev = trainer.evaluate(test, {.k = {1, 5}});

@@ -80,6 +80,7 @@ std::string to_string(Method method) {
     case Method::adagrad: return "adagrad";
     case Method::rowwise_adagrad: return "rowwise-adagrad";
     case Method::rowwise_adam: return "rowwise-adam";
+    case Method::automatic: return "auto";
   }
   return "unknown";
 }

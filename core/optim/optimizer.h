@@ -44,7 +44,10 @@ namespace frugal::optim {
 // moving average of the row's mean squared gradient) and whose first moment is per element
 // (Options::rowwise_momentum) or absent (then the step is the gradient over the row's root mean
 // square: RMSProp per row with Adam's bias correction). The other parameters keep Adam.
-enum class Method { adam, sgd, adagrad, rowwise_adagrad, rowwise_adam };
+// automatic: what the trainer picks for the model it trains (TrainerOptions' default: row-wise Adam
+// for a sampled output layer, Adam otherwise, as `frugal train --optimizer auto`); an optimizer is
+// never made with it.
+enum class Method { adam, sgd, adagrad, rowwise_adagrad, rowwise_adam, automatic };
 enum class SparseUpdates { lazy, catchup };
 
 // Every optimizer setting. Shorthands below: .optimizer = optim::Adam{.lr = 1e-3f},
@@ -82,6 +85,7 @@ struct Options {
   // (every step bit for bit as without it). Lazy updates only, on a host backend.
   float update_threshold = 0.0f;
   void validate() const;
+  bool operator==(const Options&) const = default;
 };
 
 struct Adam {

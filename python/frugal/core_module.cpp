@@ -1,7 +1,7 @@
 // frugal._core: the C++ side of `import frugal` (python/frugal/__init__.py is the user's side).
-// Training runs `frugal train` itself (apps/train_in_process.h: the same flags, defaults and checks),
+// Training runs `frugal train` itself (apps/train/train_in_process.h: the same flags, defaults and checks),
 // with scipy.sparse matrices turned into data sets here; inference is the Predictor of
-// `frugal predict` / `frugal evaluate` (apps/predict_session.h). The GIL is released while C++
+// `frugal predict` / `frugal evaluate` (apps/predict/predict_session.h). The GIL is released while C++
 // computes; frugal::Error becomes frugal.Error with frugal's message (frugal.DataError for input
 // data that is refused, frugal.CheckpointError for a checkpoint that cannot be loaded). Every data
 // set given here gets the checks of the file readers (core/data/point_checks.h).
@@ -21,8 +21,8 @@
 
 #include <fmt/format.h>
 
-#include "apps/predict_session.h"
-#include "apps/train_in_process.h"
+#include "apps/predict/predict_session.h"
+#include "apps/train/train_in_process.h"
 #include "train/run/rank_threads.h"
 #include "core/check.h"
 #include "core/data/point_checks.h"

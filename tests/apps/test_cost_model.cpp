@@ -1,11 +1,11 @@
-// The cost model of `frugal plan` (apps/cost_model.h): its byte counts against what the collectives
+// The cost model of `frugal plan` (apps/plan/cost_model.h): its byte counts against what the collectives
 // of comm/ really send (run in-process here), its compute scaling, and its choice of grid.
 #include <catch2/catch.hpp>
 
 #include <functional>
 #include <vector>
 
-#include "apps/cost_model.h"
+#include "apps/plan/cost_model.h"
 #include "comm/local_communicator.h"
 
 using namespace frugal;

@@ -125,7 +125,7 @@ TEST_CASE("trainer options: a checkpoint of another optimizer is refused; lazy s
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, net(layers::Sampler::lsh));
-  Trainer lazy(m, {});
+  Trainer lazy(m, {.optimizer = optim::Adam{}});
   lazy.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false, .max_steps = 5});
   save_checkpoint(dir, m, lazy);
   Model other;

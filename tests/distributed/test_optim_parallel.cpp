@@ -122,7 +122,7 @@ TEST_CASE("every optimizer option on: 1x3 model-parallel and 2x2 grids equal 1 r
 
 TEST_CASE("catch-up replicas exchanging touched rows follow the dense all-reduce; lazy ones drift") {
   host_backend().set_num_threads(1);
-  TrainerOptions catchup, lazy;
+  TrainerOptions catchup{.optimizer = optim::Adam{}}, lazy{.optimizer = optim::Adam{}};
   catchup.optimizer.updates = optim::SparseUpdates::catchup;
   const Run dense = train({.replicas = 2, .options = lazy, .dense = true});  // every row every step: dense Adam
   const Run caught_up = train({.replicas = 2, .options = catchup});

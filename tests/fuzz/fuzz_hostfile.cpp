@@ -1,4 +1,4 @@
-// libFuzzer target: `frugal launch --hostfile FILE` (apps/hostfile.h) and the placement of ranks on
+// libFuzzer target: `frugal launch --hostfile FILE` (apps/launch/hostfile.h) and the placement of ranks on
 // its hosts. Every input is read or refused with frugal::Error in frugal's words; a host that is
 // accepted is one ssh takes as a destination, never an option or shell syntax (it goes into ssh's
 // argv and, quoted, into the remote command), with at least one slot. The first byte is the rank
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "apps/hostfile.h"
+#include "apps/launch/hostfile.h"
 #include "core/check.h"
 #include "tests/fuzz/fuzz_input_file.h"
 #include "tests/fuzz/library_words.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: the metrics log reader (apps/metrics_lines.h) that `frugal plot`, `frugal plan
+// libFuzzer target: the metrics log reader (apps/plot/metrics_lines.h) that `frugal plot`, `frugal plan
 // --validate` and `bench roofline` read: one JSON object a line. Every input is read or refused with
 // frugal::Error naming the file and line, in frugal's words (never nlohmann's); every epoch line
 // read_epoch_lines returns is an object with a whole "epoch" number.
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/metrics_lines.h"
+#include "apps/plot/metrics_lines.h"
 #include "core/check.h"
 #include "tests/fuzz/fuzz_input_file.h"
 #include "tests/fuzz/library_words.h"

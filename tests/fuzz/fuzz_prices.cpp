@@ -1,4 +1,4 @@
-// libFuzzer target: `frugal plan --prices FILE` (apps/node_prices.h). Every input is read or refused
+// libFuzzer target: `frugal plan --prices FILE` (apps/plan/node_prices.h). Every input is read or refused
 // with frugal::Error naming FILE:LINE in frugal's words; a node type that is accepted has a name,
 // positive cores, non-negative memory and price, finite numbers and a measured speed (when given)
 // above 0: what the planner divides by and sorts on.
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "apps/node_prices.h"
+#include "apps/plan/node_prices.h"
 #include "core/check.h"
 #include "tests/fuzz/fuzz_input_file.h"
 #include "tests/fuzz/library_words.h"

@@ -1,6 +1,6 @@
 // `frugal train --model dlrm`: the DLRM click-through model (layers/dlrm/) on Criteo-format data
-// (--format criteo). The options of its own (add_dlrm_options) and the run itself (run_dlrm),
-// which cmd_train.cpp calls with the flags `frugal train` shares between its models.
+// (--format criteo). The options of its own (DlrmArgs; the flags: apps/train/dlrm_flags.h) and the
+// run itself (run_dlrm), which the run API (train/run/run.cpp) calls with the settings the models share.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // `frugal train --pipeline S`: the network's layers split into S contiguous stages on S ranks
 // (train/pipeline_trainer.h), micro-batches in a 1F1B schedule, data-parallel replicas of the whole
-// pipeline and stages sliced over M ranks with `--grid DxMxS`. cmd_train.cpp resolves the flags
+// pipeline and stages sliced over M ranks with `--grid DxMxS`. the run API (train/run/run.cpp) resolves the settings
 // shared with the other modes and calls run_pipeline with what they became; this file splits the layers, runs the epochs, prints
 // and logs them and saves / resumes checkpoints (train/pipeline_checkpoint.h).
 #pragma once

@@ -77,7 +77,8 @@ float effective_lr(const RunArgs& a) {
       return a.model == ModelKind::dlrm ? optim::Adagrad{}.lr : optim::RowwiseAdagrad{}.lr;
     // DLRM's dense MLP shares the rate: it keeps Adam's.
     case optim::Method::rowwise_adam: return a.model == ModelKind::dlrm ? optim::Adam{}.lr : optim::RowwiseAdam{}.lr;
-    case optim::Method::adam: break;
+    case optim::Method::adam:
+    case optim::Method::automatic: break;  // resolved before (resolve_optimizer)
   }
   return optim::Adam{}.lr;
 }

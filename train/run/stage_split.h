@@ -1,6 +1,6 @@
 // How `frugal train --pipeline S` splits the network's layers into stages and cuts a batch into
 // micro-batches: shared by the run (train/run/pipeline_run.h) and the planner's pipeline plans
-// (apps/cost_model.h), so that a plan names the split a run takes.
+// (apps/plan/cost_model.h), so that a plan names the split a run takes.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "apps/hostfile.h"
+#include "apps/launch/hostfile.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "apps/cost_model.h"
+#include "apps/plan/cost_model.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "apps/metrics_lines.h"
+#include "apps/plot/metrics_lines.h"
 
 #include <filesystem>
 #include <fstream>

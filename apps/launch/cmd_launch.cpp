@@ -2,7 +2,7 @@
 // -- CMD ARGS...`: N local ranks of a run, optionally each in its own network namespace behind a
 // rate-capped link, optionally restarted as a whole when a rank dies.
 // `frugal launch --hostfile FILE [--ssh CMD] -n N -- CMD ARGS...`: the ranks on the hosts of FILE,
-// over ssh (apps/hostfile.h).
+// over ssh (apps/launch/hostfile.h).
 // `frugal launch --cleanup-stale`: removes the namespaces of launchers that were SIGKILLed.
 #include <CLI/CLI.hpp>
 
@@ -16,8 +16,8 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
-#include "apps/launcher.h"
-#include "apps/netns_cluster.h"
+#include "apps/launch/launcher.h"
+#include "apps/launch/netns_cluster.h"
 #include "comm/environment.h"
 
 namespace frugal::cli {

@@ -1,4 +1,4 @@
-#include "apps/plan_probes.h"
+#include "apps/plan/plan_probes.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "apps/netns_cluster.h"
+#include "apps/launch/netns_cluster.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "apps/predict_session.h"
+#include "apps/predict/predict_session.h"
 
 #include <cstdio>
 #include <filesystem>

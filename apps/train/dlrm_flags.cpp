@@ -1,4 +1,4 @@
-#include "apps/dlrm_flags.h"
+#include "apps/train/dlrm_flags.h"
 
 #include "apps/cli_options.h"
 

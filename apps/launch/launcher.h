@@ -1,7 +1,7 @@
 // Starts the ranks of a run on this machine, or over ssh on the hosts of a hostfile, and supervises
 // them: every output line is prefixed with its rank, and when one rank fails the others are stopped
 // (SIGTERM, then SIGKILL after a grace period) so that a run never half-hangs; under --max-restarts
-// the whole job is then started again (apps/restart_policy.h).
+// the whole job is then started again (apps/launch/restart_policy.h).
 #pragma once
 
 #include <map>
@@ -20,9 +20,9 @@ struct LaunchSpec {
   std::string coordinator;                 // empty: 127.0.0.1 and a free port
   int grace_seconds = 5;
   // Non-empty (e.g. "100mbit"): every rank in its own network namespace behind a bridge, each
-  // link capped at this rate in both directions (apps/netns_cluster.h). Needs root; zmq only.
+  // link capped at this rate in both directions (apps/launch/netns_cluster.h). Needs root; zmq only.
   std::string bandwidth;
-  // Non-empty: the ranks run on the hosts this file lists (apps/hostfile.h), each started by `ssh`
+  // Non-empty: the ranks run on the hosts this file lists (apps/launch/hostfile.h), each started by `ssh`
   // with its FRUGAL_* variables (those of the launcher's environment too, and `env`), FRUGAL_LOCAL_SIZE
   // the ranks on its host, the coordinator the first host at port 29500 unless `coordinator` is set.
   // zmq only; not with `bandwidth` or `max_restarts`.
@@ -31,7 +31,7 @@ struct LaunchSpec {
   // group them). When it is ssh itself, `-o BatchMode=yes` is added: a password prompt would hang.
   std::string ssh = "ssh";
   // When a rank fails: stop the others and start the whole job again, at most this many times,
-  // resuming from the command's --checkpoint DIR once it holds one (apps/restart_policy.h).
+  // resuming from the command's --checkpoint DIR once it holds one (apps/launch/restart_policy.h).
   int max_restarts = 0;
   // > 0: each restart runs on one rank fewer than the start that failed (the failed rank's place is
   // left out, as torchrun leaves out a lost node), never fewer than this; the command's --resume

@@ -1,4 +1,4 @@
-#include "apps/restart_policy.h"
+#include "apps/launch/restart_policy.h"
 
 #include <filesystem>
 

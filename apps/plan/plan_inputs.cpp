@@ -1,4 +1,4 @@
-#include "apps/plan_inputs.h"
+#include "apps/plan/plan_inputs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/metrics_lines.h"
+#include "apps/plot/metrics_lines.h"
 #include "core/check.h"
 #include "core/parse.h"
 #include "core/sealed_json.h"

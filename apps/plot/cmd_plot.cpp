@@ -33,7 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "apps/metrics_lines.h"
+#include "apps/plot/metrics_lines.h"
 #include "core/check.h"
 #include "core/quote.h"
 #include "core/staged_file.h"

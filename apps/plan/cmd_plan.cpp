@@ -1,4 +1,4 @@
-// `frugal plan`: the cost model (apps/cost_model.h) calibrated from 1-rank runs' metrics, predicting
+// `frugal plan`: the cost model (apps/plan/cost_model.h) calibrated from 1-rank runs' metrics, predicting
 // the samples/s of every D x M grid for clusters of N nodes of C cores at given link rates, printing
 // the best grid of each, and checking itself against measured multi-rank runs (--validate).
 #include <CLI/CLI.hpp>
@@ -17,11 +17,11 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
-#include "apps/cost_model.h"
-#include "apps/node_prices.h"
-#include "apps/netns_cluster.h"
-#include "apps/plan_inputs.h"
-#include "apps/plan_probes.h"
+#include "apps/plan/cost_model.h"
+#include "apps/plan/node_prices.h"
+#include "apps/launch/netns_cluster.h"
+#include "apps/plan/plan_inputs.h"
+#include "apps/plan/plan_probes.h"
 #include "core/check.h"
 #include "core/staged_file.h"
 
@@ -51,7 +51,7 @@ struct PlanArgs {
   double host_cores = std::max(1u, std::thread::hardware_concurrency());
   std::string json;
   bool one_host = false;      // --one-host: the nodes are ranks sharing this host of --host-cores cores
-  std::string prices;         // --prices FILE (apps/node_prices.h)
+  std::string prices;         // --prices FILE (apps/plan/node_prices.h)
   size_t epoch_samples = 0;   // --epoch-samples (0: the calibration run's training points)
 };
 

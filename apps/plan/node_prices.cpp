@@ -1,4 +1,4 @@
-#include "apps/node_prices.h"
+#include "apps/plan/node_prices.h"
 
 #include <cmath>
 #include <cstdlib>

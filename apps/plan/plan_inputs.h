@@ -10,7 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "apps/cost_model.h"
+#include "apps/plan/cost_model.h"
 
 namespace frugal::plan {
 

@@ -89,7 +89,7 @@ struct DenseCalibration {
   std::vector<size_t> parameter_floats;  // one all-reduce each
 };
 
-// CPU costs a 1-rank run cannot show, measured on this machine (apps/plan_probes.h), at one thread.
+// CPU costs a 1-rank run cannot show, measured on this machine (apps/plan/plan_probes.h), at one thread.
 struct CpuCosts {
   double compress_seconds_per_entry = 0;    // DCT-DP: per touched entry thresholded and encoded
   double merge_seconds_per_entry = 0;       // DCT-DP: per received entry decoded and added

@@ -19,12 +19,13 @@
 #include "apps/cli_options.h"
 #include "apps/comm_flags.h"
 #include "apps/commands.h"
-#include "apps/dlrm_flags.h"
+#include "apps/train/dlrm_flags.h"
 #include "apps/infer_flags.h"
-#include "apps/train_in_process.h"
+#include "apps/train/train_in_process.h"
 #include "core/parse.h"
 #include "kernels/bf16_dot.h"
 #include "train/run/dct_cost.h"
+#include "train/run/rank_agreement.h"
 #include "train/run/run.h"
 
 namespace frugal::cli {
@@ -41,45 +42,17 @@ struct FlagOnly {
   CommFlags comm;
 };
 
-// The flags of `frugal train` each rank may set for itself, and why. Every other flag (but the
-// cluster's, --rank and friends, which say how a rank joins) must be the same on every rank: the
-// rendezvous compares each one, as given or defaulted (flag_settings), and names the one that differs.
-// A new flag is compared unless it is added here.
-constexpr std::pair<std::string_view, std::string_view> kPerRankFlags[] = {
-    {"--train", "each rank reads its own copy of the data; the copies' fingerprints are compared"},
-    {"--test", "each rank reads its own copy of the data; the copies' fingerprints are compared"},
-    {"--metrics", "each rank writes its own log (FILE.rankR.jsonl)"},
-    {"--resume", "hosts may mount the checkpoint folder at other paths; the checkpoint is checked on load"},
-    {"--device", "a mixed cluster gives its ranks different devices"},
-    {"--threads", "hosts have different core counts"},
-    {"--memory-limit", "hosts have different memory"},
-    {"--bf16-dot", "CPUs differ in the instruction; both ways compute the same products to bf16 rounding"},
-    {"--quiet", "output only"},
-    {"--strict", "how this rank treats warnings about its own input"},
-    {"--accept-unchecked-checkpoint", "how this rank treats its own copy of the checkpoint"},
-};
-
-// Flags compared as resolved, by what run_config records (only where they leave the default: an
-// "output_init" key means centroid rows), not as given ("auto" or "random" would read as a choice).
-constexpr std::string_view kResolvedByRunConfig[] = {"--output-init", "--centroid-scale"};
-
-bool outside_flag_settings(std::string_view flag) {
-  return std::any_of(std::begin(kPerRankFlags), std::end(kPerRankFlags),
-                     [&](const auto& f) { return f.first == flag; }) ||
-         std::find(std::begin(kResolvedByRunConfig), std::end(kResolvedByRunConfig), flag) !=
-             std::end(kResolvedByRunConfig);
-}
-
-// The flags of `cmd` the ranks must agree on (all but kPerRankFlags, kResolvedByRunConfig and the
-// cluster's), keyed as the run config names settings (--dp-keep -> dp_keep), each as given or
-// defaulted (TrainConfig::settings: the run reads the text as a number, on / off or text); a flag without a value or default (an unset optional) is left out: a rank that sets it
-// then differs by having it.
+// The flags of `cmd` the ranks must agree on (run::compared_as_given: all but the per-rank ones, those
+// compared as resolved and the cluster's), keyed as the run config names settings (--dp-keep ->
+// dp_keep), each as given or defaulted (TrainConfig::settings: the run reads the text as a number,
+// on / off or text); a flag without a value or default (an unset optional) is left out: a rank that
+// sets it then differs by having it.
 std::vector<std::pair<std::string, std::string>> flag_settings(const CLI::App& cmd, const CommFlags& comm) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const CLI::Option* o : cmd.get_options()) {
     if (o->get_lnames().empty()) continue;
     const std::string flag = "--" + o->get_lnames().front();
-    if (flag == "--help" || outside_flag_settings(flag) || comm.has_flag(flag)) continue;
+    if (flag == "--help" || !run::compared_as_given(flag) || comm.has_flag(flag)) continue;
     std::string text;
     if (o->count() > 0) {
       const std::vector<std::string> given = o->results();

@@ -1,4 +1,4 @@
-#include "apps/launcher.h"
+#include "apps/launch/launcher.h"
 
 #include <netinet/in.h>
 #include <fcntl.h>
@@ -20,9 +20,9 @@
 
 #include <fmt/format.h>
 
-#include "apps/hostfile.h"
-#include "apps/netns_cluster.h"
-#include "apps/restart_policy.h"
+#include "apps/launch/hostfile.h"
+#include "apps/launch/netns_cluster.h"
+#include "apps/launch/restart_policy.h"
 #include "comm/environment.h"
 #include "comm/local_port.h"
 #include "comm/run_token.h"
@@ -88,7 +88,7 @@ struct Child {
   int rank;
   bool running = true;
   // A rank on another host: the write end of its ssh client's stdin, held open while the rank should
-  // run; closing it stops the rank (apps/hostfile.h). -1 for a local rank.
+  // run; closing it stops the rank (apps/launch/hostfile.h). -1 for a local rank.
   int stdin_fd = -1;
 };
 

@@ -14,7 +14,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
-#include "apps/metrics_lines.h"
+#include "apps/plot/metrics_lines.h"
 #include "train/run/step_profile_json.h"
 #include "core/check.h"
 #include "core/host_memory.h"
