@@ -20,7 +20,7 @@
 
 #include "apps/cli_options.h"
 #include "train/run/dlrm_run.h"
-#include "layers/dlrm/dlrm_checkpoint.h"
+#include "train/dlrm_checkpoint.h"
 #include "train/run/rank_threads.h"
 #include "apps/commands.h"
 #include "core/communicator.h"

@@ -33,7 +33,7 @@
 #include "core/sparse_batch.h"
 #include "core/output.h"
 #include "core/warnings.h"
-#include "layers/dlrm/dlrm_checkpoint.h"
+#include "train/dlrm_checkpoint.h"
 
 namespace py = pybind11;
 

@@ -11,7 +11,7 @@
 
 #include "comm/local_communicator.h"
 #include "core/rng.h"
-#include "layers/dlrm/dlrm_trainer.h"
+#include "train/dlrm_trainer.h"
 
 using namespace frugal;
 using namespace frugal::layers;

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "layers/dlrm/dlrm_checkpoint.h"
+#include "train/dlrm_checkpoint.h"
 #include "layers/dlrm/dlrm_network.h"
-#include "layers/dlrm/dlrm_trainer.h"
+#include "train/dlrm_trainer.h"
 #include "layers/dlrm/dot_interaction.h"
 #include "layers/dlrm/id_map.h"
 

@@ -25,8 +25,8 @@
 #include "core/parse.h"
 #include "core/rng.h"
 #include "train/metrics_log.h"
-#include "layers/dlrm/dlrm_checkpoint.h"
-#include "layers/dlrm/dlrm_trainer.h"
+#include "train/dlrm_checkpoint.h"
+#include "train/dlrm_trainer.h"
 #include "train/divergence.h"
 #include "train/resume_choice.h"
 

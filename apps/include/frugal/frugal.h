@@ -58,8 +58,8 @@
 
 // Layers, networks and the Predictor.
 #include "layers/dense.h"
-#include "layers/dlrm/dlrm_checkpoint.h"
-#include "layers/dlrm/dlrm_trainer.h"
+#include "train/dlrm_checkpoint.h"
+#include "train/dlrm_trainer.h"
 #include "layers/lsh/hash_family.h"
 #include "layers/mlp_network.h"
 #include "layers/network_spec.h"

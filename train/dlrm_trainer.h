@@ -1,4 +1,5 @@
-// DlrmTrainer: mini-batch training and evaluation of a DlrmNetwork on click-through data held in a
+// DlrmTrainer (train/, above the layers it trains; namespace frugal::layers as the DLRM network's):
+// mini-batch training and evaluation of a DlrmNetwork on click-through data held in a
 // CtrView (a data set in memory). Each epoch visits the samples in a seeded random order; each step
 // maps the batch's ids to rows (IdMap), runs forward and backward, and applies the optimizer
 // (lazy Adam by default: an embedding row is updated only in the steps that used it).

@@ -1,4 +1,4 @@
-#include "layers/dlrm/dlrm_checkpoint.h"
+#include "train/dlrm_checkpoint.h"
 
 #include <cstring>
 #include <filesystem>

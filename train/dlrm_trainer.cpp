@@ -1,4 +1,4 @@
-#include "layers/dlrm/dlrm_trainer.h"
+#include "train/dlrm_trainer.h"
 
 #include <algorithm>
 #include <chrono>
