@@ -7,6 +7,7 @@
 #    label_centroids.bin of the same shape is refused naming it, or used with a warning under
 #    --accept-unchecked-checkpoint; a run that fails leaves them as they were;
 #  - the pipeline trainer records --infer in its checkpoints and applies --memory-limit;
+#  - what each trainer does not implement is refused by name, and what does not apply is named;
 #  - writes that fail are errors: predictions, --json and data files into /dev/full.
 # Usage: test_run_checks.sh FRUGAL
 set -euo pipefail
@@ -54,6 +55,18 @@ fails_with "--on-divergence skip-batch is not implemented for pipeline stages" \
 fails_with "--model dlrm: --on-divergence skip-batch" "$F" train --model dlrm --train d/train.txt --test d/test.txt \
   --on-divergence skip-batch
 fails_with "--on-divergence: bad not in {stop,skip-batch}" "$F" train --train d/train.txt --test d/test.txt --on-divergence bad
+
+# --- What each trainer implements: one table (train/run/trainer_support.cpp) ---
+fails_with "--pipeline: --valid-fraction is not implemented for pipeline stages" \
+  "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --valid-fraction 0.1
+fails_with "--pipeline: --sparse-updates catchup is not implemented for pipeline stages" \
+  "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --sparse-updates catchup
+fails_with "--model dlrm: --grid does not apply" "$F" train --model dlrm --train d/train.txt --test d/test.txt --grid 1x1
+run "$F" data synth-ctr --train 400 --test 100 --seed 1 --out c
+run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 1 --threads 1 --quiet --clip-norm 1 \
+  --warmup-steps 5 --bucket-capacity 64
+grep -qF "note: --bucket-capacity, --warmup-steps, --clip-norm do(es) not apply to --model dlrm: ignored" last.log ||
+  { cat last.log; echo "the options DLRM does not have are not named"; exit 1; }
 
 # --- Files beside a checkpoint ---
 run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --checkpoint a --infer ensemble

@@ -64,6 +64,7 @@
 #include "train/run/step_profile_json.h"
 #include "train/run/train_inputs.h"
 #include "train/run/trained_model.h"
+#include "train/run/trainer_support.h"
 #include "train/trainer.h"
 
 namespace frugal::run {
@@ -198,16 +199,7 @@ nlohmann::json rendezvous_config(const RunArgs& a, const TrainInputs& inputs, co
 // implement refused by name, and the run handed to apps/pipeline_run.h.
 void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& data, Backend& backend,
                         const nlohmann::json& config, const Grid& grid, uint64_t restarts, RunResult& result) {
-  const auto refuse = [](bool bad, const std::string& what) {
-    FRUGAL_CHECK(!bad, fmt::format("--pipeline: {} is not implemented for pipeline stages", what));
-  };
-  refuse(a.parallel == ParallelMode::data, "--parallel data");
-  refuse(!a.slice_weights.empty(), "--slice-weights (stages are split by --stage-split)");
-  refuse(a.valid_fraction > 0.0, "--valid-fraction");
-  refuse(a.early_stopping > 0, "--early-stopping");
-  refuse(a.dp_compress == comm::DpTarget::updates, "--dp-compress updates (use gradients)");
-  refuse(a.dp_momentum_correction, "--dp-momentum-correction");
-  refuse(a.sparse_updates == optim::SparseUpdates::catchup, "--sparse-updates catchup");
+  check_trainer_support(a, TrainerKind::pipeline);  // what a pipeline does not implement, refused by name
   const data::Dataset& train = data.train();
   const int rank = world.rank();
   check_weights_fit(a, train, grid);  // --memory-limit, as every trainer checks it
@@ -532,33 +524,7 @@ RunResult train_dlrm(const RunArgs& given) {
   FRUGAL_CHECK(a.given.count("--format") == 0 || a.format == data::DataFormat::criteo,
                fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
                            data::to_string(a.format)));
-  // The DLRM trainer never brings skipped rows up to date before they are read, so catch-up would
-  // silently be lazy with extra bookkeeping.
-  FRUGAL_CHECK(a.sparse_updates == optim::SparseUpdates::lazy,
-               "--model dlrm: --sparse-updates catchup is not implemented (its tables and MLPs update lazily: "
-               "leave --sparse-updates at lazy)");
-  FRUGAL_CHECK(a.dp_compress != comm::DpTarget::updates,
-               "--model dlrm: --dp-compress updates is not implemented (its DCT-DP thresholds the MLP gradients: "
-               "leave --dp-compress at its default)");
-  FRUGAL_CHECK(!a.dp_momentum_correction,
-               "--model dlrm: --dp-momentum-correction is not implemented (its trainer steps the optimizer on the "
-               "replicas' thresholded sum; drop the flag)");
-  FRUGAL_CHECK(a.pipeline == 0, "--model dlrm: --pipeline is not implemented (its tables and MLPs train data-parallel)");
-  FRUGAL_CHECK(a.on_divergence == OnDivergence::stop,
-               "--model dlrm: --on-divergence skip-batch is not implemented (a diverged DLRM epoch stops the run)");
-  FRUGAL_CHECK(a.grid.empty(), "--model dlrm: --grid does not apply (every rank trains on its part of each batch; "
-                               "--table-exchange or --parallel data say how the tables are shared)");
-  std::vector<std::string> ignored;
-  for (const char* flag : {"--hidden", "--layers", "--sampler", "--hash", "--tables", "--bucket", "--k", "--bin-size",
-                           "--active-target", "--negatives", "--infer", "--ensemble-weight", "--ensemble-knn-weight",
-                           "--ensemble-temperature", "--ensemble-neighbours", "--output-init", "--slice-weights", "--calibration-steps",
-                           "--calibration-warmup",
-                           "--valid-fraction", "--early-stopping", "--mp-keep", "--mp-mass", "--mp-wire-dtype", "--lr-schedule", "--clip-norm",
-                           "--dropout", "--precision", "--mp-straight-through", "--mp-straight-through-steps",
-                           "--mp-error-feedback", "--dp-local-clip", "--overlap", "--overlap-forward"})
-    if (a.given.count(flag) > 0) ignored.emplace_back(flag);
-  if (!ignored.empty())
-    say_notice("note: {} do(es) not apply to --model dlrm: ignored\n", fmt::join(ignored, ", "));
+  check_trainer_support(a, TrainerKind::dlrm);  // refused by name, or said to be ignored
   run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
                    .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
                    .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
