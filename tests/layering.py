@@ -11,6 +11,10 @@
     train        trainer, checkpoints, Predictor -> core, core/data, core/optim, layers, comm
     train/run    the run API (every decision of a training run) -> the floors below and train
     apps         the frugal command, examples   -> everything
+    bench        benchmarks                      -> every floor of the library (not apps, python)
+    python       the Python module               -> every floor of the library; of apps/ only the
+                 command line's in-process parser of train's keywords (EXCEPTIONS, until the
+                 options are declared in the library)
 
 The trainer sits above what it orchestrates: it calls layers/ and comm/ directly (comm/'s
 exchanges, no registry), and neither of them may include it.
@@ -35,6 +39,15 @@ ALLOWED = {
     'train': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'train'},
     # The run API joins replicas over NCCL where every one has a GPU (gpu/nccl_communicator.h).
     'train/run': {'core', 'core/data', 'core/optim', 'layers', 'comm', 'gpu', 'train', 'train/run'},
+}
+LIBRARY = {'core', 'core/data', 'core/optim', 'kernels', 'gpu', 'layers', 'comm', 'train', 'train/run'}
+ALLOWED['bench'] = LIBRARY | {'bench'}
+ALLOWED['python'] = LIBRARY | {'python'}
+# Includes allowed against the rule, each with why; a new one needs a line here.
+EXCEPTIONS = {
+    ('python', 'apps/train/train_in_process.h'):
+        "frugal.train's keywords are parsed by the command line's flag declarations (apps/train/cmd_train.cpp) "
+        "until the options are declared in the library (issue 63)",
 }
 FOLDERS = sorted(list(ALLOWED) + ['apps'], key=len, reverse=True)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -80,7 +93,7 @@ def main():
                         if target is None:
                             continue  # a header next to the file, or a generated one
                         graph[(folder, target)] += 1
-                        if target not in ALLOWED[folder]:
+                        if target not in ALLOWED[folder] and (folder, m.group(1)) not in EXCEPTIONS:
                             violations.append(
                                 f'{path}:{number}: includes "{m.group(1)}": {folder}/ may include only '
                                 f'{", ".join(sorted(ALLOWED[folder]))}')

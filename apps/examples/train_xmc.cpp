@@ -23,11 +23,13 @@ int main(int argc, char** argv) {
     const auto result = frugal::run::train(
         config, {.on_output = [](std::string_view) {},  // the run's own lines: this program prints its own
                  .on_epoch = [](const frugal::run::EpochRecord& r) {
-                   std::printf("epoch %llu: loss %.4f, P@1 %.4f, P@5 %.4f\n", static_cast<unsigned long long>(r.epoch),
-                               r.loss, r.p_at(1), r.p_at(5));
+                   if (r.rank == 0)  // each rank gets its own record; one speaks
+                     std::printf("epoch %llu: loss %.4f, P@1 %.4f, P@5 %.4f\n",
+                                 static_cast<unsigned long long>(r.epoch), r.loss, r.p_at(1), r.p_at(5));
                    return true;  // false would stop after this epoch
                  }});
-    std::printf("trained %zu epochs; checkpoint in train_xmc.ckpt\n", result.epochs.size());
+    if (result.epochs.empty() || result.epochs.back().rank == 0)
+      std::printf("trained %zu epochs; checkpoint in train_xmc.ckpt\n", result.epochs.size());
   } catch (const frugal::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

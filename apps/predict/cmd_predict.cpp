@@ -37,7 +37,7 @@
 #include "core/data/xmc_file.h"
 #include "train/checkpoint_manifest.h"
 #include "apps/infer_flags.h"
-#include "apps/predict/predict_session.h"
+#include "train/run/predict_session.h"
 
 namespace frugal::cli {
 

@@ -1,8 +1,9 @@
 // `frugal train`: its flags, parsed into the run API's TrainConfig (train/run/run.h), which does the
 // rest: every default, check and refusal of a training run lives in the library, so that the C++
-// API and the Python module get the same run (docs/api.md). This file declares the flags (names,
-// help, ranges: what --help and docs/cli.md show), says which of them each rank may set for itself,
-// and maps the library's option names back to flags in its errors.
+// API and the Python module get the same run (docs/architecture.md, "The C++ API"). This file
+// declares the flags (names, help, ranges: what --help and docs/cli.md show), records which were
+// given and as what (the ranks compare them), and maps the library's option names back to flags in
+// its errors.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -68,11 +69,7 @@ std::vector<std::pair<std::string, std::string>> flag_settings(const CLI::App& c
   return out;
 }
 
-
 // The option fields library errors name, and the flags that set them here.
-// No optimizer of frugal's trains at a learning rate beyond this (lr 1e30 diverged in its first step).
-constexpr double kMaxLr = 1000;
-
 const FlagNames kTrainFlags = {
     {"LshOptions::tables", "--tables"},
     {"LshOptions::bucket_capacity", "--bucket-capacity"},
@@ -128,7 +125,7 @@ static CLI::App* add_train_command(CLI::App& app, InProcessTrain* in_process) {
                                               optim::Adam{}.lr, optim::Sgd{}.lr, optim::Adagrad{}.lr,
                                               optim::RowwiseAdagrad{}.lr, optim::Adagrad{}.lr, optim::RowwiseAdam{}.lr,
                                               optim::Adam{}.lr))
-      ->check(cli::above_up_to(0.0, kMaxLr));  // beyond, the first step diverges: refused before the data is read
+      ->check(cli::above_up_to(0.0, run::kMaxLr));  // beyond, the first step diverges: refused before the data is read
   std::vector<std::pair<std::string, std::optional<optim::Method>>> optimizers{{"auto", std::nullopt}};
   for (const optim::Method m : {optim::Method::adam, optim::Method::sgd, optim::Method::adagrad,
                                 optim::Method::rowwise_adagrad, optim::Method::rowwise_adam})

@@ -1,7 +1,8 @@
 // frugal._core: the C++ side of `import frugal` (python/frugal/__init__.py is the user's side).
-// Training runs `frugal train` itself (apps/train/train_in_process.h: the same flags, defaults and checks),
-// with scipy.sparse matrices turned into data sets here; inference is the Predictor of
-// `frugal predict` / `frugal evaluate` (apps/predict/predict_session.h). The GIL is released while C++
+// Training runs the run API (train/run/run.h), its keywords parsed by `frugal train`'s flag
+// declarations (apps/train/train_in_process.h: the same names, defaults and checks), with
+// scipy.sparse matrices turned into data sets here and the run's output through Python's streams; inference is the Predictor of
+// `frugal predict` / `frugal evaluate` (train/run/predict_session.h). The GIL is released while C++
 // computes; frugal::Error becomes frugal.Error with frugal's message (frugal.DataError for input
 // data that is refused, frugal.CheckpointError for a checkpoint that cannot be loaded). Every data
 // set given here gets the checks of the file readers (core/data/point_checks.h).
@@ -21,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "apps/predict/predict_session.h"
+#include "train/run/predict_session.h"
 #include "apps/train/train_in_process.h"
 #include "train/run/rank_threads.h"
 #include "core/check.h"
@@ -246,15 +247,15 @@ class Model {
   Model(const std::string& dir, const std::string& device, int threads, const std::string& infer, size_t batch,
         bool accept_unchecked)
       : batch_(batch) {
-    cli::SessionArgs a;
+    run::SessionArgs a;
     a.model = dir;
     a.device = device;
     a.batch = batch;
     a.threads = threads;
     a.accept_unchecked = accept_unchecked;
-    if (infer == "exact") a.infer.mode = cli::InferMode::exact;
-    else if (infer == "lsh") a.infer.mode = cli::InferMode::lsh;
-    else if (infer == "ensemble") a.infer.mode = cli::InferMode::ensemble;
+    if (infer == "exact") a.infer.mode = run::InferMode::exact;
+    else if (infer == "lsh") a.infer.mode = run::InferMode::lsh;
+    else if (infer == "ensemble") a.infer.mode = run::InferMode::ensemble;
     else FRUGAL_CHECK(infer == "auto", fmt::format("infer='{}': expected auto, exact, lsh or ensemble", infer));
     // batch 0 scored no point per round, for ever.
     FRUGAL_CHECK(batch >= 1, fmt::format("batch={}: expected the points scored at a time, from 1 up", batch));
@@ -275,7 +276,7 @@ class Model {
                    fmt::format("{} holds a DLRM (click-through) checkpoint: Model.predict and Model.evaluate score "
                                "XMC models; evaluate it with `frugal evaluate --model {} --test FILE`", dir, dir));
       py::gil_scoped_release release;
-      session_ = cli::open_session(a, {{"command", "python"}, {"model", dir}});
+      session_ = run::open_session(a, {{"command", "python"}, {"model", dir}});
     });
   }
 
@@ -283,7 +284,7 @@ class Model {
   size_t num_labels() const { return session_.predictor->num_labels(); }
   uint64_t epoch() const { return session_.predictor->epoch(); }
   uint64_t step() const { return session_.predictor->step(); }
-  std::string infer() const { return std::string(cli::to_string(session_.infer)); }
+  std::string infer() const { return std::string(run::to_string(session_.infer)); }
 
   py::tuple predict(const py::dict& x_data, size_t k) {
     FRUGAL_CHECK(k >= 1, fmt::format("k={}: expected at least 1 label per point", k));
@@ -349,7 +350,7 @@ class Model {
   }
 
   size_t batch_;
-  cli::Session session_;
+  run::Session session_;
 };
 
 // An XMC file as CSR arrays: x_indptr, x_indices, x_data, y_indptr, y_indices and the widths.

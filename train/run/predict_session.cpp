@@ -1,4 +1,4 @@
-#include "apps/predict/predict_session.h"
+#include "train/run/predict_session.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "train/run/infer_choice.h"
 #include "train/run/rank_threads.h"
 #include "core/backend.h"
 #include "core/check.h"
@@ -15,9 +16,7 @@
 #include "core/device.h"
 #include "train/checkpoint_manifest.h"
 
-namespace frugal::cli {
-
-using namespace frugal::run;  // the run API's pieces these commands share with training
+namespace frugal::run {
 
 Session open_session(const SessionArgs& a, comm::RunConfig config) {
   const std::string& model = a.model;
@@ -70,4 +69,4 @@ Session open_session(const SessionArgs& a, comm::RunConfig config) {
   return s;
 }
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

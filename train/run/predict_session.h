@@ -1,19 +1,17 @@
 // The model of `frugal predict` and `frugal evaluate` (and the Python module's Model): a checkpoint
-// loaded for inference the way its run was trained to infer (--infer auto), on every rank of the
-// launch (all slice it).
+// loaded for inference the way its run was trained to infer (--infer auto: the checkpoint's choice),
+// on every rank of the launch (all slice it).
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "apps/infer_flags.h"
+#include "train/run/infer_settings.h"
 #include "comm/init.h"
 #include "core/communicator.h"
 #include "train/predictor.h"
 
-namespace frugal::cli {
-
-using namespace frugal::run;  // the run API's pieces these commands share with training
+namespace frugal::run {
 
 struct Session {
   std::unique_ptr<comm::Communicator> world;
@@ -33,4 +31,4 @@ struct SessionArgs {
 // Loads --model on every rank; `config` is what the ranks compare at start (the command and its inputs).
 Session open_session(const SessionArgs& a, comm::RunConfig config);
 
-}  // namespace frugal::cli
+}  // namespace frugal::run

@@ -36,6 +36,7 @@ namespace frugal::run {
 // and the figures most callers want. Test metrics are absent without test points.
 struct EpochRecord {
   uint64_t epoch = 0;
+  int rank = 0;  // the rank whose record it is (every rank gets its own)
   double loss = 0.0, train_samples_per_s = 0.0;
   std::optional<double> p1, p3, p5, valid_p1;
   std::string json;

@@ -60,6 +60,10 @@ inline constexpr float kAutoDpEnergyGlobal = 0.9f;
 inline constexpr float kAutoDpFloor = 0.002f;
 inline constexpr double kAutoMpMass = 0.7;
 
+// No optimizer of frugal's trains at a learning rate beyond this (lr 1e30 diverged in its first
+// step): --lr is refused above it.
+inline constexpr double kMaxLr = 1000;
+
 struct TrainConfig {
   // The data: files (--train, --test: XMC text, an IDX prefix, Criteo logs), or with data given in
   // memory (run::train's overload) the names its messages use.

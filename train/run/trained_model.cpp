@@ -59,6 +59,7 @@ bool report_epoch(const nlohmann::json& line, const RunCallbacks* callbacks, Run
                   comm::Communicator* world) {
   EpochRecord r;
   r.epoch = line.value("epoch", uint64_t{0});
+  r.rank = line.value("rank", 0);
   r.loss = line.value("loss", 0.0);
   r.train_samples_per_s = line.value("train_samples_per_s", 0.0);
   const auto metric = [&](const char* key) {
