@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -103,6 +104,13 @@ PipelineTrainer::PipelineTrainer(Model& stage_model, const PipelineOptions& opti
     FRUGAL_CHECK(layers[i - 1]->out_features() == layers[i]->in_features(),
                  fmt::format("pipeline stage {}: layer {} gives {} outputs, layer {} takes {}", stage(), i - 1,
                              layers[i - 1]->out_features(), i, layers[i]->in_features()));
+  if (options_.optimizer.method == optim::Method::automatic) {
+    // The choice depends on the output layer, which only the last stage holds: it tells the others
+    // (every stage constructs its trainer at the same point of the run).
+    float sampled = last_stage() && output()->sampled() ? 1.0f : 0.0f;
+    if (stages() > 1) options_.pipeline->broadcast(std::span<float>(&sampled, 1), stages() - 1).wait();
+    options_.optimizer = resolve_automatic(options_.optimizer, sampled != 0.0f);
+  }
   optimizer_ = optim::Optimizer::create(options_.optimizer, params_, options_.lr_schedule);
   optimizer_->set_backend(&layers.back()->backend());
   run_id_ = fmt::format("{:016x}", (uint64_t{std::random_device{}()} << 32) | std::random_device{}());

@@ -52,9 +52,9 @@ struct PipelineOptions {
   size_t first_layer = 0, total_layers = 0;
   comm::MpCompression boundary{};  // what crosses each stage boundary (default: everything, f32)
   std::optional<comm::DpCompression> dp{};  // DCT-DP between replicas (unset: the touched rows, exact)
-  // Per-element Adam unless given (the run API passes what --optimizer resolved to; unlike Trainer,
-  // a stage does not see the output layer that the automatic choice depends on).
-  optim::Options optimizer{};
+  // As Trainer's: by default what --optimizer auto picks for the network (train/trainer.h
+  // resolve_automatic; the last stage tells the others whether its output layer is sampled).
+  optim::Options optimizer{.method = optim::Method::automatic};
   optim::LrSchedule lr_schedule{};
   float clip_norm = 0.0f;  // of the whole model's gradient (over the stages, after the replicas' sum)
   InputDropout dropout{};

@@ -125,13 +125,17 @@ comm::ByteCount traffic(const comm::Communicator* c) { return c != nullptr ? c->
 constexpr int kBoundaryTag = 0x4d50;
 }  // namespace
 
+optim::Options resolve_automatic(const optim::Options& optimizer, bool sampled_output) {
+  if (optimizer.method != optim::Method::automatic) return optimizer;
+  FRUGAL_CHECK(optimizer == optim::Options{.method = optim::Method::automatic},
+               "the automatic optimizer takes no settings of its own: name a method to tune it "
+               "(optim::RowwiseAdam{.lr = ...}, optim::Adam{.lr = ...})");
+  return sampled_output ? optim::Options(optim::RowwiseAdam{.rowwise_input = false}) : optim::Options(optim::Adam{});
+}
+
 TrainerOptions resolve_optimizer(TrainerOptions options, const Model& model) {
   if (options.optimizer.method != optim::Method::automatic) return options;
-  FRUGAL_CHECK(options.optimizer == optim::Options{.method = optim::Method::automatic},
-               "TrainerOptions::optimizer: the automatic optimizer takes no settings of its own: name a method "
-               "to tune it (optim::RowwiseAdam{.lr = ...}, optim::Adam{.lr = ...})");
-  const bool sampled = model.output().sampled();
-  options.optimizer = sampled ? optim::Options(optim::RowwiseAdam{.rowwise_input = false}) : optim::Options(optim::Adam{});
+  options.optimizer = resolve_automatic(options.optimizer, model.output().sampled());
   return options;
 }
 

@@ -177,6 +177,10 @@ struct EvalResult : RankingScores {
 // `options` with an automatic optimizer resolved for `model` (TrainerOptions::optimizer). An
 // automatic optimizer whose other fields were set is refused: what they tune depends on the method.
 TrainerOptions resolve_optimizer(TrainerOptions options, const Model& model);
+// What an automatic optimizer becomes (`optimizer` itself otherwise): row-wise Adam with per-row state
+// on the label rows when the network's output layer is sampled (LSH), Adam otherwise. The one choice
+// of every trainer (Trainer, PipelineTrainer) and of `frugal train --optimizer auto`.
+optim::Options resolve_automatic(const optim::Options& optimizer, bool sampled_output);
 
 class Trainer {
  public:

@@ -54,7 +54,7 @@ struct Run {
 Run one_rank(const std::string& sampler, size_t batch = kBatch) {
   Model m;
   layers::build_network_stage(m, spec(sampler), 0, 4);
-  Trainer t(m, {.optimizer = optim::Adam{}});  // the pipeline trainer's default optimizer (PipelineOptions)
+  Trainer t(m, {});
   data::BatchLoader loader(problem().train, {.batch = batch, .seed = 2});
   SparseBatch b;
   Run run;
