@@ -16,6 +16,10 @@ void write_output(OutputStream stream, std::string_view text) {
     g_sink(stream, text);
     return;
   }
+  write_standard_stream(stream, text);
+}
+
+void write_standard_stream(OutputStream stream, std::string_view text) {
   std::FILE* f = stream == OutputStream::progress ? stdout : stderr;
   std::fwrite(text.data(), 1, text.size(), f);
   // A line at a time reaches a pipe in order with the other stream's (the launcher merges them).

@@ -17,6 +17,9 @@ using OutputSink = std::function<void(OutputStream stream, std::string_view text
 
 // Writes `text` to the installed sink, else to stdout / stderr.
 void write_output(OutputStream stream, std::string_view text);
+// Writes `text` to stdout / stderr themselves (what write_output does without a sink; a sink that
+// routes only one stream writes the other with it).
+void write_standard_stream(OutputStream stream, std::string_view text);
 // Whether a sink is installed (then progress bars are plain lines, not redrawn in place).
 bool output_redirected();
 

@@ -429,11 +429,14 @@ class Model:
         if model.infer == "ensemble":
             labels, scores = model.predict(x, k)
             return _top_k_matrix(labels, scores, model.num_labels)
-        X = sp.csr_matrix((x["x_data"], x["x_indices"], x["x_indptr"]), shape=(rows, x["x_columns"]))
         block = max(1, (1 << 22) // model.num_labels)  # rows scored against every label at once
         parts = []
+        indptr = x["x_indptr"]
         for first in range(0, rows, block):
-            part, _ = _features(X[first:first + block], "X")
+            last = min(rows, first + block)  # rows [first, last) of the converted X, not converted again
+            begin, end = indptr[first], indptr[last]
+            part = dict(x, x_indptr=indptr[first:last + 1] - begin, x_indices=x["x_indices"][begin:end],
+                        x_data=x["x_data"][begin:end])
             labels, logits = model.predict(part, model.num_labels)  # every label, best first
             logits = logits.astype(np.float64)
             top = logits[:, :1]

@@ -542,13 +542,10 @@ std::optional<ScopedOutputSink> route_output(const RunCallbacks& callbacks) {
   if (!callbacks.on_output && !callbacks.on_notice) return std::nullopt;
   return std::optional<ScopedOutputSink>(std::in_place, [&callbacks](OutputStream stream, std::string_view text) {
     const auto& to = stream == OutputStream::progress ? callbacks.on_output : callbacks.on_notice;
-    if (to) {
+    if (to)
       to(text);
-    } else {
-      std::FILE* f = stream == OutputStream::progress ? stdout : stderr;
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fflush(f);
-    }
+    else
+      write_standard_stream(stream, text);
   });
 }
 
