@@ -31,6 +31,8 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/flag_names.h"
+#include "core/flag_number.h"
 #include "core/device.h"
 #include "core/warnings.h"
 
@@ -84,119 +86,8 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
   return option;
 }
 
-// Numbers in flags are checked on the value the program will use (issue 62). CLI11 reads a float
-// flag through long double and casts it (1e39 became inf, 1e-50 became 0), saturates a 64-bit
-// integer (2^64 became 2^63-1), wraps a negative unsigned one, reads "010" as octal 8 and "0x10" as
-// 16, and keeps the default for an empty value. read_flag_number<T> is the one reading of a flag's
-// text as the T the program holds: decimal only, finite, within T's range, and for a floating T not
-// so small that it would be 0 (or lose its precision) there. A whole number written "1e6" or "2.0"
-// is a count; "2.5" is not. Errors say the value, what is wrong and what is expected, e.g.
-// "1e39 is too large: at most 3.40282e+38"; CLI11 puts the flag in front ("--lr: 1e39 ...").
-namespace number_detail {
-
-inline std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// `text` as a double (std::from_chars: decimal, no hex, no octal); nullopt with `error` set when it
-// is not a finite number within a double.
-inline std::optional<double> read_double(const std::string& given, std::string_view text, std::string& error) {
-  if (text.empty()) {
-    error = given.empty() ? "an empty value is not a number" : "'" + given + "' is not a number";
-    return std::nullopt;
-  }
-  if (text.front() == '+') text.remove_prefix(1);
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ptr != text.data() + text.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    error = given + " is not a number";
-    return std::nullopt;
-  }
-  if (ec == std::errc::result_out_of_range) {  // beyond a double either way: strtod says which
-    const double far = std::strtod(std::string(text).c_str(), nullptr);
-    error = std::abs(far) >= 1.0 ? fmt::format("{} is too large: at most {:g}", given, std::numeric_limits<double>::max())
-                                 : fmt::format("{} is too small: expected 0 or a magnitude of at least {:g}", given,
-                                               std::numeric_limits<double>::min());
-    return std::nullopt;
-  }
-  if (!std::isfinite(v)) {
-    error = given + " is not a finite number";
-    return std::nullopt;
-  }
-  return v;
-}
-
-}  // namespace number_detail
-
-// `given` as the T a flag holds, or nullopt with `error` set. `canonical`, when given, receives the
-// text CLI11 is to convert (an integer in plain decimal digits: "1e3" -> "1000", "010" -> "10").
-template <class T>
-std::optional<T> read_flag_number(const std::string& given, std::string& error, std::string* canonical = nullptr) {
-  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a flag number is an integer or a float");
-  using Limits = std::numeric_limits<T>;
-  std::string_view text = number_detail::trimmed(given);
-  if constexpr (std::is_integral_v<T>) {
-    std::string_view digits = text;
-    bool negative = !digits.empty() && digits.front() == '-';
-    if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
-    const bool plain = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
-    const bool zero = plain && digits.find_first_not_of('0') == std::string_view::npos;
-    if (negative && std::is_unsigned_v<T>) {
-      if (!zero) {  // any negative count but -0 would wrap
-        error = given + " is negative: expected a count from 0 up";
-        return std::nullopt;
-      }
-      negative = false;
-    }
-    T value{};
-    if (plain) {
-      // Exact, however many digits: std::from_chars says when they do not fit.
-      const std::string signed_digits = (negative ? "-" : "") + std::string(digits);
-      const auto [ptr, ec] = std::from_chars(signed_digits.data(), signed_digits.data() + signed_digits.size(), value);
-      if (ec != std::errc() || ptr != signed_digits.data() + signed_digits.size()) {
-        error = negative ? fmt::format("{} is too small: at least {}", given, Limits::min())
-                         : fmt::format("{} is too large: at most {}", given, Limits::max());
-        return std::nullopt;
-      }
-    } else {
-      const std::optional<double> v = number_detail::read_double(given, text, error);
-      if (!v) return std::nullopt;
-      if (*v != std::floor(*v)) {
-        error = given + " is not a whole number";
-        return std::nullopt;
-      }
-      // 2^64 and 2^63 are exact doubles: a value at or beyond them does not fit.
-      if (*v >= std::ldexp(1.0, Limits::digits)) {
-        error = fmt::format("{} is too large: at most {}", given, Limits::max());
-        return std::nullopt;
-      }
-      if (*v < static_cast<double>(Limits::min())) {
-        error = std::is_unsigned_v<T> ? given + " is negative: expected a count from 0 up"
-                                      : fmt::format("{} is too small: at least {}", given, Limits::min());
-        return std::nullopt;
-      }
-      value = static_cast<T>(*v);
-    }
-    if (canonical != nullptr) *canonical = fmt::format("{}", value);
-    return value;
-  } else {
-    const std::optional<double> v = number_detail::read_double(given, text, error);
-    if (!v) return std::nullopt;
-    if (std::abs(*v) > static_cast<double>(Limits::max())) {
-      error = fmt::format("{} is too large: at most {:g}", given, static_cast<double>(Limits::max()));
-      return std::nullopt;
-    }
-    if (*v != 0.0 && std::abs(*v) < static_cast<double>(Limits::min())) {
-      error = fmt::format("{} is too small: expected 0 or a magnitude of at least {:g}", given,
-                          static_cast<double>(Limits::min()));
-      return std::nullopt;
-    }
-    if (canonical != nullptr) *canonical = std::string(text.front() == '+' ? text.substr(1) : text);
-    return static_cast<T>(*v);
-  }
-}
+// Numbers in flags are read by core/flag_number.h (read_flag_number, the ranges' words), the one
+// reading the run API's option table uses too.
 
 // A validator from `error_of(given, value)` (empty: accepted) on `given` read as a T (the flag's
 // type; the bounds' type when not named), after the reading itself is checked.
@@ -211,34 +102,19 @@ CLI::Validator number_check(std::string description, std::string name, F error_o
       std::move(description), std::move(name));
 }
 
-// Which ends of a range belong to it: [lo, hi], [lo, hi) or (lo, hi].
-enum class Ends { closed, open_above, open_below };
+// The value, read as T (default: the bounds' type), within `bounds` (core/flag_number.h: the words,
+// e.g. "--tables: 99999999999 is outside [1, 4096]"). The range is the validator's name too ("range
+// [1, 4096]"): `frugal --list-flags` reports it (frugal_main.cpp).
+template <class T>
+CLI::Validator bounded(const NumberBounds& bounds) {
+  return CLI::Validator([bounds](std::string& given) { return text_problem<T>(given, bounds); }, bounds.description(),
+                        bounds.name());
+}
 
-// The value, read as T (default: the bounds' type), within the range from `lo` to `hi`. A number
-// beyond T's own range is outside the range too, in those words ("--tables: 99999999999 is outside
-// [1, 4096]"). The range is the validator's name too ("range [1, 4096]"): `frugal --list-flags`
-// reports it (frugal_main.cpp).
 template <class T = void, class B>
 CLI::Validator interval(B lo, B hi, Ends ends) {
   using V = std::conditional_t<std::is_void_v<T>, B, T>;
-  const std::string range = fmt::format("{}{}, {}{}", ends == Ends::open_below ? '(' : '[', lo, hi,
-                                        ends == Ends::open_above ? ')' : ']');
-  const auto inside = [ends](auto v, auto l, auto h) {
-    return (ends == Ends::open_below ? v > l : v >= l) && (ends == Ends::open_above ? v < h : v <= h);
-  };
-  return CLI::Validator(
-      [lo, hi, range, inside](std::string& given) {
-        std::string error;
-        const std::optional<double> wide = read_flag_number<double>(given, error);
-        if (!wide) return error;
-        const std::string outside = fmt::format("{} is outside {}", given, range);
-        if (!inside(*wide, static_cast<double>(lo), static_cast<double>(hi))) return outside;
-        const std::optional<V> v = read_flag_number<V>(given, error);
-        if (!v) return error;
-        return inside(*v, static_cast<V>(lo), static_cast<V>(hi)) ? std::string() : outside;
-      },
-      // A half-open range reads "in [0, 1)" in --help, as --dp-keep-input's "in (0, 1]" does.
-      ends == Ends::closed ? range : "in " + range, "range " + range);
+  return bounded<V>({NumberBounds::Kind::range, static_cast<double>(lo), static_cast<double>(hi), ends});
 }
 
 // [lo, hi], e.g. in_range(1, 4096), in_range<float>(0.0, 0.99).
@@ -269,16 +145,12 @@ CLI::Validator holds() {
 
 template <class T = double>
 CLI::Validator positive() {
-  return number_check<T>("> 0", "positive", [](const std::string& given, T v) {
-    return v > 0 ? std::string() : given + " is not positive: expected a value above 0";
-  });
+  return bounded<T>(NumberBounds::positive());
 }
 
 template <class T = double>
 CLI::Validator non_negative() {
-  return number_check<T>(">= 0", "non-negative", [](const std::string& given, T v) {
-    return v < 0 ? given + " is negative: expected a value from 0 up" : std::string();
-  });
+  return bounded<T>(NumberBounds::non_negative());
 }
 
 // --strict: suspicious but valid input (core/warnings.h) stops the command instead of a warning.
@@ -386,9 +258,6 @@ inline void check_numbers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_numbers(*sub);
 }
 
-// The name this check had before it covered every number (train/cmd_train.cpp's in-process parser calls it).
-inline void refuse_negative_unsigned(CLI::App& app) { check_numbers(app); }
-
 // CLI11's message for a parse error in frugal's words where CLI11's own are obscure: a flag given
 // twice ("--threads: At Most 1 required but received 2") says so ("--threads: given 2 times; give it
 // once"), and a value its type cannot hold says that. Other messages (an unknown flag, a value a
@@ -407,29 +276,6 @@ inline std::string parse_error_words(const CLI::ParseError& e) {
   return what;
 }
 
-// Option field -> the flag that fills it, e.g. {"SynthXmcOptions::features", "--features"}.
-using FlagNames = std::vector<std::pair<std::string_view, std::string_view>>;
-
-// Runs `body`; a frugal::Error whose message names a field of `names` is rethrown with the flags'
-// names instead, after `prefix` (e.g. "synth-xmc: "). Other errors pass unchanged.
-template <class F>
-void with_flag_names(FlagNames names, std::string_view prefix, F&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    // Longest first: LshOptions::rebuild_first must not be taken for a shorter field it starts with.
-    std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-    std::string what = e.what();
-    bool named = false;
-    for (const auto& [field, flag] : names) {
-      for (size_t at = what.find(field); at != std::string::npos; at = what.find(field, at + flag.size())) {
-        what.replace(at, field.size(), flag);
-        named = true;
-      }
-    }
-    if (!named) throw;
-    throw Error(std::string(prefix) + what);
-  }
-}
+// with_flag_names (core/flag_names.h): a library error naming an option field names its flag instead.
 
 }  // namespace frugal::cli

@@ -19,8 +19,8 @@ namespace frugal::cli {
 using run::InferMode;
 using run::InferSettings;
 
-// Registers --infer, --infer-candidates and the ensemble's flags; `auto_help` says what auto means
-// in this command.
+// Registers --infer, --infer-candidates and the ensemble's flags as the run API declares them
+// (run::infer_options); `auto_help` says what auto means in this command.
 void add_infer_options(CLI::App* cmd, InferSettings& flags, const std::string& auto_help);
 
 }  // namespace frugal::cli

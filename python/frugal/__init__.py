@@ -230,7 +230,9 @@ def _flag_args(options):
     flags = {name: takes_value for name, _, takes_value in _core.train_flags()}
     args, given = [], {}
 
-    def word(key, value):  # one value as the command line writes it; range checks are the command line's
+    # One value as the command line writes it; the ranges and names it must be within are the run API's
+    # option table's (train/run/train_options.h), which reads these words.
+    def word(key, value):
         if isinstance(value, (bool, np.bool_)):
             return "on" if value else "off"
         if isinstance(value, (str, numbers.Integral, numbers.Real)):

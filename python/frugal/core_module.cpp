@@ -1,7 +1,8 @@
 // frugal._core: the C++ side of `import frugal` (python/frugal/__init__.py is the user's side).
-// Training runs the run API (train/run/run.h), its keywords parsed by `frugal train`'s flag
-// declarations (apps/train/train_in_process.h: the same names, defaults and checks), with
-// scipy.sparse matrices turned into data sets here and the run's output through Python's streams; inference is the Predictor of
+// Training runs the run API (train/run/run.h), its keywords read by the run API's option
+// declarations (train/run/train_options.h: `frugal train`'s names, defaults and checks), with
+// scipy.sparse matrices turned into data sets here and the run's output through Python's streams;
+// inference is the Predictor of
 // `frugal predict` / `frugal evaluate` (train/run/predict_session.h). The GIL is released while C++
 // computes; frugal::Error becomes frugal.Error with frugal's message (frugal.DataError for input
 // data that is refused, frugal.CheckpointError for a checkpoint that cannot be loaded). Every data
@@ -23,8 +24,9 @@
 #include <fmt/format.h>
 
 #include "train/run/predict_session.h"
-#include "apps/train/train_in_process.h"
 #include "train/run/rank_threads.h"
+#include "train/run/run.h"
+#include "train/run/train_options.h"
 #include "core/check.h"
 #include "core/data/point_checks.h"
 #include "core/data/xmc_file.h"
@@ -178,7 +180,12 @@ uint64_t train(const std::vector<std::string>& args, const std::optional<py::dic
                bool quiet) {
   const StrictScope strict_scope(strict);
   take_warnings();  // an earlier call's (whose run kept no metrics log) are not this run's
-  cli::InProcessTrain run;
+  // The run's in-memory data, callbacks and result.
+  struct {
+    std::optional<data::Dataset> train, test;
+    run::RunCallbacks callbacks;
+    std::optional<run::RunResult> result;
+  } run;
   // Called on this thread with the GIL released: each callback takes it back (and lets Ctrl-C in).
   py::object json_loads = py::module_::import("json").attr("loads");
   py::object sys = py::module_::import("sys");
@@ -235,7 +242,9 @@ uint64_t train(const std::vector<std::string>& args, const std::optional<py::dic
   };
   {
     py::gil_scoped_release release;
-    cli::run_train_in_process(args, run);
+    const run::TrainConfig config = run::parse_train_options(args);
+    run.result = run.train ? run::train(config, std::move(*run.train), std::move(*run.test), run.callbacks)
+                           : run::train(config, run.callbacks);
   }
   return run.result ? run.result->model_epoch : 0;
 }
@@ -411,7 +420,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("progress") = std::nullopt, py::arg("strict") = false, py::arg("quiet") = false);
   m.def("train_flags", [] {
     std::vector<py::tuple> out;
-    for (const auto& f : frugal::cli::train_flags()) out.push_back(py::make_tuple(f.name, f.default_value, f.takes_value));
+    for (const auto& o : frugal::run::train_options())
+      out.push_back(py::make_tuple(o.flag, o.default_text, o.type != frugal::run::OptionType::switch_));
     return out;
   });
   m.def("read_xmc", &read_xmc, py::arg("path"));

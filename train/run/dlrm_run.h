@@ -1,5 +1,5 @@
 // `frugal train --model dlrm`: the DLRM click-through model (layers/dlrm/) on Criteo-format data
-// (--format criteo). The options of its own (DlrmArgs; the flags: apps/train/dlrm_flags.h) and the
+// (--format criteo). The options of its own (DlrmArgs; the flags: train/run/train_options.cpp) and the
 // run itself (run_dlrm), which the run API (train/run/run.cpp) calls with the settings the models share.
 #pragma once
 

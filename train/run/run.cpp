@@ -34,6 +34,9 @@
 #include "core/data/label_counts_file.h"
 #include "core/data/xmc_file.h"
 #include "core/device.h"
+#include "core/flag_names.h"
+#include "core/warnings.h"
+#include "kernels/bf16_dot.h"
 #include "core/output.h"
 #include "core/parse.h"
 #include "core/propensity.h"
@@ -63,6 +66,7 @@
 #include "train/run/run_settings.h"
 #include "train/run/step_profile_json.h"
 #include "train/run/train_inputs.h"
+#include "train/run/train_options.h"
 #include "train/run/trained_model.h"
 #include "train/run/trainer_support.h"
 #include "train/trainer.h"
@@ -563,21 +567,63 @@ RunResult run_training(RunArgs a) {
   return run_train(std::move(a));
 }
 
-RunResult train(const TrainConfig& config, const RunCallbacks& callbacks) {
+namespace {
+
+// The option fields library errors name, and the flags that set them (core/flag_names.h).
+const FlagNames kTrainFlags = {
+    {"LshOptions::tables", "--tables"},
+    {"LshOptions::bucket_capacity", "--bucket-capacity"},
+    {"LshOptions::min_active", "--min-active"},
+    {"LshOptions::max_active", "--max-active"},
+    {"LshOptions::rebuild_first", "--rebuild-first"},
+    {"LshOptions::rebuild_growth", "--rebuild-growth"},
+    {"LshOptions::rebuild_max", "--rebuild-max"},
+    {"LshOptions::negatives", "--negatives"},
+    {"LshOptions::negative_uniform_share", "--negatives-uniform"},
+    {"TrainerOptions::dp", "--dp-keep"},
+    {"TrainerOptions::parallel.dense_gradients", "--parallel data"},
+    {"DpCompression::keep", "--dp-keep"},
+    {"DpCompression::reestimate_every", "--dp-reestimate-every"},
+    {"MpCompression::keep", "--mp-keep"},
+    {"MpCompression::warmup_steps", "--mp-warmup-steps"},
+    {"MpCompression::mass", "--mp-mass"},
+    {"optimizer: weight decay must", "optimizer: --weight-decay must"},
+};
+
+// What every run does around its training: the options checked against their declarations, the
+// caller's callbacks as the output sink, this rank's --strict and --bf16-dot for the length of the
+// run, and the library's field names in errors turned into the flags that set them.
+RunResult run_with(RunArgs a, const RunCallbacks& callbacks) {
+  check_options(a);
   const auto routed = route_output(callbacks);
-  RunArgs a(config);
+  const bool strict_before = strict_warnings();
+  set_strict_warnings(a.strict || strict_before);
+  struct RestoreStrict {
+    bool before;
+    ~RestoreStrict() { set_strict_warnings(before); }
+  } restore{strict_before};
+  // Before any op on bf16 weights; `on` without the instruction fails here.
+  kernels::set_bf16_dot(a.bf16_dot == Bf16Dot::on    ? kernels::Bf16Dot::on
+                        : a.bf16_dot == Bf16Dot::off ? kernels::Bf16Dot::off
+                                                     : kernels::Bf16Dot::auto_);
   a.callbacks = &callbacks;
-  return run_training(std::move(a));
+  std::optional<RunResult> result;
+  with_flag_names(kTrainFlags, "", [&] { result = run_training(std::move(a)); });
+  return std::move(*result);
 }
+
+}  // namespace
+
+std::string_view to_string(Bf16Dot d) { return d == Bf16Dot::on ? "on" : d == Bf16Dot::off ? "off" : "auto"; }
+
+RunResult train(const TrainConfig& config, const RunCallbacks& callbacks) { return run_with(RunArgs(config), callbacks); }
 
 RunResult train(const TrainConfig& config, data::Dataset train_set, data::Dataset test_set,
                 const RunCallbacks& callbacks) {
-  const auto routed = route_output(callbacks);
   RunArgs a(config);
-  a.callbacks = &callbacks;
   a.train_data = std::move(train_set);
   a.test_data = std::move(test_set);
-  return run_training(std::move(a));
+  return run_with(std::move(a), callbacks);
 }
 
 }  // namespace frugal::run

@@ -61,6 +61,7 @@
 #include "train/run/run_settings.h"
 #include "train/run/step_profile_json.h"
 #include "train/run/train_inputs.h"
+#include "train/run/train_options.h"
 #include "train/run/trained_model.h"
 #include "train/trainer.h"
 
@@ -301,14 +302,9 @@ nlohmann::json setting_value(const std::string& text) {
 }
 
 void prepare(RunArgs& a) {
-  for (const auto& [key, text] : a.settings) a.flag_settings[key] = setting_value(text);
+  for (const auto& [key, text] : agreed_settings(a)) a.flag_settings[key] = setting_value(text);
   // IDX data has 10 labels: sampling would only lose accuracy.
   if (a.format == data::DataFormat::idx) a.sampler = layers::Sampler::exact;
-  // The command line refuses these while it parses; a program's config is checked here.
-  FRUGAL_CHECK(!a.lr || (std::isfinite(*a.lr) && *a.lr > 0.0f && *a.lr <= kMaxLr),
-               fmt::format("--lr {}: expected a learning rate in (0, {}]", a.lr.value_or(0.0f), kMaxLr));
-  FRUGAL_CHECK(a.batch > 0 && a.eval_batch > 0, fmt::format("--batch {} / --eval-batch {}: expected a count from 1 up",
-                                                            a.batch, a.eval_batch));
   resolve_optimizer(a);
   if (a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo) return;
   if (!a.layers.empty()) layers::parse_layer_widths(a.layers, "--layers");

@@ -39,11 +39,13 @@ enum class TauEstimate { sampled, exact };  // --dp-tau: DpCompression::exact_ta
 enum class Compress { off, auto_, link };
 enum class OutputInit { random, centroid };  // --output-init (unset: auto)
 enum class DpSelect { global, row, floor };   // --dp-select (comm::DpCompression::per_row, row_floor)
+enum class Bf16Dot { auto_, on, off };         // --bf16-dot (kernels/bf16_dot.h)
 std::string_view to_string(ModelKind m);
 std::string_view to_string(ParallelMode m);
 std::string_view to_string(TauEstimate t);
 std::string_view to_string(Compress c);
 std::string_view to_string(OutputInit i);
+std::string_view to_string(Bf16Dot d);
 
 // --compress auto's settings (bench/REPORT.md, "Compression that adapts"): DCT-DP's keep per
 // parameter falls from 1 while what is sent carries at least kAutoDpEnergy* of the accumulated
@@ -155,11 +157,14 @@ struct TrainConfig {
   std::optional<uint64_t> mp_warmup_steps;  // unset: 0, two epochs at a compressed pipeline boundary
   std::optional<comm::ValueType> mp_wire;   // --mp-wire-dtype (unset: auto)
 
-  // What the face was given, for the checks that speak of it: `settings` are the options every rank
-  // must agree on as given (key as the run config names it, value as text: compared at rendezvous
-  // besides what the run resolves); `given` names the options set explicitly (by flag name), so that
-  // one that does not apply to this run is said to be ignored.
-  std::vector<std::pair<std::string, std::string>> settings;
+  // This rank's own: --strict (the data's and the checkpoint's warnings are errors for this run),
+  // --bf16-dot (with --precision bf16 on the CPU: the AVX512-BF16 products where the CPU has them).
+  bool strict = false;
+  Bf16Dot bf16_dot = Bf16Dot::auto_;
+
+  // The options set explicitly (by flag name; set_option records them, train/run/train_options.h),
+  // so that one that does not apply to this run is said to be ignored. A C++ caller that sets a
+  // field directly may name it here too.
   std::set<std::string> given;
 };
 

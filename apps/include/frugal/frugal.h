@@ -43,6 +43,7 @@
 // with the command line's defaults, checks and records.
 #include "train/run/run.h"
 #include "train/run/train_config.h"
+#include "train/run/train_options.h"
 
 // Training: the trainer, optimizers and regularization, checkpoints.
 #include "core/optim/adagrad.h"
