@@ -13,13 +13,17 @@
 #include "core/placement.h"
 #include "core/rng.h"
 #include "core/progress.h"
+#include "train/divergence.h"
+#include "train/gradient_clipping.h"
 
 namespace frugal::layers {
 
 DlrmTrainer::DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrainOptions& options)
     : network_(network), ids_(ids), options_(options),
-      optimizer_(optim::Optimizer::create(options.optimizer, network.parameters())) {
+      optimizer_(optim::Optimizer::create(options.optimizer, network.parameters(), options.lr_schedule)) {
   FRUGAL_CHECK(options_.batch > 0, "DLRM: --batch must be > 0");
+  FRUGAL_CHECK(options_.clip_norm >= 0.0f && std::isfinite(options_.clip_norm),
+               fmt::format("DLRM: --clip-norm must be >= 0 (0: off), got {}", options_.clip_norm));
   FRUGAL_CHECK(ids_.num_fields() == network_.options().fields.size() && ids_.lookups() == network_.options().lookups,
                fmt::format("DLRM: the id map has {} fields x {} lookups, the network {} x {}", ids_.num_fields(),
                            ids_.lookups(), network_.options().fields.size(), network_.options().lookups));
@@ -47,13 +51,15 @@ double DlrmTrainer::group_sum(double value) const {
   return sum;
 }
 
-DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps, const std::string& label) {
+DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
+                                 uint64_t epoch_number) {
   train.validate();
   order_.resize(train.size);
   std::iota(order_.begin(), order_.end(), 0u);
   Rng rng(seed);
   for (size_t i = train.size; i > 1; --i) std::swap(order_[i - 1], order_[rng.below(i)]);
   DlrmEpoch epoch;
+  ClipTally clipping;
   double loss = 0;
   size_t local_samples = 0;
   const size_t total = max_steps > 0 ? std::min(train.size, max_steps * options_.batch) : train.size;
@@ -78,12 +84,23 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
     const CtrView batch{n, train.num_dense, train.num_fields, labels_, dense_, cats_};
     ids_.map(batch, rows_);
     loss += network_.forward_backward(batch, rows_, /*train=*/true);
+    if (options_.clip_norm > 0.0f) {
+      // After forward_backward every rank holds the group's gradient (its table slice, the summed
+      // MLPs): the norm is the whole model's, the same on every rank.
+      const double norm = clip_gradient_norm(network_.parameters(), options_.clip_norm, network_.options().group);
+      if (!std::isfinite(norm))
+        throw_divergence(divergence_where(epoch_number, epoch.steps + 1), "gradient norm", norm,
+                         optimizer_->lr(optimizer_->steps()));
+      clipping.add(norm, options_.clip_norm);
+    }
     optimizer_->step();
     epoch.samples += global;
     local_samples += n;
     ++epoch.steps;
     progress.update(epoch.samples, local_samples > 0 ? loss / static_cast<double>(local_samples) : 0.0);
   }
+  epoch.grad_norm = clipping.mean_norm();
+  epoch.clipped_steps = clipping.clipped;
   optimizer_->apply_deferred();  // --update-threshold: no residual outlives the epoch
   epoch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loss = group_sum(loss);

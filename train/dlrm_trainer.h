@@ -36,12 +36,20 @@ struct DlrmTrainOptions {
   // Progress lines during fit_epoch (core/progress.h): a bar on a terminal, every ~10% or
   // 30 s otherwise. Its loss is this rank's running mean (the epoch line has the group's).
   bool progress = false;
+  // The learning rate over the run (--lr-schedule, --warmup-steps; the optimizer's step count,
+  // which a checkpoint keeps, is the schedule's step) and the global gradient-norm clip (--clip-norm
+  // C, 0: off), taken over the whole model after the group's exchanges, as the XMC trainer's.
+  optim::LrSchedule lr_schedule{};
+  float clip_norm = 0.0f;
 };
 
 struct DlrmEpoch {
   double loss = 0;  // mean logistic loss over the epoch's samples (the group's)
   size_t samples = 0, steps = 0;  // the group's samples
   double seconds = 0;  // wall time of the steps
+  // With --clip-norm: the mean gradient norm over the steps, and the steps it scaled down.
+  double grad_norm = 0;
+  size_t clipped_steps = 0;
   double samples_per_second() const { return seconds > 0 ? static_cast<double>(samples) / seconds : 0; }
 };
 
@@ -51,7 +59,9 @@ class DlrmTrainer {
 
   // One pass over `train` in the order Rng(seed) shuffles it; at most max_steps steps (0: all).
   // label names the pass in progress lines ("train epoch 3").
-  DlrmEpoch fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train");
+  // `epoch` names where a diverged step was in its error.
+  DlrmEpoch fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
+                      uint64_t epoch = 0);
   // AUC and logloss of the network's click probabilities on `test`.
   ClickMetrics evaluate(const CtrView& test, size_t batch = 4096);
   // Click probabilities of every sample of `data`, in order.

@@ -13,7 +13,8 @@ namespace {
 Backend& backend_of(const Tensor& t) { return t.owner() != nullptr ? *t.owner() : host_backend(); }
 }  // namespace
 
-double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communicator* model_group) {
+double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communicator* model_group,
+                            comm::Communicator* disjoint_group) {
   const bool group = comm::is_active(model_group);
   double squares = 0.0;
   for (const Parameter* p : params) {
@@ -26,11 +27,17 @@ double global_gradient_norm(const std::vector<Parameter*>& params, comm::Communi
     squares = 0.0;
     for (const double part : parts) squares += part;  // in rank order: the same bits everywhere
   }
+  if (comm::is_active(disjoint_group)) {
+    const std::vector<double> parts = comm::all_gather_value(*disjoint_group, squares, "stage's gradient norm");
+    squares = 0.0;
+    for (const double part : parts) squares += part;
+  }
   return std::sqrt(squares);
 }
 
-double clip_gradient_norm(const std::vector<Parameter*>& params, float max_norm, comm::Communicator* model_group) {
-  const double norm = global_gradient_norm(params, model_group);
+double clip_gradient_norm(const std::vector<Parameter*>& params, float max_norm, comm::Communicator* model_group,
+                          comm::Communicator* disjoint_group) {
+  const double norm = global_gradient_norm(params, model_group, disjoint_group);
   const double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return norm;
   const auto scale = static_cast<float>(coef);

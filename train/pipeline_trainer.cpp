@@ -372,19 +372,11 @@ double PipelineTrainer::train_step(const SparseBatch& full_batch, size_t global_
   if (reducer_) reducer_->reduce();
   if (options_.clip_norm > 0.0f) {
     // The stages hold disjoint parameters: the whole model's squared norm is the sum of theirs.
-    double squares = std::pow(global_gradient_norm(params, options_.model), 2.0);
-    if (is_active(options_.pipeline)) {
-      const std::vector<double> parts = comm::all_gather_value(*options_.pipeline, squares, "stage's gradient norm");
-      squares = 0.0;
-      for (const double part : parts) squares += part;
-    }
-    // Every stage and replica holds the same sum here: they stop together.
-    if (!std::isfinite(squares))
+    last_grad_norm_ = clip_gradient_norm(params, options_.clip_norm, options_.model, options_.pipeline);
+    // Every stage and replica holds the same norm here: they stop together.
+    if (!std::isfinite(last_grad_norm_))
       throw_divergence(divergence_where(epoch_ + 1, 0) + fmt::format(" (optimizer step {})", step_ + 1),
-                       "gradient norm", std::sqrt(squares), optimizer_->lr(step_ + 1));
-    const double coef = options_.clip_norm / (std::sqrt(squares) + 1e-6);
-    if (coef < 1.0)
-      for (Parameter* p : params) host_backend().scale(p->grad.values, static_cast<float>(coef));
+                       "gradient norm", last_grad_norm_, optimizer_->lr(step_ + 1));
   }
   optimizer_->step();
   ++step_;
@@ -431,10 +423,12 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   // Only the last stage knows a step's loss: the stages stop together at the epoch's end.
   const DivergencePolicy divergence{.on = OnDivergence::stop, .step_loss_is_global = false, .epoch = epoch_ + 1,
                                     .lr = optimizer_->lr(step_ + 1)};
+  ClipTally clipping;
   double loss_sum = epoch::run_steps(
       loader, options, result, divergence,
       [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
       [&](double loss_so_far) {
+        clipping.add(last_grad_norm_, options_.clip_norm);
         // Only the last stage knows the loss: the bar shows it there (other stages show 0).
         progress.update(result.samples, result.samples > 0 ? loss_so_far / static_cast<double>(result.samples) : 0.0);
       });
@@ -445,6 +439,8 @@ FitResult PipelineTrainer::fit_epoch(const data::Dataset& data, const FitOptions
   result.profile = profile::thread_totals();
   result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.grad_norm = clipping.mean_norm();
+  result.clipped_steps = clipping.clipped;
   comm::ByteCount mp = model_traffic(), dp = traffic(options_.data);
   mp -= mp_before;
   dp -= dp_before;

@@ -154,6 +154,7 @@ class PipelineTrainer {
   size_t forwarded_ = SIZE_MAX;      // the micro-batch whose forward pass the layers hold
   float scale_ = 1.0f;               // 1 / global batch
   double step_loss_ = 0.0;
+  double last_grad_norm_ = 0.0;  // of the last step, with clip_norm (the whole model's)
   SparseBatch dropped_;
   uint64_t step_ = 0, epoch_ = 0;
   std::string run_id_;

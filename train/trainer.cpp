@@ -534,14 +534,13 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   const profile::StepProfile profile_before = profile::thread_totals();
   const uint64_t crossed_before = host_device_bytes();
   const auto start = std::chrono::steady_clock::now();
-  double norm_sum = 0.0;
+  ClipTally clipping;
   const DivergencePolicy divergence = divergence_policy();
   const double loss_sum = epoch::run_steps(
       loader, options, result, divergence,
       [&](const SparseBatch& batch, size_t global) { return train_step(batch, global); },
       [&](double loss_so_far) {
-        norm_sum += last_grad_norm_;
-        if (options_.clip_norm > 0.0f && last_grad_norm_ + 1e-6 > last_clip_limit_) ++result.clipped_steps;
+        clipping.add(last_grad_norm_, options_.clip_norm > 0.0f ? last_clip_limit_ : 0.0);
         progress.update(result.samples, result.samples > 0 ? loss_so_far / result.samples : 0.0);
       });
   if (options.end_epoch) {
@@ -552,7 +551,8 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   result.profile = profile::thread_totals();
   result.profile -= profile_before;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.grad_norm = result.steps > 0 ? norm_sum / static_cast<double>(result.steps) : 0.0;
+  result.grad_norm = clipping.mean_norm();
+  result.clipped_steps = clipping.clipped;
   result.host_device_bytes = host_device_bytes() - crossed_before;
   comm::ByteCount mp = traffic(options_.parallel.model), dp = traffic(options_.parallel.data);
   mp -= mp_before;

@@ -53,6 +53,9 @@ DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
       for (Parameter* p : (*layers)[l]->parameters()) {
         const std::string kind = p->name.substr(p->name.find('.') + 1);  // "weight" or "bias"
         p->name = fmt::format("{}.{}.{}", prefix, l, kind);
+        // Whole on every rank of the group (their gradients are summed): not a slice, so that the
+        // whole model's gradient norm counts it once (train/gradient_clipping.h).
+        p->sliced_axis = -1;
       }
   if (comm::is_active(options_.group)) {
     exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);

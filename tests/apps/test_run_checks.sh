@@ -65,8 +65,28 @@ fails_with "--model dlrm: --grid does not apply" "$F" train --model dlrm --train
 run "$F" data synth-ctr --train 400 --test 100 --seed 1 --out c
 run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 1 --threads 1 --quiet --clip-norm 1 \
   --warmup-steps 5 --bucket-capacity 64
-grep -qF "note: --bucket-capacity, --warmup-steps, --clip-norm do(es) not apply to --model dlrm: ignored" last.log ||
+grep -qF "note: --bucket-capacity do(es) not apply to --model dlrm: ignored" last.log ||
   { cat last.log; echo "the options DLRM does not have are not named"; exit 1; }
+# DLRM's trainer clips and schedules as the XMC trainer does: a tiny --clip-norm scales every step,
+# and the run's record says so; a cosine schedule with warm-up trains to other weights than constant.
+run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 2 --threads 1 --quiet --clip-norm 1e-4 \
+  --metrics clip.jsonl
+python3 - clip.jsonl <<'PYEOF'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+epochs = [l for l in lines if l.get("event") == "epoch"]
+start = [l for l in lines if l.get("event") == "start"][0]
+assert start["config"]["clip_norm"] > 0, start["config"]
+assert len(epochs) == 2 and all(e["clipped_fraction"] == 1 and e["grad_norm"] > 1e-4 for e in epochs), epochs
+PYEOF
+run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 2 --threads 1 --quiet --metrics const.jsonl
+run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 2 --threads 1 --quiet --metrics cos.jsonl \
+  --lr-schedule cosine --warmup-steps 2
+python3 - const.jsonl cos.jsonl clip.jsonl <<'PYEOF'
+import json, sys
+loss = [[json.loads(l)["loss"] for l in open(f) if json.loads(l).get("event") == "epoch"] for f in sys.argv[1:]]
+assert loss[0] != loss[1] and loss[0] != loss[2], loss
+PYEOF
 
 # --- Files beside a checkpoint ---
 run "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --checkpoint a --infer ensemble

@@ -42,6 +42,11 @@ for mode in des ps; do
   grep -q "wire: [0-9]* B/sample sent ($mode tables)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 done
 run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --parallel data --metrics "$TMP/replicated.jsonl"
+# --clip-norm: the whole model's norm after the exchanges, the same factor on every rank: 3 ranks
+# (sliced tables) train as 1 does.
+run "$FRUGAL" "${COMMON[@]}" --clip-norm 0.05 --lr-schedule cosine --warmup-steps 20 --metrics "$TMP/clip.jsonl" --quiet
+run "$FRUGAL" launch -n 3 -- "$FRUGAL" "${COMMON[@]}" --clip-norm 0.05 --lr-schedule cosine --warmup-steps 20 \
+  --metrics "$TMP/clip3.jsonl" --quiet
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --dp-keep 0.1 --metrics "$TMP/dct.jsonl"
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --compress auto --metrics "$TMP/dct-auto.jsonl"
 grep -q "MLP gradients [0-9.]*x compressed by DCT-DP" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
@@ -80,6 +85,12 @@ for mode in ("des", "ps", "replicated"):
             assert abs(a["loss"] - b["loss"]) <= 1e-4 * max(1, abs(b["loss"])), (rank_file, a["loss"], b["loss"])
             assert abs(a["auc"] - b["auc"]) <= 1e-4, (rank_file, a["auc"], b["auc"])
         assert runs[-1]["bytes_sent_per_sample"] > 0, (rank_file, runs[-1])
+clip = epochs("clip.jsonl")
+assert all(e["clipped_fraction"] > 0 for e in clip) and clip[-1]["auc"] > 0.6, clip
+for rank_file in ("clip3.jsonl", "clip3.rank1.jsonl", "clip3.rank2.jsonl"):
+    for a, b in zip(epochs(rank_file), clip):
+        assert abs(a["loss"] - b["loss"]) <= 1e-4 * max(1, abs(b["loss"])), (rank_file, a["loss"], b["loss"])
+        assert abs(a["clipped_fraction"] - b["clipped_fraction"]) <= 0.01, (rank_file, a, b)
 dct = epochs("dct.jsonl")[-1]
 assert dct["dp_compression"] > 1.5 and dct["dp_payload_sent"] < dct["dp_payload_uncompressed"], dct
 assert abs(dct["auc"] - one[-1]["auc"]) < 0.02, (dct["auc"], one[-1]["auc"])

@@ -20,6 +20,10 @@ L4=("$FRUGAL" launch -n 4 --)
 run "$FRUGAL" "${T[@]}" --epochs 2 --metrics "$TMP/one.jsonl"
 run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --micro-batches 1 --metrics "$TMP/p2.jsonl"
 run "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 1 --micro-batches 4 --metrics "$TMP/acc.jsonl"
+# --clip-norm: the whole model's norm (the stages' squares summed: train/gradient_clipping.h), so 2
+# stages clip as 1 rank does.
+run "$FRUGAL" "${T[@]}" --epochs 2 --clip-norm 0.3 --metrics "$TMP/clip1.jsonl"
+run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --micro-batches 1 --clip-norm 0.3 --metrics "$TMP/clip2.jsonl"
 run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --micro-batches 4 --metrics "$TMP/p2m4.jsonl"
 run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --mp-keep 0.1 --metrics "$TMP/p2k.jsonl"
 # Checkpoints across stage counts: 1 epoch on 2 stages, the second on 2 stages, 1 rank, 3 stages.
@@ -43,6 +47,12 @@ key = lambda r: (r["loss"], r["p@1"], r["p@5"], r["steps"])
 one, p2 = epochs("one.jsonl"), epochs("p2.jsonl")
 assert [key(r) for r in one] == [key(r) for r in p2], (key(one[-1]), key(p2[-1]))
 assert [key(r) for r in epochs("acc.jsonl")] == [key(r) for r in epochs("p2m4.jsonl")]
+clip1, clip2 = epochs("clip1.jsonl"), epochs("clip2.jsonl")
+assert clip1[-1]["clipped_fraction"] > 0 and clip1[-1]["loss"] != one[-1]["loss"], clip1[-1]
+for a, b in zip(clip1, clip2):
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]) and abs(a["p@1"] - b["p@1"]) <= 0.01, (a, b)
+    assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * a["grad_norm"], (a["grad_norm"], b["grad_norm"])
+    assert abs(a["clipped_fraction"] - b["clipped_fraction"]) <= 0.01, (a, b)
 full = p2[-1]["pipeline_bytes_sent_per_sample"]
 # One activation row forward and its gradient back, 32 floats each (plus a 12-byte header a message).
 assert 256 <= full <= 300, full

@@ -45,7 +45,7 @@ std::vector<size_t> widths(const std::string& flag, const std::string& text) {
 
 }  // namespace
 
-int run_dlrm(const DlrmRun& a) {
+uint64_t run_dlrm(const DlrmRun& a) {
   Backend& backend = resolve_device(a.device);
   FRUGAL_CHECK(backend.name() == "cpu", fmt::format("--model dlrm runs on the CPU backend; --device {} is not "
                                                     "supported yet", a.device));
@@ -82,8 +82,22 @@ int run_dlrm(const DlrmRun& a) {
   if (a.optimizer.method == optim::Method::adagrad || a.optimizer.method == optim::Method::rowwise_adagrad) config["initial_accumulator"] = a.optimizer.initial_accumulator;
   if (a.optimizer.method == optim::Method::rowwise_adam) config["rowwise_momentum"] = a.optimizer.rowwise_momentum;
   if (a.optimizer.update_threshold > 0) config["update_threshold"] = a.optimizer.update_threshold;
+  // The schedule runs over every step of the run (as the XMC trainer's, train/run/run_settings.cpp).
+  uint64_t steps_per_epoch = (train.size + a.batch - 1) / a.batch;
+  if (a.max_steps > 0) steps_per_epoch = std::min<uint64_t>(steps_per_epoch, a.max_steps);
+  const optim::LrSchedule schedule{.kind = a.lr_schedule, .warmup_steps = a.warmup_steps,
+                                   .total_steps = steps_per_epoch * a.epochs};
+  schedule.validate();
+  config["lr_schedule"] = optim::to_string(a.lr_schedule);
+  config["warmup_steps"] = a.warmup_steps;
+  if (a.lr_schedule != optim::ScheduleKind::constant) config["schedule_steps"] = schedule.total_steps;
+  config["clip_norm"] = a.clip_norm;
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Every other option as given: a rank started with another --seed or --clip-norm is named at
+  // rendezvous, as in the XMC trainer's runs.
+  for (const auto& [key, text] : a.agreed)
+    if (!run_config.contains(key)) run_config[key] = text;
   const auto world = comm::init([&] { comm::InitOptions o = a.join; o.run_config = run_config; return o; }());
   const int rank = world->rank();
   const bool voice = rank == 0 && !a.quiet;
@@ -133,7 +147,8 @@ int run_dlrm(const DlrmRun& a) {
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
                            .seed = a.seed, .group = group, .tables = tables, .dp = a.dp,
                            .exchanges = &comm::comm_exchanges()});
-  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = voice});
+  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = voice,
+                                         .lr_schedule = schedule, .clip_norm = a.clip_norm});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
   if (voice)
@@ -154,11 +169,12 @@ int run_dlrm(const DlrmRun& a) {
                {"saved_world_size", resumed->world_size}, {"rank", rank}});
   }
   const Rng seeds(a.seed);
+  uint64_t last = first_epoch - 1;
   for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = net.dp_payload_sent(), dp_full_before = net.dp_payload_uncompressed();
     const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
-                                                         fmt::format("train epoch {}", epoch));
+                                                    fmt::format("train epoch {}", epoch), epoch);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
     if (!std::isfinite(fit.loss)) throw_divergence(divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();
@@ -179,7 +195,7 @@ int run_dlrm(const DlrmRun& a) {
                    a.dp ? fmt::format(", MLP gradients {:.1f}x compressed by DCT-DP", dp_compression) : "");
     }
     std::fflush(stdout);
-    log.write({{"event", "epoch"},
+    nlohmann::json line = {{"event", "epoch"},
                {"epoch", epoch},
                {"loss", fit.loss},
                {"train_samples_per_s", fit.samples_per_second()},
@@ -195,11 +211,23 @@ int run_dlrm(const DlrmRun& a) {
                {"dp_payload_sent", dp_sent},
                {"dp_payload_uncompressed", dp_full},
                {"rank", rank},
-               {"peak_rss_bytes", peak_rss_bytes()}});
+               {"peak_rss_bytes", peak_rss_bytes()}};
+    if (a.clip_norm > 0) {  // as the XMC trainer's records: how often clipping acted, to tune --clip-norm
+      line["grad_norm"] = fit.grad_norm;
+      line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / static_cast<double>(fit.steps) : 0.0;
+    }
+    log.write(line);
     if (!a.checkpoint.empty())
       layers::save_dlrm_checkpoint(a.checkpoint, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group);
+    last = epoch;
+    if (a.on_epoch) {
+      // Stopped on any rank: every rank stops after this epoch's checkpoint.
+      float stop = a.on_epoch(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) ? 0.0f : 1.0f;
+      if (world->size() > 1) world->all_reduce(std::span<float>(&stop, 1), comm::ReduceOp::max).wait();
+      if (stop != 0.0f) break;
+    }
   }
-  return 0;
+  return last;
 }
 
 namespace {

@@ -5,11 +5,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/init.h"
 #include "core/exchange.h"
+#include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "layers/dlrm/id_map.h"
 #include "layers/dlrm/table_exchange.h"
@@ -42,9 +46,20 @@ struct DlrmRun {
   std::string device = "auto";
   comm::InitOptions join;  // how this rank joins its run (every FRUGAL_* setting as a flag)
   std::optional<comm::DpCompression> dp;  // --dp-keep ...: DCT-DP on the MLP gradients
+  // --lr-schedule and --warmup-steps (the run sets the total steps from the data), --clip-norm.
+  optim::ScheduleKind lr_schedule = optim::ScheduleKind::constant;
+  uint64_t warmup_steps = 0;
+  float clip_norm = 0.0f;
   DlrmArgs dlrm;
+  // The options every rank must agree on, as this rank has them (run::agreed_settings): compared at
+  // rendezvous besides the run's own configuration.
+  std::vector<std::pair<std::string, std::string>> agreed;
+  // After every epoch, on every rank, with its metrics-log line (JSON text): false on any rank stops
+  // every rank after that epoch's checkpoint.
+  std::function<bool(const std::string& epoch_line)> on_epoch;
 };
-int run_dlrm(const DlrmRun& a);
+// Returns the last epoch trained.
+uint64_t run_dlrm(const DlrmRun& a);
 
 // `frugal evaluate --model DIR` / `frugal predict --model DIR` when DIR holds a DLRM checkpoint (one
 // process; the tables are assembled from every rank's file): AUC, logloss, samples and clicks of

@@ -184,6 +184,10 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                            {"pipeline", pipeline_record},
                            {"rank", rank}, {"peak_rss_bytes", peak_rss_bytes()}, {"restarts", r.restarts},
                            {"profile", profile_to_json(fit.profile, fit.group_samples)}};
+    if (r.options.clip_norm > 0) {  // as the XMC trainer's records: how often clipping acted
+      line["grad_norm"] = fit.grad_norm;
+      line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / static_cast<double>(fit.steps) : 0.0;
+    }
     log.write(line);
     const bool go_on = !r.on_epoch || r.on_epoch(line);
     if (!r.checkpoint.empty() && r.before_checkpoint) r.before_checkpoint(r.checkpoint);

@@ -529,7 +529,8 @@ RunResult train_dlrm(const RunArgs& given) {
                fmt::format("--model dlrm reads Criteo-format click logs (--format criteo), not --format {}",
                            data::to_string(a.format)));
   check_trainer_support(a, TrainerKind::dlrm);  // refused by name, or said to be ignored
-  run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
+  RunResult result;
+  result.model_epoch = run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
                    .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
                    .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
@@ -537,8 +538,14 @@ RunResult train_dlrm(const RunArgs& given) {
                    .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .join = a.join,
-                   .dp = dp_compression(a, comm::DpTarget::gradients), .dlrm = a.dlrm});
-  return {};
+                   .dp = dp_compression(a, comm::DpTarget::gradients),
+                   .lr_schedule = a.lr_schedule, .warmup_steps = a.warmup_steps, .clip_norm = a.clip_norm,
+                   .dlrm = a.dlrm, .agreed = agreed_settings(a),
+                   .on_epoch = [&](const std::string& line) {
+                     // The collective stop is run_dlrm's (over its world).
+                     return report_epoch(nlohmann::json::parse(line), a.callbacks, result, nullptr);
+                   }});
+  return result;
 }
 
 // The caller's callbacks as the library's output sink (core/output.h) for the length of the run.

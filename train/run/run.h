@@ -39,6 +39,7 @@ struct EpochRecord {
   int rank = 0;  // the rank whose record it is (every rank gets its own)
   double loss = 0.0, train_samples_per_s = 0.0;
   std::optional<double> p1, p3, p5, valid_p1;
+  std::optional<double> auc, logloss;  // --model dlrm's test metrics
   std::string json;
   double p_at(size_t k) const;  // P@1, 3 or 5 (NaN without test points)
 };

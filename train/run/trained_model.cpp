@@ -69,6 +69,8 @@ bool report_epoch(const nlohmann::json& line, const RunCallbacks* callbacks, Run
   r.p3 = metric("p@3");
   r.p5 = metric("p@5");
   r.valid_p1 = metric("valid_p@1");
+  r.auc = metric("auc");
+  r.logloss = metric("logloss");
   r.json = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   result.epochs.push_back(r);
   float stop = callbacks != nullptr && callbacks->on_epoch && !callbacks->on_epoch(result.epochs.back()) ? 1.0f : 0.0f;

@@ -100,10 +100,8 @@ const OptionSupport kSupport[] = {
     {"--overlap-forward", nullptr, works(), ignored()},
     {"--dp-keep-input", nullptr, works(), ignored()},
     {"--dp-local-clip", nullptr, works(), ignored()},
-    // DLRM's trainer has no schedule, clipping or dropout, and its ranks exchange no activations.
-    {"--lr-schedule", nullptr, works(), ignored()},
-    {"--warmup-steps", nullptr, works(), ignored()},
-    {"--clip-norm", nullptr, works(), ignored()},
+    // DLRM's input is dense features and ids, not a sparse feature vector to drop out of, and its
+    // ranks exchange no activations.
     {"--dropout", nullptr, works(), ignored()},
     {"--mp-keep", nullptr, works(), ignored()},
     {"--mp-mass", nullptr, works(), ignored()},
