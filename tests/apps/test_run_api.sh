@@ -56,4 +56,13 @@ run "$F" data synth-ctr --train 1500 --test 300 --seed 3 --out c
 run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 2 --threads 1 --quiet --metrics dlrm-cli.jsonl
 run "$DRIVER" c/train.tsv c/test.tsv dlrm-api.jsonl model=dlrm epochs=2 threads=1
 same dlrm-cli.jsonl dlrm-api.jsonl
+grep -q "^epochs 2$" run.log && grep -q "^auc 0\.[0-9]*$" run.log ||
+  { cat run.log; echo "DLRM's epochs did not reach the run's result"; exit 1; }
+# Options set from their text through the library's table (run::set_option), DLRM's clipping and
+# schedule among them: the command line's bits.
+run "$F" train --model dlrm --train c/train.tsv --test c/test.tsv --epochs 2 --threads 1 --quiet --clip-norm 0.05 \
+  --lr-schedule cosine --warmup-steps 3 --metrics dlrm-clip-cli.jsonl
+run "$DRIVER" c/train.tsv c/test.tsv dlrm-clip-api.jsonl model=dlrm epochs=2 threads=1 --clip-norm=0.05 \
+  --lr-schedule=cosine --warmup-steps=3
+same dlrm-clip-cli.jsonl dlrm-clip-api.jsonl
 echo "test_run_api: PASS"
