@@ -44,30 +44,49 @@ bool split_framed(std::span<const std::byte> frame, size_t count, std::vector<st
 
 }  // namespace
 
-TouchedRowsReducer::TouchedRowsReducer(Communicator& group, std::vector<Parameter*> params, bool dense)
-    : group_(group), params_(std::move(params)), dense_(dense) {}
+TouchedRowsReducer::TouchedRowsReducer(Communicator& group, std::vector<Parameter*> params, bool dense,
+                                       bool list_summed_rows)
+    : group_(group), params_(std::move(params)), dense_(dense), list_summed_rows_(list_summed_rows) {}
 
 void TouchedRowsReducer::reduce() {
+  if (dense_) {
+    reduce_dense();
+    return;
+  }
   for (Parameter* p : params_)
     payload_uncompressed_ += ring_all_reduce_bytes(p->value.size() * sizeof(float), group_.size());
-  if (dense_) {
-    for (Parameter* p : params_) reduce_dense(*p);
-  } else {
-    reduce_touched();
-  }
+  reduce_touched();
 }
 
-void TouchedRowsReducer::reduce_dense(Parameter& p) {
-  const size_t cols = p.value.cols(), rows = p.value.rows();
-  RowGrad& g = p.grad;
-  exchange_.resize(rows, cols);
-  exchange_.zero();
-  for (size_t j = 0; j < g.rows.size(); ++j) std::copy_n(g.values.row(j), cols, exchange_.row(g.rows[j]));
-  group_.all_reduce(exchange_.span()).wait();
-  payload_sent_ += ring_all_reduce_bytes(exchange_.size() * sizeof(float), group_.size());
-  g.rows.resize(rows);
-  std::iota(g.rows.begin(), g.rows.end(), 0u);
-  g.values = exchange_;
+void TouchedRowsReducer::reduce_dense() {
+  // Every parameter in full, in one buffer: one all-reduce a step (one round trip, not one per
+  // parameter), which is also what the baseline sends.
+  size_t total = 0;
+  for (const Parameter* p : params_) total += p->value.size();
+  sums_.assign(total, 0.0f);
+  for (size_t k = 0, at = 0; k < params_.size(); ++k) {
+    const RowGrad& g = params_[k]->grad;
+    const size_t cols = params_[k]->value.cols();
+    for (size_t j = 0; j < g.rows.size(); ++j) std::copy_n(g.values.row(j), cols, sums_.data() + at + g.rows[j] * cols);
+    at += params_[k]->value.size();
+  }
+  if (total > 0) group_.all_reduce(sums_).wait();
+  const uint64_t bytes = ring_all_reduce_bytes(total * sizeof(float), group_.size());
+  payload_sent_ += bytes;
+  payload_uncompressed_ += bytes;
+  for (size_t k = 0, at = 0; k < params_.size(); ++k) {
+    RowGrad& g = params_[k]->grad;
+    const size_t cols = params_[k]->value.cols(), rows = params_[k]->value.rows();
+    const float* sum = sums_.data() + at;
+    g.rows.clear();
+    for (size_t r = 0; r < rows; ++r)
+      if (!list_summed_rows_ ||
+          std::any_of(sum + r * cols, sum + (r + 1) * cols, [](float v) { return v != 0.0f; }))
+        g.rows.push_back(static_cast<uint32_t>(r));
+    g.values.resize(g.rows.size(), cols);
+    for (size_t j = 0; j < g.rows.size(); ++j) std::copy_n(sum + g.rows[j] * cols, cols, g.values.row(j));
+    at += params_[k]->value.size();
+  }
 }
 
 void TouchedRowsReducer::reduce_touched() {
@@ -258,7 +277,7 @@ std::unique_ptr<ReplicaReducer> make_replica_reducer(Communicator& group, std::v
     case ReduceMode::thresholded:
       return std::make_unique<ThresholdedReducer>(group, std::move(params), options.dp);
     case ReduceMode::dense:
-      return std::make_unique<TouchedRowsReducer>(group, std::move(params), true);
+      return std::make_unique<TouchedRowsReducer>(group, std::move(params), true, options.list_summed_rows);
     case ReduceMode::touched_rows:
       break;
   }

@@ -25,21 +25,22 @@ class GradientExchange;
 
 class TouchedRowsReducer : public ReplicaReducer {
  public:
-  TouchedRowsReducer(Communicator& group, std::vector<Parameter*> params, bool dense);
+  // dense: every parameter in full (one all-reduce of all of them), listing every row or, with
+  // list_summed_rows, the rows whose sum is not zero.
+  TouchedRowsReducer(Communicator& group, std::vector<Parameter*> params, bool dense, bool list_summed_rows = false);
   void reduce() override;
   uint64_t payload_sent() const override { return payload_sent_; }
   uint64_t payload_uncompressed() const override { return payload_uncompressed_; }
 
  private:
-  void reduce_dense(Parameter& p);
+  void reduce_dense();
   // Every parameter at once: one all-gather of their touched row lists, one all-reduce of their
   // unions' rows (two round trips a step, not two per parameter).
   void reduce_touched();
 
   Communicator& group_;
   std::vector<Parameter*> params_;
-  bool dense_;
-  Tensor exchange_;
+  bool dense_, list_summed_rows_;
   std::vector<std::byte> frame_;
   std::vector<std::vector<uint32_t>> unions_;
   std::vector<float> sums_;

@@ -276,6 +276,10 @@ enum class ReduceMode {
 struct ReducerOptions {
   ReduceMode mode = ReduceMode::touched_rows;
   DpCompression dp{};  // ReduceMode::thresholded only
+  // ReduceMode::dense: after the sum, a gradient lists only the rows whose sum is not zero (the rows
+  // some replica used: what lazy updates of an embedding table need, as one rank on the whole batch
+  // would list them), rather than every row.
+  bool list_summed_rows = false;
 };
 
 // Sums the gradients of a fixed list of parameters over the replicas of one group.

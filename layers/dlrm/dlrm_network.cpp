@@ -59,22 +59,27 @@ DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
       }
   if (comm::is_active(options_.group)) {
     exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
-    if (options_.dp) {
-      std::vector<Parameter*> dense;
-      for (auto* layers : {&bottom_, &top_})
-        for (auto& l : *layers)
-          for (Parameter* p : l->parameters()) dense.push_back(p);
-      FRUGAL_CHECK(options_.exchanges != nullptr,
-                   "DLRM with DCT-DP over a group needs DlrmOptions::exchanges (comm::comm_exchanges())");
-      dp_reducer_ = options_.exchanges->replica_reducer(*options_.group, dense, {.mode = comm::ReduceMode::thresholded, .dp = *options_.dp});
-    }
+    std::vector<Parameter*> dense;
+    for (auto* layers : {&bottom_, &top_})
+      for (auto& l : *layers)
+        for (Parameter* p : l->parameters()) dense.push_back(p);
+    FRUGAL_CHECK(options_.exchanges != nullptr,
+                 "DLRM over a group needs DlrmOptions::exchanges (comm::comm_exchanges()) to sum the replicas' gradients");
+    dense_reducer_ = options_.exchanges->replica_reducer(
+        *options_.group, dense,
+        options_.dp ? comm::ReducerOptions{.mode = comm::ReduceMode::thresholded, .dp = *options_.dp}
+                    : comm::ReducerOptions{.mode = comm::ReduceMode::dense});
+    if (options_.tables == TableMode::replicated)
+      table_reducer_ = options_.exchanges->replica_reducer(
+          *options_.group, tables_.parameters(),
+          comm::ReducerOptions{.mode = comm::ReduceMode::dense, .list_summed_rows = true});
   }
 }
 
-uint64_t DlrmNetwork::dp_payload_sent() const { return dp_reducer_ ? dp_reducer_->payload_sent() : dense_payload_; }
+uint64_t DlrmNetwork::dp_payload_sent() const { return dense_reducer_ ? dense_reducer_->payload_sent() : 0; }
 
 uint64_t DlrmNetwork::dp_payload_uncompressed() const {
-  return dp_reducer_ ? dp_reducer_->payload_uncompressed() : dense_payload_;
+  return dense_reducer_ ? dense_reducer_->payload_uncompressed() : 0;
 }
 
 std::vector<Parameter*> DlrmNetwork::parameters() {
@@ -136,32 +141,6 @@ const Tensor& DlrmNetwork::forward(const CtrView& batch, std::span<const uint32_
   return *x;
 }
 
-void DlrmNetwork::sum_dense_gradients() {
-  if (dp_reducer_) {
-    dp_reducer_->reduce();
-    return;
-  }
-  std::vector<Parameter*> dense;
-  for (auto* layers : {&bottom_, &top_})
-    for (auto& l : *layers)
-      for (Parameter* p : l->parameters()) dense.push_back(p);
-  size_t total = 0;
-  for (Parameter* p : dense) total += p->value.size();
-  dense_grads_.resize(total);
-  size_t at = 0;
-  for (Parameter* p : dense) {
-    std::copy(p->grad.values.data(), p->grad.values.data() + p->value.size(), dense_grads_.begin() + static_cast<std::ptrdiff_t>(at));
-    at += p->value.size();
-  }
-  options_.group->all_reduce(dense_grads_).wait();
-  dense_payload_ += comm::ring_all_reduce_bytes(dense_grads_.size() * sizeof(float), options_.group->size());
-  at = 0;
-  for (Parameter* p : dense) {
-    std::copy_n(dense_grads_.begin() + static_cast<std::ptrdiff_t>(at), p->value.size(), p->grad.values.data());
-    at += p->value.size();
-  }
-}
-
 double DlrmNetwork::forward_backward(const CtrView& batch, std::span<const uint32_t> rows, bool train) {
   forward(batch, rows);
   const size_t b = batch.size;
@@ -196,7 +175,8 @@ double DlrmNetwork::forward_backward(const CtrView& batch, std::span<const uint3
   }
   if (exchange_) {
     exchange_->backward(grad_embeddings_);
-    sum_dense_gradients();
+    if (table_reducer_) table_reducer_->reduce();
+    dense_reducer_->reduce();
   } else {
     tables_.backward(grad_embeddings_);
   }

@@ -45,8 +45,9 @@ struct DlrmOptions {
   // DCT-DP on the MLPs' gradients over the group (core/exchange.h's thresholded ReplicaReducer):
   // each rank sends the entries above its threshold, the rest is fed back. Unset: an exact sum.
   std::optional<comm::DpCompression> dp = std::nullopt;
-  // What makes that reducer (comm/exchange_factory.h's comm_exchanges(): this floor is below comm/);
-  // required with dp over a group.
+  // What makes the reducers that sum the replicas' gradients (comm/exchange_factory.h's
+  // comm_exchanges(): this floor is below comm/, where every replica sum lives): the MLPs' (exact,
+  // or DCT-DP with dp) and, with TableMode::replicated, the tables'. Required with a group.
   const comm::ExchangeFactory* exchanges = nullptr;
   void validate() const;
 };
@@ -76,17 +77,15 @@ class DlrmNetwork {
 
  private:
   const Tensor& forward(const CtrView& batch, std::span<const uint32_t> rows);
-  // The MLPs' gradients summed over the group (one all-reduce).
-  void sum_dense_gradients();
 
   DlrmOptions options_;
   EmbeddingTables tables_;
   DotInteraction interaction_;
   std::vector<std::unique_ptr<Dense>> bottom_, top_;
   std::unique_ptr<TableExchange> exchange_;  // with a group of more than one rank
-  std::vector<float> dense_grads_;
-  std::unique_ptr<comm::ReplicaReducer> dp_reducer_;  // with DlrmOptions::dp
-  uint64_t dense_payload_ = 0;                       // the exact sums' payload
+  // With a group: the MLPs' gradients summed (one dense all-reduce, or DCT-DP with
+  // DlrmOptions::dp), and with replicated tables theirs (dense, listing the rows some rank used).
+  std::unique_ptr<comm::ReplicaReducer> dense_reducer_, table_reducer_;
   Tensor dense_in_, grad_logits_, grad_bottom_, grad_embeddings_;
   std::vector<const Tensor*> bottom_in_, top_in_;  // each Dense layer's input of the last forward
   const Tensor* logits_ = nullptr;

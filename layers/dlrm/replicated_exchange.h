@@ -1,8 +1,9 @@
 // ReplicatedExchange (`--parallel data`, layers/dlrm/table_exchange.h): every rank holds every
 // table whole and every table's gradient is summed over the ranks in full, every step (Horovod's
-// dense all-reduce), the baseline sliced tables are measured against. After the sum a table's
-// gradient lists the rows whose summed gradient is not zero, so lazy Adam updates the rows some
-// rank used, as one rank on the whole batch would.
+// dense all-reduce), the baseline sliced tables are measured against. The sum is a ReplicaReducer's
+// (DlrmNetwork's table reducer: comm/, where every replica sum lives), in dense mode listing the rows
+// whose summed gradient is not zero, so lazy Adam updates the rows some rank used, as one rank on
+// the whole batch would.
 #pragma once
 
 #include <vector>
@@ -22,7 +23,6 @@ class ReplicatedExchange : public TableExchange {
   comm::Communicator& group_;
   EmbeddingTables& tables_;
   size_t total_ = 0;
-  Tensor full_;
 };
 
 }  // namespace frugal::layers
