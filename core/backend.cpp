@@ -93,31 +93,11 @@ void Backend::clear(Buffer& dst, size_t offset, size_t bytes) {
 
 std::string_view op_name(Op op) {
   switch (op) {
-    case Op::matmul: return "matmul";
-    case Op::sparse_input_forward: return "sparse_input_forward";
-    case Op::sparse_input_backward: return "sparse_input_backward";
-    case Op::active_logits: return "active_logits";
-    case Op::active_backward_input: return "active_backward_input";
-    case Op::row_accumulate: return "row_accumulate";
-    case Op::bias_act_forward: return "bias_act_forward";
-    case Op::bias_act_backward: return "bias_act_backward";
-    case Op::xent_max: return "xent_max";
-    case Op::xent_sums: return "xent_sums";
-    case Op::xent_loss_grad: return "xent_loss_grad";
-    case Op::top_k: return "top_k";
-    case Op::adam_rows: return "adam_rows";
-    case Op::sgd_rows: return "sgd_rows";
-    case Op::adagrad_rows: return "adagrad_rows";
-    case Op::simhash_codes: return "simhash_codes";
-    case Op::dwta_codes: return "dwta_codes";
-    case Op::bucket_union: return "bucket_union";
-    case Op::active_extend: return "active_extend";
-    case Op::bucket_build: return "bucket_build";
-    case Op::sum_squares: return "sum_squares";
-    case Op::scale: return "scale";
-    case Op::ranking_add: return "ranking_add";
-    case Op::rowwise_adagrad_rows: return "rowwise_adagrad_rows";
-    case Op::rowwise_adam_rows: return "rowwise_adam_rows";
+#define FRUGAL_BACKEND_OP_NAME(name, result, params) \
+  case Op::name:                                      \
+    return #name;
+    FRUGAL_BACKEND_OPS(FRUGAL_BACKEND_OP_NAME)
+#undef FRUGAL_BACKEND_OP_NAME
   }
   return "unknown";
 }

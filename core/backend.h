@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "core/act.h"
+#include "core/backend_ops.h"
 #include "core/active_sets.h"
 #include "core/buffer.h"
 #include "core/parameter.h"
@@ -51,34 +52,12 @@
 namespace frugal {
 
 // Every op of the Backend interface (the parity harness runs each on every backend).
-enum class Op : uint8_t {
-  matmul,                 // C = op(A) op(B) (+ C): dense layers, the exact softmax, full scoring
-  sparse_input_forward,   // h = act(x W + b) for a sparse batch x
-  sparse_input_backward,  // row gradients of W for the features of a sparse batch
-  active_logits,          // each sample's logits over its active set
-  active_backward_input,  // dLoss/dh from the active logits' gradients
-  row_accumulate,         // row gradients from (row, coefficient, sample vector) entries
-  bias_act_forward,       // y = act(y + b)
-  bias_act_backward,      // dLoss/dpre from dLoss/dy and y; the bias gradient
-  xent_max,               // softmax cross-entropy, 1: per sample, the largest logit
-  xent_sums,              // 2: per sample, sum of exp(z - max) and sum of the true labels' logits
-  xent_loss_grad,         // 3: per sample, the loss, and dLoss/dz in place of z
-  top_k,                  // the k best (score, label) of each row of candidates
-  adam_rows,              // Adam (with catch-up of missed steps) on a list of rows
-  sgd_rows,               // SGD with momentum (with catch-up) on a list of rows
-  adagrad_rows,           // Adagrad (with catch-up) on a list of rows
-  simhash_codes,          // SimHash codes of a batch of vectors
-  dwta_codes,             // DWTA codes of a batch of vectors
-  bucket_union,           // each sample's labels and the union of its LSH buckets
-  active_extend,          // the --min-active top-up and the random negatives (logQ) of LSH active sets
-  bucket_build,           // LSH tables from every neuron's codes (a rebuild)
-  sum_squares,            // sum of a tensor's squares (the gradient norm of --clip-norm)
-  scale,                  // x *= factor (clipped gradients)
-  ranking_add,            // the ranking metrics' sums from a batch's top k (evaluation)
-  rowwise_adagrad_rows,   // row-wise Adagrad (one accumulator per row) on a list of rows
-  rowwise_adam_rows,      // row-wise Adam (second moment per row) on a list of rows
-};
-inline constexpr size_t kNumOps = 25;
+#define FRUGAL_BACKEND_OP_ENUM(name, result, params) name,
+enum class Op : uint8_t { FRUGAL_BACKEND_OPS(FRUGAL_BACKEND_OP_ENUM) };
+#undef FRUGAL_BACKEND_OP_ENUM
+#define FRUGAL_BACKEND_OP_COUNT(name, result, params) +1
+inline constexpr size_t kNumOps = 0 FRUGAL_BACKEND_OPS(FRUGAL_BACKEND_OP_COUNT);
+#undef FRUGAL_BACKEND_OP_COUNT
 // sum_squares' order: consecutive chunks of this many elements, each summed in order, the chunks'
 // sums added in order (so a device that sums chunks in parallel gives the CPU's bits).
 inline constexpr size_t kSquaresChunk = 4096;
@@ -460,140 +439,13 @@ class Backend {
   // without AVX512-BF16 or under `--bf16-dot off`: kernels/cpu_backend.h).
   virtual bool set_bf16_products(bool on) { return !on; }
 
-  // --- dense -------------------------------------------------------------------------------
-  // C (M x N) = op(A) * op(B) (+ C when accumulate), row-major f32 tensors in this backend's
-  // memory; op(A) is A (M x K) or, with trans_a, the transpose of A stored as K x M; likewise B
-  // (K x N, or N x K with trans_b). C is shaped M x N by the caller (matmul_shape checks it).
-  virtual void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-                      bool accumulate = false) = 0;
-  // y[i][c] = act(y[i][c] + bias[c]) (bias has y.cols() entries, whatever its shape).
-  virtual void bias_act_forward(Tensor& y, const Tensor& bias, Act act) = 0;
-  // In place: grad (dLoss/dy in, dLoss/d(pre-activation) out) is zeroed where y <= 0 for relu;
-  // bias_grad (already shaped, grad.cols() entries) = the column sums of the result, in row order.
-  virtual void bias_act_backward(Tensor& grad, const Tensor& y, Act act, Tensor& bias_grad) = 0;
-
-  // --- sparse input layer --------------------------------------------------------------------
-  // out (B x H) = act(x (B x F, sparse) * w (F x H) + bias (H entries)); relu maps v to v > 0 ? v : 0.
-  virtual void sparse_input_forward(const SparseFeatures& x, const Tensor& w, const Tensor& bias, Act act,
-                                    Tensor& out) = 0;
-  // grad = row gradients of w: row f gets sum over the batch of value(i, f) * grad_pre[i]
-  // (row_accumulate with the batch's features as entries). A host backend lists grad.rows itself.
-  // A device backend finds the rows on the device and keeps its list there
-  // (RowGrad::device_rows_tensor, for the optimizer): grad.rows must already hold the batch's distinct
-  // feature ids, ascending, which the caller lists from its host copy of the batch (DistinctRows,
-  // core/distinct_rows.h), so that no row list comes down.
-  virtual void sparse_input_backward(RowWorkspace& ws, const SparseFeatures& x, const Tensor& grad_pre,
-                                     RowGrad& grad) = 0;
-
-  // --- active sets ---------------------------------------------------------------------------
-  // logits[e] = <h[i], w[ids[e]]> + bias[ids[e]] (+ active.logit_offsets[e] when there are any)
-  // for every entry e of sample i.
-  // logits (1 x entries, f32) is shaped by the op.
-  // The sets are tensors in this backend's memory (ActiveTensors::assign); their ids are below
-  // w's rows (the layer checked them on the host).
-  virtual void active_logits(const Tensor& h, const ActiveTensors& active, const Tensor& w, const Tensor& bias,
-                             Tensor& logits) = 0;
-  // grad_h[i] = sum over sample i's entries e (in order) of dlogits[e] * w[ids[e]].
-  virtual void active_backward_input(const ActiveTensors& active, const Tensor& dlogits, const Tensor& w,
-                                     Tensor& grad_h) = 0;
-
   // --- row accumulation ----------------------------------------------------------------------
   // A workspace for row_accumulate / sparse_input_backward over a matrix of num_rows rows.
   virtual std::unique_ptr<RowWorkspace> make_row_workspace(size_t num_rows) = 0;
-  // Entries e of sample i (entries.offsets, CSR) say row entries.ids[e] (below the workspace's
-  // rows) receives coefs[e] * vecs[i]: grad.rows = the distinct rows, sorted; grad.values[j] = the
-  // sum for grad.rows[j] in sample order; bias_grad (when not null) the same rows with the sums of
-  // the coefficients. coefs: one f32 per entry (a tensor of entries.total() elements, any shape).
-  // As sparse_input_backward: a host backend lists grad.rows itself; a device backend expects them
-  // listed by the caller (DistinctRows over the host's ids) and keeps its own list on the device
-  // (RowGrad::device_rows_tensor, in grad and bias_grad), or, with grad.rows_on_device (sets the
-  // host never had), keeps the list there alone: rows stays empty, only the count comes down.
-  // entries.logit_offsets are not read.
-  virtual void row_accumulate(RowWorkspace& ws, const ActiveTensors& entries, const Tensor& coefs,
-                              const Tensor& vecs, RowGrad& grad, RowGrad* bias_grad) = 0;
-
-  // --- softmax cross-entropy over active sets (split for the group's normalizer all-reduce) ----
-  // The logits z (f32, offsets.back() elements, any shape) and the outputs are tensors in this
-  // backend's memory; each op shapes its outputs: max 1 x B, sums 1 x 2B (f32), losses 1 x B (f64).
-  // max[i] = the largest of sample i's logits (-inf for none).
-  virtual void xent_max(const Tensor& z, const XentTensors& batch, Tensor& max) = 0;
-  // sums[i] = sum of exp(z - max[i]) over sample i's logits, sums[B + i] = sum of its true labels'
-  // logits (both summed in double, stored as float; B = batch.num_samples()).
-  virtual void xent_sums(const Tensor& z, const XentTensors& batch, const Tensor& max, Tensor& sums) = 0;
-  // Given the group's max and sums, with w = 1/labels (float): losses[i] = log(sums[i]) + max[i] -
-  // w sums[B + i] (in double), and z becomes dLoss/dz = exp(z - max[i]) * (1 / sums[i]), minus w at
-  // the true labels' positions, times batch.grad_scale (when it is not 1). A sample without labels
-  // gets loss 0 and gradient 0.
-  virtual void xent_loss_grad(Tensor& z, const XentTensors& batch, const Tensor& max, const Tensor& sums,
-                              Tensor& losses) = 0;
-
-  // --- reductions (scalars that leave the step) --------------------------------------------------
-  // The sum of x's squares (f32 elements, summed in double in kSquaresChunk order), returned to
-  // the host: 8 bytes down.
-  virtual double sum_squares(const Tensor& x) = 0;
-  // x[i] *= factor (f32, in place).
-  virtual void scale(Tensor& x, float factor) = 0;
-
-  // --- ranking -------------------------------------------------------------------------------
-  // For each row, the k best candidates (higher score, then lower label first) into labels and
-  // scores (rows x k). A row with fewer than k candidates is completed with the lowest labels
-  // (from 0, + label_base) that are not among its candidates, scored -inf.
-  // labels (u32) and scores (f32) are shaped rows x k by the op.
-  virtual void top_k(const TopKInput& in, size_t k, Tensor& labels, Tensor& scores) = 0;
-  // Adds the batch's points to state: each point's share (core/ranking_counts.h's program) added
-  // to state.sums in point order (the host's RankingMetrics' bits), its true labels and hits
-  // flagged, which must be below the flags' width (the CPU checks; a device, which cannot throw,
-  // leaves a label beyond unflagged). Nothing comes down: the caller reads state.sums and
-  // state.counts once, at the end.
-  virtual void ranking_add(const RankingTensors& in, RankingState& state) = 0;
-
-  // --- optimizers ----------------------------------------------------------------------------
-  // Adam (decoupled weight decay): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-  // w = keep w - lr correction1(count) m / (sqrt(v correction2(count)) + eps), after the catch-up.
-  virtual void adam_rows(const RowUpdate& u) = 0;
-  // SGD: m = momentum m + g; w = keep w - lr m, after the catch-up.
-  virtual void sgd_rows(const RowUpdate& u) = 0;
-  // Adagrad: m = m + g^2; w = keep w - lr g / (sqrt(m) + eps), after the catch-up.
-  virtual void adagrad_rows(const RowUpdate& u) = 0;
-  // Row-wise Adagrad (FBGEMM's exact row-wise Adagrad: one accumulator per row, m is rows x 1 f32
-  // whatever the weights' dtype): m[r] += rowwise_mean_square(g) (core/rowwise.h's order); then
-  // w = keep w - (lr / (sqrt(m[r]) + eps)) g, after the catch-up (weight decay only, as Adagrad's).
-  virtual void rowwise_adagrad_rows(const RowUpdate& u) = 0;
-  // Row-wise Adam (v is rows x 1 f32: the moving average of the row's mean square; m is per
-  // element in the weights' dtype, or empty: no momentum). Row r's catch-up (Adam's plan with v[r]
-  // one value): S = sum_s terms[2s] / (terms[2s + 1] sqrt(v[r]) + eps) in f32 in term order,
-  // w = decay w - S m (w = decay w without m), m *= m_decay, v[r] *= v_decay. Its step:
-  // v[r] = b2 v[r] + (1 - b2) rowwise_mean_square(g); step = lr c1(count) / (sqrt(v[r] c2(count)) + eps)
-  // and m = b1 m + (1 - b1) g, w = keep w - step m; without m, step = lr / (sqrt(v[r] c2(count)) +
-  // eps) (m = g: no first-moment correction) and w = keep w - step g. bf16 rows store w with
-  // stochastic rounding (the hash's high 16 bits, as rowwise_adagrad_rows) and m to nearest.
-  virtual void rowwise_adam_rows(const RowUpdate& u) = 0;
-
-  // --- LSH -----------------------------------------------------------------------------------
-  // codes (u32, shaped n x tables by the op) row j, column t = table t's code of row rows[j] of x
-  // (every row of x, in order, when rows is empty). The sampler keeps a batch's codes where the
-  // backend computes; a table build reads them on the host (a host tensor: they come down).
-  virtual void simhash_codes(const SimHashSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                             Tensor& codes) = 0;
-  virtual void dwta_codes(const DwtaSpec& spec, const Tensor& x, std::span<const uint32_t> rows,
-                          Tensor& codes) = 0;
-  // out (its ids and offsets, shaped by the op where out's tensors live; no logit offsets) = per
-  // sample, its labels, then every neuron of its buckets (one per table) that is not one of them,
-  // once each, in the order a scan finds them (table by table, bucket order). When labels and
-  // neurons are more than q.cap (> 0), only the cap - labels neurons found in the most tables
-  // (ties: the lower id) are kept, in that order. q.scanned (when given): per sample, the bucket
-  // entries it read. The codes must be below the tables' bucket count (the hash ops' are).
-  virtual void bucket_union(const BucketTables& tables, const BucketInput& q, ActiveTensors& out) = 0;
-  // out = in's sets with ActiveExtension's additions (offsets, ids and, with draws > 0, logit
-  // offsets, shaped by the op); in has no logit offsets.
-  virtual void active_extend(const ActiveExtension& e, const ActiveTensors& in, ActiveTensors& out) = 0;
-  // LSH tables where the backend computes (a device's rebuild: nothing crosses): offsets (u32,
-  // tables x (buckets + 1)) and ids (u32, tables x neurons), shaped by the op. Table t's bucket b
-  // holds ids[t][offsets[t][b] .. offsets[t][b + 1]): the neurons whose code in t is b, ascending,
-  // or, when more than capacity have it, capacity of them: the first capacity of a shuffle of
-  // them (for j < capacity, swap j with j + rng.below(count - j), rng = Rng(seed).split(t).split(b)).
-  // A table's offsets start at 0; its ids beyond offsets[t][buckets] are unspecified.
-  virtual void bucket_build(const BucketBuild& b, Tensor& offsets, Tensor& ids) = 0;
+  // Every op (core/backend_ops.h: their contracts), each a pure virtual.
+#define FRUGAL_BACKEND_PURE_OP(name, result, params) virtual result name params = 0;
+  FRUGAL_BACKEND_OPS(FRUGAL_BACKEND_PURE_OP)
+#undef FRUGAL_BACKEND_PURE_OP
 };
 
 // t := src's values (1 x n, dtype) where `backend` computes: on a host backend a view of src's
