@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/exchange.h"  // ValueType
+#include "comm/exchange.h"  // ValueType
 
 namespace frugal::comm {
 

@@ -1,4 +1,4 @@
-// The replica reducers (core/exchange.h's ReplicaReducer): the one place where data-parallel
+// The replica reducers (comm/exchange.h's ReplicaReducer): the one place where data-parallel
 // replicas sum their gradients. Three ways, one per ReduceMode:
 //  - TouchedRowsReducer: the replicas agree on the union of the rows any of them touched, then
 //    all-reduce those rows only (exact; O(touched rows) on the wire), every parameter in the same
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/communicator.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/parameter.h"
 
 namespace frugal::comm {

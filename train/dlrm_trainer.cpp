@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/placement.h"
 #include "core/rng.h"
+#include "comm/exchange_factory.h"
 #include "core/progress.h"
 #include "train/divergence.h"
 #include "train/gradient_clipping.h"
@@ -27,6 +28,17 @@ DlrmTrainer::DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrain
   FRUGAL_CHECK(ids_.num_fields() == network_.options().fields.size() && ids_.lookups() == network_.options().lookups,
                fmt::format("DLRM: the id map has {} fields x {} lookups, the network {} x {}", ids_.num_fields(),
                            ids_.lookups(), network_.options().fields.size(), network_.options().lookups));
+  comm::Communicator* group = network_.options().group;
+  if (comm::is_active(group)) {
+    const comm::ExchangeFactory& exchanges = options_.exchanges != nullptr ? *options_.exchanges : comm::comm_exchanges();
+    dense_reducer_ = exchanges.replica_reducer(
+        *group, network_.replicated_dense_parameters(),
+        options_.dp ? comm::ReducerOptions{.mode = comm::ReduceMode::thresholded, .dp = *options_.dp}
+                    : comm::ReducerOptions{.mode = comm::ReduceMode::dense});
+    if (const std::vector<Parameter*> tables = network_.replicated_table_parameters(); !tables.empty())
+      table_reducer_ = exchanges.replica_reducer(
+          *group, tables, comm::ReducerOptions{.mode = comm::ReduceMode::dense, .list_summed_rows = true});
+  }
 }
 
 std::pair<size_t, size_t> DlrmTrainer::my_part(size_t n) const {
@@ -84,6 +96,8 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
     const CtrView batch{n, train.num_dense, train.num_fields, labels_, dense_, cats_};
     ids_.map(batch, rows_);
     loss += network_.forward_backward(batch, rows_, /*train=*/true);
+    if (table_reducer_) table_reducer_->reduce();
+    if (dense_reducer_) dense_reducer_->reduce();
     if (options_.clip_norm > 0.0f) {
       // After forward_backward every rank holds the group's gradient (its table slice, the summed
       // MLPs): the norm is the whole model's, the same on every rank.

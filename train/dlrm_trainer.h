@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/optim/optimizer.h"
+#include "comm/exchange.h"
 #include "layers/dlrm/ctr_view.h"
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
@@ -41,6 +42,11 @@ struct DlrmTrainOptions {
   // C, 0: off), taken over the whole model after the group's exchanges, as the XMC trainer's.
   optim::LrSchedule lr_schedule{};
   float clip_norm = 0.0f;
+  // With a group: DCT-DP on the MLPs' gradients (the thresholded ReplicaReducer: each rank sends
+  // the entries above its threshold, the rest is fed back); unset: an exact sum. `exchanges` makes
+  // the reducers (null: comm::comm_exchanges()).
+  std::optional<comm::DpCompression> dp = std::nullopt;
+  const comm::ExchangeFactory* exchanges = nullptr;
 };
 
 struct DlrmEpoch {
@@ -68,12 +74,20 @@ class DlrmTrainer {
   void predict(const CtrView& data, std::vector<float>& probabilities, size_t batch = 4096);
 
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // The MLP gradients' payload this rank sent over the group, and what the exact sum would have
+  // sent (both 0 without a group); their ratio is DCT-DP's compression.
+  uint64_t dp_payload_sent() const { return dense_reducer_ ? dense_reducer_->payload_sent() : 0; }
+  uint64_t dp_payload_uncompressed() const { return dense_reducer_ ? dense_reducer_->payload_uncompressed() : 0; }
 
  private:
   DlrmNetwork& network_;
   const IdMap& ids_;
   DlrmTrainOptions options_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  // The group's sums after each step's backward pass (comm/'s ReplicaReducer, as every trainer's):
+  // the MLPs' gradients (one dense all-reduce, or DCT-DP), and with replicated tables theirs
+  // (dense, listing the rows whose sum is not zero, so lazy Adam moves the rows some rank used).
+  std::unique_ptr<comm::ReplicaReducer> dense_reducer_, table_reducer_;
   std::vector<uint32_t> rows_, order_;
   // This rank's part [first, last) of n samples of a global batch.
   std::pair<size_t, size_t> my_part(size_t n) const;

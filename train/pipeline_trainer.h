@@ -5,7 +5,7 @@
 // stage sums its parameters' gradients over the batch's micro-batches before one optimizer step.
 // With one micro-batch the step is the 1-rank step, the same bits; with N, the sum of N partial
 // gradients (the same up to the order of the sums). Between stages the activations and their
-// gradients travel through a StageLink (core/exchange.h): DCT-MP's top-k and narrow values when
+// gradients travel through a StageLink (comm/exchange.h): DCT-MP's top-k and narrow values when
 // compressed.
 //
 // Layers keep what their backward needs from their last forward pass, so a stage that ran later
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/dataset.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/model.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/dataset.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "train/divergence.h"
 #include "train/forward_split.h"
 #include "train/input_dropout.h"
@@ -55,7 +55,7 @@ struct TrainerOptions {
   // Evaluation and prediction only (what a Predictor builds): no optimizer state is allocated,
   // which leaves the model's weights as the only copy in memory; train_step refuses to run.
   bool inference_only = false;
-  // What makes the exchanges between ranks (core/exchange.h); null: comm/'s (comm/exchange_factory.h).
+  // What makes the exchanges between ranks (comm/exchange.h); null: comm/'s (comm/exchange_factory.h).
   // Only consulted when a group of more than one rank is given.
   const comm::ExchangeFactory* exchanges = nullptr;
   // The learning rate of each step (linear/cosine need lr_schedule.total_steps: epochs x steps).

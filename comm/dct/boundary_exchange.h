@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "comm/codec.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/placement.h"
 #include "core/tensor.h"
 #include "core/work.h"

@@ -1,4 +1,4 @@
-// StageLink (core/exchange.h) between two ranks of a pipeline: DCT-MP's compression of one
+// StageLink (comm/exchange.h) between two ranks of a pipeline: DCT-MP's compression of one
 // boundary's activations and gradients over point-to-point messages instead of collectives.
 //
 // Forward message: a 12-byte header (rows, width, flags), then, compressed, every sample's kept
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/communicator.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/tensor.h"
 
 namespace frugal::comm {

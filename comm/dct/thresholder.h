@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/codec.h"
-#include "core/exchange.h"  // ThresholdOptions, ThresholderState
+#include "comm/exchange.h"  // ThresholdOptions, ThresholderState
 #include "core/rng.h"
 
 namespace frugal::comm {

@@ -57,29 +57,21 @@ DlrmNetwork::DlrmNetwork(const DlrmOptions& options)
         // whole model's gradient norm counts it once (train/gradient_clipping.h).
         p->sliced_axis = -1;
       }
-  if (comm::is_active(options_.group)) {
-    exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
-    std::vector<Parameter*> dense;
-    for (auto* layers : {&bottom_, &top_})
-      for (auto& l : *layers)
-        for (Parameter* p : l->parameters()) dense.push_back(p);
-    FRUGAL_CHECK(options_.exchanges != nullptr,
-                 "DLRM over a group needs DlrmOptions::exchanges (comm::comm_exchanges()) to sum the replicas' gradients");
-    dense_reducer_ = options_.exchanges->replica_reducer(
-        *options_.group, dense,
-        options_.dp ? comm::ReducerOptions{.mode = comm::ReduceMode::thresholded, .dp = *options_.dp}
-                    : comm::ReducerOptions{.mode = comm::ReduceMode::dense});
-    if (options_.tables == TableMode::replicated)
-      table_reducer_ = options_.exchanges->replica_reducer(
-          *options_.group, tables_.parameters(),
-          comm::ReducerOptions{.mode = comm::ReduceMode::dense, .list_summed_rows = true});
-  }
+  if (comm::is_active(options_.group)) exchange_ = make_table_exchange(options_.tables, *options_.group, tables_);
 }
 
-uint64_t DlrmNetwork::dp_payload_sent() const { return dense_reducer_ ? dense_reducer_->payload_sent() : 0; }
+std::vector<Parameter*> DlrmNetwork::replicated_dense_parameters() {
+  std::vector<Parameter*> out;
+  if (!comm::is_active(options_.group)) return out;
+  for (auto* layers : {&bottom_, &top_})
+    for (auto& l : *layers)
+      for (Parameter* p : l->parameters()) out.push_back(p);
+  return out;
+}
 
-uint64_t DlrmNetwork::dp_payload_uncompressed() const {
-  return dense_reducer_ ? dense_reducer_->payload_uncompressed() : 0;
+std::vector<Parameter*> DlrmNetwork::replicated_table_parameters() {
+  if (!comm::is_active(options_.group) || options_.tables != TableMode::replicated) return {};
+  return tables_.parameters();
 }
 
 std::vector<Parameter*> DlrmNetwork::parameters() {
@@ -175,8 +167,6 @@ double DlrmNetwork::forward_backward(const CtrView& batch, std::span<const uint3
   }
   if (exchange_) {
     exchange_->backward(grad_embeddings_);
-    if (table_reducer_) table_reducer_->reduce();
-    dense_reducer_->reduce();
   } else {
     tables_.backward(grad_embeddings_);
   }

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "core/communicator.h"
-#include "core/exchange.h"
 #include "core/parameter.h"
 #include "core/tensor.h"
 #include "layers/dense.h"
@@ -42,13 +41,6 @@ struct DlrmOptions {
   // Null or one rank: everything on this rank.
   comm::Communicator* group = nullptr;
   TableMode tables = TableMode::ps;  // how the group shares the tables (layers/dlrm/table_exchange.h)
-  // DCT-DP on the MLPs' gradients over the group (core/exchange.h's thresholded ReplicaReducer):
-  // each rank sends the entries above its threshold, the rest is fed back. Unset: an exact sum.
-  std::optional<comm::DpCompression> dp = std::nullopt;
-  // What makes the reducers that sum the replicas' gradients (comm/exchange_factory.h's
-  // comm_exchanges(): this floor is below comm/, where every replica sum lives): the MLPs' (exact,
-  // or DCT-DP with dp) and, with TableMode::replicated, the tables'. Required with a group.
-  const comm::ExchangeFactory* exchanges = nullptr;
   void validate() const;
 };
 
@@ -59,20 +51,22 @@ class DlrmNetwork {
 
   // The summed logistic loss of the batch; with `train`, also every parameter's gradient of the
   // mean loss. rows: the batch's embedding rows (IdMap::map). With a group: collective, the batch is
-  // this rank's part of the group's (any size, 0 too), and the gradients are those of the mean
-  // over the group's whole batch, the same on every rank (the tables': of the owned rows).
+  // this rank's part of the group's (any size, 0 too), and the gradients are this rank's share of
+  // the mean over the group's whole batch: a sliced table's (ps, des) are its owned rows' whole
+  // gradient; the MLPs' and replicated tables' are summed over the group by the trainer
+  // (train/dlrm_trainer.h: every replica sum is comm/'s ReplicaReducer).
   double forward_backward(const CtrView& batch, std::span<const uint32_t> rows, bool train);
   // Click probabilities of the batch (collective with a group).
   void predict(const CtrView& batch, std::span<const uint32_t> rows, std::vector<float>& probabilities);
 
   std::vector<Parameter*> parameters();
+  // The parameters whose gradients the group must sum after forward_backward: the MLPs', and the
+  // tables' when TableMode::replicated (empty without a group).
+  std::vector<Parameter*> replicated_dense_parameters();
+  std::vector<Parameter*> replicated_table_parameters();
   size_t num_parameters();
   size_t embedding_parameters() const { return tables_.num_parameters(); }
   void set_backend(Backend* backend);
-  // The MLP gradients' payload this rank sent over the group, and what the exact sum would have
-  // sent (both 0 without a group); their ratio is DCT-DP's compression.
-  uint64_t dp_payload_sent() const;
-  uint64_t dp_payload_uncompressed() const;
   std::string describe() const;
 
  private:
@@ -83,9 +77,6 @@ class DlrmNetwork {
   DotInteraction interaction_;
   std::vector<std::unique_ptr<Dense>> bottom_, top_;
   std::unique_ptr<TableExchange> exchange_;  // with a group of more than one rank
-  // With a group: the MLPs' gradients summed (one dense all-reduce, or DCT-DP with
-  // DlrmOptions::dp), and with replicated tables theirs (dense, listing the rows some rank used).
-  std::unique_ptr<comm::ReplicaReducer> dense_reducer_, table_reducer_;
   Tensor dense_in_, grad_logits_, grad_bottom_, grad_embeddings_;
   std::vector<const Tensor*> bottom_in_, top_in_;  // each Dense layer's input of the last forward
   const Tensor* logits_ = nullptr;

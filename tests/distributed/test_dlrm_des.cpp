@@ -9,7 +9,6 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/exchange_factory.h"
 #include "comm/local_communicator.h"
 #include "core/rng.h"
 #include "train/dlrm_trainer.h"
@@ -56,8 +55,7 @@ struct Run {
 Run train(const Data& train_set, const Data& test_set, const IdMap& ids, size_t batch, comm::Communicator* group,
           TableMode tables = TableMode::des) {
   DlrmNetwork net({.num_dense = train_set.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(), .dim = 8,
-                   .bottom = {16}, .top = {16}, .seed = 5, .group = group, .tables = tables,
-                   .exchanges = &comm::comm_exchanges()});
+                   .bottom = {16}, .top = {16}, .seed = 5, .group = group, .tables = tables});
   DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = batch});
   Run run;
   for (uint64_t e = 1; e <= 2; ++e) run.losses.push_back(trainer.fit_epoch(train_set.view(), e).loss);

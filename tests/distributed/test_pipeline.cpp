@@ -13,7 +13,7 @@
 #include "core/backend.h"
 #include "core/data/batch_loader.h"
 #include "core/data/synth_xmc.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "comm/exchange_factory.h"
 #include "layers/network_spec.h"
 #include "train/checkpoint_manifest.h"

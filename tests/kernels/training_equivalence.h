@@ -11,7 +11,7 @@
 
 #include "core/backend.h"
 #include "core/data/synth_xmc.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/model.h"
 #include "train/trainer.h"
 #include "layers/softmax_output.h"

@@ -16,7 +16,7 @@
 #include "core/backend.h"
 #include "core/communicator.h"
 #include "core/dataset.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "layers/network_spec.h"
 #include "train/checkpoint_history.h"
 #include "train/metrics_log.h"

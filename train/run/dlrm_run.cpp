@@ -145,10 +145,9 @@ uint64_t run_dlrm(const DlrmRun& a) {
   }
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
-                           .seed = a.seed, .group = group, .tables = tables, .dp = a.dp,
-                           .exchanges = &comm::comm_exchanges()});
+                           .seed = a.seed, .group = group, .tables = tables});
   layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = voice,
-                                         .lr_schedule = schedule, .clip_norm = a.clip_norm});
+                                         .lr_schedule = schedule, .clip_norm = a.clip_norm, .dp = a.dp});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
   if (voice)
@@ -172,7 +171,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   uint64_t last = first_epoch - 1;
   for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
-    const uint64_t dp_sent_before = net.dp_payload_sent(), dp_full_before = net.dp_payload_uncompressed();
+    const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
     const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
                                                     fmt::format("train epoch {}", epoch), epoch);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
@@ -183,8 +182,8 @@ uint64_t run_dlrm(const DlrmRun& a) {
     const layers::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     const double per = fit.samples > 0 ? 1.0 / static_cast<double>(fit.samples) : 0.0;
-    const uint64_t dp_sent = net.dp_payload_sent() - dp_sent_before;
-    const uint64_t dp_full = net.dp_payload_uncompressed() - dp_full_before;
+    const uint64_t dp_sent = trainer.dp_payload_sent() - dp_sent_before;
+    const uint64_t dp_full = trainer.dp_payload_uncompressed() - dp_full_before;
     const double dp_compression = dp_sent > 0 ? static_cast<double>(dp_full) / static_cast<double>(dp_sent) : 0.0;
     if (voice) {
       say("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/init.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "layers/dlrm/id_map.h"

@@ -18,7 +18,7 @@
 
 #include "comm/init.h"
 #include "core/data/data_format.h"
-#include "core/exchange.h"
+#include "comm/exchange.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/optimizer.h"
 #include "core/tensor.h"

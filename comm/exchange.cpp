@@ -1,4 +1,4 @@
-#include "core/exchange.h"
+#include "comm/exchange.h"
 
 #include <algorithm>
 #include <cmath>

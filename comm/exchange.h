@@ -1,4 +1,5 @@
-// The exchanges the trainer calls, as contracts: comm/ implements them, train/ only calls them.
+// The exchanges the trainers call, as contracts, beside their implementations in comm/ (train/ only
+// calls them; no floor below comm/ needs them: DLRM's replica sums are its trainer's).
 //  - ActivationExchange: one sliced-layer boundary of the model-parallel group (all-gather forward,
 //    reduce-scatter backward; DCT-MP top-k when compression is asked for).
 //  - ReplicaReducer: the sum of every parameter's gradient over data-parallel replicas (the dense
@@ -6,7 +7,7 @@
 //    feedback), as flashlight's Reducer.
 //  - ExchangeFactory: makes both; the trainer (train/) calls comm/'s factory directly
 //    (comm::comm_exchanges(), comm/exchange_factory.h: no registration) unless its options name
-//    another (TrainerOptions::exchanges; DLRM's network is given one, DlrmOptions::exchanges).
+//    another (TrainerOptions::exchanges, DlrmTrainOptions::exchanges).
 // The options of the compressed exchanges live here too, since TrainerOptions carries them.
 #pragma once
 
