@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The layering rule, checked at every build: a folder includes only the floors below it.
 
-    core         the ground and the contracts (Communicator, Backend, exchanges)
+    core         the ground and the contracts (Communicator, Backend)
     core/data    data sets                      -> core
     core/optim   optimizers, LR schedules       -> core
     kernels      the CPU Backend                -> core
     gpu          the CUDA Backend               -> core
     layers       layers and LSH                 -> core, core/data, core/optim
-    comm         Communicator implementations   -> core, core/data
+    comm         Communicator implementations and the exchanges (contracts too) -> core, core/data
     train        trainer, checkpoints, Predictor -> core, core/data, core/optim, layers, comm
     train/run    the run API (every decision of a training run) -> the floors below, kernels
                  (--bf16-dot) and train
