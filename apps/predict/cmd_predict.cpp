@@ -36,7 +36,7 @@
 #include "train/predictor.h"
 #include "core/data/xmc_file.h"
 #include "train/checkpoint_manifest.h"
-#include "apps/infer_flags.h"
+#include "apps/option_flags.h"
 #include "train/run/predict_session.h"
 
 namespace frugal::cli {
@@ -179,17 +179,12 @@ void run_evaluate(const EvaluateArgs& a) {
   std::fflush(stdout);
 }
 
-// The options predict and evaluate share.
+// The options predict and evaluate share, as the run API declares them (run::session_options).
 void add_shared_options(CLI::App* cmd, SessionArgs& a) {
-  add_device_option(cmd, a.device);
-  add_infer_options(cmd, a.infer, "as the checkpoint was trained to infer (ensemble when `frugal train` chose it), "
-                                  "else exact");
-  cmd->add_option("--model", a.model, "checkpoint directory (frugal train --checkpoint)")->required();
-  cmd->add_option("--batch", a.batch, "points read and scored at a time")->capture_default_str()
-      ->check(cli::positive());
-  add_accept_unchecked_flag(cmd, a.accept_unchecked);
+  add_declared_options(cmd, a,
+                       run::session_options("as the checkpoint was trained to infer (ensemble when `frugal train` "
+                                            "chose it), else exact"));
   add_strict_flag(cmd);
-  cmd->add_option("--threads", a.threads, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)")->capture_default_str();
 }
 
 }  // namespace

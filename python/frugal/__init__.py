@@ -367,7 +367,7 @@ def train(X, Y=None, test=None, progress=None, **options):
     return Model(path, _owned_folder=checkpoint if owned else None)
 
 
-_INFER = ("auto", "exact", "lsh", "ensemble")
+_INFER = tuple(_core.infer_modes())  # --infer's names, as the run API declares them
 
 
 class Model:
@@ -379,14 +379,13 @@ class Model:
         self.path = _path(path, "path")
         if _owned_folder is not None:  # the temporary folder of train() goes with its Model
             self._cleanup = weakref.finalize(self, shutil.rmtree, _owned_folder, True)
-        infer = _text(infer, "infer", ", ".join(_INFER))
-        if infer not in _INFER:
-            raise Error(f"infer={infer!r}: expected one of {', '.join(_INFER)}")
+        # The values themselves are checked by the run API's declarations (frugal predict's options).
+        infer = _text(infer, "infer", "an inference mode: " + ", ".join(_INFER))
         self._options = dict(
             device=_text(device, "device", "auto, cpu, cuda or cuda:N"),
             threads=_integer(threads, "threads", 0, 2**31 - 1, "compute threads (0: all cores)"),
             infer=infer,
-            batch=_integer(batch, "batch", 1, 2**31 - 1, "the points scored at a time"),
+            batch=_integer(batch, "batch", 0, 2**31 - 1, "the points scored at a time"),
             accept_unchecked_checkpoint=_switch(accept_unchecked_checkpoint, "accept_unchecked_checkpoint"))
         self._core = None
 

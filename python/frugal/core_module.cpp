@@ -257,18 +257,25 @@ class Model {
         bool accept_unchecked)
       : batch_(batch) {
     run::SessionArgs a;
-    a.model = dir;
-    a.device = device;
-    a.batch = batch;
-    a.threads = threads;
+    // Every value as `frugal predict` takes it, checked by the run API's declarations
+    // (run::session_options); an error names the keyword, then what is wrong.
+    const auto set = [&a](const char* flag, const char* keyword, const std::string& shown, const std::string& text) {
+      try {
+        run::set_session_option(a, flag, text);
+      } catch (const Error& e) {
+        std::string message = e.what();
+        const std::string prefix = std::string(flag) + ": ";
+        if (message.starts_with(prefix)) message.erase(0, prefix.size());
+        throw Error(fmt::format("{}={}: {}", keyword, shown, message));
+      }
+    };
+    set("--model", "path", "'" + dir + "'", dir);
+    set("--infer", "infer", "'" + infer + "'", infer);
+    set("--batch", "batch", std::to_string(batch), std::to_string(batch));
+    set("--threads", "threads", std::to_string(threads), std::to_string(threads));
     a.accept_unchecked = accept_unchecked;
-    if (infer == "exact") a.infer.mode = run::InferMode::exact;
-    else if (infer == "lsh") a.infer.mode = run::InferMode::lsh;
-    else if (infer == "ensemble") a.infer.mode = run::InferMode::ensemble;
-    else FRUGAL_CHECK(infer == "auto", fmt::format("infer='{}': expected auto, exact, lsh or ensemble", infer));
-    // batch 0 scored no point per round, for ever.
-    FRUGAL_CHECK(batch >= 1, fmt::format("batch={}: expected the points scored at a time, from 1 up", batch));
-    try {  // the command line's range, named as the keyword
+    a.device = device;
+    try {  // the command line's range of --threads on this host, named as the keyword
       run::threads_for_rank(threads);
     } catch (const Error& e) {
       std::string message = e.what();
@@ -424,6 +431,7 @@ PYBIND11_MODULE(_core, m) {
       out.push_back(py::make_tuple(o.flag, o.default_text, o.type != frugal::run::OptionType::switch_));
     return out;
   });
+  m.def("infer_modes", [] { return frugal::run::infer_options("")[0].choices; });  // --infer's names
   m.def("read_xmc", &read_xmc, py::arg("path"));
   py::class_<Model>(m, "Model")
       .def(py::init<const std::string&, const std::string&, int, const std::string&, size_t, bool>(), py::arg("dir"),

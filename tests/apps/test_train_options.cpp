@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "train/run/predict_session.h"
 #include "train/run/train_options.h"
 
 using namespace frugal;
@@ -101,4 +102,21 @@ TEST_CASE("the settings ranks compare are the config's own, without per-rank or 
   CHECK(has_lr);
   b.batch = 64;
   CHECK(run::agreed_settings(a) != run::agreed_settings(b));
+}
+
+TEST_CASE("predict and evaluate's options are declared once too, and a C++ caller's fields are checked") {
+  run::SessionArgs a;
+  CHECK_THROWS_WITH(run::set_session_option(a, "--batch", "0"),
+                    Contains("--batch: 0 is not positive: expected a count from 1 up"));
+  CHECK_THROWS_WITH(run::set_session_option(a, "--infer", "fast"), Contains("--infer: fast not in {auto,exact,lsh,ensemble}"));
+  run::set_session_option(a, "--infer", "lsh");
+  CHECK(a.infer.mode == run::InferMode::lsh);
+  a.model = "no-such-checkpoint";
+  a.batch = 0;  // the field itself: refused before the checkpoint is read
+  CHECK_THROWS_WITH(run::open_session(a, {}), Contains("--batch: 0 is not positive"));
+  std::set<std::string> flags;
+  for (const auto& o : run::session_options("")) flags.insert(o.flag);
+  CHECK(flags == std::set<std::string>{"--model", "--batch", "--threads", "--device", "--accept-unchecked-checkpoint",
+                                       "--infer", "--infer-candidates", "--ensemble-weight", "--ensemble-knn-weight",
+                                       "--ensemble-temperature", "--ensemble-neighbours"});
 }

@@ -1,5 +1,8 @@
 #include "train/run/predict_session.h"
 
+#include "core/device.h"
+#include "train/run/option_builders.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -18,7 +21,43 @@
 
 namespace frugal::run {
 
+std::vector<Option<SessionArgs>> session_options(const std::string& auto_help) {
+  using namespace options;
+  using S = SessionArgs;
+  std::vector<Option<S>> out;
+  out.push_back(text_option("--model", &S::model, "checkpoint directory (frugal train --checkpoint)", true));
+  out.push_back(number("--batch", &S::batch, "points read and scored at a time", NumberBounds::positive()));
+  out.push_back(number("--threads", &S::threads, "compute threads (0: all cores, divided among the ranks frugal "
+                                                 "launch or mpirun starts on this host)"));
+  {
+    Option<S> device = text_option("--device", &S::device,
+                                   "compute device: cpu, cuda, cuda:N, or auto (cuda when a CUDA backend is "
+                                   "available, else cpu); emulated: a device for testing (host memory the host may "
+                                   "not touch, every byte crossing counted; kernels/emulated_backend.h)");
+    device.check_text = [](const std::string& text) {
+      return is_device_spec(text) ? std::string()
+                                  : "'" + text + "' is not one of cpu, cuda, cuda:N, auto, emulated";
+    };
+    device.accepts = "cpu|cuda|cuda:N|auto|emulated";
+    device.problem = [check = device.check_text](const S& c) { return check(c.device); };
+    out.push_back(std::move(device));
+  }
+  out.push_back(switch_option("--accept-unchecked-checkpoint", &S::accept_unchecked,
+                              "load a checkpoint whose manifest.json has no checksum of its own (an older frugal's, "
+                              "or one edited by hand): by default it is refused"));
+  for (const Option<InferSettings>& o : infer_options(auto_help)) out.push_back(nested(o, &S::infer));
+  return out;
+}
+
+void set_session_option(SessionArgs& a, std::string_view flag, const std::string& value) {
+  for (const Option<SessionArgs>& o : session_options(""))
+    if (o.flag == flag) return o.set(a, value);
+  throw Error(fmt::format("frugal predict has no option {}", flag));
+}
+
 Session open_session(const SessionArgs& a, comm::RunConfig config) {
+  for (const Option<SessionArgs>& o : session_options(""))
+    if (const std::string problem = o.problem(a); !problem.empty()) throw Error(fmt::format("{}: {}", o.flag, problem));
   const std::string& model = a.model;
   const std::string& train = a.train;
   const InferSettings& flags = a.infer;

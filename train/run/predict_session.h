@@ -5,8 +5,11 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "train/run/infer_settings.h"
+#include "train/run/train_options.h"
 #include "comm/init.h"
 #include "core/communicator.h"
 #include "train/predictor.h"
@@ -28,7 +31,16 @@ struct SessionArgs {
   bool accept_unchecked = false;  // --accept-unchecked-checkpoint
 };
 
-// Loads --model on every rank; `config` is what the ranks compare at start (the command and its inputs).
+// The options of SessionArgs as `frugal predict` / `evaluate` and Python's frugal.load take them,
+// declared once (as train/run/train_options.h declares training's): --model, --device, --threads,
+// --batch, --accept-unchecked-checkpoint and the inference options; `auto_help` ends --infer's
+// help.
+std::vector<Option<SessionArgs>> session_options(const std::string& auto_help);
+// Sets `flag` of `a` from its text, checked as the command line checks it (throws naming the flag).
+void set_session_option(SessionArgs& a, std::string_view flag, const std::string& value);
+
+// Loads --model on every rank; `config` is what the ranks compare at start (the command and its
+// inputs). The options are checked against their declarations first (a C++ caller's too).
 Session open_session(const SessionArgs& a, comm::RunConfig config);
 
 }  // namespace frugal::run

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "core/number_bounds.h"
 #include "train/run/train_config.h"
 
@@ -44,7 +45,12 @@ struct Option {
   std::function<std::string(const Config&)> problem;
 
   // check_text, then store; throws frugal::Error("--flag: what is wrong").
-  void set(Config& config, const std::string& value) const;
+  void set(Config& config, const std::string& value) const {
+    if (check_text) {
+      if (const std::string problem = check_text(value); !problem.empty()) throw Error(flag + ": " + problem);
+    }
+    store(config, value);
+  }
 };
 
 // `frugal train`'s options (the inference and DLRM ones included), in --help's order.
