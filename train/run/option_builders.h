@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/device.h"
 #include "core/flag_number.h"
 #include "train/run/train_options.h"
 
@@ -163,6 +164,37 @@ Option<Outer> nested(const Option<Inner>& in, Inner Outer::*member) {
   o.text = [text = in.text, member](const Outer& c) { return text(c.*member); };
   o.problem = [problem = in.problem, member](const Outer& c) { return problem(c.*member); };
   return o;
+}
+
+// --device: cpu, cuda, cuda:N, auto or emulated (core/device.h); whether that device exists is
+// found out when the run places its model.
+template <class C>
+Option<C> device_option(std::string C::*member) {
+  Option<C> o = text_option("--device", member,
+                            "compute device: cpu, cuda, cuda:N, or auto (cuda when a CUDA backend is available, else "
+                            "cpu); emulated: a device for testing (host memory the host may not touch, every byte "
+                            "crossing counted; kernels/emulated_backend.h)");
+  o.check_text = [](const std::string& text) {
+    return is_device_spec(text) ? std::string() : "'" + text + "' is not one of cpu, cuda, cuda:N, auto, emulated";
+  };
+  o.accepts = "cpu|cuda|cuda:N|auto|emulated";
+  o.problem = [member, check = o.check_text](const C& c) { return check(c.*member); };
+  return o;
+}
+
+// --threads: compute threads (0: the cores, shared among this host's ranks: train/run/rank_threads.h).
+template <class C>
+Option<C> threads_option(int C::*member) {
+  return number("--threads", member, "compute threads (0: all cores, divided among the ranks frugal launch or mpirun "
+                                     "starts on this host)");
+}
+
+// --accept-unchecked-checkpoint: a manifest without its own checksum is loaded, not refused.
+template <class C>
+Option<C> accept_unchecked_option(bool C::*member) {
+  return switch_option("--accept-unchecked-checkpoint", member,
+                       "load a checkpoint whose manifest.json has no checksum of its own (an older frugal's, or one "
+                       "edited by hand): by default it is refused");
 }
 
 }  // namespace frugal::run::options

@@ -27,24 +27,9 @@ std::vector<Option<SessionArgs>> session_options(const std::string& auto_help) {
   std::vector<Option<S>> out;
   out.push_back(text_option("--model", &S::model, "checkpoint directory (frugal train --checkpoint)", true));
   out.push_back(number("--batch", &S::batch, "points read and scored at a time", NumberBounds::positive()));
-  out.push_back(number("--threads", &S::threads, "compute threads (0: all cores, divided among the ranks frugal "
-                                                 "launch or mpirun starts on this host)"));
-  {
-    Option<S> device = text_option("--device", &S::device,
-                                   "compute device: cpu, cuda, cuda:N, or auto (cuda when a CUDA backend is "
-                                   "available, else cpu); emulated: a device for testing (host memory the host may "
-                                   "not touch, every byte crossing counted; kernels/emulated_backend.h)");
-    device.check_text = [](const std::string& text) {
-      return is_device_spec(text) ? std::string()
-                                  : "'" + text + "' is not one of cpu, cuda, cuda:N, auto, emulated";
-    };
-    device.accepts = "cpu|cuda|cuda:N|auto|emulated";
-    device.problem = [check = device.check_text](const S& c) { return check(c.device); };
-    out.push_back(std::move(device));
-  }
-  out.push_back(switch_option("--accept-unchecked-checkpoint", &S::accept_unchecked,
-                              "load a checkpoint whose manifest.json has no checksum of its own (an older frugal's, "
-                              "or one edited by hand): by default it is refused"));
+  out.push_back(threads_option(&S::threads));
+  out.push_back(device_option(&S::device));
+  out.push_back(accept_unchecked_option(&S::accept_unchecked));
   for (const Option<InferSettings>& o : infer_options(auto_help)) out.push_back(nested(o, &S::infer));
   return out;
 }

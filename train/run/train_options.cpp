@@ -330,8 +330,7 @@ std::vector<Option<TrainConfig>> make_train_options() {
   add(number("--rebuild-growth", &T::rebuild_growth, "factor by which rebuild intervals grow",
              NumberBounds::in_range(1.0, 1e6)));
   add(number("--rebuild-max", &T::rebuild_max, "longest interval between rebuilds (steps)"));
-  add(number("--threads", &T::threads,
-             "compute threads (0: all cores, divided among the ranks frugal launch or mpirun starts on this host)"));
+  add(threads_option(&T::threads));
   add(number("--seed", &T::seed, "seed of every random choice"));
   add(number("--max-steps", &T::max_steps,
              "end each epoch after this many steps (0: whole epochs); for throughput measurements"));
@@ -340,9 +339,7 @@ std::vector<Option<TrainConfig>> make_train_options() {
   add(text_option("--checkpoint", &T::checkpoint, "save a checkpoint here after every epoch"));
   add(text_option("--resume", &T::resume, "continue from the newest intact checkpoint in this directory (a damaged "
                                           "newer one is skipped, saying why)"));
-  add(switch_option("--accept-unchecked-checkpoint", &T::accept_unchecked_checkpoint,
-                    "load a checkpoint whose manifest.json has no checksum of its own (an older frugal's, or one "
-                    "edited by hand): by default it is refused"));
+  add(accept_unchecked_option(&T::accept_unchecked_checkpoint));
   add(switch_option("--strict", &T::strict,
                     "warnings about suspicious but valid input (label ids far above the rest, feature values "
                     "beyond any sane scale, a class with a single point, a checkpoint older than its run's "
@@ -381,19 +378,7 @@ std::vector<Option<TrainConfig>> make_train_options() {
              "machine's available memory is the limit)",
              NumberBounds::non_negative()));
   add(number("--calibration-warmup", &T::calibration_warmup, "--slice-weights auto: steps before the timed ones"));
-  {
-    Option<T> device = text_option("--device", &T::device,
-                                    "compute device: cpu, cuda, cuda:N, or auto (cuda when a CUDA backend is "
-                                    "available, else cpu); emulated: a device for testing (host memory the host may "
-                                    "not touch, every byte crossing counted; kernels/emulated_backend.h)");
-    device.check_text = [](const std::string& text) {
-      return is_device_spec(text) ? std::string()
-                                  : "'" + text + "' is not one of cpu, cuda, cuda:N, auto, emulated";
-    };
-    device.accepts = "cpu|cuda|cuda:N|auto|emulated";
-    device.problem = [check = device.check_text](const T& c) { return check(c.device); };
-    add(std::move(device));
-  }
+  add(device_option(&T::device));
   add(choice<T, DpTransport>("--dp-transport", &T::dp_transport,
                              {DpTransport::auto_, DpTransport::host, DpTransport::nccl},
                              "what sums the data-parallel replicas' gradients: host (the ranks' ZeroMQ/MPI "
