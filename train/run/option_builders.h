@@ -150,16 +150,8 @@ Option<C> text_option(std::string flag, std::string C::*member, std::string help
 // `option` on the `member` part of an outer config (TrainConfig::infer, TrainConfig::dlrm).
 template <class Outer, class Inner>
 Option<Outer> nested(const Option<Inner>& in, Inner Outer::*member) {
-  Option<Outer> o = declared<Outer>(in.flag, in.help, in.type);
-  o.default_text = in.default_text;
-  o.choices = in.choices;
-  o.bounds = in.bounds;
-  o.repeatable = in.repeatable;
-  o.required = in.required;
-  o.accepts = in.accepts;
-  o.group = in.group;
-  o.cluster = in.cluster;
-  o.check_text = in.check_text;
+  Option<Outer> o;
+  static_cast<OptionSpec&>(o) = in;
   o.store = [store = in.store, member](Outer& c, const std::string& text) { store(c.*member, text); };
   o.text = [text = in.text, member](const Outer& c) { return text(c.*member); };
   o.problem = [problem = in.problem, member](const Outer& c) { return problem(c.*member); };

@@ -198,11 +198,7 @@ std::vector<Option<TrainConfig>> make_train_options() {
       "xmc: text files; idx: PREFIX-images-idx3-ubyte[.gz] + PREFIX-labels-idx1-ubyte[.gz]; criteo: "
       "Criteo-format click logs (--model dlrm; its default)"));
   for (const Option<DlrmArgs>& o : dlrm_options()) add(nested(o, &T::dlrm));
-  {
-    Option<T> layers = text_option("--layers", &T::layers,
-                                   "hidden layer widths, input side first, e.g. 1024,1024 (replaces --hidden)");
-    add(std::move(layers));
-  }
+  add(text_option("--layers", &T::layers, "hidden layer widths, input side first, e.g. 1024,1024 (replaces --hidden)"));
   {
     Option<T> hidden = declared<T>("--hidden",
                                    "hidden layer width; auto: 128, or for few-shot labels (a typical label with <= 8 "

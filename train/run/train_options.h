@@ -22,8 +22,9 @@ namespace frugal::run {
 // few names, or a switch that takes no value.
 enum class OptionType { count, integer, real, text, choice, switch_ };
 
-template <class Config>
-struct Option {
+// What an option is, whatever config it sets: its name, help, default, accepted values and the check
+// of its text.
+struct OptionSpec {
   std::string flag;  // "--batch"
   std::string help;  // what --help and docs/cli.md say
   OptionType type = OptionType::text;
@@ -37,6 +38,11 @@ struct Option {
   bool cluster = false;              // how this rank joins the run (comm::InitOptions), not a setting of it
   // What is wrong with `text` as this option's value, or "" (the words after "--flag: ").
   std::function<std::string(const std::string& text)> check_text;
+};
+
+// An option of `Config`: its spec and how its text reaches the config's field.
+template <class Config>
+struct Option : OptionSpec {
   // Stores `text` (checked by check_text; a switch's is "on") into the config.
   std::function<void(Config&, const std::string& text)> store;
   // The value the config holds, as text ("": unset).
