@@ -25,7 +25,7 @@
 #include "train/dct_state_file.h"
 #include "core/tensor_io.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace fs = std::filesystem;
 namespace {
 
@@ -520,9 +520,9 @@ CheckpointInfo load_weights(const std::string& dir, const CheckpointManifest& ma
   return manifest;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train
 
-namespace frugal {
+namespace frugal::train {
 namespace {
 // Point-to-point tag of a stage's part of a pipeline checkpoint (sent to the first stage).
 constexpr int kCheckpointPartTag = 0x434b;
@@ -620,4 +620,4 @@ CheckpointManifest load_pipeline_checkpoint(const std::string& dir, CheckpointMa
   return info;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

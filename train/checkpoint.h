@@ -20,11 +20,12 @@
 #include "core/model.h"
 #include "train/trainer.h"
 
-namespace frugal {
-
-namespace comm {
+namespace frugal::comm {
 class Communicator;
 }
+
+namespace frugal::train {
+
 
 inline constexpr uint32_t kCheckpointVersion = 2;
 
@@ -50,4 +51,4 @@ CheckpointInfo read_checkpoint_manifest(const std::string& dir);
 // of slices the checkpoint was saved with. Collective only in that every rank reads the files.
 CheckpointInfo load_weights(const std::string& dir, Model& model, comm::Communicator* group = nullptr);
 
-}  // namespace frugal
+}  // namespace frugal::train

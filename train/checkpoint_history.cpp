@@ -11,7 +11,7 @@
 
 #include "core/check.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace fs = std::filesystem;
 namespace {
 
@@ -128,4 +128,4 @@ void prune_checkpoints(const std::string& dir, const std::string& newest, size_t
   }
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

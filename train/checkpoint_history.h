@@ -12,7 +12,7 @@
 
 #include "train/checkpoint_manifest.h"
 
-namespace frugal {
+namespace frugal::train {
 
 // A checkpoint --resume passed over, and why (the error that names the damaged file or field).
 struct SkippedCheckpoint {
@@ -53,4 +53,4 @@ void keep_folder_manifest(const std::string& dir);
 // from a run this one resumed before, a history no manifest leads to any more).
 void prune_checkpoints(const std::string& dir, const std::string& newest, size_t keep);
 
-}  // namespace frugal
+}  // namespace frugal::train

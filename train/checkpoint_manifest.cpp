@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "core/sealed_json.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace fs = std::filesystem;
 
 CheckpointManifest read_manifest(const std::string& dir, bool accept_unchecked) {
@@ -162,4 +162,4 @@ CheckpointManifest parse_manifest(std::istream& in, const std::string& file, boo
   return info;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -15,7 +15,7 @@
 
 #include "train/checkpoint.h"
 
-namespace frugal {
+namespace frugal::train {
 
 struct CheckpointManifest : CheckpointInfo {
   nlohmann::json config;
@@ -74,4 +74,4 @@ CheckpointInfo load_weights(const std::string& dir, const CheckpointManifest& ma
 // what makes a checkpoint intact. Throws an Error naming the first file that is not.
 void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest);
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -11,7 +11,7 @@
 #include "core/tensor_io.h"
 #include "train/checkpoint.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace {
 
 // Reads past `bytes` bytes of the archive (moments that weights-only loading does not keep)
@@ -100,4 +100,4 @@ void check_checksum(const std::string& path, uint32_t stored, uint32_t computed)
                             path, stored, computed));
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

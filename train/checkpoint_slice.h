@@ -12,7 +12,7 @@
 
 #include "core/tensor.h"
 
-namespace frugal {
+namespace frugal::train {
 
 inline constexpr char kSliceFileMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'C', 'K'};
 
@@ -41,4 +41,4 @@ SliceFile decode_slice(std::istream& in, const std::string& name, bool full);
 // Throws frugal::Error naming `path` unless a file's CRC32C `computed` is the `stored` one.
 void check_checksum(const std::string& path, uint32_t stored, uint32_t computed);
 
-}  // namespace frugal
+}  // namespace frugal::train

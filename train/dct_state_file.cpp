@@ -9,7 +9,7 @@
 #include "core/check.h"
 #include "core/regular_file.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace {
 constexpr char kMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'D', 'C'};
 // 1: residuals only; 2: then, under DpTarget::updates, this replica's optimizer state; 3: each
@@ -144,4 +144,4 @@ void load_dct_state(const std::string& path, Trainer& trainer) {
   }
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -7,7 +7,7 @@
 
 #include "train/trainer.h"
 
-namespace frugal {
+namespace frugal::train {
 
 // The file of this rank (replica `replica` of model slice `slice`), relative to the epoch folder.
 std::string dct_state_file_name(int replica, int slice);
@@ -17,4 +17,4 @@ std::string encode_dct_state(const Trainer& trainer);
 // forged, or belongs to another model.
 void load_dct_state(const std::string& path, Trainer& trainer);
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace frugal {
+namespace frugal::train {
 
 std::string_view to_string(OnDivergence d) {
   switch (d) {
@@ -33,4 +33,4 @@ void throw_divergence_finding(const std::string& where, std::string_view finding
       where, finding, rate));
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

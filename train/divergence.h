@@ -15,7 +15,7 @@
 
 #include "core/check.h"
 
-namespace frugal {
+namespace frugal::train {
 
 enum class OnDivergence { stop, skip_batch };
 
@@ -48,4 +48,4 @@ std::string divergence_where(uint64_t epoch, uint64_t step);
 // The same with the finding said whole ("the model's weights (x) are not all finite").
 [[noreturn]] void throw_divergence_finding(const std::string& where, std::string_view finding, double lr);
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -19,7 +19,7 @@
 #include "core/optim/optimizer.h"
 #include "core/crc32c.h"
 
-namespace frugal::layers {
+namespace frugal::train {
 namespace fs = std::filesystem;
 namespace {
 
@@ -65,8 +65,8 @@ std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps)
 
 }  // namespace
 
-void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text, uint64_t epoch, const IdMap& ids,
-                          DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group) {
+void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text, uint64_t epoch, const layers::IdMap& ids,
+                          layers::DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(config_text);
@@ -203,12 +203,12 @@ DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unch
   return info;
 }
 
-IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info) {
+layers::IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info) {
   const fs::path file = fs::path(dir) / info.folder / "ids.bin";
-  return IdMap::from_bytes(read_file(file), file.string());
+  return layers::IdMap::from_bytes(read_file(file), file.string());
 }
 
-void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, DlrmNetwork& network,
+void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, layers::DlrmNetwork& network,
                      optim::Optimizer* optimizer) {
   // Every saved slice, by parameter name.
   std::map<std::string, std::vector<StoredParam>> saved;
@@ -258,4 +258,4 @@ void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, Dlr
   }
 }
 
-}  // namespace frugal::layers
+}  // namespace frugal::train

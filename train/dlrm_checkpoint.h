@@ -17,7 +17,7 @@
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
 
-namespace frugal::layers {
+namespace frugal::train {
 
 struct DlrmCheckpointInfo {
   uint64_t epoch = 0;
@@ -28,18 +28,18 @@ struct DlrmCheckpointInfo {
 
 // Collective over `group` (null: one rank). `config`: a JSON object (as text), what a resume must
 // agree with.
-void save_dlrm_checkpoint(const std::string& dir, const std::string& config, uint64_t epoch, const IdMap& ids,
-                          DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group);
+void save_dlrm_checkpoint(const std::string& dir, const std::string& config, uint64_t epoch, const layers::IdMap& ids,
+                          layers::DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group);
 // Reads and checks DIR/manifest.json (its own checksum, core/sealed_json.h: one without it is refused
 // unless `accept_unchecked`) and every file's checksum; throws frugal::Error naming the file or field
 // that is wrong.
 DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unchecked = false);
 // Whether DIR holds a DLRM checkpoint (its manifest says so).
 bool is_dlrm_checkpoint(const std::string& dir);
-IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info);
+layers::IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info);
 // This rank's slices of every parameter (and, with an optimizer, its state and step count) from
 // the checkpoint, whatever the number of ranks that saved it.
-void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, DlrmNetwork& network,
+void load_dlrm_state(const std::string& dir, const DlrmCheckpointInfo& info, layers::DlrmNetwork& network,
                      optim::Optimizer* optimizer);
 
-}  // namespace frugal::layers
+}  // namespace frugal::train

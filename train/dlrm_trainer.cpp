@@ -17,9 +17,9 @@
 #include "train/divergence.h"
 #include "train/gradient_clipping.h"
 
-namespace frugal::layers {
+namespace frugal::train {
 
-DlrmTrainer::DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrainOptions& options)
+DlrmTrainer::DlrmTrainer(layers::DlrmNetwork& network, const layers::IdMap& ids, const DlrmTrainOptions& options)
     : network_(network), ids_(ids), options_(options),
       optimizer_(optim::Optimizer::create(options.optimizer, network.parameters(), options.lr_schedule)) {
   FRUGAL_CHECK(options_.batch > 0, "DLRM: --batch must be > 0");
@@ -63,7 +63,7 @@ double DlrmTrainer::group_sum(double value) const {
   return sum;
 }
 
-DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
+DlrmEpoch DlrmTrainer::fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
                                  uint64_t epoch_number) {
   train.validate();
   order_.resize(train.size);
@@ -93,7 +93,7 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
       std::copy_n(train.cats.begin() + static_cast<std::ptrdiff_t>(i * train.num_fields), train.num_fields,
                   cats_.begin() + static_cast<std::ptrdiff_t>(j * train.num_fields));
     }
-    const CtrView batch{n, train.num_dense, train.num_fields, labels_, dense_, cats_};
+    const layers::CtrView batch{n, train.num_dense, train.num_fields, labels_, dense_, cats_};
     ids_.map(batch, rows_);
     loss += network_.forward_backward(batch, rows_, /*train=*/true);
     if (table_reducer_) table_reducer_->reduce();
@@ -126,7 +126,7 @@ DlrmEpoch DlrmTrainer::fit_epoch(const CtrView& train, uint64_t seed, size_t max
   return epoch;
 }
 
-void DlrmTrainer::predict(const CtrView& data, std::vector<float>& probabilities, size_t batch) {
+void DlrmTrainer::predict(const layers::CtrView& data, std::vector<float>& probabilities, size_t batch) {
   data.validate();
   FRUGAL_CHECK(batch > 0, "DLRM: the evaluation batch must be > 0");
   probabilities.resize(data.size);
@@ -135,7 +135,7 @@ void DlrmTrainer::predict(const CtrView& data, std::vector<float>& probabilities
   for (size_t begin = 0; begin < data.size; begin += batch) {
     const size_t global = std::min(batch, data.size - begin);
     const auto [first, last] = my_part(global);
-    const CtrView b = data.slice(begin + first, begin + last);
+    const layers::CtrView b = data.slice(begin + first, begin + last);
     ids_.map(b, rows_);
     network_.predict(b, rows_, part);
     std::span<float> out(probabilities.data() + begin, global);
@@ -151,7 +151,7 @@ void DlrmTrainer::predict(const CtrView& data, std::vector<float>& probabilities
   }
 }
 
-ClickMetrics DlrmTrainer::evaluate(const CtrView& test, size_t batch) {
+ClickMetrics DlrmTrainer::evaluate(const layers::CtrView& test, size_t batch) {
   std::vector<float> probabilities;
   predict(test, probabilities, batch);
   ClickMetrics m;
@@ -162,4 +162,4 @@ ClickMetrics DlrmTrainer::evaluate(const CtrView& test, size_t batch) {
   return m;
 }
 
-}  // namespace frugal::layers
+}  // namespace frugal::train

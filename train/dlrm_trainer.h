@@ -22,7 +22,7 @@
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
 
-namespace frugal::layers {
+namespace frugal::train {
 
 // AUC and logloss of click probabilities (core/binary_metrics.h): AUC is NaN when the set has only
 // clicks or only non-clicks.
@@ -61,17 +61,17 @@ struct DlrmEpoch {
 
 class DlrmTrainer {
  public:
-  DlrmTrainer(DlrmNetwork& network, const IdMap& ids, const DlrmTrainOptions& options);
+  DlrmTrainer(layers::DlrmNetwork& network, const layers::IdMap& ids, const DlrmTrainOptions& options);
 
   // One pass over `train` in the order Rng(seed) shuffles it; at most max_steps steps (0: all).
   // label names the pass in progress lines ("train epoch 3").
   // `epoch` names where a diverged step was in its error.
-  DlrmEpoch fit_epoch(const CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
+  DlrmEpoch fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
                       uint64_t epoch = 0);
   // AUC and logloss of the network's click probabilities on `test`.
-  ClickMetrics evaluate(const CtrView& test, size_t batch = 4096);
+  ClickMetrics evaluate(const layers::CtrView& test, size_t batch = 4096);
   // Click probabilities of every sample of `data`, in order.
-  void predict(const CtrView& data, std::vector<float>& probabilities, size_t batch = 4096);
+  void predict(const layers::CtrView& data, std::vector<float>& probabilities, size_t batch = 4096);
 
   optim::Optimizer& optimizer() { return *optimizer_; }
   // The MLP gradients' payload this rank sent over the group, and what the exact sum would have
@@ -80,8 +80,8 @@ class DlrmTrainer {
   uint64_t dp_payload_uncompressed() const { return dense_reducer_ ? dense_reducer_->payload_uncompressed() : 0; }
 
  private:
-  DlrmNetwork& network_;
-  const IdMap& ids_;
+  layers::DlrmNetwork& network_;
+  const layers::IdMap& ids_;
   DlrmTrainOptions options_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   // The group's sums after each step's backward pass (comm/'s ReplicaReducer, as every trainer's):
@@ -98,4 +98,4 @@ class DlrmTrainer {
   std::vector<uint64_t> cats_;
 };
 
-}  // namespace frugal::layers
+}  // namespace frugal::train

@@ -1,6 +1,6 @@
 #include "train/early_stopping.h"
 
-namespace frugal {
+namespace frugal::train {
 
 EarlyStopping::EarlyStopping(size_t patience) : patience_(patience) {}
 
@@ -17,4 +17,4 @@ bool EarlyStopping::update(uint64_t epoch, double score) {
 
 bool EarlyStopping::should_stop() const { return patience_ > 0 && state_.epochs_without_improvement >= patience_; }
 
-}  // namespace frugal
+}  // namespace frugal::train

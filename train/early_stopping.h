@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace frugal {
+namespace frugal::train {
 
 class EarlyStopping {
  public:
@@ -30,4 +30,4 @@ class EarlyStopping {
   State state_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

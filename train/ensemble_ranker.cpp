@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 
-namespace frugal {
+namespace frugal::train {
 
 void EnsembleOptions::validate() const {
   const auto share = [](float v, const char* flag) {
@@ -127,4 +127,4 @@ size_t EnsembleRanker::blend(const SparseBatch& batch, const std::vector<uint32_
   return width;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -29,7 +29,7 @@
 #include "core/data/nearest_points.h"
 #include "core/sparse_batch.h"
 
-namespace frugal {
+namespace frugal::train {
 
 struct EnsembleOptions {
   // Defaults measured over the few-shot sets of bench/quality (bench/REPORT.md "Ensemble inference").
@@ -65,4 +65,4 @@ class EnsembleRanker {
   std::unique_ptr<struct ScratchPool> pool_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -13,7 +13,7 @@
 #include "core/parameter.h"
 #include "core/tensor.h"
 
-namespace frugal::epoch {
+namespace frugal::train::epoch {
 
 data::BatchLoader loader(const data::Dataset& data, const FitOptions& options, const comm::Communicator* replicas) {
   const bool sharded = comm::is_active(replicas);
@@ -79,4 +79,4 @@ void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, co
   result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
 }
 
-}  // namespace frugal::epoch
+}  // namespace frugal::train::epoch

@@ -18,7 +18,7 @@
 #include "train/divergence.h"
 #include "train/trainer.h"
 
-namespace frugal::epoch {
+namespace frugal::train::epoch {
 
 // The epoch's batches for this replica (every replica has the same data and takes its share of
 // each global batch); null or a 1-rank group: all of it.
@@ -84,4 +84,4 @@ void require_finite_weights(const std::vector<Parameter*>& params, std::initiali
 // an epoch whose every batch was skipped, stops the run (DivergenceError) on every rank together.
 void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, const DivergencePolicy& divergence);
 
-}  // namespace frugal::epoch
+}  // namespace frugal::train::epoch

@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-namespace frugal {
+namespace frugal::train {
 
 enum class ForwardSplit { automatic, always, never };
 // "auto", "on", "off", as frugal train's --overlap-forward names them.
@@ -23,4 +23,4 @@ inline bool forward_split_pays(double half_batch_multiply_adds) {
   return half_batch_multiply_adds >= kForwardSplitMinMultiplyAdds;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

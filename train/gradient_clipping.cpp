@@ -7,7 +7,7 @@
 #include "core/backend.h"
 #include "core/communicator.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace {
 // The backend whose memory holds t (the host backend for host memory).
 Backend& backend_of(const Tensor& t) { return t.owner() != nullptr ? *t.owner() : host_backend(); }
@@ -45,4 +45,4 @@ double clip_gradient_norm(const std::vector<Parameter*>& params, float max_norm,
   return norm;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -9,11 +9,12 @@
 
 #include "core/parameter.h"
 
-namespace frugal {
-
-namespace comm {
+namespace frugal::comm {
 class Communicator;
 }
+
+namespace frugal::train {
+
 
 // The global gradient norm ||g||. A parameter sliced over `model_group` contributes each rank's
 // slice; one that is not sliced is the same on every rank and is counted once (on rank 0). Each
@@ -45,4 +46,4 @@ struct ClipTally {
   double clipped_fraction() const { return steps > 0 ? static_cast<double>(clipped) / static_cast<double>(steps) : 0.0; }
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

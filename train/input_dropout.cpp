@@ -5,7 +5,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 
-namespace frugal {
+namespace frugal::train {
 
 void InputDropout::validate() const {
   FRUGAL_CHECK(p >= 0.0f && p < 1.0f, fmt::format("input dropout: p must be in [0, 1), got {}", p));
@@ -34,4 +34,4 @@ void drop_input_features(const SparseBatch& in, const InputDropout& dropout, uin
   }
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

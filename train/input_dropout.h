@@ -13,7 +13,7 @@
 
 #include "core/sparse_batch.h"
 
-namespace frugal {
+namespace frugal::train {
 
 struct InputDropout {
   float p = 0.0f;  // probability of dropping an entry, in [0, 1)
@@ -26,4 +26,4 @@ struct InputDropout {
 void drop_input_features(const SparseBatch& in, const InputDropout& dropout, uint64_t step, size_t first,
                          size_t stride, SparseBatch& out);
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -8,7 +8,7 @@
 #include "core/check.h"
 #include "core/warnings.h"
 
-namespace frugal {
+namespace frugal::train {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
@@ -44,4 +44,4 @@ std::string rank_metrics_path(const std::string& path, int rank) {
   return fmt::format("{}.rank{}", path, rank);
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace frugal {
+namespace frugal::train {
 
 class MetricsLog {
  public:
@@ -32,4 +32,4 @@ std::string rank_metrics_path(const std::string& path, int rank);
 // Peak resident set size of this process in bytes (getrusage).
 size_t peak_rss_bytes();
 
-}  // namespace frugal
+}  // namespace frugal::train

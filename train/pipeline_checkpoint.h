@@ -17,7 +17,7 @@
 #include "train/checkpoint_manifest.h"
 #include "train/pipeline_trainer.h"
 
-namespace frugal {
+namespace frugal::train {
 
 // Collective over the pipeline (every stage of every replica calls it).
 void save_pipeline_checkpoint(const std::string& dir, const PipelineTrainer& trainer, const nlohmann::json& config,
@@ -27,4 +27,4 @@ void save_pipeline_checkpoint(const std::string& dir, const PipelineTrainer& tra
 CheckpointManifest load_pipeline_checkpoint(const std::string& dir, CheckpointManifest manifest,
                                             PipelineTrainer& trainer, const nlohmann::json& config);
 
-}  // namespace frugal
+}  // namespace frugal::train

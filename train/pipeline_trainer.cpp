@@ -20,7 +20,7 @@
 #include "train/gradient_clipping.h"
 #include "train/ranking_counter.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace {
 using comm::is_active;
 using comm::StageLink;
@@ -581,4 +581,4 @@ void PipelineTrainer::init_output_from_centroids(const data::Dataset& data, floa
   if (rms > 0.0) output()->finish_centroids(static_cast<float>(scale / rms), mean);
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

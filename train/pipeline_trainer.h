@@ -29,11 +29,12 @@
 #include "train/divergence.h"
 #include "train/trainer.h"
 
-namespace frugal {
-
-namespace comm {
+namespace frugal::comm {
 class Communicator;
 }
+
+namespace frugal::train {
+
 
 struct PipelineOptions {
   // The stages of this replica, in order (rank s holds stage s); at least 1 rank.
@@ -160,4 +161,4 @@ class PipelineTrainer {
   std::string run_id_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -12,7 +12,7 @@
 #include "train/trainer.h"
 #include "layers/network_config.h"
 
-namespace frugal {
+namespace frugal::train {
 
 struct Predictor::Impl {
   Model model;
@@ -137,4 +137,4 @@ RankingScores Predictor::evaluate(const data::Dataset& data, const std::vector<s
                                          .ensemble = impl_->ensemble.get()});
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

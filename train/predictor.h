@@ -33,12 +33,13 @@
 #include "train/ensemble_ranker.h"
 
 namespace frugal {
-
 class Model;
-
-namespace comm {
+}
+namespace frugal::comm {
 class Communicator;
 }
+
+namespace frugal::train {
 
 struct PredictorOptions {
   // Ranks that share the model (each loads and scores its own block of the labels); null or a
@@ -112,4 +113,4 @@ class Predictor {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

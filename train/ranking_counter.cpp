@@ -5,7 +5,7 @@
 #include "core/check.h"
 #include "core/ranking_counts.h"
 
-namespace frugal {
+namespace frugal::train {
 
 RankingCounter::RankingCounter(Backend& backend, std::vector<size_t> ks, size_t labels,
                                const Propensities* propensities)
@@ -53,4 +53,4 @@ size_t RankingCounter::label_width(size_t model_labels, std::span<const uint32_t
   return std::max<size_t>(model_labels, truth.empty() ? 0 : size_t{*std::max_element(truth.begin(), truth.end())} + 1);
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -13,7 +13,7 @@
 #include "core/propensity.h"
 #include "core/ranking_metrics.h"
 
-namespace frugal {
+namespace frugal::train {
 
 class RankingCounter {
  public:
@@ -46,4 +46,4 @@ class RankingCounter {
   size_t points_ = 0;
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

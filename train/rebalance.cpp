@@ -11,7 +11,7 @@
 #include "core/communicator.h"
 #include "train/checkpoint.h"
 
-namespace frugal {
+namespace frugal::train {
 
 namespace {
 
@@ -206,4 +206,4 @@ void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer
   load_checkpoint(scratch_dir, model, *trainer);
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

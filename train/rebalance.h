@@ -16,11 +16,12 @@
 #include "core/model.h"
 #include "train/trainer.h"
 
-namespace frugal {
-
-namespace comm {
+namespace frugal::comm {
 class Communicator;
 }
+
+namespace frugal::train {
+
 
 struct RebalanceOptions {
   // The smallest share of the neurons a rank that holds any keeps (a fraction of all of them): a
@@ -109,4 +110,4 @@ void reslice(const std::string& scratch_dir, Model& model, std::optional<Trainer
              const std::function<void(Model&, const std::vector<double>&)>& build, const std::vector<double>& weights,
              const Regroup* regroup = nullptr);
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -12,7 +12,7 @@
 #include "core/communicator.h"
 #include "core/warnings.h"
 
-namespace frugal {
+namespace frugal::train {
 namespace {
 
 // What identifies a checkpoint across ranks: its run, epoch and step (fixed size for the all-gather).
@@ -67,4 +67,4 @@ CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_un
   return choice;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

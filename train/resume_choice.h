@@ -11,11 +11,12 @@
 
 #include "train/checkpoint_history.h"
 
-namespace frugal {
-
-namespace comm {
+namespace frugal::comm {
 class Communicator;
 }
+
+namespace frugal::train {
+
 
 // Collective over `world` (every rank of the run). Rank 0 says which newer checkpoints were
 // skipped as damaged. Throws frugal::Error naming the ranks whose choice differs from rank 0's.
@@ -27,4 +28,4 @@ CheckpointChoice choose_resume_checkpoint(const std::string& dir, bool accept_un
 void require_same_resume(const std::string& dir, uint64_t epoch, uint64_t step, const std::string& run,
                          comm::Communicator& world);
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -23,7 +23,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 
-namespace frugal {
+namespace frugal::train {
 
 double EvalResult::p(size_t k) const {
   const auto it = precision.find(k);
@@ -671,4 +671,4 @@ EvalResult Trainer::evaluate(const data::Dataset& data, const EvalOptions& optio
   return result;
 }
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -20,13 +20,14 @@
 #include "core/step_profile.h"
 #include "core/optim/optimizer.h"
 
-namespace frugal {
+namespace frugal::comm {
+class Communicator;
+}
+
+namespace frugal::train {
 
 class EnsembleRanker;
 
-namespace comm {
-class Communicator;
-}
 
 // How a Trainer's rank takes part in a run of several ranks. Both groups may be null (one rank).
 struct Parallelism {
@@ -307,4 +308,4 @@ class Trainer {
   double last_clip_limit_ = 0.0;  // what it was clipped to (clip_norm, or its local share)
 };
 
-}  // namespace frugal
+}  // namespace frugal::train

@@ -28,13 +28,13 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    frugal::Predictor predictor(argv[1]);
+    frugal::train::Predictor predictor(argv[1]);
     frugal::data::XmcReader reader(argv[2]);
     std::optional<frugal::Propensities> propensities;
     if (predictor.label_counts()) propensities.emplace(*predictor.label_counts());
     frugal::RankingMetrics metrics({1, k}, propensities ? &*propensities : nullptr);
     frugal::SparseBatch batch;
-    frugal::Predictions top;
+    frugal::train::Predictions top;
     while (reader.read(batch, 256) > 0) {
       predictor.top_k(batch, k, top);
       for (size_t i = 0; i < top.size(); ++i) {

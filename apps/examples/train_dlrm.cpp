@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   }
   try {
     namespace L = frugal::layers;
+    namespace T = frugal::train;
     frugal::host_backend().set_num_threads(1);
     const frugal::data::CtrDataset train = frugal::data::load_ctr(argv[1]), test = frugal::data::load_ctr(argv[2]);
     const auto view = [](const frugal::data::CtrDataset& d) {
@@ -25,14 +26,14 @@ int main(int argc, char** argv) {
     const L::IdMap ids({.mode = L::IdMode::full, .min_count = 2}, counts);
     L::DlrmNetwork net({.num_dense = frugal::data::kCtrDense, .fields = L::embedding_fields(ids),
                         .lookups = ids.lookups(), .dim = 16, .bottom = {64}, .top = {64, 32}, .seed = 1});
-    L::DlrmTrainer trainer(net, ids, {.optimizer = frugal::optim::Adam{.lr = 1e-3f}, .batch = 128});
+    T::DlrmTrainer trainer(net, ids, {.optimizer = frugal::optim::Adam{.lr = 1e-3f}, .batch = 128});
     for (uint64_t epoch = 1; epoch <= 2; ++epoch) {
-      const L::DlrmEpoch fit = trainer.fit_epoch(view(train), epoch);
-      const L::ClickMetrics m = trainer.evaluate(view(test));
+      const T::DlrmEpoch fit = trainer.fit_epoch(view(train), epoch);
+      const T::ClickMetrics m = trainer.evaluate(view(test));
       std::printf("epoch %llu: loss %.4f, %.0f samples/s, AUC %.4f, logloss %.4f\n",
                   static_cast<unsigned long long>(epoch), fit.loss, fit.samples_per_second(), m.auc, m.logloss);
       // The configuration `frugal evaluate` rebuilds the network from.
-      L::save_dlrm_checkpoint("train_dlrm.ckpt",
+      T::save_dlrm_checkpoint("train_dlrm.ckpt",
                               R"({"model": "dlrm", "embedding_dim": 16, "bottom": "64", "top": "64,32", "seed": 1})",
                               epoch, ids, net, trainer.optimizer(), nullptr);
     }

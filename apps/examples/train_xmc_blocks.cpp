@@ -25,13 +25,13 @@ int main(int argc, char** argv) {
         {.in = 128, .out = train.num_labels, .sampler = frugal::layers::Sampler::lsh,
          .lsh = {.family = frugal::lsh::auto_family(frugal::lsh::Dwta{}, 50, train.num_labels),
                  .tables = 50, .min_active = 300}});
-    frugal::Trainer trainer(model, {});  // the defaults: the optimizer `frugal train` would pick
+    frugal::train::Trainer trainer(model, {});  // the defaults: the optimizer `frugal train` would pick
     for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
       const auto fit = trainer.fit_epoch(train, {.batch = 128, .seed = epoch});
       const auto ev = trainer.evaluate(test, {.k = {1, 5}});
       std::printf("epoch %llu: loss %.4f, %.0f samples/s, P@1 %.4f, P@5 %.4f\n",
                   static_cast<unsigned long long>(epoch), fit.loss, fit.samples_per_s, ev.p(1), ev.p(5));
-      frugal::save_checkpoint("train_xmc_blocks.ckpt", model, trainer);
+      frugal::train::save_checkpoint("train_xmc_blocks.ckpt", model, trainer);
     }
   } catch (const frugal::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

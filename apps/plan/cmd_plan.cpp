@@ -43,7 +43,7 @@ struct PlanArgs {
   double latency = 50e-6;
   double message_overhead = plan::ModelOptions{}.message_overhead_s;
   bool overlap = true;
-  ForwardSplit overlap_forward = ForwardSplit::automatic;
+  train::ForwardSplit overlap_forward = train::ForwardSplit::automatic;
   std::string loopback_rate = "4gbit";
   size_t batch = 0;
   std::optional<double> dp_keep;
@@ -385,7 +385,7 @@ void add_plan_command(CLI::App& app) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}))
       ->capture_default_str();
   add_choice(cmd, "--overlap-forward", a->overlap_forward,
-             {{"auto", ForwardSplit::automatic}, {"on", ForwardSplit::always}, {"off", ForwardSplit::never}},
+             {{"auto", train::ForwardSplit::automatic}, {"on", train::ForwardSplit::always}, {"off", train::ForwardSplit::never}},
              "plan for frugal train --overlap-forward (auto: the input layer splits where half the batch's work on "
              "a slice reaches 2^20 multiply-adds, from the calibration's profile)");
   cmd->add_option("--loopback-rate", a->loopback_rate, "the rate a `loopback` link stands for")->capture_default_str();

@@ -254,11 +254,11 @@ bool CostModel::exact_model_exchange() const { return sparse_.mp_keep >= 1.0 && 
 bool CostModel::splits_forward(int data, int model, size_t batch) const {
   // As the trainer: only the exact exchange splits.
   if (!options_.overlap || model <= 1 || !exact_model_exchange() || sparse_.boundaries.empty() ||
-      options_.forward_split == ForwardSplit::never)
+      options_.forward_split == train::ForwardSplit::never)
     return false;
-  if (options_.forward_split == ForwardSplit::always) return true;
+  if (options_.forward_split == train::ForwardSplit::always) return true;
   const double half = static_cast<double>(batch) / data / 2;
-  return forward_split_pays(half * sparse_.input_multiply_adds_per_sample / model);
+  return train::forward_split_pays(half * sparse_.input_multiply_adds_per_sample / model);
 }
 
 double CostModel::wire_seconds(const WireCost& w, const Link& link) const {

@@ -142,7 +142,7 @@ struct ModelOptions {
   // the first while the second is computed; without replicas, the layers above the input are moved
   // while the input boundary's gradient reduce-scatter is in flight, hiding up to their optimizer time.
   bool overlap = true;
-  ForwardSplit forward_split = ForwardSplit::automatic;  // --overlap-forward
+  train::ForwardSplit forward_split = train::ForwardSplit::automatic;  // --overlap-forward
   // Software cost of one round of messages on top of the link's latency (ZeroMQ's hand-offs:
   // bench/comm's small-message all-gather on loopback).
   double message_overhead_s = 200e-6;

@@ -133,7 +133,7 @@ RunMetrics read_run_metrics(const std::string& path) {
     r.overlap = s.value("overlap", false);
     // Runs from before --overlap-forward never split the input layer.
     const std::string split = text_or(s, "overlap_forward", "off", start_at);
-    r.forward_split = split == "on" ? ForwardSplit::always : split == "auto" ? ForwardSplit::automatic : ForwardSplit::never;
+    r.forward_split = split == "on" ? train::ForwardSplit::always : split == "auto" ? train::ForwardSplit::automatic : train::ForwardSplit::never;
     r.dense = text_or(c, "parallel", "model", config_at) == "data";
     r.batch = field<size_t>(c, "batch", 0, 0, kMaxBatch, config_at);
     r.dp_keep = field<double>(c, "dp_keep", 1.0, 1e-9, 1.0, config_at);

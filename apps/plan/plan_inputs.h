@@ -23,7 +23,7 @@ struct RunMetrics {
   std::vector<size_t> stage_split;  // layers per stage, as the run took them
   bool dense = false;  // --parallel data
   bool overlap = false;  // --overlap (runs from before the flag had none)
-  ForwardSplit forward_split = ForwardSplit::never;  // --overlap-forward (never before the flag)
+  train::ForwardSplit forward_split = train::ForwardSplit::never;  // --overlap-forward (never before the flag)
   size_t batch = 0;
   double dp_keep = 1.0, mp_keep = 1.0;
   double samples_per_s = 0, seconds = 0;

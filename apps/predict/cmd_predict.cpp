@@ -45,7 +45,7 @@ using namespace frugal::run;  // the run API's pieces these commands share with 
 namespace {
 
 // The input file, with feature ids checked against the model's input width (file:line on error).
-data::XmcReader open_input(const std::string& path, const Predictor& predictor) {
+data::XmcReader open_input(const std::string& path, const train::Predictor& predictor) {
   data::XmcReader reader(path);
   reader.limit_features(static_cast<uint32_t>(predictor.num_features()), "the model's input features F");
   return reader;
@@ -87,7 +87,7 @@ void run_predict(const PredictArgs& a) {
   std::optional<Output> out;
   if (writer) out.emplace(a.out);
   SparseBatch batch;
-  Predictions top;
+  train::Predictions top;
   fmt::memory_buffer buf;
   while (true) {
     batch.clear();
@@ -115,7 +115,7 @@ struct EvaluateArgs : SessionArgs {
 };
 
 // Training label counts: counted from --train (streamed), else those saved with the checkpoint.
-std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const Predictor& predictor) {
+std::optional<LabelCounts> training_label_counts(const EvaluateArgs& a, const train::Predictor& predictor) {
   if (a.train.empty()) return predictor.label_counts();
   data::XmcReader reader(a.train);
   LabelCounts counts;
@@ -133,7 +133,7 @@ void run_evaluate(const EvaluateArgs& a) {
   Session s = open_session(a, {{"command", "evaluate"}, {"test", a.test},
                                                {"k", fmt::format("{}", fmt::join(a.k, ","))},
                                                {"batch", std::to_string(a.batch)}});
-  Predictor& predictor = *s.predictor;
+  train::Predictor& predictor = *s.predictor;
   const bool writer = s.world->rank() == 0;
   // A cut-off beyond the labels ranks nothing more (and --k 1e12 would size its tables by it).
   for (const size_t k : a.k)
@@ -151,7 +151,7 @@ void run_evaluate(const EvaluateArgs& a) {
                            predictor.num_labels()));
   RankingMetrics metrics(a.k, propensities ? &*propensities : nullptr);
   SparseBatch batch;
-  Predictions top;
+  train::Predictions top;
   double scoring_seconds = 0.0;
   while (true) {
     batch.clear();
@@ -200,7 +200,7 @@ void add_predict_command(CLI::App& app) {
                                        "checkpoint lacks");
   add_shared_options(cmd, *a);
   cmd->callback([a] {
-    if (layers::is_dlrm_checkpoint(a->model))
+    if (train::is_dlrm_checkpoint(a->model))
       return predict_dlrm(a->model, a->input, a->out, a->batch, a->threads, a->accept_unchecked);
     run_predict(*a);
   });
@@ -223,7 +223,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "print one JSON object instead of one metric per line");
   add_shared_options(cmd, *a);
   cmd->callback([a] {
-    if (layers::is_dlrm_checkpoint(a->model))
+    if (train::is_dlrm_checkpoint(a->model))
       return evaluate_dlrm(a->model, a->test, a->batch, a->threads, a->json, a->accept_unchecked);
     a->propensity.validate();  // before the model is loaded
     run_evaluate(*a);

@@ -288,7 +288,7 @@ class Model {
       throw Error(fmt::format("device='{}': {}", device, e.what()));
     }
     as_error_of_kind<CheckpointError>([&] {
-      FRUGAL_CHECK(!layers::is_dlrm_checkpoint(dir),
+      FRUGAL_CHECK(!train::is_dlrm_checkpoint(dir),
                    fmt::format("{} holds a DLRM (click-through) checkpoint: Model.predict and Model.evaluate score "
                                "XMC models; evaluate it with `frugal evaluate --model {} --test FILE`", dir, dir));
       py::gil_scoped_release release;
@@ -311,7 +311,7 @@ class Model {
     {
       py::gil_scoped_release release;
       SparseBatch batch;
-      Predictions top;
+      train::Predictions top;
       auto* l = labels.mutable_data();
       auto* s = scores.mutable_data();
       for (size_t first = 0; first < n; first += batch_) {

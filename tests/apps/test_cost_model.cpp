@@ -251,8 +251,8 @@ TEST_CASE("--overlap hides the first half's all-gather behind the input layer's 
   // The trainer's rule: 2 replicas halve each one's batch, and 32 points do 0.64M on a slice (whole),
   // unless --overlap-forward on; off never splits.
   const Cluster four{.nodes = 4, .cores = 1, .link = slow.link};
-  const CostModel automatic(c, {}), always(c, {}, {.forward_split = ForwardSplit::always}),
-      never(c, {}, {.forward_split = ForwardSplit::never});
+  const CostModel automatic(c, {}), always(c, {}, {.forward_split = train::ForwardSplit::always}),
+      never(c, {}, {.forward_split = train::ForwardSplit::never});
   CHECK_FALSE(automatic.splits_forward(2, 2, 128));
   CHECK(automatic.predict(Scheme::mp_sparse, 2, 2, four, 128).overlapped_seconds_per_step == 0);
   CHECK(always.splits_forward(2, 2, 128));

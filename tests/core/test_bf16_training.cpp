@@ -49,7 +49,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 std::vector<double> losses(Dtype precision, size_t steps) {
   Model model;
   layers::build_xmc_network(model, net(layers::Sampler::lsh, precision));
-  Trainer trainer(model, {});
+  train::Trainer trainer(model, {});
   data::BatchLoader loader(problem().train, {.batch = 64, .seed = 3});
   std::vector<double> out;
   SparseBatch batch;
@@ -76,7 +76,7 @@ TEST_CASE("bf16: a bf16 model's loss and gradients are an f32 model's on the sam
     REQUIRE(ph[2]->value.dtype() == (sampler == layers::Sampler::lsh ? Dtype::bf16 : Dtype::f32));
     for (size_t i = 0; i < pf.size(); ++i) pf[i]->value.assign(converted(ph[i]->value, Dtype::f32));
     // One step each (the gradients stay after the step); the weights then differ only by rounding.
-    Trainer th(half, {}), tf(full, {});
+    train::Trainer th(half, {}), tf(full, {});
     data::BatchLoader lh(problem().train, {.batch = 64, .seed = 3}), lf(problem().train, {.batch = 64, .seed = 3});
     SparseBatch bh, bf;
     REQUIRE((lh.next(bh) && lf.next(bf)));
@@ -98,7 +98,7 @@ TEST_CASE("bf16: training learns like f32, reproducibly, in about half the state
     const size_t slot = precision == Dtype::bf16 ? 1 : 0;
     Model model;
     layers::build_xmc_network(model, net(layers::Sampler::lsh, precision));
-    Trainer trainer(model, {.optimizer = {.lr = 2e-3f}});
+    train::Trainer trainer(model, {.optimizer = {.lr = 2e-3f}});
     for (int epoch = 1; epoch <= 3; ++epoch)
       trainer.fit_epoch(problem().train, {.batch = 64, .seed = uint64_t(epoch), .progress = false});
     p1[slot] = trainer.evaluate(problem().test, {}).p(1);
@@ -121,16 +121,16 @@ TEST_CASE("bf16: checkpoints hold f32 and resume in either precision; bf16 resum
   const auto& d = problem();
   Model straight;
   layers::build_xmc_network(straight, net(layers::Sampler::lsh, Dtype::bf16));
-  Trainer t1(straight, {});
+  train::Trainer t1(straight, {});
   t1.fit_epoch(d.train, {.batch = 64, .seed = 1, .progress = false});
-  save_checkpoint(dir, straight, t1, {{"hidden", 64}});
+  train::save_checkpoint(dir, straight, t1, {{"hidden", 64}});
   const double loss2 = t1.fit_epoch(d.train, {.batch = 64, .seed = 2, .progress = false}).loss;
 
   // bf16 -> bf16: the same weights, moments and the same second epoch.
   Model resumed;
   layers::build_xmc_network(resumed, net(layers::Sampler::lsh, Dtype::bf16));
-  Trainer t2(resumed, {});
-  load_checkpoint(dir, resumed, t2, {{"hidden", 64}});
+  train::Trainer t2(resumed, {});
+  train::load_checkpoint(dir, resumed, t2, {{"hidden", 64}});
   REQUIRE(resumed.parameters()[0]->value.dtype() == Dtype::bf16);
   REQUIRE(t2.optimizer().state(0).m.dtype() == Dtype::bf16);
   REQUIRE(t2.fit_epoch(d.train, {.batch = 64, .seed = 2, .progress = false}).loss == loss2);
@@ -140,20 +140,20 @@ TEST_CASE("bf16: checkpoints hold f32 and resume in either precision; bf16 resum
   // bf16 -> f32: the widened values; and f32 -> bf16: rounded to nearest.
   Model wide;
   layers::build_xmc_network(wide, net(layers::Sampler::lsh, Dtype::f32));
-  Trainer t3(wide, {});
-  load_checkpoint(dir, wide, t3, {{"hidden", 64}});
+  train::Trainer t3(wide, {});
+  train::load_checkpoint(dir, wide, t3, {{"hidden", 64}});
   REQUIRE(wide.parameters()[0]->value.dtype() == Dtype::f32);
   Model check;
   layers::build_xmc_network(check, net(layers::Sampler::lsh, Dtype::bf16));
-  Trainer t4(check, {});
-  load_checkpoint(dir, check, t4, {{"hidden", 64}});
+  train::Trainer t4(check, {});
+  train::load_checkpoint(dir, check, t4, {{"hidden", 64}});
   for (size_t i = 0; i < pa.size(); ++i) REQUIRE(same_bits(wide.parameters()[i]->value, check.parameters()[i]->value));
   t3.fit_epoch(d.train, {.batch = 64, .seed = 2, .progress = false});
-  save_checkpoint(dir, wide, t3, {{"hidden", 64}});
+  train::save_checkpoint(dir, wide, t3, {{"hidden", 64}});
   Model narrow;
   layers::build_xmc_network(narrow, net(layers::Sampler::lsh, Dtype::bf16));
-  Trainer t5(narrow, {});
-  load_checkpoint(dir, narrow, t5, {{"hidden", 64}});
+  train::Trainer t5(narrow, {});
+  train::load_checkpoint(dir, narrow, t5, {{"hidden", 64}});
   const Tensor& w = wide.parameters()[0]->value;
   const Tensor& n = narrow.parameters()[0]->value;
   REQUIRE(n.dtype() == Dtype::bf16);

@@ -44,11 +44,11 @@ void save_epochs(const std::string& dir, int n, size_t keep) {
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, tiny_net());
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   for (int e = 1; e <= n; ++e) {
     t.set_epoch(static_cast<uint64_t>(e));
     t.set_step(static_cast<uint64_t>(10 * e));
-    save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), keep);
+    train::save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), keep);
   }
 }
 
@@ -62,17 +62,17 @@ TEST_CASE("checkpoint history: --keep-checkpoints K keeps the newest K epoch fol
     save_epochs(dir, 5, keep);
     std::vector<std::string> expected;
     for (int e = 5; e > 5 - static_cast<int>(keep); --e) expected.push_back(folder(e));
-    CHECK(checkpoint_folders(dir) == expected);
+    CHECK(train::checkpoint_folders(dir) == expected);
     for (const auto& f : expected) CHECK(fs::is_regular_file(fs::path(dir) / f / "manifest.json"));
-    CHECK(read_manifest(dir).folder == folder(5));
-    const CheckpointChoice choice = newest_intact_checkpoint(dir);
+    CHECK(train::read_manifest(dir).folder == folder(5));
+    const train::CheckpointChoice choice = train::newest_intact_checkpoint(dir);
     CHECK(choice.manifest.epoch == 5);
     CHECK(choice.skipped.empty());
     CHECK(choice.manifest_file == (fs::path(dir) / "manifest.json").string());
   }
   // Epoch folders sort by number, not by name: epoch-10 is newer than epoch-9.
   save_epochs(dir, 10, 2);
-  CHECK(checkpoint_folders(dir) == std::vector<std::string>{folder(10), folder(9)});
+  CHECK(train::checkpoint_folders(dir) == std::vector<std::string>{folder(10), folder(9)});
   fs::remove_all(dir);
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("checkpoint history: a flipped byte in the newest slice file falls bac
   const std::string dir = "checkpoint_fallback_test";
   save_epochs(dir, 3, 2);
   flip_byte(fs::path(dir) / folder(3) / "slice0.ckpt", 100);
-  const CheckpointChoice choice = newest_intact_checkpoint(dir);
+  const train::CheckpointChoice choice = train::newest_intact_checkpoint(dir);
   CHECK(choice.manifest.epoch == 2);
   CHECK(choice.manifest.folder == folder(2));
   CHECK(choice.manifest_file == (fs::path(dir) / folder(2) / "manifest.json").string());
@@ -90,15 +90,15 @@ TEST_CASE("checkpoint history: a flipped byte in the newest slice file falls bac
   // The chosen checkpoint loads, and restores its epoch and step.
   Model m;
   layers::build_xmc_network(m, tiny_net());
-  Trainer t(m, {});
-  load_checkpoint(dir, choice.manifest, m, t, nlohmann::json::object());
+  train::Trainer t(m, {});
+  train::load_checkpoint(dir, choice.manifest, m, t, nlohmann::json::object());
   CHECK(t.epoch() == 2);
   CHECK(t.step() == 20);
 
   // A damaged top manifest: its copy in the epoch folder is the next candidate.
   save_epochs(dir, 3, 2);
   write_all(fs::path(dir) / "manifest.json", "{ not json");
-  const CheckpointChoice from_copy = newest_intact_checkpoint(dir);
+  const train::CheckpointChoice from_copy = train::newest_intact_checkpoint(dir);
   CHECK(from_copy.manifest.epoch == 3);
   REQUIRE(from_copy.skipped.size() == 1);
   CHECK_THAT(from_copy.skipped[0].reason, Catch::Contains("manifest.json: corrupt manifest"));
@@ -106,17 +106,17 @@ TEST_CASE("checkpoint history: a flipped byte in the newest slice file falls bac
   // A missing slice file counts as damage too.
   save_epochs(dir, 3, 2);
   fs::remove(fs::path(dir) / folder(3) / "slice0.ckpt");
-  CHECK(newest_intact_checkpoint(dir).manifest.epoch == 2);
+  CHECK(train::newest_intact_checkpoint(dir).manifest.epoch == 2);
   fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint history: with K = 1 or every checkpoint damaged, --resume fails naming each file") {
   const std::string dir = "checkpoint_none_intact_test";
   save_epochs(dir, 3, 1);
-  CHECK(checkpoint_folders(dir) == std::vector<std::string>{folder(3)});
+  CHECK(train::checkpoint_folders(dir) == std::vector<std::string>{folder(3)});
   flip_byte(fs::path(dir) / folder(3) / "slice0.ckpt", 100);
   try {
-    newest_intact_checkpoint(dir);
+    train::newest_intact_checkpoint(dir);
     FAIL("a damaged only checkpoint was accepted");
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -126,24 +126,24 @@ TEST_CASE("checkpoint history: with K = 1 or every checkpoint damaged, --resume 
     CHECK(what.find("checksum mismatch") == what.rfind("checksum mismatch"));
   }
   fs::remove_all(dir);
-  CHECK_THROWS_WITH(newest_intact_checkpoint(dir), Catch::Contains("no checkpoint here"));
+  CHECK_THROWS_WITH(train::newest_intact_checkpoint(dir), Catch::Contains("no checkpoint here"));
 }
 
 TEST_CASE("checkpoint history: a directory saved before folder manifests resumes and stays a fallback") {
   const std::string dir = "checkpoint_old_layout_test";
   save_epochs(dir, 1, 1);
   fs::remove(fs::path(dir) / folder(1) / "manifest.json");  // the layout before this change
-  CHECK(newest_intact_checkpoint(dir).manifest.epoch == 1);
+  CHECK(train::newest_intact_checkpoint(dir).manifest.epoch == 1);
   // The next save (keep 2) gives the old checkpoint its manifest copy and keeps it.
   Model m;
   layers::build_xmc_network(m, tiny_net());
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   t.set_epoch(2);
   t.set_step(20);
-  save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), 2);
-  CHECK(checkpoint_folders(dir) == std::vector<std::string>{folder(2), folder(1)});
+  train::save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), 2);
+  CHECK(train::checkpoint_folders(dir) == std::vector<std::string>{folder(2), folder(1)});
   flip_byte(fs::path(dir) / folder(2) / "slice0.ckpt", 100);
-  CHECK(newest_intact_checkpoint(dir).manifest.epoch == 1);
+  CHECK(train::newest_intact_checkpoint(dir).manifest.epoch == 1);
   fs::remove_all(dir);
 }
 
@@ -153,13 +153,13 @@ TEST_CASE("checkpoint history: epoch folders newer than the one saved belong to 
   // Resumed from epoch 2 (say epochs 3 and 4 were damaged), the run saves epoch 3 at another step.
   Model m;
   layers::build_xmc_network(m, tiny_net());
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   t.set_epoch(3);
   t.set_step(25);
-  save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), 3);
-  CHECK(checkpoint_folders(dir) == std::vector<std::string>{"epoch-3-step-25", folder(2)});
-  CHECK(newest_intact_checkpoint(dir).manifest.step == 25);
-  CHECK_THROWS_WITH(save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), 0),
+  train::save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), 3);
+  CHECK(train::checkpoint_folders(dir) == std::vector<std::string>{"epoch-3-step-25", folder(2)});
+  CHECK(train::newest_intact_checkpoint(dir).manifest.step == 25);
+  CHECK_THROWS_WITH(train::save_checkpoint(dir, m, t, nlohmann::json::object(), nlohmann::json::object(), 0),
                     Catch::Contains("keep at least 1"));
   fs::remove_all(dir);
 }

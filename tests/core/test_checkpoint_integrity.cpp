@@ -55,8 +55,8 @@ void save_small(const std::string& dir) {
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, small_net());
-  Trainer t(m, {});
-  save_checkpoint(dir, m, t);
+  train::Trainer t(m, {});
+  train::save_checkpoint(dir, m, t);
 }
 
 }  // namespace
@@ -64,7 +64,7 @@ void save_small(const std::string& dir) {
 TEST_CASE("checkpoint: the manifest records a CRC32C per file and every single-bit flip of a slice fails to load") {
   const std::string dir = "checkpoint_crc_test";
   save_small(dir);
-  const auto info = read_manifest(dir);
+  const auto info = train::read_manifest(dir);
   const std::string relative = info.folder + "/slice0.ckpt";
   REQUIRE(info.checksums.size() == 1);
   REQUIRE(info.checksums.count(relative) == 1);
@@ -74,9 +74,9 @@ TEST_CASE("checkpoint: the manifest records a CRC32C per file and every single-b
 
   Model m;
   layers::build_xmc_network(m, small_net());
-  Trainer t(m, {});
-  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
-  REQUIRE_NOTHROW(load_weights(dir, m));
+  train::Trainer t(m, {});
+  REQUIRE_NOTHROW(train::load_checkpoint(dir, m, t));
+  REQUIRE_NOTHROW(train::load_weights(dir, m));
 
   // Positions spread over the whole file (header, parameters, moments, row steps, layer states),
   // plus the first and the last byte; each flip is tried with load_checkpoint and load_weights.
@@ -90,8 +90,8 @@ TEST_CASE("checkpoint: the manifest records a CRC32C per file and every single-b
     for (const bool weights_only : {false, true}) {
       ++loads;
       const std::string e = error_of([&] {
-        if (weights_only) load_weights(dir, m);
-        else load_checkpoint(dir, m, t);
+        if (weights_only) train::load_weights(dir, m);
+        else train::load_checkpoint(dir, m, t);
       });
       if (e.find("slice0.ckpt: checksum mismatch") != std::string::npos && e.find("corrupt") != std::string::npos)
         ++detected;
@@ -102,7 +102,7 @@ TEST_CASE("checkpoint: the manifest records a CRC32C per file and every single-b
   CHECK(detected == loads);
   CHECK(loads == 2 * positions.size());
   write_all(slice, original);
-  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
+  REQUIRE_NOTHROW(train::load_checkpoint(dir, m, t));
   fs::remove_all(dir);
 }
 
@@ -114,23 +114,23 @@ TEST_CASE("checkpoint: a manifest without its own checksum (older checkpoints) i
   j.erase("checksums");
   j.erase(kManifestChecksumField);
   write_all(manifest, j.dump(2));
-  CHECK_THAT(error_of([&] { read_manifest(dir); }),
+  CHECK_THAT(error_of([&] { train::read_manifest(dir); }),
              Catch::Contains("has no 'manifest_checksum'") && Catch::Contains("--accept-unchecked-checkpoint"));
-  REQUIRE(read_manifest(dir, /*accept_unchecked=*/true).checksums.empty());
+  REQUIRE(train::read_manifest(dir, /*accept_unchecked=*/true).checksums.empty());
   Model m;
   layers::build_xmc_network(m, small_net());
-  Trainer t(m, {});
-  CHECK_THAT(error_of([&] { load_checkpoint(dir, m, t); }), Catch::Contains("has no 'manifest_checksum'"));
-  CHECK_THAT(error_of([&] { load_weights(dir, m); }), Catch::Contains("has no 'manifest_checksum'"));
-  REQUIRE_NOTHROW(load_checkpoint(dir, read_manifest(dir, true), m, t, nlohmann::json::object()));
-  REQUIRE_NOTHROW(load_weights(dir, read_manifest(dir, true), m, nullptr));
+  train::Trainer t(m, {});
+  CHECK_THAT(error_of([&] { train::load_checkpoint(dir, m, t); }), Catch::Contains("has no 'manifest_checksum'"));
+  CHECK_THAT(error_of([&] { train::load_weights(dir, m); }), Catch::Contains("has no 'manifest_checksum'"));
+  REQUIRE_NOTHROW(train::load_checkpoint(dir, train::read_manifest(dir, true), m, t, nlohmann::json::object()));
+  REQUIRE_NOTHROW(train::load_weights(dir, train::read_manifest(dir, true), m, nullptr));
   // Sealed but edited (any field): refused naming the seal.
   j = nlohmann::json::parse(read_all(manifest));
   seal_json(j);
   j["step"] = 12345;
   write_all(manifest, j.dump(2));
-  CHECK_THAT(error_of([&] { read_manifest(dir); }), Catch::Contains("'manifest_checksum' does not match its contents"));
-  CHECK_THAT(error_of([&] { read_manifest(dir, true); }), Catch::Contains("does not match its contents"));
+  CHECK_THAT(error_of([&] { train::read_manifest(dir); }), Catch::Contains("'manifest_checksum' does not match its contents"));
+  CHECK_THAT(error_of([&] { train::read_manifest(dir, true); }), Catch::Contains("does not match its contents"));
   fs::remove_all(dir);
 }
 
@@ -175,20 +175,20 @@ TEST_CASE("checkpoint: every manifest field is validated, naming manifest.json a
   };
   Model m;
   layers::build_xmc_network(m, small_net());
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   for (const Case& c : cases) {
     auto j = original;
     j[c.field] = c.value;
     seal_json(j);  // as if frugal had written it: the fields' own checks behind the seal
     write_all(manifest, j.dump(2));
     INFO(c.field << " = " << c.value.dump());
-    const std::string e = error_of([&] { load_checkpoint(dir, m, t); });
+    const std::string e = error_of([&] { train::load_checkpoint(dir, m, t); });
     CHECK_THAT(e, Catch::Contains("manifest.json: " + c.expected));
-    CHECK_THAT(error_of([&] { load_weights(dir, m); }), Catch::Contains("manifest.json: " + c.expected));
+    CHECK_THAT(error_of([&] { train::load_weights(dir, m); }), Catch::Contains("manifest.json: " + c.expected));
     CHECK_THAT(e, !Catch::Contains("type_error"));
   }
   write_all(manifest, original.dump(2));
-  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
+  REQUIRE_NOTHROW(train::load_checkpoint(dir, m, t));
   fs::remove_all(dir);
 }
 
@@ -197,19 +197,19 @@ TEST_CASE("checkpoint: a row step count beyond the checkpoint's step is refused,
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, small_net());
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   // What made the bias-correction tables grow to 1.7e9 entries: a forged count (the checksum is of
   // the file as written, so only this check stops it).
   t.optimizer().state(0).row_steps.at(3) = 1'700'000'000u;
-  save_checkpoint(dir, m, t);
+  train::save_checkpoint(dir, m, t);
   Model m2;
   layers::build_xmc_network(m2, small_net());
-  Trainer t2(m2, {});
-  CHECK_THAT(error_of([&] { load_checkpoint(dir, m2, t2); }),
+  train::Trainer t2(m2, {});
+  CHECK_THAT(error_of([&] { train::load_checkpoint(dir, m2, t2); }),
              Catch::Contains("slice0.ckpt") && Catch::Contains("row 3 has step count 1700000000") &&
                  Catch::Contains("beyond the checkpoint's step 0"));
   // Weights-only loading does not use the optimizer state.
-  CHECK_NOTHROW(load_weights(dir, m2));
+  CHECK_NOTHROW(train::load_weights(dir, m2));
   fs::remove_all(dir);
 }
 
@@ -218,10 +218,10 @@ TEST_CASE("checkpoint: a row step count beyond the checkpoint's step is refused,
 TEST_CASE("checkpoint: a slice file's counts and shapes are checked against its size before allocating") {
   const std::string dir = "checkpoint_counts_test";
   save_small(dir);
-  const std::string original = read_all(fs::path(dir) / read_manifest(dir).folder / "slice0.ckpt");
+  const std::string original = read_all(fs::path(dir) / train::read_manifest(dir).folder / "slice0.ckpt");
   const auto decode = [](const std::string& bytes, bool full) {
     std::istringstream in(bytes, std::ios::binary);
-    return decode_slice(in, "x/slice0.ckpt", full);
+    return train::decode_slice(in, "x/slice0.ckpt", full);
   };
   REQUIRE(decode(original, true).params.size() > 0);
   const auto put64 = [](std::string& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); };
@@ -268,9 +268,9 @@ TEST_CASE("write_atomically: a failed write leaves no temporary file") {
   const std::string ckpt = (dir / "ckpt").string();
   Model m;
   layers::build_xmc_network(m, small_net());
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   fs::create_directories(fs::path(ckpt) / "epoch-0-step-0" / "slice0.ckpt" / "x");
-  CHECK_THROWS(save_checkpoint(ckpt, m, t));
+  CHECK_THROWS(train::save_checkpoint(ckpt, m, t));
   CHECK_FALSE(fs::exists(fs::path(ckpt) / "epoch-0-step-0" / "slice0.ckpt.tmp"));
   CHECK_FALSE(fs::exists(fs::path(ckpt) / "manifest.json"));
   fs::remove_all(dir);

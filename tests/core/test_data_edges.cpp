@@ -27,11 +27,11 @@ TEST_CASE("data edges: L = 1 trains and evaluates; P@1 is 1, P@5 is 1/5") {
   REQUIRE(d.num_labels == 1);
   Model model;
   layers::build_xmc_network(model, net(1));
-  Trainer trainer(model, {});
-  const FitResult fit = trainer.fit_epoch(d, {.batch = 2, .seed = 1, .progress = false});
+  train::Trainer trainer(model, {});
+  const train::FitResult fit = trainer.fit_epoch(d, {.batch = 2, .seed = 1, .progress = false});
   CHECK(fit.steps == 2);
   CHECK(std::isfinite(fit.loss));
-  const EvalResult r = trainer.evaluate(d, {});
+  const train::EvalResult r = trainer.evaluate(d, {});
   CHECK(r.p(1) == Approx(1.0));
   CHECK(r.p(5) == Approx(0.2));
 
@@ -49,11 +49,11 @@ TEST_CASE("data edges: N = 0 reads, trains zero steps and evaluates to 0, no NaN
   REQUIRE(d.size() == 0);
   Model model;
   layers::build_xmc_network(model, net(3));
-  Trainer trainer(model, {});
-  const FitResult fit = trainer.fit_epoch(d, {.batch = 2, .seed = 1, .progress = false});
+  train::Trainer trainer(model, {});
+  const train::FitResult fit = trainer.fit_epoch(d, {.batch = 2, .seed = 1, .progress = false});
   CHECK(fit.steps == 0);
   CHECK(fit.loss == 0.0);
-  const EvalResult r = trainer.evaluate(d, {});
+  const train::EvalResult r = trainer.evaluate(d, {});
   CHECK(r.samples == 0);
   CHECK(r.p(1) == 0.0);
 }

@@ -67,11 +67,11 @@ TEST_CASE("checkpoint: saved from the CPU backend, device-independent; loading f
   Model m;
   build(m);
   m.set_backend(&resolve_device("cpu"));
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   data::BatchLoader loader(problem().train, {.batch = 32, .seed = 1});
   SparseBatch batch;
   for (int i = 0; i < 3 && loader.next(batch); ++i) t.train_step(batch);
-  save_checkpoint(dir, m, t);
+  train::save_checkpoint(dir, m, t);
   // Weights are host floats: the tensors say so, and the manifest names no device.
   for (const Parameter* p : m.parameters()) CHECK(p->value.device().is_host());
   std::ifstream manifest(std::filesystem::path(dir) / "manifest.json");
@@ -89,7 +89,7 @@ TEST_CASE("checkpoint: saved from the CPU backend, device-independent; loading f
   }
   // The same files load onto whatever backend the machine has, with the same weights.
   for_cuda.set_backend(&resolve_device("auto"));
-  load_weights(dir, for_cuda);
+  train::load_weights(dir, for_cuda);
   const auto saved = m.parameters(), loaded = for_cuda.parameters();
   REQUIRE(saved.size() == loaded.size());
   for (size_t i = 0; i < saved.size(); ++i) {

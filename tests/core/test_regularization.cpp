@@ -23,12 +23,12 @@ Parameter with_gradient(const char* name, std::vector<float> g, int sliced_axis)
 
 TEST_CASE("clip norm: the global L2 norm, scaled only when above the limit") {
   Parameter a = with_gradient("a", {3}, -1), b = with_gradient("b", {0, 4}, -1);
-  REQUIRE(clip_gradient_norm({&a, &b}, 10.0f, nullptr) == Approx(5.0));
+  REQUIRE(train::clip_gradient_norm({&a, &b}, 10.0f, nullptr) == Approx(5.0));
   REQUIRE(b.grad.values.at(1, 0) == 4.0f);  // below the limit: untouched
-  REQUIRE(clip_gradient_norm({&a, &b}, 1.0f, nullptr) == Approx(5.0));
+  REQUIRE(train::clip_gradient_norm({&a, &b}, 1.0f, nullptr) == Approx(5.0));
   REQUIRE(a.grad.values.at(0, 0) == Approx(0.6f));
   REQUIRE(b.grad.values.at(1, 0) == Approx(0.8f));
-  REQUIRE(global_gradient_norm({&a, &b}, nullptr) == Approx(1.0).epsilon(1e-6));
+  REQUIRE(train::global_gradient_norm({&a, &b}, nullptr) == Approx(1.0).epsilon(1e-6));
 }
 
 TEST_CASE("clip norm over a model-parallel group: slices summed, replicated parameters counted once") {
@@ -38,7 +38,7 @@ TEST_CASE("clip norm over a model-parallel group: slices summed, replicated para
   comm::run_local(2, [&](comm::Communicator& c) {
     // Slice of a sliced parameter: 3 on rank 0, 4 on rank 1; a replicated one, 12, on both.
     Parameter sliced = with_gradient("s", {c.rank() == 0 ? 3.0f : 4.0f}, 0), shared = with_gradient("r", {12}, -1);
-    const double norm = clip_gradient_norm({&sliced, &shared}, 1.3f, &c);
+    const double norm = train::clip_gradient_norm({&sliced, &shared}, 1.3f, &c);
     std::lock_guard<std::mutex> lock(mu);
     norms.push_back(norm);
     scaled.push_back(shared.grad.values.at(0, 0));
@@ -69,9 +69,9 @@ SparseBatch batch_of(size_t points, size_t features) {
 TEST_CASE("input dropout: drops about p of the entries, scales the rest, reproduces per (seed, step, point)") {
   const SparseBatch in = batch_of(200, 50);
   SparseBatch a, b, c;
-  drop_input_features(in, {.p = 0.3f, .seed = 5}, 7, 0, 1, a);
-  drop_input_features(in, {.p = 0.3f, .seed = 5}, 7, 0, 1, b);
-  drop_input_features(in, {.p = 0.3f, .seed = 5}, 8, 0, 1, c);
+  train::drop_input_features(in, {.p = 0.3f, .seed = 5}, 7, 0, 1, a);
+  train::drop_input_features(in, {.p = 0.3f, .seed = 5}, 7, 0, 1, b);
+  train::drop_input_features(in, {.p = 0.3f, .seed = 5}, 8, 0, 1, c);
   REQUIRE(a.feature_ids == b.feature_ids);
   REQUIRE(a.feature_values == b.feature_values);
   REQUIRE(a.feature_ids != c.feature_ids);  // another step, other draws
@@ -87,19 +87,19 @@ TEST_CASE("input dropout: drops about p of the entries, scales the rest, reprodu
   // process drops for those points.
   SparseBatch odd, odd_dropped;
   for (size_t i = 1; i < in.size(); i += 2) odd.add_point(in.features_of(i), in.values_of(i), in.labels_of(i));
-  drop_input_features(odd, {.p = 0.3f, .seed = 5}, 7, 1, 2, odd_dropped);
+  train::drop_input_features(odd, {.p = 0.3f, .seed = 5}, 7, 1, 2, odd_dropped);
   for (size_t i = 0; i < odd.size(); ++i) {
     const auto x = odd_dropped.features_of(i), y = a.features_of(2 * i + 1);
     REQUIRE(std::vector<uint32_t>(x.begin(), x.end()) == std::vector<uint32_t>(y.begin(), y.end()));
   }
   SparseBatch none;
-  drop_input_features(in, {.p = 0.0f}, 7, 0, 1, none);
+  train::drop_input_features(in, {.p = 0.0f}, 7, 0, 1, none);
   REQUIRE(none.feature_values == in.feature_values);
-  REQUIRE_THROWS_WITH(drop_input_features(in, {.p = 1.0f}, 0, 0, 1, none), Catch::Contains("[0, 1)"));
+  REQUIRE_THROWS_WITH(train::drop_input_features(in, {.p = 1.0f}, 0, 0, 1, none), Catch::Contains("[0, 1)"));
 }
 
 TEST_CASE("early stopping: stops after `patience` epochs without improvement; state round-trips") {
-  EarlyStopping e(2);
+  train::EarlyStopping e(2);
   REQUIRE(e.update(1, 0.5));
   REQUIRE(e.update(2, 0.6));
   REQUIRE_FALSE(e.update(3, 0.6));  // equal is no improvement
@@ -108,9 +108,9 @@ TEST_CASE("early stopping: stops after `patience` epochs without improvement; st
   REQUIRE(e.should_stop());
   REQUIRE(e.state().best == 0.6);
   REQUIRE(e.state().best_epoch == 2);
-  const EarlyStopping resumed(2, e.state());
+  const train::EarlyStopping resumed(2, e.state());
   REQUIRE(resumed.should_stop());
-  EarlyStopping never(0);
+  train::EarlyStopping never(0);
   for (uint64_t epoch = 1; epoch < 10; ++epoch) never.update(epoch, 0.1);
   REQUIRE_FALSE(never.should_stop());
 }

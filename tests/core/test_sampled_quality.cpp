@@ -33,11 +33,11 @@ Curve curve(layers::Sampler sampler, size_t negatives, size_t epochs) {
                                     .seed = 1});
   // One optimizer for both samplers (the default picks each its own: row-wise Adam for LSH): the
   // curves compare the samplers alone.
-  Trainer trainer(model, {.optimizer = optim::Adam{}});
+  train::Trainer trainer(model, {.optimizer = optim::Adam{}});
   Curve c;
   for (size_t e = 1; e <= epochs; ++e) {
     trainer.fit_epoch(skewed().train, {.batch = 128, .seed = e, .progress = false});
-    const EvalResult ev = trainer.evaluate(skewed().test, {.k = {1, 5}});
+    const train::EvalResult ev = trainer.evaluate(skewed().test, {.k = {1, 5}});
     c.p1.push_back(ev.p(1));
     c.p5.push_back(ev.p(5));
   }
@@ -85,7 +85,7 @@ TEST_CASE("output rows from label centroids start the network as a nearest-centr
     Model model;
     layers::build_xmc_network(model, {.features = 3000, .labels = 300, .hidden = 256,
                                       .sampler = layers::Sampler::exact, .seed = 2});
-    Trainer trainer(model, {});
+    train::Trainer trainer(model, {});
     if (centroids) trainer.init_output_from_centroids(d.train, 10.0f);
     return trainer.evaluate(d.test, {.k = {1}}).p(1);
   };

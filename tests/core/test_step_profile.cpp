@@ -83,8 +83,8 @@ TEST_CASE("step profile: an LSH epoch's profile has every phase of the step, wit
     layers::build_xmc_network(model, {.features = 2000, .labels = 500, .hidden = 32, .sampler = sampler,
                                       .lsh = {.family = lsh::auto_family(lsh::Dwta{}, 20, 500), .tables = 20},
                                       .seed = 3});
-    Trainer trainer(model, {});
-    const FitResult fit = trainer.fit_epoch(d.train, {.batch = 64, .progress = false});
+    train::Trainer trainer(model, {});
+    const train::FitResult fit = trainer.fit_epoch(d.train, {.batch = 64, .progress = false});
     const profile::StepProfile& p = fit.profile;
     INFO((sampler == layers::Sampler::lsh ? "lsh" : "exact"));
     // The input layer's multiply-adds: 2 per nonzero and hidden unit, plus bias and activation.

@@ -33,7 +33,7 @@ layers::XmcNetworkOptions net(layers::Sampler sampler) {
 std::vector<double> losses_after(layers::Sampler sampler, size_t steps) {
   Model model;
   layers::build_xmc_network(model, net(sampler));
-  Trainer trainer(model, {});
+  train::Trainer trainer(model, {});
   data::BatchLoader loader(small_problem().train, {.batch = 64, .seed = 3});
   std::vector<double> out;
   SparseBatch batch;
@@ -48,7 +48,7 @@ TEST_CASE("trainer: P@1 >= 0.9 within a few epochs, exact and LSH samplers") {
   for (const auto sampler : {layers::Sampler::exact, layers::Sampler::lsh}) {
     Model model;
     layers::build_xmc_network(model, net(sampler));
-    Trainer trainer(model, {.optimizer = {.lr = 2e-3f}});
+    train::Trainer trainer(model, {.optimizer = {.lr = 2e-3f}});
     double p1 = 0;
     for (int epoch = 1; epoch <= 5 && p1 < 0.9; ++epoch) {
       trainer.fit_epoch(small_problem().train, {.batch = 64, .seed = uint64_t(epoch), .progress = false});
@@ -76,28 +76,28 @@ TEST_CASE("trainer: resume from a checkpoint continues bit-identically") {
     // Uninterrupted: two epochs.
     Model straight;
     layers::build_xmc_network(straight, net(sampler));
-    Trainer t1(straight, {});
+    train::Trainer t1(straight, {});
     t1.fit_epoch(d.train, {.batch = 64, .seed = 1, .progress = false});
     const double loss2 = t1.fit_epoch(d.train, {.batch = 64, .seed = 2, .progress = false}).loss;
     // Interrupted: one epoch, checkpoint, a fresh process-like model, resume, second epoch.
     {
       Model m;
       layers::build_xmc_network(m, net(sampler));
-      Trainer t(m, {});
+      train::Trainer t(m, {});
       t.fit_epoch(d.train, {.batch = 64, .seed = 1, .progress = false});
-      save_checkpoint(dir, m, t, {{"hidden", 64}});
+      train::save_checkpoint(dir, m, t, {{"hidden", 64}});
     }
     Model resumed;
     layers::build_xmc_network(resumed, net(sampler));
-    Trainer t2(resumed, {});
-    const auto info = load_checkpoint(dir, resumed, t2, {{"hidden", 64}});
+    train::Trainer t2(resumed, {});
+    const auto info = train::load_checkpoint(dir, resumed, t2, {{"hidden", 64}});
     REQUIRE(info.epoch == 1);
     const double resumed_loss2 = t2.fit_epoch(d.train, {.batch = 64, .seed = 2, .progress = false}).loss;
     REQUIRE(resumed_loss2 == loss2);
     const auto pa = straight.parameters(), pb = resumed.parameters();
     for (size_t i = 0; i < pa.size(); ++i) REQUIRE(std::equal(pa[i]->value.data(), pa[i]->value.data() + pa[i]->value.size(), pb[i]->value.data()));
     // A checkpoint made with other settings is refused, naming the setting.
-    REQUIRE_THROWS_WITH(load_checkpoint(dir, resumed, t2, {{"hidden", 128}}), Catch::Contains("hidden = 64"));
+    REQUIRE_THROWS_WITH(train::load_checkpoint(dir, resumed, t2, {{"hidden", 128}}), Catch::Contains("hidden = 64"));
   }
   fs::remove_all(dir);
 }
@@ -108,23 +108,23 @@ TEST_CASE("checkpoint: an interrupted save leaves the previous checkpoint intact
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, net(layers::Sampler::exact));
-  Trainer t(m, {});
-  save_checkpoint(dir, m, t);
+  train::Trainer t(m, {});
+  train::save_checkpoint(dir, m, t);
   const std::string slice = dir + "/epoch-0-step-0/slice0.ckpt";
   REQUIRE(fs::exists(slice));
   // A leftover temporary file from a crashed save does not affect loading.
   { std::ofstream(slice + ".tmp") << "partial"; }
-  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
+  REQUIRE_NOTHROW(train::load_checkpoint(dir, m, t));
   // A save that died before its manifest was written leaves the previous checkpoint in force.
   fs::create_directories(dir + "/epoch-1-step-9");
   { std::ofstream(dir + "/epoch-1-step-9/slice0.ckpt") << "half-written"; }
-  REQUIRE_NOTHROW(load_checkpoint(dir, m, t));
+  REQUIRE_NOTHROW(train::load_checkpoint(dir, m, t));
   // Truncate the real file: the error names it.
   fs::resize_file(slice, fs::file_size(slice) / 2);
-  REQUIRE_THROWS_WITH(load_checkpoint(dir, m, t), Catch::Contains("slice0.ckpt") && Catch::Contains("truncated or corrupt"));
+  REQUIRE_THROWS_WITH(train::load_checkpoint(dir, m, t), Catch::Contains("slice0.ckpt") && Catch::Contains("truncated or corrupt"));
   { std::ofstream(dir + "/manifest.json") << "{ not json"; }
-  REQUIRE_THROWS_WITH(load_checkpoint(dir, m, t), Catch::Contains("corrupt manifest"));
-  REQUIRE_THROWS_WITH(load_checkpoint("no_such_dir", m, t), Catch::Contains("no checkpoint here"));
+  REQUIRE_THROWS_WITH(train::load_checkpoint(dir, m, t), Catch::Contains("corrupt manifest"));
+  REQUIRE_THROWS_WITH(train::load_checkpoint("no_such_dir", m, t), Catch::Contains("no checkpoint here"));
   fs::remove_all(dir);
 }
 
@@ -137,15 +137,15 @@ TEST_CASE("trainer: divergence stops the epoch, or its batches are skipped witho
   // may hold it): its batch's loss is NaN.
   const size_t point = 2 * 64 + 5;
   poisoned.points.feature_values[poisoned.points.feature_offsets[point]] = std::nanf("");
-  const FitOptions fit{.batch = 64, .shuffle = false, .progress = false, .max_steps = 6};
+  const train::FitOptions fit{.batch = 64, .shuffle = false, .progress = false, .max_steps = 6};
   {  // A learning rate far too high: the loss overflows within a few steps.
     Model model;
     layers::build_xmc_network(model, net(layers::Sampler::exact));
-    Trainer trainer(model, {.optimizer = {.lr = 1e30f}});
-    CHECK_THROWS_AS(trainer.fit_epoch(small_problem().train, fit), DivergenceError);
+    train::Trainer trainer(model, {.optimizer = {.lr = 1e30f}});
+    CHECK_THROWS_AS(trainer.fit_epoch(small_problem().train, fit), train::DivergenceError);
     Model again;
     layers::build_xmc_network(again, net(layers::Sampler::exact));
-    CHECK_THROWS_WITH(Trainer(again, {.optimizer = {.lr = 1e30f}}).fit_epoch(small_problem().train, fit),
+    CHECK_THROWS_WITH(train::Trainer(again, {.optimizer = {.lr = 1e30f}}).fit_epoch(small_problem().train, fit),
                       Catch::Contains("epoch 1, step ") && Catch::Contains("training diverged") &&
                           Catch::Contains("lr 1e+30"));
   }
@@ -153,14 +153,14 @@ TEST_CASE("trainer: divergence stops the epoch, or its batches are skipped witho
      // no loss shows it, the weights' check at the epoch's end does.
     Model model;
     layers::build_xmc_network(model, net(layers::Sampler::exact));
-    Trainer trainer(model, {.optimizer = {.lr = 1e19f}});
+    train::Trainer trainer(model, {.optimizer = {.lr = 1e19f}});
     CHECK_THROWS_WITH(trainer.fit_epoch(small_problem().train, {.batch = 64, .progress = false, .max_steps = 1}),
                       Catch::Contains("epoch 1 (after its last step): the model's weights"));
   }
   Model model;
   layers::build_xmc_network(model, net(layers::Sampler::exact));
-  Trainer trainer(model, {.on_divergence = OnDivergence::skip_batch});
-  const FitResult r = trainer.fit_epoch(poisoned, fit);
+  train::Trainer trainer(model, {.on_divergence = train::OnDivergence::skip_batch});
+  const train::FitResult r = trainer.fit_epoch(poisoned, fit);
   CHECK(r.skipped_batches == 1);
   CHECK(r.diverged_step == 3);
   CHECK(r.steps == 6);
@@ -171,7 +171,7 @@ TEST_CASE("trainer: divergence stops the epoch, or its batches are skipped witho
   // The same five batches without the poisoned one train the same weights as skipping it.
   Model clean_model;
   layers::build_xmc_network(clean_model, net(layers::Sampler::exact));
-  Trainer clean(clean_model, {});
+  train::Trainer clean(clean_model, {});
   data::BatchLoader loader(small_problem().train, {.batch = 64, .shuffle = false});
   SparseBatch batch;
   for (int s = 0; s < 6 && loader.next(batch); ++s)

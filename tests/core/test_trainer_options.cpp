@@ -4,6 +4,8 @@
 // runs reproduce, evaluation never drops inputs, and checkpoints of another optimizer are refused
 // or converted.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "core/data/batch_loader.h"
@@ -31,9 +33,9 @@ layers::XmcNetworkOptions net(layers::Sampler sampler) {
           .lsh = {.family = lsh::Dwta{.k = 3}, .tables = 16, .min_active = 40}, .seed = 4};
 }
 
-TrainerOptions every_option(const optim::Options& optimizer) {
+train::TrainerOptions every_option(const optim::Options& optimizer) {
   const uint64_t steps = kEpochs * ((problem().train.size() + kBatch - 1) / kBatch);
-  TrainerOptions o;
+  train::TrainerOptions o;
   o.optimizer = optimizer;
   o.lr_schedule = {.kind = optim::ScheduleKind::cosine, .warmup_steps = 10, .total_steps = steps};
   o.clip_norm = 0.5f;
@@ -65,10 +67,10 @@ TEST_CASE("trainer options: resume with every option on is bit-identical to an u
     for (const auto sampler : {layers::Sampler::lsh, layers::Sampler::exact}) {
       INFO(optim::to_string(optimizer.method) << (sampler == layers::Sampler::lsh ? " lsh" : " exact"));
       fs::remove_all(dir);
-      const TrainerOptions options = every_option(optimizer);
+      const train::TrainerOptions options = every_option(optimizer);
       Model straight;
       layers::build_xmc_network(straight, net(sampler));
-      Trainer a(straight, options);
+      train::Trainer a(straight, options);
       std::vector<double> losses;
       for (uint64_t e = 1; e <= kEpochs; ++e)
         losses.push_back(a.fit_epoch(problem().train, {.batch = kBatch, .seed = e, .progress = false}).loss);
@@ -76,14 +78,14 @@ TEST_CASE("trainer options: resume with every option on is bit-identical to an u
       {
         Model m;
         layers::build_xmc_network(m, net(sampler));
-        Trainer t(m, options);
+        train::Trainer t(m, options);
         t.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
-        save_checkpoint(dir, m, t);
+        train::save_checkpoint(dir, m, t);
       }
       Model resumed;
       layers::build_xmc_network(resumed, net(sampler));
-      Trainer b(resumed, options);
-      load_checkpoint(dir, resumed, b);
+      train::Trainer b(resumed, options);
+      train::load_checkpoint(dir, resumed, b);
       REQUIRE(b.step() == a.step() / 2);
       REQUIRE(b.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false}).loss == losses[1]);
       const auto wa = weights(straight), wb = weights(resumed);
@@ -99,8 +101,8 @@ TEST_CASE("trainer options: resume with every option on is bit-identical to an u
 TEST_CASE("trainer options: the epoch ends with every row caught up; clipping is reported") {
   Model m;
   layers::build_xmc_network(m, net(layers::Sampler::lsh));
-  Trainer t(m, every_option(optim::Adam{.updates = optim::SparseUpdates::catchup}));
-  const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false, .max_steps = 7});
+  train::Trainer t(m, every_option(optim::Adam{.updates = optim::SparseUpdates::catchup}));
+  const train::FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false, .max_steps = 7});
   for (size_t i = 0; i < t.optimizer().size(); ++i)
     for (const uint32_t s : t.optimizer().state(i).row_steps) REQUIRE(s == 7);
   REQUIRE(fit.grad_norm > 0);
@@ -111,7 +113,7 @@ TEST_CASE("trainer options: dropout acts in training only") {
   Model plain_model, dropout_model;
   layers::build_xmc_network(plain_model, net(layers::Sampler::exact));
   layers::build_xmc_network(dropout_model, net(layers::Sampler::exact));
-  Trainer plain(plain_model, {}), dropping(dropout_model, {.dropout = {.p = 0.5f, .seed = 3}});
+  train::Trainer plain(plain_model, {}), dropping(dropout_model, {.dropout = {.p = 0.5f, .seed = 3}});
   data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 1});
   SparseBatch batch;
   loader.next(batch);
@@ -121,24 +123,24 @@ TEST_CASE("trainer options: dropout acts in training only") {
 }
 
 TEST_CASE("trainer options: a checkpoint of another optimizer is refused; lazy state resumes under catch-up") {
-  const std::string dir = "trainer_options_kind_ckpt";
+  const std::string dir = (fs::temp_directory_path() / ("frugal_trainer_options_kind_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   Model m;
   layers::build_xmc_network(m, net(layers::Sampler::lsh));
-  Trainer lazy(m, {.optimizer = optim::Adam{}});
+  train::Trainer lazy(m, {.optimizer = optim::Adam{}});
   lazy.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false, .max_steps = 5});
-  save_checkpoint(dir, m, lazy);
+  train::save_checkpoint(dir, m, lazy);
   Model other;
   layers::build_xmc_network(other, net(layers::Sampler::lsh));
-  Trainer sgd(other, {.optimizer = optim::Sgd{}});
-  REQUIRE_THROWS_WITH(load_checkpoint(dir, other, sgd), Catch::Contains("holds adam state, this run uses sgd"));
+  train::Trainer sgd(other, {.optimizer = optim::Sgd{}});
+  REQUIRE_THROWS_WITH(train::load_checkpoint(dir, other, sgd), Catch::Contains("holds adam state, this run uses sgd"));
   // Refused by the manifest's method, not by the state's shape (Adagrad's one tensor per parameter
   // would fit an SGD checkpoint).
-  Trainer adagrad(other, {.optimizer = optim::Adagrad{}});
-  REQUIRE_THROWS_WITH(load_checkpoint(dir, other, adagrad), Catch::Contains("holds adam state, this run uses adagrad"));
-  Trainer catchup(other, {.optimizer = optim::Adam{.updates = optim::SparseUpdates::catchup}});
-  load_checkpoint(dir, other, catchup);
-  REQUIRE(read_manifest(dir).optimizer.at("sparse_updates") == "lazy");
+  train::Trainer adagrad(other, {.optimizer = optim::Adagrad{}});
+  REQUIRE_THROWS_WITH(train::load_checkpoint(dir, other, adagrad), Catch::Contains("holds adam state, this run uses adagrad"));
+  train::Trainer catchup(other, {.optimizer = optim::Adam{.updates = optim::SparseUpdates::catchup}});
+  train::load_checkpoint(dir, other, catchup);
+  REQUIRE(train::read_manifest(dir).optimizer.at("sparse_updates") == "lazy");
   // Lazy rows owe nothing: they count as up to date at the checkpoint's step.
   for (size_t i = 0; i < catchup.optimizer().size(); ++i)
     for (const uint32_t s : catchup.optimizer().state(i).row_steps) REQUIRE(s == 5);

@@ -41,7 +41,7 @@ TEST_CASE("mlp: two hidden layers learn an image problem to >= 95% accuracy") {
   layers::build_mlp_network(model, {.features = 64, .labels = 4, .hidden = {32, 16}, .seed = 3});
   REQUIRE(model.layers().size() == 3);
   CHECK(model.layers()[1]->kind() == "Dense");
-  Trainer trainer(model, {.optimizer = {.lr = 3e-3f}});
+  train::Trainer trainer(model, {.optimizer = {.lr = 3e-3f}});
   const double before = trainer.evaluate(test, {.k = {1}}).p(1);
   for (uint64_t epoch = 1; epoch <= 4; ++epoch) trainer.fit_epoch(train, {.batch = 64, .seed = epoch, .progress = false});
   const double after = trainer.evaluate(test, {.k = {1}}).p(1);

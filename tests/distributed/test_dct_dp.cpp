@@ -34,11 +34,11 @@ struct Run {
   std::map<std::string, Tensor> weights;      // replica 0's slices, gathered whole
   std::map<std::string, Tensor> last_replica; // the last replica's, the same way
   double p1 = 0;
-  FitResult fit;                              // rank 0's last epoch
+  train::FitResult fit;                              // rank 0's last epoch
 };
 
 // base: the trainer's other options (optimizer, clipping); parallel and dp are set here.
-Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int epochs = 2, TrainerOptions base = {}) {
+Run run_training(int replicas, int slices, std::optional<comm::DpCompression> dp, int epochs = 2, train::TrainerOptions base = {}) {
   Run run;
   std::mutex mu;
   comm::run_local(replicas * slices, [&](comm::Communicator& world) {
@@ -49,12 +49,12 @@ Run train(int replicas, int slices, std::optional<comm::DpCompression> dp, int e
     layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
                                   .sampler = layers::Sampler::exact, .seed = 3,
                                   .placement = Placement::sliced(*model_group)});
-    TrainerOptions options = base;
+    train::TrainerOptions options = base;
     options.parallel = {.model = model_group.get(), .data = data_group.get()};
     options.dp = dp;
-    Trainer t(m, options);
+    train::Trainer t(m, options);
     std::vector<double> losses;
-    FitResult fit;
+    train::FitResult fit;
     for (int e = 0; e < epochs; ++e) {
       fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 10u + e, .progress = false});
       losses.push_back(fit.loss);
@@ -89,8 +89,8 @@ TEST_CASE("DCT-DP: --dp-keep 1 reproduces the uncompressed replica sum exactly (
   host_backend().set_num_threads(1);
   for (const int slices : {1, 2}) {
     INFO("grid 2x" << slices);
-    const Run plain = train(2, slices, std::nullopt);
-    const Run keep_all = train(2, slices, comm::DpCompression{.keep = 1.0f});
+    const Run plain = run_training(2, slices, std::nullopt);
+    const Run keep_all = run_training(2, slices, comm::DpCompression{.keep = 1.0f});
     require_identical(keep_all, plain);
     REQUIRE(keep_all.fit.dp_compression() > 0.0);
   }
@@ -99,9 +99,9 @@ TEST_CASE("DCT-DP: --dp-keep 1 reproduces the uncompressed replica sum exactly (
 TEST_CASE("DCT-DP: thresholded training is deterministic, learns and cuts the traffic") {
   host_backend().set_num_threads(1);
   const comm::DpCompression dct{.keep = 0.01f, .reestimate_every = 10};
-  const Run a = train(2, 1, dct), b = train(2, 1, dct);
+  const Run a = run_training(2, 1, dct), b = run_training(2, 1, dct);
   require_identical(a, b);
-  const Run plain = train(2, 1, std::nullopt);
+  const Run plain = run_training(2, 1, std::nullopt);
   INFO("dp compression " << a.fit.dp_compression() << ", P@1 " << a.p1 << " vs " << plain.p1);
   REQUIRE(a.losses.back() < a.losses.front());
   REQUIRE(a.fit.dp_compression() > 20.0);
@@ -111,9 +111,9 @@ TEST_CASE("DCT-DP: thresholded training is deterministic, learns and cuts the tr
 
 TEST_CASE("DCT-DP: exact top-k every step, bf16 values, 4 replicas") {
   host_backend().set_num_threads(1);
-  const Run exact = train(2, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 1, .exact_tau = true}, 1);
+  const Run exact = run_training(2, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 1, .exact_tau = true}, 1);
   REQUIRE(exact.fit.dp_compression() > 5.0);
-  const Run half = train(4, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 5, .wire = comm::ValueType::bf16}, 1);
+  const Run half = run_training(4, 1, comm::DpCompression{.keep = 0.05f, .reestimate_every = 5, .wire = comm::ValueType::bf16}, 1);
   REQUIRE(std::isfinite(half.losses.back()));
   REQUIRE(half.fit.dp_compression() > 5.0);
 }
@@ -124,14 +124,14 @@ TEST_CASE("DCT-DP over optimizer updates: replicas stay identical, runs are dete
     INFO("grid 2x" << slices);
     const comm::DpCompression dct{.keep = 0.01f, .reestimate_every = 1, .wire = comm::ValueType::bf16,
                                   .target = comm::DpTarget::updates};
-    const Run a = train(2, slices, dct), b = train(2, slices, dct);
+    const Run a = run_training(2, slices, dct), b = run_training(2, slices, dct);
     require_identical(a, b);
     for (const auto& [name, w] : a.weights) {  // every replica applied the same averaged update
       INFO(name);
       const Tensor& other = a.last_replica.at(name);
       REQUIRE(std::equal(w.data(), w.data() + w.size(), other.data()));
     }
-    const Run plain = train(2, slices, std::nullopt);
+    const Run plain = run_training(2, slices, std::nullopt);
     INFO("dp compression " << a.fit.dp_compression() << ", P@1 " << a.p1 << " vs " << plain.p1);
     REQUIRE(a.losses.back() < a.losses.front());
     REQUIRE(a.fit.dp_compression() > 20.0);
@@ -154,7 +154,7 @@ TEST_CASE("DCT-DP over optimizer updates at keep 1 is the mean of the replicas' 
                                     .sampler = layers::Sampler::exact, .seed = 3});
       std::optional<comm::DpCompression> dp;
       if (replicas == 2) dp = comm::DpCompression{.keep = 1.0f, .target = comm::DpTarget::updates};
-      Trainer t(m, {.parallel = {.data = replicas == 2 ? &c : nullptr}, .dp = dp});
+      train::Trainer t(m, {.parallel = {.data = replicas == 2 ? &c : nullptr}, .dp = dp});
       std::vector<double> mine;
       for (size_t first = 0; first + kBatch <= 8 * kBatch; first += kBatch) {
         std::vector<uint32_t> ids(kBatch);
@@ -183,7 +183,7 @@ TEST_CASE("DCT-DP over optimizer updates refuses catch-up sparse updates") {
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden});
   optim::Options catchup;
   catchup.updates = optim::SparseUpdates::catchup;
-  REQUIRE_THROWS_WITH(Trainer(m, {.optimizer = catchup,
+  REQUIRE_THROWS_WITH(train::Trainer(m, {.optimizer = catchup,
                                   .dp = comm::DpCompression{.keep = 0.1f, .target = comm::DpTarget::updates}}),
                       Catch::Contains("--dp-compress updates") && Catch::Contains("lazy"));
 }
@@ -191,7 +191,7 @@ TEST_CASE("DCT-DP over optimizer updates refuses catch-up sparse updates") {
 TEST_CASE("DCT-DP: thresholds and the dense all-reduce baseline contradict each other") {
   Model m;
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden});
-  REQUIRE_THROWS_WITH(Trainer(m, {.parallel = {.dense_gradients = true}, .dp = comm::DpCompression{.keep = 0.1f}}),
+  REQUIRE_THROWS_WITH(train::Trainer(m, {.parallel = {.dense_gradients = true}, .dp = comm::DpCompression{.keep = 0.1f}}),
                       Catch::Contains("dp") && Catch::Contains("parallel.dense_gradients"));
 }
 
@@ -204,7 +204,7 @@ TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the
   INFO("--dp-compress " << comm::to_string(target) << ", momentum correction " << momentum);
   const comm::DpCompression dct{.keep = 0.02f, .reestimate_every = 7, .target = target,
                                 .momentum_correction = momentum};
-  const Run whole = train(2, 2, dct, 2);
+  const Run whole = run_training(2, 2, dct, 2);
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal-test-dct-ckpt").string();
   std::filesystem::remove_all(dir);
   Run resumed;
@@ -218,19 +218,19 @@ TEST_CASE("DCT-DP: a checkpoint keeps every replica's residuals; resuming on the
       layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
                                     .sampler = layers::Sampler::exact, .seed = 3,
                                     .placement = Placement::sliced(*model_group)});
-      Trainer t(m, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dct});
+      train::Trainer t(m, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dct});
       if (resume) {
-        const CheckpointInfo info = load_checkpoint(dir, m, t);
+        const train::CheckpointInfo info = train::load_checkpoint(dir, m, t);
         REQUIRE(info.dct_residuals_restored);
       }
       for (int e = epochs_before; e < epochs_before + epochs_after; ++e) {
-        const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 10u + e, .progress = false});
+        const train::FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 10u + e, .progress = false});
         if (w == 0) {
           std::lock_guard<std::mutex> lock(mu);
           resumed.losses.push_back(fit.loss);
         }
       }
-      if (!resume) save_checkpoint(dir, m, t);
+      if (!resume) train::save_checkpoint(dir, m, t);
     });
   };
   session(0, 1, false);
@@ -251,21 +251,21 @@ TEST_CASE("DCT-DP: a truncated residual file fails to load, naming the file") {
       Model m;
       layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
                                     .sampler = layers::Sampler::exact, .seed = 3});
-      Trainer t(m, {.parallel = {.data = &c}, .dp = dct});
+      train::Trainer t(m, {.parallel = {.data = &c}, .dp = dct});
       if (!resume) {
         t.fit_epoch(problem().train, {.batch = kBatch, .progress = false, .max_steps = 4});
-        save_checkpoint(dir, m, t);
+        train::save_checkpoint(dir, m, t);
         return;
       }
       try {
-        load_checkpoint(dir, m, t);
+        train::load_checkpoint(dir, m, t);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mu);
         errors.push_back(e.what());
       }
     });
     if (!resume) {
-      const auto info = read_checkpoint_manifest(dir);
+      const auto info = train::read_checkpoint_manifest(dir);
       const auto file = std::filesystem::path(dir) / info.folder / "dct-replica1-slice0.ckpt";
       std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
     }
@@ -285,8 +285,8 @@ TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; 
       Model m;
       layers::build_mlp_network(m, {.features = kFeatures, .labels = kLabels, .hidden = {16, 12},
                                     .sampler = layers::Sampler::exact, .seed = 4});
-      Trainer t(m, {.parallel = {.data = &c}, .dp = dp});
-      const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .progress = false, .max_steps = 12});
+      train::Trainer t(m, {.parallel = {.data = &c}, .dp = dp});
+      const train::FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .progress = false, .max_steps = 12});
       if (c.rank() == 0) losses.push_back(fit.loss);
     });
     return losses;
@@ -299,15 +299,15 @@ TEST_CASE("DCT-DP: Dense layers (every row, every step) train under thresholds; 
 TEST_CASE("DCT-DP: per-parameter keep fractions override --dp-keep by name prefix") {
   host_backend().set_num_threads(1);
   // Every parameter overridden to 1: exactly the uncompressed sum, whatever --dp-keep says.
-  const Run plain = train(2, 1, std::nullopt);
-  const Run all_kept = train(2, 1, comm::DpCompression{.keep = 0.01f, .per_parameter = {{"sparse_dense.", 1.0f},
+  const Run plain = run_training(2, 1, std::nullopt);
+  const Run all_kept = run_training(2, 1, comm::DpCompression{.keep = 0.01f, .per_parameter = {{"sparse_dense.", 1.0f},
                                                                                        {"softmax.", 1.0f}}});
   require_identical(all_kept, plain);
   // Only the output layer kept whole: fewer bytes than keeping everything, more than thresholding all.
   const comm::DpCompression all{.keep = 0.01f};
   comm::DpCompression output_whole = all;
   output_whole.per_parameter = {{"softmax.", 1.0f}};
-  const Run thresholded = train(2, 1, all), partial = train(2, 1, output_whole);
+  const Run thresholded = run_training(2, 1, all), partial = run_training(2, 1, output_whole);
   INFO("dp bytes: all kept " << all_kept.fit.dp_bytes_sent << ", output whole " << partial.fit.dp_bytes_sent
                              << ", all thresholded " << thresholded.fit.dp_bytes_sent);
   REQUIRE(partial.fit.dp_bytes_sent < all_kept.fit.dp_bytes_sent);
@@ -321,7 +321,7 @@ TEST_CASE("DCT-DP: per-parameter keep fractions override --dp-keep by name prefi
   // A prefix that matches no parameter is refused, naming the parameters; so is a bad fraction.
   comm::DpCompression typo = all;
   typo.per_parameter = {{"sofmax.", 0.5f}};
-  REQUIRE_THROWS_WITH(train(2, 1, typo), Catch::Contains("no parameter's name starts with 'sofmax.'") &&
+  REQUIRE_THROWS_WITH(run_training(2, 1, typo), Catch::Contains("no parameter's name starts with 'sofmax.'") &&
                                              Catch::Contains("softmax.weight"));
   REQUIRE_THROWS_WITH((comm::DpCompression{.per_parameter = {{"softmax.", 0.0f}}}.validate()),
                       Catch::Contains("expected a fraction in (0, 1]"));
@@ -332,24 +332,24 @@ TEST_CASE("DCT-DP momentum correction (DGC): at keep 1 it is the optimizer witho
   // Everything is sent every step, so every velocity restarts from 0 (momentum factor masking):
   // SGD with momentum 0.9 under momentum correction steps exactly as SGD without momentum.
   const comm::DpCompression all{.keep = 1.0f, .momentum_correction = true};
-  const Run corrected = train(2, 1, all, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.9f}});
-  const Run plain = train(2, 1, std::nullopt, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.0f}});
+  const Run corrected = run_training(2, 1, all, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.9f}});
+  const Run plain = run_training(2, 1, std::nullopt, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.0f}});
   require_identical(corrected, plain);
-  const Run with_momentum = train(2, 1, std::nullopt, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.9f}});
+  const Run with_momentum = run_training(2, 1, std::nullopt, 2, {.optimizer = optim::Sgd{.lr = 0.5f, .momentum = 0.9f}});
   REQUIRE(with_momentum.losses != plain.losses);
   // Thresholded (Adam: beta1 moves into the thresholders): deterministic, learns, still compresses,
   // and differs from the uncorrected run.
   const comm::DpCompression dct{.keep = 0.05f, .momentum_correction = true};
-  const Run a = train(2, 2, dct), b = train(2, 2, dct);
+  const Run a = run_training(2, 2, dct), b = run_training(2, 2, dct);
   require_identical(a, b);
   REQUIRE(a.losses.back() < a.losses.front());
   REQUIRE(a.fit.dp_compression() > 5.0);
-  REQUIRE(train(2, 2, comm::DpCompression{.keep = 0.05f}).losses != a.losses);
+  REQUIRE(run_training(2, 2, comm::DpCompression{.keep = 0.05f}).losses != a.losses);
   // Refused where there is no momentum to move, or updates are exchanged.
   Model m;
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden, .seed = 3});
-  REQUIRE_THROWS_WITH(Trainer(m, {.optimizer = optim::Adagrad{}, .dp = dct}), Catch::Contains("momentum"));
-  REQUIRE_THROWS_WITH(Trainer(m, {.dp = comm::DpCompression{.keep = 0.05f, .target = comm::DpTarget::updates,
+  REQUIRE_THROWS_WITH(train::Trainer(m, {.optimizer = optim::Adagrad{}, .dp = dct}), Catch::Contains("momentum"));
+  REQUIRE_THROWS_WITH(train::Trainer(m, {.dp = comm::DpCompression{.keep = 0.05f, .target = comm::DpTarget::updates,
                                                             .momentum_correction = true}}),
                       Catch::Contains("gradients"));
 }
@@ -358,17 +358,17 @@ TEST_CASE("DCT-DP local clipping (DGC): each replica clips to clip_norm / sqrt(r
   host_backend().set_num_threads(1);
   const comm::DpCompression local{.keep = 0.05f, .local_clipping = true};
   // A limit no gradient reaches: nothing is clipped, so the run is the unclipped one, bit for bit.
-  const Run loose = train(2, 1, local, 1, {.clip_norm = 1e6f});
-  require_identical(loose, train(2, 1, comm::DpCompression{.keep = 0.05f}, 1));
+  const Run loose = run_training(2, 1, local, 1, {.clip_norm = 1e6f});
+  require_identical(loose, run_training(2, 1, comm::DpCompression{.keep = 0.05f}, 1));
   REQUIRE(loose.fit.clipped_steps == 0);
   // A tight one clips every step, at the local limit: the replicas' gradients before the sum, which
   // is not what clipping the sum does.
-  const Run tight = train(2, 1, local, 1, {.clip_norm = 1e-4f});
+  const Run tight = run_training(2, 1, local, 1, {.clip_norm = 1e-4f});
   REQUIRE(tight.fit.clipped_steps == tight.fit.steps);
-  const Run global = train(2, 1, comm::DpCompression{.keep = 0.05f}, 1, {.clip_norm = 1e-4f});
+  const Run global = run_training(2, 1, comm::DpCompression{.keep = 0.05f}, 1, {.clip_norm = 1e-4f});
   REQUIRE(global.fit.clipped_steps == global.fit.steps);
   REQUIRE(tight.losses != global.losses);
   Model m;
   layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden, .seed = 3});
-  REQUIRE_THROWS_WITH(Trainer(m, {.dp = local}), Catch::Contains("clip_norm"));
+  REQUIRE_THROWS_WITH(train::Trainer(m, {.dp = local}), Catch::Contains("clip_norm"));
 }

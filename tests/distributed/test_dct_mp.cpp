@@ -42,17 +42,17 @@ struct Run {
   std::vector<double> losses;
   std::map<std::string, Tensor> weights;  // every parameter, gathered whole
   double p1 = 0;
-  FitResult fit;
+  train::FitResult fit;
 };
 
-Run train(int ranks, comm::MpCompression mp) {
+Run run_training(int ranks, comm::MpCompression mp) {
   Run run;
   std::mutex mu;
   comm::run_local(ranks, [&](comm::Communicator& c) {
     Model m;
     build(m, Placement::sliced(c));
-    Trainer t(m, {.parallel = {.model = &c}, .mp = mp});
-    const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    train::Trainer t(m, {.parallel = {.model = &c}, .mp = mp});
+    const train::FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     std::vector<double> losses{fit.loss};
     const double p1 = t.evaluate(problem().test, {}).p(1);
     std::lock_guard<std::mutex> lock(mu);
@@ -94,10 +94,10 @@ std::vector<std::string> errors_of(int ranks, const std::function<void(comm::Com
 
 TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 rank when everything is kept") {
   host_backend().set_num_threads(1);
-  const Run reference = train(1, {});
+  const Run reference = run_training(1, {});
   for (const int ranks : {2, 3, 4}) {
     INFO(ranks << " ranks");
-    const Run mp = train(ranks, {});
+    const Run mp = run_training(ranks, {});
     require_close(mp, reference, 1e-5);
     REQUIRE(mp.fit.mp_compression() == 1.0);
   }
@@ -106,7 +106,7 @@ TEST_CASE("DCT-MP: a sliced MLP (sliced Dense layers) on 2, 3, 4 ranks equals 1 
 TEST_CASE("DCT-MP: keep = 100% through the top-k code path reproduces the uncompressed exchange exactly") {
   host_backend().set_num_threads(1);
   const double whole = static_cast<double>(*std::max_element(kHidden.begin(), kHidden.end()));  // a count >= every slice
-  const Run plain = train(2, {.keep = 1.0}), topk = train(2, {.keep = whole});
+  const Run plain = run_training(2, {.keep = 1.0}), topk = run_training(2, {.keep = whole});
   REQUIRE(topk.losses == plain.losses);
   for (const auto& [name, w] : plain.weights) {
     INFO(name);
@@ -115,7 +115,7 @@ TEST_CASE("DCT-MP: keep = 100% through the top-k code path reproduces the uncomp
   }
   REQUIRE(topk.p1 == plain.p1);
   // 3 ranks: the reduce-scatter's ring may add in another order than our rank-order sum.
-  require_close(train(3, {.keep = whole}), train(3, {.keep = 1.0}), 1e-5);
+  require_close(run_training(3, {.keep = whole}), run_training(3, {.keep = 1.0}), 1e-5);
 }
 
 namespace {
@@ -131,7 +131,7 @@ void check_masked_gradients(int ranks, comm::MpCompression mp) {
   comm::run_local(ranks, [&](comm::Communicator& c) {
     Model m;
     build(m, Placement::sliced(c));
-    Trainer t(m, {.parallel = {.model = &c}, .mp = mp});
+    train::Trainer t(m, {.parallel = {.model = &c}, .mp = mp});
     // A few Adam steps first, so that activations are spread out rather than at initialization.
     data::BatchLoader warm(problem().train, {.batch = kBatch, .seed = 5});
     SparseBatch wb;
@@ -181,8 +181,8 @@ TEST_CASE("DCT-MP: finite differences through the top-k masked network match its
 
 TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still learns; runs reproduce") {
   host_backend().set_num_threads(1);
-  const Run full = train(2, {});
-  const Run topk = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
+  const Run full = run_training(2, {});
+  const Run topk = run_training(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
   // Forward: 2-byte position + 2-byte value for a quarter of the activations instead of 4 bytes
   // for all of them (~4x); backward: 2 bytes for a quarter (~8x).
   INFO("mp compression " << topk.fit.mp_compression());
@@ -190,7 +190,7 @@ TEST_CASE("DCT-MP: top-k and bf16 cut the payload; the masked network still lear
   REQUIRE(topk.fit.mp_bytes_sent < full.fit.mp_bytes_sent);
   REQUIRE(std::isfinite(topk.losses.front()));
   REQUIRE(topk.p1 > 0.0);
-  const Run again = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
+  const Run again = run_training(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
   REQUIRE(again.losses == topk.losses);
 }
 
@@ -199,7 +199,7 @@ TEST_CASE("DCT-MP: ranks that disagree on --mp-keep fail with a clear error, not
   const auto errors = errors_of(2, [](comm::Communicator& c) {
     Model m;
     build(m, Placement::sliced(c));
-    Trainer t(m, {.parallel = {.model = &c}, .mp = {.keep = c.rank() == 0 ? 0.5 : 0.25}});
+    train::Trainer t(m, {.parallel = {.model = &c}, .mp = {.keep = c.rank() == 0 ? 0.5 : 0.25}});
     SparseBatch batch;
     data::BatchLoader loader(problem().train, {.batch = kBatch});
     REQUIRE(loader.next(batch));
@@ -221,11 +221,11 @@ TEST_CASE("DCT-MP: the warm-up keeps everything at first and falls geometrically
   REQUIRE(count.kept_of(4, 100) == 4);  // a count never exceeds the slice
   // During the warm-up's first step everything travels: the run starts exactly as an uncompressed one.
   host_backend().set_num_threads(1);
-  const Run warm = train(2, {.keep = 0.25, .warmup_steps = 1000}), plain = train(2, {});
+  const Run warm = run_training(2, {.keep = 0.25, .warmup_steps = 1000}), plain = run_training(2, {});
   REQUIRE(warm.losses == plain.losses);  // f32 and everything kept for all kSteps steps
-  const Run short_warmup = train(2, {.keep = 0.25, .warmup_steps = 4});
+  const Run short_warmup = run_training(2, {.keep = 0.25, .warmup_steps = 4});
   REQUIRE(short_warmup.fit.mp_compression() > 1.5);
-  REQUIRE(short_warmup.fit.mp_compression() < train(2, {.keep = 0.25}).fit.mp_compression());
+  REQUIRE(short_warmup.fit.mp_compression() < run_training(2, {.keep = 0.25}).fit.mp_compression());
 }
 
 TEST_CASE("DCT-MP: positions travel gap-coded, one byte each, escaped when a gap reaches 255") {
@@ -375,8 +375,8 @@ TEST_CASE("DCT-MP: i8 values travel as one byte each plus a bf16 scale per sampl
 
 TEST_CASE("DCT-MP: i8 on the wire trains like bf16 at about 3/5 of its bytes and reproduces") {
   host_backend().set_num_threads(1);
-  const Run bf16 = train(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
-  const Run i8 = train(2, {.keep = 0.25, .wire = comm::ValueType::i8});
+  const Run bf16 = run_training(2, {.keep = 0.25, .wire = comm::ValueType::bf16});
+  const Run i8 = run_training(2, {.keep = 0.25, .wire = comm::ValueType::i8});
   INFO("mp compression bf16 " << bf16.fit.mp_compression() << ", i8 " << i8.fit.mp_compression());
   // Per sample and slice (3 kept of 10-12): bf16 3 + 6 bytes forward and 6 backward; i8 3 + 2 + 3
   // and 2 + 3 (the scale weighs on such short rows): 15 / 13 of bf16's ratio.
@@ -387,7 +387,7 @@ TEST_CASE("DCT-MP: i8 on the wire trains like bf16 at about 3/5 of its bytes and
     INFO(name << ": relative difference " << testing::relative_difference(w, i8.weights.at(name)));
     REQUIRE(testing::relative_difference(w, i8.weights.at(name)) <= 0.05);
   }
-  const Run again = train(2, {.keep = 0.25, .wire = comm::ValueType::i8});
+  const Run again = run_training(2, {.keep = 0.25, .wire = comm::ValueType::i8});
   REQUIRE(again.losses == i8.losses);
   REQUIRE(again.p1 == i8.p1);
 }
@@ -441,13 +441,13 @@ TEST_CASE("DCT-MP: an adaptive k keeps per sample the fewest activations coverin
 
 TEST_CASE("DCT-MP: an adaptive k sends less than its cap, learns, and reproduces") {
   host_backend().set_num_threads(1);
-  const Run fixed = train(2, {.keep = 0.5, .wire = comm::ValueType::i8});
-  const Run adaptive = train(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
+  const Run fixed = run_training(2, {.keep = 0.5, .wire = comm::ValueType::i8});
+  const Run adaptive = run_training(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
   INFO("mp compression fixed " << fixed.fit.mp_compression() << ", adaptive " << adaptive.fit.mp_compression());
   REQUIRE(adaptive.fit.mp_compression() > fixed.fit.mp_compression());
   REQUIRE(std::isfinite(adaptive.losses.front()));
   REQUIRE(adaptive.p1 > 0.0);
-  const Run again = train(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
+  const Run again = run_training(2, {.keep = 0.5, .wire = comm::ValueType::i8, .mass = 0.7});
   REQUIRE(again.losses == adaptive.losses);
   REQUIRE_THROWS_WITH((comm::MpCompression{.mass = 0.0}.validate()), Catch::Contains("MpCompression::mass"));
   REQUIRE_THROWS_WITH((comm::MpCompression{.mass = 1.5}.validate()), Catch::Contains("MpCompression::mass"));
@@ -486,7 +486,7 @@ TEST_CASE("DCT-MP: local straight-through adds this rank's own gradient share at
       }
   // Everything kept: the straight-through path is the exact exchange, bit for bit.
   const double whole = static_cast<double>(*std::max_element(kHidden.begin(), kHidden.end()));
-  const Run exact = train(2, {.keep = 1.0}), ste = train(2, {.keep = whole, .straight_through = comm::StraightThrough::all});
+  const Run exact = run_training(2, {.keep = 1.0}), ste = run_training(2, {.keep = whole, .straight_through = comm::StraightThrough::all});
   REQUIRE(ste.losses == exact.losses);
   REQUIRE(ste.p1 == exact.p1);
 }
@@ -497,15 +497,15 @@ TEST_CASE("DCT-MP: straight-through at the input boundary only, at all of them, 
   // same, and a window that ends inside the run differs from both ends.
   host_backend().set_num_threads(1);
   using comm::StraightThrough;
-  const Run off = train(2, {.keep = 0.25, .straight_through = StraightThrough::off});
-  const Run input = train(2, {.keep = 0.25, .straight_through = StraightThrough::input});
-  const Run all = train(2, {.keep = 0.25, .straight_through = StraightThrough::all});
+  const Run off = run_training(2, {.keep = 0.25, .straight_through = StraightThrough::off});
+  const Run input = run_training(2, {.keep = 0.25, .straight_through = StraightThrough::input});
+  const Run all = run_training(2, {.keep = 0.25, .straight_through = StraightThrough::all});
   REQUIRE(input.losses != off.losses);
   REQUIRE(input.losses != all.losses);
-  const Run long_window = train(2, {.keep = 0.25, .straight_through = StraightThrough::all,
+  const Run long_window = run_training(2, {.keep = 0.25, .straight_through = StraightThrough::all,
                                     .straight_through_steps = 1000});
   REQUIRE(long_window.losses == all.losses);
-  const Run short_window = train(2, {.keep = 0.25, .straight_through = StraightThrough::all,
+  const Run short_window = run_training(2, {.keep = 0.25, .straight_through = StraightThrough::all,
                                      .straight_through_steps = kSteps / 2});
   REQUIRE(short_window.losses != all.losses);
   REQUIRE(short_window.losses != off.losses);
@@ -554,9 +554,9 @@ TEST_CASE("DCT-MP error feedback: what a backward message left out is added at t
       }
   // In training: deterministic, learns, and not the run without it.
   const comm::MpCompression mp{.keep = 0.25, .wire = comm::ValueType::i8, .error_feedback = true};
-  const Run a = train(2, mp), b = train(2, mp);
+  const Run a = run_training(2, mp), b = run_training(2, mp);
   REQUIRE(a.losses == b.losses);
   REQUIRE(std::isfinite(a.losses.front()));
   REQUIRE(a.p1 > 0.0);
-  REQUIRE(train(2, {.keep = 0.25, .wire = comm::ValueType::i8}).losses != a.losses);
+  REQUIRE(run_training(2, {.keep = 0.25, .wire = comm::ValueType::i8}).losses != a.losses);
 }

@@ -52,14 +52,14 @@ struct Run {
   uint64_t bytes = 0;
 };
 
-Run train(const Data& train_set, const Data& test_set, const IdMap& ids, size_t batch, comm::Communicator* group,
+Run run_training(const Data& train_set, const Data& test_set, const IdMap& ids, size_t batch, comm::Communicator* group,
           TableMode tables = TableMode::des) {
   DlrmNetwork net({.num_dense = train_set.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(), .dim = 8,
                    .bottom = {16}, .top = {16}, .seed = 5, .group = group, .tables = tables});
-  DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = batch});
+  train::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = batch});
   Run run;
   for (uint64_t e = 1; e <= 2; ++e) run.losses.push_back(trainer.fit_epoch(train_set.view(), e).loss);
-  const ClickMetrics m = trainer.evaluate(test_set.view(), 97);
+  const train::ClickMetrics m = trainer.evaluate(test_set.view(), 97);
   run.auc = m.auc;
   run.logloss = m.logloss;
   if (group != nullptr) run.bytes = group->stats().total().sent;
@@ -88,11 +88,11 @@ TEST_CASE("dlrm tables over a group (des, ps, replicated) train as 1 rank on the
                   << to_string(tables));
   const IdMap ids({.mode = mode, .min_count = 1, .hash_rows = 512, .qr_combine = combine}, counts);
   // 1500 = 23 x 64 + 28: the last global batch is short; with batch 64 every rank has samples.
-  const Run alone = train(train_set, test_set, ids, 64, nullptr);
+  const Run alone = run_training(train_set, test_set, ids, 64, nullptr);
   std::mutex mu;
   std::vector<Run> runs(static_cast<size_t>(ranks));
   comm::run_local(ranks, [&](comm::Communicator& c) {
-    Run r = train(train_set, test_set, ids, 64, &c, tables);
+    Run r = run_training(train_set, test_set, ids, 64, &c, tables);
     std::lock_guard<std::mutex> lock(mu);
     runs[static_cast<size_t>(c.rank())] = r;
   });
@@ -111,13 +111,13 @@ TEST_CASE("dlrm tables over a group: a global batch smaller than the group leave
   IdCounts counts(train_set.fields);
   counts.add(train_set.view());
   const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
-  const Run alone = train(train_set, test_set, ids, 2, nullptr);
+  const Run alone = run_training(train_set, test_set, ids, 2, nullptr);
   std::mutex mu;
   const TableMode tables = GENERATE(TableMode::des, TableMode::ps, TableMode::replicated);
   INFO("tables " << to_string(tables));
   std::vector<Run> runs(3);
   comm::run_local(3, [&](comm::Communicator& c) {
-    Run r = train(train_set, test_set, ids, 2, &c, tables);  // batches of 2 over 3 ranks: one rank idle
+    Run r = run_training(train_set, test_set, ids, 2, &c, tables);  // batches of 2 over 3 ranks: one rank idle
     std::lock_guard<std::mutex> lock(mu);
     runs[static_cast<size_t>(c.rank())] = r;
   });

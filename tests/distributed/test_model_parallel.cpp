@@ -56,16 +56,16 @@ void store_slices(Model& m, Run& run, std::mutex& mu) {
 
 Run run_model_parallel(int ranks, std::vector<double> weights, layers::Sampler sampler,
                        Dtype storage = Dtype::f32, bool overlap = true,
-                       ForwardSplit split = ForwardSplit::automatic) {
+                       train::ForwardSplit split = train::ForwardSplit::automatic) {
   Run run;
   std::mutex mu;
   comm::run_local(ranks, [&](comm::Communicator& c) {
     Model m;
     build(m, sampler, Placement::sliced(c, weights), storage);
-    TrainerOptions o{.parallel = {.model = &c}};
+    train::TrainerOptions o{.parallel = {.model = &c}};
     o.overlap = overlap;
     o.forward_split = split;
-    Trainer t(m, o);
+    train::Trainer t(m, o);
     data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 2});
     SparseBatch batch;
     std::vector<double> losses;
@@ -157,10 +157,10 @@ TEST_CASE("model parallel: the optimizer overlapping the input boundary's exchan
     for (const auto& weights : std::vector<std::vector<double>>{{1, 1}, {3, 1, 2}}) {
       INFO(weights.size() << " ranks, sampler " << (sampler == layers::Sampler::lsh ? "lsh" : "exact"));
       const int n = static_cast<int>(weights.size());
-      const Run on = run_model_parallel(n, weights, sampler, Dtype::f32, true, ForwardSplit::always);
+      const Run on = run_model_parallel(n, weights, sampler, Dtype::f32, true, train::ForwardSplit::always);
       // This input layer is far below the automatic split's threshold: only the backward overlap.
       const Run automatic = run_model_parallel(n, weights, sampler, Dtype::f32, true);
-      const Run off = run_model_parallel(n, weights, sampler, Dtype::f32, false, ForwardSplit::always);
+      const Run off = run_model_parallel(n, weights, sampler, Dtype::f32, false, train::ForwardSplit::always);
       REQUIRE(on.losses.size() == kSteps);
       REQUIRE(on.overlapped_steps == kSteps);
       REQUIRE(automatic.overlapped_steps == kSteps);
@@ -196,7 +196,7 @@ TEST_CASE("model parallel: the automatic forward split applies where half the ba
       m.add<layers::SparseDense>({.in = 5000, .out = 1000, .act = Act::relu, .seed = 1, .placement = placement});
       m.add<layers::SoftmaxOutput>({.in = 1000, .out = 40, .sampler = layers::Sampler::exact, .seed = 2,
                                     .placement = placement});
-      Trainer t(m, {.parallel = {.model = &c}});
+      train::Trainer t(m, {.parallel = {.model = &c}});
       data::BatchLoader loader(heavy.train, {.batch = batch, .seed = 2});
       SparseBatch b;
       double nnz = 0, points = 0;
@@ -213,8 +213,8 @@ TEST_CASE("model parallel: the automatic forward split applies where half the ba
     });
     INFO("batch " << batch << ", " << nnz_per_point << " features a point");
     const double half = static_cast<double>(batch) / 2 * nnz_per_point * 500;
-    REQUIRE(std::abs(half - kForwardSplitMinMultiplyAdds) > 0.1 * kForwardSplitMinMultiplyAdds);  // far from the line
-    REQUIRE(splits == (half >= kForwardSplitMinMultiplyAdds ? 128 / batch : 0));
+    REQUIRE(std::abs(half - train::kForwardSplitMinMultiplyAdds) > 0.1 * train::kForwardSplitMinMultiplyAdds);  // far from the line
+    REQUIRE(splits == (half >= train::kForwardSplitMinMultiplyAdds ? 128 / batch : 0));
     REQUIRE((batch == 64) == (splits > 0));
   }
 }
@@ -238,8 +238,8 @@ Run run_grid(int d, int m_size, bool dense) {
     auto data_group = world.split(w % m_size, w);
     Model m;
     build(m, layers::Sampler::exact, Placement::sliced(*model_group));
-    Trainer t(m, {.parallel = {.model = model_group.get(), .data = data_group.get(), .dense_gradients = dense}});
-    const FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    train::Trainer t(m, {.parallel = {.model = model_group.get(), .data = data_group.get(), .dense_gradients = dense}});
+    const train::FitResult fit = t.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     const double p1 = t.evaluate(problem().test, {}).p(1);
     if (w / m_size == 0) store_slices(m, run, mu);  // replica 0's slices
     if (w == 0) {

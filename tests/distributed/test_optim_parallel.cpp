@@ -28,8 +28,8 @@ const data::SynthXmc& problem() {
   return d;
 }
 
-TrainerOptions every_option() {
-  TrainerOptions o;
+train::TrainerOptions every_option() {
+  train::TrainerOptions o;
   o.optimizer = optim::Adam{.lr = 3e-3f, .weight_decay = 0.05f, .updates = optim::SparseUpdates::catchup};
   o.lr_schedule = {.kind = optim::ScheduleKind::cosine, .warmup_steps = 5, .total_steps = 2 * kSteps};
   o.clip_norm = 0.05f;  // below the norms of this problem: every step is clipped
@@ -47,13 +47,13 @@ struct Run {
 
 struct Session {
   int replicas = 1, slices = 1;
-  TrainerOptions options{};
+  train::TrainerOptions options{};
   int epochs = 2;
   bool dense = false;
   std::string save{}, resume{};
 };
 
-Run train(const Session& s) {
+Run run_training(const Session& s) {
   Run run;
   std::mutex mu;
   comm::run_local(s.replicas * s.slices, [&](comm::Communicator& world) {
@@ -64,14 +64,14 @@ Run train(const Session& s) {
     layers::build_xmc_network(m, {.features = kFeatures, .labels = kLabels, .hidden = kHidden,
                                   .sampler = layers::Sampler::exact, .seed = 5,
                                   .placement = Placement::sliced(*model_group)});
-    TrainerOptions o = s.options;
+    train::TrainerOptions o = s.options;
     o.parallel = {.model = model_group.get(), .data = data_group.get(), .dense_gradients = s.dense};
-    Trainer t(m, o);
-    if (!s.resume.empty()) load_checkpoint(s.resume, m, t);
+    train::Trainer t(m, o);
+    if (!s.resume.empty()) train::load_checkpoint(s.resume, m, t);
     std::vector<double> losses;
     for (int e = 0; e < s.epochs; ++e)
       losses.push_back(t.fit_epoch(problem().train, {.batch = kBatch, .seed = 20u + e, .progress = false}).loss);
-    if (!s.save.empty()) save_checkpoint(s.save, m, t);
+    if (!s.save.empty()) train::save_checkpoint(s.save, m, t);
     const double p1 = t.evaluate(problem().test, {}).p(1);
     std::lock_guard<std::mutex> lock(mu);
     if (w / s.slices != 0) return;
@@ -109,10 +109,10 @@ bool bitwise_equal(const std::map<std::string, Tensor>& a, const std::map<std::s
 
 TEST_CASE("every optimizer option on: 1x3 model-parallel and 2x2 grids equal 1 rank (exact sampler)") {
   host_backend().set_num_threads(1);
-  const Run one = train({.options = every_option()});
+  const Run one = run_training({.options = every_option()});
   for (const auto& [d, m] : std::vector<std::pair<int, int>>{{1, 3}, {2, 2}}) {
     INFO("grid " << d << "x" << m);
-    const Run grid = train({.replicas = d, .slices = m, .options = every_option()});
+    const Run grid = run_training({.replicas = d, .slices = m, .options = every_option()});
     REQUIRE(grid.losses.size() == one.losses.size());
     for (size_t e = 0; e < one.losses.size(); ++e) REQUIRE(grid.losses[e] == Approx(one.losses[e]).epsilon(1e-5));
     REQUIRE(largest_difference(grid, one) <= 1e-5);
@@ -122,11 +122,11 @@ TEST_CASE("every optimizer option on: 1x3 model-parallel and 2x2 grids equal 1 r
 
 TEST_CASE("catch-up replicas exchanging touched rows follow the dense all-reduce; lazy ones drift") {
   host_backend().set_num_threads(1);
-  TrainerOptions catchup{.optimizer = optim::Adam{}}, lazy{.optimizer = optim::Adam{}};
+  train::TrainerOptions catchup{.optimizer = optim::Adam{}}, lazy{.optimizer = optim::Adam{}};
   catchup.optimizer.updates = optim::SparseUpdates::catchup;
-  const Run dense = train({.replicas = 2, .options = lazy, .dense = true});  // every row every step: dense Adam
-  const Run caught_up = train({.replicas = 2, .options = catchup});
-  const Run lazy_run = train({.replicas = 2, .options = lazy});
+  const Run dense = run_training({.replicas = 2, .options = lazy, .dense = true});  // every row every step: dense Adam
+  const Run caught_up = run_training({.replicas = 2, .options = catchup});
+  const Run lazy_run = run_training({.replicas = 2, .options = lazy});
   INFO("catch-up " << largest_difference(caught_up, dense) << ", lazy " << largest_difference(lazy_run, dense));
   // Float rounding (measured 1.5e-7) against 18% for lazy rows.
   REQUIRE(largest_difference(caught_up, dense) <= 1e-6);
@@ -138,12 +138,12 @@ TEST_CASE("SGD momentum and catch-up row steps reslice from 2 model slices onto 
   host_backend().set_num_threads(1);
   const std::string dir = "optim_reslice_ckpt";
   fs::remove_all(dir);
-  TrainerOptions sgd;
+  train::TrainerOptions sgd;
   sgd.optimizer = optim::Sgd{.lr = 0.3f, .weight_decay = 0.01f, .updates = optim::SparseUpdates::catchup};
-  const Run saved = train({.slices = 2, .options = sgd, .epochs = 1, .save = dir});
+  const Run saved = run_training({.slices = 2, .options = sgd, .epochs = 1, .save = dir});
   for (const int slices : {3, 1}) {
     INFO(slices << " slices");
-    const Run loaded = train({.slices = slices, .options = sgd, .epochs = 0, .resume = dir});
+    const Run loaded = run_training({.slices = slices, .options = sgd, .epochs = 0, .resume = dir});
     REQUIRE(bitwise_equal(loaded.weights, saved.weights));
     REQUIRE(bitwise_equal(loaded.moments, saved.moments));
     REQUIRE(loaded.row_steps == saved.row_steps);

@@ -54,7 +54,7 @@ struct Run {
 Run one_rank(const std::string& sampler, size_t batch = kBatch) {
   Model m;
   layers::build_network_stage(m, spec(sampler), 0, 4);
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   data::BatchLoader loader(problem().train, {.batch = batch, .seed = 2});
   SparseBatch b;
   Run run;
@@ -80,7 +80,7 @@ Run pipeline(const std::vector<size_t>& split, size_t micro, const std::string& 
     Model m;
     layers::build_network_stage(m, spec(sampler), first, first + split[stage],
                                 slices > 1 ? Placement::sliced(*group) : Placement{});
-    PipelineTrainer t(m, {.pipeline = pipe.get(), .data = data.get(), .model = slices > 1 ? group.get() : nullptr,
+    train::PipelineTrainer t(m, {.pipeline = pipe.get(), .data = data.get(), .model = slices > 1 ? group.get() : nullptr,
                           .micro_batches = micro, .first_layer = first, .total_layers = 4, .boundary = boundary});
     data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 2, .shard = static_cast<size_t>(replica),
                                                .num_shards = static_cast<size_t>(replicas)});
@@ -97,7 +97,7 @@ Run pipeline(const std::vector<size_t>& split, size_t micro, const std::string& 
       losses.push_back(loss);
     }
     const double p1 = t.evaluate(problem().test, {}).p(1);
-    if (!checkpoint.empty()) save_pipeline_checkpoint(checkpoint, t, nlohmann::json::object(), nlohmann::json::object(), 1);
+    if (!checkpoint.empty()) train::save_pipeline_checkpoint(checkpoint, t, nlohmann::json::object(), nlohmann::json::object(), 1);
     std::lock_guard<std::mutex> lock(mu);
     if (t.last_stage() && replica == 0 && slice == 0) run.losses = losses;
     if (r == 0) run.p1 = p1;
@@ -169,14 +169,14 @@ TEST_CASE("pipeline: a pipeline's checkpoint is the checkpoint of its M slices t
     const std::string dir = "test_pipeline_checkpoint";
     std::filesystem::remove_all(dir);
     const Run p = pipeline(c.split, 2, "lsh", 1, {}, dir, c.slices);
-    const CheckpointManifest info = read_manifest(dir);
+    const train::CheckpointManifest info = train::read_manifest(dir);
     REQUIRE(info.model_slices == c.slices);
     REQUIRE(info.pipeline_stages == static_cast<int>(c.split.size()));
     REQUIRE(info.world_size == c.slices * static_cast<int>(c.split.size()));
     Model m;
     layers::build_network_stage(m, spec("lsh"), 0, 4);
-    load_weights(dir, m);
-    Trainer t(m, {.inference_only = true});
+    train::load_weights(dir, m);
+    train::Trainer t(m, {.inference_only = true});
     REQUIRE(t.evaluate(problem().test, {}).p(1) == p.p1);
     std::filesystem::remove_all(dir);
   }

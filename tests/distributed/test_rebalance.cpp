@@ -53,16 +53,16 @@ Outcome run(const std::string& dir, double rank1_seconds = 0.03, bool regroup = 
   comm::run_local(2, [&](comm::Communicator& c) {
     Model model;
     build(model, c, {});
-    std::optional<Trainer> trainer;
-    trainer.emplace(model, TrainerOptions{.parallel = {.model = &c}});
+    std::optional<train::Trainer> trainer;
+    trainer.emplace(model, train::TrainerOptions{.parallel = {.model = &c}});
     data::BatchLoader loader(problem().train, {.batch = kBatch, .seed = 2});
     SparseBatch batch;
     std::vector<double> losses;
     for (int i = 0; i < 6 && loader.next(batch); ++i) losses.push_back(trainer->train_step(batch));
     const size_t before = model.num_parameters();
     // Rank 1 "measured" rank1_seconds against rank 0's 0.01 s (fixed, so the run is deterministic).
-    const std::vector<double> times = gather_step_seconds(c.rank() == 0 ? 0.01 : rank1_seconds, &c, nullptr);
-    const RebalancePlan plan = throughput_weights(times, model.input().placement().weights);
+    const std::vector<double> times = train::gather_step_seconds(c.rank() == 0 ? 0.01 : rank1_seconds, &c, nullptr);
+    const train::RebalancePlan plan = train::throughput_weights(times, model.input().placement().weights);
     comm::Communicator* group = &c;
     std::unique_ptr<comm::Communicator> kept;
     const auto rebuild = [&](Model& m, const std::vector<double>& w) { build(m, *group, w); };
@@ -70,10 +70,10 @@ Outcome run(const std::string& dir, double rank1_seconds = 0.03, bool regroup = 
       const bool leave = plan.left_out[static_cast<size_t>(c.rank())];
       kept = c.split(leave ? 1 : 0, c.rank());
       group = kept.get();
-      const Regroup g{.leave = leave, .model = group};
-      reslice(dir, model, trainer, rebuild, {plan.weights[0]}, &g);
+      const train::Regroup g{.leave = leave, .model = group};
+      train::reslice(dir, model, trainer, rebuild, {plan.weights[0]}, &g);
     } else {
-      reslice(dir, model, trainer, rebuild, plan.weights);
+      train::reslice(dir, model, trainer, rebuild, plan.weights);
     }
     c.barrier().wait();
     while (trainer && loader.next(batch)) losses.push_back(trainer->train_step(batch));

@@ -32,10 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t computed = frugal::crc32c(std::as_bytes(std::span<const char>(file.data(), file.size())));
   if (mode & 1) stored = computed;
   try {
-    frugal::check_checksum("fuzz/slice0.ckpt", stored, computed);
+    frugal::train::check_checksum("fuzz/slice0.ckpt", stored, computed);
     std::istringstream in(file, std::ios::binary);
-    const frugal::SliceFile f = frugal::decode_slice(in, "fuzz/slice0.ckpt", (mode & 2) != 0);
-    for (const frugal::StoredParam& p : f.params) {
+    const frugal::train::SliceFile f = frugal::train::decode_slice(in, "fuzz/slice0.ckpt", (mode & 2) != 0);
+    for (const frugal::train::StoredParam& p : f.params) {
       if (p.row_steps.size() != p.value.rows()) __builtin_trap();
       for (const frugal::Tensor* t : {&p.m, &p.v})
         if (frugal::optim::state_layout(*t, p.value) == frugal::optim::StateLayout::invalid) __builtin_trap();

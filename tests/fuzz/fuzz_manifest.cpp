@@ -20,7 +20,7 @@ namespace {
 void parse_one(const std::string& text, bool accept_unchecked) {
   std::istringstream in(text);
   try {
-    const frugal::CheckpointManifest m = frugal::parse_manifest(in, "fuzz/manifest.json", accept_unchecked);
+    const frugal::train::CheckpointManifest m = frugal::train::parse_manifest(in, "fuzz/manifest.json", accept_unchecked);
     if (m.model_slices < 1 || m.model_slices > m.world_size || m.replicas < 1) __builtin_trap();
     if (m.files.size() < static_cast<size_t>(m.model_slices)) __builtin_trap();
     for (const std::string& f : m.files) {

@@ -53,7 +53,7 @@ layers::XmcNetworkOptions network(const Placement& placement = {}) {
 }
 
 // Every layer and the optimizer of this model/trainer compute on `backend`.
-void use(Backend& backend, Model& model, Trainer& trainer) {
+void use(Backend& backend, Model& model, train::Trainer& trainer) {
   model.set_backend(&backend);
   trainer.optimizer().set_backend(&backend);
 }
@@ -61,7 +61,7 @@ void use(Backend& backend, Model& model, Trainer& trainer) {
 std::vector<double> train_alone(Backend& backend) {
   Model model;
   layers::build_xmc_network(model, network());
-  Trainer trainer(model, {});
+  train::Trainer trainer(model, {});
   use(backend, model, trainer);
   std::vector<double> losses;
   for (int e = 1; e <= kEpochs; ++e)
@@ -78,16 +78,16 @@ std::vector<double> train_resumed(Backend& first, Backend& then) {
   {
     Model model;
     layers::build_xmc_network(model, network());
-    Trainer trainer(model, {});
+    train::Trainer trainer(model, {});
     use(first, model, trainer);
     losses.push_back(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).loss);
-    save_checkpoint(dir, model, trainer);
+    train::save_checkpoint(dir, model, trainer);
   }
   Model model;
   layers::build_xmc_network(model, network());
-  Trainer trainer(model, {});
+  train::Trainer trainer(model, {});
   use(then, model, trainer);
-  load_checkpoint(dir, model, trainer);
+  train::load_checkpoint(dir, model, trainer);
   for (int e = 2; e <= kEpochs; ++e)
     losses.push_back(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = static_cast<uint64_t>(e),
                                                          .progress = false}).loss);
@@ -124,7 +124,7 @@ TEST_CASE("cuda end to end: a mixed group (rank 0 on cuda, rank 1 on cpu) equals
   comm::run_local(2, [&](comm::Communicator& c) {
     Model model;
     layers::build_xmc_network(model, network(Placement::sliced(c)));
-    Trainer trainer(model, {.parallel = {.model = &c}});
+    train::Trainer trainer(model, {.parallel = {.model = &c}});
     use(c.rank() == 0 ? *cuda : *cpu, model, trainer);
     std::vector<double> losses;
     for (int e = 1; e <= kEpochs; ++e)
@@ -147,7 +147,7 @@ TEST_CASE("cuda end to end: the model stays on the device, and checkpoints move 
   {
     Model model;
     layers::build_xmc_network(model, network());
-    Trainer trainer(model, {});
+    train::Trainer trainer(model, {});
     use(*cuda, model, trainer);
     trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
     for (Parameter* p : model.parameters()) {
@@ -155,7 +155,7 @@ TEST_CASE("cuda end to end: the model stays on the device, and checkpoints move 
       CHECK(p->value.device() == cuda->device());
     }
     const uint64_t allocations = gpu_backend.memory_stats().device_allocations;
-    const FitResult second = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    const train::FitResult second = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     CHECK(gpu_backend.memory_stats().device_allocations == allocations);
     // The input batch (CSR: offsets, ids, values) and the labels (offsets, ids) per sample.
     const SparseBatch& points = problem().train.points;

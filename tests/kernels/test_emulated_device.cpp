@@ -138,10 +138,10 @@ TEST_CASE("emulated device: trainings equal the CPU backend's bit for bit") {
   const std::string dir = (std::filesystem::temp_directory_path() / "frugal_emulated_ckpt").string();
   for (const Setup& s : standard_setups()) {
     SECTION(s.name) {
-      const Outcome want = train(cpu, s);
-      require_same(train(be, s), want);
+      const Outcome want = run_training(cpu, s);
+      require_same(run_training(be, s), want);
       std::filesystem::remove_all(dir);
-      require_same(train(be, s, dir), want);
+      require_same(run_training(be, s, dir), want);
       std::filesystem::remove_all(dir);
     }
   }
@@ -247,14 +247,14 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
     Setup s;
     s.sampler = sampler;
     auto model = build(s);
-    Trainer trainer(*model, {});
+    train::Trainer trainer(*model, {});
     use(be, *model, trainer);
     // The model lives on the device: host code reading a weight is refused, naming it.
     const Parameter& first = *model->parameters().front();
     CHECK_THROWS_WITH(first.value.data(), Catch::Contains("'" + first.name + "'") && Catch::Contains("emulated:0"));
     trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
     const uint64_t allocations = dynamic_cast<kernels::EmulatedBackend&>(be).memory_stats().device_allocations;
-    const FitResult fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
+    const train::FitResult fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     // After the first epoch a step allocates nothing from the device: the caching allocator's
     // blocks are reused (core/caching_allocator.h).
     CHECK(dynamic_cast<kernels::EmulatedBackend&>(be).memory_stats().device_allocations == allocations);
@@ -285,7 +285,7 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
     // Nothing that grows with the training's length crosses (Adam's bias-correction tables once
     // did, whole, every step: +6.5% from the first epoch to the second): a later epoch moves what
     // this one did, to within 3% (its batches touch other rows).
-    const FitResult later = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 3, .progress = false});
+    const train::FitResult later = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 3, .progress = false});
     std::printf("  a third epoch: %.1f B/sample (the second: %.1f)\n", later.host_device_bytes_per_sample(),
                 fit.host_device_bytes_per_sample());
     CHECK(later.host_device_bytes_per_sample() <= 1.03 * fit.host_device_bytes_per_sample());
@@ -294,7 +294,7 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
     // that holds the first rebuild after the initial build (step 50) moves what a steady one does.
     const auto& output = dynamic_cast<const layers::SoftmaxOutput&>(model->output());
     const uint64_t rebuilds = output.sampler()->rebuilds();
-    FitResult with_rebuild;
+    train::FitResult with_rebuild;
     for (uint64_t seed = 4; output.sampler()->rebuilds() == rebuilds; ++seed) {
       REQUIRE(seed < 12);
       with_rebuild = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = seed, .progress = false});
@@ -304,7 +304,7 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
   }
   // The same training on the CPU backend crosses nothing.
   auto model = build(Setup{});
-  Trainer trainer(*model, {});
+  train::Trainer trainer(*model, {});
   use(*find_backend("cpu"), *model, trainer);
   CHECK(trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).host_device_bytes == 0);
 }
@@ -315,15 +315,15 @@ TEST_CASE("emulated device: host <-> device bytes per sample of a steady-state e
 TEST_CASE("emulated device: gradient clipping runs where the gradients are") {
   Backend& be = emulated();
   be.set_num_threads(2);
-  const auto run = [](Backend& b, FitResult& fit) {
+  const auto run = [](Backend& b, train::FitResult& fit) {
     auto model = build(Setup{});
-    Trainer trainer(*model, {.clip_norm = 0.05f});
+    train::Trainer trainer(*model, {.clip_norm = 0.05f});
     use(b, *model, trainer);
     trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
     fit = trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false});
     return model->parameters().size();
   };
-  FitResult on_device, on_cpu;
+  train::FitResult on_device, on_cpu;
   const size_t params = run(be, on_device);
   run(*find_backend("cpu"), on_cpu);
   CHECK(on_device.loss == on_cpu.loss);  // the same bits
@@ -351,18 +351,18 @@ TEST_CASE("emulated device: evaluation counts its metrics on the device; only th
   for (const Inference inference : {Inference::exact, Inference::lsh}) {
     const auto evaluate = [&](Backend& b, uint64_t& down, uint64_t& up) {
       auto model = build(Setup{});
-      Trainer trainer(*model, {});
+      train::Trainer trainer(*model, {});
       use(b, *model, trainer);
       trainer.fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false});
       const Backend::Transfers before = b.transfers();
-      const EvalResult r = trainer.evaluate(test, {.batch = 64, .inference = inference, .propensities = &propensities});
+      const train::EvalResult r = trainer.evaluate(test, {.batch = 64, .inference = inference, .propensities = &propensities});
       down = b.transfers().to_host_bytes - before.to_host_bytes;
       up = b.transfers().to_device_bytes - before.to_device_bytes;
       return r;
     };
     uint64_t down = 0, up = 0, cpu_down = 0, cpu_up = 0;
-    const EvalResult on_device = evaluate(be, down, up);
-    const EvalResult on_cpu = evaluate(*find_backend("cpu"), cpu_down, cpu_up);
+    const train::EvalResult on_device = evaluate(be, down, up);
+    const train::EvalResult on_cpu = evaluate(*find_backend("cpu"), cpu_down, cpu_up);
     REQUIRE(on_device.named().size() == on_cpu.named().size());
     for (size_t m = 0; m < on_cpu.named().size(); ++m) {
       INFO(on_cpu.named()[m].first);
@@ -370,7 +370,7 @@ TEST_CASE("emulated device: evaluation counts its metrics on the device; only th
     }
     CHECK(on_cpu.p(1) > 0.0);
     CHECK(cpu_down + cpu_up == 0);
-    const size_t ks = EvalOptions{}.k.size(), batches = (test.size() + 63) / 64;
+    const size_t ks = train::EvalOptions{}.k.size(), batches = (test.size() + 63) / 64;
     const uint64_t sums = (ks * ranking::kSums + ks + 1) * sizeof(double);
     std::printf("emulated device, evaluation with %s inference: %.1f B/sample down (the sums: %llu B in all), "
                 "%.1f B/sample up\n", inference == Inference::exact ? "exact" : "LSH",

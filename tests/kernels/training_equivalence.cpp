@@ -48,23 +48,23 @@ std::unique_ptr<Model> build(const Setup& s) {
   return model;
 }
 
-void use(Backend& be, Model& model, Trainer& trainer) {
+void use(Backend& be, Model& model, train::Trainer& trainer) {
   model.set_backend(&be);
   trainer.optimizer().set_backend(&be);
 }
 
-Outcome train(Backend& be, const Setup& s, const std::string& resume_dir) {
+Outcome run_training(Backend& be, const Setup& s, const std::string& resume_dir) {
   Outcome out;
   auto model = build(s);
-  auto trainer = std::make_unique<Trainer>(*model, TrainerOptions{.optimizer = s.optimizer});
+  auto trainer = std::make_unique<train::Trainer>(*model, train::TrainerOptions{.optimizer = s.optimizer});
   use(be, *model, *trainer);
   out.losses.push_back(trainer->fit_epoch(problem().train, {.batch = kBatch, .seed = 1, .progress = false}).loss);
   if (!resume_dir.empty()) {
-    save_checkpoint(resume_dir, *model, *trainer);
+    train::save_checkpoint(resume_dir, *model, *trainer);
     model = build(s);
-    trainer = std::make_unique<Trainer>(*model, TrainerOptions{.optimizer = s.optimizer});
+    trainer = std::make_unique<train::Trainer>(*model, train::TrainerOptions{.optimizer = s.optimizer});
     use(be, *model, *trainer);
-    load_checkpoint(resume_dir, *model, *trainer);
+    train::load_checkpoint(resume_dir, *model, *trainer);
   }
   out.losses.push_back(trainer->fit_epoch(problem().train, {.batch = kBatch, .seed = 2, .progress = false}).loss);
   out.p1 = trainer->evaluate(problem().test, {.k = {1}}).p(1);
@@ -98,7 +98,7 @@ Outcome train_grid(Backend& first, std::optional<comm::DpCompression> dp, int re
                                       .sampler = layers::Sampler::lsh,
                                       .lsh = {.tables = 16, .min_active = 60, .max_active = 120}, .seed = 5,
                                       .placement = Placement::sliced(*model_group)});
-    Trainer trainer(model, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dp});
+    train::Trainer trainer(model, {.parallel = {.model = model_group.get(), .data = data_group.get()}, .dp = dp});
     Backend& be = w == 0 ? first : *find_backend("cpu");
     use(be, model, trainer);
     std::vector<double> losses;

@@ -43,10 +43,10 @@ struct Outcome {
 bool same_bits(const Tensor& a, const Tensor& b);
 std::unique_ptr<Model> build(const Setup& s);
 // The model's layers and the trainer's optimizer compute on `be`.
-void use(Backend& be, Model& model, Trainer& trainer);
+void use(Backend& be, Model& model, train::Trainer& trainer);
 // Two epochs; with `resume_dir`, the second runs on a model and trainer loaded from the first's
 // checkpoint (on the same backend).
-Outcome train(Backend& be, const Setup& s, const std::string& resume_dir = {});
+Outcome run_training(Backend& be, const Setup& s, const std::string& resume_dir = {});
 void require_same(const Outcome& a, const Outcome& b);
 // A replicas x 2 grid (replicas of a model sliced over 2 ranks), ranks as threads: rank 0 computes
 // on `first`, the others on "cpu". Rank 0's losses, P@1 and weights.

@@ -228,14 +228,14 @@ TEST_CASE("dlrm: training learns a planted click model") {
   const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
                             .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
   DlrmNetwork net(options);
-  DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
+  train::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   const double before = trainer.evaluate(test.view()).auc;
-  DlrmEpoch first{}, last{};
+  train::DlrmEpoch first{}, last{};
   for (uint64_t e = 1; e <= 3; ++e) {
     last = trainer.fit_epoch(train.view(), e);
     if (e == 1) first = last;
   }
-  const ClickMetrics after = trainer.evaluate(test.view());
+  const train::ClickMetrics after = trainer.evaluate(test.view());
   INFO("AUC before " << before << ", after " << after.auc << "; loss " << first.loss << " -> " << last.loss);
   // The planted model's own AUC is about 0.82 (field 0 sets z = +-1.5): the network must get close.
   CHECK(after.auc > 0.78);
@@ -243,7 +243,7 @@ TEST_CASE("dlrm: training learns a planted click model") {
   CHECK(first.steps == (4000 + 63) / 64);
   // The same seed gives the same run.
   DlrmNetwork net2(options);
-  DlrmTrainer trainer2(net2, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
+  train::DlrmTrainer trainer2(net2, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   for (uint64_t e = 1; e <= 3; ++e) trainer2.fit_epoch(train.view(), e);
   CHECK(trainer2.evaluate(test.view()).auc == after.auc);
 }
@@ -304,11 +304,11 @@ TEST_CASE("dlrm: Adagrad learns the planted model; its checkpoint resumes bit-id
   const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
   const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
                             .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
-  const DlrmTrainOptions adagrad{.optimizer = optim::Adagrad{.weight_decay = 1e-3f}, .batch = 64};
+  const train::DlrmTrainOptions adagrad{.optimizer = optim::Adagrad{.weight_decay = 1e-3f}, .batch = 64};
   DlrmNetwork net(options);
-  DlrmTrainer trainer(net, ids, adagrad);
-  const DlrmEpoch first = trainer.fit_epoch(train.view(), 1), second = trainer.fit_epoch(train.view(), 2);
-  const ClickMetrics after = trainer.evaluate(test.view());
+  train::DlrmTrainer trainer(net, ids, adagrad);
+  const train::DlrmEpoch first = trainer.fit_epoch(train.view(), 1), second = trainer.fit_epoch(train.view(), 2);
+  const train::ClickMetrics after = trainer.evaluate(test.view());
   INFO("AUC " << after.auc << "; loss " << first.loss << " -> " << second.loss);
   CHECK(second.loss < first.loss);
   CHECK(after.auc > 0.78);
@@ -317,13 +317,13 @@ TEST_CASE("dlrm: Adagrad learns the planted model; its checkpoint resumes bit-id
   std::filesystem::remove_all(dir);
   {
     DlrmNetwork saved_net(options);
-    DlrmTrainer saved(saved_net, ids, adagrad);
+    train::DlrmTrainer saved(saved_net, ids, adagrad);
     saved.fit_epoch(train.view(), 1);
-    save_dlrm_checkpoint(dir, R"({"optimizer": "adagrad"})", 1, ids, saved_net, saved.optimizer(), nullptr);
+    train::save_dlrm_checkpoint(dir, R"({"optimizer": "adagrad"})", 1, ids, saved_net, saved.optimizer(), nullptr);
   }
   DlrmNetwork resumed_net(options);
-  DlrmTrainer resumed(resumed_net, ids, adagrad);
-  load_dlrm_state(dir, read_dlrm_checkpoint(dir), resumed_net, &resumed.optimizer());
+  train::DlrmTrainer resumed(resumed_net, ids, adagrad);
+  train::load_dlrm_state(dir, train::read_dlrm_checkpoint(dir), resumed_net, &resumed.optimizer());
   REQUIRE(resumed.optimizer().steps() == first.steps);
   CHECK(resumed.fit_epoch(train.view(), 2).loss == second.loss);
   const auto a = net.parameters(), b = resumed_net.parameters();

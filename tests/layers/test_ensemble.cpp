@@ -52,10 +52,10 @@ TEST_CASE("ensemble: weight 0 ranks as the network, weight 1 as the centroids, n
   const std::vector<float> net_scores = {4.0f, 3.0f, 2.0f, 1.0f, 4.0f, 3.5f, 1.0f, 0.5f};
   std::vector<uint32_t> labels;
   std::vector<float> scores;
-  const EnsembleRanker network({.centroids = &centroids}, {.weight = 0.0f, .knn_weight = 0.0f, .temperature = 0.05f, .candidates = 4});
+  const train::EnsembleRanker network({.centroids = &centroids}, {.weight = 0.0f, .knn_weight = 0.0f, .temperature = 0.05f, .candidates = 4});
   REQUIRE(network.blend(batch, net_labels, net_scores, 4, 3, labels, scores) == 3);
   CHECK(labels == std::vector<uint32_t>{3, 1, 0, 3, 2, 1});
-  const EnsembleRanker cent({.centroids = &centroids}, {.weight = 1.0f, .knn_weight = 0.0f, .temperature = 0.05f, .candidates = 4});
+  const train::EnsembleRanker cent({.centroids = &centroids}, {.weight = 1.0f, .knn_weight = 0.0f, .temperature = 0.05f, .candidates = 4});
   cent.blend(batch, net_labels, net_scores, 4, 2, labels, scores);
   // The centroids' labels first; the network's (weight 0) only break the ties after them.
   CHECK(labels[0] == 2);
@@ -64,7 +64,7 @@ TEST_CASE("ensemble: weight 0 ranks as the network, weight 1 as the centroids, n
   CHECK(scores[0] == Approx(1.0f));
   // Half and half: for point 1 the network's 2 (second) is the centroids' second too, and the
   // network's 3 is nowhere in the centroids' list; both lists agree on nothing first.
-  const EnsembleRanker half({.centroids = &centroids}, {.weight = 0.5f, .knn_weight = 0.0f, .temperature = 1.0f, .candidates = 4});
+  const train::EnsembleRanker half({.centroids = &centroids}, {.weight = 0.5f, .knn_weight = 0.0f, .temperature = 1.0f, .candidates = 4});
   half.blend(batch, net_labels, net_scores, 4, 4, labels, scores);
   for (size_t i = 0; i < 2; ++i) {
     float sum = 0.0f;
@@ -79,21 +79,21 @@ TEST_CASE("ensemble: weight 0 ranks as the network, weight 1 as the centroids, n
   // The nearest training points alone: point 0's neighbours (t3, t4, then t5) all vote 2; point
   // 1's (t1, t0, t5) vote 0 (1.707) before 2 (0.5).
   const data::NearestPoints near(training());
-  const EnsembleRanker knn({.points = &near}, {.weight = 0.0f, .knn_weight = 1.0f, .temperature = 0.05f, .candidates = 4});
+  const train::EnsembleRanker knn({.points = &near}, {.weight = 0.0f, .knn_weight = 1.0f, .temperature = 0.05f, .candidates = 4});
   knn.blend(batch, net_labels, net_scores, 4, 2, labels, scores);
   CHECK(labels[0] == 2);
   CHECK(labels[2] == 0);
   CHECK(labels[3] == 2);
   // All three: the shares add up to 1 over the union of the lists.
-  const EnsembleRanker all({&centroids, &near}, {.weight = 0.3f, .knn_weight = 0.3f, .temperature = 1.0f, .candidates = 4});
+  const train::EnsembleRanker all({&centroids, &near}, {.weight = 0.3f, .knn_weight = 0.3f, .temperature = 1.0f, .candidates = 4});
   all.blend(batch, net_labels, net_scores, 4, 4, labels, scores);
   CHECK(scores[0] + scores[1] + scores[2] + scores[3] == Approx(1.0f));
-  const EnsembleMembers cent_only{.centroids = &centroids};
-  CHECK_THROWS_WITH(EnsembleRanker(cent_only, {.weight = 1.5f, .knn_weight = 0.0f}), Catch::Contains("--ensemble-weight 1.5"));
-  CHECK_THROWS_WITH(EnsembleRanker(cent_only, {.knn_weight = 0.0f, .temperature = 0.0f}), Catch::Contains("--ensemble-temperature 0"));
-  CHECK_THROWS_WITH(EnsembleRanker({&centroids, &near}, {.weight = 0.6f, .knn_weight = 0.6f}),
+  const train::EnsembleMembers cent_only{.centroids = &centroids};
+  CHECK_THROWS_WITH(train::EnsembleRanker(cent_only, {.weight = 1.5f, .knn_weight = 0.0f}), Catch::Contains("--ensemble-weight 1.5"));
+  CHECK_THROWS_WITH(train::EnsembleRanker(cent_only, {.knn_weight = 0.0f, .temperature = 0.0f}), Catch::Contains("--ensemble-temperature 0"));
+  CHECK_THROWS_WITH(train::EnsembleRanker({&centroids, &near}, {.weight = 0.6f, .knn_weight = 0.6f}),
                     Catch::Contains("add up to more than 1"));
-  CHECK_THROWS_WITH(EnsembleRanker(cent_only, {.weight = 0.5f, .knn_weight = 0.2f}), Catch::Contains("needs the nearest training points"));
+  CHECK_THROWS_WITH(train::EnsembleRanker(cent_only, {.weight = 0.5f, .knn_weight = 0.2f}), Catch::Contains("needs the nearest training points"));
 }
 
 TEST_CASE("ensemble: a checkpoint's members give the trainer's metrics through the predictor, on 1 and 2 ranks") {
@@ -105,34 +105,34 @@ TEST_CASE("ensemble: a checkpoint's members give the trainer's metrics through t
   fs::remove_all(dir);
   Model m;
   layers::build_network(m, spec, Placement{});
-  Trainer t(m, {});
+  train::Trainer t(m, {});
   t.fit_epoch(d.train, {.batch = 64, .seed = 1, .progress = false, .max_steps = 8});
-  save_checkpoint(dir, m, t, layers::network_config(spec));
+  train::save_checkpoint(dir, m, t, layers::network_config(spec));
   const data::LabelCentroids centroids(d.train);
   const data::NearestPoints near(d.train);
-  const EnsembleOptions options{.weight = 0.5f, .knn_weight = 0.2f, .temperature = 0.05f, .candidates = 20};
-  const EnsembleRanker ranker({&centroids, &near}, options);
-  const EvalResult plain = t.evaluate(d.test, {});
-  const EvalResult blended = t.evaluate(d.test, {.ensemble = &ranker});
+  const train::EnsembleOptions options{.weight = 0.5f, .knn_weight = 0.2f, .temperature = 0.05f, .candidates = 20};
+  const train::EnsembleRanker ranker({&centroids, &near}, options);
+  const train::EvalResult plain = t.evaluate(d.test, {});
+  const train::EvalResult blended = t.evaluate(d.test, {.ensemble = &ranker});
   // The centroids alone rank this clean synthetic set far better than 8 steps of training.
   CHECK(blended.p(1) > plain.p(1) + 0.1);
-  CHECK_THROWS_WITH(Predictor(dir, {.ensemble = options}), Catch::Contains("label_centroids.bin"));
+  CHECK_THROWS_WITH(train::Predictor(dir, {.ensemble = options}), Catch::Contains("label_centroids.bin"));
   centroids.save(dir);
   // A file beside the checkpoint that its manifest does not record is not the run's own.
-  CHECK_THROWS_WITH(Predictor(dir, {.ensemble = options}), Catch::Contains("label_centroids.bin: manifest.json does "
+  CHECK_THROWS_WITH(train::Predictor(dir, {.ensemble = options}), Catch::Contains("label_centroids.bin: manifest.json does "
                                                                           "not list it"));
-  save_checkpoint(dir, m, t, layers::network_config(spec));  // now the manifest records it
-  CHECK_THROWS_WITH(Predictor(dir, {.ensemble = options}), Catch::Contains("nearest_points.bin"));
+  train::save_checkpoint(dir, m, t, layers::network_config(spec));  // now the manifest records it
+  CHECK_THROWS_WITH(train::Predictor(dir, {.ensemble = options}), Catch::Contains("nearest_points.bin"));
   // A member the checkpoint lacks comes from the training set when one is given.
-  CHECK(Predictor(dir, {.ensemble = options, .ensemble_train = &d.train}).evaluate(d.test).precision ==
+  CHECK(train::Predictor(dir, {.ensemble = options, .ensemble_train = &d.train}).evaluate(d.test).precision ==
         blended.precision);
   near.save(dir);
-  save_checkpoint(dir, m, t, layers::network_config(spec));
-  CHECK(Predictor(dir, {.ensemble = options}).evaluate(d.test).precision == blended.precision);
+  train::save_checkpoint(dir, m, t, layers::network_config(spec));
+  CHECK(train::Predictor(dir, {.ensemble = options}).evaluate(d.test).precision == blended.precision);
   std::vector<RankingScores> got(2);
   std::mutex mu;
   comm::run_local(2, [&](comm::Communicator& c) {
-    RankingScores s = Predictor(dir, {.group = &c, .ensemble = options}).evaluate(d.test);
+    RankingScores s = train::Predictor(dir, {.group = &c, .ensemble = options}).evaluate(d.test);
     std::lock_guard<std::mutex> lock(mu);
     got[c.rank()] = s;
   });

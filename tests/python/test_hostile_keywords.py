@@ -72,7 +72,7 @@ def library_patterns():
         r"object of type .* has no len\(\)", r"unsized object", r"object is not (iterable|subscriptable|callable)",
         r"unhashable type", r"Traceback \(most recent", r"RuntimeWarning", r"DeprecationWarning",
         r"encountered in", r"invalid value", r"SparseEfficiencyWarning", r"Could not convert", r"ConversionError",
-        r"std::", r"numpy\.core", r"ufunc"]))
+        r"std::", r"numpy\.core", r"\bufunc\b"]))
 
 
 # ---------------------------------------------------------------------------------------------

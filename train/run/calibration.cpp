@@ -79,14 +79,14 @@ std::string reslice_folder(comm::Communicator& world, const std::string& checkpo
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const FitOptions& fit_options,
-                           RunGroups& groups, const Grid& grid, Model& model, std::optional<Trainer>& trainer,
-                           const std::function<void(Model&, const std::vector<double>&)>& build, MetricsLog& log) {
+train::FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const train::FitOptions& fit_options,
+                           RunGroups& groups, const Grid& grid, Model& model, std::optional<train::Trainer>& trainer,
+                           const std::function<void(Model&, const std::vector<double>&)>& build, train::MetricsLog& log) {
   comm::Communicator& world = *groups.world;
-  const Parallelism parallel = trainer->parallel();
+  const train::Parallelism parallel = trainer->parallel();
   // A part of the epoch: `steps` steps (0: to the end) after `skip`, within --max-steps.
   const auto part = [&](size_t skip, size_t steps, bool end, const char* label) {
-    FitOptions o = fit_options;
+    train::FitOptions o = fit_options;
     o.skip_steps = skip;
     o.end_epoch = end;
     o.label = label;
@@ -98,22 +98,22 @@ FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const F
     }
     return trainer->fit_epoch(train, o);
   };
-  FitResult fit = a.calibration_warmup > 0 ? part(0, a.calibration_warmup, false, "warm-up") : FitResult{};
-  const FitResult timed = part(fit.steps, a.calibration_steps, false, "calibrate");
+  train::FitResult fit = a.calibration_warmup > 0 ? part(0, a.calibration_warmup, false, "warm-up") : train::FitResult{};
+  const train::FitResult timed = part(fit.steps, a.calibration_steps, false, "calibrate");
   fit.merge(timed);
   const double mine = timed.steps > 0 ? timed.step_seconds() : fit.step_seconds();
   if (fit.steps == 0 || mine <= 0) {
     if (world.rank() == 0)
       say("--slice-weights auto: the epoch has no steps to calibrate on; the slices stay as they are\n");
   } else {
-    const std::vector<double> times = gather_step_seconds(mine, parallel.model, parallel.data);
+    const std::vector<double> times = train::gather_step_seconds(mine, parallel.model, parallel.data);
     const std::vector<double> current = model.input().placement().weights;
     // Each rank's share is capped by what its memory holds (Backend::state_memory_available()).
     // (No weights: equal slices.)
     const size_t me = comm::is_active(parallel.model) ? static_cast<size_t>(parallel.model->rank()) : 0;
     const double my_share = current.empty() ? 1.0 / static_cast<double>(times.size())
                                             : current[me] / std::accumulate(current.begin(), current.end(), 0.0);
-    const double state_bytes = model_state_bytes(model, *trainer);
+    const double state_bytes = train::model_state_bytes(model, *trainer);
     std::optional<double> room;
     if (const std::optional<uint64_t> available = model.input().backend().state_memory_available())
       room = static_cast<double>(*available);
@@ -122,12 +122,12 @@ FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const F
       room = room ? std::min(*room, limit_room) : limit_room;
     }
     const std::vector<double> caps =
-        gather_memory_caps(memory_cap(my_share, state_bytes, room), parallel.model, parallel.data);
+        train::gather_memory_caps(train::memory_cap(my_share, state_bytes, room), parallel.model, parallel.data);
     // What the exchanges cost a step with every rank in: what a kept rank adds besides compute.
-    const FitResult& timed_part = timed.steps > 0 ? timed : fit;
+    const train::FitResult& timed_part = timed.steps > 0 ? timed : fit;
     const double my_wait = (timed_part.seconds - timed_part.compute_seconds) / static_cast<double>(timed_part.steps);
-    const double exchange = gather_exchange_seconds(my_wait, parallel.model, parallel.data);
-    const RebalancePlan plan = throughput_weights(times, current, {.exchange_seconds = exchange, .max_share = caps});
+    const double exchange = train::gather_exchange_seconds(my_wait, parallel.model, parallel.data);
+    const train::RebalancePlan plan = train::throughput_weights(times, current, {.exchange_seconds = exchange, .max_share = caps});
     std::vector<size_t> labels(static_cast<size_t>(grid.model));
     const auto bounds = slice_bounds(model.output().out_features(), static_cast<size_t>(grid.model), plan.weights);
     for (size_t r = 0; r < labels.size(); ++r) labels[r] = bounds[r + 1] - bounds[r];
@@ -169,7 +169,7 @@ FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const F
     const std::string folder = reslice_folder(world, a.checkpoint);
     std::unique_ptr<comm::Communicator> new_world;
     if (std::find(plan.left_out.begin(), plan.left_out.end(), true) == plan.left_out.end()) {
-      reslice(folder, model, trainer, build, plan.weights);
+      train::reslice(folder, model, trainer, build, plan.weights);
     } else {
       // The ranks kept form the new model group (in their old order) and slice it by their weights;
       // every replica leaves out the same model ranks, so the data groups of those kept stay whole.
@@ -181,8 +181,8 @@ FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const F
       new_world = world.split(groups.left ? 1 : 0, world.rank());
       groups.retired.push_back(std::move(groups.model));
       groups.model = std::move(new_model);
-      const Regroup regroup{.leave = groups.left, .model = groups.model.get()};
-      reslice(folder, model, trainer, build, kept, &regroup);
+      const train::Regroup regroup{.leave = groups.left, .model = groups.model.get()};
+      train::reslice(folder, model, trainer, build, kept, &regroup);
     }
     world.barrier().wait();  // every rank has read the folder
     if (world.rank() == 0) std::filesystem::remove_all(folder);

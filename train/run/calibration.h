@@ -44,8 +44,8 @@ struct RunGroups {
 // timed steps, the new weights from the group's step times, the model resliced onto them, then the
 // rest of the epoch. Every rank computes the same weights from the same gathered times. Ranks the
 // weighting leaves out leave the groups (groups.left): their messages no longer hold the others up.
-FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const FitOptions& fit_options,
-                           RunGroups& groups, const Grid& grid, Model& model, std::optional<Trainer>& trainer,
-                           const std::function<void(Model&, const std::vector<double>&)>& build, MetricsLog& log);
+train::FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, const train::FitOptions& fit_options,
+                           RunGroups& groups, const Grid& grid, Model& model, std::optional<train::Trainer>& trainer,
+                           const std::function<void(Model&, const std::vector<double>&)>& build, train::MetricsLog& log);
 
 }  // namespace frugal::run

@@ -213,7 +213,7 @@ bool link_stands_aside(const RunArgs& a) {
          a.model == ModelKind::dlrm || a.parallel == ParallelMode::data;
 }
 
-AutoKeepSummary auto_keep_summary(const Trainer& trainer) {
+AutoKeepSummary auto_keep_summary(const train::Trainer& trainer) {
   AutoKeepSummary out;
   const comm::ReplicaReducer* reducer = trainer.reducer();
   const size_t n = reducer != nullptr ? reducer->feedback_states() : 0;
@@ -267,7 +267,7 @@ std::optional<CompressChoice> choose_link_compression(RunArgs& a, const data::Da
   return compress_choice;
 }
 
-void add_link_cost(const RunArgs& a, const FitResult& fit, double link_rate, bool chosen_by_link,
+void add_link_cost(const RunArgs& a, const train::FitResult& fit, double link_rate, bool chosen_by_link,
                    nlohmann::json& line, LinkCostSaid& said) {
   if (a.dp_keep) {
     const DctDpCost cost = dct_dp_cost(fit, link_rate);

@@ -82,7 +82,7 @@ struct AutoKeepSummary {
   uint64_t backoffs = 0;
 };
 
-AutoKeepSummary auto_keep_summary(const Trainer& trainer);
+AutoKeepSummary auto_keep_summary(const train::Trainer& trainer);
 
 // --compress and the DCT flags resolved (apply_compress), --dp-compress auto's target chosen where
 // --dp-keep asks for DCT-DP (returned: what it chose), and the combinations checked.
@@ -104,7 +104,7 @@ struct LinkCostSaid {
 // DCT-DP between replicas, against the link rate measured between them (apps/dct_cost.h): on, whether
 // it pays; off (no --dp-keep), whether it would (the exchange outweighing the step). Into the epoch
 // record, and said once.
-void add_link_cost(const RunArgs& a, const FitResult& fit, double link_rate, bool chosen_by_link,
+void add_link_cost(const RunArgs& a, const train::FitResult& fit, double link_rate, bool chosen_by_link,
                    nlohmann::json& line, LinkCostSaid& said);
 
 }  // namespace frugal::run

@@ -49,7 +49,7 @@ double probe_link_rate(comm::Communicator& group, size_t bytes) {
   }
 }
 
-DctDpCost dct_dp_cost(const FitResult& fit, double link_bytes_per_s) {
+DctDpCost dct_dp_cost(const train::FitResult& fit, double link_bytes_per_s) {
   DctDpCost c;
   const double steps = static_cast<double>(std::max<size_t>(1, fit.steps));
   c.link_bytes_per_s = link_bytes_per_s;
@@ -74,7 +74,7 @@ std::string does_not_pay_note(const DctDpCost& c, const std::string& flag) {
                      c.link_bytes_per_s / 1e6, flag);
 }
 
-DpExchangeCost dp_exchange_cost(const FitResult& fit, double link_bytes_per_s) {
+DpExchangeCost dp_exchange_cost(const train::FitResult& fit, double link_bytes_per_s) {
   DpExchangeCost c;
   const double steps = static_cast<double>(std::max<size_t>(1, fit.steps));
   c.link_bytes_per_s = link_bytes_per_s;

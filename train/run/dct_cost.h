@@ -34,7 +34,7 @@ struct DctDpCost {
 };
 
 // From an epoch of this rank (fit.steps > 0) and the probed link rate.
-DctDpCost dct_dp_cost(const FitResult& fit, double link_bytes_per_s);
+DctDpCost dct_dp_cost(const train::FitResult& fit, double link_bytes_per_s);
 nlohmann::json to_json(const DctDpCost& cost);
 // The log line of a run whose compression does not pay (names the measured figures and `flag`,
 // the flag that turned DCT-DP on: "--dp-keep" or "--compress auto").
@@ -49,7 +49,7 @@ struct DpExchangeCost {
   double compute_seconds_per_step = 0;  // the step's seconds without the `wait` phase
   bool would_pay() const { return wire_seconds_per_step > compute_seconds_per_step; }
 };
-DpExchangeCost dp_exchange_cost(const FitResult& fit, double link_bytes_per_s);
+DpExchangeCost dp_exchange_cost(const train::FitResult& fit, double link_bytes_per_s);
 nlohmann::json to_json(const DpExchangeCost& cost);
 // The log line of an uncompressed run whose exchange outweighs its computation.
 std::string would_pay_note(const DpExchangeCost& cost);

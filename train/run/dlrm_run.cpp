@@ -111,11 +111,11 @@ uint64_t run_dlrm(const DlrmRun& a) {
   nlohmann::json resume_config = config;
   for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "table_exchange", "dp_keep", "dp_auto_energy"})
     resume_config.erase(key);
-  std::optional<layers::DlrmCheckpointInfo> resumed;
+  std::optional<train::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {
-    resumed = layers::read_dlrm_checkpoint(a.resume, a.accept_unchecked_checkpoint);
+    resumed = train::read_dlrm_checkpoint(a.resume, a.accept_unchecked_checkpoint);
     // Every rank resumes the same epoch, as every trainer's ranks do (train/resume_choice.h).
-    require_same_resume(a.resume, resumed->epoch, 0, resumed->folder, *world);
+    train::require_same_resume(a.resume, resumed->epoch, 0, resumed->folder, *world);
     const nlohmann::json saved = nlohmann::json::parse(resumed->config);
     for (const auto& [key, value] : resume_config.items())
       FRUGAL_CHECK(!saved.contains(key) || saved[key] == value,
@@ -127,7 +127,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   layers::IdCounts counts(data::kCtrCats);
   if (!resumed && d.ids != layers::IdMode::hash) counts.add(view_of(train));
   const layers::IdMap ids =
-      resumed ? layers::load_dlrm_ids(a.resume, *resumed)
+      resumed ? train::load_dlrm_ids(a.resume, *resumed)
               : layers::IdMap({.mode = d.ids, .min_count = d.min_id_count, .hash_rows = d.hash_rows,
                                .compression = d.id_compression, .qr_combine = d.qr_combine,
                                .seed = Rng(a.seed).split(0x1d).next_u64()},
@@ -146,7 +146,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   layers::DlrmNetwork net({.num_dense = data::kCtrDense, .fields = layers::embedding_fields(ids),
                            .lookups = ids.lookups(), .dim = d.embedding_dim, .bottom = bottom, .top = top,
                            .seed = a.seed, .group = group, .tables = tables});
-  layers::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = voice,
+  train::DlrmTrainer trainer(net, ids, {.optimizer = a.optimizer, .batch = a.batch, .progress = voice,
                                          .lr_schedule = schedule, .clip_norm = a.clip_norm, .dp = a.dp});
   // Embedding parameters of the whole model (every rank's slice counted once).
   const size_t embedding_parameters = ids.total_rows() * d.embedding_dim;
@@ -154,13 +154,13 @@ uint64_t run_dlrm(const DlrmRun& a) {
     say("model: {} ({} embedding parameters, --ids {}), {} rank(s){}, {} threads\n", net.describe(),
                embedding_parameters, layers::to_string(d.ids), world->size(),
                world->size() > 1 ? fmt::format(", tables {}", layers::to_string(tables)) : "", backend.num_threads());
-  const std::string metrics = rank_metrics_path(a.metrics, rank);
-  MetricsLog log = metrics.empty() ? MetricsLog() : MetricsLog(metrics, !a.resume.empty());
+  const std::string metrics = train::rank_metrics_path(a.metrics, rank);
+  train::MetricsLog log = metrics.empty() ? train::MetricsLog() : train::MetricsLog(metrics, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test}, {"rank", rank},
              {"world_size", world->size()}, {"device", device_name(backend)}});
   size_t first_epoch = 1;
   if (resumed) {
-    layers::load_dlrm_state(a.resume, *resumed, net, &trainer.optimizer());
+    train::load_dlrm_state(a.resume, *resumed, net, &trainer.optimizer());
     first_epoch = resumed->epoch + 1;
     if (voice)
       say("resumed from {} at epoch {} (saved by {} rank(s))\n", a.resume, resumed->epoch, resumed->world_size);
@@ -172,14 +172,14 @@ uint64_t run_dlrm(const DlrmRun& a) {
   for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
-    const layers::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
+    const train::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
                                                     fmt::format("train epoch {}", epoch), epoch);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
-    if (!std::isfinite(fit.loss)) throw_divergence(divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
+    if (!std::isfinite(fit.loss)) train::throw_divergence(train::divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();
     wire -= before;
     const auto e0 = std::chrono::steady_clock::now();
-    const layers::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
+    const train::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     const double per = fit.samples > 0 ? 1.0 / static_cast<double>(fit.samples) : 0.0;
     const uint64_t dp_sent = trainer.dp_payload_sent() - dp_sent_before;
@@ -210,14 +210,14 @@ uint64_t run_dlrm(const DlrmRun& a) {
                {"dp_payload_sent", dp_sent},
                {"dp_payload_uncompressed", dp_full},
                {"rank", rank},
-               {"peak_rss_bytes", peak_rss_bytes()}};
+               {"peak_rss_bytes", train::peak_rss_bytes()}};
     if (a.clip_norm > 0) {  // as the XMC trainer's records: how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / static_cast<double>(fit.steps) : 0.0;
     }
     log.write(line);
     if (!a.checkpoint.empty())
-      layers::save_dlrm_checkpoint(a.checkpoint, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group);
+      train::save_dlrm_checkpoint(a.checkpoint, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group);
     last = epoch;
     if (a.on_epoch) {
       // Stopped on any rank: every rank stops after this epoch's checkpoint.
@@ -233,7 +233,7 @@ namespace {
 
 // The network and id map a DLRM checkpoint holds, on the CPU backend of this process.
 struct LoadedDlrm {
-  layers::DlrmCheckpointInfo info;
+  train::DlrmCheckpointInfo info;
   layers::IdMap ids;
   std::unique_ptr<layers::DlrmNetwork> net;
 };
@@ -241,8 +241,8 @@ struct LoadedDlrm {
 LoadedDlrm load_dlrm(const std::string& model, int threads, bool accept_unchecked) {
   Backend& backend = resolve_device("cpu");
   backend.set_num_threads(threads_for_rank(threads));
-  LoadedDlrm m{layers::read_dlrm_checkpoint(model, accept_unchecked), {}, nullptr};
-  m.ids = layers::load_dlrm_ids(model, m.info);
+  LoadedDlrm m{train::read_dlrm_checkpoint(model, accept_unchecked), {}, nullptr};
+  m.ids = train::load_dlrm_ids(model, m.info);
   const nlohmann::json c = nlohmann::json::parse(m.info.config);
   try {
   const auto get = [&](const char* key) -> const nlohmann::json& {
@@ -256,7 +256,7 @@ LoadedDlrm load_dlrm(const std::string& model, int threads, bool accept_unchecke
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}/manifest.json: the configuration has {}", model, json_error_words(e)));
   }
-  layers::load_dlrm_state(model, m.info, *m.net, nullptr);
+  train::load_dlrm_state(model, m.info, *m.net, nullptr);
   return m;
 }
 

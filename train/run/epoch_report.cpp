@@ -66,7 +66,7 @@
 
 namespace frugal::run {
 
-nlohmann::json model_state(const Model& model, const Trainer& trainer) {
+nlohmann::json model_state(const Model& model, const train::Trainer& trainer) {
   size_t weights = 0;
   for (const Parameter* p : model.parameters()) weights += p->value.bytes();
   size_t derived = 0;
@@ -77,7 +77,7 @@ nlohmann::json model_state(const Model& model, const Trainer& trainer) {
           {"per_parameter", params > 0 ? static_cast<double>(total) / static_cast<double>(params) : 0.0}};
 }
 
-nlohmann::json parameter_rows(const Model& model, const FitResult& fit) {
+nlohmann::json parameter_rows(const Model& model, const train::FitResult& fit) {
   nlohmann::json out = nlohmann::json::array();
   const std::vector<Parameter*> params = model.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -98,19 +98,19 @@ size_t total_parameters(const Model& model) {
   return n;
 }
 
-nlohmann::json psp_value(const EvalResult& ev, bool has_test, size_t k) {
+nlohmann::json psp_value(const train::EvalResult& ev, bool has_test, size_t k) {
   if (!has_test) return nlohmann::json(nullptr);
   const auto it = ev.psp.find(k);
   return it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
 }
 
-nlohmann::json epoch_record(const RunArgs& a, uint64_t epoch, const FitResult& fit, const EpochScores& scores,
-                            const Trainer& trainer, const Model& model, int rank, uint64_t restarts) {
+nlohmann::json epoch_record(const RunArgs& a, uint64_t epoch, const train::FitResult& fit, const EpochScores& scores,
+                            const train::Trainer& trainer, const Model& model, int rank, uint64_t restarts) {
   const double per = fit.group_samples > 0 ? 1.0 / static_cast<double>(fit.group_samples) : 0.0;
   const auto ratio = [](uint64_t a, uint64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
   const auto psp = [&](size_t k) { return psp_value(scores.ev, scores.has_test, k); };
   const auto test_metric = [&](double v) { return scores.has_test ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  const EvalResult& ev = scores.ev;
+  const train::EvalResult& ev = scores.ev;
   nlohmann::json line = {{"event", "epoch"},
              {"epoch", epoch},
              {"loss", fit.loss},
@@ -152,7 +152,7 @@ nlohmann::json epoch_record(const RunArgs& a, uint64_t epoch, const FitResult& f
              // What the default exact exchange of the touched rows would have sent instead.
              {"dp_payload_touched", fit.dp_payload_touched},
              {"rank", rank},
-             {"peak_rss_bytes", peak_rss_bytes()},
+             {"peak_rss_bytes", train::peak_rss_bytes()},
              // This rank's weights, optimizer state and LSH tables, in bytes and per local parameter.
              {"model_state_bytes", model_state(model, trainer)},
              // Whole-job restarts so far under `frugal launch --max-restarts` (0 otherwise).
@@ -176,9 +176,9 @@ nlohmann::json epoch_record(const RunArgs& a, uint64_t epoch, const FitResult& f
   return line;
 }
 
-void print_epoch(const RunArgs& a, uint64_t epoch, const FitResult& fit, const EpochScores& s, const Model& model,
-                 const Trainer& trainer, int world_size, const Grid& grid, uint64_t& backoffs_said) {
-  const EvalResult& ev = s.ev;
+void print_epoch(const RunArgs& a, uint64_t epoch, const train::FitResult& fit, const EpochScores& s, const Model& model,
+                 const train::Trainer& trainer, int world_size, const Grid& grid, uint64_t& backoffs_said) {
+  const train::EvalResult& ev = s.ev;
   const auto psp = [&](size_t k) { return psp_value(ev, s.has_test, k); };
   if (s.has_test)
     say("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
@@ -223,7 +223,7 @@ void print_epoch(const RunArgs& a, uint64_t epoch, const FitResult& fit, const E
   }
 }
 
-std::pair<float, float> model_step_times(const FitResult& fit, const Model& model, comm::Communicator& model_group) {
+std::pair<float, float> model_step_times(const train::FitResult& fit, const Model& model, comm::Communicator& model_group) {
   std::vector<float> step_max{static_cast<float>(fit.step_seconds())}, step_min = step_max;
   // A rank left out (an empty slice) computes next to nothing: the fastest is among the others.
   const auto [own_begin, own_end] = model.output().placement().own_slice(model.output().out_features());
@@ -248,7 +248,7 @@ nlohmann::json transport_bytes_sent(std::initializer_list<const comm::Communicat
   return out;
 }
 
-nlohmann::json skipped_json(const std::vector<SkippedCheckpoint>& skipped) {
+nlohmann::json skipped_json(const std::vector<train::SkippedCheckpoint>& skipped) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& s : skipped) out.push_back({{"manifest", s.manifest}, {"reason", s.reason}});
   return out;

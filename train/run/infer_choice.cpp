@@ -28,13 +28,13 @@ InferChoice resolve_infer(const InferSettings& flags, InferMode auto_mode, const
   const auto saved_float = [&](const char* key, float fallback) {
     return saved.is_object() && saved.contains(key) && saved[key].is_number() ? saved[key].get<float>() : fallback;
   };
-  c.ensemble.weight = flags.weight.value_or(saved_float("ensemble_weight", EnsembleOptions{}.weight));
-  c.ensemble.knn_weight = flags.knn_weight.value_or(saved_float("ensemble_knn_weight", EnsembleOptions{}.knn_weight));
-  c.ensemble.temperature = flags.temperature.value_or(saved_float("ensemble_temperature", EnsembleOptions{}.temperature));
+  c.ensemble.weight = flags.weight.value_or(saved_float("ensemble_weight", train::EnsembleOptions{}.weight));
+  c.ensemble.knn_weight = flags.knn_weight.value_or(saved_float("ensemble_knn_weight", train::EnsembleOptions{}.knn_weight));
+  c.ensemble.temperature = flags.temperature.value_or(saved_float("ensemble_temperature", train::EnsembleOptions{}.temperature));
   c.ensemble.neighbours = flags.neighbours.value_or(
       saved.is_object() && saved.contains("ensemble_neighbours") && saved["ensemble_neighbours"].is_number_unsigned()
           ? saved["ensemble_neighbours"].get<size_t>()
-          : EnsembleOptions{}.neighbours);
+          : train::EnsembleOptions{}.neighbours);
   c.ensemble.validate();
   if (c.mode != InferMode::ensemble && (flags.weight || flags.knn_weight || flags.temperature || flags.neighbours))
     throw Error(fmt::format("{} is for --infer ensemble (this run infers {})",

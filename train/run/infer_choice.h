@@ -23,7 +23,7 @@ namespace frugal::run {
 struct InferChoice {
   InferMode mode = InferMode::exact;
   size_t candidates = InferenceOptions{}.candidates;
-  EnsembleOptions ensemble{};
+  train::EnsembleOptions ensemble{};
   Inference layer_mode() const { return mode == InferMode::lsh ? Inference::lsh : Inference::exact; }
 };
 

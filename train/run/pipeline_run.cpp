@@ -26,7 +26,7 @@ namespace {
 
 nlohmann::json metric(bool has_test, double v) { return has_test ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-nlohmann::json psp(const EvalResult& ev, bool has_test, size_t k) {
+nlohmann::json psp(const train::EvalResult& ev, bool has_test, size_t k) {
   const auto it = ev.psp.find(k);
   return !has_test || it == ev.psp.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
 }
@@ -55,13 +55,13 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
   layers::build_network_stage(model, r.spec, first, first + split[stage],
                               slices > 1 ? Placement::sliced(*stage_group) : Placement{});
   model.set_backend(r.backend);
-  PipelineOptions options = r.options;
+  train::PipelineOptions options = r.options;
   options.pipeline = pipeline.get();
   options.data = replicas.get();
   options.model = slices > 1 ? stage_group.get() : nullptr;
   options.first_layer = first;
   options.total_layers = costs.size();
-  PipelineTrainer trainer(model, options);
+  train::PipelineTrainer trainer(model, options);
   const bool voice = rank == 0 && !r.quiet;
   const auto describe_split = [&] {
     std::vector<std::string> parts;
@@ -87,16 +87,16 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                model.describe(), model.num_parameters(), r.backend->device().name(), r.backend->num_threads(),
                world.size(), r.replicas, slices, r.stages, world.backend());
   }
-  std::optional<CheckpointManifest> resumed;
+  std::optional<train::CheckpointManifest> resumed;
   if (!r.resume.empty()) {
     // The same choice on every rank, checked as every trainer's (train/resume_choice.h).
-    const CheckpointChoice choice = choose_resume_checkpoint(r.resume, r.accept_unchecked_checkpoint, world);
-    resumed = load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
+    const train::CheckpointChoice choice = train::choose_resume_checkpoint(r.resume, r.accept_unchecked_checkpoint, world);
+    resumed = train::load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
     if (voice)
       say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "
                  "layers\n", r.resume, resumed->epoch, resumed->step, resumed->world_size, resumed->model_slices);
   }
-  MetricsLog log = r.metrics.empty() ? MetricsLog() : MetricsLog(rank_metrics_path(r.metrics, rank), !r.resume.empty());
+  train::MetricsLog log = r.metrics.empty() ? train::MetricsLog() : train::MetricsLog(train::rank_metrics_path(r.metrics, rank), !r.resume.empty());
   const nlohmann::json pipeline_record = {{"stages", r.stages}, {"micro_batches", options.micro_batches},
                                           {"stage", stage}, {"layers", {first, first + split[stage]}},
                                           {"split", split}, {"replicas", r.replicas}, {"slices", slices},
@@ -116,7 +116,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
   const Rng seeds(r.seed);
   while (trainer.epoch() < r.epochs) {
     const uint64_t epoch = trainer.epoch() + 1;
-    const FitResult fit = trainer.fit_epoch(*r.train, {.batch = r.batch, .seed = seeds.split(100 + epoch).next_u64(),
+    const train::FitResult fit = trainer.fit_epoch(*r.train, {.batch = r.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                        .progress = voice, .max_steps = r.max_steps});
     // Per stage, in one all-gather: compute seconds per step and the bytes it put on the pipeline's links.
     struct StageFigures {
@@ -140,7 +140,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const double boundary_per_sample = boundary_sent * per;
     const double compression = sent > 0.0 ? whole / sent : 0.0;
     const bool has_test = r.test->size() > 0;
-    const EvalResult ev = trainer.evaluate(*r.test, r.eval);
+    const train::EvalResult ev = trainer.evaluate(*r.test, r.eval);
     if (rank == 0) {  // even with --quiet, as every mode's epoch lines
       if (has_test)
         say("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
@@ -182,7 +182,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                            {"mp_sent_fraction", whole > 0.0 ? sent / whole : 0.0},
                            {"dp_compression", fit.dp_compression()},
                            {"pipeline", pipeline_record},
-                           {"rank", rank}, {"peak_rss_bytes", peak_rss_bytes()}, {"restarts", r.restarts},
+                           {"rank", rank}, {"peak_rss_bytes", train::peak_rss_bytes()}, {"restarts", r.restarts},
                            {"profile", profile_to_json(fit.profile, fit.group_samples)}};
     if (r.options.clip_norm > 0) {  // as the XMC trainer's records: how often clipping acted
       line["grad_norm"] = fit.grad_norm;
@@ -192,7 +192,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const bool go_on = !r.on_epoch || r.on_epoch(line);
     if (!r.checkpoint.empty() && r.before_checkpoint) r.before_checkpoint(r.checkpoint);
     if (!r.checkpoint.empty())
-      save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, nlohmann::json::object(), r.keep_checkpoints);
+      train::save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, nlohmann::json::object(), r.keep_checkpoints);
     if (!go_on) break;
   }
   return 0;

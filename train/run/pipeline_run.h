@@ -36,11 +36,11 @@ struct PipelineRun {
   int stages = 1, replicas = 1;
   int slices = 1;                   // ranks slicing each stage's layers (--grid DxMxS)
   std::vector<size_t> stage_split;  // layers per stage as given (empty: auto)
-  PipelineOptions options;          // groups, first layer and layer count filled by run_pipeline
+  train::PipelineOptions options;          // groups, first layer and layer count filled by run_pipeline
   size_t batch = 128, epochs = 3, eval_batch = 512, max_steps = 0;
   uint64_t seed = 1;
   bool quiet = false;
-  EvalOptions eval;  // what each epoch's evaluation computes (ensemble and propensities included)
+  train::EvalOptions eval;  // what each epoch's evaluation computes (ensemble and propensities included)
   bool centroid_init = false;
   float centroid_scale = 10.0f;
   std::string metrics, checkpoint, resume;

@@ -54,7 +54,7 @@ Session open_session(const SessionArgs& a, comm::RunConfig config) {
   // --infer auto: as the checkpoint was trained to infer (a damaged manifest: Predictor says so).
   nlohmann::json saved = nlohmann::json::object();
   try {
-    saved = read_manifest(model, /*accept_unchecked=*/true).config;  // the Predictor checks it
+    saved = train::read_manifest(model, /*accept_unchecked=*/true).config;  // the Predictor checks it
   } catch (const std::exception&) {
   }
   const InferMode auto_mode = saved_infer_mode(saved) == InferMode::ensemble ? InferMode::ensemble : InferMode::exact;
@@ -76,8 +76,8 @@ Session open_session(const SessionArgs& a, comm::RunConfig config) {
   // --train FILE: the ensemble's members a checkpoint lacks are built from it.
   std::optional<data::Dataset> train_set;
   if (infer.mode == InferMode::ensemble && !train.empty()) train_set = data::XmcFile::open(train);
-  s.predictor = std::make_unique<Predictor>(
-      model, PredictorOptions{.group = s.world.get(), .inference = infer.layer_mode(),
+  s.predictor = std::make_unique<train::Predictor>(
+      model, train::PredictorOptions{.group = s.world.get(), .inference = infer.layer_mode(),
                               .inference_candidates = infer.candidates,
                               .ensemble = infer.mode == InferMode::ensemble ? std::optional(infer.ensemble) : std::nullopt,
                               .ensemble_train = train_set ? &*train_set : nullptr,
@@ -86,7 +86,7 @@ Session open_session(const SessionArgs& a, comm::RunConfig config) {
   s.infer = infer.mode;
   // Which checkpoint this is (a copy of an older epoch's manifest put in place is otherwise silent).
   if (s.world->rank() == 0) {
-    const CheckpointInfo& info = s.predictor->checkpoint();
+    const train::CheckpointInfo& info = s.predictor->checkpoint();
     fmt::print(stderr, "{}: epoch {}, step {}{}\n", model, info.epoch, info.step,
                info.run.empty() ? std::string() : fmt::format(" of run {}", info.run));
   }

@@ -18,7 +18,7 @@ namespace frugal::run {
 
 struct Session {
   std::unique_ptr<comm::Communicator> world;
-  std::unique_ptr<Predictor> predictor;
+  std::unique_ptr<train::Predictor> predictor;
   InferMode infer = InferMode::exact;
 };
 

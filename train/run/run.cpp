@@ -103,23 +103,23 @@ Backend& choose_device(const std::string& device, int threads) {
 // --resume: the newest intact checkpoint of the folder loaded into the model and trainer (the
 // early-stopping state too), said on rank 0.
 struct Resumed {
-  CheckpointInfo info;
-  std::vector<SkippedCheckpoint> skipped;  // damaged newer ones passed over
+  train::CheckpointInfo info;
+  std::vector<train::SkippedCheckpoint> skipped;  // damaged newer ones passed over
 };
 
-Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, Trainer& trainer,
-                   const nlohmann::json& resume_config, EarlyStopping& stopper) {
+Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, train::Trainer& trainer,
+                   const nlohmann::json& resume_config, train::EarlyStopping& stopper) {
   const int rank = world.rank();
   // The newest checkpoint whose files are all intact, the same on every rank (train/resume_choice.h);
   // a damaged one is passed over out loud, even with --quiet.
-  const CheckpointChoice choice = choose_resume_checkpoint(a.resume, a.accept_unchecked_checkpoint, world);
-  const CheckpointManifest info = load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
+  const train::CheckpointChoice choice = train::choose_resume_checkpoint(a.resume, a.accept_unchecked_checkpoint, world);
+  const train::CheckpointManifest info = train::load_checkpoint(a.resume, choice.manifest, model, trainer, resume_config);
   if (rank == 0 && !choice.skipped.empty())
     say_notice("--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
                choice.manifest_file, info.epoch, info.step);
   if (info.run_state.contains("early_stopping")) {
     const auto& e = info.run_state["early_stopping"];
-    stopper = EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
+    stopper = train::EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
                                                .epochs_without_improvement = e.at("epochs_without_improvement")});
   }
   if (!a.quiet)
@@ -217,7 +217,7 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
   r.replicas = grid.data;
   r.slices = grid.model;
   r.stage_split = parse_stage_split(a.stage_split);
-  const TrainerOptions trainer = trainer_options(a, train.size());
+  const train::TrainerOptions trainer = trainer_options(a, train.size());
   r.options.micro_batches = a.micro_batches > 0 ? a.micro_batches : default_micro_batches(grid.stages, a.batch);
   r.options.boundary = mp_compression(a);
   // A compressed boundary trains as the uncompressed one only after a warm-up (bench/REPORT.md,
@@ -345,24 +345,24 @@ RunResult run_train(RunArgs a) {
     m.set_backend(&backend);  // the parameters move into the device's memory (core/layer.h)
   };
   build(model, a.weights);
-  TrainerOptions options = trainer_options(a, train.size());
+  train::TrainerOptions options = trainer_options(a, train.size());
   options.parallel = {.model = model_group.get(), .data = data_group.get(),
                       .dense_gradients = a.parallel == ParallelMode::data};
   options.mp = mp_compression(a);
   options.dp = dp_compression(a);
   // In an optional so that --slice-weights auto can remake it in place (the same object).
-  std::optional<Trainer>& trainer_slot = held->trainer;
-  Trainer& trainer = trainer_slot.emplace(model, options);
+  std::optional<train::Trainer>& trainer_slot = held->trainer;
+  train::Trainer& trainer = trainer_slot.emplace(model, options);
   note_optimizer(a, trainer, rank);
-  EarlyStopping stopper(a.early_stopping);
+  train::EarlyStopping stopper(a.early_stopping);
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
   // What checkpoints record: the same, and how the run infers (predict / evaluate infer the same
   // way by default; a resumed run may infer otherwise, so --resume does not compare it).
   nlohmann::json checkpoint_config = resume_config;
   record_infer(a.inference, checkpoint_config);
-  std::optional<CheckpointInfo> resumed_from;
-  std::vector<SkippedCheckpoint> resume_skipped;
+  std::optional<train::CheckpointInfo> resumed_from;
+  std::vector<train::SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
     Resumed r = resume_run(a, *world, model, trainer, resume_config, stopper);
     resumed_from = r.info;
@@ -374,9 +374,9 @@ RunResult run_train(RunArgs a) {
                grid.data, grid.model, world->backend());
   held->scoring = std::make_unique<Scoring>(a, train);
   const Scoring& scoring = *held->scoring;
-  const EvalOptions& eval_options = scoring.options;
-  const std::string metrics_file = rank_metrics_path(a.metrics, rank);
-  MetricsLog log = metrics_file.empty() ? MetricsLog() : MetricsLog(metrics_file, !a.resume.empty());
+  const train::EvalOptions& eval_options = scoring.options;
+  const std::string metrics_file = train::rank_metrics_path(a.metrics, rank);
+  train::MetricsLog log = metrics_file.empty() ? train::MetricsLog() : train::MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
              {"train_points", train.size()},
              {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},
@@ -393,7 +393,7 @@ RunResult run_train(RunArgs a) {
              {"compress_choice", compress_choice ? to_json(*compress_choice) : nlohmann::json()}});
 
   if (resumed_from) {  // the model as restored, scored before any further training
-    const EvalResult ev = trainer.evaluate(test, eval_options);
+    const train::EvalResult ev = trainer.evaluate(test, eval_options);
     if (!a.quiet) say("resumed model: P@1 {:.4f}, P@3 {:.4f}, P@5 {:.4f}\n", ev.p(1), ev.p(3), ev.p(5));
     log.write({{"event", "resume"}, {"epoch", resumed_from->epoch}, {"step", resumed_from->step},
                {"saved_world_size", resumed_from->world_size}, {"saved_model_slices", resumed_from->model_slices},
@@ -424,10 +424,10 @@ RunResult run_train(RunArgs a) {
   bool stop_asked = false;  // RunCallbacks::on_epoch returned false
   while (trainer.epoch() < a.epochs && !stopper.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
-    const FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
+    const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                  .progress = !a.quiet, .max_steps = a.max_steps};
     const nlohmann::json transport_before = transport_bytes_sent({groups.model.get(), data_group.get()});
-    FitResult fit;
+    train::FitResult fit;
     if (calibrate) {
       calibrate = false;
       fit = calibrated_epoch(a, train, fit_options, groups, grid, model, trainer_slot, build, log);
@@ -447,7 +447,7 @@ RunResult run_train(RunArgs a) {
     // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
     // its metrics are null ("no test points"), not zeros.
     const bool has_test = test.size() > 0;
-    const EvalResult ev = trainer.evaluate(test, eval_options);
+    const train::EvalResult ev = trainer.evaluate(test, eval_options);
     // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
     double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch, .ensemble = eval_options.ensemble}).p(1) : -1.0;
     if (valid != nullptr && groups.world->size() > 1) {
@@ -474,7 +474,7 @@ RunResult run_train(RunArgs a) {
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / fit.steps : 0.0;
     }
-    if (a.on_divergence == OnDivergence::skip_batch) {
+    if (a.on_divergence == train::OnDivergence::skip_batch) {
       line["skipped_batches"] = fit.skipped_batches;
       if (fit.skipped_batches > 0 && rank == 0)
         say_notice("warning: epoch {}: {} batch(es) whose loss or gradients were not finite were skipped "
@@ -490,11 +490,11 @@ RunResult run_train(RunArgs a) {
     if (best && a.early_stopping > 0) {
       const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
       scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
-      save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
+      train::save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
     }
     if (!a.checkpoint.empty()) {
       scoring.keep_beside(a.checkpoint, rank);
-      save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
+      train::save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
     }
     if (stopper.should_stop() && !a.quiet)
       say("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
@@ -506,8 +506,8 @@ RunResult run_train(RunArgs a) {
   // --early-stopping: the best epoch's model, as DIR/best holds it, is what the run returns.
   if (a.early_stopping > 0 && stopper.state().best_epoch > 0 && stopper.state().best_epoch != trainer.epoch()) {
     const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
-    const CheckpointChoice best = choose_resume_checkpoint(best_dir, a.accept_unchecked_checkpoint, *groups.world);
-    load_checkpoint(best_dir, best.manifest, model, trainer, resume_config);
+    const train::CheckpointChoice best = train::choose_resume_checkpoint(best_dir, a.accept_unchecked_checkpoint, *groups.world);
+    train::load_checkpoint(best_dir, best.manifest, model, trainer, resume_config);
     result.model_epoch = stopper.state().best_epoch;
     if (!a.quiet) say("the returned model is the best epoch's ({}), loaded from {}\n", result.model_epoch, best_dir);
   }

@@ -64,8 +64,8 @@ struct RunResult {
   uint64_t model_epoch = 0;
   bool left_out = false;  // --slice-weights auto left this rank out of the model
   std::shared_ptr<TrainedModel> model;  // null for DLRM, the pipeline and a rank left out
-  EvalResult evaluate(const data::Dataset& data) const;
-  Predictions predict(const data::Dataset& data, size_t k) const;
+  train::EvalResult evaluate(const data::Dataset& data) const;
+  train::Predictions predict(const data::Dataset& data, size_t k) const;
 };
 
 // Trains on the files config.train and config.test name.

@@ -103,7 +103,7 @@ void note_cuda_alone(const RunArgs& a, const Backend& backend, int model_ranks) 
 }
 
 void note_forward_split(const RunArgs& a, int model_ranks) {
-  if (a.quiet || a.overlap_forward != ForwardSplit::always) return;
+  if (a.quiet || a.overlap_forward != train::ForwardSplit::always) return;
   const bool compressed = a.mp_keep != 1.0 || a.mp_mass < 1.0 || mp_compression(a).wire != comm::ValueType::f32;
   const char* why = !a.overlap         ? "--overlap is off"
                     : model_ranks <= 1 ? "the input layer is not sliced (one model rank)"
@@ -126,7 +126,7 @@ void note_compress(const RunArgs& a, const Grid& grid) {
   say("compress auto: {}\n", what.empty() ? "one rank, nothing crosses the network" : what);
 }
 
-void note_optimizer(const RunArgs& a, const Trainer& trainer, int rank) {
+void note_optimizer(const RunArgs& a, const train::Trainer& trainer, int rank) {
   // Row-wise state needs whole rows: a model slice of the input layer (part of every row) is updated
   // per element instead, said once (even with --quiet: it is not what the flag asked for).
   if (rank == 0 && a.optimizer)

@@ -51,6 +51,6 @@ void note_compress(const RunArgs& a, const Grid& grid);
 
 // What the optimizer became: rank 0 says what --optimizer auto chose, and where a row-wise optimizer
 // falls back to per-element state.
-void note_optimizer(const RunArgs& a, const Trainer& trainer, int rank);
+void note_optimizer(const RunArgs& a, const train::Trainer& trainer, int rank);
 
 }  // namespace frugal::run

@@ -97,7 +97,7 @@ void resolve_optimizer(RunArgs& a) {
   if (a.optimizer || a.resume.empty() || a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo)
     return;
   try {
-    const CheckpointManifest m = read_manifest(a.resume, a.accept_unchecked_checkpoint);
+    const train::CheckpointManifest m = train::read_manifest(a.resume, a.accept_unchecked_checkpoint);
     if (m.optimizer.is_object()) a.method = optim::method_from_string(m.optimizer.value("method", "adam"));
     else a.method = optim::Method::adam;  // checkpoints from before the record hold lazy Adam state
     if (m.config.is_object() && m.config.contains("rowwise_layers"))
@@ -225,8 +225,8 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
   return c;
 }
 
-TrainerOptions trainer_options(const RunArgs& a, size_t train_points) {
-  TrainerOptions o;
+train::TrainerOptions trainer_options(const RunArgs& a, size_t train_points) {
+  train::TrainerOptions o;
   o.optimizer = optimizer_options(a);
   o.lr_schedule = {.kind = a.lr_schedule, .warmup_steps = a.warmup_steps,
                    .total_steps = total_steps(a, train_points)};
@@ -253,7 +253,7 @@ void apply_data_defaults(RunArgs& a, const data::Dataset& train) {
   nlohmann::json saved;
   if (!a.resume.empty()) {
     try {
-      saved = read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
+      saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
     } catch (const std::exception&) {
       // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
     }

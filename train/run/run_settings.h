@@ -61,7 +61,7 @@ layers::NetworkSpec network_spec(const RunArgs& a, const data::Dataset& train);
 // compared, so checkpoints from before a setting existed stay resumable.
 nlohmann::json run_config(const RunArgs& a, const data::Dataset& train);
 
-TrainerOptions trainer_options(const RunArgs& a, size_t train_points);
+train::TrainerOptions trainer_options(const RunArgs& a, size_t train_points);
 
 // --hidden auto, --output-init auto and an unset --lr, from the training set (apps/data_defaults.h).
 // On --resume the checkpoint's values: its files were trained with them, and a checkpoint saved

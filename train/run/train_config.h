@@ -113,7 +113,7 @@ struct TrainConfig {
   float update_threshold = 0.0f;      // --update-threshold
   double valid_fraction = 0.0;        // --valid-fraction
   size_t early_stopping = 0;          // --early-stopping N (needs checkpoint and valid_fraction)
-  OnDivergence on_divergence = OnDivergence::stop;  // --on-divergence
+  train::OnDivergence on_divergence = train::OnDivergence::stop;  // --on-divergence
 
   // Where and how it runs: --device, --threads (0: the cores, shared by this host's ranks),
   // --memory-limit MiB (0: the machine's available memory), --quiet (no progress lines).
@@ -133,7 +133,7 @@ struct TrainConfig {
   size_t calibration_steps = 20, calibration_warmup = 5;
   DpTransport dp_transport = DpTransport::auto_;
   bool overlap = true;                                      // --overlap
-  ForwardSplit overlap_forward = ForwardSplit::automatic;  // --overlap-forward
+  train::ForwardSplit overlap_forward = train::ForwardSplit::automatic;  // --overlap-forward
 
   // Compression (DCT): --compress, --compress-energy, and the expert's hand-set keeps.
   Compress compress = Compress::link;

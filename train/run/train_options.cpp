@@ -107,18 +107,18 @@ std::vector<Option<InferSettings>> infer_options(const std::string& auto_help) {
                                                              "found in the most tables (0: all the tables return)"));
   out.push_back(number("--ensemble-weight", &I::weight,
                        fmt::format("--infer ensemble: the label centroids' share of the blended probability, 0 to 1 "
-                                   "(default {:g}, or the checkpoint's)", EnsembleOptions{}.weight)));
+                                   "(default {:g}, or the checkpoint's)", train::EnsembleOptions{}.weight)));
   out.push_back(number("--ensemble-knn-weight", &I::knn_weight,
                        fmt::format("--infer ensemble: the nearest training points' share, 0 to 1 (default {:g}, or "
                                    "the checkpoint's); the network's share is what the two leave",
-                                   EnsembleOptions{}.knn_weight)));
+                                   train::EnsembleOptions{}.knn_weight)));
   out.push_back(number("--ensemble-temperature", &I::temperature,
                        fmt::format("--infer ensemble: temperature of the softmax over the centroids' cosines and the "
                                    "neighbours' votes (default {:g}, or the checkpoint's)",
-                                   EnsembleOptions{}.temperature)));
+                                   train::EnsembleOptions{}.temperature)));
   out.push_back(number("--ensemble-neighbours", &I::neighbours,
                        fmt::format("--infer ensemble: training points that vote for their labels (default {}, or the "
-                                   "checkpoint's)", EnsembleOptions{}.neighbours)));
+                                   "checkpoint's)", train::EnsembleOptions{}.neighbours)));
   return out;
 }
 
@@ -460,8 +460,8 @@ std::vector<Option<TrainConfig>> make_train_options() {
   add(on_off("--dp-local-clip", &T::dp_local_clip,
              "DCT-DP (gradients) with --clip-norm C: each replica clips its own gradient to C / sqrt(replicas) "
              "before thresholding (DGC's local clipping) instead of clipping the sum"));
-  add(choice<T, OnDivergence>(
-      "--on-divergence", &T::on_divergence, {OnDivergence::stop, OnDivergence::skip_batch},
+  add(choice<T, train::OnDivergence>(
+      "--on-divergence", &T::on_divergence, {train::OnDivergence::stop, train::OnDivergence::skip_batch},
       "a training step whose loss (or, with --clip-norm, gradient norm) is NaN or infinite: stop the run "
       "with an error naming the epoch and step, keeping the last good checkpoint; or skip-batch: drop that "
       "batch's update and go on (the epoch line counts skipped_batches; not with replicas or --pipeline)"));
@@ -470,9 +470,9 @@ std::vector<Option<TrainConfig>> make_train_options() {
              "is in flight (applies without replicas and without --clip-norm), and may compute the input layer in "
              "two halves, the first half's all-gather in flight while the second is computed (--overlap-forward); "
              "the same bits either way"));
-  add(choice<T, ForwardSplit>(
+  add(choice<T, train::ForwardSplit>(
       "--overlap-forward", &T::overlap_forward,
-      {{"auto", ForwardSplit::automatic}, {"on", ForwardSplit::always}, {"off", ForwardSplit::never}},
+      {{"auto", train::ForwardSplit::automatic}, {"on", train::ForwardSplit::always}, {"off", train::ForwardSplit::never}},
       "with --overlap on and an exact input boundary (--mp-keep 1, f32): split the input layer's forward "
       "pass in two halves always (on), never (off), or where half the batch's input work on the widest "
       "slice reaches 2^20 multiply-adds (auto: below that the extra round of messages costs more than it "

@@ -15,7 +15,7 @@ namespace frugal::run {
 
 void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e) {
   const auto t = std::chrono::steady_clock::now();
-  EnsembleMembers members;
+  train::EnsembleMembers members;
   if (a.inference.ensemble.weight > 0.0f) members.centroids = &e.centroids.emplace(train);
   if (a.inference.ensemble.knn_weight > 0.0f) members.points = &e.points.emplace(train);
   e.ranker.emplace(members, a.inference.ensemble);
@@ -40,7 +40,7 @@ Scoring::Scoring(const RunArgs& a, const data::Dataset& train) : label_counts(La
 
 void Scoring::keep_beside(const std::string& dir, int rank) const {
   if (dir.empty() || rank != 0 || !kept_in_.insert(dir).second) return;
-  for (const char* name : kCheckpointMemberFiles) {
+  for (const char* name : train::kCheckpointMemberFiles) {
     std::error_code ignored;  // absent: nothing to remove
     std::filesystem::remove(std::filesystem::path(dir) / name, ignored);
   }
@@ -78,17 +78,17 @@ bool report_epoch(const nlohmann::json& line, const RunCallbacks* callbacks, Run
   return stop == 0.0f;
 }
 
-EvalResult RunResult::evaluate(const data::Dataset& data) const {
+train::EvalResult RunResult::evaluate(const data::Dataset& data) const {
   FRUGAL_CHECK(model != nullptr, "RunResult::evaluate: this run returned no model (DLRM, a pipeline, or a rank "
                                  "--slice-weights auto left out): load its checkpoint with frugal::Predictor");
   return model->trainer->evaluate(data, model->scoring->options);
 }
 
-Predictions RunResult::predict(const data::Dataset& data, size_t k) const {
+train::Predictions RunResult::predict(const data::Dataset& data, size_t k) const {
   FRUGAL_CHECK(model != nullptr, "RunResult::predict: this run returned no model (DLRM, a pipeline, or a rank "
                                  "--slice-weights auto left out): load its checkpoint with frugal::Predictor");
   FRUGAL_CHECK(k > 0, "RunResult::predict: k must be > 0");
-  Predictions out;
+  train::Predictions out;
   out.k = std::min<size_t>(k, model->model.output().out_features());
   const size_t batch = std::max<size_t>(1, model->scoring->options.batch);
   SparseBatch part;

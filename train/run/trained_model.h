@@ -26,7 +26,7 @@ namespace frugal::run {
 struct Ensemble {
   std::optional<data::LabelCentroids> centroids;
   std::optional<data::NearestPoints> points;
-  std::optional<EnsembleRanker> ranker;
+  std::optional<train::EnsembleRanker> ranker;
 };
 void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e);
 
@@ -38,7 +38,7 @@ struct Scoring {
   LabelCounts label_counts;
   std::optional<Propensities> propensities;
   Ensemble ensemble;
-  EvalOptions options;
+  train::EvalOptions options;
   Scoring(const RunArgs& a, const data::Dataset& train);
   Scoring(const Scoring&) = delete;
   Scoring& operator=(const Scoring&) = delete;
@@ -62,7 +62,7 @@ class TrainedModel {
   std::vector<std::unique_ptr<comm::Communicator>> retired;  // groups --slice-weights auto replaced
   Model model;
   std::unique_ptr<Scoring> scoring;
-  std::optional<Trainer> trainer;
+  std::optional<train::Trainer> trainer;
 };
 
 // An epoch's record (the metrics log's line) handed to the caller: kept in `result` and passed to

@@ -60,7 +60,7 @@ const OptionSupport kSupport[] = {
     {"--pipeline", [](const RunArgs& a) { return a.pipeline > 0; }, works(),
      refused("--pipeline is not implemented (its tables and MLPs train data-parallel)")},
     // The pipeline trainer refuses skip-batch itself, saying why (only the last stage sees the loss).
-    {"--on-divergence", [](const RunArgs& a) { return a.on_divergence == OnDivergence::skip_batch; }, works(),
+    {"--on-divergence", [](const RunArgs& a) { return a.on_divergence == train::OnDivergence::skip_batch; }, works(),
      refused("--on-divergence skip-batch is not implemented (a diverged DLRM epoch stops the run)")},
     {"--grid", [](const RunArgs& a) { return !a.grid.empty(); }, works(),
      refused("--grid does not apply (every rank trains on its part of each batch; --table-exchange or "
