@@ -45,6 +45,8 @@
 #include "core/backend_ops.h"
 #include "core/active_sets.h"
 #include "core/buffer.h"
+#include "core/device.h"
+#include "core/catch_up_plan.h"
 #include "core/parameter.h"
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
@@ -80,15 +82,8 @@ class RowWorkspace {
   size_t num_rows_;
 };
 
-// What a row missed while it had no gradient (core/optim/optimizer.h, catch-up mode), element-wise:
-// SGD: w = decay * w - move * m; Adam: w = decay * w - m * sum_j terms[2j] / (terms[2j + 1] * sqrt(v)
-// + eps) over terms_count steps. Then m *= m_decay, v *= v_decay. Adagrad: w = decay * w only (zero
-// gradients leave its accumulator as it is; the other fields are unused).
-struct CatchUpPlan {
-  float decay = 1, move = 0, m_decay = 1, v_decay = 1;
-  const float* terms = nullptr;
-  uint32_t terms_count = 0;
-};
+// What a row missed while it had no gradient: CatchUpPlan, core/optim/catch_up_plan.h (the
+// optimizers make the plans; row_update applies them).
 
 // One optimizer step (or catch-up) over a list of rows of one parameter. Row j of the list is row
 // rows[j] of w, m, v (row j itself with all_rows): first its catch-up (when plans is not empty and
@@ -472,14 +467,7 @@ Backend& register_backend(std::unique_ptr<Backend> backend);
 // device's driver: a CUDA context costs time at start, and a sanitizer or profiler that injects
 // itself into the driver must see it initialized after itself, not from a static initializer.
 void register_backend_probe(std::string name, std::function<std::unique_ptr<Backend>()> make);
-// Every registered backend, in registration order (after running every pending probe).
-std::vector<Backend*> backends();
-// The backend of that name (after running that name's pending probe), or nullptr.
-Backend* find_backend(std::string_view name);
-// Where a layer, optimizer or sampler never placed on a backend computes: "cpu", else the first
-// registered (a build without the CPU kernels). Not settable: a device is chosen by placing the
-// model on it. Throws when none is registered.
-Backend& host_backend();
+// backends(), find_backend(name) and host_backend(): core/device.h, the public face of the registry.
 
 // A row workspace made by `backend` for num_rows rows, made again when `slot` holds none or one of
 // another backend or size.

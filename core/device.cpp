@@ -69,6 +69,10 @@ Backend& resolve_device(std::string_view spec) {
 
 std::string device_name(const Backend& backend) { return backend.name(); }
 
+void set_threads(Backend& backend, int threads) { backend.set_num_threads(threads); }
+
+int threads(const Backend& backend) { return backend.num_threads(); }
+
 bool is_gpu(std::string_view device) { return device == "cuda" || cuda_index(device) >= 0; }
 
 bool group_mixes_devices(comm::Communicator* group, std::string_view device) {

@@ -1,11 +1,14 @@
-// Choosing the compute backend from a device name ("cpu", "cuda", "cuda:N", "auto"), as the
-// `--device` flag of `frugal train`, `predict` and `evaluate` names it. The choice is made through
-// the backend registry of core/backend.h; nothing here knows CUDA: a CUDA backend registers itself
-// as "cuda" (gpu/) only when the build has CUDA and a device is visible.
+// Compute backends as the public API sees them: handles to place a model on (Model::set_backend),
+// found by name or chosen from a device name ("cpu", "cuda", "cuda:N", "auto") as the `--device`
+// flag of `frugal train`, `predict` and `evaluate` names it, and their threads. A Backend's ops and
+// the structs they take are internal (core/backend.h, not installed): layers and optimizers call
+// them, a user never does. Nothing here knows CUDA: a CUDA backend registers itself as "cuda" (gpu/)
+// only when the build has CUDA and a device is visible.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace frugal {
 
@@ -13,6 +16,20 @@ class Backend;
 namespace comm {
 class Communicator;
 }
+
+// Where a layer, optimizer or sampler never placed on a backend computes: "cpu", else the first
+// registered (a build without the CPU kernels). Not settable: a device is chosen by placing the
+// model on it. Throws when none is registered.
+Backend& host_backend();
+// Every registered backend, in registration order (after running every pending probe).
+std::vector<Backend*> backends();
+// The backend of that name (after running that name's pending probe), or nullptr.
+Backend* find_backend(std::string_view name);
+
+// Threads `backend`'s ops use on the host for the rest of the process; 0 = all cores. (`frugal
+// train --threads`; host_backend() for a model never placed elsewhere.)
+void set_threads(Backend& backend, int threads);
+int threads(const Backend& backend);
 
 // Whether `spec` is a device name this function set understands: cpu, cuda, cuda:N (N a decimal
 // number), auto, emulated (the counting device of kernels/emulated_backend.h, for testing). Says nothing about whether that device exists.

@@ -40,6 +40,8 @@ void SoftmaxOutputOptions::validate() const {
   if (sampler == Sampler::lsh) lsh.validate();
 }
 
+SoftmaxOutput::~SoftmaxOutput() = default;
+
 SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options) {
   options_.validate();
   std::tie(begin_, end_) = options_.placement.own_slice(options_.out);

@@ -14,11 +14,15 @@
 #include <span>
 
 #include "core/active_sets.h"
-#include "core/backend.h"
+#include "core/device.h"
 #include "core/distinct_rows.h"
 #include "core/layer.h"
 #include "core/placement.h"
 #include "layers/lsh/lsh_sampler.h"
+
+namespace frugal {
+class RowWorkspace;  // core/backend.h (internal)
+}
 
 namespace frugal::layers {
 
@@ -44,6 +48,7 @@ class SoftmaxOutput : public OutputLayer {
  public:
   using Options = SoftmaxOutputOptions;
   explicit SoftmaxOutput(const Options& options);
+  ~SoftmaxOutput() override;
   std::string kind() const override;
   bool sampled() const override { return options_.sampler == Sampler::lsh; }
   size_t in_features() const override { return options_.in; }

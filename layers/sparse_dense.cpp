@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/step_profile.h"
@@ -19,7 +20,15 @@ void SparseDenseOptions::validate() const {
   FRUGAL_CHECK(out > 0, fmt::format("SparseDense: out must be > 0, got {}", out));
 }
 
-SparseDense::SparseDense(const Options& options) : options_(options) {
+struct SparseDense::BackendState {
+  SparseFeatures whole;  // the last forward pass's batch where the layer computes
+  SparseFeatures part;   // forward_rows' part of it
+  std::unique_ptr<RowWorkspace> workspace;  // made on first use
+};
+
+SparseDense::~SparseDense() = default;
+
+SparseDense::SparseDense(const Options& options) : options_(options), state_(std::make_unique<BackendState>()) {
   options_.validate();
   std::tie(begin_, end_) = options_.placement.own_slice(options_.out);
   const size_t local = end_ - begin_;
@@ -57,8 +66,8 @@ const Tensor& SparseDense::forward(const SparseBatch& x) {
   check_features(x);
   keep_on(out_, backend());
   // The input batch enters the step here, once: backward() reads the same copy.
-  features_.assign(x, backend());
-  backend().sparse_input_forward(features_, weight_.value, bias_.value, options_.act, out_);
+  state_->whole.assign(x, backend());
+  backend().sparse_input_forward(state_->whole, weight_.value, bias_.value, options_.act, out_);
   count_forward(x, local_out());
   return out_;
 }
@@ -75,10 +84,10 @@ const Tensor& SparseDense::forward_rows(const SparseBatch& x, size_t first, size
                fmt::format("SparseDense::forward_rows: rows {}..{} of a batch of {} (parts must start at row 0)",
                            first, first + count, x.size()));
   part_.assign_points(x, first, count);
-  part_features_.assign(part_, backend());
-  backend().sparse_input_forward(part_features_, weight_.value, bias_.value, options_.act, part_out_);
+  state_->part.assign(part_, backend());
+  backend().sparse_input_forward(state_->part, weight_.value, bias_.value, options_.act, part_out_);
   // backward() reads the whole batch: its copy is made with the last part.
-  if (first + count == x.size()) features_.assign(x, backend());
+  if (first + count == x.size()) state_->whole.assign(x, backend());
   const size_t w = local_out();
   copy_rows(out_, first, part_out_, 0, count);
   count_forward(part_, w, first == 0);
@@ -99,14 +108,14 @@ void SparseDense::backward(const SparseBatch& x, const Tensor& grad_out) {
   keep_on(weight_.grad.values, be);
   bias_.grad.values.resize(1, out);
   be.bias_act_backward(grad_pre_, out_, options_.act, bias_.grad.values);
-  FRUGAL_CHECK(features_.size() == x.size(), "SparseDense::backward: not the batch of the last forward pass");
+  FRUGAL_CHECK(state_->whole.size() == x.size(), "SparseDense::backward: not the batch of the last forward pass");
   if (!be.device().is_host()) {
     // A device keeps the row list it finds where it computes; the host lists the same rows from its
     // copy of the batch (the ids were checked by forward), so the list never comes down.
     if (distinct_.num_rows() < options_.in) distinct_ = DistinctRows(options_.in);
     distinct_.list(x.feature_ids, weight_.grad.rows);
   }
-  be.sparse_input_backward(row_workspace(be, workspace_, options_.in), features_, grad_pre_, weight_.grad);
+  be.sparse_input_backward(row_workspace(be, state_->workspace, options_.in), state_->whole, grad_pre_, weight_.grad);
   // The forward's reads of the batch's distinct feature rows, now that they are listed; then the
   // activation's gradient (output and gradient read, gradient written) and a multiply-add per
   // nonzero and column into the distinct rows' gradients (ids, values read; rows written once).

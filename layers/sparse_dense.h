@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/backend.h"
+#include "core/device.h"
 #include "core/distinct_rows.h"
 #include "core/layer.h"
 #include "core/placement.h"
@@ -27,6 +27,7 @@ class SparseDense : public InputLayer {
  public:
   using Options = SparseDenseOptions;
   explicit SparseDense(const Options& options);
+  ~SparseDense() override;
   std::string kind() const override { return "SparseDense"; }
   size_t in_features() const override { return options_.in; }
   size_t out_features() const override { return options_.out; }
@@ -50,12 +51,13 @@ class SparseDense : public InputLayer {
   size_t begin_ = 0, end_ = 0;
   Parameter weight_, bias_;
   Tensor out_, grad_pre_;
-  SparseFeatures features_;  // the last forward pass's batch where the layer computes
+  // The backend's views of the batches (the last forward pass's, forward_rows' part) and its row
+  // accumulation state: core/backend.h's structs, which public headers do not show.
+  struct BackendState;
+  std::unique_ptr<BackendState> state_;
   SparseBatch part_;         // forward_rows' points
-  SparseFeatures part_features_;
   Tensor part_out_;          // and their rows
   DistinctRows distinct_;    // the batch's feature rows, listed on the host for a device backend
-  std::unique_ptr<RowWorkspace> workspace_;  // the backend's row accumulation state (made on first use)
 };
 
 }  // namespace frugal::layers

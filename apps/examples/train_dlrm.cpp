@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   try {
     namespace L = frugal::layers;
     namespace T = frugal::train;
-    frugal::host_backend().set_num_threads(1);
+    frugal::set_threads(frugal::host_backend(), 1);
     const frugal::data::CtrDataset train = frugal::data::load_ctr(argv[1]), test = frugal::data::load_ctr(argv[2]);
     const auto view = [](const frugal::data::CtrDataset& d) {
       return L::CtrView{d.size, frugal::data::kCtrDense, frugal::data::kCtrCats, d.labels, d.dense, d.cats};

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    frugal::host_backend().set_num_threads(2);
+    frugal::set_threads(frugal::host_backend(), 2);
     const auto train = frugal::data::XmcFile::open(argv[1]);
     const auto test = frugal::data::XmcFile::open(argv[2]);
     frugal::Model model;

@@ -1,5 +1,6 @@
 #include "core/optim/adagrad.h"
 
+#include "core/backend.h"
 #include "core/check.h"
 
 namespace frugal::optim {

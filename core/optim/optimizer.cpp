@@ -9,6 +9,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/backend.h"
 #include "core/optim/adagrad.h"
 #include "core/optim/adam.h"
 #include "core/check.h"

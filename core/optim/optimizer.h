@@ -27,11 +27,16 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/device.h"
+#include "core/catch_up_plan.h"
 #include "core/parameter.h"
 #include "core/optim/lr_schedule.h"
 #include "core/optim/deferred_rows.h"
 #include "core/optim/state_layout.h"
+
+namespace frugal {
+struct RowUpdate;  // the backend op's arguments (core/backend.h, internal)
+}
 
 namespace frugal::optim {
 

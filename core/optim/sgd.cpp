@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/backend.h"
 #include "core/check.h"
 
 namespace frugal::optim {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/step_profile.h"

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
 #include "layers/lsh/dwta.h"
 #include "layers/lsh/simhash.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <variant>
 
-#include "core/backend.h"
+#include "core/device.h"
 #include "core/tensor.h"
 
 namespace frugal::lsh {

@@ -6,6 +6,7 @@
 #include <cereal/archives/binary.hpp>
 #include <fmt/format.h>
 
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/tensor.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/active_sets.h"
-#include "core/backend.h"
+#include "core/device.h"
 #include "core/sparse_batch.h"
 #include "core/tensor.h"
 #include "layers/lsh/hash_family.h"

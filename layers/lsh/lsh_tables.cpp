@@ -8,6 +8,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/backend.h"
 #include "core/bucket_build.h"
 #include "core/check.h"
 #include "core/rng.h"

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/device.h"
 #include "core/huge_pages.h"
 #include "core/tensor.h"
 #include "layers/lsh/hash_family.h"
@@ -21,6 +21,10 @@ namespace cereal {
 class BinaryOutputArchive;
 class BinaryInputArchive;
 }  // namespace cereal
+
+namespace frugal {
+struct BucketTables;  // core/backend.h (internal)
+}
 
 namespace frugal::lsh {
 

@@ -18,12 +18,16 @@ echo "pkg-config --cflags --libs frugal -> $FLAGS"
 CFLAGS=$(pkg-config --define-variable=prefix="$TMP/root$PREFIX" --cflags frugal)
 printf '#include <frugal/frugal.h>\nint main() { return 0; }\n' > "$TMP/umbrella.cpp"
 g++ -std=c++20 -M $CFLAGS "$TMP/umbrella.cpp" | tr ' \\' '\n\n' | grep -v '^$' > "$TMP/umbrella.deps"
-FORBIDDEN='nlohmann/|/fmt/|comm/codec\.h|comm/dct/|comm/frame\.h|comm/transport|kernels/|/mpi\.h|/zmq\.h|dnnl|oneapi/|/tbb/|cuda|cereal/'
+FORBIDDEN='nlohmann/|/fmt/|core/backend\.h|core/backend_ops\.h|comm/codec\.h|comm/dct/|comm/frame\.h|comm/transport|kernels/|/mpi\.h|/zmq\.h|dnnl|oneapi/|/tbb/|cuda|cereal/'
 if grep -E "$FORBIDDEN" "$TMP/umbrella.deps"; then
   echo "FAIL: <frugal/frugal.h> reaches the internal or third-party headers above"; exit 1
 fi
 if grep -E "^$SRC/" "$TMP/umbrella.deps"; then
   echo "FAIL: <frugal/frugal.h> reached the source tree instead of the installed headers"; exit 1
+fi
+# The backend's ops and the structs they take are not installed: the API shows handles only.
+if find "$TMP/root" -path '*include/frugal/core/backend*.h' | grep .; then
+  echo "FAIL: the backend's op interface is installed"; exit 1
 fi
 echo "ok: <frugal/frugal.h> compiles from the installed headers alone ($(grep -c "$TMP/root" "$TMP/umbrella.deps") of them) and reaches no internal or third-party header"
 # A sanitizer build's libfrugal needs its programs linked with the same runtime (ASan must come

@@ -9,6 +9,7 @@
 #include <cereal/archives/binary.hpp>
 #include <cereal/types/vector.hpp>
 
+#include "core/backend.h"
 #include "core/rng.h"
 #include "layers/lsh/lsh_sampler.h"
 #include "layers/lsh/lsh_tables.h"

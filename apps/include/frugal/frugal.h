@@ -4,8 +4,9 @@
 #pragma once
 
 // The ground: tensors, batches, errors, rng, parameters, placement, layers, models, metrics, and
-// the compute backends (host_backend().set_num_threads(n) sets the threads).
-#include "core/backend.h"
+// the compute backends as handles (core/device.h: find_backend, resolve_device, set_threads; their
+// ops are internal).
+#include "core/device.h"
 #include "core/binary_metrics.h"
 #include "core/check.h"
 #include "core/dataset.h"
