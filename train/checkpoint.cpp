@@ -29,16 +29,6 @@ namespace frugal::train {
 namespace fs = std::filesystem;
 namespace {
 
-void check_config(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& dir) {
-  if (!saved.is_object() || !wanted.is_object()) return;
-  for (const auto& [key, value] : wanted.items()) {
-    const auto it = saved.find(key);
-    if (it != saved.end() && *it != value)
-      throw Error(fmt::format("{}: checkpoint was made with {} = {}, this run has {} = {}", dir, key, it->dump(),
-                              key, value.dump()));
-  }
-}
-
 // The CRC32C of a whole file, read in chunks.
 uint32_t file_crc32c(const fs::path& path) {
   require_regular_file(path, "a checkpoint file");
@@ -99,6 +89,16 @@ bool verify_member_file(const std::string& dir, const CheckpointManifest& info, 
                             path.string(), problem));
   warn(fmt::format("{}: {}; used unchecked (--accept-unchecked-checkpoint)", path.string(), problem));
   return true;
+}
+
+void require_same_settings(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& where) {
+  if (!saved.is_object() || !wanted.is_object()) return;
+  for (const auto& [key, value] : wanted.items()) {
+    const auto it = saved.find(key);
+    if (it != saved.end() && *it != value)
+      throw Error(fmt::format("{}: the checkpoint was saved with {} = {}, this run has {} = {}", where, key, it->dump(),
+                              key, value.dump()));
+  }
 }
 
 void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& info) {
@@ -475,7 +475,7 @@ CheckpointManifest load_checkpoint(const std::string& dir, Model& model, Trainer
 
 CheckpointManifest load_checkpoint(const std::string& dir, CheckpointManifest info, Model& model, Trainer& trainer,
                                    const nlohmann::json& config) {
-  check_config(info.config, config, dir);
+  require_same_settings(info.config, config, dir);
   const std::string method = info.optimizer.value("method", "adam"),
                     wanted = optim::to_string(trainer.optimizer().options().method);
   FRUGAL_CHECK(method == wanted, fmt::format("{}: checkpoint holds {} state, this run uses {}", dir, method, wanted));
@@ -607,7 +607,7 @@ void save_pipeline_checkpoint(const std::string& dir, const PipelineTrainer& tra
 
 CheckpointManifest load_pipeline_checkpoint(const std::string& dir, CheckpointManifest info, PipelineTrainer& trainer,
                                             const nlohmann::json& config) {
-  check_config(info.config, config, dir);
+  require_same_settings(info.config, config, dir);
   const std::string method = info.optimizer.value("method", "adam"),
                     wanted = optim::to_string(trainer.optimizer().options().method);
   FRUGAL_CHECK(method == wanted, fmt::format("{}: checkpoint holds {} state, this run uses {}", dir, method, wanted));

@@ -74,4 +74,10 @@ CheckpointInfo load_weights(const std::string& dir, const CheckpointManifest& ma
 // what makes a checkpoint intact. Throws an Error naming the first file that is not.
 void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest);
 
+// The resume check of the settings every trainer makes (the XMC network's, the pipeline's and
+// DLRM's checkpoints alike): each of `wanted` (this run's settings that a checkpoint must share)
+// that `saved` also holds must be equal, or it throws frugal::Error "WHERE: the checkpoint was saved
+// with KEY = SAVED, this run has KEY = WANTED". Keys `saved` lacks (older checkpoints) pass.
+void require_same_settings(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& where);
+
 }  // namespace frugal::train

@@ -14,7 +14,9 @@
 #include "core/rng.h"
 #include "comm/exchange_factory.h"
 #include "core/progress.h"
+#include "train/ctr_batches.h"
 #include "train/divergence.h"
+#include "train/epoch_run.h"
 #include "train/gradient_clipping.h"
 
 namespace frugal::train {
@@ -41,13 +43,6 @@ DlrmTrainer::DlrmTrainer(layers::DlrmNetwork& network, const layers::IdMap& ids,
   }
 }
 
-std::pair<size_t, size_t> DlrmTrainer::my_part(size_t n) const {
-  const comm::Communicator* g = network_.options().group;
-  if (!comm::is_active(g)) return {0, n};
-  const std::vector<size_t> bounds = slice_bounds(n, static_cast<size_t>(g->size()));
-  return {bounds[static_cast<size_t>(g->rank())], bounds[static_cast<size_t>(g->rank()) + 1]};
-}
-
 double DlrmTrainer::group_sum(double value) const {
   comm::Communicator* g = network_.options().group;
   if (!comm::is_active(g)) return value;
@@ -63,67 +58,62 @@ double DlrmTrainer::group_sum(double value) const {
   return sum;
 }
 
-DlrmEpoch DlrmTrainer::fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
+FitResult DlrmTrainer::fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
                                  uint64_t epoch_number) {
   train.validate();
-  order_.resize(train.size);
-  std::iota(order_.begin(), order_.end(), 0u);
-  Rng rng(seed);
-  for (size_t i = train.size; i > 1; --i) std::swap(order_[i - 1], order_[rng.below(i)]);
-  DlrmEpoch epoch;
+  comm::Communicator* group = network_.options().group;
+  CtrBatches batches(train, options_.batch, seed, group);
+  const FitOptions fit{.batch = options_.batch, .seed = seed, .progress = options_.progress, .label = label,
+                       .max_steps = max_steps};
+  // A rank's step loss is its part's: the group stops at the epoch's end, on the summed loss.
+  const DivergencePolicy divergence{.on = OnDivergence::stop, .step_loss_is_global = false,
+                                    .epoch = epoch_number, .lr = optimizer_->lr(optimizer_->steps())};
+  FitResult result;
   ClipTally clipping;
-  double loss = 0;
-  size_t local_samples = 0;
+  size_t group_samples = 0;
   const size_t total = max_steps > 0 ? std::min(train.size, max_steps * options_.batch) : train.size;
   Progress progress(label, total, options_.progress);
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t begin = 0; begin < train.size; begin += options_.batch) {
-    if (max_steps > 0 && epoch.steps == max_steps) break;
-    const size_t global = std::min(options_.batch, train.size - begin);
-    const auto [first, last] = my_part(global);
-    const size_t n = last - first;
-    labels_.resize(n);
-    dense_.resize(n * train.num_dense);
-    cats_.resize(n * train.num_fields);
-    for (size_t j = 0; j < n; ++j) {
-      const size_t i = order_[begin + first + j];
-      labels_[j] = train.labels[i];
-      std::copy_n(train.dense.begin() + static_cast<std::ptrdiff_t>(i * train.num_dense), train.num_dense,
-                  dense_.begin() + static_cast<std::ptrdiff_t>(j * train.num_dense));
-      std::copy_n(train.cats.begin() + static_cast<std::ptrdiff_t>(i * train.num_fields), train.num_fields,
-                  cats_.begin() + static_cast<std::ptrdiff_t>(j * train.num_fields));
-    }
-    const layers::CtrView batch{n, train.num_dense, train.num_fields, labels_, dense_, cats_};
-    ids_.map(batch, rows_);
-    loss += network_.forward_backward(batch, rows_, /*train=*/true);
-    if (table_reducer_) table_reducer_->reduce();
-    if (dense_reducer_) dense_reducer_->reduce();
-    if (options_.clip_norm > 0.0f) {
-      // After forward_backward every rank holds the group's gradient (its table slice, the summed
-      // MLPs): the norm is the whole model's, the same on every rank.
-      const double norm = clip_gradient_norm(network_.parameters(), options_.clip_norm, network_.options().group);
-      if (!std::isfinite(norm))
-        throw_divergence(divergence_where(epoch_number, epoch.steps + 1), "gradient norm", norm,
-                         optimizer_->lr(optimizer_->steps()));
-      clipping.add(norm, options_.clip_norm);
-    }
-    optimizer_->step();
-    epoch.samples += global;
-    local_samples += n;
-    ++epoch.steps;
-    progress.update(epoch.samples, local_samples > 0 ? loss / static_cast<double>(local_samples) : 0.0);
-  }
-  epoch.grad_norm = clipping.mean_norm();
-  epoch.clipped_steps = clipping.clipped;
+  const double loss_sum = epoch::run_steps(
+      batches, fit, result, divergence,
+      [&](const layers::CtrView& batch, size_t global) {
+        ids_.map(batch, rows_);
+        const double loss = network_.forward_backward(batch, rows_, /*train=*/true);
+        if (table_reducer_) table_reducer_->reduce();
+        if (dense_reducer_) dense_reducer_->reduce();
+        if (options_.clip_norm > 0.0f) {
+          // After forward_backward every rank holds the group's gradient (its table slice, the summed
+          // MLPs): the norm is the whole model's, the same on every rank.
+          const double norm = clip_gradient_norm(network_.parameters(), options_.clip_norm, group);
+          if (!std::isfinite(norm))
+            throw_divergence(divergence_where(epoch_number, result.steps + 1), "gradient norm", norm,
+                             optimizer_->lr(optimizer_->steps()));
+          clipping.add(norm, options_.clip_norm);
+        }
+        optimizer_->step();
+        group_samples += global;
+        return loss;
+      },
+      [&](double loss_so_far) {
+        progress.update(group_samples, result.samples > 0 ? loss_so_far / static_cast<double>(result.samples) : 0.0);
+      });
   optimizer_->apply_deferred();  // --update-threshold: no residual outlives the epoch
-  epoch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  loss = group_sum(loss);
-  epoch.loss = epoch.samples > 0 ? loss / static_cast<double>(epoch.samples) : 0;
-  FRUGAL_CHECK(std::isfinite(epoch.loss), fmt::format("DLRM: the training loss is {} (diverged; lower --lr)",
-                                                      epoch.loss));
-  progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", epoch.samples,
-                              epoch.seconds, epoch.samples_per_second(), epoch.loss));
-  return epoch;
+  epoch::require_finite_weights(network_.parameters(), {group}, divergence);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.grad_norm = clipping.mean_norm();
+  result.clipped_steps = clipping.clipped;
+  // The group's loss over the group's samples (every rank walked the same global batches), summed
+  // exactly in rank order: the same bits on every rank, which stop together here.
+  const double group_loss = group_sum(loss_sum);
+  result.samples = result.group_samples = group_samples;
+  if (!std::isfinite(group_loss))
+    throw_divergence(divergence_where(epoch_number, result.diverged_step), "training loss", group_loss,
+                     optimizer_->lr(optimizer_->steps()));
+  result.loss = result.samples > 0 ? group_loss / static_cast<double>(result.samples) : 0.0;
+  result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
+  progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", result.samples,
+                              result.seconds, result.samples_per_s, result.loss));
+  return result;
 }
 
 void DlrmTrainer::predict(const layers::CtrView& data, std::vector<float>& probabilities, size_t batch) {
@@ -134,7 +124,7 @@ void DlrmTrainer::predict(const layers::CtrView& data, std::vector<float>& proba
   std::vector<float> part;
   for (size_t begin = 0; begin < data.size; begin += batch) {
     const size_t global = std::min(batch, data.size - begin);
-    const auto [first, last] = my_part(global);
+    const auto [first, last] = CtrBatches::part(global, g);
     const layers::CtrView b = data.slice(begin + first, begin + last);
     ids_.map(b, rows_);
     network_.predict(b, rows_, part);

@@ -1,4 +1,4 @@
-// DlrmTrainer (train/, above the layers it trains; namespace frugal::layers as the DLRM network's):
+// DlrmTrainer (train/, above the layers it trains):
 // mini-batch training and evaluation of a DlrmNetwork on click-through data held in a
 // CtrView (a data set in memory). Each epoch visits the samples in a seeded random order; each step
 // maps the batch's ids to rows (IdMap), runs forward and backward, and applies the optimizer
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/optim/optimizer.h"
+#include "train/trainer.h"
 #include "comm/exchange.h"
 #include "layers/dlrm/ctr_view.h"
 #include "layers/dlrm/dlrm_network.h"
@@ -49,24 +50,18 @@ struct DlrmTrainOptions {
   const comm::ExchangeFactory* exchanges = nullptr;
 };
 
-struct DlrmEpoch {
-  double loss = 0;  // mean logistic loss over the epoch's samples (the group's)
-  size_t samples = 0, steps = 0;  // the group's samples
-  double seconds = 0;  // wall time of the steps
-  // With --clip-norm: the mean gradient norm over the steps, and the steps it scaled down.
-  double grad_norm = 0;
-  size_t clipped_steps = 0;
-  double samples_per_second() const { return seconds > 0 ? static_cast<double>(samples) / seconds : 0; }
-};
-
 class DlrmTrainer {
  public:
   DlrmTrainer(layers::DlrmNetwork& network, const layers::IdMap& ids, const DlrmTrainOptions& options);
 
-  // One pass over `train` in the order Rng(seed) shuffles it; at most max_steps steps (0: all).
-  // label names the pass in progress lines ("train epoch 3").
-  // `epoch` names where a diverged step was in its error.
-  DlrmEpoch fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
+  // One pass over `train` in the order Rng(seed) shuffles it (CtrBatches); at most max_steps steps
+  // (0: all). label names the pass in progress lines ("train epoch 3"); `epoch` names where a
+  // diverged step was in its error. The steps run in the skeleton every trainer shares
+  // (epoch::run_steps: counts, compute time, the divergence rule), and after the epoch every weight
+  // must be finite on every rank (epoch::require_finite_weights), as after the XMC trainers'. The
+  // result's loss, samples and samples/s are the group's (the same on every rank); wire bytes are
+  // the run's to count.
+  FitResult fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
                       uint64_t epoch = 0);
   // AUC and logloss of the network's click probabilities on `test`.
   ClickMetrics evaluate(const layers::CtrView& test, size_t batch = 4096);
@@ -88,14 +83,10 @@ class DlrmTrainer {
   // the MLPs' gradients (one dense all-reduce, or DCT-DP), and with replicated tables theirs
   // (dense, listing the rows whose sum is not zero, so lazy Adam moves the rows some rank used).
   std::unique_ptr<comm::ReplicaReducer> dense_reducer_, table_reducer_;
-  std::vector<uint32_t> rows_, order_;
-  // This rank's part [first, last) of n samples of a global batch.
-  std::pair<size_t, size_t> my_part(size_t n) const;
+  std::vector<uint32_t> rows_;
   // The sum of `value` over the group (exactly: gathered, then summed in rank order).
   double group_sum(double value) const;
 
-  std::vector<float> labels_, dense_;
-  std::vector<uint64_t> cats_;
 };
 
 }  // namespace frugal::train

@@ -1,6 +1,7 @@
-// What Trainer::fit_epoch and PipelineTrainer::fit_epoch share: the loader over this replica's share
-// of the epoch, the loop of timed steps, the bytes the steps put on the wire and the epoch's loss
-// over every replica's points.
+// What the trainers' fit_epoch share (Trainer, PipelineTrainer, DlrmTrainer): the loader over this
+// replica's share of the epoch, the loop of timed steps with the divergence rule, the check that the
+// weights are finite after it, the bytes the steps put on the wire and the epoch's loss over every
+// replica's points.
 #pragma once
 
 #include <chrono>
@@ -31,10 +32,12 @@ data::BatchLoader loader(const data::Dataset& data, const FitOptions& options, c
 // (train/divergence.h): with skip_batch the step did not update (the trainer dropped its gradients)
 // and is counted in result.skipped_batches, its points left out of the loss and samples; with stop
 // it ends the run here when the step's loss is the whole batch's, else at finish.
-template <class Step, class After>
-double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult& result,
-                 const DivergencePolicy& divergence, Step&& step, After&& after) {
-  SparseBatch batch;
+// `Loader`: data::BatchLoader (sparse batches) or CtrBatches (DLRM's click samples): a Batch type,
+// next(batch, &global) and Loader::points(batch), the points this rank's part holds.
+template <class Loader, class Step, class After>
+double run_steps(Loader& loader, const FitOptions& options, FitResult& result, const DivergencePolicy& divergence,
+                 Step&& step, After&& after) {
+  typename Loader::Batch batch;
   size_t global = 0;
   double loss_sum = 0.0;
   for (size_t skipped = 0; skipped < options.skip_steps && loader.next(batch, &global); ++skipped) {
@@ -57,7 +60,7 @@ double run_steps(data::BatchLoader& loader, const FitOptions& options, FitResult
         throw_divergence(divergence_where(divergence.epoch, result.diverged_step), "training loss", loss, divergence.lr);
     }
     loss_sum += loss;
-    result.samples += batch.size();
+    result.samples += Loader::points(batch);
     after(loss_sum);
   }
   return loss_sum;

@@ -28,10 +28,10 @@ int main(int argc, char** argv) {
                         .lookups = ids.lookups(), .dim = 16, .bottom = {64}, .top = {64, 32}, .seed = 1});
     T::DlrmTrainer trainer(net, ids, {.optimizer = frugal::optim::Adam{.lr = 1e-3f}, .batch = 128});
     for (uint64_t epoch = 1; epoch <= 2; ++epoch) {
-      const T::DlrmEpoch fit = trainer.fit_epoch(view(train), epoch);
+      const T::FitResult fit = trainer.fit_epoch(view(train), epoch);
       const T::ClickMetrics m = trainer.evaluate(view(test));
       std::printf("epoch %llu: loss %.4f, %.0f samples/s, AUC %.4f, logloss %.4f\n",
-                  static_cast<unsigned long long>(epoch), fit.loss, fit.samples_per_second(), m.auc, m.logloss);
+                  static_cast<unsigned long long>(epoch), fit.loss, fit.samples_per_s, m.auc, m.logloss);
       // The configuration `frugal evaluate` rebuilds the network from.
       T::save_dlrm_checkpoint("train_dlrm.ckpt",
                               R"({"model": "dlrm", "embedding_dim": 16, "bottom": "64", "top": "64,32", "seed": 1})",

@@ -26,6 +26,10 @@ class BatchLoader {
   // part may be empty (a last global batch smaller than the shard count). `global_size`, when
   // given, receives the size of the whole global batch.
   bool next(SparseBatch& out, size_t* global_size = nullptr);
+  // What the trainers' shared step loop (train/epoch_run.h) asks of a loader: its batch type and
+  // the points of a batch.
+  using Batch = SparseBatch;
+  static size_t points(const SparseBatch& batch) { return batch.size(); }
   size_t num_batches() const;
   size_t num_points() const;
 

@@ -158,7 +158,7 @@ assert ev["samples"] == 2000, ev
 p = [float(x) for x in open(os.path.join(d, "pred.txt"))]
 assert len(p) == 2000 and all(0 < x < 1 for x in p), len(p)
 PY
-fails_with "--resume $TMP/ck-copy: the checkpoint was saved with embedding_dim = 16, this run has 8" \
+fails_with "--resume $TMP/ck-copy: the checkpoint was saved with embedding_dim = 16, this run has embedding_dim = 8" \
   "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck-copy" --embedding-dim 8
 printf '\xff' | dd of="$TMP/ck-copy/dlrm-epoch-2/rank0.bin" bs=1 seek=100 conv=notrunc status=none
 fails_with "$TMP/ck-copy/dlrm-epoch-2/rank0.bin: checksum mismatch" \
@@ -167,6 +167,9 @@ fails_with "--model dlrm reads Criteo-format click logs (--format criteo), not -
   "$FRUGAL" train --model dlrm --format xmc --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
 fails_with "--model dlrm: --sparse-updates catchup is not implemented" "$FRUGAL" "${COMMON[@]}" --sparse-updates catchup
 fails_with "--model dlrm: --dp-momentum-correction is not implemented" "$FRUGAL" "${COMMON[@]}" --dp-momentum-correction on
+fails_with "--model dlrm: --device other than cpu or auto is not implemented" "$FRUGAL" "${COMMON[@]}" --device emulated
+# The default --device auto is the CPU for DLRM, whatever the machine has.
+"$FRUGAL" "${COMMON[@]}" --device auto --max-steps 2 > "$TMP/auto.log" 2>&1 || { cat "$TMP/auto.log"; exit 1; }
 fails_with "--format criteo is click-log data: it trains --model dlrm" \
   "$FRUGAL" train --format criteo --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv"
 run "$FRUGAL" "${COMMON[@]}" --hidden 64 --sampler exact --quiet

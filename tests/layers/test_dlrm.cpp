@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "train/dlrm_checkpoint.h"
 #include "layers/dlrm/dlrm_network.h"
+#include "train/divergence.h"
 #include "train/dlrm_trainer.h"
 #include "layers/dlrm/dot_interaction.h"
 #include "layers/dlrm/id_map.h"
@@ -230,7 +231,7 @@ TEST_CASE("dlrm: training learns a planted click model") {
   DlrmNetwork net(options);
   train::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   const double before = trainer.evaluate(test.view()).auc;
-  train::DlrmEpoch first{}, last{};
+  train::FitResult first{}, last{};
   for (uint64_t e = 1; e <= 3; ++e) {
     last = trainer.fit_epoch(train.view(), e);
     if (e == 1) first = last;
@@ -246,6 +247,32 @@ TEST_CASE("dlrm: training learns a planted click model") {
   train::DlrmTrainer trainer2(net2, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   for (uint64_t e = 1; e <= 3; ++e) trainer2.fit_epoch(train.view(), e);
   CHECK(trainer2.evaluate(test.view()).auc == after.auc);
+}
+
+TEST_CASE("dlrm: the trainer steps in the skeleton every trainer shares (max_steps, the divergence rule, finite weights)") {
+  const Planted train = planted(2000, 3);
+  IdCounts counts(train.fields);
+  counts.add(train.view());
+  const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
+  const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
+                            .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
+  DlrmNetwork net(options);
+  train::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
+  const train::FitResult part = trainer.fit_epoch(train.view(), 1, /*max_steps=*/5);
+  CHECK(part.steps == 5);
+  CHECK(part.samples == 5 * 64);
+  CHECK(part.diverged_step == 0);
+  CHECK(std::isfinite(part.loss));
+  // A learning rate that throws the weights to infinity: the epoch stops with the error every
+  // trainer gives (train/divergence.h), naming the epoch, before anything could be saved.
+  DlrmNetwork wild(options);
+  train::DlrmTrainer diverging(wild, ids, {.optimizer = optim::Sgd{.lr = 1e30f}, .batch = 64});
+  try {
+    diverging.fit_epoch(train.view(), 1, 0, "train", 4);
+    FAIL("a diverging epoch returned");
+  } catch (const train::DivergenceError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("epoch 4"));
+  }
 }
 
 // Inputs of tests/fuzz/fuzz_idmap: maps whose lookups would land outside their own tables (a
@@ -307,7 +334,7 @@ TEST_CASE("dlrm: Adagrad learns the planted model; its checkpoint resumes bit-id
   const train::DlrmTrainOptions adagrad{.optimizer = optim::Adagrad{.weight_decay = 1e-3f}, .batch = 64};
   DlrmNetwork net(options);
   train::DlrmTrainer trainer(net, ids, adagrad);
-  const train::DlrmEpoch first = trainer.fit_epoch(train.view(), 1), second = trainer.fit_epoch(train.view(), 2);
+  const train::FitResult first = trainer.fit_epoch(train.view(), 1), second = trainer.fit_epoch(train.view(), 2);
   const train::ClickMetrics after = trainer.evaluate(test.view());
   INFO("AUC " << after.auc << "; loss " << first.loss << " -> " << second.loss);
   CHECK(second.loss < first.loss);

@@ -25,6 +25,7 @@
 #include "core/parse.h"
 #include "core/rng.h"
 #include "train/metrics_log.h"
+#include "train/checkpoint_manifest.h"
 #include "train/dlrm_checkpoint.h"
 #include "train/dlrm_trainer.h"
 #include "train/divergence.h"
@@ -46,9 +47,9 @@ std::vector<size_t> widths(const std::string& flag, const std::string& text) {
 }  // namespace
 
 uint64_t run_dlrm(const DlrmRun& a) {
-  Backend& backend = resolve_device(a.device);
-  FRUGAL_CHECK(backend.name() == "cpu", fmt::format("--model dlrm runs on the CPU backend; --device {} is not "
-                                                    "supported yet", a.device));
+  // The CPU backend: --device auto means it for DLRM, and another device was refused by name before
+  // the run (check_trainer_support, train/run/trainer_support.cpp).
+  Backend& backend = resolve_device("cpu");
   backend.set_num_threads(threads_for_rank(a.threads));
   const auto t0 = std::chrono::steady_clock::now();
   const data::CtrDataset train = data::load_ctr(a.train), test = data::load_ctr(a.test);
@@ -116,11 +117,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     resumed = train::read_dlrm_checkpoint(a.resume, a.accept_unchecked_checkpoint);
     // Every rank resumes the same epoch, as every trainer's ranks do (train/resume_choice.h).
     train::require_same_resume(a.resume, resumed->epoch, 0, resumed->folder, *world);
-    const nlohmann::json saved = nlohmann::json::parse(resumed->config);
-    for (const auto& [key, value] : resume_config.items())
-      FRUGAL_CHECK(!saved.contains(key) || saved[key] == value,
-                   fmt::format("--resume {}: the checkpoint was saved with {} = {}, this run has {}", a.resume, key,
-                               saved[key].dump(), value.dump()));
+    train::require_same_settings(nlohmann::json::parse(resumed->config), resume_config, "--resume " + a.resume);
   }
   // The id map: from the checkpoint, or a counting pass over the training data (every rank makes
   // the same one).
@@ -172,7 +169,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
-    const train::DlrmEpoch fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
+    const train::FitResult fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
                                                     fmt::format("train epoch {}", epoch), epoch);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
     if (!std::isfinite(fit.loss)) train::throw_divergence(train::divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
@@ -187,7 +184,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     const double dp_compression = dp_sent > 0 ? static_cast<double>(dp_full) / static_cast<double>(dp_sent) : 0.0;
     if (voice) {
       say("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
-                 fit.loss, fit.samples_per_second(), m.auc, m.logloss, eval_seconds);
+                 fit.loss, fit.samples_per_s, m.auc, m.logloss, eval_seconds);
       if (world->size() > 1)
         say("  wire: {:.0f} B/sample sent ({} tables{})\n", static_cast<double>(wire.sent) * per,
                    layers::to_string(tables),
@@ -197,7 +194,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     nlohmann::json line = {{"event", "epoch"},
                {"epoch", epoch},
                {"loss", fit.loss},
-               {"train_samples_per_s", fit.samples_per_second()},
+               {"train_samples_per_s", fit.samples_per_s},
                {"train_seconds", fit.seconds},
                {"steps", fit.steps},
                {"auc", m.auc},

@@ -62,6 +62,10 @@ const OptionSupport kSupport[] = {
     // The pipeline trainer refuses skip-batch itself, saying why (only the last stage sees the loss).
     {"--on-divergence", [](const RunArgs& a) { return a.on_divergence == train::OnDivergence::skip_batch; }, works(),
      refused("--on-divergence skip-batch is not implemented (a diverged DLRM epoch stops the run)")},
+    // DLRM computes on the CPU backend; --device auto (the default) means the CPU for it.
+    {"--device", [](const RunArgs& a) { return a.device != "cpu" && a.device != "auto"; }, works(),
+     refused("--device other than cpu or auto is not implemented (its tables and MLPs compute on the CPU "
+             "backend: leave --device at auto, which is the CPU for --model dlrm)")},
     {"--grid", [](const RunArgs& a) { return !a.grid.empty(); }, works(),
      refused("--grid does not apply (every rank trains on its part of each batch; --table-exchange or "
              "--parallel data say how the tables are shared)")},
