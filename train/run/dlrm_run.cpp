@@ -182,7 +182,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     const uint64_t dp_sent = trainer.dp_payload_sent() - dp_sent_before;
     const uint64_t dp_full = trainer.dp_payload_uncompressed() - dp_full_before;
     const double dp_compression = dp_sent > 0 ? static_cast<double>(dp_full) / static_cast<double>(dp_sent) : 0.0;
-    if (voice) {
+    if (rank == 0) {  // even with --quiet, as every trainer's epoch lines
       say("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
                  fit.loss, fit.samples_per_s, m.auc, m.logloss, eval_seconds);
       if (world->size() > 1)

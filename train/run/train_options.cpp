@@ -524,7 +524,8 @@ std::vector<Option<TrainConfig>> make_train_options() {
       "DCT-DP: value type of the thresholded entries; sign: one bit each plus one scale per message; auto: "
       "--wire-dtype when given, else below --dp-keep 1 sign for exchanged updates and bf16 for gradients, "
       "f32 at 1"));
-  add(switch_option("--quiet", &T::quiet, "no progress output"));
+  add(switch_option("--quiet", &T::quiet, "no progress bars or setup lines: rank 0 prints only the epoch lines, "
+                                                  "warnings and errors"));
   // Every option set records itself as given (TrainConfig::given), whichever face set it.
   for (Option<T>& o : out) {
     o.store = [store = std::move(o.store), flag = o.flag](T& c, const std::string& text) {
