@@ -6,7 +6,7 @@
 //
 // With the network's group (DlrmOptions::group, DES): every rank holds the whole data set and walks
 // the same shuffled order; each global batch of `batch` samples is split into contiguous parts, one
-// per rank (slice_bounds), so the group trains as one rank would with that batch. Losses, AUC and
+// per rank (CtrBatches, train/ctr_batches.h), so the group trains as one rank would with that batch. Losses, AUC and
 // logloss are over the group's samples, the same on every rank.
 #pragma once
 
