@@ -68,6 +68,22 @@ double numeric(float* x, const std::function<double()>& f) {
   return (up - down) / (2.0 * eps);
 }
 
+// The id map of a planted set's training data (every id kept) and the small DLRM the training tests
+// fit on it.
+struct SmallDlrm {
+  IdMap ids;
+  DlrmOptions options;
+};
+
+SmallDlrm small_dlrm(const Planted& train) {
+  IdCounts counts(train.fields);
+  counts.add(train.view());
+  IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
+  DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
+                      .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
+  return {std::move(ids), std::move(options)};
+}
+
 }  // namespace
 
 // Counts in which field 1 has 4000 ids (a large field, which freq-double and qr squeeze), the most
@@ -223,11 +239,9 @@ TEST_CASE("dlrm: id maps") {
 
 TEST_CASE("dlrm: training learns a planted click model") {
   const Planted train = planted(4000, 1), test = planted(1000, 2);
-  IdCounts counts(train.fields);
-  counts.add(train.view());
-  const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
-  const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
-                            .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
+  const SmallDlrm small = small_dlrm(train);
+  const IdMap& ids = small.ids;
+  const DlrmOptions& options = small.options;
   DlrmNetwork net(options);
   train::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   const double before = trainer.evaluate(test.view()).auc;
@@ -251,11 +265,9 @@ TEST_CASE("dlrm: training learns a planted click model") {
 
 TEST_CASE("dlrm: the trainer steps in the skeleton every trainer shares (max_steps, the divergence rule, finite weights)") {
   const Planted train = planted(2000, 3);
-  IdCounts counts(train.fields);
-  counts.add(train.view());
-  const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
-  const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
-                            .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
+  const SmallDlrm small = small_dlrm(train);
+  const IdMap& ids = small.ids;
+  const DlrmOptions& options = small.options;
   DlrmNetwork net(options);
   train::DlrmTrainer trainer(net, ids, {.optimizer = optim::Adam{.lr = 0.01f}, .batch = 64});
   const train::FitResult part = trainer.fit_epoch(train.view(), 1, /*max_steps=*/5);
@@ -326,11 +338,9 @@ TEST_CASE("IdMap::from_bytes refuses maps whose rows fall outside their tables")
 
 TEST_CASE("dlrm: Adagrad learns the planted model; its checkpoint resumes bit-identically") {
   const Planted train = planted(4000, 1), test = planted(1000, 2);
-  IdCounts counts(train.fields);
-  counts.add(train.view());
-  const IdMap ids({.mode = IdMode::full, .min_count = 1}, counts);
-  const DlrmOptions options{.num_dense = train.dense, .fields = embedding_fields(ids), .lookups = ids.lookups(),
-                            .dim = 8, .bottom = {16}, .top = {16}, .seed = 1};
+  const SmallDlrm small = small_dlrm(train);
+  const IdMap& ids = small.ids;
+  const DlrmOptions& options = small.options;
   const train::DlrmTrainOptions adagrad{.optimizer = optim::Adagrad{.weight_decay = 1e-3f}, .batch = 64};
   DlrmNetwork net(options);
   train::DlrmTrainer trainer(net, ids, adagrad);
