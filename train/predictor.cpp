@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_manifest.h"
+#include "train/served_checkpoint.h"
 #include "core/warnings.h"
 #include "core/data/label_counts_file.h"
 #include "core/model.h"
@@ -18,6 +19,7 @@ struct Predictor::Impl {
   Model model;
   std::unique_ptr<Trainer> trainer;  // inference only: the forward pass over the group, top-k merge
   CheckpointManifest info;
+  ServedCheckpoint served;
   std::optional<LabelCounts> counts;
   size_t batch = 512;
   data::LabelCentroids centroids;            // --infer ensemble only, when it gives them weight
@@ -27,10 +29,13 @@ struct Predictor::Impl {
   std::vector<float> net_scores;
 };
 
-Predictor::Predictor(const std::string& checkpoint_dir, const PredictorOptions& options)
+Predictor::Predictor(const std::string& folder, const PredictorOptions& options)
     : impl_(std::make_unique<Impl>()) {
   FRUGAL_CHECK(options.batch > 0, "PredictorOptions::batch must be > 0");
   Impl& m = *impl_;
+  // The folder's best epoch on validation when the run kept one (train/served_checkpoint.h).
+  m.served = served_checkpoint(folder, options.accept_unchecked_checkpoint);
+  const std::string& checkpoint_dir = m.served.dir;
   m.batch = options.batch;
   m.info = read_manifest(checkpoint_dir, options.accept_unchecked_checkpoint);
   if (const std::string older = older_manifest_warning(checkpoint_dir, m.info); !older.empty()) warn(older);
@@ -94,6 +99,8 @@ size_t Predictor::num_labels() const { return impl_->model.output().out_features
 uint64_t Predictor::epoch() const { return impl_->info.epoch; }
 uint64_t Predictor::step() const { return impl_->info.step; }
 int Predictor::saved_slices() const { return impl_->info.model_slices; }
+const ServedCheckpoint& Predictor::served() const { return impl_->served; }
+
 const CheckpointInfo& Predictor::checkpoint() const { return impl_->info; }
 
 const std::optional<LabelCounts>& Predictor::label_counts() const { return impl_->counts; }

@@ -31,6 +31,7 @@
 #include "core/sparse_batch.h"
 #include "train/checkpoint.h"
 #include "train/ensemble_ranker.h"
+#include "train/served_checkpoint.h"
 
 namespace frugal {
 class Model;
@@ -97,6 +98,9 @@ class Predictor {
   const std::optional<LabelCounts>& label_counts() const;
   // The checkpoint's epoch, step and run, as its manifest says.
   const CheckpointInfo& checkpoint() const;
+  // Which checkpoint of the folder was loaded: its best epoch on validation (FOLDER/best) when the
+  // run kept one, else the newest (train/served_checkpoint.h).
+  const ServedCheckpoint& served() const;
   // Labels this rank has scored so far, over all calls (the cost of inference).
   uint64_t labels_scored() const;
 

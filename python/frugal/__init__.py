@@ -290,7 +290,9 @@ def _keyword_named(error, given):
 
 def train(X, Y=None, test=None, progress=None, **options):
     """Trains with `frugal train`'s options (keyword arguments, `_` for `-`, the same defaults) and
-    returns the Model of the last epoch (with early_stopping: of the best epoch, checkpoint/best).
+    returns the Model of the best epoch on the validation set (a label-stratified share of X held
+    back by default, valid_fraction; none for fewer than 5,000 points: then the last epoch's), as
+    the checkpoint folder serves it.
 
     X, Y: scipy.sparse features (any format: a copy is converted to CSR float32) and the labels: a
     0/1 sparse matrix, a list of label lists or a dense 0/1 array of shape (points, labels); or X a
@@ -358,13 +360,8 @@ def train(X, Y=None, test=None, progress=None, **options):
         if owned:
             shutil.rmtree(checkpoint, ignore_errors=True)
         raise
-    # With early stopping the run returned the best epoch's model: the one checkpoint/best holds.
-    best = os.path.join(checkpoint, "best")
-    path = checkpoint
-    if options.get("early_stopping") and os.path.exists(os.path.join(best, "manifest.json")) \
-            and Model(best).epoch == model_epoch:
-        path = best
-    return Model(path, _owned_folder=checkpoint if owned else None)
+    # The folder serves the run's best epoch on validation (checkpoint/best), as frugal.load does.
+    return Model(checkpoint, _owned_folder=checkpoint if owned else None)
 
 
 _INFER = tuple(_core.infer_modes())  # --infer's names, as the run API declares them

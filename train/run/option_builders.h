@@ -49,8 +49,9 @@ constexpr OptionType number_type() {
 
 // A number option on `member` (a T or an optional T, unset by default): read by read_flag_number,
 // within `bounds`. A C++ caller's value is checked unless it is the default (0 may mean "unset").
+// `shown`: the default --help shows for an optional one the run resolves (its unset state).
 template <class C, class M>
-Option<C> number(std::string flag, M C::*member, std::string help, NumberBounds bounds = {}) {
+Option<C> number(std::string flag, M C::*member, std::string help, NumberBounds bounds = {}, std::string shown = {}) {
   using T = typename Unwrapped<M>::type;
   constexpr bool optional = Unwrapped<M>::optional;
   Option<C> o = declared<C>(std::move(flag), std::move(help), number_type<T>());
@@ -70,7 +71,7 @@ Option<C> number(std::string flag, M C::*member, std::string help, NumberBounds 
     if constexpr (optional) return value_problem(fmt::format("{}", *value), *value, bounds);
     else return value_problem(fmt::format("{}", value), value, bounds);
   };
-  o.default_text = o.text(C{});
+  o.default_text = shown.empty() ? o.text(C{}) : shown;
   return o;
 }
 

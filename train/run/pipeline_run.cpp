@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <numeric>
+#include <span>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,6 +21,7 @@
 #include "train/checkpoint_history.h"
 #include "train/metrics_log.h"
 #include "train/pipeline_checkpoint.h"
+#include "train/best_epoch.h"
 #include "train/resume_choice.h"
 
 namespace frugal::run {
@@ -33,7 +36,7 @@ nlohmann::json psp(const train::EvalResult& ev, bool has_test, size_t k) {
 
 }  // namespace
 
-int run_pipeline(comm::Communicator& world, PipelineRun r) {
+uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
   const int rank = world.rank();
   FRUGAL_CHECK(world.size() == r.stages * r.replicas * r.slices,
                fmt::format("--pipeline {} with {} replicas of {} slices needs {} ranks, but the run has {}", r.stages,
@@ -87,11 +90,15 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                model.describe(), model.num_parameters(), r.backend->device().name(), r.backend->num_threads(),
                world.size(), r.replicas, slices, r.stages, world.backend());
   }
+  // The best epoch on validation: CHECKPOINT/best is what the folder serves (no model is returned).
+  train::BestEpoch best(r.patience, r.checkpoint.empty() ? std::string() : (std::filesystem::path(r.checkpoint) / "best").string(),
+                        {}, /*in_memory=*/false);
   std::optional<train::CheckpointManifest> resumed;
   if (!r.resume.empty()) {
     // The same choice on every rank, checked as every trainer's (train/resume_choice.h).
     const train::CheckpointChoice choice = train::choose_resume_checkpoint(r.resume, r.accept_unchecked_checkpoint, world);
     resumed = train::load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
+    best.resume(resumed->run_state);
     if (voice)
       say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "
                  "layers\n", r.resume, resumed->epoch, resumed->step, resumed->world_size, resumed->model_slices);
@@ -114,7 +121,7 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
   const Rng seeds(r.seed);
-  while (trainer.epoch() < r.epochs) {
+  while (trainer.epoch() < r.epochs && !best.should_stop()) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitResult fit = trainer.fit_epoch(*r.train, {.batch = r.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                                        .progress = voice, .max_steps = r.max_steps});
@@ -141,14 +148,26 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
     const double compression = sent > 0.0 ? whole / sent : 0.0;
     const bool has_test = r.test->size() > 0;
     const train::EvalResult ev = trainer.evaluate(*r.test, r.eval);
+    // The validation set's P@1, the last stage's on every rank (the same choice everywhere).
+    double valid_p1 = -1.0;
+    if (r.valid != nullptr) {
+      train::EvalOptions valid_eval = r.eval;
+      valid_eval.k = {1};
+      valid_eval.propensities = nullptr;
+      float score = static_cast<float>(trainer.evaluate(*r.valid, valid_eval).p(1));
+      world.broadcast(std::span<float>(&score, 1), 0).wait();
+      valid_p1 = score;
+    }
+    const std::string valid_text = r.valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "";
     if (rank == 0) {  // even with --quiet, as every mode's epoch lines
       if (has_test)
         say("epoch {}: loss {:.4f}, {:.0f} train samples/s, {:.0f} active labels/point, P@1 {:.4f}, P@3 {:.4f}, "
-                   "P@5 {:.4f}, nDCG@5 {:.4f} (eval {:.1f} s)\n",
+                   "P@5 {:.4f}, nDCG@5 {:.4f}{} (eval {:.1f} s)\n",
                    epoch, fit.loss, fit.samples_per_s, fit.labels_scored_per_sample, ev.p(1), ev.p(3), ev.p(5),
-                   ev.ndcg.at(5), ev.seconds);
+                   ev.ndcg.at(5), valid_text, ev.seconds);
       else
-        say("epoch {}: loss {:.4f}, {:.0f} train samples/s, no test points\n", epoch, fit.loss, fit.samples_per_s);
+        say("epoch {}: loss {:.4f}, {:.0f} train samples/s, no test points{}\n", epoch, fit.loss, fit.samples_per_s,
+            valid_text);
       if (r.stages == 1)
         say("  pipeline: one stage, {} micro-batches a step (gradient accumulation); step compute {:.4f} s\n",
                    options.micro_batches, slowest);
@@ -188,14 +207,29 @@ int run_pipeline(comm::Communicator& world, PipelineRun r) {
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / static_cast<double>(fit.steps) : 0.0;
     }
+    if (r.valid != nullptr) {
+      line["valid_p@1"] = valid_p1;
+      best.record(epoch, valid_p1, model, [&](const std::string& best_dir) {
+        if (r.before_checkpoint) r.before_checkpoint(best_dir);
+        train::save_pipeline_checkpoint(best_dir, trainer, r.checkpoint_config, best.run_state(), 1);
+      });
+      line["best_epoch"] = best.state().best_epoch;
+    }
     log.write(line);
     const bool go_on = !r.on_epoch || r.on_epoch(line);
     if (!r.checkpoint.empty() && r.before_checkpoint) r.before_checkpoint(r.checkpoint);
     if (!r.checkpoint.empty())
-      train::save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, nlohmann::json::object(), r.keep_checkpoints);
+      train::save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, best.run_state(), r.keep_checkpoints);
+    if (best.should_stop() && voice)
+      say("early stopping: no better validation P@1 for {} epochs (--early-stopping {}); the best was {:.4f} after "
+          "epoch {}\n", best.patience(), best.patience(), best.state().best, best.state().best_epoch);
     if (!go_on) break;
   }
-  return 0;
+  const uint64_t served = best.state().best_epoch > 0 && !r.checkpoint.empty() ? best.state().best_epoch : trainer.epoch();
+  if (voice && served != trainer.epoch())
+    say("the best epoch on validation ({} of {}, valid P@1 {:.4f}) is what {} serves (from {}/best)\n", served,
+        trainer.epoch(), best.state().best, r.checkpoint, r.checkpoint);
+  return served;
 }
 
 }  // namespace frugal::run

@@ -31,6 +31,8 @@ struct PipelineRun {
   std::function<void(const std::string& dir)> before_checkpoint;
   const data::Dataset* train = nullptr;
   const data::Dataset* test = nullptr;
+  const data::Dataset* valid = nullptr;  // the validation set (null: none)
+  size_t patience = 0;                   // --early-stopping resolved
   layers::NetworkSpec spec;
   Backend* backend = nullptr;
   int stages = 1, replicas = 1;
@@ -53,6 +55,7 @@ struct PipelineRun {
   std::function<bool(const nlohmann::json&)> on_epoch;
 };
 
-int run_pipeline(comm::Communicator& world, PipelineRun run);
+// Returns the epoch of the model the run leaves: the best on validation (CHECKPOINT serves it).
+uint64_t run_pipeline(comm::Communicator& world, PipelineRun run);
 
 }  // namespace frugal::run

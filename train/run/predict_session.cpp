@@ -18,6 +18,7 @@
 #include "core/data/xmc_file.h"
 #include "core/device.h"
 #include "train/checkpoint_manifest.h"
+#include "train/served_checkpoint.h"
 
 namespace frugal::run {
 
@@ -54,7 +55,8 @@ Session open_session(const SessionArgs& a, comm::RunConfig config) {
   // --infer auto: as the checkpoint was trained to infer (a damaged manifest: Predictor says so).
   nlohmann::json saved = nlohmann::json::object();
   try {
-    saved = train::read_manifest(model, /*accept_unchecked=*/true).config;  // the Predictor checks it
+    // The checkpoint the folder serves (its best epoch's): its config says how it infers.
+    saved = train::read_manifest(train::served_checkpoint(model, true).dir, /*accept_unchecked=*/true).config;
   } catch (const std::exception&) {
   }
   const InferMode auto_mode = saved_infer_mode(saved) == InferMode::ensemble ? InferMode::ensemble : InferMode::exact;
@@ -87,8 +89,12 @@ Session open_session(const SessionArgs& a, comm::RunConfig config) {
   // Which checkpoint this is (a copy of an older epoch's manifest put in place is otherwise silent).
   if (s.world->rank() == 0) {
     const train::CheckpointInfo& info = s.predictor->checkpoint();
-    fmt::print(stderr, "{}: epoch {}, step {}{}\n", model, info.epoch, info.step,
-               info.run.empty() ? std::string() : fmt::format(" of run {}", info.run));
+    const train::ServedCheckpoint& served = s.predictor->served();
+    fmt::print(stderr, "{}: epoch {}, step {}{}{}\n", model, info.epoch, info.step,
+               info.run.empty() ? std::string() : fmt::format(" of run {}", info.run),
+               served.best ? fmt::format(" (the best epoch on validation, from {}; the newest is epoch {})", served.dir,
+                                         served.newest_epoch)
+                           : std::string());
   }
   return s;
 }

@@ -47,7 +47,7 @@
 #include "layers/network_spec.h"
 #include "train/checkpoint_history.h"
 #include "train/checkpoint_manifest.h"
-#include "train/early_stopping.h"
+#include "train/best_epoch.h"
 #include "train/metrics_log.h"
 #include "train/rebalance.h"
 #include "train/resume_choice.h"
@@ -69,6 +69,8 @@
 #include "train/run/train_options.h"
 #include "train/run/trained_model.h"
 #include "train/run/trainer_support.h"
+#include "train/run/validation_plan.h"
+#include "core/data/point_checks.h"
 #include "train/trainer.h"
 
 namespace frugal::run {
@@ -108,7 +110,7 @@ struct Resumed {
 };
 
 Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, train::Trainer& trainer,
-                   const nlohmann::json& resume_config, train::EarlyStopping& stopper) {
+                   const nlohmann::json& resume_config, train::BestEpoch& best) {
   const int rank = world.rank();
   // The newest checkpoint whose files are all intact, the same on every rank (train/resume_choice.h);
   // a damaged one is passed over out loud, even with --quiet.
@@ -117,11 +119,7 @@ Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, tr
   if (rank == 0 && !choice.skipped.empty())
     say_notice("--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
                choice.manifest_file, info.epoch, info.step);
-  if (info.run_state.contains("early_stopping")) {
-    const auto& e = info.run_state["early_stopping"];
-    stopper = train::EarlyStopping(a.early_stopping, {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
-                                               .epochs_without_improvement = e.at("epochs_without_improvement")});
-  }
+  best.resume(info.run_state);
   if (!a.quiet)
     say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
                info.epoch, info.step, info.world_size, info.model_slices);
@@ -132,15 +130,32 @@ Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, tr
 }
 
 // The data a run trains on: the training and test sets (files, or in memory from another program),
-// and --valid-fraction's seeded held-out part of the training set (the same on every rank).
+// and the validation set: --valid's file, or the seeded share of the training set held back
+// (train/run/validation_plan.h; the same on every rank).
 struct RunData {
   TrainInputs inputs;
   std::optional<data::Split> held_out;
+  std::optional<data::Dataset> valid_file;
   bool in_memory = false;  // given in memory (run::train's overload), not read from files
   double parse_seconds = 0.0;
   const data::Dataset& train() const { return held_out ? held_out->train : inputs.train; }
-  const data::Dataset* valid() const { return held_out ? &held_out->test : nullptr; }
+  const data::Dataset* valid() const {
+    return held_out ? &held_out->test : valid_file ? &*valid_file : nullptr;
+  }
 };
+
+// --resume without --valid-fraction: the checkpoint's share (it holds back the same points).
+std::optional<double> resumed_valid_fraction(const RunArgs& a) {
+  if (a.valid_fraction || a.resume.empty() || !a.valid.empty()) return a.valid_fraction;
+  try {
+    const nlohmann::json saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
+    if (saved.is_object() && saved.contains("valid_fraction") && saved["valid_fraction"].is_number())
+      return saved["valid_fraction"].get<double>();
+  } catch (const std::exception&) {
+    // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
+  }
+  return a.valid_fraction;
+}
 
 RunData load_run_data(RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -152,11 +167,34 @@ RunData load_run_data(RunArgs& a) {
   FRUGAL_CHECK(test.num_features == d.inputs.train.num_features && test.num_labels == d.inputs.train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
-  if (a.valid_fraction > 0)
-    d.held_out = data::split(d.inputs.train,
-                             {.test_fraction = a.valid_fraction, .seed = Rng(a.seed).split(0x7a11d).next_u64()});
+  a.validation = plan_validation(resumed_valid_fraction(a), !a.valid.empty(), a.early_stopping, d.inputs.train.size());
+  if (!a.valid.empty()) {
+    d.valid_file = open_input(a.format, a.valid);
+    if (a.format == data::DataFormat::idx) d.valid_file->num_labels = d.inputs.train.num_labels;
+    FRUGAL_CHECK(d.valid_file->num_features == d.inputs.train.num_features &&
+                     d.valid_file->num_labels == d.inputs.train.num_labels,
+                 fmt::format("--valid {} has {} features and {} labels, but {} has {} and {}", a.valid,
+                             d.valid_file->num_features, d.valid_file->num_labels, a.train,
+                             d.inputs.train.num_features, d.inputs.train.num_labels));
+    data::check_points(*d.valid_file, {.training = false});
+  }
+  if (a.validation.fraction > 0) d.held_out = hold_back(d.inputs.train, a.validation.fraction, a.seed);
   d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return d;
+}
+
+// The log's line on the validation set: what is scored, how the best epoch is kept, or why none is.
+std::string validation_line(const RunArgs& a, const data::Dataset* valid, const data::Dataset& train) {
+  if (valid == nullptr) return a.validation.line.empty() ? "validation: off (--valid-fraction 0)" : a.validation.line;
+  const std::string what = a.validation.file
+                               ? fmt::format("validation: {} points of {}", valid->size(), a.valid)
+                               : fmt::format("validation: {} points ({:.1f}%) held back from the training set, {} train",
+                                             valid->size(), 100.0 * a.validation.fraction, train.size());
+  return fmt::format("{}; the best epoch's model is returned{}{}", what,
+                     a.checkpoint.empty() ? "" : fmt::format(" and kept in {}/best", a.checkpoint),
+                     a.validation.patience > 0 ? fmt::format(", early stopping after {} epochs without a better P@1",
+                                                             a.validation.patience)
+                                               : "");
 }
 
 // What every rank must agree on before training starts (compared at rendezvous; also the metrics
@@ -211,6 +249,8 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
   PipelineRun r;
   r.train = &train;
   r.test = &data.inputs.test;
+  r.valid = data.valid();
+  r.patience = a.validation.patience;
   r.spec = network_spec(a, train);
   r.backend = &backend;
   r.stages = grid.stages;
@@ -266,7 +306,8 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
   r.on_epoch = [&a, &result, &world](const nlohmann::json& line) {
     return report_epoch(line, a.callbacks, result, &world);
   };
-  run_pipeline(world, std::move(r));
+  if (rank == 0 && !r.quiet) say("{}\n", validation_line(a, data.valid(), train));
+  result.model_epoch = run_pipeline(world, std::move(r));
 }
 
 RunResult run_train(RunArgs a) {
@@ -331,8 +372,7 @@ RunResult run_train(RunArgs a) {
     say("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
                inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
                parse_seconds);
-  if (!a.quiet && valid != nullptr)
-    say("validation: {} points held out of the training set, {} train on\n", valid->size(), train.size());
+  if (!a.quiet) say("{}\n", validation_line(a, valid, train));
   if (!a.quiet && dp_auto && data_group)
     say("DCT-DP thresholds {} (--dp-compress auto: a batch touches {:.0f}% of the input rows, {} sampler)\n",
                dp_auto->target == comm::DpTarget::updates ? "the replicas' optimizer updates" : "gradients",
@@ -354,7 +394,10 @@ RunResult run_train(RunArgs a) {
   std::optional<train::Trainer>& trainer_slot = held->trainer;
   train::Trainer& trainer = trainer_slot.emplace(model, options);
   note_optimizer(a, trainer, rank);
-  train::EarlyStopping stopper(a.early_stopping);
+  // The best epoch on the validation set: kept in CHECKPOINT/best (or in memory) and returned.
+  train::BestEpoch best(a.validation.patience,
+                        a.checkpoint.empty() ? std::string() : (std::filesystem::path(a.checkpoint) / "best").string(),
+                        a.resume.empty() ? std::string() : (std::filesystem::path(a.resume) / "best").string());
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
   const nlohmann::json resume_config = run_config(a, train);
   // What checkpoints record: the same, and how the run infers (predict / evaluate infer the same
@@ -364,7 +407,7 @@ RunResult run_train(RunArgs a) {
   std::optional<train::CheckpointInfo> resumed_from;
   std::vector<train::SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
-    Resumed r = resume_run(a, *world, model, trainer, resume_config, stopper);
+    Resumed r = resume_run(a, *world, model, trainer, resume_config, best);
     resumed_from = r.info;
     resume_skipped = std::move(r.skipped);
   }
@@ -422,7 +465,7 @@ RunResult run_train(RunArgs a) {
   if (a.auto_weights && grid.model == 1 && !a.quiet)
     say("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
   bool stop_asked = false;  // RunCallbacks::on_epoch returned false
-  while (trainer.epoch() < a.epochs && !stopper.should_stop() && !stop_asked) {
+  while (trainer.epoch() < a.epochs && !best.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                  .progress = !a.quiet, .max_steps = a.max_steps};
@@ -481,36 +524,34 @@ RunResult run_train(RunArgs a) {
                            "(--on-divergence skip-batch); first at step {}\n", epoch, fit.skipped_batches,
                    fit.diverged_step);
     }
+    if (valid != nullptr) {
+      best.record(epoch, valid_p1, model, [&](const std::string& best_dir) {
+        scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
+        train::save_checkpoint(best_dir, model, trainer, checkpoint_config, best.run_state());
+      });
+      line["best_epoch"] = best.state().best_epoch;
+    }
     log.write(line);
     const bool go_on = report_epoch(line, a.callbacks, result, groups.world);
-    const bool best = valid != nullptr && stopper.update(epoch, valid_p1);
-    const nlohmann::json run_state = {
-        {"early_stopping", {{"best", stopper.state().best}, {"best_epoch", stopper.state().best_epoch},
-                            {"epochs_without_improvement", stopper.state().epochs_without_improvement}}}};
-    if (best && a.early_stopping > 0) {
-      const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
-      scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
-      train::save_checkpoint(best_dir, model, trainer, checkpoint_config, run_state);
-    }
     if (!a.checkpoint.empty()) {
       scoring.keep_beside(a.checkpoint, rank);
-      train::save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, run_state, a.keep_checkpoints);
+      train::save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, best.run_state(), a.keep_checkpoints);
     }
-    if (stopper.should_stop() && !a.quiet)
-      say("early stopping: no validation P@1 improvement for {} epochs; the best, {:.4f} after epoch {}, is "
-                 "in {}/best\n",
-                 a.early_stopping, stopper.state().best, stopper.state().best_epoch, a.checkpoint);
+    if (best.should_stop() && !a.quiet)
+      say("early stopping: no better validation P@1 for {} epochs (--early-stopping {}); the best was {:.4f} after "
+          "epoch {}\n", best.patience(), best.patience(), best.state().best, best.state().best_epoch);
     stop_asked = !go_on;
   }
-  result.model_epoch = trainer.epoch();
-  // --early-stopping: the best epoch's model, as DIR/best holds it, is what the run returns.
-  if (a.early_stopping > 0 && stopper.state().best_epoch > 0 && stopper.state().best_epoch != trainer.epoch()) {
-    const std::string best_dir = (std::filesystem::path(a.checkpoint) / "best").string();
-    const train::CheckpointChoice best = train::choose_resume_checkpoint(best_dir, a.accept_unchecked_checkpoint, *groups.world);
-    train::load_checkpoint(best_dir, best.manifest, model, trainer, resume_config);
-    result.model_epoch = stopper.state().best_epoch;
-    if (!a.quiet) say("the returned model is the best epoch's ({}), loaded from {}\n", result.model_epoch, best_dir);
-  }
+  // The best epoch on the validation set is what the run returns (and what CHECKPOINT serves).
+  const uint64_t last_epoch = trainer.epoch();
+  result.model_epoch = best.restore(model, trainer.epoch(), [&](const std::string& best_dir) {
+    const train::CheckpointChoice kept = train::choose_resume_checkpoint(best_dir, a.accept_unchecked_checkpoint, *groups.world);
+    train::load_checkpoint(best_dir, kept.manifest, model, trainer, resume_config);
+  });
+  if (result.model_epoch != last_epoch && !a.quiet)
+    say("the returned model is the best epoch's on validation ({} of {}, valid P@1 {:.4f}){}\n", result.model_epoch,
+        last_epoch, best.state().best,
+        best.best_dir().empty() ? "" : fmt::format("; {} serves it from {}", a.checkpoint, best.best_dir()));
   result.model = std::move(held);
   return result;
 }

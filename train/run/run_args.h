@@ -13,6 +13,7 @@
 #include "train/run/infer_choice.h"
 #include "train/run/run.h"
 #include "train/run/train_config.h"
+#include "train/run/validation_plan.h"
 
 namespace frugal::run {
 
@@ -37,6 +38,7 @@ struct RunArgs : TrainConfig {
   bool auto_weights = false;
   optim::Method method = optim::Method::adam;  // `optimizer` resolved (resolve_optimizer)
   bool optimizer_from_checkpoint = false;      // auto took --resume's
+  ValidationPlan validation;                   // --valid-fraction, --valid, --early-stopping resolved
 };
 
 // The whole run on this rank (train/run/xmc_run.cpp): the XMC network, the MLP, the pipeline or

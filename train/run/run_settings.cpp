@@ -221,7 +221,7 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
   if (a.lr_schedule != optim::ScheduleKind::constant) c["schedule_steps"] = total_steps(a, train.size());
   c["clip_norm"] = a.clip_norm;
   c["dropout"] = a.dropout;
-  c["valid_fraction"] = a.valid_fraction;  // changes the training set
+  c["valid_fraction"] = a.validation.fraction;  // changes the training set
   return c;
 }
 
@@ -328,9 +328,6 @@ void prepare(RunArgs& a) {
   if (a.active_target > 0 && a.k > 0)
     say_notice("note: --active-target only applies to the automatic hash width (--k 0); --k {} is used as given\n",
                a.k);
-  FRUGAL_CHECK(a.early_stopping == 0 || (!a.checkpoint.empty() && a.valid_fraction > 0),
-               "--early-stopping needs --checkpoint DIR (the best model is kept in DIR/best) and --valid-fraction "
-               "F (the validation split it watches)");
 }
 
 }  // namespace frugal::run

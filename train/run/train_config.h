@@ -70,6 +70,7 @@ struct TrainConfig {
   // The data: files (--train, --test: XMC text, an IDX prefix, Criteo logs), or with data given in
   // memory (run::train's overload) the names its messages use.
   std::string train, test;
+  std::string valid;  // --valid FILE: a validation set of its own (instead of a share of the training set)
   data::DataFormat format = data::DataFormat::xmc;  // --format (idx trains the exact softmax)
   ModelKind model = ModelKind::xmc;                 // --model
   // Files the run writes: --metrics (JSON lines; FILE.rankR.jsonl on rank R > 0), --checkpoint DIR
@@ -111,8 +112,9 @@ struct TrainConfig {
   bool rowwise_momentum = optim::RowwiseAdam{}.momentum;             // --rowwise-momentum
   std::optional<bool> rowwise_input;  // --rowwise-layers all (true) | output (false); unset: auto
   float update_threshold = 0.0f;      // --update-threshold
-  double valid_fraction = 0.0;        // --valid-fraction
-  size_t early_stopping = 0;          // --early-stopping N (needs checkpoint and valid_fraction)
+  // --valid-fraction (unset: auto, train/run/validation_plan.h) and --early-stopping N (unset: auto).
+  std::optional<double> valid_fraction;
+  std::optional<size_t> early_stopping;
   train::OnDivergence on_divergence = train::OnDivergence::stop;  // --on-divergence
 
   // Where and how it runs: --device, --threads (0: the cores, shared by this host's ranks),

@@ -276,11 +276,18 @@ std::vector<Option<TrainConfig>> make_train_options() {
   add(number("--dropout", &T::dropout, "input-feature dropout probability in training (inverted dropout)",
              NumberBounds::in_range(0.0, 0.99)));
   add(number("--valid-fraction", &T::valid_fraction,
-             "hold out this seeded fraction of the training set for validation (valid_p@1 in the epoch lines)",
-             NumberBounds::in_range(0.0, 0.9)));
+             "hold back this seeded, label-stratified share of the training set and score it after every epoch "
+             "(valid_p@1 in the epoch lines); the best-scoring epoch is the model the run returns and CHECKPOINT "
+             "serves. Default: 5% (at least 1,000 and at most 20,000 points) of a set of 5,000 points or more, "
+             "none below; 0: off",
+             NumberBounds::in_range(0.0, 0.9), "auto"));
+  add(text_option("--valid", &T::valid,
+                  "validation file (the training file's format), scored after every epoch instead of a share of the "
+                  "training set"));
   add(number("--early-stopping", &T::early_stopping,
-             "stop after N epochs without validation P@1 improvement, keeping the best model in CHECKPOINT/best "
-             "(0: off)"));
+             "stop after N epochs in a row without a better validation score (default 2 where there is a "
+             "validation set; 0: off); the best epoch's model is returned either way, and --epochs is the upper "
+             "bound", {}, "auto"));
   add(choice<T, layers::Sampler>("--sampler", &T::sampler, {layers::Sampler::lsh, layers::Sampler::exact},
                                  "output neurons computed in training"));
   add(choice<T, Dtype>("--precision", &T::precision, {{"f32", Dtype::f32}, {"bf16", Dtype::bf16}},

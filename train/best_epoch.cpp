@@ -1,0 +1,55 @@
+#include "train/best_epoch.h"
+
+#include <filesystem>
+
+#include "core/model.h"
+#include "train/checkpoint.h"
+
+namespace frugal::train {
+
+BestEpoch::BestEpoch(size_t patience, std::string best_dir, std::string earlier_dir, bool in_memory)
+    : stopper_(patience), best_dir_(std::move(best_dir)), earlier_dir_(std::move(earlier_dir)), in_memory_(in_memory) {}
+
+void BestEpoch::resume(const nlohmann::json& run_state) {
+  if (!run_state.is_object() || !run_state.contains("early_stopping")) return;
+  const auto& e = run_state["early_stopping"];
+  stopper_ = EarlyStopping(stopper_.patience(), {.best = e.at("best"), .best_epoch = e.at("best_epoch"),
+                                                 .epochs_without_improvement = e.at("epochs_without_improvement")});
+}
+
+bool BestEpoch::record(uint64_t epoch, double score, const Model& model,
+                       const std::function<void(const std::string&)>& save) {
+  if (!stopper_.update(epoch, score)) return false;
+  if (!best_dir_.empty()) {
+    save(best_dir_);
+  } else if (in_memory_) {
+    snapshot_.take(model);
+    snapshot_epoch_ = epoch;
+  }
+  return true;
+}
+
+nlohmann::json BestEpoch::run_state() const {
+  const EarlyStopping::State& s = stopper_.state();
+  return {{"early_stopping", {{"best", s.best}, {"best_epoch", s.best_epoch},
+                              {"epochs_without_improvement", s.epochs_without_improvement}}}};
+}
+
+uint64_t BestEpoch::restore(Model& model, uint64_t last_epoch, const std::function<void(const std::string&)>& load) {
+  const uint64_t best = stopper_.state().best_epoch;
+  if (best == 0 || best == last_epoch) return last_epoch;
+  if (!snapshot_.empty() && snapshot_epoch_ == best) {
+    snapshot_.restore(model);
+    return best;
+  }
+  // Saved in a folder: this run's, or the resumed run's when the best is from before the resume.
+  for (const std::string& dir : {best_dir_, earlier_dir_}) {
+    if (dir.empty() || !std::filesystem::exists(std::filesystem::path(dir) / "manifest.json")) continue;
+    if (read_checkpoint_manifest(dir).epoch != best) continue;  // another epoch's (another run's) best
+    load(dir);
+    return best;
+  }
+  return last_epoch;
+}
+
+}  // namespace frugal::train

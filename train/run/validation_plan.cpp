@@ -1,0 +1,51 @@
+#include "train/run/validation_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace frugal::run {
+
+ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, std::optional<size_t> patience,
+                               size_t points) {
+  ValidationPlan plan;
+  FRUGAL_CHECK(!valid_file || !fraction || *fraction == 0.0,
+               fmt::format("--valid FILE and --valid-fraction {} both name a validation set: give one (--valid-fraction "
+                           "0 with --valid is allowed)", *fraction));
+  if (valid_file) {
+    plan.file = true;
+  } else if (fraction) {
+    plan.fraction = *fraction;
+  } else if (points < kAutoValidMinTrain) {
+    plan.line = fmt::format("validation: off by default, the training set has {} points (fewer than {}); "
+                            "--valid-fraction F holds back a share anyway", points, kAutoValidMinTrain);
+  } else {
+    const double share = static_cast<double>(points) * kAutoValidShare;
+    const double held = std::min(static_cast<double>(kAutoValidMaxPoints),
+                                 std::max(share, std::min(static_cast<double>(kAutoValidMinPoints),
+                                                          0.1 * static_cast<double>(points))));
+    plan.fraction = held / static_cast<double>(points);
+  }
+  if (patience) {
+    FRUGAL_CHECK(*patience == 0 || plan.on(),
+                 fmt::format("--early-stopping {} watches a validation set, and this run has none: give --valid-fraction "
+                             "F or --valid FILE{}", *patience,
+                             !fraction && !valid_file ? fmt::format(" (the default holds none back from a set of fewer than {} points)",
+                                                                    kAutoValidMinTrain)
+                                                      : ""));
+    plan.patience = *patience;
+  } else {
+    plan.patience = plan.on() ? kDefaultPatience : 0;
+  }
+  return plan;
+}
+
+data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed) {
+  return data::split(train, {.test_fraction = fraction, .seed = Rng(seed).split(0x7a11d).next_u64(), .stratified = true});
+}
+
+}  // namespace frugal::run

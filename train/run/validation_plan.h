@@ -1,0 +1,48 @@
+// How much of the training set a run holds back to watch (a validation split), and how long it
+// waits for the watched score to improve before it stops: the defaults of --valid-fraction and
+// --early-stopping, decided here once for every face and trainer.
+//
+// Why a split by default: the row-wise Adam default learns fast and then overfits real data (a
+// held-out 39k-label set: best P@1 after epoch 2 of 5, the last epoch 5 points lower; GCIDE min5: the
+// training loss falls from 2.9 to 0.07 after the first epoch while test P@1 stays flat). Holding back
+// 5% costs 0.1-0.2 points of P@1 there (bench/REPORT.md, "Validation and early stopping") and lets the
+// run return its best epoch instead of its last. Small sets turn it off: a few hundred held-back
+// points score too noisily to choose an epoch by, and every training point counts.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "core/data/dataset_split.h"
+
+namespace frugal::run {
+
+// The share held back by default, and the bounds on the points it holds.
+inline constexpr double kAutoValidShare = 0.05;
+inline constexpr size_t kAutoValidMinTrain = 5000;   // fewer training points: no split by default
+inline constexpr size_t kAutoValidMinPoints = 1000;  // at least this many (at most 10% of the set)
+inline constexpr size_t kAutoValidMaxPoints = 20000;
+// --early-stopping's default patience (epochs without a better validation score), where a
+// validation split or file exists (bench/quality, "Validation and early stopping").
+inline constexpr size_t kDefaultPatience = 2;
+
+struct ValidationPlan {
+  double fraction = 0.0;  // of the training set held back (0: none)
+  bool file = false;      // --valid FILE is scored instead
+  size_t patience = 0;    // --early-stopping resolved (0: off)
+  std::string line;       // what the log says about the choice (empty: nothing to say)
+  bool on() const { return fraction > 0.0 || file; }
+};
+
+// `fraction`: --valid-fraction as given (unset: auto); `valid_file`: --valid FILE was given;
+// `patience`: --early-stopping as given (unset: auto); `points`: the training set's size.
+// Refuses --early-stopping N > 0 with nothing to watch, naming the flags.
+ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, std::optional<size_t> patience,
+                               size_t points);
+
+// The held-back split of a run with seed `seed`: label-stratified, the same on every rank, for
+// every rank count and on --resume (it depends on the data, the fraction and the seed only).
+data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed);
+
+}  // namespace frugal::run
