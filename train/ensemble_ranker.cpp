@@ -34,7 +34,8 @@ struct ScratchPool {
   struct Local {
     data::LabelCentroids::Scratch centroid;
     data::NearestPoints::Scratch points;
-    std::vector<std::pair<float, uint32_t>> cent_list, knn_list, net_list;
+    MemberLists lists;
+    std::vector<std::pair<float, uint32_t>> net_list;
     std::vector<std::pair<uint32_t, float>> merged;  // (label, blended probability)
   };
   tbb::enumerable_thread_specific<Local> locals;
@@ -42,7 +43,7 @@ struct ScratchPool {
       : locals([m] {
           return Local{m.centroids != nullptr ? m.centroids->scratch() : data::LabelCentroids::Scratch{},
                        m.points != nullptr ? m.points->scratch() : data::NearestPoints::Scratch{},
-                       {}, {}, {}, {}};
+                       {}, {}, {}};
         }) {}
 };
 
@@ -83,41 +84,14 @@ size_t EnsembleRanker::blend(const SparseBatch& batch, const std::vector<uint32_
   const size_t width = std::min(k, net_k);
   labels.assign(b * width, 0);
   scores.assign(b * width, 0.0f);
-  const double inv_t = 1.0 / options_.temperature;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, b, 16), [&](const tbb::blocked_range<size_t>& r) {
     ScratchPool::Local& s = pool_->locals.local();
     for (size_t i = r.begin(); i < r.end(); ++i) {
-      const auto ids = batch.features_of(i);
-      const auto vals = batch.values_of(i);
-      s.cent_list.clear();
-      s.knn_list.clear();
-      if (options_.weight > 0.0f) members_.centroids->nearest(ids, vals, options_.candidates, s.centroid, s.cent_list);
-      if (options_.knn_weight > 0.0f)
-        members_.points->vote(ids, vals, options_.neighbours, options_.candidates, s.points, s.knn_list);
-      // The shares of the members that have candidates, renormalized (the network always has).
-      const double wc = s.cent_list.empty() ? 0.0 : options_.weight;
-      const double wk = s.knn_list.empty() ? 0.0 : options_.knn_weight;
-      const double wn = 1.0 - options_.weight - options_.knn_weight;
-      const double total = wc + wk + wn;
-      s.merged.clear();
-      add_softmax(s.cent_list, total > 0.0 ? wc / total : 0.0, inv_t, s.merged);
-      add_softmax(s.knn_list, total > 0.0 ? wk / total : 0.0, inv_t, s.merged);
-      // The network's softmax over its candidates (logits, best first), at temperature 1.
+      member_lists(batch, i, s.lists);
+      // The network's softmax over its candidates (logits, best first).
       s.net_list.clear();
       for (size_t j = 0; j < net_k; ++j) s.net_list.emplace_back(net_scores[i * net_k + j], net_labels[i * net_k + j]);
-      add_softmax(s.net_list, total > 0.0 ? wn / total : 1.0, 1.0, s.merged);
-      // A label in several lists sums its shares.
-      std::sort(s.merged.begin(), s.merged.end());
-      size_t n = 0;
-      for (size_t j = 0; j < s.merged.size(); ++j) {
-        if (n > 0 && s.merged[n - 1].first == s.merged[j].first)
-          s.merged[n - 1].second += s.merged[j].second;
-        else
-          s.merged[n++] = s.merged[j];
-      }
-      s.merged.resize(n);
-      const auto better = [](const auto& a, const auto& c) { return a.second != c.second ? a.second > c.second : a.first < c.first; };
-      std::partial_sort(s.merged.begin(), s.merged.begin() + static_cast<std::ptrdiff_t>(width), s.merged.end(), better);
+      mix(s.lists, s.net_list, options_, width, s.merged);
       for (size_t j = 0; j < width; ++j) {
         labels[i * width + j] = s.merged[j].first;
         scores[i * width + j] = s.merged[j].second;
@@ -125,6 +99,44 @@ size_t EnsembleRanker::blend(const SparseBatch& batch, const std::vector<uint32_
     }
   });
   return width;
+}
+
+void EnsembleRanker::member_lists(const SparseBatch& batch, size_t i, MemberLists& out) const {
+  ScratchPool::Local& s = pool_->locals.local();
+  const auto ids = batch.features_of(i);
+  const auto vals = batch.values_of(i);
+  out.centroids.clear();
+  out.neighbours.clear();
+  if (options_.weight > 0.0f) members_.centroids->nearest(ids, vals, options_.candidates, s.centroid, out.centroids);
+  if (options_.knn_weight > 0.0f)
+    members_.points->vote(ids, vals, options_.neighbours, options_.candidates, s.points, out.neighbours);
+}
+
+void EnsembleRanker::mix(const MemberLists& members, const std::vector<std::pair<float, uint32_t>>& net,
+                         const EnsembleOptions& options, size_t width, std::vector<std::pair<uint32_t, float>>& merged) {
+  const double inv_t = 1.0 / options.temperature;
+  // The shares of the members that have candidates, renormalized (the network always has).
+  const double wc = members.centroids.empty() ? 0.0 : options.weight;
+  const double wk = members.neighbours.empty() ? 0.0 : options.knn_weight;
+  const double wn = 1.0 - options.weight - options.knn_weight;
+  const double total = wc + wk + wn;
+  merged.clear();
+  add_softmax(members.centroids, total > 0.0 ? wc / total : 0.0, inv_t, merged);
+  add_softmax(members.neighbours, total > 0.0 ? wk / total : 0.0, inv_t, merged);
+  // The network's softmax over its candidates, at temperature 1.
+  add_softmax(net, total > 0.0 ? wn / total : 1.0, 1.0, merged);
+  // A label in several lists sums its shares.
+  std::sort(merged.begin(), merged.end());
+  size_t n = 0;
+  for (size_t j = 0; j < merged.size(); ++j) {
+    if (n > 0 && merged[n - 1].first == merged[j].first)
+      merged[n - 1].second += merged[j].second;
+    else
+      merged[n++] = merged[j];
+  }
+  merged.resize(n);
+  const auto better = [](const auto& a, const auto& c) { return a.second != c.second ? a.second > c.second : a.first < c.first; };
+  std::partial_sort(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(std::min(width, n)), merged.end(), better);
 }
 
 }  // namespace frugal::train

@@ -47,6 +47,13 @@ struct EnsembleMembers {
   const data::NearestPoints* points = nullptr;
 };
 
+// One point's candidates from each member (score, label), best first: what blend() mixes. The
+// members' lists do not change as the network trains, so a caller that tries many blends over the
+// same points (train/ensemble_choice.h) computes them once.
+struct MemberLists {
+  std::vector<std::pair<float, uint32_t>> centroids, neighbours;
+};
+
 class EnsembleRanker {
  public:
   EnsembleRanker(const EnsembleMembers& members, const EnsembleOptions& options);
@@ -58,6 +65,15 @@ class EnsembleRanker {
   // into `labels` / `scores` (batch.size() rows) and returns that width.
   size_t blend(const SparseBatch& batch, const std::vector<uint32_t>& net_labels, const std::vector<float>& net_scores,
                size_t net_k, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores) const;
+
+  // Point `i` of `batch`: each member's `candidates` best labels (a member of weight 0: none).
+  // Thread-safe (each thread its own scratch).
+  void member_lists(const SparseBatch& batch, size_t i, MemberLists& out) const;
+  // The blend of one point's lists under `options`' shares and temperature: (label, blended
+  // probability) of every candidate, best first (ties by label id), the best `width` of them at the
+  // front. `net`: the network's (logit, label), best first; `merged`: the caller's work space.
+  static void mix(const MemberLists& members, const std::vector<std::pair<float, uint32_t>>& net,
+                  const EnsembleOptions& options, size_t width, std::vector<std::pair<uint32_t, float>>& merged);
 
  private:
   EnsembleMembers members_;

@@ -17,7 +17,12 @@
 #          it (hidden 128, random rows, exact inference);
 #  precision  `--precision bf16` against f32, otherwise the same runs: the skewed sets (LSH, over
 #          SEEDS), the single-node benchmark's 100k-label set (LSH, over SEEDS), GCIDE min5 (LSH,
-#          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16).
+#          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16);
+#  valid   the validation split and the best epoch (issue 65), over SEEDS on sets that are still
+#          learning (skewed synthetic, GCIDE min5, synthetic few-shot, Fashion-MNIST; GCIDE full with
+#          seed 1 unless FULL=0): the defaults for VALID_EPOCHS (10) epochs with early stopping off, so that
+#          validation.py can replay every patience and epoch cap from the same records (the last epoch,
+#          the best, and what the defaults return), beside the previous defaults (no split, 3 epochs).
 # Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
 # THREADS (2), SEEDS ("1 2 3"), EPOCHS (5), GCIDE_VARIANTS ("min5 full") override. Prints every command it runs; metrics JSONL and
 # logs go to OUT_DIR (default .bench/quality); `python3 bench/quality/summarize.py OUT_DIR` makes the
@@ -29,7 +34,7 @@ BUILD=${1:-build}
 OUT=${2:-.bench/quality}
 shift $(( $# > 2 ? 2 : $# )) || true
 SECTIONS=("$@")
-[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide fewshot synth fmnist infer precision)
+[ ${#SECTIONS[@]} -gt 0 ] || SECTIONS=(skew gcide fewshot synth fmnist infer precision valid)
 THREADS=${THREADS:-2}
 SEEDS=${SEEDS:-1 2 3}
 EPOCHS=${EPOCHS:-5}
@@ -175,7 +180,45 @@ for section in "${SECTIONS[@]}"; do
       train "precision_fmnist_$p" --format idx --train "$F/train" --test "$F/t10k" --layers 256,128 --epochs 10 \
         --seed 1 --precision "$p"
     done ;;
-  *) echo "unknown section $section (skew gcide fewshot synth fmnist infer precision)" >&2; exit 2 ;;
+  valid)
+    VE=${VALID_EPOCHS:-10}
+    # valid_run NAME ARGS...: the defaults (up to VE epochs, no early stop: validation.py replays it)
+    # and the previous defaults (no validation split, 3 epochs, the last returned).
+    valid_run() {
+      local name=$1; shift
+      train "valid_${name}_default" "$@" --epochs "$VE" --early-stopping 0
+      train "valid_${name}_before" "$@" --epochs 3 --valid-fraction 0
+    }
+    for seed in $SEEDS; do
+      d="$OUT/data/skew$seed"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 20000 --labels 20000 --train 40000 --test 4000 \
+        --nnz 40 --noise 0.5 --zipf 1.1 --seed "$seed" --out "$d"
+      valid_run "skew_s$seed" --train "$d/train.txt" --test "$d/test.txt" --seed "$seed"
+    done
+    d="$OUT/data/gcide_min5"
+    [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 --min-label-points 5 > "$OUT/gcide_min5_build.log"
+    [ -f "$OUT/gcide_min5_references.txt" ] || references gcide_min5 "$d/train.txt" "$d/test.txt"
+    for seed in $SEEDS; do
+      valid_run "gcide_min5_s$seed" --train "$d/train.txt" --test "$d/test.txt" --seed "$seed"
+    done
+    F=/usr/share/datasets/fashion-mnist
+    for seed in $SEEDS; do
+      valid_run "fmnist_s$seed" --format idx --train "$F/train" --test "$F/t10k" --layers 256,128 --seed "$seed"
+    done
+    for seed in $SEEDS; do
+      d="$OUT/data/fewshot$seed"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 50000 --labels 50000 --train 75000 --test 10000 \
+        --nnz 30 --labels-per-point 1 --zipf 0.3 --noise 0.5 --seed "$seed" --out "$d"
+      [ -f "$OUT/fewshot${seed}_references.txt" ] || references "fewshot$seed" "$d/train.txt" "$d/test.txt"
+      valid_run "fewshot_s$seed" --train "$d/train.txt" --test "$d/test.txt" --seed "$seed"
+    done
+    if [ "${FULL:-1}" = 1 ]; then
+      d="$OUT/data/gcide_full"
+      [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 > "$OUT/gcide_full_build.log"
+      [ -f "$OUT/gcide_full_references.txt" ] || references gcide_full "$d/train.txt" "$d/test.txt"
+      valid_run "gcide_full_s1" --train "$d/train.txt" --test "$d/test.txt" --seed 1
+    fi ;;
+  *) echo "unknown section $section (skew gcide fewshot synth fmnist infer precision valid)" >&2; exit 2 ;;
   esac
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "train/run/data_defaults.h"
+#include "train/run/validation_plan.h"
 
 using namespace frugal;
 using namespace frugal::run;
@@ -81,4 +82,37 @@ TEST_CASE("data defaults: IDX images and empty sets are not few-shot") {
   CHECK_FALSE(choose_data_defaults(stats(60000, 1), {.network = false}).few_shot);
   CHECK(choose_data_defaults(stats(60000, 1), {.network = false}).summary.empty());
   CHECK_FALSE(choose_data_defaults(stats(0, 0), {}).few_shot);
+}
+
+TEST_CASE("validation plan: a share of the training set by default, none for small sets, the flags as given") {
+  // Small sets hold none back, and the log says why and how to ask anyway.
+  const ValidationPlan small = plan_validation(std::nullopt, false, std::nullopt, kAutoValidMinTrain - 1);
+  CHECK_FALSE(small.on());
+  CHECK(small.patience == 0);
+  CHECK_THAT(small.line, Catch::Contains("--valid-fraction F holds back a share anyway"));
+  // From 5,000 points: 10% up to 1,000 points, then 5%, at most 20,000.
+  const auto held = [](size_t points) {
+    return plan_validation(std::nullopt, false, std::nullopt, points).fraction * static_cast<double>(points);
+  };
+  CHECK(held(5000) == Approx(500));
+  CHECK(held(10000) == Approx(1000));
+  CHECK(held(30000) == Approx(1500));
+  CHECK(held(1000000) == Approx(kAutoValidMaxPoints));
+  const ValidationPlan dflt = plan_validation(std::nullopt, false, std::nullopt, 30000);
+  CHECK(dflt.patience == kDefaultPatience);
+  // As given: a fraction (0: off), a file, a patience.
+  CHECK(plan_validation(0.2, false, std::nullopt, 100).fraction == 0.2);
+  CHECK_FALSE(plan_validation(0.0, false, std::nullopt, 100000).on());
+  CHECK(plan_validation(0.0, false, std::nullopt, 100000).patience == 0);
+  const ValidationPlan file = plan_validation(std::nullopt, true, std::nullopt, 100);
+  CHECK((file.file && file.fraction == 0.0 && file.patience == kDefaultPatience));
+  CHECK(plan_validation(std::nullopt, false, size_t{0}, 30000).patience == 0);
+  CHECK(plan_validation(std::nullopt, false, size_t{5}, 30000).patience == 5);
+  // Early stopping with nothing to watch, and two validation sets, are refused naming the flags.
+  CHECK_THROWS_WITH(plan_validation(std::nullopt, false, size_t{2}, 100),
+                    Catch::Contains("--early-stopping 2 watches a validation set, and this run has none") &&
+                        Catch::Contains("fewer than 5000 points"));
+  CHECK_THROWS_WITH(plan_validation(0.0, false, size_t{2}, 100000), Catch::Contains("--valid-fraction F or --valid FILE"));
+  CHECK_THROWS_WITH(plan_validation(0.1, true, std::nullopt, 100000),
+                    Catch::Contains("--valid FILE and --valid-fraction 0.1 both name a validation set"));
 }

@@ -57,8 +57,11 @@ fails_with "--model dlrm: --on-divergence skip-batch" "$F" train --model dlrm --
 fails_with "--on-divergence: bad not in {stop,skip-batch}" "$F" train --train d/train.txt --test d/test.txt --on-divergence bad
 
 # --- What each trainer implements: one table (train/run/trainer_support.cpp) ---
-fails_with "--pipeline: --valid-fraction is not implemented for pipeline stages" \
-  "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --valid-fraction 0.1
+# The pipeline scores a validation split and keeps its best epoch as every trainer does.
+run "$F" train --train d/train.txt --test d/test.txt --epochs 2 "${T[@]}" --pipeline 1 --valid-fraction 0.2 \
+  --checkpoint pipe-ck --metrics pipe.jsonl
+grep -q '"valid_p@1"' pipe.jsonl && grep -q '"best_epoch"' pipe.jsonl || { cat pipe.jsonl; echo "no validation in the pipeline's records"; exit 1; }
+test -f pipe-ck/best/manifest.json || { ls -R pipe-ck; echo "the pipeline kept no best epoch"; exit 1; }
 fails_with "--pipeline: --sparse-updates catchup is not implemented for pipeline stages" \
   "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --sparse-updates catchup
 fails_with "--model dlrm: --grid does not apply" "$F" train --model dlrm --train d/train.txt --test d/test.txt --grid 1x1

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
 #include <vector>
@@ -86,6 +87,47 @@ TEST_CASE("split: labels too rare to leave training keep their points there") {
     CHECK(s.test.size() < s.wanted_test);
   }
   CHECK_THROWS_WITH(data::split(d, {.test_fraction = 1.0}), Catch::Contains("expected a value in [0, 1)"));
+}
+
+TEST_CASE("split: stratified, each label's points go to test in about the share asked") {
+  // 40 labels of 10 to 400 points each, one label a point.
+  data::Dataset d;
+  d.num_labels = 40;
+  std::vector<uint32_t> per_label(40);
+  for (uint32_t l = 0; l < 40; ++l) {
+    for (uint32_t j = 0; j < 10 + 10 * l; ++j) {
+      const uint32_t id = static_cast<uint32_t>(d.size());
+      const float v = 1.0f;
+      d.points.add_point({&id, 1}, {&v, 1}, std::vector<uint32_t>{l});
+    }
+    per_label[l] = 10 + 10 * l;
+  }
+  d.num_features = static_cast<uint32_t>(d.size());
+  const auto s = data::split(d, {.test_fraction = 0.1, .seed = 5, .stratified = true});
+  CHECK(s.test.size() == s.wanted_test);
+  CHECK(s.test_rows.size() == s.test.size());
+  CHECK(s.train_rows.size() + s.test_rows.size() == d.size());
+  // The rows name the points each part holds, in the data's order, and no point is in both.
+  CHECK(std::is_sorted(s.test_rows.begin(), s.test_rows.end()));
+  CHECK(ids_of(s.test) == s.test_rows);
+  CHECK(ids_of(s.train) == s.train_rows);
+  std::vector<uint32_t> both;
+  std::set_intersection(s.train_rows.begin(), s.train_rows.end(), s.test_rows.begin(), s.test_rows.end(),
+                        std::back_inserter(both));
+  CHECK(both.empty());
+  // Every label within one point of its share (a random split misses the small ones by several).
+  std::vector<size_t> held(40, 0);
+  for (const uint32_t l : s.test.points.label_ids) ++held[l];
+  for (uint32_t l = 0; l < 40; ++l) CHECK(std::abs(static_cast<double>(held[l]) - 0.1 * per_label[l]) <= 1.0);
+  // Seeded: the same seed the same points, another seed others.
+  CHECK(data::split(d, {.test_fraction = 0.1, .seed = 5, .stratified = true}).test_rows == s.test_rows);
+  CHECK(data::split(d, {.test_fraction = 0.1, .seed = 6, .stratified = true}).test_rows != s.test_rows);
+  // The multi-label Zipf set: no test label is missing from training, as in the random split.
+  const auto z = zipf_points(5000, 3000, 7);
+  const auto zs = data::split(z, {.test_fraction = 0.05, .seed = 3, .stratified = true});
+  CHECK(zs.test.size() == 250);
+  std::set<uint32_t> train_labels(zs.train.points.label_ids.begin(), zs.train.points.label_ids.end());
+  for (const uint32_t l : zs.test.points.label_ids) REQUIRE(train_labels.count(l) == 1);
 }
 
 TEST_CASE("shuffle: a seeded permutation of the points") {

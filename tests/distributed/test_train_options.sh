@@ -4,8 +4,9 @@
 #     validation split, early stopping): epoch lines carry valid_p@1, grad_norm and
 #     clipped_fraction; the best model is kept in CHECKPOINT/best (also on 2 ranks); the manifest
 #     records the settings;
-#  2. --early-stopping without --checkpoint, and resuming with another --lr-schedule or --epochs
-#     under a decaying schedule, fail naming the problem;
+#  2. --early-stopping with no validation set, and resuming with another --lr-schedule or --epochs
+#     under a decaying schedule, fail naming the problem; without --checkpoint the best epoch is
+#     kept in memory and returned;
 #  3. 1 epoch + --resume for a 2nd equals 2 epochs straight (catch-up AdamW, warm-up, clipping,
 #     dropout): identical loss and P@1;
 #  4. ranks started with different --sparse-updates (or --max-steps, --eval-batch) refuse to run together;
@@ -34,7 +35,19 @@ test -f "$TMP/es/best/manifest.json" || { echo "no best checkpoint in $TMP/es/be
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 3 --valid-fraction 0.1 --early-stopping 1 \
   --checkpoint "$TMP/es2" --metrics "$TMP/es2.jsonl"
 test -f "$TMP/es2/best/manifest.json" || { echo "no best checkpoint in $TMP/es2/best"; exit 1; }
-fails_with "--early-stopping needs --checkpoint" "$FRUGAL" "${COMMON[@]}" --epochs 1 --valid-fraction 0.1 --early-stopping 2
+fails_with "--early-stopping 2 watches a validation set, and this run has none" "$FRUGAL" "${COMMON[@]}" --epochs 1 \
+  --valid-fraction 0 --early-stopping 2
+# A set of 3,000 points holds none back by default, and says so.
+run "$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 --hidden 16 --epochs 1 --max-steps 2
+grep -q "validation: off by default, the training set has 3000 points" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+# No checkpoint folder: the best epoch is kept in memory and is the model the run returns.
+run "$FRUGAL" "${COMMON[@]}" --epochs 3 --lr 2 --valid-fraction 0.2 --early-stopping 0 --metrics "$TMP/mem.jsonl"
+python3 - "$TMP/mem.jsonl" <<'PY'
+import json, sys
+es = [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "epoch"]
+best = max(range(len(es)), key=lambda i: (es[i]["valid_p@1"], -i)) + 1
+assert [r["best_epoch"] for r in es][-1] == best, es
+PY
 fails_with "lr_schedule" "$FRUGAL" "${COMMON[@]}" --epochs 4 --optimizer sgd --sparse-updates catchup --momentum 0.8 --weight-decay 1e-4 \
   --lr-schedule linear --warmup-steps 5 --clip-norm 0.5 --dropout 0.1 --valid-fraction 0.1 --resume "$TMP/es"
 fails_with "schedule_steps" "$FRUGAL" "${COMMON[@]}" --epochs 5 --optimizer sgd --sparse-updates catchup --momentum 0.8 --weight-decay 1e-4 \

@@ -159,7 +159,11 @@ nlohmann::json epoch_record(const RunArgs& a, uint64_t epoch, const train::FitRe
              {"restarts", restarts},
              // Where this rank's steps spent their time and the work of each phase (frugal bench roofline).
              {"profile", profile_to_json(fit.profile, fit.group_samples)}};
-  if (scores.valid_p1) line["valid_p@1"] = *scores.valid_p1;
+  if (scores.valid_p1) {
+    line["valid_p@1"] = *scores.valid_p1;
+    line["valid_p@5"] = scores.valid_p5.value_or(0.0);
+    line["valid_seconds"] = scores.valid_seconds;
+  }
   if (a.compress == Compress::auto_ && trainer.reducer() != nullptr) {
     const AutoKeepSummary k = auto_keep_summary(trainer);
     line["dp_auto"] = {{"keep_min", k.keep_min}, {"keep_max", k.keep_max}, {"energy_min", k.energy_min},

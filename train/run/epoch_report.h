@@ -45,7 +45,8 @@ nlohmann::json psp_value(const train::EvalResult& ev, bool has_test, size_t k);
 struct EpochScores {
   const train::EvalResult& ev;
   bool has_test = true;                 // false: no test points, the test metrics are null
-  std::optional<double> valid_p1;       // --valid-fraction's P@1
+  std::optional<double> valid_p1, valid_p5;  // the validation set's P@1 and P@5
+  double valid_seconds = 0.0;                // scoring it (and choosing the ensemble's blend)
   float step_max = 0.0f, step_min = 0.0f;  // compute seconds per step over the model ranks
 };
 

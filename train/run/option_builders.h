@@ -49,20 +49,30 @@ constexpr OptionType number_type() {
 
 // A number option on `member` (a T or an optional T, unset by default): read by read_flag_number,
 // within `bounds`. A C++ caller's value is checked unless it is the default (0 may mean "unset").
-// `shown`: the default --help shows for an optional one the run resolves (its unset state).
+// `shown`: for an optional one the run resolves, the word that stands for its unset state ("auto"):
+// --help shows it as the default, and it is accepted as a value.
 template <class C, class M>
 Option<C> number(std::string flag, M C::*member, std::string help, NumberBounds bounds = {}, std::string shown = {}) {
   using T = typename Unwrapped<M>::type;
   constexpr bool optional = Unwrapped<M>::optional;
   Option<C> o = declared<C>(std::move(flag), std::move(help), number_type<T>());
   o.bounds = bounds;
-  o.check_text = [bounds](const std::string& text) { return text_problem<T>(text, bounds); };
-  o.store = [member](C& c, const std::string& text) {
+  o.check_text = [bounds, shown](const std::string& text) {
+    if (optional && !shown.empty() && text == shown) return std::string();
+    return text_problem<T>(text, bounds);
+  };
+  o.store = [member, shown](C& c, const std::string& text) {
+    if constexpr (optional) {
+      if (!shown.empty() && text == shown) {
+        c.*member = std::nullopt;
+        return;
+      }
+    }
     std::string error;
     c.*member = *read_flag_number<T>(text, error);
   };
-  o.text = [member](const C& c) -> std::string {
-    if constexpr (optional) return c.*member ? fmt::format("{}", *(c.*member)) : std::string();
+  o.text = [member, shown](const C& c) -> std::string {
+    if constexpr (optional) return c.*member ? fmt::format("{}", *(c.*member)) : shown;
     else return fmt::format("{}", c.*member);
   };
   o.problem = [member, bounds](const C& c) -> std::string {
@@ -71,7 +81,7 @@ Option<C> number(std::string flag, M C::*member, std::string help, NumberBounds 
     if constexpr (optional) return value_problem(fmt::format("{}", *value), *value, bounds);
     else return value_problem(fmt::format("{}", value), value, bounds);
   };
-  o.default_text = shown.empty() ? o.text(C{}) : shown;
+  o.default_text = o.text(C{});
   return o;
 }
 

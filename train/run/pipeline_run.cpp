@@ -2,6 +2,7 @@
 #include "core/say.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -149,14 +150,16 @@ uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
     const bool has_test = r.test->size() > 0;
     const train::EvalResult ev = trainer.evaluate(*r.test, r.eval);
     // The validation set's P@1, the last stage's on every rank (the same choice everywhere).
-    double valid_p1 = -1.0;
+    double valid_p1 = -1.0, valid_p5 = -1.0;
     if (r.valid != nullptr) {
       train::EvalOptions valid_eval = r.eval;
-      valid_eval.k = {1};
+      valid_eval.k = {1, 5};
       valid_eval.propensities = nullptr;
-      float score = static_cast<float>(trainer.evaluate(*r.valid, valid_eval).p(1));
-      world.broadcast(std::span<float>(&score, 1), 0).wait();
-      valid_p1 = score;
+      const train::EvalResult v = trainer.evaluate(*r.valid, valid_eval);
+      std::array<float, 2> said = {static_cast<float>(v.p(1)), static_cast<float>(v.p(5))};
+      world.broadcast(std::span<float>(said), 0).wait();
+      valid_p1 = said[0];
+      valid_p5 = said[1];
     }
     const std::string valid_text = r.valid != nullptr ? fmt::format(", valid P@1 {:.4f}", valid_p1) : "";
     if (rank == 0) {  // even with --quiet, as every mode's epoch lines
@@ -209,6 +212,7 @@ uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
     }
     if (r.valid != nullptr) {
       line["valid_p@1"] = valid_p1;
+      line["valid_p@5"] = valid_p5;
       best.record(epoch, valid_p1, model, [&](const std::string& best_dir) {
         if (r.before_checkpoint) r.before_checkpoint(best_dir);
         train::save_pipeline_checkpoint(best_dir, trainer, r.checkpoint_config, best.run_state(), 1);

@@ -3,6 +3,7 @@
 // train here; the pipeline (train/run/pipeline_run.h) and DLRM (train/run/dlrm_run.h) are handed
 // their settings as resolved here.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -415,8 +416,8 @@ RunResult run_train(RunArgs a) {
     say("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
                model.describe(), model.num_parameters(), device_name(backend), backend.num_threads(), world->size(),
                grid.data, grid.model, world->backend());
-  held->scoring = std::make_unique<Scoring>(a, train);
-  const Scoring& scoring = *held->scoring;
+  held->scoring = std::make_unique<Scoring>(a, train, valid);
+  Scoring& scoring = *held->scoring;
   const train::EvalOptions& eval_options = scoring.options;
   const std::string metrics_file = train::rank_metrics_path(a.metrics, rank);
   train::MetricsLog log = metrics_file.empty() ? train::MetricsLog() : train::MetricsLog(metrics_file, !a.resume.empty());
@@ -465,6 +466,7 @@ RunResult run_train(RunArgs a) {
   if (a.auto_weights && grid.model == 1 && !a.quiet)
     say("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
   bool stop_asked = false;  // RunCallbacks::on_epoch returned false
+  size_t last_blend = SIZE_MAX;  // the ensemble blend the previous epoch chose (said when it changes)
   while (trainer.epoch() < a.epochs && !best.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
@@ -487,20 +489,42 @@ RunResult run_train(RunArgs a) {
     // The training steps' bytes per transport (the evaluation below sends more).
     const nlohmann::json transport_after = transport_bytes_sent({groups.model.get(), data_group.get()});
     const auto [step_max, step_min] = model_step_times(fit, model, *model_group);
+    // The validation set first: the ensemble's blend chosen on it is the one the test set is scored
+    // with (and the checkpoint records). P@1 of the validation set (-1: none); a plain double: GCC
+    // 12 warns about optional<double>.
+    double valid_p1 = -1.0, valid_p5 = -1.0;
+    std::optional<BlendChosen> blend;
+    const auto valid_start = std::chrono::steady_clock::now();
+    if (valid != nullptr) {
+      if (scoring.choice) {
+        blend = choose_blend(scoring, trainer, *groups.world);
+        valid_p1 = blend->chosen.p1;
+        valid_p5 = blend->chosen.p5;
+        a.inference.ensemble = blend->chosen.options;
+        record_infer(a.inference, checkpoint_config);
+        if (!a.quiet && blend->chosen.index != last_blend) say("{}\n", describe_blend(*blend));
+        last_blend = blend->chosen.index;
+      } else {
+        train::EvalOptions valid_eval = eval_options;
+        valid_eval.k = {1, 5};
+        valid_eval.propensities = nullptr;
+        const train::EvalResult v = trainer.evaluate(*valid, valid_eval);
+        // Saving the best model is collective: every rank must take rank 0's decision.
+        std::array<float, 2> said = {static_cast<float>(v.p(1)), static_cast<float>(v.p(5))};
+        if (groups.world->size() > 1) groups.world->broadcast(std::span<float>(said), 0).wait();
+        valid_p1 = said[0];
+        valid_p5 = said[1];
+      }
+    }
+    const double valid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - valid_start).count();
     // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
     // its metrics are null ("no test points"), not zeros.
     const bool has_test = test.size() > 0;
     const train::EvalResult ev = trainer.evaluate(test, eval_options);
-    // P@1 of the validation split (-1: none). A plain double: GCC 12 warns about optional<double>.
-    double valid_p1 = valid != nullptr ? trainer.evaluate(*valid, {.k = {1}, .batch = a.eval_batch, .ensemble = eval_options.ensemble}).p(1) : -1.0;
-    if (valid != nullptr && groups.world->size() > 1) {
-      // Saving the best model is collective: every rank must take rank 0's decision.
-      float score = static_cast<float>(valid_p1);
-      groups.world->broadcast(std::span<float>(&score, 1), 0).wait();
-      valid_p1 = score;
-    }
     const EpochScores scores{.ev = ev, .has_test = has_test,
                              .valid_p1 = valid != nullptr ? std::optional<double>(valid_p1) : std::nullopt,
+                             .valid_p5 = valid != nullptr ? std::optional<double>(valid_p5) : std::nullopt,
+                             .valid_seconds = valid_seconds,
                              .step_max = step_max, .step_min = step_min};
     if (rank == 0) print_epoch(a, epoch, fit, scores, model, trainer, world->size(), grid, backoffs_said);
     std::fflush(stdout);
@@ -531,6 +555,7 @@ RunResult run_train(RunArgs a) {
       });
       line["best_epoch"] = best.state().best_epoch;
     }
+    if (blend) line["ensemble_choice"] = blend_record(*blend);
     log.write(line);
     const bool go_on = report_epoch(line, a.callbacks, result, groups.world);
     if (!a.checkpoint.empty()) {

@@ -1,6 +1,7 @@
 #include "train/run/trained_model.h"
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <span>
@@ -8,16 +9,22 @@
 #include <fmt/format.h>
 
 #include "core/data/label_counts_file.h"
+#include "core/communicator.h"
 #include "core/say.h"
 #include "train/checkpoint_manifest.h"
 
 namespace frugal::run {
 
-void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e) {
+bool chooses_blend(const RunArgs& a, const data::Dataset* valid) {
+  return valid != nullptr && valid->size() > 0 && a.inference.mode == InferMode::ensemble && !a.infer.weight &&
+         !a.infer.knn_weight && !a.infer.temperature;
+}
+
+void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e, bool all_members) {
   const auto t = std::chrono::steady_clock::now();
   train::EnsembleMembers members;
-  if (a.inference.ensemble.weight > 0.0f) members.centroids = &e.centroids.emplace(train);
-  if (a.inference.ensemble.knn_weight > 0.0f) members.points = &e.points.emplace(train);
+  if (all_members || a.inference.ensemble.weight > 0.0f) members.centroids = &e.centroids.emplace(train);
+  if (all_members || a.inference.ensemble.knn_weight > 0.0f) members.points = &e.points.emplace(train);
   e.ranker.emplace(members, a.inference.ensemble);
   const double mib = static_cast<double>((e.centroids ? e.centroids->bytes() : 0) + (e.points ? e.points->bytes() : 0)) /
                      double(1 << 20);
@@ -30,12 +37,66 @@ void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e) {
                a.inference.ensemble.neighbours, a.inference.ensemble.knn_weight, a.inference.ensemble.temperature);
 }
 
-Scoring::Scoring(const RunArgs& a, const data::Dataset& train) : label_counts(LabelCounts::of(train)) {
+Scoring::Scoring(const RunArgs& a, const data::Dataset& train, const data::Dataset* valid)
+    : label_counts(LabelCounts::of(train)) {
   if (label_counts.points > 0) propensities.emplace(label_counts);
-  if (a.inference.mode == InferMode::ensemble) build_ensemble(a, train, ensemble);
+  const bool choose = chooses_blend(a, valid);
+  if (a.inference.mode == InferMode::ensemble) build_ensemble(a, train, ensemble, choose);
+  if (choose) {
+    const auto t = std::chrono::steady_clock::now();
+    choice = std::make_unique<train::EnsembleChoice>(
+        train::EnsembleMembers{.centroids = ensemble.centroids ? &*ensemble.centroids : nullptr,
+                               .points = ensemble.points ? &*ensemble.points : nullptr},
+        a.inference.ensemble, *valid, a.eval_batch);
+    if (!a.quiet)
+      say("--infer ensemble: the blend is chosen on the validation set after every epoch, {} blends of shares "
+          "and temperature (the members' candidates of its {} points found in {:.1f} s)\n", choice->blends(),
+          valid->size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
   options = {.k = {1, 3, 5}, .batch = a.eval_batch, .inference = a.inference.layer_mode(),
              .inference_candidates = a.inference.candidates, .propensities = propensities ? &*propensities : nullptr,
              .ensemble = ensemble.ranker ? &*ensemble.ranker : nullptr};
+}
+
+void Scoring::use_blend(size_t index) {
+  FRUGAL_CHECK(choice != nullptr, "Scoring::use_blend: the run does not choose its blend");
+  train::EnsembleMembers members{.centroids = ensemble.centroids ? &*ensemble.centroids : nullptr,
+                                 .points = ensemble.points ? &*ensemble.points : nullptr};
+  ensemble.ranker.emplace(members, choice->blend(index));
+  options.ensemble = &*ensemble.ranker;
+}
+
+BlendChosen choose_blend(Scoring& scoring, train::Trainer& trainer, comm::Communicator& world) {
+  BlendChosen b;
+  b.chosen = scoring.choice->choose(trainer, &b.base);
+  if (world.size() > 1) {  // rank 0's choice everywhere (the checkpoint and the best epoch follow it)
+    std::vector<double> said = {static_cast<double>(b.chosen.index), b.chosen.p1, b.chosen.p5, b.base.p1, b.base.p5};
+    std::vector<std::byte> bytes(said.size() * sizeof(double));
+    std::memcpy(bytes.data(), said.data(), bytes.size());
+    world.broadcast_bytes(bytes, 0).wait();
+    FRUGAL_CHECK(bytes.size() == said.size() * sizeof(double), "ensemble: rank 0's blend choice arrived damaged");
+    std::memcpy(said.data(), bytes.data(), bytes.size());
+    b.chosen.index = static_cast<size_t>(said[0]);
+    b.chosen.options = scoring.choice->blend(b.chosen.index);
+    b.chosen.p1 = said[1], b.chosen.p5 = said[2], b.base.p1 = said[3], b.base.p5 = said[4];
+  }
+  scoring.use_blend(b.chosen.index);
+  return b;
+}
+
+std::string describe_blend(const BlendChosen& b) {
+  const train::EnsembleOptions& o = b.chosen.options;
+  return fmt::format("--infer ensemble: blend chosen on validation: network {:g}, centroids {:g}, nearest points {:g}, "
+                     "temperature {:g} (valid P@1 {:.4f}, P@5 {:.4f}; the base blend {:.4f}, {:.4f})",
+                     1.0f - o.weight - o.knn_weight, o.weight, o.knn_weight, o.temperature, b.chosen.p1, b.chosen.p5,
+                     b.base.p1, b.base.p5);
+}
+
+nlohmann::json blend_record(const BlendChosen& b) {
+  const train::EnsembleOptions& o = b.chosen.options;
+  return {{"weight", o.weight}, {"knn_weight", o.knn_weight}, {"temperature", o.temperature},
+          {"valid_p@1", b.chosen.p1}, {"valid_p@5", b.chosen.p5}, {"base_valid_p@1", b.base.p1},
+          {"base_valid_p@5", b.base.p5}};
 }
 
 void Scoring::keep_beside(const std::string& dir, int rank) const {

@@ -14,6 +14,7 @@
 #include "core/data/nearest_points.h"
 #include "core/model.h"
 #include "core/propensity.h"
+#include "train/ensemble_choice.h"
 #include "train/ensemble_ranker.h"
 #include "train/run/run_args.h"
 #include "train/trainer.h"
@@ -28,7 +29,12 @@ struct Ensemble {
   std::optional<data::NearestPoints> points;
   std::optional<train::EnsembleRanker> ranker;
 };
-void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e);
+// `all_members`: both members whatever their weight (the blend is chosen on validation).
+void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e, bool all_members = false);
+
+// Whether the run chooses --infer ensemble's blend on its validation set each epoch
+// (train/ensemble_choice.h): it infers with the ensemble and no share or temperature was given.
+bool chooses_blend(const RunArgs& a, const data::Dataset* valid);
 
 // What each epoch's evaluation scores with. Propensity-scored metrics weigh hits by the training
 // label counts; the counts are kept next to the checkpoint so a saved model can be scored the same
@@ -39,7 +45,11 @@ struct Scoring {
   std::optional<Propensities> propensities;
   Ensemble ensemble;
   train::EvalOptions options;
-  Scoring(const RunArgs& a, const data::Dataset& train);
+  // The blend chosen on `valid` each epoch (chooses_blend), else null.
+  std::unique_ptr<train::EnsembleChoice> choice;
+  Scoring(const RunArgs& a, const data::Dataset& train, const data::Dataset* valid = nullptr);
+  // The grid's blend `index` (EnsembleChoice) as the one the epoch's evaluations blend with.
+  void use_blend(size_t index);
   Scoring(const Scoring&) = delete;
   Scoring& operator=(const Scoring&) = delete;
 
@@ -53,6 +63,17 @@ struct Scoring {
  private:
   mutable std::set<std::string> kept_in_;
 };
+
+// An epoch's choice of the ensemble's blend on the validation set: the chosen one and the run's
+// base blend (the defaults, or the checkpoint's), both scored on the validation set.
+struct BlendChosen {
+  train::EnsembleScore chosen, base;
+};
+// Scores the grid with `trainer`'s network, takes rank 0's choice on every rank of `world` and
+// makes it the blend `scoring` evaluates with.
+BlendChosen choose_blend(Scoring& scoring, train::Trainer& trainer, comm::Communicator& world);
+std::string describe_blend(const BlendChosen& b);     // the log's line
+nlohmann::json blend_record(const BlendChosen& b);    // the epoch record's "ensemble_choice"
 
 // This rank's trained model and everything it computes through (members in the order they are
 // made: the trainer, made last, goes first).
