@@ -33,13 +33,19 @@ void list_flags(const CLI::App& app, const std::string& path) {
     std::string flag = positional ? o->get_name(true, false)
                        : !o->get_lnames().empty() ? "--" + o->get_lnames().front() : "-" + o->get_snames().front();
     if (flag == "--help" || flag == "--help-all" || flag == "--list-flags") continue;
+    // A number that also takes the word "auto" (apps/option_flags.h) is listed as its number type,
+    // with the word beside it.
+    std::string type = o->get_type_name().substr(0, o->get_type_name().find(':'));
+    const bool auto_word = type.rfind("auto|", 0) == 0;
+    if (auto_word) type = type.substr(5);
     nlohmann::json j = {{"command", path},
                         {"flag", flag},
-                        {"type", o->get_type_name().substr(0, o->get_type_name().find(':'))},
+                        {"type", type},
                         {"takes_value", o->get_items_expected_max() != 0},
                         {"required", o->get_required()},
                         {"positional", positional},
                         {"default", o->get_default_str()}};
+    if (auto_word) j["word"] = "auto";
     for (int i = 0;; ++i) {
       const CLI::Validator* v = nullptr;
       try {

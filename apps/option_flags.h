@@ -33,10 +33,13 @@ CLI::Option* add_declared_option(CLI::App* cmd, Config& target, const run::Optio
   } else {
     flag = cmd->add_option_function<std::string>(o.flag, [&target, o](const std::string& v) { o.set(target, v); }, o.help);
   }
-  flag->type_name(o.type == OptionType::count     ? "UINT"
-                  : o.type == OptionType::integer ? "INT"
-                  : o.type == OptionType::real    ? "FLOAT"
-                                                  : "TEXT");
+  // A number whose unset state is a word ("auto": the run resolves it) accepts that word too: its
+  // declaration reads the text, not check_numbers.
+  const std::string word = o.default_text == "auto" && o.type != OptionType::text && o.type != OptionType::choice ? "auto|" : "";
+  flag->type_name(word + (o.type == OptionType::count     ? "UINT"
+                          : o.type == OptionType::integer ? "INT"
+                          : o.type == OptionType::real    ? "FLOAT"
+                                                          : "TEXT"));
   if (!o.default_text.empty()) flag->default_str(o.default_text);
   if (o.type == OptionType::choice) {
     flag->check(CLI::IsMember(o.choices));

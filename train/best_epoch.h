@@ -21,6 +21,12 @@ class Model;
 
 namespace frugal::train {
 
+// The score an epoch is judged by on the validation set: P@1 + P@5. P@1 alone chose epochs whose
+// P@5 was 0.4-0.7 points below the run's best on the skewed synthetic sets, where P@5 keeps rising
+// after P@1 peaks (bench/REPORT.md, "Validation and early stopping"); the ensemble's blend is chosen
+// by the same sum (train/ensemble_choice.h).
+inline double validation_score(double p1, double p5) { return p1 + p5; }
+
 class BestEpoch {
  public:
   // `best_dir`: where the best epoch's checkpoint goes (empty: kept in memory, unless `in_memory` is

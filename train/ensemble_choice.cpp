@@ -1,6 +1,7 @@
 #include "train/ensemble_choice.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -65,33 +66,50 @@ EnsembleScore EnsembleChoice::choose(Trainer& trainer, EnsembleScore* base_score
         for (size_t j = 0; j < k; ++j) net[first + i].emplace_back(scores[i * k + j], labels[i * k + j]);
     }
   }
-  // Each blend's hits at 1 and 5, summed over the points (in parallel over the points).
-  struct Hits {  // counts, so that the sums do not depend on how the points were split over threads
+  // Each blend's hits at 1 and 5 over the points, and its per-point score against the base blend's
+  // (the paired difference, whose spread says whether a better total is more than the points' noise).
+  struct Hits {  // integer counts, so that the sums do not depend on how the points were split over threads
     std::vector<uint64_t> at1, at5;
+    std::vector<int64_t> diff, diff_squared;  // in units of 1/5 point
     std::vector<std::pair<uint32_t, float>> merged;
   };
-  tbb::enumerable_thread_specific<Hits> hits([&] { return Hits{std::vector<uint64_t>(grid_.size()), std::vector<uint64_t>(grid_.size()), {}}; });
+  const size_t blends = grid_.size();
+  tbb::enumerable_thread_specific<Hits> hits([&] {
+    return Hits{std::vector<uint64_t>(blends), std::vector<uint64_t>(blends), std::vector<int64_t>(blends),
+                std::vector<int64_t>(blends), {}};
+  });
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 32), [&](const tbb::blocked_range<size_t>& r) {
     Hits& h = hits.local();
     for (size_t i = r.begin(); i < r.end(); ++i) {
       const auto truth = valid_.points.labels_of(i);
       const auto relevant = [&](uint32_t l) { return std::find(truth.begin(), truth.end(), l) != truth.end(); };
-      for (size_t g = 0; g < grid_.size(); ++g) {
+      int64_t base_score = 0;
+      for (size_t g = 0; g < blends; ++g) {
         EnsembleRanker::mix(lists_[i], net[i], grid_[g], 5, h.merged);
         const size_t top = std::min<size_t>(5, h.merged.size());
-        size_t found = 0;
+        uint64_t first = 0, found = 0;
         for (size_t j = 0; j < top; ++j) {
           if (!relevant(h.merged[j].first)) continue;
-          if (j == 0) ++h.at1[g];
+          if (j == 0) first = 1;
           ++found;
         }
+        h.at1[g] += first;
         h.at5[g] += found;
+        // The point's P@1 + P@5, times 5.
+        const int64_t score = static_cast<int64_t>(5 * first + found);
+        if (g == 0) base_score = score;
+        h.diff[g] += score - base_score;
+        h.diff_squared[g] += (score - base_score) * (score - base_score);
       }
     }
   });
-  std::vector<uint64_t> at1(grid_.size(), 0), at5(grid_.size(), 0);
+  std::vector<uint64_t> at1(blends, 0), at5(blends, 0);
+  std::vector<int64_t> diff(blends, 0), diff_squared(blends, 0);
   for (const Hits& h : hits)
-    for (size_t g = 0; g < grid_.size(); ++g) at1[g] += h.at1[g], at5[g] += h.at5[g];
+    for (size_t g = 0; g < blends; ++g) {
+      at1[g] += h.at1[g], at5[g] += h.at5[g];
+      diff[g] += h.diff[g], diff_squared[g] += h.diff_squared[g];
+    }
   const double points = n > 0 ? static_cast<double>(n) : 1.0;
   const auto scored = [&](size_t g) {
     return EnsembleScore{.options = grid_[g], .index = g, .p1 = static_cast<double>(at1[g]) / points,
@@ -99,9 +117,17 @@ EnsembleScore EnsembleChoice::choose(Trainer& trainer, EnsembleScore* base_score
   };
   EnsembleScore best = scored(0);
   if (base_score != nullptr) *base_score = best;
-  for (size_t g = 1; g < grid_.size(); ++g) {
-    const EnsembleScore s = scored(g);
-    if (s.score() > best.score()) best = s;
+  // A blend replaces the base only where it is better by more than kMinStandardErrors standard
+  // errors of the paired difference: with a few thousand points, most of the grid's spread is noise,
+  // and chasing it is what a held-out test set then pays for.
+  double best_gain = 0.0;
+  for (size_t g = 1; g < blends; ++g) {
+    const double mean = static_cast<double>(diff[g]) / points;
+    const double variance = std::max(0.0, static_cast<double>(diff_squared[g]) / points - mean * mean);
+    const double standard_error = std::sqrt(variance / points);
+    if (mean <= kMinStandardErrors * standard_error || mean <= best_gain) continue;
+    best_gain = mean;
+    best = scored(g);
   }
   return best;
 }

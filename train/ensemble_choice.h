@@ -5,7 +5,8 @@
 // "Ensemble inference"): how much each member is worth depends on the data and on how far the
 // network has learnt it, so it is chosen per run and per epoch. The choice costs no training: the
 // members' candidates of every validation point are computed once (they do not depend on the
-// network), the network's once per epoch, and each blend of the grid is a merge of those lists.
+// network), the network's once per epoch, and each blend of the grid is a merge of those lists. A
+// blend replaces the base one only when it is better by more than the validation points' noise.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,10 @@
 namespace frugal::train {
 
 class Trainer;
+
+// How many standard errors of the paired per-point difference a blend must beat the base blend by
+// (on P@1 + P@5 of the validation points) to be chosen instead.
+inline constexpr double kMinStandardErrors = 2.0;
 
 // The blends tried (temperatures x shares with the network's share >= 0), `base` first. A member
 // that `base` gives no weight is only tried at weight 0 when `members` lacks it.
@@ -35,8 +40,9 @@ class EnsembleChoice {
   // `members`: both rankers (a member left null is not tried); `valid`: the validation set.
   EnsembleChoice(const EnsembleMembers& members, const EnsembleOptions& base, const data::Dataset& valid, size_t batch);
   // Scores every blend of the grid with `trainer`'s network (collective over its model group, as
-  // Trainer::predict is) and returns the best (ties: the earlier in the grid, `base` first), and
-  // `base`'s own score in `base_score`.
+  // Trainer::predict is) and returns the one with the best P@1 + P@5 among those that beat `base` by
+  // more than kMinStandardErrors standard errors of the per-point difference (none: `base`; ties:
+  // the earlier in the grid), and `base`'s own score in `base_score`.
   EnsembleScore choose(Trainer& trainer, EnsembleScore* base_score = nullptr);
   size_t blends() const { return grid_.size(); }
   const EnsembleOptions& blend(size_t index) const { return grid_.at(index); }

@@ -213,7 +213,7 @@ uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
     if (r.valid != nullptr) {
       line["valid_p@1"] = valid_p1;
       line["valid_p@5"] = valid_p5;
-      best.record(epoch, valid_p1, model, [&](const std::string& best_dir) {
+      best.record(epoch, train::validation_score(valid_p1, valid_p5), model, [&](const std::string& best_dir) {
         if (r.before_checkpoint) r.before_checkpoint(best_dir);
         train::save_pipeline_checkpoint(best_dir, trainer, r.checkpoint_config, best.run_state(), 1);
       });
@@ -225,13 +225,13 @@ uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
     if (!r.checkpoint.empty())
       train::save_pipeline_checkpoint(r.checkpoint, trainer, r.checkpoint_config, best.run_state(), r.keep_checkpoints);
     if (best.should_stop() && voice)
-      say("early stopping: no better validation P@1 for {} epochs (--early-stopping {}); the best was {:.4f} after "
+      say("early stopping: no better validation P@1 + P@5 for {} epochs (--early-stopping {}); the best was {:.4f} after "
           "epoch {}\n", best.patience(), best.patience(), best.state().best, best.state().best_epoch);
     if (!go_on) break;
   }
   const uint64_t served = best.state().best_epoch > 0 && !r.checkpoint.empty() ? best.state().best_epoch : trainer.epoch();
   if (voice && served != trainer.epoch())
-    say("the best epoch on validation ({} of {}, valid P@1 {:.4f}) is what {} serves (from {}/best)\n", served,
+    say("the best epoch on validation ({} of {}, valid P@1 + P@5 {:.4f}) is what {} serves (from {}/best)\n", served,
         trainer.epoch(), best.state().best, r.checkpoint, r.checkpoint);
   return served;
 }

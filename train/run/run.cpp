@@ -178,8 +178,15 @@ RunData load_run_data(RunArgs& a) {
                              d.valid_file->num_features, d.valid_file->num_labels, a.train,
                              d.inputs.train.num_features, d.inputs.train.num_labels));
     data::check_points(*d.valid_file, {.training = false});
+    FRUGAL_CHECK(d.valid_file->size() > 0, fmt::format("--valid {}: the file holds no points to score", a.valid));
   }
-  if (a.validation.fraction > 0) d.held_out = hold_back(d.inputs.train, a.validation.fraction, a.seed);
+  if (a.validation.fraction > 0) {
+    d.held_out = hold_back(d.inputs.train, a.validation.fraction, a.seed);
+    FRUGAL_CHECK(d.held_out->test.size() > 0,
+                 fmt::format("--valid-fraction {:g} holds back none of the {} training points{}: give a larger share, "
+                             "or 0 for no validation", a.validation.fraction, d.inputs.train.size(),
+                             d.held_out->wanted_test > 0 ? " (every label of the points it would take has no other)" : ""));
+  }
   d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return d;
 }
@@ -193,7 +200,7 @@ std::string validation_line(const RunArgs& a, const data::Dataset* valid, const 
                                              valid->size(), 100.0 * a.validation.fraction, train.size());
   return fmt::format("{}; the best epoch's model is returned{}{}", what,
                      a.checkpoint.empty() ? "" : fmt::format(" and kept in {}/best", a.checkpoint),
-                     a.validation.patience > 0 ? fmt::format(", early stopping after {} epochs without a better P@1",
+                     a.validation.patience > 0 ? fmt::format(", early stopping after {} epochs without a better P@1 + P@5",
                                                              a.validation.patience)
                                                : "");
 }
@@ -549,7 +556,7 @@ RunResult run_train(RunArgs a) {
                    fit.diverged_step);
     }
     if (valid != nullptr) {
-      best.record(epoch, valid_p1, model, [&](const std::string& best_dir) {
+      best.record(epoch, train::validation_score(valid_p1, valid_p5), model, [&](const std::string& best_dir) {
         scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
         train::save_checkpoint(best_dir, model, trainer, checkpoint_config, best.run_state());
       });
@@ -563,7 +570,7 @@ RunResult run_train(RunArgs a) {
       train::save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, best.run_state(), a.keep_checkpoints);
     }
     if (best.should_stop() && !a.quiet)
-      say("early stopping: no better validation P@1 for {} epochs (--early-stopping {}); the best was {:.4f} after "
+      say("early stopping: no better validation P@1 + P@5 for {} epochs (--early-stopping {}); the best was {:.4f} after "
           "epoch {}\n", best.patience(), best.patience(), best.state().best, best.state().best_epoch);
     stop_asked = !go_on;
   }
@@ -574,7 +581,7 @@ RunResult run_train(RunArgs a) {
     train::load_checkpoint(best_dir, kept.manifest, model, trainer, resume_config);
   });
   if (result.model_epoch != last_epoch && !a.quiet)
-    say("the returned model is the best epoch's on validation ({} of {}, valid P@1 {:.4f}){}\n", result.model_epoch,
+    say("the returned model is the best epoch's on validation ({} of {}, valid P@1 + P@5 {:.4f}){}\n", result.model_epoch,
         last_epoch, best.state().best,
         best.best_dir().empty() ? "" : fmt::format("; {} serves it from {}", a.checkpoint, best.best_dir()));
   result.model = std::move(held);
