@@ -19,8 +19,8 @@
 #          SEEDS), the single-node benchmark's 100k-label set (LSH, over SEEDS), GCIDE min5 (LSH,
 #          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16);
 #  valid   the validation split and the best epoch (issue 65), over SEEDS on sets that are still
-#          learning (skewed synthetic, GCIDE min5, synthetic few-shot, Fashion-MNIST; GCIDE full with
-#          seed 1 unless FULL=0): the defaults for VALID_EPOCHS (10) epochs with early stopping off, so that
+#          learning (skewed synthetic, GCIDE min5, Fashion-MNIST, synthetic few-shot; GCIDE full with
+#          seed 1; VALID_SETS picks some of skew gcide_min5 fmnist fewshot gcide_full): the defaults for VALID_EPOCHS (10) epochs with early stopping off, so that
 #          validation.py can replay every patience and epoch cap from the same records (the last epoch,
 #          the best, and what the defaults return), beside the previous defaults (no split, 3 epochs).
 # Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
@@ -182,6 +182,8 @@ for section in "${SECTIONS[@]}"; do
     done ;;
   valid)
     VE=${VALID_EPOCHS:-10}
+    VS=" ${VALID_SETS:-skew gcide_min5 fmnist fewshot gcide_full} "  # which sets (all by default)
+    wanted() { [[ "$VS" == *" $1 "* ]]; }
     # valid_run NAME ARGS...: the defaults (up to VE epochs, no early stop: validation.py replays it)
     # and the previous defaults (no validation split, 3 epochs, the last returned).
     valid_run() {
@@ -189,30 +191,30 @@ for section in "${SECTIONS[@]}"; do
       train "valid_${name}_default" "$@" --epochs "$VE" --early-stopping 0
       train "valid_${name}_before" "$@" --epochs 3 --valid-fraction 0
     }
-    for seed in $SEEDS; do
+    wanted skew && for seed in $SEEDS; do
       d="$OUT/data/skew$seed"
       [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 20000 --labels 20000 --train 40000 --test 4000 \
         --nnz 40 --noise 0.5 --zipf 1.1 --seed "$seed" --out "$d"
       valid_run "skew_s$seed" --train "$d/train.txt" --test "$d/test.txt" --seed "$seed"
     done
     d="$OUT/data/gcide_min5"
-    [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 --min-label-points 5 > "$OUT/gcide_min5_build.log"
-    [ -f "$OUT/gcide_min5_references.txt" ] || references gcide_min5 "$d/train.txt" "$d/test.txt"
-    for seed in $SEEDS; do
+    wanted gcide_min5 && [ ! -f "$d/test.txt" ] && run "$FRUGAL" data gcide --out "$d" --seed 1 --min-label-points 5 > "$OUT/gcide_min5_build.log"
+    wanted gcide_min5 && [ ! -f "$OUT/gcide_min5_references.txt" ] && references gcide_min5 "$d/train.txt" "$d/test.txt"
+    wanted gcide_min5 && for seed in $SEEDS; do
       valid_run "gcide_min5_s$seed" --train "$d/train.txt" --test "$d/test.txt" --seed "$seed"
     done
     F=/usr/share/datasets/fashion-mnist
-    for seed in $SEEDS; do
+    wanted fmnist && for seed in $SEEDS; do
       valid_run "fmnist_s$seed" --format idx --train "$F/train" --test "$F/t10k" --layers 256,128 --seed "$seed"
     done
-    for seed in $SEEDS; do
+    wanted fewshot && for seed in $SEEDS; do
       d="$OUT/data/fewshot$seed"
       [ -f "$d/test.txt" ] || run "$FRUGAL" data synth-xmc --features 50000 --labels 50000 --train 75000 --test 10000 \
         --nnz 30 --labels-per-point 1 --zipf 0.3 --noise 0.5 --seed "$seed" --out "$d"
       [ -f "$OUT/fewshot${seed}_references.txt" ] || references "fewshot$seed" "$d/train.txt" "$d/test.txt"
       valid_run "fewshot_s$seed" --train "$d/train.txt" --test "$d/test.txt" --seed "$seed"
     done
-    if [ "${FULL:-1}" = 1 ]; then
+    if wanted gcide_full; then
       d="$OUT/data/gcide_full"
       [ -f "$d/test.txt" ] || run "$FRUGAL" data gcide --out "$d" --seed 1 > "$OUT/gcide_full_build.log"
       [ -f "$OUT/gcide_full_references.txt" ] || references gcide_full "$d/train.txt" "$d/test.txt"

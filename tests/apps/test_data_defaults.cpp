@@ -100,6 +100,12 @@ TEST_CASE("validation plan: a share of the training set by default, none for sma
   CHECK(held(1000000) == Approx(kAutoValidMaxPoints));
   const ValidationPlan dflt = plan_validation(std::nullopt, false, std::nullopt, 30000);
   CHECK(dflt.patience == kDefaultPatience);
+  // --epochs auto: up to 10 where early stopping watches, else 3; as given otherwise.
+  CHECK(dflt.epochs == kAutoEpochCap);
+  CHECK(small.epochs == kDefaultEpochs);
+  CHECK(plan_validation(std::nullopt, false, size_t{0}, 30000).epochs == kDefaultEpochs);
+  CHECK(plan_validation(std::nullopt, false, std::nullopt, 30000, size_t{4}).epochs == 4);
+  CHECK(plan_validation(std::nullopt, false, std::nullopt, 100, size_t{7}).epochs == 7);
   // As given: a fraction (0: off), a file, a patience.
   CHECK(plan_validation(0.2, false, std::nullopt, 100).fraction == 0.2);
   CHECK_FALSE(plan_validation(0.0, false, std::nullopt, 100000).on());

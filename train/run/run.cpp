@@ -168,7 +168,8 @@ RunData load_run_data(RunArgs& a) {
   FRUGAL_CHECK(test.num_features == d.inputs.train.num_features && test.num_labels == d.inputs.train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
-  a.validation = plan_validation(resumed_valid_fraction(a), !a.valid.empty(), a.early_stopping, d.inputs.train.size());
+  a.validation = plan_validation(resumed_valid_fraction(a), !a.valid.empty(), a.early_stopping, d.inputs.train.size(),
+                                 a.epochs);
   if (!a.valid.empty()) {
     d.valid_file = open_input(a.format, a.valid);
     if (a.format == data::DataFormat::idx) d.valid_file->num_labels = d.inputs.train.num_labels;
@@ -200,9 +201,10 @@ std::string validation_line(const RunArgs& a, const data::Dataset* valid, const 
                                              valid->size(), 100.0 * a.validation.fraction, train.size());
   return fmt::format("{}; the best epoch's model is returned{}{}", what,
                      a.checkpoint.empty() ? "" : fmt::format(" and kept in {}/best", a.checkpoint),
-                     a.validation.patience > 0 ? fmt::format(", early stopping after {} epochs without a better P@1 + P@5",
-                                                             a.validation.patience)
-                                               : "");
+                     a.validation.patience > 0
+                         ? fmt::format(", early stopping after {} epochs without a better P@1 + P@5 (at most {} epochs)",
+                                       a.validation.patience, a.validation.epochs)
+                         : "");
 }
 
 // What every rank must agree on before training starts (compared at rendezvous; also the metrics
@@ -289,7 +291,7 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
   r.options.dropout = trainer.dropout;
   r.options.on_divergence = trainer.on_divergence;
   r.batch = a.batch;
-  r.epochs = a.epochs;
+  r.epochs = a.validation.epochs;
   r.eval_batch = a.eval_batch;
   r.max_steps = a.max_steps;
   r.seed = a.seed;
@@ -474,7 +476,7 @@ RunResult run_train(RunArgs a) {
     say("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
   bool stop_asked = false;  // RunCallbacks::on_epoch returned false
   size_t last_blend = SIZE_MAX;  // the ensemble blend the previous epoch chose (said when it changes)
-  while (trainer.epoch() < a.epochs && !best.should_stop() && !stop_asked) {
+  while (trainer.epoch() < a.validation.epochs && !best.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                  .progress = !a.quiet, .max_steps = a.max_steps};
@@ -605,7 +607,7 @@ RunResult train_dlrm(const RunArgs& given) {
   RunResult result;
   result.model_epoch = run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
                    .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
-                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
+                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs.value_or(kDefaultEpochs), .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
                    .optimizer = optimizer_options(a),
                    .seed = a.seed,

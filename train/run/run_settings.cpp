@@ -125,7 +125,7 @@ optim::Options optimizer_options(const RunArgs& a) {
 uint64_t total_steps(const RunArgs& a, size_t train_points) {
   uint64_t per_epoch = (train_points + a.batch - 1) / a.batch;
   if (a.max_steps > 0) per_epoch = std::min<uint64_t>(per_epoch, a.max_steps);
-  return per_epoch * a.epochs;
+  return per_epoch * a.validation.epochs;
 }
 
 void parse_grid_and_weights(RunArgs& a) {

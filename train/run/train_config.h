@@ -99,7 +99,9 @@ struct TrainConfig {
   DlrmArgs dlrm;                                    // --model dlrm's own (--ids, --embedding-dim, ...)
 
   // Training.
-  size_t batch = 128, epochs = 3, eval_batch = 512, max_steps = 0;  // --batch, --epochs, ...
+  size_t batch = 128, eval_batch = 512, max_steps = 0;  // --batch, --eval-batch, --max-steps
+  // --epochs (unset: auto, train/run/validation_plan.h: up to 10 with early stopping, else 3).
+  std::optional<size_t> epochs;
   uint64_t seed = 1;                                                 // --seed
   std::optional<float> lr;                     // --lr (unset: the optimizer's, or the data's)
   std::optional<optim::Method> optimizer;      // --optimizer (unset: auto)

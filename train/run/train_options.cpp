@@ -219,7 +219,9 @@ std::vector<Option<TrainConfig>> make_train_options() {
     add(std::move(hidden));
   }
   add(number("--batch", &T::batch, "points per step", NumberBounds::positive()));
-  add(number("--epochs", &T::epochs, "epochs (in total, counting those of a resumed run)"));
+  add(number("--epochs", &T::epochs,
+             "epochs (in total, counting those of a resumed run); auto: up to 10 where a validation set stops the "
+             "run early (see --valid-fraction), else 3", {}, "auto"));
   // Beyond kMaxLr the first step diverges: refused before the data is read.
   add(number("--lr", &T::lr,
              fmt::format("learning rate (default {} with adam, {} with sgd, {} with adagrad, {} with rowwise-adagrad "

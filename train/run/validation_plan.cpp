@@ -11,7 +11,7 @@
 namespace frugal::run {
 
 ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, std::optional<size_t> patience,
-                               size_t points) {
+                               size_t points, std::optional<size_t> epochs) {
   ValidationPlan plan;
   FRUGAL_CHECK(!valid_file || !fraction || *fraction == 0.0,
                fmt::format("--valid FILE and --valid-fraction {} both name a validation set: give one (--valid-fraction "
@@ -41,6 +41,7 @@ ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, 
   } else {
     plan.patience = plan.on() ? kDefaultPatience : 0;
   }
+  plan.epochs = epochs.value_or(plan.patience > 0 ? kAutoEpochCap : kDefaultEpochs);
   return plan;
 }
 

@@ -26,20 +26,27 @@ inline constexpr size_t kAutoValidMaxPoints = 20000;
 // --early-stopping's default patience (epochs without a better validation score), where a
 // validation split or file exists (bench/quality, "Validation and early stopping").
 inline constexpr size_t kDefaultPatience = 2;
+// --epochs auto: the upper bound when early stopping watches a validation set (the run stops once
+// the score has not improved for the patience: 5.3-8.3 epochs on the bench/quality sets), and the
+// count without one (the default from before the split).
+inline constexpr size_t kAutoEpochCap = 10;
+inline constexpr size_t kDefaultEpochs = 3;
 
 struct ValidationPlan {
   double fraction = 0.0;  // of the training set held back (0: none)
   bool file = false;      // --valid FILE is scored instead
   size_t patience = 0;    // --early-stopping resolved (0: off)
+  size_t epochs = kDefaultEpochs;  // --epochs resolved
   std::string line;       // what the log says about the choice (empty: nothing to say)
   bool on() const { return fraction > 0.0 || file; }
 };
 
 // `fraction`: --valid-fraction as given (unset: auto); `valid_file`: --valid FILE was given;
-// `patience`: --early-stopping as given (unset: auto); `points`: the training set's size.
-// Refuses --early-stopping N > 0 with nothing to watch, naming the flags.
+// `patience`: --early-stopping as given (unset: auto); `points`: the training set's size;
+// `epochs`: --epochs as given (unset: auto). Refuses --early-stopping N > 0 with nothing to watch,
+// naming the flags.
 ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, std::optional<size_t> patience,
-                               size_t points);
+                               size_t points, std::optional<size_t> epochs = std::nullopt);
 
 // The held-back split of a run with seed `seed`: label-stratified, the same on every rank, for
 // every rank count and on --resume (it depends on the data, the fraction and the seed only).
