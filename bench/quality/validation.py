@@ -26,7 +26,8 @@ def epochs_of(path):
 
 
 def replay(epochs, cap, patience, select):
-    """The epochs an early-stopped run of at most `cap` epochs trains, and the one it returns."""
+    """The epochs an early-stopped run of at most `cap` epochs trains, the one it returns, and whether
+    the records answer it (a run that itself stopped early has no records past its stop)."""
     best, best_i, since = None, 0, 0
     run = 0
     for i, r in enumerate(epochs[:cap]):
@@ -37,8 +38,8 @@ def replay(epochs, cap, patience, select):
         else:
             since += 1
         if patience and since >= patience:
-            break
-    return run, best_i
+            return run, best_i, True
+    return run, best_i, run == cap
 
 
 def references(out, name):
@@ -67,9 +68,7 @@ def main():
         name = os.path.basename(path)[len("valid_"):-len("_default.jsonl")]
         base, seed = re.match(r"(.*)_s(\d+)$", name).groups()
         before = path.replace("_default.jsonl", "_before.jsonl")
-        if not os.path.exists(before):
-            continue
-        sets.setdefault(base, []).append((int(seed), epochs_of(path), epochs_of(before)))
+        sets.setdefault(base, []).append((int(seed), epochs_of(path), epochs_of(before) if os.path.exists(before) else []))
     caps = [3, 5, 10]
     patiences = [1, 2, 3, 0]
     print(f"# Validation split and best epoch (selection: valid {'P@1' if select == 'p1' else 'P@1 + P@5'})\n")
@@ -83,9 +82,12 @@ def main():
         refs = references(out, base.replace("_s", "")) or references(out, base) or references(out, base + "1")
         if refs:
             print("references: " + ", ".join(f"{k} P@1 {v[0]:.4f} P@5 {v[1]:.4f}" for k, v in refs.items()) + "\n")
-        before1 = [b[-1]["p@1"] for _, _, b in runs]
-        before5 = [b[-1]["p@5"] for _, _, b in runs]
+        before1 = [b[-1]["p@1"] for _, _, b in runs if b]
+        before5 = [b[-1]["p@5"] for _, _, b in runs if b]
         print(f"before (3 epochs, no split): P@1 {spread(before1)}, P@5 {spread(before5)}\n")
+        runs = [r for r in runs if r[1]]
+        if not runs:
+            continue
         valid_share = [d[0].get("valid_seconds", 0.0) / max(d[0]["train_seconds"], 1e-9) for _, d, _ in runs]
         print(f"validation scoring time / training time per epoch: {spread(valid_share)}\n")
         print("| cap | patience | epochs run | last P@1 | best P@1 | returned P@1 | returned P@5 | returned - best P@1 | "
@@ -97,13 +99,14 @@ def main():
                     continue
                 rows = []
                 for _, d, b in runs:
-                    if len(d) < cap:
+                    n, ret, answered = replay(d, cap, patience, select)
+                    if not answered:
                         break
-                    n, ret = replay(d, cap, patience, select)
                     ran = d[:n]
+                    nan = float("nan")
                     rows.append({"n": n, "last1": ran[-1]["p@1"], "best1": max(r["p@1"] for r in ran),
                                  "best5": max(r["p@5"] for r in ran), "ret1": ran[ret]["p@1"], "ret5": ran[ret]["p@5"],
-                                 "before1": b[-1]["p@1"], "before5": b[-1]["p@5"]})
+                                 "before1": b[-1]["p@1"] if b else nan, "before5": b[-1]["p@5"] if b else nan})
                 if len(rows) < len(runs):
                     continue
                 col = lambda k: [r[k] for r in rows]

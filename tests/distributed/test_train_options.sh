@@ -56,6 +56,17 @@ OPTS=(--sparse-updates catchup --weight-decay 0.01 --warmup-steps 20 --clip-norm
 run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 2 --metrics "$TMP/straight.jsonl"
 run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 1 --checkpoint "$TMP/half"
 run "$FRUGAL" "${COMMON[@]}" "${OPTS[@]}" --epochs 2 --resume "$TMP/half" --metrics "$TMP/resumed.jsonl"
+# With a validation split: --resume without --valid-fraction holds back the checkpoint's points again
+# (the same validation scores and training as the run straight through).
+run "$FRUGAL" "${COMMON[@]}" --valid-fraction 0.2 --early-stopping 0 --epochs 2 --metrics "$TMP/vstraight.jsonl"
+run "$FRUGAL" "${COMMON[@]}" --valid-fraction 0.2 --early-stopping 0 --epochs 1 --checkpoint "$TMP/vhalf"
+run "$FRUGAL" "${COMMON[@]}" --epochs 2 --resume "$TMP/vhalf" --metrics "$TMP/vresumed.jsonl"
+python3 - "$TMP/vstraight.jsonl" "$TMP/vresumed.jsonl" <<'PY'
+import json, sys
+straight, resumed = ([r for r in map(json.loads, open(p)) if r["event"] == "epoch"] for p in sys.argv[1:])
+keys = ("loss", "p@1", "valid_p@1", "valid_p@5")
+assert [resumed[0][k] for k in keys] == [straight[1][k] for k in keys], (straight[1], resumed[0])
+PY
 # Rank 1 with --sparse-updates lazy, rank 0 with catchup: the run-config check names the setting.
 fails_with "sparse_updates" "$FRUGAL" launch -n 2 -- bash -c \
   'u=catchup; [ "$FRUGAL_RANK" = 1 ] && u=lazy; exec "$0" "$@" --sparse-updates $u' "$FRUGAL" "${COMMON[@]}" --epochs 1

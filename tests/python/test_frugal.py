@@ -172,7 +172,7 @@ def test_options_are_the_command_lines(data):
     help_text = run("train", "--help").stdout
     for name in options:
         assert "--" + name.replace("_", "-") in help_text
-    assert options["batch"] == "128" and options["epochs"] == "3" and options["hidden"] == "auto"
+    assert options["batch"] == "128" and options["epochs"] == "auto" and options["hidden"] == "auto"
 
 
 @pytest.mark.parametrize("kwargs, words", [
