@@ -88,8 +88,9 @@ def main():
         runs = [r for r in runs if r[1]]
         if not runs:
             continue
-        valid_share = [d[0].get("valid_seconds", 0.0) / max(d[0]["train_seconds"], 1e-9) for _, d, _ in runs]
-        print(f"validation scoring time / training time per epoch: {spread(valid_share)}\n")
+        valid_share = [sum(r.get("valid_seconds", 0.0) for r in d) / max(sum(r["train_seconds"] for r in d), 1e-9)
+                       for _, d, _ in runs]
+        print(f"validation scoring time / training time (all epochs of a run): {spread(valid_share)}\n")
         print("| cap | patience | epochs run | last P@1 | best P@1 | returned P@1 | returned P@5 | returned - best P@1 | "
               "returned - best P@5 | returned - before P@1 | returned - before P@5 |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")

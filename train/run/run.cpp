@@ -33,6 +33,7 @@
 #include "core/data/dataset_stats.h"
 #include "core/data/fingerprint.h"
 #include "core/data/label_counts_file.h"
+#include "core/data/point_checks.h"
 #include "core/data/xmc_file.h"
 #include "core/device.h"
 #include "core/flag_names.h"
@@ -71,7 +72,6 @@
 #include "train/run/trained_model.h"
 #include "train/run/trainer_support.h"
 #include "train/run/validation_plan.h"
-#include "core/data/point_checks.h"
 #include "train/trainer.h"
 
 namespace frugal::run {

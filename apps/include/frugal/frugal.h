@@ -51,6 +51,8 @@
 #include "core/optim/adam.h"
 #include "train/checkpoint.h"
 #include "train/early_stopping.h"
+#include "train/ensemble_choice.h"
+#include "train/served_checkpoint.h"
 #include "train/gradient_clipping.h"
 #include "train/input_dropout.h"
 #include "core/optim/lr_schedule.h"
