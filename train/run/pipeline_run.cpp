@@ -19,10 +19,10 @@
 #include "core/check.h"
 #include "core/parse.h"
 #include "core/rng.h"
+#include "train/best_epoch.h"
 #include "train/checkpoint_history.h"
 #include "train/metrics_log.h"
 #include "train/pipeline_checkpoint.h"
-#include "train/best_epoch.h"
 #include "train/resume_choice.h"
 
 namespace frugal::run {
@@ -149,7 +149,7 @@ uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
     const double compression = sent > 0.0 ? whole / sent : 0.0;
     const bool has_test = r.test->size() > 0;
     const train::EvalResult ev = trainer.evaluate(*r.test, r.eval);
-    // The validation set's P@1, the last stage's on every rank (the same choice everywhere).
+    // The validation set's P@1 and P@5: the last stage's, rank 0's on every rank (the same choice everywhere).
     double valid_p1 = -1.0, valid_p5 = -1.0;
     if (r.valid != nullptr) {
       train::EvalOptions valid_eval = r.eval;

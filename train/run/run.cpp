@@ -193,14 +193,19 @@ RunData load_run_data(RunArgs& a) {
 }
 
 // The log's line on the validation set: what is scored, how the best epoch is kept, or why none is.
-std::string validation_line(const RunArgs& a, const data::Dataset* valid, const data::Dataset& train) {
+// `returns_model`: the trainer hands its model back (the pipeline keeps its best in CHECKPOINT/best only).
+std::string validation_line(const RunArgs& a, const data::Dataset* valid, const data::Dataset& train,
+                            bool returns_model = true) {
   if (valid == nullptr) return a.validation.line.empty() ? "validation: off (--valid-fraction 0)" : a.validation.line;
   const std::string what = a.validation.file
                                ? fmt::format("validation: {} points of {}", valid->size(), a.valid)
                                : fmt::format("validation: {} points ({:.1f}%) held back from the training set, {} train",
                                              valid->size(), 100.0 * a.validation.fraction, train.size());
-  return fmt::format("{}; the best epoch's model is returned{}{}", what,
-                     a.checkpoint.empty() ? "" : fmt::format(" and kept in {}/best", a.checkpoint),
+  const std::string kept = returns_model ? fmt::format("the best epoch's model is returned{}",
+                                                       a.checkpoint.empty() ? "" : fmt::format(" and kept in {}/best", a.checkpoint))
+                          : a.checkpoint.empty() ? std::string("the best epoch is recorded (no --checkpoint to keep it in)")
+                                                 : fmt::format("the best epoch's model is kept in {}/best", a.checkpoint);
+  return fmt::format("{}; {}{}", what, kept,
                      a.validation.patience > 0
                          ? fmt::format(", early stopping after {} epochs without a better P@1 + P@5 (at most {} epochs)",
                                        a.validation.patience, a.validation.epochs)
@@ -316,7 +321,7 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
   r.on_epoch = [&a, &result, &world](const nlohmann::json& line) {
     return report_epoch(line, a.callbacks, result, &world);
   };
-  if (rank == 0 && !r.quiet) say("{}\n", validation_line(a, data.valid(), train));
+  if (rank == 0 && !r.quiet) say("{}\n", validation_line(a, data.valid(), train, /*returns_model=*/false));
   result.model_epoch = run_pipeline(world, std::move(r));
 }
 

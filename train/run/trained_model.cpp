@@ -8,12 +8,19 @@
 
 #include <fmt/format.h>
 
-#include "core/data/label_counts_file.h"
 #include "core/communicator.h"
+#include "core/data/label_counts_file.h"
 #include "core/say.h"
 #include "train/checkpoint_manifest.h"
 
 namespace frugal::run {
+
+namespace {
+// The ensemble's members as its ranker reads them (a member not built: null).
+train::EnsembleMembers members_of(const Ensemble& e) {
+  return {.centroids = e.centroids ? &*e.centroids : nullptr, .points = e.points ? &*e.points : nullptr};
+}
+}  // namespace
 
 bool chooses_blend(const RunArgs& a, const data::Dataset* valid) {
   return valid != nullptr && valid->size() > 0 && a.inference.mode == InferMode::ensemble && !a.infer.weight &&
@@ -44,10 +51,7 @@ Scoring::Scoring(const RunArgs& a, const data::Dataset& train, const data::Datas
   if (a.inference.mode == InferMode::ensemble) build_ensemble(a, train, ensemble, choose);
   if (choose) {
     const auto t = std::chrono::steady_clock::now();
-    choice = std::make_unique<train::EnsembleChoice>(
-        train::EnsembleMembers{.centroids = ensemble.centroids ? &*ensemble.centroids : nullptr,
-                               .points = ensemble.points ? &*ensemble.points : nullptr},
-        a.inference.ensemble, *valid, a.eval_batch);
+    choice = std::make_unique<train::EnsembleChoice>(members_of(ensemble), a.inference.ensemble, *valid, a.eval_batch);
     if (!a.quiet)
       say("--infer ensemble: the blend is chosen on the validation set after every epoch, {} blends of shares "
           "and temperature (the members' candidates of its {} points found in {:.1f} s)\n", choice->blends(),
@@ -60,9 +64,7 @@ Scoring::Scoring(const RunArgs& a, const data::Dataset& train, const data::Datas
 
 void Scoring::use_blend(size_t index) {
   FRUGAL_CHECK(choice != nullptr, "Scoring::use_blend: the run does not choose its blend");
-  train::EnsembleMembers members{.centroids = ensemble.centroids ? &*ensemble.centroids : nullptr,
-                                 .points = ensemble.points ? &*ensemble.points : nullptr};
-  ensemble.ranker.emplace(members, choice->blend(index));
+  ensemble.ranker.emplace(members_of(ensemble), choice->blend(index));
   options.ensemble = &*ensemble.ranker;
 }
 
