@@ -20,7 +20,8 @@
 #          tuned) and Fashion-MNIST (exact softmax: only the input layer is bf16);
 #  valid   the validation split and the best epoch (issue 65), over SEEDS on sets that are still
 #          learning (skewed synthetic, GCIDE min5, Fashion-MNIST, synthetic few-shot; GCIDE full with
-#          seed 1; VALID_SETS picks some of skew gcide_min5 fmnist fewshot gcide_full): the defaults for VALID_EPOCHS (10) epochs with early stopping off, so that
+#          seed 1; VALID_SETS picks some of skew gcide_min5 fmnist fewshot gcide_full; VALID_SCHEDULES
+#          ("constant cosine") adds runs with each --lr-schedule): the defaults for VALID_EPOCHS (10) epochs with early stopping off, so that
 #          validation.py can replay every patience and epoch cap from the same records (the last epoch,
 #          the best, and what the defaults return), beside the previous defaults (no split, 3 epochs).
 # Usage: bash bench/quality/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...] (default: every section).
@@ -186,10 +187,20 @@ for section in "${SECTIONS[@]}"; do
     wanted() { [[ "$VS" == *" $1 "* ]]; }
     # valid_run NAME ARGS...: the defaults (up to VE epochs, no early stop: validation.py replays it)
     # and the previous defaults (no validation split, 3 epochs, the last returned).
+    # VALID_SCHEDULES: the learning-rate schedules tried beside the defaults' (auto: cosine here),
+    # each as the set NAME plus "cos" (cosine) or "const" (constant), with the same previous defaults.
     valid_run() {
-      local name=$1; shift
+      local name=$1 schedule
+      shift
       train "valid_${name}_default" "$@" --epochs "$VE" --early-stopping 0
       train "valid_${name}_before" "$@" --epochs 3 --valid-fraction 0
+      for schedule in ${VALID_SCHEDULES:-}; do
+        local tag=${schedule/cosine/cos}
+        tag=${tag/constant/const}
+        local base=${name%_s*} seed=${name##*_s}
+        train "valid_${base}${tag}_s${seed}_default" "$@" --epochs "$VE" --early-stopping 0 --lr-schedule "$schedule"
+        ln -sf "valid_${name}_before.jsonl" "$OUT/valid_${base}${tag}_s${seed}_before.jsonl"
+      done
     }
     wanted skew && for seed in $SEEDS; do
       d="$OUT/data/skew$seed"

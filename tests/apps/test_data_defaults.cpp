@@ -106,6 +106,10 @@ TEST_CASE("validation plan: a share of the training set by default, none for sma
   CHECK(plan_validation(std::nullopt, false, size_t{0}, 30000).epochs == kDefaultEpochs);
   CHECK(plan_validation(std::nullopt, false, std::nullopt, 30000, size_t{4}).epochs == 4);
   CHECK(plan_validation(std::nullopt, false, std::nullopt, 100, size_t{7}).epochs == 7);
+  // --lr-schedule auto: cosine over the bound where early stopping watches, else constant.
+  CHECK(auto_schedule(dflt) == optim::ScheduleKind::cosine);
+  CHECK(auto_schedule(small) == optim::ScheduleKind::constant);
+  CHECK(auto_schedule(plan_validation(std::nullopt, false, size_t{0}, 30000)) == optim::ScheduleKind::constant);
   // As given: a fraction (0: off), a file, a patience.
   CHECK(plan_validation(0.2, false, std::nullopt, 100).fraction == 0.2);
   CHECK_FALSE(plan_validation(0.0, false, std::nullopt, 100000).on());

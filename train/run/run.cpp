@@ -158,6 +158,19 @@ std::optional<double> resumed_valid_fraction(const RunArgs& a) {
   return a.valid_fraction;
 }
 
+// --resume with --lr-schedule auto: the checkpoint's schedule (its rates continue as they were).
+std::optional<optim::ScheduleKind> resumed_schedule(const RunArgs& a) {
+  if (a.resume.empty()) return std::nullopt;
+  try {
+    const nlohmann::json saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
+    if (saved.is_object() && saved.contains("lr_schedule") && saved["lr_schedule"].is_string())
+      return optim::schedule_kind_from_string(saved["lr_schedule"].get<std::string>());
+  } catch (const std::exception&) {
+    // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
+  }
+  return std::nullopt;
+}
+
 RunData load_run_data(RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   RunData d;
@@ -170,6 +183,7 @@ RunData load_run_data(RunArgs& a) {
                            test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
   a.validation = plan_validation(resumed_valid_fraction(a), !a.valid.empty(), a.early_stopping, d.inputs.train.size(),
                                  a.epochs);
+  a.schedule = a.lr_schedule.value_or(resumed_schedule(a).value_or(auto_schedule(a.validation)));
   if (!a.valid.empty()) {
     d.valid_file = open_input(a.format, a.valid);
     if (a.format == data::DataFormat::idx) d.valid_file->num_labels = d.inputs.train.num_labels;
@@ -619,7 +633,7 @@ RunResult train_dlrm(const RunArgs& given) {
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .join = a.join,
                    .dp = dp_compression(a, comm::DpTarget::gradients),
-                   .lr_schedule = a.lr_schedule, .warmup_steps = a.warmup_steps, .clip_norm = a.clip_norm,
+                   .lr_schedule = a.lr_schedule.value_or(optim::ScheduleKind::constant), .warmup_steps = a.warmup_steps, .clip_norm = a.clip_norm,
                    .dlrm = a.dlrm, .agreed = agreed_settings(a),
                    .on_epoch = [&](const std::string& line) {
                      // The collective stop is run_dlrm's (over its world).

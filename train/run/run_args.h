@@ -38,7 +38,8 @@ struct RunArgs : TrainConfig {
   bool auto_weights = false;
   optim::Method method = optim::Method::adam;  // `optimizer` resolved (resolve_optimizer)
   bool optimizer_from_checkpoint = false;      // auto took --resume's
-  ValidationPlan validation;                   // --valid-fraction, --valid, --early-stopping resolved
+  ValidationPlan validation;                   // --valid-fraction, --valid, --early-stopping, --epochs resolved
+  optim::ScheduleKind schedule = optim::ScheduleKind::constant;  // --lr-schedule resolved
 };
 
 // The whole run on this rank (train/run/xmc_run.cpp): the XMC network, the MLP, the pipeline or

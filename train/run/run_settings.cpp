@@ -215,10 +215,10 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
     c["rowwise_layers"] = a.rowwise_input.value_or(true) ? "all" : "output";
   if (a.update_threshold > 0) c["update_threshold"] = a.update_threshold;
   c["weight_decay"] = a.weight_decay;
-  c["lr_schedule"] = optim::to_string(a.lr_schedule);
+  c["lr_schedule"] = optim::to_string(a.schedule);
   c["warmup_steps"] = a.warmup_steps;
   // The steps a decaying schedule spans: resuming with other --epochs would change every rate.
-  if (a.lr_schedule != optim::ScheduleKind::constant) c["schedule_steps"] = total_steps(a, train.size());
+  if (a.schedule != optim::ScheduleKind::constant) c["schedule_steps"] = total_steps(a, train.size());
   c["clip_norm"] = a.clip_norm;
   c["dropout"] = a.dropout;
   c["valid_fraction"] = a.validation.fraction;  // changes the training set
@@ -228,7 +228,7 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
 train::TrainerOptions trainer_options(const RunArgs& a, size_t train_points) {
   train::TrainerOptions o;
   o.optimizer = optimizer_options(a);
-  o.lr_schedule = {.kind = a.lr_schedule, .warmup_steps = a.warmup_steps,
+  o.lr_schedule = {.kind = a.schedule, .warmup_steps = a.warmup_steps,
                    .total_steps = total_steps(a, train_points)};
   o.clip_norm = a.clip_norm;
   o.dropout = {.p = a.dropout, .seed = Rng(a.seed).split(0xd40f).next_u64()};

@@ -106,7 +106,7 @@ struct TrainConfig {
   std::optional<float> lr;                     // --lr (unset: the optimizer's, or the data's)
   std::optional<optim::Method> optimizer;      // --optimizer (unset: auto)
   optim::SparseUpdates sparse_updates = optim::SparseUpdates::lazy;  // --sparse-updates
-  optim::ScheduleKind lr_schedule = optim::ScheduleKind::constant;   // --lr-schedule
+  std::optional<optim::ScheduleKind> lr_schedule;  // --lr-schedule (unset: auto, train/run/validation_plan.h)
   uint64_t warmup_steps = 0;                                         // --warmup-steps
   float momentum = 0.9f, weight_decay = 0.0f, clip_norm = 0.0f, dropout = 0.0f;
   float initial_accumulator = optim::Adagrad{}.initial_accumulator;  // --initial-accumulator

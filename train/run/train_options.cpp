@@ -268,10 +268,13 @@ std::vector<Option<TrainConfig>> make_train_options() {
              "variance; 0: never). Lets DCT-DP's error-feedback bursts move weights in full"));
   add(number("--weight-decay", &T::weight_decay, "decoupled weight decay W: w -= lr * W * w every step (AdamW)",
              NumberBounds::non_negative()));
-  add(choice<T, optim::ScheduleKind>(
+  add(choice<T, std::optional<optim::ScheduleKind>>(
       "--lr-schedule", &T::lr_schedule,
-      {optim::ScheduleKind::constant, optim::ScheduleKind::linear, optim::ScheduleKind::cosine},
-      "learning rate over the run: constant, or linear / cosine decay to 0 over epochs x steps per epoch"));
+      {{"auto", std::nullopt}, {"constant", optim::ScheduleKind::constant}, {"linear", optim::ScheduleKind::linear},
+       {"cosine", optim::ScheduleKind::cosine}},
+      "learning rate over the run: constant, or linear / cosine decay to 0 over epochs x steps per epoch; auto: "
+      "cosine where early stopping watches a validation set (over --epochs, the bound it stops within), else "
+      "constant; with --resume, the checkpoint's"));
   add(number("--warmup-steps", &T::warmup_steps, "linear learning-rate warm-up from 0 over the first N steps"));
   add(number("--clip-norm", &T::clip_norm, "clip the global gradient L2 norm to C (0: off)",
              NumberBounds::non_negative()));

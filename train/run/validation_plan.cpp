@@ -45,6 +45,10 @@ ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, 
   return plan;
 }
 
+optim::ScheduleKind auto_schedule(const ValidationPlan& plan) {
+  return plan.patience > 0 ? optim::ScheduleKind::cosine : optim::ScheduleKind::constant;
+}
+
 data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed) {
   return data::split(train, {.test_fraction = fraction, .seed = Rng(seed).split(0x7a11d).next_u64(), .stratified = true});
 }
