@@ -221,8 +221,11 @@ std::string validation_line(const RunArgs& a, const data::Dataset* valid, const 
                                                  : fmt::format("the best epoch's model is kept in {}/best", a.checkpoint);
   return fmt::format("{}; {}{}", what, kept,
                      a.validation.patience > 0
-                         ? fmt::format(", early stopping after {} epochs without a better P@1 + P@5 (at most {} epochs)",
-                                       a.validation.patience, a.validation.epochs)
+                         ? fmt::format(", early stopping after {} epochs without a better P@1 + P@5 (at most {} epoch{}{})",
+                                       a.validation.patience, a.validation.epochs, a.validation.epochs == 1 ? "" : "s",
+                                       !a.lr_schedule && a.schedule == optim::ScheduleKind::cosine
+                                           ? "; --lr-schedule auto: a cosine rate over them"
+                                           : "")
                          : "");
 }
 
