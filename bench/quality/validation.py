@@ -9,20 +9,13 @@ answers every (cap, patience): early stopping only cuts a run short.
 Usage: python3 bench/quality/validation.py OUT_DIR [--select p1|p1p5]
 """
 import glob
-import json
 import os
 import re
 import statistics
 import sys
 
-
-def epochs_of(path):
-    out = []
-    for line in open(path):
-        r = json.loads(line)
-        if r.get("event") == "epoch":
-            out.append(r)
-    return out
+# The run records and the references' files, read as the other quality tables read them.
+from summarize import epochs as epochs_of, refs as references
 
 
 def replay(epochs, cap, patience, select):
@@ -40,17 +33,6 @@ def replay(epochs, cap, patience, select):
         if patience and since >= patience:
             return run, best_i, True
     return run, best_i, run == cap
-
-
-def references(out, name):
-    path = os.path.join(out, f"{name}_references.txt")
-    refs = {}
-    if os.path.exists(path):
-        for line in open(path):
-            m = re.match(r"\s+(most frequent label|label centroid|kNN)\S*.*P@1 ([0-9.]+)\s+P@3 ([0-9.]+)\s+P@5 ([0-9.]+)", line)
-            if m:
-                refs[m.group(1)] = (float(m.group(2)), float(m.group(4)))
-    return refs
 
 
 def spread(values):

@@ -146,29 +146,20 @@ struct RunData {
 };
 
 // --resume without --valid-fraction: the checkpoint's share (it holds back the same points).
-std::optional<double> resumed_valid_fraction(const RunArgs& a) {
-  if (a.valid_fraction || a.resume.empty() || !a.valid.empty()) return a.valid_fraction;
-  try {
-    const nlohmann::json saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
-    if (saved.is_object() && saved.contains("valid_fraction") && saved["valid_fraction"].is_number())
-      return saved["valid_fraction"].get<double>();
-  } catch (const std::exception&) {
-    // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
-  }
-  return a.valid_fraction;
+std::optional<double> resumed_valid_fraction(const RunArgs& a, const nlohmann::json& saved) {
+  if (a.valid_fraction || !a.valid.empty() || !saved.contains("valid_fraction") || !saved["valid_fraction"].is_number())
+    return a.valid_fraction;
+  return saved["valid_fraction"].get<double>();
 }
 
 // --resume with --lr-schedule auto: the checkpoint's schedule (its rates continue as they were).
-std::optional<optim::ScheduleKind> resumed_schedule(const RunArgs& a) {
-  if (a.resume.empty()) return std::nullopt;
+std::optional<optim::ScheduleKind> resumed_schedule(const nlohmann::json& saved) {
+  if (!saved.contains("lr_schedule") || !saved["lr_schedule"].is_string()) return std::nullopt;
   try {
-    const nlohmann::json saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
-    if (saved.is_object() && saved.contains("lr_schedule") && saved["lr_schedule"].is_string())
-      return optim::schedule_kind_from_string(saved["lr_schedule"].get<std::string>());
-  } catch (const std::exception&) {
-    // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
+    return optim::schedule_kind_from_string(saved["lr_schedule"].get<std::string>());
+  } catch (const Error&) {
+    return std::nullopt;  // an unknown name: the resume's settings check names it
   }
-  return std::nullopt;
 }
 
 RunData load_run_data(RunArgs& a) {
@@ -181,9 +172,10 @@ RunData load_run_data(RunArgs& a) {
   FRUGAL_CHECK(test.num_features == d.inputs.train.num_features && test.num_labels == d.inputs.train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
-  a.validation = plan_validation(resumed_valid_fraction(a), !a.valid.empty(), a.early_stopping, d.inputs.train.size(),
-                                 a.epochs);
-  a.schedule = a.lr_schedule.value_or(resumed_schedule(a).value_or(auto_schedule(a.validation)));
+  const nlohmann::json saved = resumed_config(a);
+  a.validation = plan_validation(resumed_valid_fraction(a, saved), !a.valid.empty(), a.early_stopping,
+                                 d.inputs.train.size(), a.epochs);
+  a.schedule = a.lr_schedule.value_or(resumed_schedule(saved).value_or(auto_schedule(a.validation)));
   if (!a.valid.empty()) {
     d.valid_file = open_input(a.format, a.valid);
     if (a.format == data::DataFormat::idx) d.valid_file->num_labels = d.inputs.train.num_labels;

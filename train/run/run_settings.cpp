@@ -238,6 +238,16 @@ train::TrainerOptions trainer_options(const RunArgs& a, size_t train_points) {
   return o;
 }
 
+nlohmann::json resumed_config(const RunArgs& a) {
+  if (a.resume.empty()) return nlohmann::json::object();
+  try {
+    nlohmann::json saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
+    return saved.is_object() ? saved : nlohmann::json::object();
+  } catch (const std::exception&) {
+    return nlohmann::json::object();  // the resume itself says what is wrong
+  }
+}
+
 void apply_data_defaults(RunArgs& a, const data::Dataset& train) {
   const bool xmc = a.format == data::DataFormat::xmc;
   const DataDefaultsRequest request{
@@ -250,15 +260,7 @@ void apply_data_defaults(RunArgs& a, const data::Dataset& train) {
       .rows_per_point = a.sampler == layers::Sampler::exact ? static_cast<double>(train.num_labels)
                                                               : std::min(1000.0, static_cast<double>(train.num_labels))};
   const DataDefaults d = choose_data_defaults(data::compute_stats(train), request);
-  nlohmann::json saved;
-  if (!a.resume.empty()) {
-    try {
-      saved = train::read_manifest(a.resume, a.accept_unchecked_checkpoint).config;
-    } catch (const std::exception&) {
-      // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
-    }
-  }
-  if (!saved.is_object()) saved = nlohmann::json::object();
+  const nlohmann::json saved = resumed_config(a);
   const bool resumed = saved.contains("labels");  // a saved run's config (every XMC config names its labels)
   if (request.hidden_auto) a.hidden = saved.contains("hidden") ? saved["hidden"].get<size_t>() : d.hidden;
   if (a.hidden == 0) a.hidden = kDefaultHidden;  // --layers gives the widths

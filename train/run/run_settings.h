@@ -63,6 +63,11 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train);
 
 train::TrainerOptions trainer_options(const RunArgs& a, size_t train_points);
 
+// The run config --resume's checkpoint was saved with (an empty object without --resume, or when
+// its manifest is missing or damaged: the resume itself then says so, with the file and what is
+// wrong). What the auto settings take from a resumed run.
+nlohmann::json resumed_config(const RunArgs& a);
+
 // --hidden auto, --output-init auto and an unset --lr, from the training set (apps/data_defaults.h).
 // On --resume the checkpoint's values: its files were trained with them, and a checkpoint saved
 // before these defaults existed resumes as it was trained.
