@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "core/check.h"
 #include "core/model.h"
 #include "train/checkpoint.h"
 
@@ -26,6 +27,13 @@ bool BestEpoch::record(uint64_t epoch, double score, const Model& model,
     snapshot_.take(model);
     snapshot_epoch_ = epoch;
   }
+  return true;
+}
+
+bool BestEpoch::record(uint64_t epoch, double score, const std::function<void(const std::string&)>& save) {
+  FRUGAL_CHECK(!in_memory_ || !best_dir_.empty(), "BestEpoch: keeping the best epoch in memory needs its model");
+  if (!stopper_.update(epoch, score)) return false;
+  if (!best_dir_.empty()) save(best_dir_);
   return true;
 }
 

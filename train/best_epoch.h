@@ -40,6 +40,9 @@ class BestEpoch {
   // The best so far is kept: `save(best_dir)` (collective, every rank calls it) or a snapshot.
   // Returns whether it was the best.
   bool record(uint64_t epoch, double score, const Model& model, const std::function<void(const std::string&)>& save);
+  // The same for a trainer whose model is not a Model (DLRM's network): its best is kept only in
+  // best_dir (constructed with in_memory false), or recorded.
+  bool record(uint64_t epoch, double score, const std::function<void(const std::string&)>& save);
   bool should_stop() const { return stopper_.should_stop(); }
   const EarlyStopping::State& state() const { return stopper_.state(); }
   size_t patience() const { return stopper_.patience(); }

@@ -66,14 +66,20 @@ std::vector<StoredParam> decode_rank_file(const fs::path& path, uint64_t& steps)
 }  // namespace
 
 void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text, uint64_t epoch, const layers::IdMap& ids,
-                          layers::DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group) {
-  nlohmann::json config;
+                          layers::DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group,
+                          const std::string& run, const std::string& run_state_text) {
+  nlohmann::json config, run_state;
   try {
     config = nlohmann::json::parse(config_text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("DLRM checkpoint: the configuration is not JSON ({})", json_error_words(e)));
   }
   FRUGAL_CHECK(config.is_object(), "DLRM checkpoint: the configuration is not a JSON object");
+  try {
+    run_state = nlohmann::json::parse(run_state_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("DLRM checkpoint: the run state is not JSON ({})", json_error_words(e)));
+  }
   const int rank = comm::is_active(group) ? group->rank() : 0, ranks = comm::is_active(group) ? group->size() : 1;
   const std::string folder = fmt::format("dlrm-epoch-{}", epoch);
   const fs::path root(dir), path = root / folder;
@@ -128,7 +134,7 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
     sums["ids.bin"] = files.back().second;
     nlohmann::json manifest = {{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
                                {"world_size", ranks}, {"folder", folder},  {"config", config},
-                               {"checksums", sums}};
+                               {"checksums", sums}, {"run", run}, {"run_state", run_state}};
     seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
     std::string previous;
     if (fs::exists(root / "manifest.json")) {
@@ -156,7 +162,10 @@ bool is_dlrm_checkpoint(const std::string& dir) {
   }
 }
 
-DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unchecked) {
+namespace {
+
+// The manifest (checked) and what it says.
+std::pair<DlrmCheckpointInfo, nlohmann::json> read_manifest_json(const std::string& dir, bool accept_unchecked) {
   const fs::path mpath = fs::path(dir) / "manifest.json";
   nlohmann::json m;
   try {
@@ -189,7 +198,29 @@ DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unch
                            info.epoch));
   FRUGAL_CHECK(field("config").is_object(), fmt::format("{}: field 'config' is not an object", mpath.string()));
   info.config = m["config"].dump();
-  FRUGAL_CHECK(field("checksums").is_object(), fmt::format("{}: field 'checksums' is not an object", mpath.string()));
+  if (m.contains("run")) {
+    FRUGAL_CHECK(m["run"].is_string() && m["run"].get<std::string>().size() <= 64,
+                 fmt::format("{}: field 'run' is not a run id (a short string)", mpath.string()));
+    info.run = m["run"];
+  }
+  if (m.contains("run_state")) {
+    FRUGAL_CHECK(m["run_state"].is_object(), fmt::format("{}: field 'run_state' is not an object", mpath.string()));
+    info.run_state = m["run_state"].dump();
+  }
+  return {info, m};
+}
+
+}  // namespace
+
+DlrmCheckpointInfo read_dlrm_manifest(const std::string& dir, bool accept_unchecked) {
+  return read_manifest_json(dir, accept_unchecked).first;
+}
+
+DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unchecked) {
+  const fs::path mpath = fs::path(dir) / "manifest.json";
+  auto [info, m] = read_manifest_json(dir, accept_unchecked);
+  FRUGAL_CHECK(m.contains("checksums"), fmt::format("{}: no field 'checksums'", mpath.string()));
+  FRUGAL_CHECK(m["checksums"].is_object(), fmt::format("{}: field 'checksums' is not an object", mpath.string()));
   std::vector<std::string> needed = {"ids.bin"};
   for (int r = 0; r < info.world_size; ++r) needed.push_back(fmt::format("rank{}.bin", r));
   for (const std::string& name : needed) {

@@ -24,16 +24,23 @@ struct DlrmCheckpointInfo {
   int world_size = 1;
   std::string config;  // the saved configuration, a JSON object as text
   std::string folder;
+  std::string run;                 // the id of the run that saved it (empty in older checkpoints)
+  std::string run_state = "{}";    // what the run needs to go on (early stopping's state), JSON text
 };
 
 // Collective over `group` (null: one rank). `config`: a JSON object (as text), what a resume must
-// agree with.
+// agree with. `run`: the run's id (rank 0's is recorded); `run_state`: a JSON object (as text) the
+// manifest carries, such as the best epoch on validation (train/best_epoch.h), so a resumed run stops
+// where the uninterrupted one would and a reader knows which epoch to serve (train/served_checkpoint.h).
 void save_dlrm_checkpoint(const std::string& dir, const std::string& config, uint64_t epoch, const layers::IdMap& ids,
-                          layers::DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group);
+                          layers::DlrmNetwork& network, const optim::Optimizer& optimizer, comm::Communicator* group,
+                          const std::string& run = {}, const std::string& run_state = "{}");
 // Reads and checks DIR/manifest.json (its own checksum, core/sealed_json.h: one without it is refused
 // unless `accept_unchecked`) and every file's checksum; throws frugal::Error naming the file or field
 // that is wrong.
 DlrmCheckpointInfo read_dlrm_checkpoint(const std::string& dir, bool accept_unchecked = false);
+// The manifest's fields alone, checked as above, without reading the files it names.
+DlrmCheckpointInfo read_dlrm_manifest(const std::string& dir, bool accept_unchecked = false);
 // Whether DIR holds a DLRM checkpoint (its manifest says so).
 bool is_dlrm_checkpoint(const std::string& dir);
 layers::IdMap load_dlrm_ids(const std::string& dir, const DlrmCheckpointInfo& info);

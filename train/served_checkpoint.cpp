@@ -2,12 +2,34 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "train/checkpoint_manifest.h"
+#include "train/dlrm_checkpoint.h"
 
 namespace frugal::train {
+namespace {
+
+// What a folder's manifest says of the run that saved it, for either model's checkpoint.
+struct SavedBy {
+  uint64_t epoch = 0;
+  std::string run;
+  nlohmann::json run_state;
+};
+
+SavedBy saved_by(const std::string& dir, bool accept_unchecked) {
+  if (is_dlrm_checkpoint(dir)) {
+    const DlrmCheckpointInfo m = read_dlrm_manifest(dir, accept_unchecked);
+    return {m.epoch, m.run, nlohmann::json::parse(m.run_state)};
+  }
+  const CheckpointManifest m = read_manifest(dir, accept_unchecked);
+  return {m.epoch, m.run, m.run_state};
+}
+
+}  // namespace
 
 ServedCheckpoint served_checkpoint(const std::string& folder, bool accept_unchecked) {
-  const CheckpointManifest newest = read_manifest(folder, accept_unchecked);
+  const SavedBy newest = saved_by(folder, accept_unchecked);
   ServedCheckpoint out{.dir = folder, .epoch = newest.epoch, .newest_epoch = newest.epoch};
   const nlohmann::json& state = newest.run_state;
   if (!state.is_object() || !state.contains("early_stopping") || !state["early_stopping"].is_object()) return out;
@@ -16,7 +38,7 @@ ServedCheckpoint served_checkpoint(const std::string& folder, bool accept_unchec
     return out;
   const std::filesystem::path best = std::filesystem::path(folder) / "best";
   if (!std::filesystem::is_regular_file(best / "manifest.json")) return out;
-  const CheckpointManifest kept = read_manifest(best.string(), accept_unchecked);
+  const SavedBy kept = saved_by(best.string(), accept_unchecked);
   if (kept.epoch != best_epoch.get<uint64_t>() || kept.run != newest.run) return out;  // not this run's best
   return {.dir = best.string(), .epoch = kept.epoch, .newest_epoch = newest.epoch, .best = true};
 }

@@ -15,7 +15,11 @@
 #     with --optimizer rowwise-adagrad (one accumulator per embedding row, resliced by rows); a
 #     damaged file and another configuration are refused, naming them; frugal evaluate / predict
 #     on the 3-rank checkpoint give the training run's AUC and one probability per test sample;
-#  4. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
+#  4. validation (issue 65): the defaults hold back 5% (click-stratified) and score its AUC after every
+#     epoch with a cosine rate; --valid FILE scores a file; the best epoch is kept in CHECKPOINT/best
+#     and served by evaluate; early stopping stops after the patience and a resumed run stops as the
+#     run straight through; a validation set without clicks is refused;
+#  5. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
 #     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
 set -euo pipefail
 FRUGAL=$1
@@ -28,7 +32,11 @@ COMMON=(train --model dlrm --format criteo --train "$TMP/d/train.tsv" --test "$T
 run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/one.jsonl"
 grep -q "^epoch 2: loss .*, AUC 0\.[0-9]*, logloss 0\.[0-9]*" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 # Progress lines within the epoch (stderr is a file here: plain lines every ~10%).
-grep -q "^train epoch 2  50\.[0-9]% ([0-9]*/20000) [0-9]* samples/s loss 0\.[0-9]*$" "$TMP/last.log" ||
+# The defaults hold back 5% of the 20000 samples to validate on: 19000 train.
+grep -q "^validation: 1000 samples (5.0%) held back from the training set, 19000 train, scored by AUC" "$TMP/last.log" ||
+  { cat "$TMP/last.log"; echo "no validation line"; exit 1; }
+grep -q "^epoch 2: loss .*, valid AUC 0\.[0-9]*, AUC 0\.[0-9]*" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+grep -q "^train epoch 2  50\.[0-9]% ([0-9]*/19000) [0-9]* samples/s loss 0\.[0-9]*$" "$TMP/last.log" ||
   { cat "$TMP/last.log"; echo "no progress line"; exit 1; }
 run "$FRUGAL" "${COMMON[@]}" --metrics "$TMP/again.jsonl" --quiet
 # --quiet: the epoch lines alone, as every trainer's (no progress, no setup lines).
@@ -69,6 +77,10 @@ for e in one:
                 "train_samples_per_s", "loss"):
         assert key in e, (key, e)
 assert one[-1]["auc"] > 0.6, one[-1]
+# Validation by default: AUC of the held-back 5% after every epoch, the best epoch, the cosine rate.
+start = [r for r in map(json.loads, open(os.path.join(d, "one.jsonl"))) if r["event"] == "start"][0]["config"]
+assert start["valid_fraction"] == 0.05 and start["early_stopping"] == 2 and start["lr_schedule"] == "cosine", start
+assert all(0.55 < e["valid_auc"] < 1 and e["valid_logloss"] > 0 and e["best_epoch"] in (1, 2) for e in one), one
 assert [(e["loss"], e["auc"]) for e in epochs("again.jsonl")] == [(e["loss"], e["auc"]) for e in one], "not deterministic"
 assert epochs("sgd.jsonl")[-1]["auc"] > 0.55, epochs("sgd.jsonl")[-1]
 adagrad = [r for r in map(json.loads, open(os.path.join(d, "adagrad.jsonl"))) if r["event"] == "start"][0]
@@ -108,8 +120,9 @@ print("dlrm: 1 rank AUC %.4f; bytes/sample des %.0f, ps %.0f, replicated %.0f" %
 PY
 # Checkpoints: 2 epochs saved, resumed to 3 = 3 uninterrupted (bit for bit on 1 rank), also on 3
 # ranks (resliced tables, to 1e-4); a damaged file or another configuration is refused, named.
+# (--lr-schedule constant: a cosine rate spans --epochs, and resuming with another bound is refused.)
 CK=(train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" --threads 1 --seed 3 --ids qr
-    --min-id-count 1)
+    --min-id-count 1 --lr-schedule constant)
 run "$FRUGAL" "${CK[@]}" --epochs 3 --metrics "$TMP/three.jsonl" --quiet
 run "$FRUGAL" "${CK[@]}" --epochs 2 --checkpoint "$TMP/ck" --quiet
 [ -f "$TMP/ck/manifest.json" ] && [ -f "$TMP/ck/dlrm-epoch-2/rank0.bin" ] && [ -f "$TMP/ck/dlrm-epoch-2/ids.bin" ] ||
@@ -160,6 +173,51 @@ assert ev["samples"] == 2000, ev
 p = [float(x) for x in open(os.path.join(d, "pred.txt"))]
 assert len(p) == 2000 and all(0 < x < 1 for x in p), len(p)
 PY
+# Validation (issue 65). --valid FILE scores that file: the test file here, so its AUC is the test AUC.
+run "$FRUGAL" "${COMMON[@]}" --valid "$TMP/d/test.tsv" --metrics "$TMP/vfile.jsonl" --quiet
+# The best epoch is kept in CHECKPOINT/best and served: a rate that overfits 2,000 samples after its
+# first epochs, no early stopping.
+head -2000 "$TMP/d/train.tsv" > "$TMP/small.tsv"
+SMALL=(train --model dlrm --train "$TMP/small.tsv" --test "$TMP/d/test.tsv" --threads 1 --seed 3 --min-id-count 1
+       --lr 0.02 --lr-schedule constant)
+run "$FRUGAL" "${SMALL[@]}" --valid-fraction 0.25 --early-stopping 0 --epochs 5 --checkpoint "$TMP/best-ck" \
+  --metrics "$TMP/best.jsonl"
+grep -q "^the best epoch on validation was [1-4] of 5 (valid AUC 0\.[0-9]*); $TMP/best-ck serves it from $TMP/best-ck/best$" \
+  "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+"$FRUGAL" evaluate --model "$TMP/best-ck" --test "$TMP/d/test.tsv" --json > "$TMP/best-eval.json" 2> "$TMP/best-eval.err"
+grep -q "^$TMP/best-ck: epoch [1-4] of run [0-9a-f]* (the best epoch on validation, from $TMP/best-ck/best; the newest is epoch 5)$" \
+  "$TMP/best-eval.err" || { cat "$TMP/best-eval.err"; exit 1; }
+# Early stopping (patience 1) stops after the first epoch that is not better; resuming its epoch-1
+# checkpoint (without --valid-fraction: the checkpoint's share) goes on as the run straight through.
+run "$FRUGAL" "${SMALL[@]}" --valid-fraction 0.25 --early-stopping 1 --epochs 5 --metrics "$TMP/es.jsonl"
+grep -q "^early stopping: no better valid AUC for 1 epochs (--early-stopping 1); the best was 0\.[0-9]* after epoch" \
+  "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+run "$FRUGAL" "${SMALL[@]}" --valid-fraction 0.25 --early-stopping 1 --epochs 1 --checkpoint "$TMP/es-ck" --quiet
+run "$FRUGAL" "${SMALL[@]}" --early-stopping 1 --epochs 5 --resume "$TMP/es-ck" --metrics "$TMP/es-resumed.jsonl" --quiet
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def epochs(name):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == "epoch"]
+vfile = epochs("vfile.jsonl")
+assert all(abs(e["valid_auc"] - e["auc"]) < 1e-6 for e in vfile), vfile
+best = epochs("best.jsonl")
+assert len(best) == 5, best
+chosen = best[-1]["best_epoch"]
+aucs = [e["valid_auc"] for e in best]
+assert chosen == aucs.index(max(aucs)) + 1 and chosen < 5, aucs
+ev = json.load(open(os.path.join(d, "best-eval.json")))
+assert abs(ev["auc"] - best[chosen - 1]["auc"]) < 1e-4, (ev, best[chosen - 1])
+es, resumed = epochs("es.jsonl"), epochs("es-resumed.jsonl")
+assert len(es) == chosen + 1 and es[-1]["best_epoch"] == chosen, (chosen, es)
+keys = ("loss", "auc", "valid_auc", "best_epoch")
+assert [[e[k] for k in keys] for e in resumed] == [[e[k] for k in keys] for e in es[1:]], (resumed, es)
+PY
+# A validation set AUC cannot rank is refused, naming it.
+grep "^0" "$TMP/d/test.tsv" > "$TMP/no-clicks.tsv"
+fails_with "--valid $TMP/no-clicks.tsv (1" "$FRUGAL" "${COMMON[@]}" --valid "$TMP/no-clicks.tsv"
+fails_with "samples) has no clicks: AUC needs clicks and non-clicks to rank; give another file, or --valid-fraction F" \
+  "$FRUGAL" "${COMMON[@]}" --valid "$TMP/no-clicks.tsv"
 fails_with "--resume $TMP/ck-copy: the checkpoint was saved with embedding_dim = 16, this run has embedding_dim = 8" \
   "$FRUGAL" "${CK[@]}" --epochs 3 --resume "$TMP/ck-copy" --embedding-dim 8
 printf '\xff' | dd of="$TMP/ck-copy/dlrm-epoch-2/rank0.bin" bs=1 seek=100 conv=notrunc status=none

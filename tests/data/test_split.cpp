@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "core/data/ctr_split.h"
 #include "core/data/dataset_split.h"
 #include "core/data/dataset_stats.h"
 #include "core/rng.h"
@@ -128,6 +129,45 @@ TEST_CASE("split: stratified, each label's points go to test in about the share 
   CHECK(zs.test.size() == 250);
   std::set<uint32_t> train_labels(zs.train.points.label_ids.begin(), zs.train.points.label_ids.end());
   for (const uint32_t l : zs.test.points.label_ids) REQUIRE(train_labels.count(l) == 1);
+}
+
+TEST_CASE("split_ctr: click-stratified, every sample once, in the data's order, seeded") {
+  // 3,000 samples, every 25th a click (120 clicks); dense feature 0 names the sample.
+  data::CtrDataset d;
+  for (size_t i = 0; i < 3000; ++i) {
+    data::CtrRecord r;
+    r.label = i % 25 == 0 ? 1 : 0;
+    r.ints[0] = static_cast<int64_t>(i);
+    data::append_record(r, d);
+  }
+  const auto name = [](const data::CtrDataset& part, size_t i) {
+    return static_cast<uint32_t>(std::lround(std::expm1(static_cast<double>(part.dense_of(i)[0]))));
+  };
+  const data::CtrSplit s = data::split_ctr(d, 0.05, 9);
+  CHECK(s.test.size == 150);
+  CHECK(s.train.size == 2850);
+  REQUIRE(s.test_rows.size() == s.test.size);
+  REQUIRE(s.train_rows.size() == s.train.size);
+  CHECK(std::is_sorted(s.test_rows.begin(), s.test_rows.end()));
+  CHECK(std::is_sorted(s.train_rows.begin(), s.train_rows.end()));
+  std::vector<uint32_t> both;
+  std::set_intersection(s.train_rows.begin(), s.train_rows.end(), s.test_rows.begin(), s.test_rows.end(),
+                        std::back_inserter(both));
+  CHECK(both.empty());
+  // Each part holds the samples its rows name, with their labels.
+  for (const auto& [part, rows] : {std::pair{&s.test, &s.test_rows}, std::pair{&s.train, &s.train_rows}})
+    for (size_t i = 0; i < part->size; ++i) {
+      REQUIRE(name(*part, i) == (*rows)[i]);
+      REQUIRE(part->labels[i] == d.labels[(*rows)[i]]);
+    }
+  // The clicks' share of the held-back part is the data's, within one click (a random 5% draws
+  // 6 +- 2.4 of them).
+  const double clicks = static_cast<double>(std::count(s.test.labels.begin(), s.test.labels.end(), 1.0f));
+  CHECK(std::abs(clicks - 0.05 * 120) <= 1.0);
+  CHECK(data::split_ctr(d, 0.05, 9).test_rows == s.test_rows);
+  CHECK(data::split_ctr(d, 0.05, 10).test_rows != s.test_rows);
+  CHECK(data::split_ctr(d, 0.0, 9).test.size == 0);
+  CHECK_THROWS_WITH(data::split_ctr(d, 1.0, 9), Catch::Contains("test fraction 1: expected a value in [0, 1)"));
 }
 
 TEST_CASE("shuffle: a seeded permutation of the points") {

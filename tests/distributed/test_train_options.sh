@@ -3,7 +3,7 @@
 #  1. every flag at once (SGD, weight decay, cosine schedule with warm-up, clipping, dropout,
 #     validation split, early stopping): epoch lines carry valid_p@1, grad_norm and
 #     clipped_fraction; the best model is kept in CHECKPOINT/best (also on 2 ranks); the manifest
-#     records the settings;
+#     records the settings; 2 data-parallel replicas each score half the split and agree;
 #  2. --early-stopping with no validation set, and resuming with another --lr-schedule or --epochs
 #     under a decaying schedule, fail naming the problem; without --checkpoint the best epoch is
 #     kept in memory and returned;
@@ -35,6 +35,23 @@ test -f "$TMP/es/best/manifest.json" || { echo "no best checkpoint in $TMP/es/be
 run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 3 --valid-fraction 0.1 --early-stopping 1 \
   --checkpoint "$TMP/es2" --metrics "$TMP/es2.jsonl"
 test -f "$TMP/es2/best/manifest.json" || { echo "no best checkpoint in $TMP/es2/best"; exit 1; }
+# Two data-parallel replicas each score half the split and sum: every point once, the same score on
+# both, close to the one-process run's (the replicas train nearly the same model).
+run "$FRUGAL" "${COMMON[@]}" --epochs 2 --valid-fraction 0.2 --early-stopping 0 --sampler exact --metrics "$TMP/v1.jsonl"
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --epochs 2 --valid-fraction 0.2 --early-stopping 0 --sampler exact \
+  --grid 2x1 --metrics "$TMP/vdp.jsonl"
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def epochs(name):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == "epoch"]
+one, r0, r1 = epochs("v1.jsonl"), epochs("vdp.jsonl"), epochs("vdp.rank1.jsonl")
+for a, b, c in zip(one, r0, r1):
+    assert a["valid_points"] == a["valid_points_scored"] == b["valid_points"] == 600, (a, b)
+    assert b["valid_points_scored"] == c["valid_points_scored"] == 300, (b, c)
+    assert b["valid_p@1"] == c["valid_p@1"] and b["valid_p@5"] == c["valid_p@5"], (b, c)
+    assert abs(a["valid_p@1"] - b["valid_p@1"]) < 0.02 and abs(a["valid_p@5"] - b["valid_p@5"]) < 0.02, (a, b)
+PY
 fails_with "--early-stopping 2 watches a validation set, and this run has none" "$FRUGAL" "${COMMON[@]}" --epochs 1 \
   --valid-fraction 0 --early-stopping 2
 # A set of 3,000 points holds none back by default, and says so.

@@ -3,7 +3,10 @@
 #include "train/run/memory_check.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <filesystem>
+#include <random>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -30,12 +33,71 @@
 #include "train/dlrm_trainer.h"
 #include "train/divergence.h"
 #include "train/resume_choice.h"
+#include "train/best_epoch.h"
+#include "train/served_checkpoint.h"
+#include "train/run/validation_plan.h"
 
 namespace frugal::run {
 namespace {
 
 layers::CtrView view_of(const data::CtrDataset& d) {
   return {d.size, data::kCtrDense, data::kCtrCats, d.labels, d.dense, d.cats};
+}
+
+// The configuration of the checkpoint --resume continues (empty without one, or when its manifest is
+// unreadable: the resume itself then says what is wrong): its validation share and schedule are a
+// resumed run's defaults.
+nlohmann::json resumed_config(const DlrmRun& a) {
+  if (a.resume.empty()) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(train::read_dlrm_manifest(a.resume, a.accept_unchecked_checkpoint).config);
+  } catch (const std::exception&) {
+    return nlohmann::json::object();
+  }
+}
+
+size_t clicks_in(const data::CtrDataset& d) {
+  return static_cast<size_t>(std::count_if(d.labels.begin(), d.labels.end(), [](float y) { return y > 0.5f; }));
+}
+
+// The validation set of the run, as `plan` says (none: empty). AUC ranks clicks against the rest, so
+// a set without both is refused, naming where it came from.
+data::CtrDataset validation_set(const DlrmRun& a, const ValidationPlan& plan, data::CtrDataset& train) {
+  data::CtrDataset valid;
+  std::string what;
+  if (plan.fraction > 0) {
+    data::CtrSplit held = hold_back(train, plan.fraction, a.seed);
+    train = std::move(held.train);
+    valid = std::move(held.test);
+    what = fmt::format("--valid-fraction {} (the share held back from {}: {} samples)", plan.fraction, a.train, valid.size);
+  } else if (plan.file) {
+    valid = data::load_ctr(a.valid);
+    what = fmt::format("--valid {} ({} samples)", a.valid, valid.size);
+  } else {
+    return valid;
+  }
+  const size_t clicks = clicks_in(valid);
+  FRUGAL_CHECK(clicks > 0 && clicks < valid.size,
+               fmt::format("{} has {}: AUC needs clicks and non-clicks to rank; give {}", what,
+                           valid.size == 0 ? "no samples" : clicks == 0 ? "no clicks" : "only clicks",
+                           plan.file ? "another file, or --valid-fraction F" : "a larger --valid-fraction, or 0 for no validation"));
+  return valid;
+}
+
+// The log's line on the validation set: what is scored, how long the run may go, where the best is.
+std::string validation_line(const DlrmRun& a, const ValidationPlan& plan, const data::CtrDataset& valid,
+                            const data::CtrDataset& train) {
+  if (!plan.on()) return plan.line.empty() ? "validation: off (--valid-fraction 0)" : plan.line;
+  const std::string what = plan.file ? fmt::format("validation: {} samples of {}", valid.size, a.valid)
+                                     : fmt::format("validation: {} samples ({:.1f}%) held back from the training set, {} train",
+                                                   valid.size, 100.0 * plan.fraction, train.size);
+  const std::string kept = a.checkpoint.empty() ? std::string("the best epoch is recorded (no --checkpoint to keep it in)")
+                                                : fmt::format("the best epoch's model is kept in {}/best", a.checkpoint);
+  return fmt::format("{}, scored by AUC after every epoch; {}; {}", what,
+                     plan.patience > 0 ? fmt::format("early stopping after {} epochs without a better one, at most {} epoch{}",
+                                                     plan.patience, plan.epochs, plan.epochs == 1 ? "" : "s")
+                                       : fmt::format("no early stopping, {} epoch{}", plan.epochs, plan.epochs == 1 ? "" : "s"),
+                     kept);
 }
 
 std::vector<size_t> widths(const std::string& flag, const std::string& text) {
@@ -52,7 +114,15 @@ uint64_t run_dlrm(const DlrmRun& a) {
   Backend& backend = resolve_device("cpu");
   backend.set_num_threads(threads_for_rank(a.threads));
   const auto t0 = std::chrono::steady_clock::now();
-  const data::CtrDataset train = data::load_ctr(a.train), test = data::load_ctr(a.test);
+  data::CtrDataset train = data::load_ctr(a.train);
+  const data::CtrDataset test = data::load_ctr(a.test);
+  // The validation set and what it decides, as for every trainer (train/run/validation_plan.h); a
+  // resumed run holds back the checkpoint's share and keeps its schedule.
+  const nlohmann::json saved = resumed_config(a);
+  const ValidationPlan plan = plan_validation(resumed_valid_fraction(a.valid_fraction, !a.valid.empty(), saved),
+                                              !a.valid.empty(), a.early_stopping, train.size, a.epochs);
+  const optim::ScheduleKind schedule_kind = a.lr_schedule.value_or(resumed_schedule(saved).value_or(auto_schedule(plan)));
+  const data::CtrDataset valid = validation_set(a, plan, train);
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const DlrmArgs& d = a.dlrm;
   const std::vector<size_t> bottom = widths("--bottom", d.bottom), top = widths("--top", d.top);
@@ -74,7 +144,10 @@ uint64_t run_dlrm(const DlrmRun& a) {
                            {"sparse_updates", optim::to_string(a.optimizer.updates)},
                            {"batch", a.batch},
                            {"seed", a.seed},
-                           {"epochs", a.epochs},
+                           {"epochs", plan.epochs},
+                           // The share held back changes the training set: a resume must hold back the same.
+                           {"valid_fraction", plan.fraction},
+                           {"early_stopping", plan.patience},
                            {"dp_keep", a.dp ? a.dp->keep : 1.0f},
                            // --compress auto's target (0: the keep is fixed); ranks must agree on it.
                            {"dp_auto_energy", a.dp ? a.dp->auto_energy : 0.0f},
@@ -86,13 +159,14 @@ uint64_t run_dlrm(const DlrmRun& a) {
   // The schedule runs over every step of the run (as the XMC trainer's, train/run/run_settings.cpp).
   uint64_t steps_per_epoch = (train.size + a.batch - 1) / a.batch;
   if (a.max_steps > 0) steps_per_epoch = std::min<uint64_t>(steps_per_epoch, a.max_steps);
-  const optim::LrSchedule schedule{.kind = a.lr_schedule, .warmup_steps = a.warmup_steps,
-                                   .total_steps = steps_per_epoch * a.epochs};
+  const optim::LrSchedule schedule{.kind = schedule_kind, .warmup_steps = a.warmup_steps,
+                                   .total_steps = steps_per_epoch * plan.epochs};
   schedule.validate();
-  config["lr_schedule"] = optim::to_string(a.lr_schedule);
+  config["lr_schedule"] = optim::to_string(schedule_kind);
   config["warmup_steps"] = a.warmup_steps;
-  if (a.lr_schedule != optim::ScheduleKind::constant) config["schedule_steps"] = schedule.total_steps;
+  if (schedule_kind != optim::ScheduleKind::constant) config["schedule_steps"] = schedule.total_steps;
   config["clip_norm"] = a.clip_norm;
+  if (plan.file) config["valid_fingerprint"] = data::fingerprint(a.valid).to_string();
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every other option as given: a rank started with another --seed or --clip-norm is named at
@@ -104,13 +178,15 @@ uint64_t run_dlrm(const DlrmRun& a) {
   const bool voice = rank == 0 && !a.quiet;
   if (voice)
     say("read {} train and {} test samples ({} dense, {} categorical features, CTR {:.4f}) in {:.1f} s\n",
-               train.size, test.size, data::kCtrDense, data::kCtrCats,
+               train.size + (plan.fraction > 0 ? valid.size : 0), test.size, data::kCtrDense, data::kCtrCats,
                train.size > 0 ? std::accumulate(train.labels.begin(), train.labels.end(), 0.0) / train.size : 0.0,
                parse_seconds);
+  if (voice) say("{}\n", validation_line(a, plan, valid, train));
   // What a checkpoint must agree with to be resumed: the model, ids and optimizer (not the epochs,
   // the data files or how ranks share the tables, which may change).
   nlohmann::json resume_config = config;
-  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "table_exchange", "dp_keep", "dp_auto_energy"})
+  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "valid_fingerprint", "early_stopping",
+                          "table_exchange", "dp_keep", "dp_auto_energy"})
     resume_config.erase(key);
   std::optional<train::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {
@@ -155,9 +231,20 @@ uint64_t run_dlrm(const DlrmRun& a) {
   train::MetricsLog log = metrics.empty() ? train::MetricsLog() : train::MetricsLog(metrics, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test}, {"rank", rank},
              {"world_size", world->size()}, {"device", device_name(backend)}});
+  // The best epoch on validation: kept in CHECKPOINT/best (what evaluate and predict serve), or
+  // recorded (the run hands no model back in memory).
+  train::BestEpoch best(plan.patience,
+                        a.checkpoint.empty() ? std::string() : (std::filesystem::path(a.checkpoint) / "best").string(),
+                        a.resume.empty() ? std::string() : (std::filesystem::path(a.resume) / "best").string(),
+                        /*in_memory=*/false);
+  // The run's id in its checkpoints' manifests (a resumed run goes on as the same run), so that a
+  // best/ of another run is never served as this one's.
+  std::string run_id = fmt::format("{:016x}", (uint64_t{std::random_device{}()} << 32) | std::random_device{}());
   size_t first_epoch = 1;
   if (resumed) {
     train::load_dlrm_state(a.resume, *resumed, net, &trainer.optimizer());
+    if (!resumed->run.empty()) run_id = resumed->run;
+    best.resume(nlohmann::json::parse(resumed->run_state));
     first_epoch = resumed->epoch + 1;
     if (voice)
       say("resumed from {} at epoch {} (saved by {} rank(s))\n", a.resume, resumed->epoch, resumed->world_size);
@@ -166,7 +253,11 @@ uint64_t run_dlrm(const DlrmRun& a) {
   }
   const Rng seeds(a.seed);
   uint64_t last = first_epoch - 1;
-  for (size_t epoch = first_epoch; epoch <= a.epochs; ++epoch) {
+  const auto save = [&](const std::string& dir, uint64_t epoch) {
+    train::save_dlrm_checkpoint(dir, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group, run_id,
+                                best.run_state().dump());
+  };
+  for (size_t epoch = first_epoch; epoch <= plan.epochs && !best.should_stop(); ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
     const train::FitResult fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
@@ -175,6 +266,16 @@ uint64_t run_dlrm(const DlrmRun& a) {
     if (!std::isfinite(fit.loss)) train::throw_divergence(train::divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();
     wire -= before;
+    // The validation set first (collective, as the test set's scoring); every rank takes rank 0's
+    // figures, so that keeping the best (collective) is the same decision everywhere.
+    std::array<float, 2> valid_scores = {0.0f, 0.0f};  // AUC, logloss
+    const auto v0 = std::chrono::steady_clock::now();
+    if (plan.on()) {
+      const train::ClickMetrics vm = trainer.evaluate(view_of(valid), a.eval_batch);
+      valid_scores = {static_cast<float>(vm.auc), static_cast<float>(vm.logloss)};
+      if (world->size() > 1) world->broadcast(std::span<float>(valid_scores), 0).wait();
+    }
+    const double valid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count();
     const auto e0 = std::chrono::steady_clock::now();
     const train::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
@@ -183,8 +284,9 @@ uint64_t run_dlrm(const DlrmRun& a) {
     const uint64_t dp_full = trainer.dp_payload_uncompressed() - dp_full_before;
     const double dp_compression = dp_sent > 0 ? static_cast<double>(dp_full) / static_cast<double>(dp_sent) : 0.0;
     if (rank == 0) {  // even with --quiet, as every trainer's epoch lines
-      say("epoch {}: loss {:.4f}, {:.0f} train samples/s, AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
-                 fit.loss, fit.samples_per_s, m.auc, m.logloss, eval_seconds);
+      say("epoch {}: loss {:.4f}, {:.0f} train samples/s, {}AUC {:.4f}, logloss {:.4f} (eval {:.1f} s)\n", epoch,
+                 fit.loss, fit.samples_per_s, plan.on() ? fmt::format("valid AUC {:.4f}, ", valid_scores[0]) : "",
+                 m.auc, m.logloss, eval_seconds);
       if (world->size() > 1)
         say("  wire: {:.0f} B/sample sent ({} tables{})\n", static_cast<double>(wire.sent) * per,
                    layers::to_string(tables),
@@ -212,10 +314,19 @@ uint64_t run_dlrm(const DlrmRun& a) {
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / static_cast<double>(fit.steps) : 0.0;
     }
+    if (plan.on()) {
+      line["valid_auc"] = valid_scores[0];
+      line["valid_logloss"] = valid_scores[1];
+      line["valid_seconds"] = valid_seconds;
+      best.record(epoch, valid_scores[0], [&](const std::string& dir) { save(dir, epoch); });
+      line["best_epoch"] = best.state().best_epoch;
+    }
     log.write(line);
-    if (!a.checkpoint.empty())
-      train::save_dlrm_checkpoint(a.checkpoint, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group);
+    if (!a.checkpoint.empty()) save(a.checkpoint, epoch);
     last = epoch;
+    if (best.should_stop() && voice)
+      say("early stopping: no better valid AUC for {} epochs (--early-stopping {}); the best was {:.4f} after epoch {}\n",
+          best.patience(), best.patience(), best.state().best, best.state().best_epoch);
     if (a.on_epoch) {
       // Stopped on any rank: every rank stops after this epoch's checkpoint.
       float stop = a.on_epoch(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) ? 0.0f : 1.0f;
@@ -223,7 +334,14 @@ uint64_t run_dlrm(const DlrmRun& a) {
       if (stop != 0.0f) break;
     }
   }
-  return last;
+  // What the folder serves: the best epoch's model when CHECKPOINT/best keeps it.
+  const uint64_t best_epoch = best.state().best_epoch;
+  if (best_epoch == 0 || best_epoch == last) return last;
+  if (voice)
+    say("the best epoch on validation was {} of {} (valid AUC {:.4f}); {}\n", best_epoch, last, best.state().best,
+        a.checkpoint.empty() ? std::string("give --checkpoint DIR to keep it")
+                             : fmt::format("{} serves it from {}", a.checkpoint, best.best_dir()));
+  return a.checkpoint.empty() ? last : best_epoch;
 }
 
 namespace {
@@ -235,10 +353,18 @@ struct LoadedDlrm {
   std::unique_ptr<layers::DlrmNetwork> net;
 };
 
-LoadedDlrm load_dlrm(const std::string& model, int threads, bool accept_unchecked) {
+LoadedDlrm load_dlrm(const std::string& folder, int threads, bool accept_unchecked) {
   Backend& backend = resolve_device("cpu");
   backend.set_num_threads(threads_for_rank(threads));
+  // The folder's best epoch on validation when the run kept one (train/served_checkpoint.h).
+  const train::ServedCheckpoint served = train::served_checkpoint(folder, accept_unchecked);
+  const std::string& model = served.dir;
   LoadedDlrm m{train::read_dlrm_checkpoint(model, accept_unchecked), {}, nullptr};
+  // Which epoch this is (stderr: predict's output may be stdout).
+  fmt::print(stderr, "{}: epoch {}{}{}\n", folder, m.info.epoch, m.info.run.empty() ? std::string() : fmt::format(" of run {}", m.info.run),
+             served.best ? fmt::format(" (the best epoch on validation, from {}; the newest is epoch {})", served.dir,
+                                       served.newest_epoch)
+                         : std::string());
   m.ids = train::load_dlrm_ids(model, m.info);
   const nlohmann::json c = nlohmann::json::parse(m.info.config);
   try {

@@ -34,10 +34,18 @@ struct DlrmArgs {
 // The shared flags of `frugal train` that a DLRM run uses.
 struct DlrmRun {
   std::string train, test, metrics;
+  // The validation set (train/run/validation_plan.h, decided as for every trainer): --valid FILE, or
+  // --valid-fraction (unset: auto, a click-stratified share of the training set) scored by AUC after
+  // every epoch; --early-stopping (unset: auto) stops when it no longer improves; the best epoch is
+  // kept in CHECKPOINT/best, which `frugal evaluate` / `predict` serve.
+  std::string valid;
+  std::optional<double> valid_fraction;
+  std::optional<size_t> early_stopping;
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
   bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint
   double memory_limit_mib = 0;               // --memory-limit (0: what the machine has)
-  size_t epochs = 3, batch = 128, eval_batch = 4096, max_steps = 0;
+  std::optional<size_t> epochs;  // --epochs (unset: auto, the bound validation_plan.h sets)
+  size_t batch = 128, eval_batch = 4096, max_steps = 0;
   optim::Options optimizer = optim::Adam{};  // --optimizer, --lr, --momentum, --initial-accumulator, --weight-decay
   uint64_t seed = 1;
   int threads = 0;
@@ -46,8 +54,9 @@ struct DlrmRun {
   std::string device = "auto";
   comm::InitOptions join;  // how this rank joins its run (every FRUGAL_* setting as a flag)
   std::optional<comm::DpCompression> dp;  // --dp-keep ...: DCT-DP on the MLP gradients
-  // --lr-schedule and --warmup-steps (the run sets the total steps from the data), --clip-norm.
-  optim::ScheduleKind lr_schedule = optim::ScheduleKind::constant;
+  // --lr-schedule (unset: auto) and --warmup-steps (the run sets the total steps from the data),
+  // --clip-norm.
+  std::optional<optim::ScheduleKind> lr_schedule;
   uint64_t warmup_steps = 0;
   float clip_norm = 0.0f;
   DlrmArgs dlrm;
@@ -58,11 +67,13 @@ struct DlrmRun {
   // every rank after that epoch's checkpoint.
   std::function<bool(const std::string& epoch_line)> on_epoch;
 };
-// Returns the last epoch trained.
+// Returns the epoch whose model the run leaves to be served: CHECKPOINT/best's when the best epoch
+// on validation was kept there, else the last epoch trained.
 uint64_t run_dlrm(const DlrmRun& a);
 
 // `frugal evaluate --model DIR` / `frugal predict --model DIR` when DIR holds a DLRM checkpoint (one
-// process; the tables are assembled from every rank's file): AUC, logloss, samples and clicks of
+// process; the tables are assembled from every rank's file; the folder's best epoch on validation
+// when the run kept one, train/served_checkpoint.h): AUC, logloss, samples and clicks of
 // `test` (one "name value" line each, or one JSON object), and one click probability per line of
 // `input` (to `out`, or stdout).
 // accept_unchecked: --accept-unchecked-checkpoint (a manifest without its own checksum loads).

@@ -145,23 +145,6 @@ struct RunData {
   }
 };
 
-// --resume without --valid-fraction: the checkpoint's share (it holds back the same points).
-std::optional<double> resumed_valid_fraction(const RunArgs& a, const nlohmann::json& saved) {
-  if (a.valid_fraction || !a.valid.empty() || !saved.contains("valid_fraction") || !saved["valid_fraction"].is_number())
-    return a.valid_fraction;
-  return saved["valid_fraction"].get<double>();
-}
-
-// --resume with --lr-schedule auto: the checkpoint's schedule (its rates continue as they were).
-std::optional<optim::ScheduleKind> resumed_schedule(const nlohmann::json& saved) {
-  if (!saved.contains("lr_schedule") || !saved["lr_schedule"].is_string()) return std::nullopt;
-  try {
-    return optim::schedule_kind_from_string(saved["lr_schedule"].get<std::string>());
-  } catch (const Error&) {
-    return std::nullopt;  // an unknown name: the resume's settings check names it
-  }
-}
-
 RunData load_run_data(RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   RunData d;
@@ -173,7 +156,7 @@ RunData load_run_data(RunArgs& a) {
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
   const nlohmann::json saved = resumed_config(a);
-  a.validation = plan_validation(resumed_valid_fraction(a, saved), !a.valid.empty(), a.early_stopping,
+  a.validation = plan_validation(resumed_valid_fraction(a.valid_fraction, !a.valid.empty(), saved), !a.valid.empty(), a.early_stopping,
                                  d.inputs.train.size(), a.epochs);
   a.schedule = a.lr_schedule.value_or(resumed_schedule(saved).value_or(auto_schedule(a.validation)));
   if (!a.valid.empty()) {
@@ -196,6 +179,19 @@ RunData load_run_data(RunArgs& a) {
   }
   d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return d;
+}
+
+// Replica `replica` of `replicas`' share of the validation set: every replicas-th point from its
+// index (the shares are disjoint and cover the set).
+data::Dataset replica_share(const data::Dataset& valid, size_t replica, size_t replicas) {
+  std::vector<uint32_t> rows;
+  for (size_t i = replica; i < valid.size(); i += replicas) rows.push_back(static_cast<uint32_t>(i));
+  data::Dataset share;
+  share.num_features = valid.num_features;
+  share.num_labels = valid.num_labels;
+  share.source = valid.source;
+  valid.gather(rows, share.points);
+  return share;
 }
 
 // The log's line on the validation set: what is scored, how the best epoch is kept, or why none is.
@@ -441,6 +437,14 @@ RunResult run_train(RunArgs a) {
                grid.data, grid.model, world->backend());
   held->scoring = std::make_unique<Scoring>(a, train, valid);
   Scoring& scoring = *held->scoring;
+  // Data-parallel replicas each score their share of the validation set and sum the counts over the
+  // replicas: the figures of one scorer in 1/D of its time. (The ensemble's blend choice compares
+  // blends point by point: every replica scores the whole split for it.)
+  const std::optional<data::Dataset> valid_share =
+      valid != nullptr && data_group && data_group->size() > 1 && !scoring.choice
+          ? std::optional<data::Dataset>(replica_share(*valid, static_cast<size_t>(data_group->rank()),
+                                                       static_cast<size_t>(data_group->size())))
+          : std::nullopt;
   const train::EvalOptions& eval_options = scoring.options;
   const std::string metrics_file = train::rank_metrics_path(a.metrics, rank);
   train::MetricsLog log = metrics_file.empty() ? train::MetricsLog() : train::MetricsLog(metrics_file, !a.resume.empty());
@@ -516,6 +520,7 @@ RunResult run_train(RunArgs a) {
     // with (and the checkpoint records). P@1 of the validation set (-1: none); a plain double: GCC
     // 12 warns about optional<double>.
     double valid_p1 = -1.0, valid_p5 = -1.0;
+    size_t valid_points = valid != nullptr ? valid->size() : 0;  // scored over the group
     std::optional<BlendChosen> blend;
     const auto valid_start = std::chrono::steady_clock::now();
     if (valid != nullptr) {
@@ -531,12 +536,18 @@ RunResult run_train(RunArgs a) {
         train::EvalOptions valid_eval = eval_options;
         valid_eval.k = {1, 5};
         valid_eval.propensities = nullptr;
-        const train::EvalResult v = trainer.evaluate(*valid, valid_eval);
+        const train::EvalResult v = trainer.evaluate(valid_share ? *valid_share : *valid, valid_eval);
+        // P@k summed over the points (each replica's share), then the mean over every point.
+        const double n = static_cast<double>(v.samples);
+        std::array<float, 3> sums = {static_cast<float>(n > 0 ? v.p(1) * n : 0.0),
+                                     static_cast<float>(n > 0 ? v.p(5) * n : 0.0), static_cast<float>(n)};
+        if (valid_share) data_group->all_reduce(std::span<float>(sums), comm::ReduceOp::sum).wait();
         // Saving the best model is collective: every rank must take rank 0's decision.
-        std::array<float, 2> said = {static_cast<float>(v.p(1)), static_cast<float>(v.p(5))};
+        std::array<float, 2> said = {sums[2] > 0 ? sums[0] / sums[2] : 0.0f, sums[2] > 0 ? sums[1] / sums[2] : 0.0f};
         if (groups.world->size() > 1) groups.world->broadcast(std::span<float>(said), 0).wait();
         valid_p1 = said[0];
         valid_p5 = said[1];
+        valid_points = static_cast<size_t>(sums[2]);
       }
     }
     const double valid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - valid_start).count();
@@ -577,6 +588,9 @@ RunResult run_train(RunArgs a) {
         train::save_checkpoint(best_dir, model, trainer, checkpoint_config, best.run_state());
       });
       line["best_epoch"] = best.state().best_epoch;
+      line["valid_points"] = valid_points;
+      // This replica's share of them (the whole split when one scorer scores it).
+      line["valid_points_scored"] = valid_share ? valid_share->size() : valid->size();
     }
     if (blend) line["ensemble_choice"] = blend_record(*blend);
     log.write(line);
@@ -619,16 +633,17 @@ RunResult train_dlrm(const RunArgs& given) {
                            data::to_string(a.format)));
   check_trainer_support(a, TrainerKind::dlrm);  // refused by name, or said to be ignored
   RunResult result;
-  result.model_epoch = run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .checkpoint = a.checkpoint,
+  result.model_epoch = run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .valid = a.valid,
+                   .valid_fraction = a.valid_fraction, .early_stopping = a.early_stopping, .checkpoint = a.checkpoint,
                    .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
-                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs.value_or(kDefaultEpochs), .batch = a.batch,
+                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
                    .optimizer = optimizer_options(a),
                    .seed = a.seed,
                    .threads = a.threads, .quiet = a.quiet, .data_parallel = a.parallel == ParallelMode::data,
                    .device = a.device, .join = a.join,
                    .dp = dp_compression(a, comm::DpTarget::gradients),
-                   .lr_schedule = a.lr_schedule.value_or(optim::ScheduleKind::constant), .warmup_steps = a.warmup_steps, .clip_norm = a.clip_norm,
+                   .lr_schedule = a.lr_schedule, .warmup_steps = a.warmup_steps, .clip_norm = a.clip_norm,
                    .dlrm = a.dlrm, .agreed = agreed_settings(a),
                    .on_epoch = [&](const std::string& line) {
                      // The collective stop is run_dlrm's (over its world).

@@ -282,7 +282,7 @@ std::vector<Option<TrainConfig>> make_train_options() {
              NumberBounds::in_range(0.0, 0.99)));
   add(number("--valid-fraction", &T::valid_fraction,
              "hold back this seeded, label-stratified share of the training set and score it after every epoch "
-             "(valid_p@1 in the epoch lines); the best-scoring epoch is the model the run returns and CHECKPOINT "
+             "(valid_p@1 in the epoch lines; --model dlrm: click-stratified, valid_auc); the best-scoring epoch is the model the run returns and CHECKPOINT "
              "serves. Default: 5% (at least 1,000 and at most 20,000 points) of a set of 5,000 points or more, "
              "none below; 0: off",
              NumberBounds::in_range(0.0, 0.9), "auto"));

@@ -39,10 +39,6 @@ const OptionSupport kSupport[] = {
      refused("--parallel data"), works()},
     {"--slice-weights", [](const RunArgs& a) { return !a.slice_weights.empty(); },
      refused("--slice-weights (stages are split by --stage-split)"), ignored()},
-    // DLRM scores its test set only (its reader streams the click log): the validation flags say so.
-    {"--valid-fraction", [](const RunArgs& a) { return a.valid_fraction.value_or(0.0) > 0.0; }, works(), ignored()},
-    {"--valid", [](const RunArgs& a) { return !a.valid.empty(); }, works(), ignored()},
-    {"--early-stopping", [](const RunArgs& a) { return a.early_stopping.value_or(0) > 0; }, works(), ignored()},
     {"--dp-compress", [](const RunArgs& a) { return a.dp_compress == comm::DpTarget::updates; },
      refused("--dp-compress updates (use gradients)"),
      refused("--dp-compress updates is not implemented (its DCT-DP thresholds the MLP gradients: leave "

@@ -49,8 +49,32 @@ optim::ScheduleKind auto_schedule(const ValidationPlan& plan) {
   return plan.patience > 0 ? optim::ScheduleKind::cosine : optim::ScheduleKind::constant;
 }
 
+std::optional<double> resumed_valid_fraction(std::optional<double> given, bool valid_file, const nlohmann::json& saved) {
+  if (given || valid_file || !saved.is_object() || !saved.contains("valid_fraction") || !saved["valid_fraction"].is_number())
+    return given;
+  return saved["valid_fraction"].get<double>();
+}
+
+std::optional<optim::ScheduleKind> resumed_schedule(const nlohmann::json& saved) {
+  if (!saved.is_object() || !saved.contains("lr_schedule") || !saved["lr_schedule"].is_string()) return std::nullopt;
+  try {
+    return optim::schedule_kind_from_string(saved["lr_schedule"].get<std::string>());
+  } catch (const Error&) {
+    return std::nullopt;  // an unknown name: the resume's settings check names it
+  }
+}
+
+namespace {
+// The split's seed: derived from the run's, so that it is not the training shuffle's.
+uint64_t split_seed(uint64_t seed) { return Rng(seed).split(0x7a11d).next_u64(); }
+}  // namespace
+
 data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed) {
-  return data::split(train, {.test_fraction = fraction, .seed = Rng(seed).split(0x7a11d).next_u64(), .stratified = true});
+  return data::split(train, {.test_fraction = fraction, .seed = split_seed(seed), .stratified = true});
+}
+
+data::CtrSplit hold_back(const data::CtrDataset& train, double fraction, uint64_t seed) {
+  return data::split_ctr(train, fraction, split_seed(seed));
 }
 
 }  // namespace frugal::run

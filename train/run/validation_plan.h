@@ -14,6 +14,9 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "core/data/ctr_split.h"
 #include "core/data/dataset_split.h"
 #include "core/optim/lr_schedule.h"
 
@@ -55,8 +58,16 @@ ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, 
 // synthetic sets against the constant rate (which early stopping stopped after 5-8 epochs).
 optim::ScheduleKind auto_schedule(const ValidationPlan& plan);
 
+// --resume without --valid-fraction (or --valid): the checkpoint's share (`saved`: its configuration),
+// so the resumed run holds back the same points; `given` otherwise.
+std::optional<double> resumed_valid_fraction(std::optional<double> given, bool valid_file, const nlohmann::json& saved);
+// --resume with --lr-schedule auto: the checkpoint's schedule (its rates continue as they were).
+std::optional<optim::ScheduleKind> resumed_schedule(const nlohmann::json& saved);
+
 // The held-back split of a run with seed `seed`: label-stratified, the same on every rank, for
 // every rank count and on --resume (it depends on the data, the fraction and the seed only).
 data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed);
+// The same for a click log (DLRM): stratified by the click label.
+data::CtrSplit hold_back(const data::CtrDataset& train, double fraction, uint64_t seed);
 
 }  // namespace frugal::run
