@@ -39,16 +39,22 @@ class BestEpoch {
   // Epoch `epoch` scored `score` on validation (the same on every rank: the caller agrees on it).
   // The best so far is kept: `save(best_dir)` (collective, every rank calls it) or a snapshot.
   // Returns whether it was the best.
-  bool record(uint64_t epoch, double score, const Model& model, const std::function<void(const std::string&)>& save);
+  // Within a long epoch (`epoch_end` false, train/run/validation_plan.h): the score at global step
+  // `step`, kept the same way when it is the best.
+  bool record(uint64_t epoch, double score, const Model& model, const std::function<void(const std::string&)>& save,
+              uint64_t step = 0, bool epoch_end = true);
   // The same for a trainer whose model is not a Model (DLRM's network): its best is kept only in
   // best_dir (constructed with in_memory false), or recorded.
-  bool record(uint64_t epoch, double score, const std::function<void(const std::string&)>& save);
+  bool record(uint64_t epoch, double score, const std::function<void(const std::string&)>& save, uint64_t step = 0,
+              bool epoch_end = true);
   bool should_stop() const { return stopper_.should_stop(); }
   const EarlyStopping::State& state() const { return stopper_.state(); }
   size_t patience() const { return stopper_.patience(); }
   // What a checkpoint records of it ({"early_stopping": {...}}), so a resumed run stops where the
   // uninterrupted one would and a reader of the folder knows which epoch was best.
   nlohmann::json run_state() const;
+  // Whether a checkpoint of epoch `epoch` (completed epochs) at global step `step` is the best one.
+  static bool is_best(const EarlyStopping::State& best, uint64_t epoch, uint64_t step);
   // After the last epoch (`last_epoch`): puts the best epoch's model back when it is another one,
   // from memory or with `load(dir)` (collective); returns the epoch the model now is. A best epoch
   // from before a resume with no CHECKPOINT/best to load stays unloaded (the last is returned).
@@ -61,7 +67,7 @@ class BestEpoch {
   std::string best_dir_, earlier_dir_;
   bool in_memory_ = true;
   ModelSnapshot snapshot_;
-  uint64_t snapshot_epoch_ = 0;
+  uint64_t snapshot_epoch_ = 0, snapshot_step_ = 0;
 };
 
 }  // namespace frugal::train

@@ -134,7 +134,8 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
     sums["ids.bin"] = files.back().second;
     nlohmann::json manifest = {{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
                                {"world_size", ranks}, {"folder", folder},  {"config", config},
-                               {"checksums", sums}, {"run", run}, {"run_state", run_state}};
+                               {"checksums", sums}, {"run", run}, {"run_state", run_state},
+                               {"step", static_cast<uint64_t>(optimizer.steps())}};
     seal_json(manifest);  // an edited or damaged manifest is refused, not trusted
     std::string previous;
     if (fs::exists(root / "manifest.json")) {
@@ -202,6 +203,10 @@ std::pair<DlrmCheckpointInfo, nlohmann::json> read_manifest_json(const std::stri
     FRUGAL_CHECK(m["run"].is_string() && m["run"].get<std::string>().size() <= 64,
                  fmt::format("{}: field 'run' is not a run id (a short string)", mpath.string()));
     info.run = m["run"];
+  }
+  if (m.contains("step")) {
+    FRUGAL_CHECK(m["step"].is_number_unsigned(), fmt::format("{}: field 'step' is not a count", mpath.string()));
+    info.step = m["step"];
   }
   if (m.contains("run_state")) {
     FRUGAL_CHECK(m["run_state"].is_object(), fmt::format("{}: field 'run_state' is not an object", mpath.string()));

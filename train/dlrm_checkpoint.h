@@ -24,6 +24,7 @@ struct DlrmCheckpointInfo {
   int world_size = 1;
   std::string config;  // the saved configuration, a JSON object as text
   std::string folder;
+  uint64_t step = 0;               // the optimizer's steps so far (0 in older checkpoints)
   std::string run;                 // the id of the run that saved it (empty in older checkpoints)
   std::string run_state = "{}";    // what the run needs to go on (early stopping's state), JSON text
 };

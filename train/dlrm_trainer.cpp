@@ -59,19 +59,20 @@ double DlrmTrainer::group_sum(double value) const {
 }
 
 FitResult DlrmTrainer::fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
-                                 uint64_t epoch_number) {
+                                 uint64_t epoch_number, size_t skip_steps, bool end_epoch) {
   train.validate();
   comm::Communicator* group = network_.options().group;
   CtrBatches batches(train, options_.batch, seed, group);
   const FitOptions fit{.batch = options_.batch, .seed = seed, .progress = options_.progress, .label = label,
-                       .max_steps = max_steps};
+                       .max_steps = max_steps, .skip_steps = skip_steps, .end_epoch = end_epoch};
   // A rank's step loss is its part's: the group stops at the epoch's end, on the summed loss.
   const DivergencePolicy divergence{.on = OnDivergence::stop, .step_loss_is_global = false,
                                     .epoch = epoch_number, .lr = optimizer_->lr(optimizer_->steps())};
   FitResult result;
   ClipTally clipping;
   size_t group_samples = 0;
-  const size_t total = max_steps > 0 ? std::min(train.size, max_steps * options_.batch) : train.size;
+  const size_t skipped = std::min(train.size, skip_steps * options_.batch);  // a part: what is left
+  const size_t total = max_steps > 0 ? std::min(train.size - skipped, max_steps * options_.batch) : train.size - skipped;
   Progress progress(label, total, options_.progress);
   const auto t0 = std::chrono::steady_clock::now();
   const double loss_sum = epoch::run_steps(
@@ -97,7 +98,7 @@ FitResult DlrmTrainer::fit_epoch(const layers::CtrView& train, uint64_t seed, si
       [&](double loss_so_far) {
         progress.update(group_samples, result.samples > 0 ? loss_so_far / static_cast<double>(result.samples) : 0.0);
       });
-  optimizer_->apply_deferred();  // --update-threshold: no residual outlives the epoch
+  if (end_epoch) optimizer_->apply_deferred();  // --update-threshold: no residual outlives the epoch
   epoch::require_finite_weights(network_.parameters(), {group}, divergence);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.grad_norm = clipping.mean_norm();

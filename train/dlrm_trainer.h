@@ -61,8 +61,12 @@ class DlrmTrainer {
   // must be finite on every rank (epoch::require_finite_weights), as after the XMC trainers'. The
   // result's loss, samples and samples/s are the group's (the same on every rank); wire bytes are
   // the run's to count.
+  // A part of an epoch (scoring the validation set within a long one): the first `skip_steps`
+  // batches of the epoch's order are skipped (an earlier part trained them), and with `end_epoch`
+  // false the deferred updates (--update-threshold) stay for the next part, so the parts train what
+  // one call would.
   FitResult fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
-                      uint64_t epoch = 0);
+                      uint64_t epoch = 0, size_t skip_steps = 0, bool end_epoch = true);
   // AUC and logloss of the network's click probabilities on `test`.
   ClickMetrics evaluate(const layers::CtrView& test, size_t batch = 4096);
   // Click probabilities of every sample of `data`, in order.

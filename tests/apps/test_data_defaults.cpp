@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "train/run/data_defaults.h"
+#include "train/run/epoch_parts.h"
 #include "train/run/validation_plan.h"
 
 using namespace frugal;
@@ -125,4 +126,26 @@ TEST_CASE("validation plan: a share of the training set by default, none for sma
   CHECK_THROWS_WITH(plan_validation(0.0, false, size_t{2}, 100000), Catch::Contains("--valid-fraction F or --valid FILE"));
   CHECK_THROWS_WITH(plan_validation(0.1, true, std::nullopt, 100000),
                     Catch::Contains("--valid FILE and --valid-fraction 0.1 both name a validation set"));
+}
+
+TEST_CASE("validation plan: long epochs are scored within, every split / 5% training points") {
+  // The default split of a set up to 400,000 points is its 5%: its epochs are scored at their ends only.
+  const auto every = [](size_t points, std::optional<size_t> given = std::nullopt, size_t max_steps = 0) {
+    const ValidationPlan plan = plan_validation(std::nullopt, false, std::nullopt, points);
+    const size_t held = static_cast<size_t>(std::llround(plan.fraction * static_cast<double>(points)));
+    return valid_every_steps(given, held, 128, steps_in_epoch(points - held, 128, max_steps));
+  };
+  CHECK(every(30000) == 0);
+  CHECK(every(400000) == 0);
+  // 1.7M points (the Amazon-3M shape): a 20,000-point split, scored every 400,000 points (3,125 steps).
+  CHECK(every(1700000) == 3125);
+  CHECK(every(1000000) == 3125);
+  // As given (0: epoch ends only), and never an interval that is the whole epoch.
+  CHECK(every(30000, size_t{50}) == 50);
+  CHECK(every(1700000, size_t{0}) == 0);
+  CHECK(every(30000, size_t{100000}) == 0);
+  CHECK(every(1700000, std::nullopt, 3000) == 0);  // --max-steps shortens the epoch
+  CHECK(valid_every_steps(std::nullopt, 0, 128, 1000) == 0);
+  CHECK(steps_in_epoch(1000, 128, 0) == 8);
+  CHECK(steps_in_epoch(1000, 128, 5) == 5);
 }

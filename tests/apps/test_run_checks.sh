@@ -62,6 +62,8 @@ run "$F" train --train d/train.txt --test d/test.txt --epochs 2 "${T[@]}" --pipe
   --checkpoint pipe-ck --metrics pipe.jsonl
 grep -q '"valid_p@1"' pipe.jsonl && grep -q '"best_epoch"' pipe.jsonl || { cat pipe.jsonl; echo "no validation in the pipeline's records"; exit 1; }
 test -f pipe-ck/best/manifest.json || { ls -R pipe-ck; echo "the pipeline kept no best epoch"; exit 1; }
+fails_with "--pipeline: --valid-every (scoring the validation set within an epoch) is not implemented for pipeline stages" \
+  "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --valid-fraction 0.2 --valid-every 3
 fails_with "--pipeline: --sparse-updates catchup is not implemented for pipeline stages" \
   "$F" train --train d/train.txt --test d/test.txt --epochs 1 "${T[@]}" --pipeline 1 --sparse-updates catchup
 fails_with "--model dlrm: --grid does not apply" "$F" train --model dlrm --train d/train.txt --test d/test.txt --grid 1x1

@@ -17,7 +17,8 @@
 #     on the 3-rank checkpoint give the training run's AUC and one probability per test sample;
 #  4. validation (issue 65): the defaults hold back 5% (click-stratified) and score its AUC after every
 #     epoch with a cosine rate; --valid FILE scores a file; the best epoch is kept in CHECKPOINT/best
-#     and served by evaluate; early stopping stops after the patience and a resumed run stops as the
+#     and served by evaluate; --valid-every scores within epochs without changing the training and
+#     keeps a better middle; early stopping stops after the patience and a resumed run stops as the
 #     run straight through; a validation set without clicks is refused;
 #  5. bad combinations say so: --format xmc with --model dlrm fails, --format criteo without --model
 #     dlrm fails, XMC-only flags are reported as ignored, a malformed file is named with its line.
@@ -185,8 +186,13 @@ run "$FRUGAL" "${SMALL[@]}" --valid-fraction 0.25 --early-stopping 0 --epochs 5 
 grep -q "^the best epoch on validation was [1-4] of 5 (valid AUC 0\.[0-9]*); $TMP/best-ck serves it from $TMP/best-ck/best$" \
   "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 "$FRUGAL" evaluate --model "$TMP/best-ck" --test "$TMP/d/test.tsv" --json > "$TMP/best-eval.json" 2> "$TMP/best-eval.err"
-grep -q "^$TMP/best-ck: epoch [1-4] of run [0-9a-f]* (the best epoch on validation, from $TMP/best-ck/best; the newest is epoch 5)$" \
+grep -q "^$TMP/best-ck: epoch [1-4], step [0-9]* of run [0-9a-f]* (the best epoch on validation, from $TMP/best-ck/best; the newest is epoch 5)$" \
   "$TMP/best-eval.err" || { cat "$TMP/best-eval.err"; exit 1; }
+# --valid-every 3: scored within each epoch of 12 steps too, training exactly as the run above; a
+# better middle of an epoch is kept and served.
+run "$FRUGAL" "${SMALL[@]}" --valid-fraction 0.25 --early-stopping 0 --epochs 5 --valid-every 3 --checkpoint "$TMP/within-ck" \
+  --metrics "$TMP/within.jsonl" --quiet
+"$FRUGAL" evaluate --model "$TMP/within-ck" --test "$TMP/d/test.tsv" --json > /dev/null 2> "$TMP/within-eval.err"
 # Early stopping (patience 1) stops after the first epoch that is not better; resuming its epoch-1
 # checkpoint (without --valid-fraction: the checkpoint's share) goes on as the run straight through.
 run "$FRUGAL" "${SMALL[@]}" --valid-fraction 0.25 --early-stopping 1 --epochs 5 --metrics "$TMP/es.jsonl"
@@ -208,6 +214,17 @@ aucs = [e["valid_auc"] for e in best]
 assert chosen == aucs.index(max(aucs)) + 1 and chosen < 5, aucs
 ev = json.load(open(os.path.join(d, "best-eval.json")))
 assert abs(ev["auc"] - best[chosen - 1]["auc"]) < 1e-4, (ev, best[chosen - 1])
+within = epochs("within.jsonl")
+scored = [r for r in map(json.loads, open(os.path.join(d, "within.jsonl"))) if r["event"] == "valid"]
+assert [(r["epoch"], r["epoch_step"]) for r in scored] == [(e, s) for e in range(1, 6) for s in (3, 6, 9)], scored
+for a, b in zip(best, within):
+    assert abs(a["loss"] - b["loss"]) <= 1e-12 * a["loss"] and (a["auc"], a["valid_auc"]) == (b["auc"], b["valid_auc"]), (a, b)
+every = [(r["valid_auc"], r["epoch"], r["step"]) for r in scored] + [(r["valid_auc"], r["epoch"], 10**9) for r in within]
+top = max(v for v, _, _ in every)
+first = min((e, s) for v, e, s in every if v == top)
+assert (within[-1]["best_epoch"], within[-1]["best_step"] or 10**9) == first and within[-1]["best_step"] != 0, (within[-1], every)
+err = open(os.path.join(d, "within-eval.err")).read()
+assert ", step %d of run" % within[-1]["best_step"] in err and "the best epoch on validation" in err, err
 es, resumed = epochs("es.jsonl"), epochs("es-resumed.jsonl")
 assert len(es) == chosen + 1 and es[-1]["best_epoch"] == chosen, (chosen, es)
 keys = ("loss", "auc", "valid_auc", "best_epoch")

@@ -114,3 +114,23 @@ TEST_CASE("early stopping: stops after `patience` epochs without improvement; st
   for (uint64_t epoch = 1; epoch < 10; ++epoch) never.update(epoch, 0.1);
   REQUIRE_FALSE(never.should_stop());
 }
+
+TEST_CASE("early stopping: scores within an epoch move the best, the epoch's end counts the patience") {
+  train::EarlyStopping e(1);
+  REQUIRE(e.update(1, 0.5));
+  REQUIRE(e.update(2, 0.7, /*step=*/30, /*epoch_end=*/false));  // a long epoch's better middle
+  CHECK(e.state().best_step == 30);
+  CHECK(e.state().epochs_without_improvement == 0);
+  REQUIRE_FALSE(e.update(2, 0.6));  // its end is worse, but epoch 2 improved: no stop
+  CHECK_FALSE(e.should_stop());
+  CHECK((e.state().best_epoch == 2 && e.state().best_step == 30 && e.state().best == 0.7));
+  REQUIRE_FALSE(e.update(3, 0.65, 45, false));
+  CHECK(e.state().epochs_without_improvement == 0);  // counted at the epoch's end only
+  REQUIRE_FALSE(e.update(3, 0.69));
+  CHECK(e.should_stop());
+  // A better epoch end is kept at the end (step 0).
+  train::EarlyStopping f(2);
+  f.update(1, 0.5, 10, false);
+  REQUIRE(f.update(1, 0.6));
+  CHECK((f.state().best_epoch == 1 && f.state().best_step == 0));
+}

@@ -4,6 +4,8 @@
 #     validation split, early stopping): epoch lines carry valid_p@1, grad_norm and
 #     clipped_fraction; the best model is kept in CHECKPOINT/best (also on 2 ranks); the manifest
 #     records the settings; 2 data-parallel replicas each score half the split and agree;
+#     --valid-every scores within epochs without changing the training, and a better middle of an
+#     epoch is the model returned and served;
 #  2. --early-stopping with no validation set, and resuming with another --lr-schedule or --epochs
 #     under a decaying schedule, fail naming the problem; without --checkpoint the best epoch is
 #     kept in memory and returned;
@@ -51,6 +53,32 @@ for a, b, c in zip(one, r0, r1):
     assert b["valid_points_scored"] == c["valid_points_scored"] == 300, (b, c)
     assert b["valid_p@1"] == c["valid_p@1"] and b["valid_p@5"] == c["valid_p@5"], (b, c)
     assert abs(a["valid_p@1"] - b["valid_p@1"]) < 0.02 and abs(a["valid_p@5"] - b["valid_p@5"]) < 0.02, (a, b)
+PY
+# --valid-every: a long epoch scored within (here every 10 of its 38 steps) trains exactly as one scored
+# at its end only; a better middle is kept, returned, and served from CHECKPOINT/best.
+WITHIN=(--epochs 3 --lr 0.3 --valid-fraction 0.2 --early-stopping 0)
+run "$FRUGAL" "${COMMON[@]}" "${WITHIN[@]}" --metrics "$TMP/ends.jsonl"
+run "$FRUGAL" "${COMMON[@]}" "${WITHIN[@]}" --valid-every 10 --checkpoint "$TMP/within" --metrics "$TMP/within.jsonl"
+"$FRUGAL" evaluate --model "$TMP/within" --test "$TMP/data/test.txt" > /dev/null 2> "$TMP/within.err"
+python3 - "$TMP" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def events(name, kind):
+    return [r for r in map(json.loads, open(os.path.join(d, name))) if r["event"] == kind]
+ends, within, scored = events("ends.jsonl", "epoch"), events("within.jsonl", "epoch"), events("within.jsonl", "valid")
+assert [(r["epoch"], r["epoch_step"]) for r in scored] == [(e, s) for e in (1, 2, 3) for s in (10, 20, 30)], scored
+for a, b in zip(ends, within):
+    assert abs(a["loss"] - b["loss"]) <= 1e-12 * a["loss"], (a["loss"], b["loss"])
+    assert (a["p@1"], a["p@5"], a["valid_p@1"], a["valid_p@5"]) == (b["p@1"], b["p@5"], b["valid_p@1"], b["valid_p@5"]), (a, b)
+every = [(r["valid_p@1"] + r["valid_p@5"], r["epoch"], r["step"]) for r in scored]
+every += [(r["valid_p@1"] + r["valid_p@5"], r["epoch"], 0) for r in within]
+top = max(s for s, _, _ in every)
+first = min((e, s if s else 10**9) for v, e, s in every if v == top)  # the first to reach it
+last = within[-1]
+assert (last["best_epoch"], last["best_step"] or 10**9) == first, (last, first, every)
+assert last["best_step"] != 0, "this run's best is within an epoch: " + str(every)
+err = open(os.path.join(d, "within.err")).read()
+assert ("epoch %d, step %d of run" % (last["best_epoch"] - 1, last["best_step"])) in err and "the best epoch on validation" in err, err
 PY
 fails_with "--early-stopping 2 watches a validation set, and this run has none" "$FRUGAL" "${COMMON[@]}" --epochs 1 \
   --valid-fraction 0 --early-stopping 2

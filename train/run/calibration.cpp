@@ -1,4 +1,5 @@
 #include "train/run/calibration.h"
+#include "train/run/epoch_parts.h"
 
 #include <algorithm>
 #include <chrono>
@@ -86,17 +87,7 @@ train::FitResult calibrated_epoch(const RunArgs& a, const data::Dataset& train, 
   const train::Parallelism parallel = trainer->parallel();
   // A part of the epoch: `steps` steps (0: to the end) after `skip`, within --max-steps.
   const auto part = [&](size_t skip, size_t steps, bool end, const char* label) {
-    train::FitOptions o = fit_options;
-    o.skip_steps = skip;
-    o.end_epoch = end;
-    o.label = label;
-    o.max_steps = steps;
-    if (a.max_steps > 0) {
-      const size_t left = a.max_steps > skip ? a.max_steps - skip : 0;
-      o.max_steps = steps == 0 ? left : std::min(steps, left);
-      if (left == 0) o.skip_steps = std::numeric_limits<size_t>::max();  // nothing left: skip every batch
-    }
-    return trainer->fit_epoch(train, o);
+    return fit_part(*trainer, train, fit_options, skip, steps, end, label);
   };
   train::FitResult fit = a.calibration_warmup > 0 ? part(0, a.calibration_warmup, false, "warm-up") : train::FitResult{};
   const train::FitResult timed = part(fit.steps, a.calibration_steps, false, "calibrate");

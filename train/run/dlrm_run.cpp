@@ -35,6 +35,7 @@
 #include "train/resume_choice.h"
 #include "train/best_epoch.h"
 #include "train/served_checkpoint.h"
+#include "train/run/epoch_parts.h"
 #include "train/run/validation_plan.h"
 
 namespace frugal::run {
@@ -253,29 +254,65 @@ uint64_t run_dlrm(const DlrmRun& a) {
   }
   const Rng seeds(a.seed);
   uint64_t last = first_epoch - 1;
+  // `epoch`: the epochs completed (a best kept within epoch E is saved as after E - 1, at its step).
   const auto save = [&](const std::string& dir, uint64_t epoch) {
     train::save_dlrm_checkpoint(dir, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group, run_id,
                                 best.run_state().dump());
   };
+  // One scoring of the validation set (collective); every rank takes rank 0's figures, so that
+  // keeping the best (collective) is the same decision everywhere: AUC, logloss, seconds.
+  const auto score_valid = [&]() {
+    std::array<float, 2> scores = {0.0f, 0.0f};
+    const auto v0 = std::chrono::steady_clock::now();
+    const train::ClickMetrics vm = trainer.evaluate(view_of(valid), a.eval_batch);
+    scores = {static_cast<float>(vm.auc), static_cast<float>(vm.logloss)};
+    if (world->size() > 1) world->broadcast(std::span<float>(scores), 0).wait();
+    return std::array<double, 3>{scores[0], scores[1],
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count()};
+  };
+  // Long epochs are scored within too, every `valid_every` steps (train/run/validation_plan.h).
+  const size_t epoch_steps = steps_in_epoch(train.size, a.batch, a.max_steps);
+  const size_t valid_every = plan.on() ? valid_every_steps(a.valid_every, valid.size, a.batch, epoch_steps) : 0;
+  if (valid_every > 0 && voice)
+    say("validation: also every {} steps within an epoch of {} (--valid-every {})\n", valid_every, epoch_steps,
+        a.valid_every ? std::to_string(*a.valid_every) : std::string("auto"));
+  // An epoch in parts of valid_every steps, scored between them (the parts train what one call would).
+  const auto fit_scored = [&](uint64_t seed, uint64_t epoch) {
+    train::FitResult fit;
+    const std::string label = fmt::format("train epoch {}", epoch);
+    size_t done = 0;
+    while (epoch_steps - done > valid_every) {
+      fit.merge(trainer.fit_epoch(view_of(train), seed, valid_every, label, epoch, done, /*end_epoch=*/false));
+      done += valid_every;
+      const std::array<double, 3> v = score_valid();
+      const uint64_t step = trainer.optimizer().steps();
+      best.record(epoch, v[0], [&](const std::string& dir) { save(dir, epoch - 1); }, step, /*epoch_end=*/false);
+      const train::EarlyStopping::State& s = best.state();
+      if (voice)
+        say("epoch {} step {}/{}: valid AUC {:.4f}, logloss {:.4f} ({:.1f} s){}\n", epoch, done, epoch_steps, v[0], v[1],
+            v[2], s.best_epoch == epoch && s.best_step == step ? ", the best so far" : "");
+      log.write({{"event", "valid"}, {"epoch", epoch}, {"epoch_step", done}, {"step", step}, {"valid_auc", v[0]},
+                 {"valid_logloss", v[1]}, {"valid_seconds", v[2]}, {"best_epoch", s.best_epoch},
+                 {"best_step", s.best_step}, {"rank", rank}});
+    }
+    fit.merge(trainer.fit_epoch(view_of(train), seed, epoch_steps - done, label, epoch, done, /*end_epoch=*/true));
+    return fit;
+  };
   for (size_t epoch = first_epoch; epoch <= plan.epochs && !best.should_stop(); ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
-    const train::FitResult fit = trainer.fit_epoch(view_of(train), seeds.split(100 + epoch).next_u64(), a.max_steps,
-                                                    fmt::format("train epoch {}", epoch), epoch);
+    const uint64_t seed = seeds.split(100 + epoch).next_u64();
+    const train::FitResult fit = valid_every > 0 ? fit_scored(seed, epoch)
+                                                 : trainer.fit_epoch(view_of(train), seed, a.max_steps,
+                                                                     fmt::format("train epoch {}", epoch), epoch);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
     if (!std::isfinite(fit.loss)) train::throw_divergence(train::divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();
     wire -= before;
     // The validation set first (collective, as the test set's scoring); every rank takes rank 0's
     // figures, so that keeping the best (collective) is the same decision everywhere.
-    std::array<float, 2> valid_scores = {0.0f, 0.0f};  // AUC, logloss
-    const auto v0 = std::chrono::steady_clock::now();
-    if (plan.on()) {
-      const train::ClickMetrics vm = trainer.evaluate(view_of(valid), a.eval_batch);
-      valid_scores = {static_cast<float>(vm.auc), static_cast<float>(vm.logloss)};
-      if (world->size() > 1) world->broadcast(std::span<float>(valid_scores), 0).wait();
-    }
-    const double valid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count();
+    const std::array<double, 3> valid_scores = plan.on() ? score_valid() : std::array<double, 3>{0.0, 0.0, 0.0};
+    const double valid_seconds = valid_scores[2];
     const auto e0 = std::chrono::steady_clock::now();
     const train::ClickMetrics m = trainer.evaluate(view_of(test), a.eval_batch);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
@@ -320,6 +357,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
       line["valid_seconds"] = valid_seconds;
       best.record(epoch, valid_scores[0], [&](const std::string& dir) { save(dir, epoch); });
       line["best_epoch"] = best.state().best_epoch;
+      line["best_step"] = best.state().best_step;  // within best_epoch (0: at its end)
     }
     log.write(line);
     if (!a.checkpoint.empty()) save(a.checkpoint, epoch);
@@ -335,10 +373,11 @@ uint64_t run_dlrm(const DlrmRun& a) {
     }
   }
   // What the folder serves: the best epoch's model when CHECKPOINT/best keeps it.
-  const uint64_t best_epoch = best.state().best_epoch;
-  if (best_epoch == 0 || best_epoch == last) return last;
+  const uint64_t best_epoch = best.state().best_epoch, best_step = best.state().best_step;
+  if (best_epoch == 0 || (best_epoch == last && best_step == 0)) return last;
   if (voice)
-    say("the best epoch on validation was {} of {} (valid AUC {:.4f}); {}\n", best_epoch, last, best.state().best,
+    say("the best epoch on validation was {}{} of {} (valid AUC {:.4f}); {}\n", best_epoch,
+        best_step != 0 ? fmt::format(" (at step {})", best_step) : "", last, best.state().best,
         a.checkpoint.empty() ? std::string("give --checkpoint DIR to keep it")
                              : fmt::format("{} serves it from {}", a.checkpoint, best.best_dir()));
   return a.checkpoint.empty() ? last : best_epoch;
@@ -361,7 +400,9 @@ LoadedDlrm load_dlrm(const std::string& folder, int threads, bool accept_uncheck
   const std::string& model = served.dir;
   LoadedDlrm m{train::read_dlrm_checkpoint(model, accept_unchecked), {}, nullptr};
   // Which epoch this is (stderr: predict's output may be stdout).
-  fmt::print(stderr, "{}: epoch {}{}{}\n", folder, m.info.epoch, m.info.run.empty() ? std::string() : fmt::format(" of run {}", m.info.run),
+  fmt::print(stderr, "{}: epoch {}{}{}{}\n", folder, m.info.epoch,
+             m.info.step != 0 ? fmt::format(", step {}", m.info.step) : std::string(),
+             m.info.run.empty() ? std::string() : fmt::format(" of run {}", m.info.run),
              served.best ? fmt::format(" (the best epoch on validation, from {}; the newest is epoch {})", served.dir,
                                        served.newest_epoch)
                          : std::string());

@@ -41,6 +41,7 @@ struct DlrmRun {
   std::string valid;
   std::optional<double> valid_fraction;
   std::optional<size_t> early_stopping;
+  std::optional<size_t> valid_every;  // --valid-every: scored within long epochs too (unset: auto)
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
   bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint
   double memory_limit_mib = 0;               // --memory-limit (0: what the machine has)

@@ -71,6 +71,7 @@
 #include "train/run/train_options.h"
 #include "train/run/trained_model.h"
 #include "train/run/trainer_support.h"
+#include "train/run/epoch_parts.h"
 #include "train/run/validation_plan.h"
 #include "train/trainer.h"
 
@@ -494,6 +495,79 @@ RunResult run_train(RunArgs a) {
     say("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
   bool stop_asked = false;  // RunCallbacks::on_epoch returned false
   size_t last_blend = SIZE_MAX;  // the ensemble blend the previous epoch chose (said when it changes)
+  // One scoring of the validation set (collective: every rank takes rank 0's figures). The
+  // ensemble's blend chosen on it is the one the test set is scored with (and checkpoints record).
+  struct ValidScores {
+    double p1 = -1.0, p5 = -1.0;  // -1: no validation set
+    size_t points = 0;            // scored over the group
+    double seconds = 0.0;
+    std::optional<BlendChosen> blend;
+  };
+  const auto score_valid = [&]() {
+    ValidScores out;
+    if (valid == nullptr) return out;
+    out.points = valid->size();
+    const auto start = std::chrono::steady_clock::now();
+    if (scoring.choice) {
+      out.blend = choose_blend(scoring, trainer, *groups.world);
+      out.p1 = out.blend->chosen.p1;
+      out.p5 = out.blend->chosen.p5;
+      a.inference.ensemble = out.blend->chosen.options;
+      record_infer(a.inference, checkpoint_config);
+      if (!a.quiet && out.blend->chosen.index != last_blend) say("{}\n", describe_blend(*out.blend));
+      last_blend = out.blend->chosen.index;
+    } else {
+      train::EvalOptions valid_eval = eval_options;
+      valid_eval.k = {1, 5};
+      valid_eval.propensities = nullptr;
+      const train::EvalResult v = trainer.evaluate(valid_share ? *valid_share : *valid, valid_eval);
+      // P@k summed over the points (each replica's share), then the mean over every point.
+      const double n = static_cast<double>(v.samples);
+      std::array<float, 3> sums = {static_cast<float>(n > 0 ? v.p(1) * n : 0.0),
+                                   static_cast<float>(n > 0 ? v.p(5) * n : 0.0), static_cast<float>(n)};
+      if (valid_share) data_group->all_reduce(std::span<float>(sums), comm::ReduceOp::sum).wait();
+      // Saving the best model is collective: every rank must take rank 0's decision.
+      std::array<float, 2> said = {sums[2] > 0 ? sums[0] / sums[2] : 0.0f, sums[2] > 0 ? sums[1] / sums[2] : 0.0f};
+      if (groups.world->size() > 1) groups.world->broadcast(std::span<float>(said), 0).wait();
+      out.p1 = said[0];
+      out.p5 = said[1];
+      out.points = static_cast<size_t>(sums[2]);
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  };
+  // The best model so far, kept (collective): its own checkpoint in CHECKPOINT/best, or in memory.
+  const auto keep_best = [&](const std::string& best_dir) {
+    scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
+    train::save_checkpoint(best_dir, model, trainer, checkpoint_config, best.run_state());
+  };
+  // Long epochs are scored within too, every `valid_every` steps (train/run/validation_plan.h).
+  const size_t epoch_steps = steps_in_epoch(train.size(), a.batch, a.max_steps);
+  const size_t valid_every = valid != nullptr ? valid_every_steps(a.valid_every, valid->size(), a.batch, epoch_steps) : 0;
+  if (valid_every > 0 && !a.quiet)
+    say("validation: also every {} steps within an epoch of {} (--valid-every {})\n", valid_every, epoch_steps,
+        a.valid_every ? std::to_string(*a.valid_every) : std::string("auto"));
+  // An epoch in parts of valid_every steps, scored between them; a better score keeps the model
+  // there as an epoch's end does (the parts train what one call would).
+  const auto fit_scored = [&](const train::FitOptions& fit_options, uint64_t epoch) {
+    train::FitResult fit;
+    size_t done = 0;
+    while (epoch_steps - done > valid_every) {
+      fit.merge(fit_part(trainer, train, fit_options, done, valid_every, /*end=*/false, "train"));
+      done += valid_every;
+      const ValidScores v = score_valid();
+      best.record(epoch, train::validation_score(v.p1, v.p5), model, keep_best, trainer.step(), /*epoch_end=*/false);
+      const train::EarlyStopping::State& s = best.state();
+      if (!a.quiet)
+        say("epoch {} step {}/{}: valid P@1 {:.4f}, P@5 {:.4f} ({:.1f} s){}\n", epoch, done, epoch_steps, v.p1, v.p5,
+            v.seconds, s.best_epoch == epoch && s.best_step == trainer.step() ? ", the best so far" : "");
+      log.write({{"event", "valid"}, {"epoch", epoch}, {"epoch_step", done}, {"step", trainer.step()},
+                 {"valid_p@1", v.p1}, {"valid_p@5", v.p5}, {"valid_points", v.points}, {"valid_seconds", v.seconds},
+                 {"best_epoch", s.best_epoch}, {"best_step", s.best_step}, {"rank", rank}});
+    }
+    fit.merge(fit_part(trainer, train, fit_options, done, 0, /*end=*/true, "train"));
+    return fit;
+  };
   while (trainer.epoch() < a.validation.epochs && !best.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
@@ -510,6 +584,8 @@ RunResult run_train(RunArgs a) {
         result.left_out = true;
         return result;
       }
+    } else if (valid_every > 0) {
+      fit = fit_scored(fit_options, epoch);
     } else {
       fit = trainer.fit_epoch(train, fit_options);
     }
@@ -517,40 +593,10 @@ RunResult run_train(RunArgs a) {
     const nlohmann::json transport_after = transport_bytes_sent({groups.model.get(), data_group.get()});
     const auto [step_max, step_min] = model_step_times(fit, model, *model_group);
     // The validation set first: the ensemble's blend chosen on it is the one the test set is scored
-    // with (and the checkpoint records). P@1 of the validation set (-1: none); a plain double: GCC
-    // 12 warns about optional<double>.
-    double valid_p1 = -1.0, valid_p5 = -1.0;
-    size_t valid_points = valid != nullptr ? valid->size() : 0;  // scored over the group
-    std::optional<BlendChosen> blend;
-    const auto valid_start = std::chrono::steady_clock::now();
-    if (valid != nullptr) {
-      if (scoring.choice) {
-        blend = choose_blend(scoring, trainer, *groups.world);
-        valid_p1 = blend->chosen.p1;
-        valid_p5 = blend->chosen.p5;
-        a.inference.ensemble = blend->chosen.options;
-        record_infer(a.inference, checkpoint_config);
-        if (!a.quiet && blend->chosen.index != last_blend) say("{}\n", describe_blend(*blend));
-        last_blend = blend->chosen.index;
-      } else {
-        train::EvalOptions valid_eval = eval_options;
-        valid_eval.k = {1, 5};
-        valid_eval.propensities = nullptr;
-        const train::EvalResult v = trainer.evaluate(valid_share ? *valid_share : *valid, valid_eval);
-        // P@k summed over the points (each replica's share), then the mean over every point.
-        const double n = static_cast<double>(v.samples);
-        std::array<float, 3> sums = {static_cast<float>(n > 0 ? v.p(1) * n : 0.0),
-                                     static_cast<float>(n > 0 ? v.p(5) * n : 0.0), static_cast<float>(n)};
-        if (valid_share) data_group->all_reduce(std::span<float>(sums), comm::ReduceOp::sum).wait();
-        // Saving the best model is collective: every rank must take rank 0's decision.
-        std::array<float, 2> said = {sums[2] > 0 ? sums[0] / sums[2] : 0.0f, sums[2] > 0 ? sums[1] / sums[2] : 0.0f};
-        if (groups.world->size() > 1) groups.world->broadcast(std::span<float>(said), 0).wait();
-        valid_p1 = said[0];
-        valid_p5 = said[1];
-        valid_points = static_cast<size_t>(sums[2]);
-      }
-    }
-    const double valid_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - valid_start).count();
+    // with (and the checkpoint records).
+    const ValidScores v = score_valid();
+    const double valid_p1 = v.p1, valid_p5 = v.p5, valid_seconds = v.seconds;
+    const std::optional<BlendChosen>& blend = v.blend;
     // A test set of no points (the Python module's test=None, or a file "0 F L") scores nothing:
     // its metrics are null ("no test points"), not zeros.
     const bool has_test = test.size() > 0;
@@ -583,12 +629,10 @@ RunResult run_train(RunArgs a) {
                    fit.diverged_step);
     }
     if (valid != nullptr) {
-      best.record(epoch, train::validation_score(valid_p1, valid_p5), model, [&](const std::string& best_dir) {
-        scoring.keep_beside(best_dir, rank);  // first: the manifest records the files beside it
-        train::save_checkpoint(best_dir, model, trainer, checkpoint_config, best.run_state());
-      });
+      best.record(epoch, train::validation_score(valid_p1, valid_p5), model, keep_best);
       line["best_epoch"] = best.state().best_epoch;
-      line["valid_points"] = valid_points;
+      line["best_step"] = best.state().best_step;  // within best_epoch (0: at its end)
+      line["valid_points"] = v.points;
       // This replica's share of them (the whole split when one scorer scores it).
       line["valid_points_scored"] = valid_share ? valid_share->size() : valid->size();
     }
@@ -610,9 +654,10 @@ RunResult run_train(RunArgs a) {
     const train::CheckpointChoice kept = train::choose_resume_checkpoint(best_dir, a.accept_unchecked_checkpoint, *groups.world);
     train::load_checkpoint(best_dir, kept.manifest, model, trainer, resume_config);
   });
-  if (result.model_epoch != last_epoch && !a.quiet)
-    say("the returned model is the best epoch's on validation ({} of {}, valid P@1 + P@5 {:.4f}){}\n", result.model_epoch,
-        last_epoch, best.state().best,
+  result.model_step = result.model_epoch == best.state().best_epoch ? best.state().best_step : 0;
+  if ((result.model_epoch != last_epoch || result.model_step != 0) && !a.quiet)
+    say("the returned model is the best epoch's on validation ({} of {}{}, valid P@1 + P@5 {:.4f}){}\n", result.model_epoch,
+        last_epoch, result.model_step != 0 ? fmt::format(", at step {}", result.model_step) : "", best.state().best,
         best.best_dir().empty() ? "" : fmt::format("; {} serves it from {}", a.checkpoint, best.best_dir()));
   result.model = std::move(held);
   return result;
@@ -634,7 +679,8 @@ RunResult train_dlrm(const RunArgs& given) {
   check_trainer_support(a, TrainerKind::dlrm);  // refused by name, or said to be ignored
   RunResult result;
   result.model_epoch = run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .valid = a.valid,
-                   .valid_fraction = a.valid_fraction, .early_stopping = a.early_stopping, .checkpoint = a.checkpoint,
+                   .valid_fraction = a.valid_fraction, .early_stopping = a.early_stopping, .valid_every = a.valid_every,
+                   .checkpoint = a.checkpoint,
                    .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
                    .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,

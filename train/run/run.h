@@ -59,9 +59,10 @@ class TrainedModel;
 // predict with, as `frugal evaluate` / `predict` would from its checkpoint.
 struct RunResult {
   std::vector<EpochRecord> epochs;
-  // The epoch whose model `model` holds: the last one trained, or with --early-stopping the best
-  // (its checkpoint, DIR/best, is loaded back).
-  uint64_t model_epoch = 0;
+  // The epoch whose model `model` holds: the last one trained, or with a validation set the best
+  // (from memory or its checkpoint, DIR/best), and the global step within it when a long epoch's
+  // best was scored before its end (--valid-every; 0: at the epoch's end).
+  uint64_t model_epoch = 0, model_step = 0;
   bool left_out = false;  // --slice-weights auto left this rank out of the model
   std::shared_ptr<TrainedModel> model;  // null for DLRM, the pipeline and a rank left out
   train::EvalResult evaluate(const data::Dataset& data) const;

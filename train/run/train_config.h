@@ -117,6 +117,7 @@ struct TrainConfig {
   // --valid-fraction (unset: auto, train/run/validation_plan.h) and --early-stopping N (unset: auto).
   std::optional<double> valid_fraction;
   std::optional<size_t> early_stopping;
+  std::optional<size_t> valid_every;  // --valid-every N training steps within an epoch (unset: auto)
   train::OnDivergence on_divergence = train::OnDivergence::stop;  // --on-divergence
 
   // Where and how it runs: --device, --threads (0: the cores, shared by this host's ranks),

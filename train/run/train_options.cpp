@@ -293,6 +293,11 @@ std::vector<Option<TrainConfig>> make_train_options() {
              "stop after N epochs in a row without a better validation score (default 2 where there is a "
              "validation set; 0: off); the best epoch's model is returned either way, and --epochs is the upper "
              "bound", {}, "auto"));
+  add(number("--valid-every", &T::valid_every,
+             "also score the validation set every N training steps within an epoch, keeping the model there when "
+             "it is the best so far (0: at epoch ends only). Default: in long epochs only, every (validation "
+             "points / 0.05) training points, so each scoring costs what an epoch-end one does on a set with a "
+             "5% split (none in an epoch of up to 400,000 points with the default split)", {}, "auto"));
   add(choice<T, layers::Sampler>("--sampler", &T::sampler, {layers::Sampler::lsh, layers::Sampler::exact},
                                  "output neurons computed in training"));
   add(choice<T, Dtype>("--precision", &T::precision, {{"f32", Dtype::f32}, {"bf16", Dtype::bf16}},

@@ -53,6 +53,9 @@ const OptionSupport kSupport[] = {
      refused("--sparse-updates catchup"),
      refused("--sparse-updates catchup is not implemented (its tables and MLPs update lazily: leave "
              "--sparse-updates at lazy)")},
+    // The pipeline's stages score the validation set at epoch ends (its epoch is one call).
+    {"--valid-every", [](const RunArgs& a) { return a.valid_every.value_or(0) > 0; },
+     refused("--valid-every (scoring the validation set within an epoch)"), works()},
     {"--pipeline", [](const RunArgs& a) { return a.pipeline > 0; }, works(),
      refused("--pipeline is not implemented (its tables and MLPs train data-parallel)")},
     // The pipeline trainer refuses skip-batch itself, saying why (only the last stage sees the loss).

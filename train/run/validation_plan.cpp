@@ -45,6 +45,13 @@ ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, 
   return plan;
 }
 
+size_t valid_every_steps(std::optional<size_t> given, size_t valid_points, size_t batch, size_t steps_per_epoch) {
+  if (valid_points == 0 || batch == 0) return 0;
+  const size_t every = given.value_or(static_cast<size_t>(
+      std::ceil(static_cast<double>(valid_points) / kAutoValidShare / static_cast<double>(batch))));
+  return every < steps_per_epoch ? every : 0;
+}
+
 optim::ScheduleKind auto_schedule(const ValidationPlan& plan) {
   return plan.patience > 0 ? optim::ScheduleKind::cosine : optim::ScheduleKind::constant;
 }

@@ -52,6 +52,15 @@ struct ValidationPlan {
 ValidationPlan plan_validation(std::optional<double> fraction, bool valid_file, std::optional<size_t> patience,
                                size_t points, std::optional<size_t> epochs = std::nullopt);
 
+// --valid-every auto: the training steps a long epoch runs between scorings of the validation set
+// (besides its end; 0: none). The points trained between two scorings are the validation set's size
+// over kAutoValidShare: what an epoch of a set whose split is the default 5% trains between two, so
+// a scoring costs the same share of the training time wherever it happens (2-9% on the bench/quality
+// sets). An epoch of up to 400,000 points is scored at its end only; one of 1.7M points (a
+// 20,000-point split) about every 400,000 points. `given`: --valid-every as given (unset: auto; 0:
+// epoch ends only); `batch`: the points of a step (replicas share a step's batch).
+size_t valid_every_steps(std::optional<size_t> given, size_t valid_points, size_t batch, size_t steps_per_epoch);
+
 // --lr-schedule auto: cosine over the epoch bound where early stopping watches a validation set,
 // constant otherwise. Measured on the validation bench (bench/quality/validation.py, 3 seeds, the
 // 10-epoch bound): cosine returned +1.0 P@1 on Fashion-MNIST and +0.2 P@1 / +1.3 P@5 on the skewed
