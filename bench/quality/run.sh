@@ -192,7 +192,9 @@ for section in "${SECTIONS[@]}"; do
     valid_run() {
       local name=$1 schedule
       shift
-      train "valid_${name}_default" "$@" --epochs "$VE" --early-stopping 0
+      # --lr-schedule cosine: what auto chooses under the defaults' early stopping (with it off, auto
+      # would be the constant rate, and the replay would not be the defaults').
+      train "valid_${name}_default" "$@" --epochs "$VE" --early-stopping 0 --lr-schedule cosine
       train "valid_${name}_before" "$@" --epochs 3 --valid-fraction 0
       for schedule in ${VALID_SCHEDULES:-}; do
         local tag=${schedule/cosine/cos}
