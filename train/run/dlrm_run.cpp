@@ -262,10 +262,9 @@ uint64_t run_dlrm(const DlrmRun& a) {
   // One scoring of the validation set (collective); every rank takes rank 0's figures, so that
   // keeping the best (collective) is the same decision everywhere: AUC, logloss, seconds.
   const auto score_valid = [&]() {
-    std::array<float, 2> scores = {0.0f, 0.0f};
     const auto v0 = std::chrono::steady_clock::now();
     const train::ClickMetrics vm = trainer.evaluate(view_of(valid), a.eval_batch);
-    scores = {static_cast<float>(vm.auc), static_cast<float>(vm.logloss)};
+    std::array<float, 2> scores = {static_cast<float>(vm.auc), static_cast<float>(vm.logloss)};
     if (world->size() > 1) world->broadcast(std::span<float>(scores), 0).wait();
     return std::array<double, 3>{scores[0], scores[1],
                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count()};
