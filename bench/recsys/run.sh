@@ -32,12 +32,9 @@ if [ "${SKIP_TORCH:-0}" != 1 ] && ! "$PYTHON" -c 'import torch' 2>/dev/null; the
 fi
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "commit $(git rev-parse --short HEAD), $(nproc) cores, load $LOAD_BEFORE"
+source bench/recsys/synth_set.sh
 for seed in $SEEDS; do
-  d="$OUT/data-$seed"
-  if [ ! -f "$d/info.json" ]; then
-    "$FRUGAL" data synth-ctr --train "$TRAIN" --test "$TEST" --seed "$seed" --out "$d.tmp" > /dev/null
-    rm -rf "$d"; mv "$d.tmp" "$d"
-  fi
+  d=$(synth_ctr_set "$seed")
   common=(train --model dlrm --format criteo --train "$d/train.tsv" --test "$d/test.tsv" --epochs "$EPOCHS"
           --threads "$THREADS" --seed "$seed" --quiet)
   for ids in full hash freq-double qr; do

@@ -23,12 +23,9 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 [ -x "$FRUGAL" ] || { echo "no $FRUGAL: build first (bash apps/dev.sh build)" >&2; exit 1; }
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "commit $(git rev-parse --short HEAD), $(nproc) cores, load $LOAD_BEFORE"
+source bench/recsys/synth_set.sh
 for seed in $SEEDS; do
-  d="$OUT/data-$seed"
-  if [ ! -f "$d/info.json" ]; then
-    "$FRUGAL" data synth-ctr --train "$TRAIN" --test "$TEST" --seed "$seed" --out "$d.tmp" > /dev/null
-    rm -rf "$d"; mv "$d.tmp" "$d"
-  fi
+  d=$(synth_ctr_set "$seed")
   common=(train --model dlrm --format criteo --train "$d/train.tsv" --test "$d/test.tsv" --threads "$THREADS"
           --seed "$seed" --quiet)
   if [ "${BEFORE:-1}" = 1 ] || [ ! -f "$OUT/before_s$seed.jsonl" ]; then
