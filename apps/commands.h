@@ -13,6 +13,7 @@ void add_data_command(CLI::App& app);
 void add_data_tools(CLI::App& data);
 void add_data_gcide(CLI::App& data);  // data/cmd_data_gcide.cpp
 void add_data_ctr(CLI::App& data);    // synth-ctr: data/cmd_data_ctr.cpp
+void add_data_pack(CLI::App& data);   // pack: data/cmd_data_pack.cpp
 // Prints the P@1/P@3/P@5 of the reference rankers (core/data/reference_rankers.h) on `test`.
 void print_references(const data::Dataset& train, const data::Dataset& test);
 // predict and evaluate: use a trained model (predict/cmd_predict.cpp).

@@ -38,6 +38,7 @@ void add_data_command(CLI::App& app) {
   data->require_subcommand(1);
   add_data_tools(*data);
   add_data_ctr(*data);
+  add_data_pack(*data);
   auto o = std::make_shared<data::SynthXmcOptions>();
   auto out = std::make_shared<std::string>();
   CLI::App* synth = data->add_subcommand("synth-xmc", "generate a learnable synthetic XMC data set (train.txt, test.txt)");

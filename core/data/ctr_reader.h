@@ -8,11 +8,16 @@
 #include <istream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/data/ctr_format.h"
 
 namespace frugal::data {
 
+class PackedReader;
+
+// Reads a packed file too (core/data/packed_file.h; told by its first bytes): the same samples, each
+// block checked; line() then counts samples.
 class CtrReader {
  public:
   explicit CtrReader(const std::string& path);           // a file, gzip-compressed or not
@@ -44,6 +49,12 @@ class CtrReader {
   CtrRecord record_;
   size_t line_no_ = 0, samples_read_ = 0;
   bool finished_ = false;
+  // A packed file: its reader, the next block and the samples of the current one not yet served.
+  std::unique_ptr<PackedReader> packed_;
+  uint64_t packed_block_ = 0;
+  std::vector<CtrRecord> packed_rows_;
+  size_t packed_served_ = 0;
+  bool next_packed(CtrRecord& out);
 };
 
 // Every sample of the file (plain or gzip) in memory.

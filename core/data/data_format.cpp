@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/quote.h"
 #include "core/data/idx_file.h"
+#include "core/data/packed_file.h"
 #include "core/data/xmc_file.h"
 
 namespace frugal::data {
@@ -24,6 +25,9 @@ DataFormat data_format_from_string(std::string_view name) {
 }
 
 DataFormat guess_data_format(std::string_view path) {
+  // A packed file says what it holds.
+  if (const std::string file(path); is_packed_file(file))
+    return PackedReader(file).header().kind == PackedKind::clicks ? DataFormat::criteo : DataFormat::xmc;
   return path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? DataFormat::criteo : DataFormat::xmc;
 }
 
@@ -32,7 +36,8 @@ Dataset open_dataset(DataFormat format, const std::string& path) {
     throw Error(fmt::format("{}: Criteo-format click logs are no sparse Dataset: read them with CtrReader or load_ctr "
                             "(core/data/ctr_reader.h)",
                             path));
-  return format == DataFormat::idx ? IdxFile::open(path) : XmcFile::open(path);
+  // A packed file (of an XMC or an IDX set) is read as what it holds, whichever of the two is named.
+  return format == DataFormat::idx && !is_packed_file(path) ? IdxFile::open(path) : XmcFile::open(path);
 }
 
 }  // namespace frugal::data

@@ -11,6 +11,7 @@
 #include "core/host_memory.h"
 #include "core/regular_file.h"
 #include "core/staged_file.h"
+#include "core/data/packed_file.h"
 #include "core/data/xmc_reader.h"
 
 namespace frugal::data {
@@ -66,6 +67,7 @@ Dataset read_xmc(XmcReader& reader, const Counts* counts) {
 }  // namespace
 
 Dataset XmcFile::open(const std::string& path) {
+  if (is_packed_file(path)) return load_packed_points(path);  // read without parsing, each block checked
   XmcReader reader(path);
   const Counts counts = count_bytes(path);
   // The arrays the points take, known from the first pass before any is allocated: a file this
@@ -99,6 +101,7 @@ void XmcFile::write(const Dataset& data, const std::string& path) {
     const auto vals = data.points.values_of(i);
     for (size_t j = 0; j < ids.size(); ++j)
       fmt::format_to(std::back_inserter(buf), " {}:{}", ids[j], vals[j]);
+    if (labels.empty() && ids.empty()) buf.push_back(' ');  // a point with neither: a line of one space, not a blank one
     buf.push_back('\n');
     if (buf.size() > (1u << 20)) {
       f.write({buf.data(), buf.size()});

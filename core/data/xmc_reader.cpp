@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/regular_file.h"
 #include "core/data/line_input.h"
+#include "core/data/packed_file.h"
 #include "core/data/point_checks.h"
 #include "core/quote.h"
 
@@ -61,8 +62,18 @@ bool is_feature(std::string_view token) { return token.find(':') != std::string_
 
 }  // namespace
 
-XmcReader::XmcReader(const std::string& path)
-    : owned_(std::make_unique<std::ifstream>(open_regular_file(path, "an XMC data file", std::ios::in))), name_(path) {
+XmcReader::XmcReader(const std::string& path) : name_(path) {
+  if (is_packed_file(path)) {
+    packed_ = std::make_unique<PackedReader>(path);
+    const PackedHeader& h = packed_->header();
+    if (h.kind != PackedKind::points)
+      throw Error(fmt::format("{}: packed Criteo click logs, not an XMC data set (they train --model dlrm)", path));
+    num_points_ = h.points;
+    num_features_ = h.features;
+    num_labels_ = h.labels;
+    return;
+  }
+  owned_ = std::make_unique<std::ifstream>(open_regular_file(path, "an XMC data file", std::ios::in));
   in_ = owned_.get();
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
@@ -108,6 +119,7 @@ void XmcReader::limit_features(uint32_t limit, const std::string& what) {
 size_t XmcReader::read(SparseBatch& out, size_t max_points) {
   FRUGAL_CHECK(max_points > 0, "XmcReader::read: ask for at least one point");
   if (finished_) return 0;
+  if (packed_) return read_packed(out, max_points);
   size_t added = 0;
   while (added < max_points && read_line(*in_, line_, kMaxLineBytes, name_, line_no_ + 1, kHint)) {
     ++line_no_;
@@ -119,6 +131,27 @@ size_t XmcReader::read(SparseBatch& out, size_t max_points) {
       throw Error(fmt::format("{}:{}: file has {} points but the header says N = {}", name_, line_no_, points_read_,
                               num_points_));
     finished_ = true;
+  }
+  return added;
+}
+
+size_t XmcReader::read_packed(SparseBatch& out, size_t max_points) {
+  size_t added = 0;
+  while (added < max_points) {
+    if (packed_served_ == packed_points_.size()) {
+      if (packed_block_ == packed_->header().blocks()) {
+        finished_ = true;
+        break;
+      }
+      packed_points_.clear();
+      packed_served_ = 0;
+      packed_->read_points(packed_block_++, packed_points_, feature_limit_, limit_what_);
+      continue;
+    }
+    const size_t i = packed_served_++;
+    out.add_point(packed_points_.features_of(i), packed_points_.values_of(i), packed_points_.labels_of(i));
+    ++added;
+    ++points_read_;
   }
   return added;
 }

@@ -14,6 +14,10 @@
 
 namespace frugal::data {
 
+class PackedReader;
+
+// Reads a packed file too (core/data/packed_file.h; told by its first bytes): the same points, each
+// block checked; errors name the point instead of the line.
 class XmcReader {
  public:
   explicit XmcReader(const std::string& path);        // opens the file and reads its header
@@ -55,6 +59,12 @@ class XmcReader {
   bool finished_ = false;
   std::vector<uint32_t> ids_, labels_;
   std::vector<float> values_;
+  // A packed file: its reader, the next block to read and the points of the current one not yet served.
+  std::unique_ptr<PackedReader> packed_;
+  uint64_t packed_block_ = 0;
+  SparseBatch packed_points_;
+  size_t packed_served_ = 0;
+  size_t read_packed(SparseBatch& out, size_t max_points);
 };
 
 }  // namespace frugal::data
