@@ -25,6 +25,8 @@ void add_keygen_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // bench comm: collectives timed over MPI and ZeroMQ under mpirun; --tune saves --transport-map auto's table.
 void add_bench_comm_command(CLI::App& bench);
+// bench read: a data set read whole, timed (text against packed; bench/cmd_bench_read.cpp).
+void add_bench_read_command(CLI::App& bench);
 // plan: the cost model's best grid for N nodes of C cores, validated on measured runs (plan/cmd_plan.cpp).
 void add_plan_command(CLI::App& app);
 // plot: training curves of metrics logs as PNG files, drawn by gnuplot (plot/cmd_plot.cpp).

@@ -126,9 +126,10 @@ void run_roofline(const RooflineArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "measure this machine (roofline) or its transports (comm)");
+  CLI::App* bench = app.add_subcommand("bench", "measure this machine (roofline), its transports (comm) or reading data (read)");
   bench->require_subcommand(1);
   add_bench_comm_command(*bench);
+  add_bench_read_command(*bench);
   auto a = std::make_shared<RooflineArgs>();
   CLI::App* cmd = bench->add_subcommand(
       "roofline", "probe this machine's FMA rate, streaming and row-gather bandwidth; with --metrics, how close "

@@ -18,6 +18,7 @@
 // Packing streams: its memory holds one block, whatever the file's size.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +59,11 @@ struct PackedHeader {
   std::string content_hash() const;
 };
 
+// The size of a range of blocks: points, and their feature and label entries (points files).
+struct PackedRange {
+  uint64_t points = 0, feature_nnz = 0, label_nnz = 0;
+};
+
 // True when `path` is a regular file that starts with the packed magic; false for any other file or
 // none (the caller's own reader then names what is wrong).
 bool is_packed_file(const std::string& path);
@@ -79,10 +85,28 @@ class PackedReader {
   // input width, named in the error).
   void read_points(uint64_t block, SparseBatch& out, uint32_t feature_limit = UINT32_MAX,
                    const std::string& limit_what = {});
+  // What blocks [first_block, end_block) hold (for a reader sizing its arrays once).
+  PackedRange range(uint64_t first_block, uint64_t end_block);
   // Appends block `block`'s samples to `out` (a clicks file), as the text's lines would parse.
   void read_clicks(uint64_t block, std::vector<CtrRecord>& out);
+  // Where read_points_into puts a block: its point's end offsets go to feature_offsets[1..n] and
+  // label_offsets[1..n] (entry 0 is the previous point's end, the caller's), counted from
+  // feature_base / label_base; its entries to ids/values/labels, which hold `features` and
+  // `label_count` of them.
+  struct PointArrays {
+    uint64_t* feature_offsets = nullptr;
+    uint32_t* ids = nullptr;
+    float* values = nullptr;
+    uint64_t* label_offsets = nullptr;
+    uint32_t* labels = nullptr;
+    uint64_t feature_base = 0, label_base = 0;
+    uint64_t features = 0, label_count = 0;
+  };
+  // Reads and checks block `block` into `to` (thread-safe: blocks may be read in parallel).
+  void read_points_into(uint64_t block, const PointArrays& to, uint32_t feature_limit = UINT32_MAX,
+                        const std::string& limit_what = {});
   // Bytes read from the file so far (header included): what a shard's reader measures.
-  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t bytes_read() const { return bytes_read_.load(); }
 
  private:
   void read_at(uint64_t offset, void* to, uint64_t bytes);
@@ -91,7 +115,7 @@ class PackedReader {
   std::string path_;
   int fd_ = -1;
   PackedHeader header_;
-  uint64_t bytes_read_ = 0;
+  std::atomic<uint64_t> bytes_read_{0};
 };
 
 // The points of blocks [first_block, first_block + blocks) of a packed points file, as a Dataset
