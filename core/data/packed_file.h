@@ -32,7 +32,11 @@ namespace frugal::data {
 enum class PackedKind : uint32_t { points = 1, clicks = 2 };
 std::string_view to_string(PackedKind kind);  // "points" (XMC or IDX data), "clicks" (Criteo logs)
 
+inline constexpr char kPackedMagic[8] = {'F', 'R', 'U', 'G', 'A', 'L', 'P', 'K'};
 inline constexpr uint32_t kPackedVersion = 1;
+inline constexpr uint64_t kPackedPrefixBytes = 32;   // magic, version, reserved, header offset and length
+inline constexpr uint64_t kPackedFirstSection = 64;  // where the first section starts
+inline constexpr uint64_t kPackedAlign = 64;         // every section starts at a multiple
 inline constexpr uint64_t kPackedBlockPoints = 65536;
 inline constexpr uint64_t kPackedClickBytes = 320;  // one click row
 

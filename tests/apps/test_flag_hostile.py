@@ -112,6 +112,8 @@ def fixtures(tmp):
         "bench roofline": ["--threads", "1", "--array-mib", "1", "--table-mib", "1", "--repeats", "1", "--metrics",
                            metrics],
         "data stats": [train],
+        "data pack": [train, "out.fpk"],
+        "bench read": [train],
         "data shuffle": [train, "out.txt"],
         "data split": [train, "--out", "split"],
         "data fashion-mnist": ["--source", idx, "--out", "fm"],
