@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/regular_file.h"
+#include "core/data/packed_file.h"
 
 namespace frugal::data {
 namespace {
@@ -52,6 +53,14 @@ std::vector<uint64_t> fingerprint_offsets(uint64_t size) {
 }
 
 Fingerprint fingerprint(const std::string& path) {
+  if (is_packed_file(path)) {
+    const PackedReader packed(path);
+    if (packed.header().source_fingerprint) return *packed.header().source_fingerprint;
+  }
+  return file_fingerprint(path);
+}
+
+Fingerprint file_fingerprint(const std::string& path) {
   std::ifstream in = open_regular_file(path, "a data file");
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();

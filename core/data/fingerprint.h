@@ -31,7 +31,12 @@ struct Fingerprint {
 // holds kFingerprintBlockBytes, or the rest of the file).
 std::vector<uint64_t> fingerprint_offsets(uint64_t size);
 
-// Throws frugal::Error naming the path when the file cannot be read.
+// The fingerprint of the data at `path`: for a packed file (core/data/packed_file.h), the fingerprint
+// of the text it was packed from, recorded by `frugal data pack` (so ranks or runs reading either form
+// of the same data agree); for any other file, file_fingerprint. Throws frugal::Error naming the path
+// when the file cannot be read (or is a damaged packed file).
 Fingerprint fingerprint(const std::string& path);
+// The fingerprint of the file's own bytes.
+Fingerprint file_fingerprint(const std::string& path);
 
 }  // namespace frugal::data

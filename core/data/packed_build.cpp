@@ -140,6 +140,10 @@ class PackWriter {
     j["sections"] = sections;
     j["source"] = h.source;
     j["source_hash"] = h.source_hash;
+    if (h.source_fingerprint)
+      j["source_fingerprint"] = {{"size", h.source_fingerprint->size},
+                                 {"header", h.source_fingerprint->header},
+                                 {"hash", h.source_fingerprint->hash}};
     return j.dump();
   }
 
@@ -253,6 +257,7 @@ PackedHeader pack_xmc_file(const std::string& in, const std::string& out, uint64
     write_points_block(w, h, batch);
   }
   h.source_hash = fmt::format("{} bytes, crc32c {:08x} (whole file)", text_bytes, crc);
+  h.source_fingerprint = file_fingerprint(in);
   finish_points(w, h);
   return h;
 }
@@ -283,6 +288,7 @@ PackedHeader pack_ctr_file(const std::string& in, const std::string& out, uint64
   h.block_points = block_points;
   h.kind = PackedKind::clicks;
   h.source = in;
+  h.source_fingerprint = file_fingerprint(in);
   PackWriter w(out, 1);
   std::vector<std::byte> rows;
   CtrRecord r;

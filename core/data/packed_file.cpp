@@ -126,6 +126,12 @@ PackedReader::PackedReader(const std::string& path) : path_(path) {
       for (const auto& s : j.at("sections")) header_.sections.push_back({s.at(0).get<uint64_t>(), s.at(1).get<uint64_t>()});
       header_.source = j.at("source").get<std::string>();
       header_.source_hash = j.at("source_hash").get<std::string>();
+      if (j.contains("source_fingerprint")) {
+        const auto& f = j.at("source_fingerprint");
+        header_.source_fingerprint = Fingerprint{.size = f.at("size").get<uint64_t>(),
+                                                 .header = f.at("header").get<std::string>(),
+                                                 .hash = f.at("hash").get<uint64_t>()};
+      }
     } catch (const nlohmann::json::exception&) {
       throw bad("a field is missing or of the wrong type");
     }

@@ -21,11 +21,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dataset.h"
 #include "core/data/ctr_format.h"
+#include "core/data/fingerprint.h"
 
 namespace frugal::data {
 
@@ -54,6 +56,9 @@ struct PackedHeader {
   std::vector<PackedSection> sections;
   std::string source;       // the file it was packed from, as given to `frugal data pack`
   std::string source_hash;  // that file's whole-content hash (Dataset::content_hash), or empty
+  // That file's fingerprint (core/data/fingerprint.h), which data::fingerprint returns for the packed
+  // file; none for a data set packed from memory.
+  std::optional<Fingerprint> source_fingerprint;
 
   uint64_t blocks() const { return block_crcs.size(); }
   uint64_t block_first(uint64_t block) const { return block * block_points; }

@@ -10,6 +10,7 @@
 
 #include "core/data/ctr_reader.h"
 #include "core/data/data_format.h"
+#include "core/data/fingerprint.h"
 #include "core/data/packed_file.h"
 #include "core/data/synth_ctr.h"
 #include "core/data/synth_xmc.h"
@@ -90,6 +91,8 @@ TEST_CASE("a packed XMC file reads back what its text parses to, whole and block
   // The same data, the same identity: ranks reading the text and the packed form agree.
   CHECK(got.content_hash == want.content_hash);
   CHECK_FALSE(want.content_hash.empty());
+  CHECK(data::fingerprint(packed) == data::fingerprint(text));  // what predict, evaluate and DLRM compare
+  CHECK_FALSE(data::file_fingerprint(packed) == data::fingerprint(text));
 
   // A range of blocks: those points only.
   const data::Dataset part = data::load_packed_points(packed, 2, 3);
@@ -113,6 +116,7 @@ TEST_CASE("a packed XMC file reads back what its text parses to, whole and block
   const std::string again = dir / "again.fpk";
   data::pack_dataset(want, again, 1000);
   require_same_points(want, data::XmcFile::open(again));
+  CHECK(data::fingerprint(again) == data::file_fingerprint(again));  // no text behind it: its own
 }
 
 TEST_CASE("packed Criteo logs read back sample for sample, raw values included") {
@@ -124,6 +128,7 @@ TEST_CASE("packed Criteo logs read back sample for sample, raw values included")
   const std::string text = dir / "train.tsv", packed = dir / "train.fpk";
   data::pack_ctr_file(text, packed, 100);
   CHECK(data::guess_data_format(packed) == data::DataFormat::criteo);
+  CHECK(data::fingerprint(packed) == data::fingerprint(text));
   data::CtrReader a(text), b(packed);
   data::CtrRecord ra, rb;
   size_t n = 0;
