@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstdlib>
 
 namespace frugal {
@@ -23,14 +22,5 @@ void* allocate_for_random_access(size_t bytes, size_t alignment) {
 }
 
 void free_for_random_access(void* p) noexcept { std::free(p); }
-
-void advise_huge_pages(const void* p, size_t bytes) noexcept {
-  if (bytes < kHugePagesFrom) return;
-  const auto from = (reinterpret_cast<uintptr_t>(p) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  const auto to = (reinterpret_cast<uintptr_t>(p) + bytes) / kHugePageBytes * kHugePageBytes;
-#ifdef MADV_HUGEPAGE
-  if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
-#endif
-}
 
 }  // namespace frugal

@@ -20,10 +20,6 @@ inline constexpr size_t kHugePagesFrom = 2 * kHugePageBytes;
 // use huge pages when bytes >= kHugePagesFrom. The advice changes only speed: where the kernel has
 // no huge page to give, the pages stay 4 KB. Throws std::bad_alloc.
 void* allocate_for_random_access(size_t bytes, size_t alignment);
-// Advises huge pages for the 2 MB pages wholly inside [p, p + bytes) when bytes >= kHugePagesFrom:
-// for a std::vector's buffer just reserved (a large malloc is fresh, untouched mmap memory), before
-// it is first written. Advice only, as above.
-void advise_huge_pages(const void* p, size_t bytes) noexcept;
 // Frees what allocate_for_random_access gave.
 void free_for_random_access(void* p) noexcept;
 

@@ -14,7 +14,6 @@
 
 #include "core/check.h"
 #include "core/crc32c.h"
-#include "core/huge_pages.h"
 #include "core/regular_file.h"
 #include "core/staged_file.h"
 #include "core/data/ctr_reader.h"
@@ -188,18 +187,10 @@ Dataset load_packed_points(const std::string& path, uint64_t first_block, uint64
   data.num_labels = h.labels;
   data.content_hash = h.content_hash();
   // The arrays at their final size at once (growing them would hold up to three times the data).
+  // (Huge pages for them, advised before the first write,
+  // made the read 0.2-2.3 s where 4 KB pages take 0.38-0.44 s on the 1.7M-point set: a VM's fresh
+  // 2 MB pages are slow to fault in. bench/REPORT.md, "Packed data files".)
   const PackedRange r = reader.range(first_block, end);
-  // Huge pages for the big arrays, advised before they are first written: a 4 KB page fault and
-  // clear per 4 KB took a third of the load, and the batch loader gathers points in random order.
-  const auto reserve = [](auto& v, size_t n) {
-    v.reserve(n);
-    advise_huge_pages(v.data(), n * sizeof(v[0]));
-  };
-  reserve(data.points.feature_offsets, r.points + 1);
-  reserve(data.points.label_offsets, r.points + 1);
-  reserve(data.points.feature_ids, r.feature_nnz);
-  reserve(data.points.feature_values, r.feature_nnz);
-  reserve(data.points.label_ids, r.label_nnz);
   data.points.feature_offsets.assign(r.points + 1, 0);
   data.points.label_offsets.assign(r.points + 1, 0);
   data.points.feature_ids.resize(r.feature_nnz);

@@ -296,7 +296,7 @@ def train(X, Y=None, test=None, progress=None, **options):
 
     X, Y: scipy.sparse features (any format: a copy is converted to CSR float32) and the labels: a
     0/1 sparse matrix, a list of label lists or a dense 0/1 array of shape (points, labels); or X a
-    path to an XMC (or, with model="dlrm", Criteo) training file and Y None. The caller's arrays are
+    path to an XMC (or, with model="dlrm", Criteo) training file, text or packed, and Y None. The caller's arrays are
     only read. Data the file readers would refuse (non-finite values, ids out of range) raises
     frugal.DataError naming the row; strict=True makes the readers' warnings errors too.
     test: (X_test, Y_test), a file path like X, or None (no evaluation per epoch).
@@ -500,7 +500,7 @@ def load(path, **options):
 
 
 def read_xmc(path):
-    """An XMC text file as (X, Y): CSR features (float32) and a CSR 0/1 label matrix. A file the
+    """An XMC text file (or its packed form, `frugal data pack`) as (X, Y): CSR features (float32) and a CSR 0/1 label matrix. A file the
     reader refuses raises frugal.DataError naming it (and the line)."""
     d = _core.read_xmc(_path(path, "path"))
     rows = len(d["x_indptr"]) - 1

@@ -141,3 +141,19 @@ def test_early_stopping_returns_the_best_epoch(data, tmp_path):
     assert frugal.load(tmp_path / "ck").epoch == best
     assert all(r["best_epoch"] == max((e for e in valid if e <= r["epoch"]), key=lambda e: (valid[e], -e))
                for r in records)
+
+
+def test_packed_files_read_as_their_text(data, tmp_path):
+    # `frugal data pack` (issue 66): read_xmc and frugal.train(path) take the packed form: the text's data.
+    packed = tmp_path / "train.fpk"
+    subprocess.run([FRUGAL, "data", "pack", str(data["dir"] / "train.txt"), str(packed)], check=True,
+                   capture_output=True)
+    X, Y = frugal.read_xmc(packed)
+    assert (X != data["X"]).nnz == 0 and (Y != data["Y"]).nnz == 0
+    losses = []
+    for train in (data["dir"] / "train.txt", packed):
+        epochs = []
+        frugal.train(str(train), test=str(data["dir"] / "test.txt"), epochs=1, quiet=True,
+                     progress=lambda record: epochs.append(record) or True, **FAST)
+        losses.append(epochs[-1]["loss"])
+    assert losses[0] == losses[1], losses
