@@ -45,4 +45,10 @@ bool CtrBatches::next(layers::CtrView& out, size_t* global_size) {
   return true;
 }
 
+bool CtrStreamBatches::next(layers::CtrView& out, size_t* global_size) {
+  if (!stream_.next(part_, global_size)) return false;
+  out = {part_.size, data::kCtrDense, data::kCtrCats, part_.labels, part_.dense, part_.cats};
+  return true;
+}
+
 }  // namespace frugal::train

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/data/ctr_stream.h"
 #include "layers/dlrm/ctr_view.h"
 
 namespace frugal::comm {
@@ -40,6 +41,20 @@ class CtrBatches {
   size_t begin_ = 0;
   std::vector<float> labels_, dense_;
   std::vector<uint64_t> cats_;
+};
+
+// The same interface over a stream of a packed file (core/data/ctr_stream.h): this rank's part of
+// each global batch as the stream gives it.
+class CtrStreamBatches {
+ public:
+  using Batch = layers::CtrView;
+  explicit CtrStreamBatches(data::CtrStream& stream) : stream_(stream) {}
+  bool next(layers::CtrView& out, size_t* global_size = nullptr);
+  static size_t points(const layers::CtrView& batch) { return batch.size; }
+
+ private:
+  data::CtrStream& stream_;
+  data::CtrBatch part_;
 };
 
 }  // namespace frugal::train

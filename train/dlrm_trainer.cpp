@@ -61,19 +61,35 @@ double DlrmTrainer::group_sum(double value) const {
 FitResult DlrmTrainer::fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps, const std::string& label,
                                  uint64_t epoch_number, size_t skip_steps, bool end_epoch) {
   train.validate();
-  comm::Communicator* group = network_.options().group;
-  CtrBatches batches(train, options_.batch, seed, group);
+  CtrBatches batches(train, options_.batch, seed, network_.options().group);
   const FitOptions fit{.batch = options_.batch, .seed = seed, .progress = options_.progress, .label = label,
                        .max_steps = max_steps, .skip_steps = skip_steps, .end_epoch = end_epoch};
+  const size_t skipped = std::min(train.size, skip_steps * options_.batch);  // a part: what is left
+  const size_t total = max_steps > 0 ? std::min(train.size - skipped, max_steps * options_.batch) : train.size - skipped;
+  return fit_with(batches, fit, total, epoch_number);
+}
+
+FitResult DlrmTrainer::fit_stream(data::CtrStream& stream, size_t max_steps, const std::string& label,
+                                  uint64_t epoch_number, bool end_epoch) {
+  CtrStreamBatches batches(stream);
+  const FitOptions fit{.batch = options_.batch, .progress = options_.progress, .label = label, .max_steps = max_steps,
+                       .end_epoch = end_epoch};
+  const size_t total = max_steps > 0 ? std::min(stream.global_samples(), max_steps * options_.batch)
+                                     : stream.global_samples();
+  return fit_with(batches, fit, total, epoch_number);
+}
+
+template <class Loader>
+FitResult DlrmTrainer::fit_with(Loader& batches, const FitOptions& fit, size_t total, uint64_t epoch_number) {
+  comm::Communicator* group = network_.options().group;
+  const bool end_epoch = fit.end_epoch;
   // A rank's step loss is its part's: the group stops at the epoch's end, on the summed loss.
   const DivergencePolicy divergence{.on = OnDivergence::stop, .step_loss_is_global = false,
                                     .epoch = epoch_number, .lr = optimizer_->lr(optimizer_->steps())};
   FitResult result;
   ClipTally clipping;
   size_t group_samples = 0;
-  const size_t skipped = std::min(train.size, skip_steps * options_.batch);  // a part: what is left
-  const size_t total = max_steps > 0 ? std::min(train.size - skipped, max_steps * options_.batch) : train.size - skipped;
-  Progress progress(label, total, options_.progress);
+  Progress progress(fit.label, total, options_.progress);
   const auto t0 = std::chrono::steady_clock::now();
   const double loss_sum = epoch::run_steps(
       batches, fit, result, divergence,

@@ -23,6 +23,10 @@
 #include "layers/dlrm/dlrm_network.h"
 #include "layers/dlrm/id_map.h"
 
+namespace frugal::data {
+class CtrStream;
+}
+
 namespace frugal::train {
 
 // AUC and logloss of click probabilities (core/binary_metrics.h): AUC is NaN when the set has only
@@ -67,6 +71,10 @@ class DlrmTrainer {
   // one call would.
   FitResult fit_epoch(const layers::CtrView& train, uint64_t seed, size_t max_steps = 0, const std::string& label = "train",
                       uint64_t epoch = 0, size_t skip_steps = 0, bool end_epoch = true);
+  // The same from a stream of a packed file (core/data/ctr_stream.h): its next `max_steps` global
+  // batches (0: the rest of its epoch). An epoch scored in parts calls it once a part, on one stream.
+  FitResult fit_stream(data::CtrStream& stream, size_t max_steps, const std::string& label, uint64_t epoch,
+                       bool end_epoch);
   // AUC and logloss of the network's click probabilities on `test`.
   ClickMetrics evaluate(const layers::CtrView& test, size_t batch = 4096);
   // Click probabilities of every sample of `data`, in order.
@@ -79,6 +87,10 @@ class DlrmTrainer {
   uint64_t dp_payload_uncompressed() const { return dense_reducer_ ? dense_reducer_->payload_uncompressed() : 0; }
 
  private:
+  // fit_epoch's and fit_stream's steps over either loader; `total`: the group's samples to train.
+  template <class Loader>
+  FitResult fit_with(Loader& batches, const FitOptions& fit, size_t total, uint64_t epoch_number);
+
   layers::DlrmNetwork& network_;
   const layers::IdMap& ids_;
   DlrmTrainOptions options_;

@@ -23,6 +23,9 @@
 #include "core/check.h"
 #include "core/sealed_json.h"
 #include "core/data/ctr_reader.h"
+#include "core/data/ctr_stream.h"
+#include "core/data/packed_file.h"
+#include "core/host_memory.h"
 #include "core/data/fingerprint.h"
 #include "core/device.h"
 #include "core/parse.h"
@@ -45,6 +48,12 @@ layers::CtrView view_of(const data::CtrDataset& d) {
   return {d.size, data::kCtrDense, data::kCtrCats, d.labels, d.dense, d.cats};
 }
 
+// Blocks a streamed epoch shuffles together and reads ahead: 4 x 65,536 samples, ~70 MB in memory.
+constexpr size_t kStreamWindowBlocks = 4;
+
+// The shuffle seed of epoch `epoch` (1-based) of a run seeded `seed`.
+uint64_t seeds_of_epoch(uint64_t seed, uint64_t epoch) { return Rng(seed).split(100 + epoch).next_u64(); }
+
 // The configuration of the checkpoint --resume continues (empty without one, or when its manifest is
 // unreadable: the resume itself then says what is wrong): its validation share and schedule are a
 // resumed run's defaults.
@@ -63,10 +72,19 @@ size_t clicks_in(const data::CtrDataset& d) {
 
 // The validation set of the run, as `plan` says (none: empty). AUC ranks clicks against the rest, so
 // a set without both is refused, naming where it came from.
-data::CtrDataset validation_set(const DlrmRun& a, const ValidationPlan& plan, data::CtrDataset& train) {
+// A streamed training set (`packed` non-null) holds back the share from a few of its blocks
+// (data::hold_back_blocks) and names the samples it left out in `held_back`.
+data::CtrDataset validation_set(const DlrmRun& a, const ValidationPlan& plan, data::CtrDataset& train,
+                                data::PackedReader* packed, std::vector<uint64_t>& held_back) {
   data::CtrDataset valid;
   std::string what;
-  if (plan.fraction > 0) {
+  if (plan.fraction > 0 && packed != nullptr) {
+    const size_t count = static_cast<size_t>(std::llround(plan.fraction * static_cast<double>(packed->header().points)));
+    data::CtrHeldBack held = data::hold_back_blocks(*packed, std::max<size_t>(1, count), a.seed);
+    held_back = std::move(held.indices);
+    valid = std::move(held.samples);
+    what = fmt::format("--valid-fraction {} (the share held back from {}: {} samples)", plan.fraction, a.train, valid.size);
+  } else if (plan.fraction > 0) {
     data::CtrSplit held = hold_back(train, plan.fraction, a.seed);
     train = std::move(held.train);
     valid = std::move(held.test);
@@ -87,11 +105,11 @@ data::CtrDataset validation_set(const DlrmRun& a, const ValidationPlan& plan, da
 
 // The log's line on the validation set: what is scored, how long the run may go, where the best is.
 std::string validation_line(const DlrmRun& a, const ValidationPlan& plan, const data::CtrDataset& valid,
-                            const data::CtrDataset& train) {
+                            size_t train_size) {
   if (!plan.on()) return plan.line.empty() ? "validation: off (--valid-fraction 0)" : plan.line;
   const std::string what = plan.file ? fmt::format("validation: {} samples of {}", valid.size, a.valid)
                                      : fmt::format("validation: {} samples ({:.1f}%) held back from the training set, {} train",
-                                                   valid.size, 100.0 * plan.fraction, train.size);
+                                                   valid.size, 100.0 * plan.fraction, train_size);
   const std::string kept = a.checkpoint.empty() ? std::string("the best epoch is recorded (no --checkpoint to keep it in)")
                                                 : fmt::format("the best epoch's model is kept in {}/best", a.checkpoint);
   return fmt::format("{}, scored by AUC after every epoch; {}; {}", what,
@@ -99,6 +117,31 @@ std::string validation_line(const DlrmRun& a, const ValidationPlan& plan, const 
                                                      plan.patience, plan.epochs, plan.epochs == 1 ? "" : "s")
                                        : fmt::format("no early stopping, {} epoch{}", plan.epochs, plan.epochs == 1 ? "" : "s"),
                      kept);
+}
+
+// In-memory bytes of a sample (CtrDataset: the label, 13 dense floats, 26 ids).
+constexpr double kSampleBytes = 4.0 + 4.0 * data::kCtrDense + 8.0 * data::kCtrCats;
+
+// Whether the run streams its training set from disk (core/data/ctr_stream.h) rather than holding
+// it: --stream on, or by default a packed file whose samples would take more than half the memory
+// the run may use (--memory-limit, else what the machine has available). Streaming reads a packed
+// file: --stream on with a text file is refused, naming the pack command.
+bool choose_streaming(const DlrmRun& a, const data::PackedReader* packed) {
+  if (a.stream.has_value() && !*a.stream) return false;
+  if (packed == nullptr) {
+    FRUGAL_CHECK(!a.stream.value_or(false),
+                 fmt::format("--stream on: {} is a text file; streaming reads the packed form (frugal data pack {} "
+                             "{}.fpk, then --train {}.fpk)",
+                             a.train, a.train, a.train, a.train));
+    return false;
+  }
+  if (a.stream.value_or(false)) return true;
+  const double need = kSampleBytes * static_cast<double>(packed->header().points);
+  const std::optional<uint64_t> available = host_memory_available();
+  const double budget = a.memory_limit_mib > 0 ? a.memory_limit_mib * 1048576.0
+                        : available            ? static_cast<double>(*available)
+                                               : 0.0;
+  return budget > 0 && need > 0.5 * budget;
 }
 
 std::vector<size_t> widths(const std::string& flag, const std::string& text) {
@@ -115,15 +158,27 @@ uint64_t run_dlrm(const DlrmRun& a) {
   Backend& backend = resolve_device("cpu");
   backend.set_num_threads(threads_for_rank(a.threads));
   const auto t0 = std::chrono::steady_clock::now();
-  data::CtrDataset train = data::load_ctr(a.train);
+  // The training set: held in memory, or streamed from its packed file (choose_streaming).
+  const std::unique_ptr<data::PackedReader> packed =
+      data::is_packed_file(a.train) ? std::make_unique<data::PackedReader>(a.train) : nullptr;
+  if (packed && packed->header().kind != data::PackedKind::clicks)
+    throw Error(fmt::format("{}: a packed sparse data set (XMC or IDX), not Criteo-format click logs (it trains "
+                            "--model xmc)",
+                            a.train));
+  const bool streaming = choose_streaming(a, packed.get());
+  data::CtrDataset train = streaming ? data::CtrDataset{} : data::load_ctr(a.train);
+  const size_t train_samples = streaming ? packed->header().points : train.size;
   const data::CtrDataset test = data::load_ctr(a.test);
   // The validation set and what it decides, as for every trainer (train/run/validation_plan.h); a
   // resumed run holds back the checkpoint's share and keeps its schedule.
   const nlohmann::json saved = resumed_config(a);
   const ValidationPlan plan = plan_validation(resumed_valid_fraction(a.valid_fraction, !a.valid.empty(), saved),
-                                              !a.valid.empty(), a.early_stopping, train.size, a.epochs);
+                                              !a.valid.empty(), a.early_stopping, train_samples, a.epochs);
   const optim::ScheduleKind schedule_kind = a.lr_schedule.value_or(resumed_schedule(saved).value_or(auto_schedule(plan)));
-  const data::CtrDataset valid = validation_set(a, plan, train);
+  std::vector<uint64_t> held_back;  // streamed: the validation share's samples, left out of every epoch
+  const data::CtrDataset valid = validation_set(a, plan, train, streaming ? packed.get() : nullptr, held_back);
+  // What trains: a streamed epoch has the file's samples less the share held back.
+  const size_t train_size = streaming ? train_samples - held_back.size() : train.size;
   const double parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const DlrmArgs& d = a.dlrm;
   const std::vector<size_t> bottom = widths("--bottom", d.bottom), top = widths("--top", d.top);
@@ -158,7 +213,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   if (a.optimizer.method == optim::Method::rowwise_adam) config["rowwise_momentum"] = a.optimizer.rowwise_momentum;
   if (a.optimizer.update_threshold > 0) config["update_threshold"] = a.optimizer.update_threshold;
   // The schedule runs over every step of the run (as the XMC trainer's, train/run/run_settings.cpp).
-  uint64_t steps_per_epoch = (train.size + a.batch - 1) / a.batch;
+  uint64_t steps_per_epoch = (train_size + a.batch - 1) / a.batch;
   if (a.max_steps > 0) steps_per_epoch = std::min<uint64_t>(steps_per_epoch, a.max_steps);
   const optim::LrSchedule schedule{.kind = schedule_kind, .warmup_steps = a.warmup_steps,
                                    .total_steps = steps_per_epoch * plan.epochs};
@@ -177,12 +232,19 @@ uint64_t run_dlrm(const DlrmRun& a) {
   const auto world = comm::init([&] { comm::InitOptions o = a.join; o.run_config = run_config; return o; }());
   const int rank = world->rank();
   const bool voice = rank == 0 && !a.quiet;
-  if (voice)
+  if (voice && !streaming)
     say("read {} train and {} test samples ({} dense, {} categorical features, CTR {:.4f}) in {:.1f} s\n",
                train.size + (plan.fraction > 0 ? valid.size : 0), test.size, data::kCtrDense, data::kCtrCats,
                train.size > 0 ? std::accumulate(train.labels.begin(), train.labels.end(), 0.0) / train.size : 0.0,
                parse_seconds);
-  if (voice) say("{}\n", validation_line(a, plan, valid, train));
+  if (voice && streaming)
+    say("streaming {} from disk: {} samples in {} blocks ({:.0f} MiB in memory if held{}); each of {} rank(s) reads "
+        "its share of the blocks an epoch, {} at a time, shuffled within them (not over the whole file); read {} test "
+        "samples in {:.1f} s\n",
+        a.train, train_samples, packed->header().blocks(), kSampleBytes * static_cast<double>(train_samples) / 1048576.0,
+        a.stream.value_or(false) ? "; --stream on" : ", more than half of what this run may use: --stream auto",
+        world->size(), kStreamWindowBlocks, test.size, parse_seconds);
+  if (voice) say("{}\n", validation_line(a, plan, valid, train_size));
   // What a checkpoint must agree with to be resumed: the model, ids and optimizer (not the epochs,
   // the data files or how ranks share the tables, which may change).
   nlohmann::json resume_config = config;
@@ -199,7 +261,12 @@ uint64_t run_dlrm(const DlrmRun& a) {
   // The id map: from the checkpoint, or a counting pass over the training data (every rank makes
   // the same one).
   layers::IdCounts counts(data::kCtrCats);
-  if (!resumed && d.ids != layers::IdMode::hash) counts.add(view_of(train));
+  if (!resumed && d.ids != layers::IdMode::hash) {
+    if (streaming)  // a counting pass over the file, block by block (memory grows with the distinct ids)
+      data::for_each_block(*packed, held_back, [&](const data::CtrBatch& b) { counts.add(view_of(b)); });
+    else
+      counts.add(view_of(train));
+  }
   const layers::IdMap ids =
       resumed ? train::load_dlrm_ids(a.resume, *resumed)
               : layers::IdMap({.mode = d.ids, .min_count = d.min_id_count, .hash_rows = d.hash_rows,
@@ -252,7 +319,6 @@ uint64_t run_dlrm(const DlrmRun& a) {
     log.write({{"event", "resume"}, {"checkpoint", a.resume}, {"epoch", resumed->epoch},
                {"saved_world_size", resumed->world_size}, {"rank", rank}});
   }
-  const Rng seeds(a.seed);
   uint64_t last = first_epoch - 1;
   // `epoch`: the epochs completed (a best kept within epoch E is saved as after E - 1, at its step).
   const auto save = [&](const std::string& dir, uint64_t epoch) {
@@ -270,7 +336,28 @@ uint64_t run_dlrm(const DlrmRun& a) {
                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count()};
   };
   // Long epochs are scored within too, every `valid_every` steps (train/run/validation_plan.h).
-  const size_t epoch_steps = steps_in_epoch(train.size, a.batch, a.max_steps);
+  // A streamed epoch: its stream (made at the epoch's start: its blocks in the epoch's order), and
+  // its steps, which every rank computes alike (uneven shards can add a step or two).
+  std::unique_ptr<data::CtrStream> stream;
+  const auto open_stream = [&](uint64_t seed) {
+    stream.reset();  // its reader thread stops first
+    stream = std::make_unique<data::CtrStream>(
+        *packed, data::CtrStreamOptions{.batch = a.batch, .seed = seed, .rank = static_cast<size_t>(rank),
+                                        .ranks = static_cast<size_t>(world->size()),
+                                        .window_blocks = kStreamWindowBlocks, .held_back = held_back});
+  };
+  const size_t epoch_steps = [&] {
+    if (!streaming) return steps_in_epoch(train.size, a.batch, a.max_steps);
+    open_stream(seeds_of_epoch(a.seed, first_epoch));
+    return a.max_steps > 0 ? std::min(stream->steps(), a.max_steps) : stream->steps();
+  }();
+  // An epoch's first `steps` steps (after `done`), from memory or from its stream.
+  const auto fit_steps = [&](uint64_t seed, size_t steps, const std::string& label, uint64_t epoch, size_t done, bool end) {
+    if (!streaming) return trainer.fit_epoch(view_of(train), seed, steps, label, epoch, done, end);
+    if (done == 0) open_stream(seed);
+    // An epoch's last part trains what its stream has left (an epoch's steps vary with its shards).
+    return trainer.fit_stream(*stream, end && a.max_steps == 0 ? 0 : steps, label, epoch, end);
+  };
   const size_t valid_every = plan.on() ? valid_every_steps(a.valid_every, valid.size, a.batch, epoch_steps) : 0;
   if (valid_every > 0 && voice)
     say("validation: also every {} steps within an epoch of {} (--valid-every {})\n", valid_every, epoch_steps,
@@ -281,7 +368,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     const std::string label = fmt::format("train epoch {}", epoch);
     size_t done = 0;
     while (epoch_steps - done > valid_every) {
-      fit.merge(trainer.fit_epoch(view_of(train), seed, valid_every, label, epoch, done, /*end_epoch=*/false));
+      fit.merge(fit_steps(seed, valid_every, label, epoch, done, /*end=*/false));
       done += valid_every;
       const std::array<double, 3> v = score_valid();
       const uint64_t step = trainer.optimizer().steps();
@@ -294,16 +381,16 @@ uint64_t run_dlrm(const DlrmRun& a) {
                  {"valid_logloss", v[1]}, {"valid_seconds", v[2]}, {"best_epoch", s.best_epoch},
                  {"best_step", s.best_step}, {"rank", rank}});
     }
-    fit.merge(trainer.fit_epoch(view_of(train), seed, epoch_steps - done, label, epoch, done, /*end_epoch=*/true));
+    fit.merge(fit_steps(seed, epoch_steps - done, label, epoch, done, /*end=*/true));
     return fit;
   };
   for (size_t epoch = first_epoch; epoch <= plan.epochs && !best.should_stop(); ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
-    const uint64_t seed = seeds.split(100 + epoch).next_u64();
+    const uint64_t seed = seeds_of_epoch(a.seed, epoch);
     const train::FitResult fit = valid_every > 0 ? fit_scored(seed, epoch)
-                                                 : trainer.fit_epoch(view_of(train), seed, a.max_steps,
-                                                                     fmt::format("train epoch {}", epoch), epoch);
+                                                 : fit_steps(seed, a.max_steps, fmt::format("train epoch {}", epoch),
+                                                             epoch, 0, /*end=*/true);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
     if (!std::isfinite(fit.loss)) train::throw_divergence(train::divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();

@@ -45,6 +45,9 @@ struct DlrmRun {
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
   bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint
   double memory_limit_mib = 0;               // --memory-limit (0: what the machine has)
+  // --stream: the training set streamed from its packed file (unset: when it would take more than
+  // half the memory; core/data/ctr_stream.h).
+  std::optional<bool> stream;
   std::optional<size_t> epochs;  // --epochs (unset: auto, the bound validation_plan.h sets)
   size_t batch = 128, eval_batch = 4096, max_steps = 0;
   optim::Options optimizer = optim::Adam{};  // --optimizer, --lr, --momentum, --initial-accumulator, --weight-decay

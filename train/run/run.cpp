@@ -332,6 +332,10 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
 }
 
 RunResult run_train(RunArgs a) {
+  // The XMC trainers (network, MLP, pipeline) hold their training set: only DLRM streams it.
+  FRUGAL_CHECK(!a.stream.value_or(false),
+               "--stream on: streaming the training set from disk is implemented for --model dlrm (packed Criteo "
+               "logs); the XMC trainers hold theirs in memory (a packed file loads without parsing)");
   RunResult result;
   auto held = std::make_shared<TrainedModel>();  // what the result keeps of this run
   Backend& backend = choose_device(a.device, a.threads);
@@ -682,7 +686,7 @@ RunResult train_dlrm(const RunArgs& given) {
                    .valid_fraction = a.valid_fraction, .early_stopping = a.early_stopping, .valid_every = a.valid_every,
                    .checkpoint = a.checkpoint,
                    .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
-                   .memory_limit_mib = a.memory_limit_mib, .epochs = a.epochs, .batch = a.batch,
+                   .memory_limit_mib = a.memory_limit_mib, .stream = a.stream, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
                    .optimizer = optimizer_options(a),
                    .seed = a.seed,

@@ -125,6 +125,9 @@ struct TrainConfig {
   std::string device = "auto";
   int threads = 0;
   double memory_limit_mib = 0;
+  // --stream on|off: train from the packed training file block by block instead of holding it (unset:
+  // auto, when it would take more than half the memory; --model dlrm).
+  std::optional<bool> stream;
   bool quiet = false;
   // How this rank joins its run (comm::init's options: the cluster key, timeout, --rank, ...).
   comm::InitOptions join;
