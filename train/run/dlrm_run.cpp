@@ -386,6 +386,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   };
   for (size_t epoch = first_epoch; epoch <= plan.epochs && !best.should_stop(); ++epoch) {
     const comm::ByteCount before = world->stats().total();
+    const uint64_t read_before = packed ? packed->bytes_read() : 0;
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
     const uint64_t seed = seeds_of_epoch(a.seed, epoch);
     const train::FitResult fit = valid_every > 0 ? fit_scored(seed, epoch)
@@ -433,6 +434,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
                {"dp_payload_uncompressed", dp_full},
                {"rank", rank},
                {"peak_rss_bytes", train::peak_rss_bytes()}};
+    if (streaming) line["data_bytes_read"] = packed->bytes_read() - read_before;  // this rank's share of the file
     if (a.clip_norm > 0) {  // as the XMC trainer's records: how often clipping acted, to tune --clip-norm
       line["grad_norm"] = fit.grad_norm;
       line["clipped_fraction"] = fit.steps > 0 ? static_cast<double>(fit.clipped_steps) / static_cast<double>(fit.steps) : 0.0;

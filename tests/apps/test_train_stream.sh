@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `frugal train --model dlrm` streaming a packed training file (core/data/ctr_stream.h), through the
+# binary, on a 200,000-sample synth-ctr set (4 blocks):
+#  1. --stream on: the same seed gives the same run; its test AUC is the in-memory run's within 0.01
+#     (another order: shuffled within windows of blocks, not over the whole file);
+#  2. 2 ranks under `frugal launch` agree on every epoch's loss, each reads its share of the blocks
+#     (data_bytes_read below 3/4 of the file), and end within 0.02 AUC of one rank;
+#  3. by default a set that would take more than half of --memory-limit streams, and says so;
+#  4. --stream on with a text file names the pack command; the XMC trainers refuse it.
+# Usage: test_train_stream.sh FRUGAL
+set -euo pipefail
+FRUGAL=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../shell_helpers.sh"
+run "$FRUGAL" data synth-ctr --train 200000 --test 5000 --vocab-scale 0.05 --seed 2 --out "$TMP/d"
+run "$FRUGAL" data pack "$TMP/d/train.tsv" "$TMP/d/train.fpk"
+COMMON=(train --model dlrm --train "$TMP/d/train.fpk" --test "$TMP/d/test.tsv" --epochs 2 --seed 3 --batch 256)
+
+# 1.
+run "$FRUGAL" "${COMMON[@]}" --threads 1 --stream on --metrics "$TMP/s1.jsonl"
+grep -qF "streaming $TMP/d/train.fpk from disk: 200000 samples in 4 blocks" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+run "$FRUGAL" "${COMMON[@]}" --threads 1 --stream on --metrics "$TMP/s2.jsonl"
+run "$FRUGAL" "${COMMON[@]}" --threads 1 --stream off --metrics "$TMP/mem.jsonl"
+# 2.
+run "$FRUGAL" launch -n 2 -- "$FRUGAL" "${COMMON[@]}" --threads 1 --stream on --metrics "$TMP/r2.jsonl"
+python3 - "$TMP" "$(stat -c %s "$TMP/d/train.fpk")" <<'PY'
+import json, sys
+tmp, size = sys.argv[1], int(sys.argv[2])
+def epochs(path):
+    return [r for r in map(json.loads, open(path)) if r.get("event") == "epoch"]
+s1, s2, mem = epochs(f"{tmp}/s1.jsonl"), epochs(f"{tmp}/s2.jsonl"), epochs(f"{tmp}/mem.jsonl")
+keys = ("loss", "auc", "valid_auc")
+assert [[e[k] for k in keys] for e in s1] == [[e[k] for k in keys] for e in s2], (s1, s2)
+assert len(s1) == 2 and abs(s1[-1]["auc"] - mem[-1]["auc"]) < 0.01, (s1[-1]["auc"], mem[-1]["auc"])
+assert all(e["data_bytes_read"] > 0.9 * size for e in s1), [e["data_bytes_read"] for e in s1]  # one rank: the file
+r0, r1 = epochs(f"{tmp}/r2.jsonl"), epochs(f"{tmp}/r2.rank1.jsonl")
+assert [e["loss"] for e in r0] == [e["loss"] for e in r1], (r0, r1)
+for e in r0 + r1:
+    assert 0 < e["data_bytes_read"] < 0.75 * size, (e["data_bytes_read"], size)
+assert abs(r0[-1]["auc"] - s1[-1]["auc"]) < 0.02, (r0[-1]["auc"], s1[-1]["auc"])
+print("stream AUC", s1[-1]["auc"], "in memory", mem[-1]["auc"], "2 ranks", r0[-1]["auc"])
+PY
+# 3.
+run "$FRUGAL" train --model dlrm --train "$TMP/d/train.fpk" --test "$TMP/d/test.tsv" --threads 1 --epochs 1 \
+  --max-steps 20 --memory-limit 80
+grep -qF "more than half of what this run may use: --stream auto" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+# 4.
+fails_with "--stream on: $TMP/d/train.tsv is a text file; streaming reads the packed form (frugal data pack" \
+  "$FRUGAL" train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" --stream on
+"$FRUGAL" data synth-xmc --features 200 --labels 20 --train 200 --test 20 --nnz 5 --out "$TMP/x" > /dev/null
+fails_with "--stream on: streaming the training set from disk is implemented for --model dlrm" \
+  "$FRUGAL" train --train "$TMP/x/train.txt" --test "$TMP/x/test.txt" --stream on
+echo "OK: DLRM streams a packed file (repeatable, its shards per rank, auto under a memory limit)"
