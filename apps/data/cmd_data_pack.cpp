@@ -21,6 +21,7 @@ void add_data_pack(CLI::App& data) {
   struct Args {
     std::string in, out;
     data::DataFormat format = data::DataFormat::xmc;
+    uint64_t block_points = data::kPackedBlockPoints;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = data.add_subcommand(
@@ -30,6 +31,10 @@ void add_data_pack(CLI::App& data) {
   CLI::Option* format = add_choice(cmd, "--format", a->format,
                                    {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
                                    "xmc, idx or criteo (default: criteo for .tsv and .tsv.gz files, else xmc)");
+  cmd->add_option("--block-points", a->block_points,
+                  "points a block holds: the unit of checksums, reads and (for a streamed run) each rank's shard")
+      ->capture_default_str()
+      ->check(cli::in_range(uint64_t{1}, uint64_t{1} << 24));
   cmd->callback([a, format] {
     const auto t0 = std::chrono::steady_clock::now();
     FRUGAL_CHECK(!data::is_packed_file(a->in), fmt::format("{}: already packed", a->in));
@@ -39,11 +44,11 @@ void add_data_pack(CLI::App& data) {
                  fmt::format("{}: output and input are the same file", a->out));
     data::PackedHeader h;
     if (f == data::DataFormat::criteo)
-      h = data::pack_ctr_file(a->in, a->out);
+      h = data::pack_ctr_file(a->in, a->out, a->block_points);
     else if (f == data::DataFormat::idx)
-      h = data::pack_dataset(run::open_input(f, a->in), a->out);
+      h = data::pack_dataset(run::open_input(f, a->in), a->out, a->block_points);
     else
-      h = data::pack_xmc_file(a->in, a->out);
+      h = data::pack_xmc_file(a->in, a->out, a->block_points);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto bytes = std::filesystem::file_size(a->out);
     if (h.kind == data::PackedKind::clicks)

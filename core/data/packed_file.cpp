@@ -74,6 +74,11 @@ std::string PackedHeader::content_hash() const {
   return fmt::format("packed {} points in {} blocks, block checksums crc32c {:08x}", points, blocks(), crc32c(crcs));
 }
 
+std::string PackedHeader::block_list() const {
+  const auto crcs = std::as_bytes(std::span<const uint32_t>(block_crcs));
+  return fmt::format("{} blocks of {} points, block checksums crc32c {:08x}", blocks(), block_points, crc32c(crcs));
+}
+
 bool is_packed_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;

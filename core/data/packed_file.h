@@ -66,6 +66,9 @@ struct PackedHeader {
   // What the ranks of a run compare to know they read the same data: the source's hash where the
   // packer knew it (so a packed file and its text agree), else a hash of the block checksums.
   std::string content_hash() const;
+  // The blocks as they are cut and checksummed: what ranks that each read their own blocks must share
+  // (two packings of the same text with other block sizes are the same data, not the same blocks).
+  std::string block_list() const;
 };
 
 // The size of a range of blocks: points, and their feature and label entries (points files).

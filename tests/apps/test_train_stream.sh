@@ -5,6 +5,7 @@
 #     (another order: shuffled within windows of blocks, not over the whole file);
 #  2. 2 ranks under `frugal launch` agree on every epoch's loss, each reads its share of the blocks
 #     (data_bytes_read below 3/4 of the file), and end within 0.02 AUC of one rank;
+#     ranks whose packed files are cut into other blocks are refused, naming train_blocks;
 #  3. by default a set that would take more than half of --memory-limit streams, and says so;
 #  4. --stream on with a text file names the pack command; the XMC trainers refuse it.
 # Usage: test_train_stream.sh FRUGAL
@@ -41,6 +42,18 @@ for e in r0 + r1:
 assert abs(r0[-1]["auc"] - s1[-1]["auc"]) < 0.02, (r0[-1]["auc"], s1[-1]["auc"])
 print("stream AUC", s1[-1]["auc"], "in memory", mem[-1]["auc"], "2 ranks", r0[-1]["auc"])
 PY
+# Ranks that cut the file into other blocks (the same data packed with another --block-points) are
+# refused at rendezvous: each reads its own blocks.
+run "$FRUGAL" data pack --block-points 30000 "$TMP/d/train.tsv" "$TMP/d/train-30k.fpk"
+grep -qF "7 blocks" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+if "$FRUGAL" launch -n 2 -- bash -c \
+    'f=$1; [ "$FRUGAL_RANK" = 1 ] && f=$2; shift 2; exec "$0" train --model dlrm --train "$f" "$@"' \
+    "$FRUGAL" "$TMP/d/train.fpk" "$TMP/d/train-30k.fpk" --test "$TMP/d/test.tsv" --stream on --max-steps 5 \
+    --threads 1 > "$TMP/blocks.log" 2>&1; then
+  cat "$TMP/blocks.log"; echo "ranks streaming other blocks trained anyway"; exit 1
+fi
+grep -q "train_blocks" "$TMP/blocks.log" || { cat "$TMP/blocks.log"; echo "the error does not name train_blocks"; exit 1; }
+
 # 3.
 run "$FRUGAL" train --model dlrm --train "$TMP/d/train.fpk" --test "$TMP/d/test.tsv" --threads 1 --epochs 1 \
   --max-steps 20 --memory-limit 80

@@ -223,6 +223,9 @@ uint64_t run_dlrm(const DlrmRun& a) {
   if (schedule_kind != optim::ScheduleKind::constant) config["schedule_steps"] = schedule.total_steps;
   config["clip_norm"] = a.clip_norm;
   if (plan.file) config["valid_fingerprint"] = data::fingerprint(a.valid).to_string();
+  // Streamed, each rank reads its own blocks: the ranks must all stream, and cut the same blocks.
+  config["stream"] = streaming;
+  if (streaming) config["train_blocks"] = packed->header().block_list();
   comm::RunConfig run_config;
   for (const auto& [key, value] : config.items()) run_config[key] = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Every other option as given: a rank started with another --seed or --clip-norm is named at
@@ -248,7 +251,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   // What a checkpoint must agree with to be resumed: the model, ids and optimizer (not the epochs,
   // the data files or how ranks share the tables, which may change).
   nlohmann::json resume_config = config;
-  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "valid_fingerprint", "early_stopping",
+  for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "valid_fingerprint", "train_blocks", "stream", "early_stopping",
                           "table_exchange", "dp_keep", "dp_auto_energy"})
     resume_config.erase(key);
   std::optional<train::DlrmCheckpointInfo> resumed;
