@@ -19,6 +19,10 @@
 namespace frugal::data {
 namespace {
 
+// Blocks the reader thread keeps ready beyond the window: enough that the next window's first block
+// is read while this one trains.
+constexpr size_t kReadAhead = 2;
+
 // How many of `held` (ascending) fall in [first, first + n).
 size_t held_in(std::span<const uint64_t> held, uint64_t first, uint64_t n) {
   const auto lo = std::lower_bound(held.begin(), held.end(), first);
@@ -137,10 +141,11 @@ size_t CtrStream::part_of(size_t rank, size_t step) const {
 void CtrStream::refill() {
   // The reader thread starts with the first batch asked for: a stream made to count its steps reads nothing.
   if (!prefetch_)
-    prefetch_ = std::make_unique<Prefetch>(reader_, blocks_of(rank_), options_.held_back, options_.window_blocks);
+    prefetch_ = std::make_unique<Prefetch>(reader_, blocks_of(rank_), options_.held_back, kReadAhead);
   // What the last window left, then the next window's blocks, shuffled together.
   CtrBatch pool;
   for (size_t i = served_; i < shuffled_.size(); ++i) pool.append(pool_, shuffled_[i]);
+  pool_ = CtrBatch{};  // freed before the next blocks come in: memory holds one window, not two
   CtrBatch block;
   for (size_t w = 0; w < std::max<size_t>(1, options_.window_blocks) && prefetch_->take(block); ++w)
     for (size_t i = 0; i < block.size; ++i) pool.append(block, i);

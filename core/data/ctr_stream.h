@@ -29,7 +29,7 @@ struct CtrStreamOptions {
   size_t batch = 4096;  // global batch (over the ranks)
   uint64_t seed = 1;    // the epoch's: its block order and shuffles
   size_t rank = 0, ranks = 1;
-  size_t window_blocks = 4;  // blocks shuffled together (and read ahead)
+  size_t window_blocks = 4;  // blocks shuffled together (2 more are read ahead)
   // Samples (indices in the file, ascending) the stream leaves out: the validation share.
   std::span<const uint64_t> held_back{};
 };

@@ -2,6 +2,7 @@
 # `frugal data pack IN OUT` and the packed form wherever a data file is read, through the binary:
 #  1. an XMC set packs (stats unchanged); training on the packed train and test files gives the
 #     text's losses and P@k bit for bit, and predict / evaluate on a packed file the text's output;
+#     a checkpoint resumes on the packed form as the same data, and names other data;
 #  2. Criteo logs pack; `--model dlrm` trains on them as on the text;
 #  3. a damaged, truncated or other-kind packed file is refused naming the file (and the block);
 #     pack refuses a missing input, an input already packed and writing over its input.
@@ -36,6 +37,15 @@ assert len(a) == 2 and a == b, (a, b)
 PY
 diff "$TMP/eval.txt" "$TMP/eval.fpk"
 cmp "$TMP/pred.txt" "$TMP/pred.fpk"
+# Checkpoints record the data's identity: resuming on the packed form of the text a checkpoint trained
+# on is the same data (no note); on other data of the same shape the log says so.
+run "$FRUGAL" train --train "$D/train.fpk" --test "$D/test.fpk" --epochs 3 --hidden 32 --threads 1 --seed 2 \
+  --resume "$TMP/ck.txt"
+! grep -q "trained on other data" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+run "$FRUGAL" data synth-xmc --features 2000 --labels 300 --train 3000 --test 400 --nnz 20 --seed 6 --out "$TMP/y"
+run "$FRUGAL" train --train "$TMP/y/train.txt" --test "$D/test.fpk" --epochs 3 --hidden 32 --threads 1 --seed 2 \
+  --resume "$TMP/ck.txt"
+grep -qF "note: --resume $TMP/ck.txt: the checkpoint trained on other data" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 
 # 2.
 run "$FRUGAL" data synth-ctr --train 3000 --test 500 --vocab-scale 0.01 --seed 2 --out "$TMP/c"

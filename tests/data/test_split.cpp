@@ -213,5 +213,18 @@ TEST_CASE("stats: counts, averages and the label-frequency histogram") {
   CHECK(s.median_label_support == 5);
   CHECK(s.rare_label_share == Approx(3.0 / 8.0));
   CHECK(s.adjacent_same_label == Approx(4.0 / 5.0));  // the unlabelled last point shares nothing
+  // Declared sizes far beyond the ids (counted over sorted ids, not arrays of the declared sizes):
+  // the same figures.
+  data::Dataset wide = d;
+  wide.num_features = wide.num_labels = uint32_t{1} << 31;
+  const auto w = data::compute_stats(wide);
+  CHECK(w.features_used == s.features_used);
+  CHECK(w.labels_used == s.labels_used);
+  CHECK(w.max_label_frequency == s.max_label_frequency);
+  CHECK(w.median_label_support == s.median_label_support);
+  CHECK(w.rare_label_share == s.rare_label_share);
+  REQUIRE(w.label_histogram.size() == s.label_histogram.size());
+  for (size_t b = 1; b < w.label_histogram.size(); ++b) CHECK(w.label_histogram[b].labels == s.label_histogram[b].labels);
+  CHECK(w.label_histogram[0].labels == (size_t{1} << 31) - 3);
   CHECK(s.looks_sorted());
 }

@@ -254,12 +254,25 @@ uint64_t run_dlrm(const DlrmRun& a) {
   for (const char* key : {"epochs", "train_fingerprint", "test_fingerprint", "valid_fingerprint", "train_blocks", "stream", "early_stopping",
                           "table_exchange", "dp_keep", "dp_auto_energy"})
     resume_config.erase(key);
+  // What checkpoints record besides: the training data's identity (its text's fingerprint, which a
+  // packed form shares, and a streamed file's blocks), which --resume reports rather than compares
+  // (a resume may read the data anew, packed or re-packed).
+  nlohmann::json checkpoint_config = resume_config;
+  checkpoint_config["train_data"] = {{"fingerprint", config["train_fingerprint"]}};
+  if (streaming) checkpoint_config["train_data"]["blocks"] = config["train_blocks"];
   std::optional<train::DlrmCheckpointInfo> resumed;
   if (!a.resume.empty()) {
     resumed = train::read_dlrm_checkpoint(a.resume, a.accept_unchecked_checkpoint);
     // Every rank resumes the same epoch, as every trainer's ranks do (train/resume_choice.h).
     train::require_same_resume(a.resume, resumed->epoch, 0, resumed->folder, *world);
-    train::require_same_settings(nlohmann::json::parse(resumed->config), resume_config, "--resume " + a.resume);
+    const nlohmann::json saved = nlohmann::json::parse(resumed->config);
+    train::require_same_settings(saved, resume_config, "--resume " + a.resume);
+    const auto fingerprint = saved.find("train_data");
+    if (voice && fingerprint != saved.end() && fingerprint->value("fingerprint", nlohmann::json()) !=
+                                                   checkpoint_config["train_data"]["fingerprint"])
+      say_notice("note: --resume {}: the checkpoint trained on other data ({}); --train {} is {}\n", a.resume,
+                 fingerprint->value("fingerprint", nlohmann::json()).dump(), a.train,
+                 checkpoint_config["train_data"]["fingerprint"].dump());
   }
   // The id map: from the checkpoint, or a counting pass over the training data (every rank makes
   // the same one).
@@ -325,7 +338,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
   uint64_t last = first_epoch - 1;
   // `epoch`: the epochs completed (a best kept within epoch E is saved as after E - 1, at its step).
   const auto save = [&](const std::string& dir, uint64_t epoch) {
-    train::save_dlrm_checkpoint(dir, resume_config.dump(), epoch, ids, net, trainer.optimizer(), group, run_id,
+    train::save_dlrm_checkpoint(dir, checkpoint_config.dump(), epoch, ids, net, trainer.optimizer(), group, run_id,
                                 best.run_state().dump());
   };
   // One scoring of the validation set (collective); every rank takes rank 0's figures, so that

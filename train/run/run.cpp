@@ -112,7 +112,8 @@ struct Resumed {
 };
 
 Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, train::Trainer& trainer,
-                   const nlohmann::json& resume_config, train::BestEpoch& best) {
+                   const nlohmann::json& resume_config, train::BestEpoch& best,
+                   const nlohmann::json* data_identity) {
   const int rank = world.rank();
   // The newest checkpoint whose files are all intact, the same on every rank (train/resume_choice.h);
   // a damaged one is passed over out loud, even with --quiet.
@@ -122,6 +123,10 @@ Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, tr
     say_notice("--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
                choice.manifest_file, info.epoch, info.step);
   best.resume(info.run_state);
+  if (rank == 0 && !a.quiet && info.config.contains("train_data") && data_identity &&
+      info.config["train_data"] != *data_identity)
+    say_notice("note: --resume {}: the checkpoint trained on other data ({}); --train {} is {}\n", a.resume,
+               info.config["train_data"].dump(), a.train, data_identity->dump());
   if (!a.quiet)
     say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
                info.epoch, info.step, info.world_size, info.model_slices);
@@ -429,10 +434,14 @@ RunResult run_train(RunArgs a) {
   // way by default; a resumed run may infer otherwise, so --resume does not compare it).
   nlohmann::json checkpoint_config = resume_config;
   record_infer(a.inference, checkpoint_config);
+  // The training data's identity (the text's whole-file hash, which its packed form shares), which
+  // --resume reports rather than compares (a checkpoint may resume on another file of the same data).
+  if (config.contains("train_fingerprint")) checkpoint_config["train_data"] = config["train_fingerprint"];
   std::optional<train::CheckpointInfo> resumed_from;
   std::vector<train::SkippedCheckpoint> resume_skipped;
   if (!a.resume.empty()) {
-    Resumed r = resume_run(a, *world, model, trainer, resume_config, best);
+    Resumed r = resume_run(a, *world, model, trainer, resume_config, best,
+                           checkpoint_config.contains("train_data") ? &checkpoint_config["train_data"] : nullptr);
     resumed_from = r.info;
     resume_skipped = std::move(r.skipped);
   }

@@ -390,11 +390,12 @@ std::vector<Option<TrainConfig>> make_train_options() {
              "and --slice-weights auto caps this rank's share of weights and optimizer state by it (0: the "
              "machine's available memory is the limit)",
              NumberBounds::non_negative()));
-  add(on_off("--stream", &T::stream,
-             "--model dlrm: train from the packed training file (frugal data pack) block by block, each rank reading "
-             "its share of the blocks, in memory that holds a few of them, shuffled within them; auto: when the "
-             "set would take more than half of --memory-limit (or of the available memory)",
-             "auto"));
+  add(choice<T, std::optional<bool>>(
+      "--stream", &T::stream, {{"auto", std::nullopt}, {"on", true}, {"off", false}},
+      "--model dlrm: train from a packed training file (docs/data.md) block by block, each rank reading "
+      "its share of the blocks, in memory that holds a few of them, shuffled within them; auto: when the "
+      "set would take more than half of --memory-limit (or of the available memory)",
+      "auto"));
   add(number("--calibration-warmup", &T::calibration_warmup, "--slice-weights auto: steps before the timed ones"));
   add(device_option(&T::device));
   add(choice<T, DpTransport>("--dp-transport", &T::dp_transport,
