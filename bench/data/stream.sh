@@ -6,7 +6,8 @@
 #  2. streamed (--stream on) inside a memory cgroup capped at LIMIT_MIB (750: half the set's size in
 #     memory), the page cache included (cgroup v1 memory.limit_in_bytes, or v2 memory.max).
 # Reports per epoch: test AUC, train samples/s, peak RSS, bytes read; and the ratios. Needs root.
-# Usage: bash bench/data/stream.sh [BUILD_DIR] [OUT_DIR]   (TRAIN, EPOCHS, THREADS, LIMIT_MIB)
+# Usage: bash bench/data/stream.sh [BUILD_DIR] [OUT_DIR]   (TRAIN, EPOCHS, THREADS, LIMIT_MIB; SEED: the
+#        runs' seed, default 1; SET: the set's folder, default OUT_DIR/set, made with seed 1 when missing)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
@@ -15,12 +16,13 @@ TRAIN=${TRAIN:-6000000}
 EPOCHS=${EPOCHS:-2}
 THREADS=${THREADS:-2}
 LIMIT_MIB=${LIMIT_MIB:-750}
+SEED=${SEED:-1}
 FRUGAL="$(realpath "$BUILD/apps/frugal")"
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 mkdir -p "$OUT"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "commit $(git rev-parse --short HEAD), $(nproc) cores, load $LOAD_BEFORE"
-D="$OUT/set"
+D="${SET:-$OUT/set}"
 if [ ! -f "$D/train.fpk" ] || [ "$(python3 -c "import json; print(json.load(open('$D/info.json'))['train'])" 2>/dev/null)" != "$TRAIN" ]; then
   say "synth-ctr: $TRAIN training samples, packed"
   "$FRUGAL" data synth-ctr --train "$TRAIN" --test 50000 --seed 1 --out "$D"
@@ -28,7 +30,7 @@ if [ ! -f "$D/train.fpk" ] || [ "$(python3 -c "import json; print(json.load(open
   rm -f "$D/train.tsv"  # the packed form is what both runs read
 fi
 COMMON=(train --model dlrm --train "$D/train.fpk" --test "$D/test.tsv" --epochs "$EPOCHS" --early-stopping 0
-        --seed 1 --threads "$THREADS")
+        --seed "$SEED" --threads "$THREADS")
 say "1. in memory"
 rm -f "$OUT/memory.jsonl"
 "$FRUGAL" "${COMMON[@]}" --stream off --metrics "$OUT/memory.jsonl" 2>&1 | grep -v "%" | tee "$OUT/memory.log"
