@@ -12,6 +12,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
+#include "apps/data_file_option.h"
 #include "core/data/ctr_reader.h"
 #include "core/data/data_format.h"
 #include "core/data/packed_file.h"
@@ -34,21 +35,12 @@ uint64_t bytes_read_so_far() {
 }  // namespace
 
 void add_bench_read_command(CLI::App& bench) {
-  struct Args {
-    std::string file;
-    data::DataFormat format = data::DataFormat::xmc;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<DataFileArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "read", "time reading a data set whole, as a run starts (text or packed): seconds, bytes read, peak memory");
-  cmd->add_option("file", a->file, "XMC file, IDX prefix with --format idx, Criteo-format file, or a packed file")
-      ->required();
-  CLI::Option* format = add_choice(cmd, "--format", a->format,
-                                   {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
-                                   "xmc, idx or criteo (default: what a packed file holds; criteo for .tsv and "
-                                   ".tsv.gz files, else xmc)");
-  cmd->callback([a, format] {
-    const data::DataFormat f = format->count() > 0 ? a->format : data::guess_data_format(a->file);
+  add_data_file(cmd, *a, "file", "XMC file, IDX prefix with --format idx, Criteo-format file, or a packed file");
+  cmd->callback([a] {
+    const data::DataFormat f = a->resolved();
     const uint64_t read0 = bytes_read_so_far();
     const auto t0 = std::chrono::steady_clock::now();
     size_t points = 0;

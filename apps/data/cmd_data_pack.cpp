@@ -10,6 +10,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
+#include "apps/data_file_option.h"
 #include "core/check.h"
 #include "core/data/data_format.h"
 #include "core/data/packed_file.h"
@@ -18,37 +19,33 @@
 namespace frugal::cli {
 
 void add_data_pack(CLI::App& data) {
-  struct Args {
-    std::string in, out;
-    data::DataFormat format = data::DataFormat::xmc;
+  struct Args : DataFileArgs {
+    std::string out;
     uint64_t block_points = data::kPackedBlockPoints;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = data.add_subcommand(
       "pack", "convert a data set into the packed binary form every command reads without parsing (docs/data.md)");
-  cmd->add_option("in", a->in, "XMC file, IDX prefix with --format idx, or Criteo-format file (.tsv[.gz])")->required();
+  add_data_file(cmd, *a, "in", "XMC file, IDX prefix with --format idx, or Criteo-format file (.tsv[.gz])");
   cmd->add_option("out", a->out, "the packed file to write")->required();
-  CLI::Option* format = add_choice(cmd, "--format", a->format,
-                                   {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
-                                   "xmc, idx or criteo (default: criteo for .tsv and .tsv.gz files, else xmc)");
   cmd->add_option("--block-points", a->block_points,
                   "points a block holds: the unit of checksums, reads and (for a streamed run) each rank's shard")
       ->capture_default_str()
       ->check(cli::in_range(uint64_t{1}, uint64_t{1} << 24));
-  cmd->callback([a, format] {
+  cmd->callback([a] {
     const auto t0 = std::chrono::steady_clock::now();
-    FRUGAL_CHECK(!data::is_packed_file(a->in), fmt::format("{}: already packed", a->in));
-    const data::DataFormat f = format->count() > 0 ? a->format : data::guess_data_format(a->in);
+    FRUGAL_CHECK(!data::is_packed_file(a->file), fmt::format("{}: already packed", a->file));
+    const data::DataFormat f = a->resolved();
     std::error_code ec;
-    FRUGAL_CHECK(!std::filesystem::exists(a->out) || !std::filesystem::equivalent(a->in, a->out, ec),
+    FRUGAL_CHECK(!std::filesystem::exists(a->out) || !std::filesystem::equivalent(a->file, a->out, ec),
                  fmt::format("{}: output and input are the same file", a->out));
     data::PackedHeader h;
     if (f == data::DataFormat::criteo)
-      h = data::pack_ctr_file(a->in, a->out, a->block_points);
+      h = data::pack_ctr_file(a->file, a->out, a->block_points);
     else if (f == data::DataFormat::idx)
-      h = data::pack_dataset(run::open_input(f, a->in), a->out, a->block_points);
+      h = data::pack_dataset(run::open_input(f, a->file), a->out, a->block_points);
     else
-      h = data::pack_xmc_file(a->in, a->out, a->block_points);
+      h = data::pack_xmc_file(a->file, a->out, a->block_points);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto bytes = std::filesystem::file_size(a->out);
     if (h.kind == data::PackedKind::clicks)

@@ -13,6 +13,7 @@
 
 #include "apps/cli_options.h"
 #include "apps/commands.h"
+#include "apps/data_file_option.h"
 #include "train/run/train_inputs.h"
 #include "core/check.h"
 #include "core/data/ctr_stats.h"
@@ -33,21 +34,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 void add_stats(CLI::App& data) {
-  struct Args {
-    std::string file;
-    data::DataFormat format = data::DataFormat::xmc;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<DataFileArgs>();
   CLI::App* cmd = data.add_subcommand(
       "stats", "print statistics of a data set (points, dimensions, label histogram; for Criteo files, ids per field)");
-  cmd->add_option("file", a->file, "XMC file, IDX prefix with --format idx, or Criteo-format file (.tsv[.gz])")
-      ->required();
-  CLI::Option* format = add_choice(cmd, "--format", a->format,
-                                   {data::DataFormat::xmc, data::DataFormat::idx, data::DataFormat::criteo},
-                                   "xmc, idx or criteo (default: criteo for .tsv and .tsv.gz files, else xmc)");
+  add_data_file(cmd, *a, "file", "XMC file, IDX prefix with --format idx, Criteo-format file (.tsv[.gz]), or a packed file");
   add_strict_flag(cmd);
-  cmd->callback([a, format] {
-    const data::DataFormat f = format->count() > 0 ? a->format : data::guess_data_format(a->file);
+  cmd->callback([a] {
+    const data::DataFormat f = a->resolved();
     if (f == data::DataFormat::criteo) {
       data::CtrReader reader(a->file);  // streams: memory grows with the distinct ids only
       fmt::print("{} (criteo)\n{}", a->file, data::compute_ctr_stats(reader).format("  "));

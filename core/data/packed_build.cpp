@@ -189,7 +189,7 @@ Dataset load_packed_points(const std::string& path, uint64_t first_block, uint64
   // The arrays at their final size at once (growing them would hold up to three times the data).
   // (Huge pages for them, advised before the first write,
   // made the read 0.2-2.3 s where 4 KB pages take 0.38-0.44 s on the 1.7M-point set: a VM's fresh
-  // 2 MB pages are slow to fault in. bench/REPORT.md, "Packed data files".)
+  // 2 MB pages are slow to fault in. bench/history/quality.md, "Packed data files and DLRM streaming".)
   const PackedRange r = reader.range(first_block, end);
   data.points.feature_offsets.assign(r.points + 1, 0);
   data.points.label_offsets.assign(r.points + 1, 0);

@@ -18,6 +18,7 @@
 #include "core/data/ctr_stats.h"
 #include "core/data/synth_ctr.h"
 #include "error_of.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace frugal::data;
@@ -54,17 +55,6 @@ std::string with_field(size_t column, const std::string& value) {  // column 1-b
   f[column - 1] = value;
   return join(f);
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "frugal-ctr-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -16,22 +16,12 @@
 #include "core/data/ctr_stream.h"
 #include "core/data/packed_file.h"
 #include "core/staged_file.h"
+#include "temp_dir.h"
 
 using namespace frugal;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "frugal-stream-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // `n` samples whose C1 is their index (so a sample can be recognized) and whose label alternates in
 // runs, packed in blocks of `block` samples.

@@ -17,22 +17,12 @@
 #include "core/data/xmc_file.h"
 #include "core/data/xmc_reader.h"
 #include "error_of.h"
+#include "temp_dir.h"
 
 using namespace frugal;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "frugal-packed-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 void require_same_points(const data::Dataset& a, const data::Dataset& b) {
   REQUIRE(a.size() == b.size());
