@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -200,22 +201,30 @@ Dataset load_packed_points(const std::string& path, uint64_t first_block, uint64
   // speed of the cores, the copies at the memory's.
   SparseBatch& p = data.points;
   const uint64_t point0 = h.block_first(first_block);
+  // A damaged file names its first damaged block, whichever thread met it first.
+  std::vector<std::exception_ptr> failed(end - first_block);
   tbb::parallel_for(first_block, end, [&](uint64_t b) {
-    const PackedRange at = reader.range(first_block, b);  // the blocks before it in the range
-    const uint64_t local = h.block_first(b) - point0;
-    const PackedRange mine = reader.range(b, b + 1);
-    if (at.feature_nnz + mine.feature_nnz > r.feature_nnz || at.label_nnz + mine.label_nnz > r.label_nnz)
-      throw Error(fmt::format("{}: block {} of {}: its point offsets disagree with the range's", path, b + 1, h.blocks()));
-    reader.read_points_into(b, {.feature_offsets = p.feature_offsets.data() + local,
-                                .ids = p.feature_ids.data() + at.feature_nnz,
-                                .values = p.feature_values.data() + at.feature_nnz,
-                                .label_offsets = p.label_offsets.data() + local,
-                                .labels = p.label_ids.data() + at.label_nnz,
-                                .feature_base = at.feature_nnz,
-                                .label_base = at.label_nnz,
-                                .features = mine.feature_nnz,
-                                .label_count = mine.label_nnz});
+    try {
+      const PackedRange at = reader.range(first_block, b);  // the blocks before it in the range
+      const uint64_t local = h.block_first(b) - point0;
+      const PackedRange mine = reader.range(b, b + 1);
+      if (at.feature_nnz + mine.feature_nnz > r.feature_nnz || at.label_nnz + mine.label_nnz > r.label_nnz)
+        throw Error(fmt::format("{}: block {} of {}: its point offsets disagree with the range's", path, b + 1, h.blocks()));
+      reader.read_points_into(b, {.feature_offsets = p.feature_offsets.data() + local,
+                                  .ids = p.feature_ids.data() + at.feature_nnz,
+                                  .values = p.feature_values.data() + at.feature_nnz,
+                                  .label_offsets = p.label_offsets.data() + local,
+                                  .labels = p.label_ids.data() + at.label_nnz,
+                                  .feature_base = at.feature_nnz,
+                                  .label_base = at.label_nnz,
+                                  .features = mine.feature_nnz,
+                                  .label_count = mine.label_nnz});
+    } catch (...) {
+      failed[b - first_block] = std::current_exception();
+    }
   });
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
   return data;
 }
 

@@ -163,6 +163,9 @@ TEST_CASE("a damaged, truncated or forged packed file is refused naming the file
     CHECK_THAT(e, Catch::Contains(packed) && Catch::Contains("block 3 of") && Catch::Contains("checksum"));
     // The blocks before it still read (a shard that does not hold it is not refused).
     CHECK(data::load_packed_points(packed, 0, 2).size() == 256);
+    // Two damaged blocks: the first is named, whichever thread reads it.
+    flip_byte(packed, h.sections[1].offset + 4 * (d.points.feature_offsets[640] + 2));  // block 6
+    for (int i = 0; i < 5; ++i) CHECK_THAT(error_of([&] { data::XmcFile::open(packed); }), Catch::Contains("block 3 of"));
   }
   SECTION("a truncated file") {
     fs::resize_file(packed, fs::file_size(packed) - 10);
