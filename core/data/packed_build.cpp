@@ -187,10 +187,10 @@ Dataset load_packed_points(const std::string& path, uint64_t first_block, uint64
   data.num_features = h.features;
   data.num_labels = h.labels;
   data.content_hash = h.content_hash();
-  // The arrays at their final size at once (growing them would hold up to three times the data).
-  // (Huge pages for them, advised before the first write,
-  // made the read 0.2-2.3 s where 4 KB pages take 0.38-0.44 s on the 1.7M-point set: a VM's fresh
-  // 2 MB pages are slow to fault in. bench/history/quality.md, "Packed data files and DLRM streaming".)
+  // The arrays at their final size at once (growing them would hold up to three times the data), on
+  // 4 KB pages: huge pages advised before the first write made the 1.7M-point set's read 0.2-2.3 s
+  // against 0.38-0.44 s (a VM's fresh 2 MB pages are slow to fault in; bench/history/quality.md,
+  // "Packed data files and DLRM streaming").
   const PackedRange r = reader.range(first_block, end);
   data.points.feature_offsets.assign(r.points + 1, 0);
   data.points.label_offsets.assign(r.points + 1, 0);
