@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "core/check.h"
 #include "core/model.h"
 #include "train/checkpoint.h"
@@ -39,6 +41,25 @@ bool BestEpoch::record(uint64_t epoch, double score, const std::function<void(co
   if (!best_dir_.empty()) save(best_dir_);
   return true;
 }
+
+nlohmann::json BestEpoch::run_state(size_t epoch_step, size_t batch) const {
+  nlohmann::json state = run_state();
+  state["epoch_step"] = epoch_step;
+  state["epoch_batch"] = batch;
+  return state;
+}
+
+namespace {
+size_t count_field(const nlohmann::json& run_state, const char* name) {
+  if (!run_state.is_object() || !run_state.contains(name)) return 0;
+  const nlohmann::json& v = run_state[name];
+  FRUGAL_CHECK(v.is_number_unsigned(), fmt::format("the checkpoint's run_state.{} is {}, not a count", name, v.dump()));
+  return v.get<size_t>();
+}
+}  // namespace
+
+size_t epoch_step_of(const nlohmann::json& run_state) { return count_field(run_state, "epoch_step"); }
+size_t epoch_batch_of(const nlohmann::json& run_state) { return count_field(run_state, "epoch_batch"); }
 
 nlohmann::json BestEpoch::run_state() const {
   const EarlyStopping::State& s = stopper_.state();

@@ -53,6 +53,9 @@ class BestEpoch {
   // What a checkpoint records of it ({"early_stopping": {...}}), so a resumed run stops where the
   // uninterrupted one would and a reader of the folder knows which epoch was best.
   nlohmann::json run_state() const;
+  // The same for a checkpoint saved within an epoch, `epoch_step` steps of `batch` points into it
+  // (--checkpoint-every): a resumed run skips those steps of the epoch's seeded order and goes on.
+  nlohmann::json run_state(size_t epoch_step, size_t batch) const;
   // Whether a checkpoint of epoch `epoch` (completed epochs) at global step `step` is the best one.
   static bool is_best(const EarlyStopping::State& best, uint64_t epoch, uint64_t step);
   // After the last epoch (`last_epoch`): puts the best epoch's model back when it is another one,
@@ -69,5 +72,11 @@ class BestEpoch {
   ModelSnapshot snapshot_;
   uint64_t snapshot_epoch_ = 0, snapshot_step_ = 0;
 };
+
+// The steps of its epoch a checkpoint's run_state says were done (0: saved at an epoch's end, or
+// before checkpoints said). A value that is not a step count is refused, naming the field.
+size_t epoch_step_of(const nlohmann::json& run_state);
+// The batch those steps had (0: not recorded).
+size_t epoch_batch_of(const nlohmann::json& run_state);
 
 }  // namespace frugal::train

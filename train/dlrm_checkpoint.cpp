@@ -18,10 +18,14 @@
 #include "core/regular_file.h"
 #include "core/optim/optimizer.h"
 #include "core/crc32c.h"
+#include "train/best_epoch.h"
 
 namespace frugal::train {
 namespace fs = std::filesystem;
 namespace {
+
+// The folder of a checkpoint saved `step` steps into the run, within the epoch after `epoch`.
+std::string mid_epoch_folder(uint64_t epoch, uint64_t step) { return fmt::format("dlrm-epoch-{}-step-{}", epoch, step); }
 
 constexpr const char* kFormat = "frugal-dlrm";
 constexpr int kVersion = 1;
@@ -81,7 +85,10 @@ void save_dlrm_checkpoint(const std::string& dir, const std::string& config_text
     throw Error(fmt::format("DLRM checkpoint: the run state is not JSON ({})", json_error_words(e)));
   }
   const int rank = comm::is_active(group) ? group->rank() : 0, ranks = comm::is_active(group) ? group->size() : 1;
-  const std::string folder = fmt::format("dlrm-epoch-{}", epoch);
+  // A checkpoint saved within an epoch (its run state says how far: --checkpoint-every) has a folder
+  // of its own beside the last epoch's, which stays whole until the manifest has moved on.
+  const std::string folder = epoch_step_of(run_state) > 0 ? mid_epoch_folder(epoch, optimizer.steps())
+                                                           : fmt::format("dlrm-epoch-{}", epoch);
   const fs::path root(dir), path = root / folder;
   fs::create_directories(path);
   // This rank's slices with their optimizer state.
@@ -194,7 +201,9 @@ std::pair<DlrmCheckpointInfo, nlohmann::json> read_manifest_json(const std::stri
                    m["folder"].get<std::string>().find('/') == std::string::npos,
                fmt::format("{}: field 'folder' is not an epoch folder", mpath.string()));
   info.folder = m["folder"];
-  FRUGAL_CHECK(info.folder == fmt::format("dlrm-epoch-{}", info.epoch),
+  const uint64_t saved_step = m.contains("step") && m["step"].is_number_unsigned() ? m["step"].get<uint64_t>() : 0;
+  FRUGAL_CHECK(info.folder == fmt::format("dlrm-epoch-{}", info.epoch) ||
+                   info.folder == mid_epoch_folder(info.epoch, saved_step),
                fmt::format("{}: field 'folder' (\"{}\") is not the folder of its epoch {}", mpath.string(), info.folder,
                            info.epoch));
   FRUGAL_CHECK(field("config").is_object(), fmt::format("{}: field 'config' is not an object", mpath.string()));

@@ -177,6 +177,12 @@ bool CtrStream::next(CtrBatch& out, size_t* global_size) {
   return true;
 }
 
+void CtrStream::skip(size_t steps) {
+  CtrBatch scratch;
+  for (size_t i = 0; i < steps && next(scratch); ++i) {
+  }
+}
+
 void for_each_block(PackedReader& reader, std::span<const uint64_t> held_back,
                     const std::function<void(const CtrBatch&)>& visit) {
   for (uint64_t b = 0; b < reader.header().blocks(); ++b) {

@@ -45,6 +45,10 @@ class CtrStream {
   // This rank's part of the next global batch (possibly empty), and that batch's size; false when
   // the epoch is over.
   bool next(CtrBatch& out, size_t* global_size = nullptr);
+  // Passes over the next `steps` global batches (a run resumed within the epoch: what it trained
+  // before), reading their blocks as next() would, so the steps after are the same.
+  void skip(size_t steps);
+  size_t step() const { return step_; }  // global batches given or skipped so far
   size_t steps() const { return steps_; }                  // global batches in the epoch
   size_t global_samples() const { return global_samples_; }  // over every rank
   size_t samples() const { return samples_[rank_]; }       // this rank's shard

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <optional>
 #include <numeric>
+#include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -324,22 +326,34 @@ uint64_t run_dlrm(const DlrmRun& a) {
   // The run's id in its checkpoints' manifests (a resumed run goes on as the same run), so that a
   // best/ of another run is never served as this one's.
   std::string run_id = fmt::format("{:016x}", (uint64_t{std::random_device{}()} << 32) | std::random_device{}());
-  size_t first_epoch = 1;
+  size_t first_epoch = 1, resume_step = 0;  // resumed within an epoch: the steps of it done
   if (resumed) {
     train::load_dlrm_state(a.resume, *resumed, net, &trainer.optimizer());
     if (!resumed->run.empty()) run_id = resumed->run;
     best.resume(nlohmann::json::parse(resumed->run_state));
     first_epoch = resumed->epoch + 1;
+    resume_step = train::epoch_step_of(nlohmann::json::parse(resumed->run_state));
     if (voice)
-      say("resumed from {} at epoch {} (saved by {} rank(s))\n", a.resume, resumed->epoch, resumed->world_size);
-    log.write({{"event", "resume"}, {"checkpoint", a.resume}, {"epoch", resumed->epoch},
+      say("resumed from {} at epoch {}{} (saved by {} rank(s))\n", a.resume, resumed->epoch,
+          resume_step > 0 ? fmt::format(", {} steps into epoch {}", resume_step, first_epoch) : "", resumed->world_size);
+    // A stream's order depends on the rank count: resumed on another, the rest of the epoch is the
+    // new order's, after as many steps (its samples may repeat or miss some of the epoch's).
+    if (voice && resume_step > 0 && streaming && resumed->world_size != world->size())
+      say_notice("note: --resume {}: saved by {} rank(s) within a streamed epoch; on {} rank(s) the rest of epoch {} "
+                 "comes from their block order (some of its samples may be seen twice or not at all)\n",
+                 a.resume, resumed->world_size, world->size(), first_epoch);
+    log.write({{"event", "resume"}, {"checkpoint", a.resume}, {"epoch", resumed->epoch}, {"epoch_step", resume_step},
                {"saved_world_size", resumed->world_size}, {"rank", rank}});
   }
   uint64_t last = first_epoch - 1;
   // `epoch`: the epochs completed (a best kept within epoch E is saved as after E - 1, at its step).
-  const auto save = [&](const std::string& dir, uint64_t epoch) {
+  // `epoch_step`: the steps done of the epoch after `epoch` (a checkpoint within it; 0: at its end).
+  const auto save = [&](const std::string& dir, uint64_t epoch, size_t epoch_step = 0) {
     train::save_dlrm_checkpoint(dir, checkpoint_config.dump(), epoch, ids, net, trainer.optimizer(), group, run_id,
-                                best.run_state().dump());
+                                (epoch_step > 0 ? best.run_state(epoch_step, a.batch) : best.run_state()).dump());
+    if (epoch_step > 0)
+      log.write({{"event", "checkpoint"}, {"epoch", epoch + 1}, {"epoch_step", epoch_step},
+                 {"step", trainer.optimizer().steps()}, {"rank", rank}});
   };
   // One scoring of the validation set (collective); every rank takes rank 0's figures, so that
   // keeping the best (collective) is the same decision everywhere: AUC, logloss, seconds.
@@ -371,6 +385,10 @@ uint64_t run_dlrm(const DlrmRun& a) {
   const auto fit_steps = [&](uint64_t seed, size_t steps, const std::string& label, uint64_t epoch, size_t done, bool end) {
     if (!streaming) return trainer.fit_epoch(view_of(train), seed, steps, label, epoch, done, end);
     if (done == 0) open_stream(seed);
+    if (done > 0 && stream->step() == 0) {  // resumed within the epoch: its stream read up to there
+      open_stream(seed);
+      stream->skip(done);
+    }
     // An epoch's last part trains what its stream has left (an epoch's steps vary with its shards).
     return trainer.fit_stream(*stream, end && a.max_steps == 0 ? 0 : steps, label, epoch, end);
   };
@@ -378,14 +396,27 @@ uint64_t run_dlrm(const DlrmRun& a) {
   if (valid_every > 0 && voice)
     say("validation: also every {} steps within an epoch of {} (--valid-every {})\n", valid_every, epoch_steps,
         a.valid_every ? std::to_string(*a.valid_every) : std::string("auto"));
-  // An epoch in parts of valid_every steps, scored between them (the parts train what one call would).
-  const auto fit_scored = [&](uint64_t seed, uint64_t epoch) {
+  // --checkpoint-every: CHECKPOINT within long epochs too, so that --resume goes on from there.
+  const size_t checkpoint_every =
+      a.checkpoint.empty() ? 0 : checkpoint_every_steps(a.checkpoint_every, a.batch, epoch_steps);
+  if (checkpoint_every > 0 && voice)
+    say("checkpoints: also every {} steps within an epoch of {} (--checkpoint-every {})\n", checkpoint_every,
+        epoch_steps, a.checkpoint_every ? std::to_string(*a.checkpoint_every) : std::string("auto"));
+  // An epoch in parts between its scorings (every valid_every steps) and its checkpoints (every
+  // checkpoint_every), from step `start` (the parts train what one call would).
+  const auto fit_parts = [&](uint64_t seed, uint64_t epoch, size_t start) {
     train::FitResult fit;
     const std::string label = fmt::format("train epoch {}", epoch);
-    size_t done = 0;
-    while (epoch_steps - done > valid_every) {
-      fit.merge(fit_steps(seed, valid_every, label, epoch, done, /*end=*/false));
-      done += valid_every;
+    size_t done = start;
+    const auto after = [&](size_t every) { return every > 0 ? (done / every + 1) * every : SIZE_MAX; };
+    for (size_t next = std::min(after(valid_every), after(checkpoint_every)); next < epoch_steps;
+         next = std::min(after(valid_every), after(checkpoint_every))) {
+      fit.merge(fit_steps(seed, next - done, label, epoch, done, /*end=*/false));
+      done = next;
+      if (checkpoint_every > 0 && done % checkpoint_every == 0 && (valid_every == 0 || done % valid_every != 0)) {
+        save(a.checkpoint, epoch - 1, done);
+        continue;
+      }
       const std::array<double, 3> v = score_valid();
       const uint64_t step = trainer.optimizer().steps();
       best.record(epoch, v[0], [&](const std::string& dir) { save(dir, epoch - 1); }, step, /*epoch_end=*/false);
@@ -396,18 +427,23 @@ uint64_t run_dlrm(const DlrmRun& a) {
       log.write({{"event", "valid"}, {"epoch", epoch}, {"epoch_step", done}, {"step", step}, {"valid_auc", v[0]},
                  {"valid_logloss", v[1]}, {"valid_seconds", v[2]}, {"best_epoch", s.best_epoch},
                  {"best_step", s.best_step}, {"rank", rank}});
+      if (checkpoint_every > 0 && done % checkpoint_every == 0) save(a.checkpoint, epoch - 1, done);  // after the score
     }
     fit.merge(fit_steps(seed, epoch_steps - done, label, epoch, done, /*end=*/true));
     return fit;
   };
+  // The first epoch of a run resumed within one starts there.
+  size_t start = resumed ? resumed_epoch_step(nlohmann::json::parse(resumed->run_state), a.resume, a.batch, epoch_steps) : 0;
   for (size_t epoch = first_epoch; epoch <= plan.epochs && !best.should_stop(); ++epoch) {
     const comm::ByteCount before = world->stats().total();
     const uint64_t read_before = packed ? packed->bytes_read() : 0;
     const uint64_t dp_sent_before = trainer.dp_payload_sent(), dp_full_before = trainer.dp_payload_uncompressed();
     const uint64_t seed = seeds_of_epoch(a.seed, epoch);
-    const train::FitResult fit = valid_every > 0 ? fit_scored(seed, epoch)
-                                                 : fit_steps(seed, a.max_steps, fmt::format("train epoch {}", epoch),
-                                                             epoch, 0, /*end=*/true);
+    const size_t resumed_at = std::exchange(start, 0);
+    const train::FitResult fit = valid_every > 0 || checkpoint_every > 0 || resumed_at > 0
+                                     ? fit_parts(seed, epoch, resumed_at)
+                                     : fit_steps(seed, a.max_steps, fmt::format("train epoch {}", epoch), epoch, 0,
+                                                 /*end=*/true);
     // The group's loss (the same on every rank): a diverged epoch stops before its checkpoint.
     if (!std::isfinite(fit.loss)) train::throw_divergence(train::divergence_where(epoch, 0), "training loss", fit.loss, 0.0);
     comm::ByteCount wire = world->stats().total();
@@ -435,6 +471,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     std::fflush(stdout);
     nlohmann::json line = {{"event", "epoch"},
                {"epoch", epoch},
+               {"resumed_at_step", resumed_at},  // the epoch's figures count the steps after it (0: all)
                {"loss", fit.loss},
                {"train_samples_per_s", fit.samples_per_s},
                {"train_seconds", fit.seconds},

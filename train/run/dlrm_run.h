@@ -43,6 +43,7 @@ struct DlrmRun {
   std::optional<size_t> early_stopping;
   std::optional<size_t> valid_every;  // --valid-every: scored within long epochs too (unset: auto)
   std::string checkpoint, resume;  // --checkpoint DIR (saved after every epoch), --resume DIR
+  std::optional<size_t> checkpoint_every;  // --checkpoint-every: saved within long epochs too (unset: auto)
   bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint
   double memory_limit_mib = 0;               // --memory-limit (0: what the machine has)
   // --stream: the training set streamed from its packed file (unset: when it would take more than

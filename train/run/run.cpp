@@ -3,6 +3,8 @@
 // train here; the pipeline (train/run/pipeline_run.h) and DLRM (train/run/dlrm_run.h) are handed
 // their settings as resolved here.
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -109,6 +111,7 @@ Backend& choose_device(const std::string& device, int threads) {
 struct Resumed {
   train::CheckpointInfo info;
   std::vector<train::SkippedCheckpoint> skipped;  // damaged newer ones passed over
+  nlohmann::json run_state;  // a checkpoint saved within an epoch says how far (--checkpoint-every)
 };
 
 Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, train::Trainer& trainer,
@@ -123,17 +126,19 @@ Resumed resume_run(const RunArgs& a, comm::Communicator& world, Model& model, tr
     say_notice("--resume {}: resuming from the older checkpoint {} (epoch {}, step {})\n", a.resume,
                choice.manifest_file, info.epoch, info.step);
   best.resume(info.run_state);
+  const size_t epoch_step = train::epoch_step_of(info.run_state);
   if (rank == 0 && !a.quiet && info.config.contains("train_data") && data_identity &&
       info.config["train_data"] != *data_identity)
     say_notice("note: --resume {}: the checkpoint trained on other data ({}); --train {} is {}\n", a.resume,
                info.config["train_data"].dump(), a.train, data_identity->dump());
   if (!a.quiet)
-    say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
-               info.epoch, info.step, info.world_size, info.model_slices);
+    say("resumed from {} at epoch {}, step {}{} (saved by {} rank(s) in {} model slice(s))\n", a.resume,
+        info.epoch, info.step, epoch_step > 0 ? fmt::format(", {} steps into epoch {}", epoch_step, info.epoch + 1) : "",
+        info.world_size, info.model_slices);
   if (!a.quiet && trainer.has_feedback_state() && !info.dct_residuals_restored)
     say("DCT-DP residuals start empty: the checkpoint has none for this grid (saved {})\n",
                info.has_dct_residuals ? "on another grid" : "without --dp-keep");
-  return {.info = info, .skipped = choice.skipped};
+  return {.info = info, .skipped = choice.skipped, .run_state = info.run_state};
 }
 
 // The data a run trains on: the training and test sets (files, or in memory from another program),
@@ -439,11 +444,13 @@ RunResult run_train(RunArgs a) {
   if (config.contains("train_fingerprint")) checkpoint_config["train_data"] = config["train_fingerprint"];
   std::optional<train::CheckpointInfo> resumed_from;
   std::vector<train::SkippedCheckpoint> resume_skipped;
+  nlohmann::json resumed_state;  // the checkpoint's run state (how far into an epoch it was saved)
   if (!a.resume.empty()) {
     Resumed r = resume_run(a, *world, model, trainer, resume_config, best,
                            checkpoint_config.contains("train_data") ? &checkpoint_config["train_data"] : nullptr);
     resumed_from = r.info;
     resume_skipped = std::move(r.skipped);
+    resumed_state = std::move(r.run_state);
   }
   if (!a.quiet)
     say("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
@@ -560,34 +567,57 @@ RunResult run_train(RunArgs a) {
   if (valid_every > 0 && !a.quiet)
     say("validation: also every {} steps within an epoch of {} (--valid-every {})\n", valid_every, epoch_steps,
         a.valid_every ? std::to_string(*a.valid_every) : std::string("auto"));
-  // An epoch in parts of valid_every steps, scored between them; a better score keeps the model
-  // there as an epoch's end does (the parts train what one call would).
-  const auto fit_scored = [&](const train::FitOptions& fit_options, uint64_t epoch) {
+  // --checkpoint-every: CHECKPOINT is saved within long epochs too, recording the steps done, so
+  // that --resume goes on from there (the same batches in the same order: the epoch's seeded order
+  // does not depend on the rank count).
+  const size_t checkpoint_every =
+      a.checkpoint.empty() ? 0 : checkpoint_every_steps(a.checkpoint_every, a.batch, epoch_steps);
+  if (checkpoint_every > 0 && !a.quiet)
+    say("checkpoints: also every {} steps within an epoch of {} (--checkpoint-every {})\n", checkpoint_every,
+        epoch_steps, a.checkpoint_every ? std::to_string(*a.checkpoint_every) : std::string("auto"));
+  // An epoch in parts between its scorings of the validation set (every valid_every steps) and its
+  // checkpoints (every checkpoint_every), from step `start` (a resumed one: the steps done before);
+  // a better score keeps the model there as an epoch's end does (the parts train what one call would).
+  const auto fit_parts = [&](const train::FitOptions& fit_options, uint64_t epoch, size_t start) {
     train::FitResult fit;
-    size_t done = 0;
-    while (epoch_steps - done > valid_every) {
-      fit.merge(fit_part(trainer, train, fit_options, done, valid_every, /*end=*/false, "train"));
-      done += valid_every;
-      const ValidScores v = score_valid();
-      best.record(epoch, train::validation_score(v.p1, v.p5), model, keep_best, trainer.step(), /*epoch_end=*/false);
-      const train::EarlyStopping::State& s = best.state();
-      if (!a.quiet)
-        say("epoch {} step {}/{}: valid P@1 {:.4f}, P@5 {:.4f} ({:.1f} s){}\n", epoch, done, epoch_steps, v.p1, v.p5,
-            v.seconds, s.best_epoch == epoch && s.best_step == trainer.step() ? ", the best so far" : "");
-      log.write({{"event", "valid"}, {"epoch", epoch}, {"epoch_step", done}, {"step", trainer.step()},
-                 {"valid_p@1", v.p1}, {"valid_p@5", v.p5}, {"valid_points", v.points}, {"valid_seconds", v.seconds},
-                 {"best_epoch", s.best_epoch}, {"best_step", s.best_step}, {"rank", rank}});
+    size_t done = start;
+    const auto after = [&](size_t every) { return every > 0 ? (done / every + 1) * every : SIZE_MAX; };
+    for (size_t next = std::min(after(valid_every), after(checkpoint_every)); next < epoch_steps;
+         next = std::min(after(valid_every), after(checkpoint_every))) {
+      fit.merge(fit_part(trainer, train, fit_options, done, next - done, /*end=*/false, "train"));
+      done = next;
+      if (valid_every > 0 && done % valid_every == 0) {
+        const ValidScores v = score_valid();
+        best.record(epoch, train::validation_score(v.p1, v.p5), model, keep_best, trainer.step(), /*epoch_end=*/false);
+        const train::EarlyStopping::State& s = best.state();
+        if (!a.quiet)
+          say("epoch {} step {}/{}: valid P@1 {:.4f}, P@5 {:.4f} ({:.1f} s){}\n", epoch, done, epoch_steps, v.p1,
+              v.p5, v.seconds, s.best_epoch == epoch && s.best_step == trainer.step() ? ", the best so far" : "");
+        log.write({{"event", "valid"}, {"epoch", epoch}, {"epoch_step", done}, {"step", trainer.step()},
+                   {"valid_p@1", v.p1}, {"valid_p@5", v.p5}, {"valid_points", v.points}, {"valid_seconds", v.seconds},
+                   {"best_epoch", s.best_epoch}, {"best_step", s.best_step}, {"rank", rank}});
+      }
+      // After the scoring there: the run state it saves holds that score.
+      if (checkpoint_every > 0 && done % checkpoint_every == 0) {
+        scoring.keep_beside(a.checkpoint, rank);
+        train::save_checkpoint(a.checkpoint, model, trainer, checkpoint_config, best.run_state(done, a.batch),
+                               a.keep_checkpoints);
+        log.write({{"event", "checkpoint"}, {"epoch", epoch}, {"epoch_step", done}, {"step", trainer.step()},
+                   {"rank", rank}});
+      }
     }
     fit.merge(fit_part(trainer, train, fit_options, done, 0, /*end=*/true, "train"));
     return fit;
   };
+  // The first epoch of a run resumed within one starts there.
+  size_t start = resumed_epoch_step(resumed_state, a.resume, a.batch, epoch_steps);
   while (trainer.epoch() < a.validation.epochs && !best.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
                                  .progress = !a.quiet, .max_steps = a.max_steps};
     const nlohmann::json transport_before = transport_bytes_sent({groups.model.get(), data_group.get()});
     train::FitResult fit;
-    if (calibrate) {
+    if (calibrate && start == 0) {  // (resumed within an epoch: the next whole one calibrates)
       calibrate = false;
       fit = calibrated_epoch(a, train, fit_options, groups, grid, model, trainer_slot, build, log);
       if (groups.left) {
@@ -597,11 +627,12 @@ RunResult run_train(RunArgs a) {
         result.left_out = true;
         return result;
       }
-    } else if (valid_every > 0) {
-      fit = fit_scored(fit_options, epoch);
+    } else if (valid_every > 0 || checkpoint_every > 0 || start > 0) {
+      fit = fit_parts(fit_options, epoch, start);
     } else {
       fit = trainer.fit_epoch(train, fit_options);
     }
+    const size_t resumed_at = std::exchange(start, 0);
     // The training steps' bytes per transport (the evaluation below sends more).
     const nlohmann::json transport_after = transport_bytes_sent({groups.model.get(), data_group.get()});
     const auto [step_max, step_min] = model_step_times(fit, model, *model_group);
@@ -622,6 +653,7 @@ RunResult run_train(RunArgs a) {
     if (rank == 0) print_epoch(a, epoch, fit, scores, model, trainer, world->size(), grid, backoffs_said);
     std::fflush(stdout);
     nlohmann::json line = epoch_record(a, epoch, fit, scores, trainer, model, rank, restarts);
+    if (resumed_at > 0) line["resumed_at_step"] = resumed_at;  // the epoch's figures count the steps after it
     if (link_rate && fit.steps > 0) add_link_cost(a, fit, *link_rate, compress_choice.has_value(), line, said);
     if (!transport_before.is_null()) {  // --transport-map: what each transport carried
       for (const auto& [transport, bytes] : transport_after.items())
@@ -693,8 +725,8 @@ RunResult train_dlrm(const RunArgs& given) {
   RunResult result;
   result.model_epoch = run_dlrm({.train = a.train, .test = a.test, .metrics = a.metrics, .valid = a.valid,
                    .valid_fraction = a.valid_fraction, .early_stopping = a.early_stopping, .valid_every = a.valid_every,
-                   .checkpoint = a.checkpoint,
-                   .resume = a.resume, .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
+                   .checkpoint = a.checkpoint, .resume = a.resume, .checkpoint_every = a.checkpoint_every,
+                   .accept_unchecked_checkpoint = a.accept_unchecked_checkpoint,
                    .memory_limit_mib = a.memory_limit_mib, .stream = a.stream, .epochs = a.epochs, .batch = a.batch,
                    .eval_batch = a.eval_batch, .max_steps = a.max_steps,
                    .optimizer = optimizer_options(a),

@@ -76,6 +76,9 @@ struct TrainConfig {
   // Files the run writes: --metrics (JSON lines; FILE.rankR.jsonl on rank R > 0), --checkpoint DIR
   // after every epoch (the newest --keep-checkpoints kept), --resume DIR.
   std::string metrics, checkpoint, resume;
+  // --checkpoint-every N: also save CHECKPOINT every N training steps within an epoch, so --resume
+  // continues mid-epoch (unset: auto, train/run/epoch_parts.h; 0: at epoch ends only).
+  std::optional<size_t> checkpoint_every;
   bool accept_unchecked_checkpoint = false;  // --accept-unchecked-checkpoint
   size_t keep_checkpoints = 2;               // --keep-checkpoints
 

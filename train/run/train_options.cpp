@@ -350,6 +350,10 @@ std::vector<Option<TrainConfig>> make_train_options() {
   add(number("--eval-batch", &T::eval_batch, "points per evaluation batch", NumberBounds::positive()));
   add(text_option("--metrics", &T::metrics, "append-free JSON-lines metrics log (FILE.jsonl)"));
   add(text_option("--checkpoint", &T::checkpoint, "save a checkpoint here after every epoch"));
+  add(number("--checkpoint-every", &T::checkpoint_every,
+             "with --checkpoint, also save it every N training steps within an epoch, so that --resume continues "
+             "from the middle of one as the uninterrupted run would (0: at epoch ends only). Default: in long "
+             "epochs only, every 400,000 training points", {}, "auto"));
   add(text_option("--resume", &T::resume, "continue from the newest intact checkpoint in this directory (a damaged "
                                           "newer one is skipped, saying why)"));
   add(accept_unchecked_option(&T::accept_unchecked_checkpoint));
