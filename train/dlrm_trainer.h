@@ -24,8 +24,11 @@
 #include "layers/dlrm/id_map.h"
 
 namespace frugal::data {
-class CtrStream;
-}
+template <class Pool>
+class BlockStream;
+struct CtrBatch;
+using CtrStream = BlockStream<CtrBatch>;
+}  // namespace frugal::data
 
 namespace frugal::train {
 
