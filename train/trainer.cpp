@@ -14,6 +14,7 @@
 
 #include "core/communicator.h"
 #include "core/data/batch_loader.h"
+#include "core/data/point_stream.h"
 #include "core/check.h"
 #include "comm/exchange_factory.h"
 #include "train/gradient_clipping.h"
@@ -521,9 +522,23 @@ FitResult Trainer::fit_epoch(const data::Dataset& data, const FitOptions& option
   std::vector<uint32_t> label_counts(data.num_labels, 0);
   for (const uint32_t l : data.points.label_ids) ++label_counts[l];
   model_.output().set_label_counts(label_counts);
+  data::BatchLoader loader = epoch::loader(data, options, options_.parallel.data);
+  return fit_with(loader, loader.num_points(), options);
+}
+
+FitResult Trainer::fit_stream(data::PointStream& stream, std::span<const uint32_t> label_counts,
+                              const FitOptions& options) {
+  FRUGAL_CHECK(label_counts.size() <= model_.output().out_features(),
+               fmt::format("a stream of {} labels, but the model's output has {}", label_counts.size(),
+                           model_.output().out_features()));
+  model_.output().set_label_counts(label_counts);
+  return fit_with(stream, stream.samples(), options);
+}
+
+template <class Loader>
+FitResult Trainer::fit_with(Loader& loader, size_t points, const FitOptions& options) {
   comm::Communicator* replicas = options_.parallel.data;
-  data::BatchLoader loader = epoch::loader(data, options, replicas);
-  Progress progress(fmt::format("{} epoch {}", options.label, epoch_ + 1), loader.num_points(), options.progress);
+  Progress progress(fmt::format("{} epoch {}", options.label, epoch_ + 1), points, options.progress);
   FitResult result;
   const uint64_t scored_before = model_.output().labels_scored();
   const comm::ByteCount mp_before = traffic(options_.parallel.model), dp_before = traffic(options_.parallel.data);
@@ -591,12 +606,16 @@ uint64_t Trainer::host_device_bytes() const {
 
 void Trainer::init_output_from_centroids(const data::Dataset& data, float scale, size_t batch_size) {
   data::BatchLoader loader(data, {.batch = batch_size, .shuffle = false});
+  init_output_from_centroids([&loader](SparseBatch& batch) { return loader.next(batch); }, scale);
+}
+
+void Trainer::init_output_from_centroids(const std::function<bool(SparseBatch&)>& next, float scale) {
   SparseBatch batch;
   double squares = 0.0;
   std::vector<double> sum;
   size_t points = 0;
   Tensor copy;
-  while (loader.next(batch)) {
+  while (next(batch)) {
     const Tensor& hidden = forward_hidden(batch);
     const Tensor& h = host_view(hidden, copy);  // the statistics are the host's
     sum.resize(h.cols(), 0.0);

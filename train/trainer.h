@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,12 @@
 #include "core/ranking_metrics.h"
 #include "core/step_profile.h"
 #include "core/optim/optimizer.h"
+
+namespace frugal::data {
+template <class Pool>
+class BlockStream;
+using PointStream = BlockStream<SparseBatch>;
+}  // namespace frugal::data
 
 namespace frugal::comm {
 class Communicator;
@@ -195,12 +203,20 @@ class Trainer {
   // batch reads (its features', its true labels') up to date, as dense training would have them.
   double compute_gradients(const SparseBatch& batch, size_t global_batch = 0);
   FitResult fit_epoch(const data::Dataset& data, const FitOptions& options);
+  // The same over a stream of a packed file (core/data/point_stream.h: this rank's part of each
+  // global batch as it reads its blocks; options.skip_steps and max_steps count its batches, its
+  // seed is the stream's). `label_counts`: the points of each label over the whole streamed set (the
+  // stream never holds it), for sampled negatives.
+  FitResult fit_stream(data::PointStream& stream, std::span<const uint32_t> label_counts, const FitOptions& options);
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& options);
   // Sets the output layer's rows to its labels' centroids in hidden space (OutputLayer::
   // accumulate_centroids): one forward pass over all of `data` on every rank (replicas too, so they
   // agree). `scale` is the logit a point gets from a centroid pointing its way, relative to the RMS
   // norm of the hidden vectors.
   void init_output_from_centroids(const data::Dataset& data, float scale, size_t batch = 512);
+  // The same over the batches `next` fills until it returns false (a streamed set: its blocks in
+  // file order, in batches; every rank of the model group passes the same batches).
+  void init_output_from_centroids(const std::function<bool(SparseBatch&)>& next, float scale);
   // The k best labels of every point of `batch` over all labels, best first, with their logits
   // (batch.size() x min(k, labels), row-major). Collective over the model-parallel group: every
   // rank passes the same batch and gets the same merged result.
@@ -247,6 +263,11 @@ class Trainer {
   bool has_feedback_state() const { return reducer_ != nullptr && reducer_->feedback_states() > 0; }
 
  private:
+  // fit_epoch's and fit_stream's epoch: `loader` (data::BatchLoader or data::PointStream) gives this
+  // replica's parts of `points` points.
+  template <class Loader>
+  FitResult fit_with(Loader& loader, size_t points, const FitOptions& options);
+
   const comm::ExchangeFactory& exchanges() const;
   const Tensor& forward_hidden(const SparseBatch& batch);
   // The output of layer `producer` (0: input layer, i: hidden layer i-1) as every rank needs it:

@@ -24,11 +24,15 @@ namespace frugal::data {
 
 class PackedReader;
 
+// Blocks a streamed epoch shuffles together (2 more are read ahead): 4 x 65,536 points, some tens of
+// MB for sparse points, ~70 MB of click samples.
+inline constexpr size_t kStreamWindowBlocks = 4;
+
 struct BlockStreamOptions {
   size_t batch = 4096;  // global batch (over the ranks)
   uint64_t seed = 1;    // the epoch's: its block order and shuffles
   size_t rank = 0, ranks = 1;
-  size_t window_blocks = 4;  // blocks shuffled together (2 more are read ahead)
+  size_t window_blocks = kStreamWindowBlocks;  // blocks shuffled together
   // Samples (indices in the file, ascending) the stream leaves out: the validation share.
   std::span<const uint64_t> held_back{};
 };

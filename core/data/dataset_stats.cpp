@@ -69,6 +69,11 @@ DatasetStats compute_stats(const Dataset& data) {
     distinct(std::move(seen_labels), &label_freq);
   }
   s.adjacent_same_label = data.size() > 1 ? static_cast<double>(same) / static_cast<double>(data.size() - 1) : 0.0;
+  add_label_stats(s, label_freq);
+  return s;
+}
+
+void add_label_stats(DatasetStats& s, const std::vector<uint64_t>& label_freq) {
   s.max_label_frequency = label_freq.empty() ? 0 : *std::max_element(label_freq.begin(), label_freq.end());
   s.labels_used = label_freq.size();
   // Bins: 0, 1, 2, 3-4, 5-8, ...: bin b >= 1 holds frequencies in (2^(b-2), 2^(b-1)].
@@ -78,7 +83,7 @@ DatasetStats compute_stats(const Dataset& data) {
     s.label_histogram[b].lo = b <= 1 ? b : (uint64_t{1} << (b - 2)) + 1;
     s.label_histogram[b].hi = b <= 1 ? b : uint64_t{1} << (b - 1);
   }
-  s.label_histogram[0].labels = data.num_labels - s.labels_used;
+  s.label_histogram[0].labels = s.labels - s.labels_used;
   for (const uint64_t f : label_freq) ++s.label_histogram[bin_of(f)].labels;
   // Occurrences by support: label_freq[l] occurrences have support label_freq[l].
   std::vector<uint64_t> supports;
@@ -96,7 +101,6 @@ DatasetStats compute_stats(const Dataset& data) {
       break;
     }
   s.rare_label_share = occurrences > 0 ? static_cast<double>(rare) / static_cast<double>(occurrences) : 0.0;
-  return s;
 }
 
 std::string DatasetStats::format(const std::string& indent) const {

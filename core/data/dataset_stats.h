@@ -39,5 +39,10 @@ struct DatasetStats {
 };
 
 DatasetStats compute_stats(const Dataset& data);
+// The statistics that follow from the label counts alone (`label_freq`: the points of each label
+// that occurs, any order): max_label_frequency, labels_used, label_histogram (s.labels set),
+// median_label_support, rare_label_share. What compute_stats ends with, and what a streamed set's
+// statistics are made of (core/data/point_stream.h: counts recorded in its packed file).
+void add_label_stats(DatasetStats& s, const std::vector<uint64_t>& label_freq);
 
 }  // namespace frugal::data

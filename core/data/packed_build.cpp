@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -140,6 +142,14 @@ class PackWriter {
     j["sections"] = sections;
     j["source"] = h.source;
     j["source_hash"] = h.source_hash;
+    if (h.tallies) {
+      j["tallies"] = {{"points_without_labels", h.tallies->points_without_labels},
+                      {"points_without_features", h.tallies->points_without_features},
+                      {"features_used", h.tallies->features_used},
+                      {"labels_used", h.tallies->labels_used},
+                      {"adjacent_same_label", h.tallies->adjacent_same_label}};
+      j["label_counts_crc"] = h.label_counts_crc;
+    }
     if (h.source_fingerprint)
       j["source_fingerprint"] = {{"size", h.source_fingerprint->size},
                                  {"header", h.source_fingerprint->header},
@@ -150,6 +160,68 @@ class PackWriter {
   std::string out_;
   std::vector<Temp> temps_;
   uint32_t crc_ = 0;
+};
+
+// What data::compute_stats tallies, over the points as they stream through the packer (its memory:
+// a byte per declared feature and a count per declared label where those are modest, else the ids
+// that occur, as compute_stats counts them).
+class PointTallies {
+ public:
+  PointTallies(uint32_t features, uint32_t labels)
+      : features_(features), labels_(labels), dense_features_(features <= kDenseIds), dense_labels_(labels <= kDenseIds) {
+    if (dense_features_) feature_seen_.assign(features, 0);
+    if (dense_labels_) label_points_.assign(labels, 0);
+  }
+  void add(const SparseBatch& batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto labels = batch.labels_of(i);
+      const auto features = batch.features_of(i);
+      t_.points_without_labels += labels.empty();
+      t_.points_without_features += features.empty();
+      for (const uint32_t f : features)
+        if (f < features_) {
+          if (dense_features_) feature_seen_[f] = 1;
+          else sparse_features_.insert(f);
+        }
+      for (const uint32_t l : labels)
+        if (l < labels_) {
+          if (dense_labels_) ++label_points_[l];
+          else ++sparse_labels_[l];
+        }
+      if (!labels.empty()) {
+        t_.adjacent_same_label += has_previous_ && previous_first_ == static_cast<int64_t>(labels[0]);
+        previous_first_ = labels[0];
+      } else {
+        previous_first_ = -1;
+      }
+      has_previous_ = true;
+    }
+  }
+  // The tallies and the label counts as the sixth section holds them.
+  PackedHeader::Tallies finish(std::vector<uint32_t>& pairs) {
+    t_.features_used = dense_features_ ? static_cast<uint64_t>(std::count(feature_seen_.begin(), feature_seen_.end(), 1))
+                                       : sparse_features_.size();
+    if (dense_labels_) {
+      for (uint32_t l = 0; l < labels_; ++l)
+        if (label_points_[l] > 0) pairs.insert(pairs.end(), {l, label_points_[l]});
+    } else {
+      for (const auto& [l, n] : sparse_labels_) pairs.insert(pairs.end(), {l, n});
+    }
+    t_.labels_used = pairs.size() / 2;
+    return t_;
+  }
+
+ private:
+  static constexpr uint32_t kDenseIds = 1u << 24;  // 16M: a byte or a count each is affordable
+  uint32_t features_, labels_;
+  bool dense_features_, dense_labels_;
+  std::vector<uint8_t> feature_seen_;
+  std::vector<uint32_t> label_points_;
+  std::unordered_set<uint32_t> sparse_features_;
+  std::map<uint32_t, uint32_t> sparse_labels_;
+  PackedHeader::Tallies t_;
+  bool has_previous_ = false;
+  int64_t previous_first_ = -1;
 };
 
 // Appends `batch` (points whose offsets start at 0) as one block: offsets made global.
@@ -168,9 +240,13 @@ void write_points_block(PackWriter& w, PackedHeader& h, const SparseBatch& batch
   h.label_nnz += batch.label_ids.size();
 }
 
-void finish_points(PackWriter& w, PackedHeader& h) {
+void finish_points(PackWriter& w, PackedHeader& h, PointTallies& tallies) {
   w.append(0, bytes_of(std::span<const uint64_t>(&h.feature_nnz, 1)), false);
   w.append(3, bytes_of(std::span<const uint64_t>(&h.label_nnz, 1)), false);
+  std::vector<uint32_t> pairs;
+  h.tallies = tallies.finish(pairs);
+  h.label_counts_crc = crc32c(std::as_bytes(std::span<const uint32_t>(pairs)));
+  w.append(5, bytes_of(std::span<const uint32_t>(pairs)), false);
   w.finish(h);
 }
 
@@ -237,7 +313,8 @@ PackedHeader pack_xmc_file(const std::string& in, const std::string& out, uint64
   h.features = reader.num_features();
   h.labels = reader.num_labels();
   h.source = in;
-  PackWriter w(out, 5);
+  PackWriter w(out, 6);
+  PointTallies tallies(h.features, h.labels);
   SparseBatch batch;
   uint32_t crc = 0;  // of the whole text, as XmcFile::open computes it (Dataset::content_hash)
   uint64_t text_bytes = 0;
@@ -255,10 +332,11 @@ PackedHeader pack_xmc_file(const std::string& in, const std::string& out, uint64
     batch.clear();
     if (reader.read(batch, h.block_points) == 0) break;
     write_points_block(w, h, batch);
+    tallies.add(batch);
   }
   h.source_hash = fmt::format("{} bytes, crc32c {:08x} (whole file)", text_bytes, crc);
   h.source_fingerprint = file_fingerprint(in);
-  finish_points(w, h);
+  finish_points(w, h, tallies);
   return h;
 }
 
@@ -271,13 +349,15 @@ PackedHeader pack_dataset(const Dataset& data, const std::string& out, uint64_t 
   h.labels = data.num_labels;
   h.source = data.source;
   h.source_hash = data.content_hash;
-  PackWriter w(out, 5);
+  PackWriter w(out, 6);
+  PointTallies tallies(h.features, h.labels);
   SparseBatch batch;
   for (size_t first = 0; first < data.size(); first += h.block_points) {
     batch.assign_points(data.points, first, std::min<size_t>(h.block_points, data.size() - first));
     write_points_block(w, h, batch);
+    tallies.add(batch);
   }
-  finish_points(w, h);
+  finish_points(w, h, tallies);
   return h;
 }
 

@@ -131,6 +131,16 @@ PackedReader::PackedReader(const std::string& path) : path_(path) {
       for (const auto& s : j.at("sections")) header_.sections.push_back({s.at(0).get<uint64_t>(), s.at(1).get<uint64_t>()});
       header_.source = j.at("source").get<std::string>();
       header_.source_hash = j.at("source_hash").get<std::string>();
+      if (j.contains("tallies")) {
+        const auto& t = j.at("tallies");
+        header_.tallies = PackedHeader::Tallies{
+            .points_without_labels = t.at("points_without_labels").get<uint64_t>(),
+            .points_without_features = t.at("points_without_features").get<uint64_t>(),
+            .features_used = t.at("features_used").get<uint64_t>(),
+            .labels_used = t.at("labels_used").get<uint64_t>(),
+            .adjacent_same_label = t.at("adjacent_same_label").get<uint64_t>()};
+        header_.label_counts_crc = j.at("label_counts_crc").get<uint32_t>();
+      }
       if (j.contains("source_fingerprint")) {
         const auto& f = j.at("source_fingerprint");
         header_.source_fingerprint = Fingerprint{.size = f.at("size").get<uint64_t>(),
@@ -148,10 +158,18 @@ PackedReader::PackedReader(const std::string& path) : path_(path) {
     if (h.blocks() != (h.points + h.block_points - 1) / h.block_points)
       throw bad(fmt::format("{} block checksums for {} points in blocks of {}", h.blocks(), h.points, h.block_points));
     std::vector<uint64_t> expect;
-    if (h.kind == PackedKind::points)
+    if (h.kind == PackedKind::points) {
       expect = {8 * (h.points + 1), 4 * h.feature_nnz, 4 * h.feature_nnz, 8 * (h.points + 1), 4 * h.label_nnz};
-    else
+      if (h.tallies) {
+        const PackedHeader::Tallies& t = *h.tallies;
+        if (t.labels_used > h.labels || t.features_used > h.features || t.points_without_labels > h.points ||
+            t.points_without_features > h.points || t.adjacent_same_label > h.points)
+          throw bad("impossible tallies");
+        expect.push_back(8 * t.labels_used);
+      }
+    } else {
       expect = {kPackedClickBytes * h.points};
+    }
     if (h.sections.size() != expect.size()) throw bad(fmt::format("{} sections", h.sections.size()));
     for (size_t s = 0; s < expect.size(); ++s)
       if (h.sections[s].bytes != expect[s] || h.sections[s].offset < kPackedFirstSection ||
@@ -187,6 +205,30 @@ void PackedReader::damaged(uint64_t block, const std::string& why) const {
   throw Error(fmt::format("{}: block {} of {} (points {}-{}) is damaged: {} (pack the data again with `frugal data "
                           "pack`)",
                           path_, block + 1, header_.blocks(), first, first + header_.block_size(block) - 1, why));
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> PackedReader::label_points() {
+  FRUGAL_CHECK(header_.kind == PackedKind::points, fmt::format("{}: packed click logs, not points", path_));
+  FRUGAL_CHECK(header_.tallies.has_value(),
+               fmt::format("{}: packed by an older frugal, without the counts of its labels that a streamed run "
+                           "reads: pack the text again (`frugal data pack`)", path_));
+  const PackedSection& s = header_.sections.at(5);
+  std::vector<uint32_t> raw(2 * header_.tallies->labels_used);
+  read_at(s.offset, raw.data(), s.bytes);
+  if (crc32c(std::as_bytes(std::span<const uint32_t>(raw))) != header_.label_counts_crc)
+    throw Error(fmt::format("{}: its label counts (section 6) are damaged: their bytes do not match their checksum "
+                            "(pack the data again with `frugal data pack`)", path_));
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  out.reserve(raw.size() / 2);
+  for (size_t i = 0; i < raw.size(); i += 2) {
+    const uint32_t label = raw[i], points = raw[i + 1];
+    FRUGAL_CHECK(label < header_.labels && (out.empty() || label > out.back().first) && points > 0 &&
+                     points <= header_.points,
+                 fmt::format("{}: its label counts (section 6) do not fit its header: entry {} is label {} with {} "
+                             "points", path_, i / 2 + 1, label, points));
+    out.emplace_back(label, points);
+  }
+  return out;
 }
 
 void PackedReader::read_points(uint64_t block, SparseBatch& out, uint32_t feature_limit, const std::string& limit_what) {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dataset.h"
@@ -59,6 +60,18 @@ struct PackedHeader {
   // That file's fingerprint (core/data/fingerprint.h), which data::fingerprint returns for the packed
   // file; none for a data set packed from memory.
   std::optional<Fingerprint> source_fingerprint;
+
+  // Points files: what data::compute_stats tallies over the points, recorded while packing, so that
+  // the defaults of a set that is streamed (never held whole) are read from here. With them, a
+  // sixth section holds the points of each label that occurs (label id, points: u32 pairs in id
+  // order), checked by label_counts_crc. Absent in a file packed before they were recorded.
+  struct Tallies {
+    uint64_t points_without_labels = 0, points_without_features = 0;
+    uint64_t features_used = 0, labels_used = 0;
+    uint64_t adjacent_same_label = 0;  // neighbouring points whose first labels are equal
+  };
+  std::optional<Tallies> tallies;
+  uint32_t label_counts_crc = 0;
 
   uint64_t blocks() const { return block_crcs.size(); }
   uint64_t block_first(uint64_t block) const { return block * block_points; }
@@ -99,6 +112,10 @@ class PackedReader {
                    const std::string& limit_what = {});
   // What blocks [first_block, end_block) hold (for a reader sizing its arrays once).
   PackedRange range(uint64_t first_block, uint64_t end_block);
+  // The points of each label that occurs (ascending label ids), from the sixth section (checked:
+  // its checksum, ids below the header's labels, ascending, counts within the points); refused naming
+  // the pack command when the file has none (packed before they were recorded).
+  std::vector<std::pair<uint32_t, uint32_t>> label_points();
   // Appends block `block`'s samples to `out` (a clicks file), as the text's lines would parse.
   void read_clicks(uint64_t block, std::vector<CtrRecord>& out);
   // Where read_points_into puts a block: its point's end offsets go to feature_offsets[1..n] and

@@ -7,7 +7,7 @@
 #     (data_bytes_read below 3/4 of the file), and end within 0.02 AUC of one rank;
 #     ranks whose packed files are cut into other blocks are refused, naming train_blocks;
 #  3. by default a set that would take more than half of --memory-limit streams, and says so;
-#  4. --stream on with a text file names the pack command; the XMC trainers refuse it;
+#  4. --stream on with a text file names the pack command (DLRM and the XMC network alike);
 #  5. in a memory cgroup of 450 MiB (where root may make one), a 2M-sample set (528 MiB in memory)
 #     streams to the end below the cap, and the same set held in memory is killed.
 # Usage: test_train_stream.sh FRUGAL
@@ -64,7 +64,7 @@ grep -qF "more than half of what this run may use: --stream auto" "$TMP/last.log
 fails_with "--stream on: $TMP/d/train.tsv is a text file; streaming reads the packed form (frugal data pack" \
   "$FRUGAL" train --model dlrm --train "$TMP/d/train.tsv" --test "$TMP/d/test.tsv" --stream on
 "$FRUGAL" data synth-xmc --features 200 --labels 20 --train 200 --test 20 --nnz 5 --out "$TMP/x" > /dev/null
-fails_with "--stream on: streaming the training set from disk is implemented for --model dlrm" \
+fails_with "--stream on: $TMP/x/train.txt is a text file; streaming reads the packed form (frugal data pack" \
   "$FRUGAL" train --train "$TMP/x/train.txt" --test "$TMP/x/test.txt" --stream on
 # 5. Under a real memory cap (a memory cgroup, page cache included, where this machine lets root make
 # one): a set larger than the cap streams to the end, and held in memory it is killed, so the cap binds.

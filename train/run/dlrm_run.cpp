@@ -50,8 +50,6 @@ layers::CtrView view_of(const data::CtrDataset& d) {
   return {d.size, data::kCtrDense, data::kCtrCats, d.labels, d.dense, d.cats};
 }
 
-// Blocks a streamed epoch shuffles together and reads ahead: 4 x 65,536 samples, ~70 MB in memory.
-constexpr size_t kStreamWindowBlocks = 4;
 
 // The shuffle seed of epoch `epoch` (1-based) of a run seeded `seed`.
 uint64_t seeds_of_epoch(uint64_t seed, uint64_t epoch) { return Rng(seed).split(100 + epoch).next_u64(); }
@@ -125,25 +123,11 @@ std::string validation_line(const DlrmRun& a, const ValidationPlan& plan, const 
 constexpr double kSampleBytes = 4.0 + 4.0 * data::kCtrDense + 8.0 * data::kCtrCats;
 
 // Whether the run streams its training set from disk (core/data/ctr_stream.h) rather than holding
-// it: --stream on, or by default a packed file whose samples would take more than half the memory
-// the run may use (--memory-limit, else what the machine has available). Streaming reads a packed
-// file: --stream on with a text file is refused, naming the pack command.
+// it: choose_streaming's rule (train/run/memory_check.h) for its samples.
 bool choose_streaming(const DlrmRun& a, const data::PackedReader* packed) {
-  if (a.stream.has_value() && !*a.stream) return false;
-  if (packed == nullptr) {
-    FRUGAL_CHECK(!a.stream.value_or(false),
-                 fmt::format("--stream on: {} is a text file; streaming reads the packed form (frugal data pack {} "
-                             "{}.fpk, then --train {}.fpk)",
-                             a.train, a.train, a.train, a.train));
-    return false;
-  }
-  if (a.stream.value_or(false)) return true;
-  const double need = kSampleBytes * static_cast<double>(packed->header().points);
-  const std::optional<uint64_t> available = host_memory_available();
-  const double budget = a.memory_limit_mib > 0 ? a.memory_limit_mib * 1048576.0
-                        : available            ? static_cast<double>(*available)
-                                               : 0.0;
-  return budget > 0 && need > 0.5 * budget;
+  return run::choose_streaming(a.stream, a.train, packed != nullptr,
+                               packed != nullptr ? kSampleBytes * static_cast<double>(packed->header().points) : 0.0,
+                               a.memory_limit_mib);
 }
 
 std::vector<size_t> widths(const std::string& flag, const std::string& text) {
@@ -248,7 +232,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
         "samples in {:.1f} s\n",
         a.train, train_samples, packed->header().blocks(), kSampleBytes * static_cast<double>(train_samples) / 1048576.0,
         a.stream.value_or(false) ? "; --stream on" : ", more than half of what this run may use: --stream auto",
-        world->size(), kStreamWindowBlocks, test.size, parse_seconds);
+        world->size(), data::kStreamWindowBlocks, test.size, parse_seconds);
   if (voice) say("{}\n", validation_line(a, plan, valid, train_size));
   // What a checkpoint must agree with to be resumed: the model, ids and optimizer (not the epochs,
   // the data files or how ranks share the tables, which may change).
@@ -374,7 +358,7 @@ uint64_t run_dlrm(const DlrmRun& a) {
     stream = std::make_unique<data::CtrStream>(
         *packed, data::CtrStreamOptions{.batch = a.batch, .seed = seed, .rank = static_cast<size_t>(rank),
                                         .ranks = static_cast<size_t>(world->size()),
-                                        .window_blocks = kStreamWindowBlocks, .held_back = held_back});
+                                        .window_blocks = data::kStreamWindowBlocks, .held_back = held_back});
   };
   const size_t epoch_steps = [&] {
     if (!streaming) return steps_in_epoch(train.size, a.batch, a.max_steps);

@@ -38,4 +38,22 @@ void check_model_memory(double bytes, const std::string& what, double limit_mib,
                           human(bytes), what, human(limit), source, fix));
 }
 
+bool choose_streaming(std::optional<bool> given, const std::string& train, bool packed, double bytes_held,
+                      double memory_limit_mib) {
+  if (given.has_value() && !*given) return false;
+  if (!packed) {
+    FRUGAL_CHECK(!given.value_or(false),
+                 fmt::format("--stream on: {} is a text file; streaming reads the packed form (frugal data pack {} "
+                             "{}.fpk, then --train {}.fpk)",
+                             train, train, train, train));
+    return false;
+  }
+  if (given.value_or(false)) return true;
+  const std::optional<uint64_t> available = host_memory_available();
+  const double budget = memory_limit_mib > 0 ? memory_limit_mib * 1048576.0
+                        : available          ? static_cast<double>(*available)
+                                             : 0.0;
+  return budget > 0 && bytes_held > 0.5 * budget;
+}
+
 }  // namespace frugal::run

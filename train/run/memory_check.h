@@ -4,6 +4,7 @@
 // that set it, where allocating it would end in std::bad_alloc or the OOM killer.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace frugal::run {
@@ -11,5 +12,13 @@ namespace frugal::run {
 // Throws frugal::Error when `bytes` (what `what` describes, e.g. "39,000 x 512 + 512 x 1,000,000 weights")
 // exceed the limit; `fix` says which flags make it smaller.
 void check_model_memory(double bytes, const std::string& what, double limit_mib, const std::string& fix);
+
+// Whether a run streams its training set `train` from disk rather than holding it, for every trainer
+// that streams (DLRM's click logs, the XMC network's points): `given` --stream (unset: auto);
+// `packed`: the file is in packed form (`frugal data pack`); `bytes_held`: what holding the set would
+// take. Auto streams a packed file whose set would take more than half of --memory-limit (MiB; 0: what
+// the machine has available). --stream on with a text file is refused, naming the pack command.
+bool choose_streaming(std::optional<bool> given, const std::string& train, bool packed, double bytes_held,
+                      double memory_limit_mib);
 
 }  // namespace frugal::run

@@ -35,7 +35,9 @@
 #include "core/data/dataset_stats.h"
 #include "core/data/fingerprint.h"
 #include "core/data/label_counts_file.h"
+#include "core/data/packed_file.h"
 #include "core/data/point_checks.h"
+#include "core/data/point_stream.h"
 #include "core/data/xmc_file.h"
 #include "core/device.h"
 #include "core/flag_names.h"
@@ -150,9 +152,28 @@ struct RunData {
   std::optional<data::Dataset> valid_file;
   bool in_memory = false;  // given in memory (run::train's overload), not read from files
   double parse_seconds = 0.0;
+  // --stream (choose_streaming, train/run/memory_check.h): the training set is read from its packed
+  // file block by block while it trains (core/data/point_stream.h), never whole. inputs.train then
+  // holds its first block only, for the choices made from a sample of the points (compression);
+  // `streamed` stands for the whole set (its size, statistics and label counts, from the file's
+  // header), and the validation share is held back from seeded blocks (`stream_valid`).
+  std::unique_ptr<data::PackedReader> packed;
+  std::optional<data::StreamedSet> streamed;
+  std::optional<data::PointHeldBack> stream_valid;
   const data::Dataset& train() const { return held_out ? held_out->train : inputs.train; }
   const data::Dataset* valid() const {
-    return held_out ? &held_out->test : valid_file ? &*valid_file : nullptr;
+    return held_out ? &held_out->test : stream_valid ? &stream_valid->points : valid_file ? &*valid_file : nullptr;
+  }
+  size_t train_points() const { return streamed ? streamed->points : train().size(); }
+  // Streamed: the validation share's points (indices in the file), which every epoch leaves out.
+  std::span<const uint64_t> held_back() const {
+    return stream_valid ? std::span<const uint64_t>(stream_valid->indices) : std::span<const uint64_t>();
+  }
+  data::DatasetStats train_stats() const { return streamed ? streamed->stats : data::compute_stats(train()); }
+  // The bytes of the points of a packed file, as a run holding them would take.
+  static double held_bytes(const data::PackedHeader& h) {
+    return 16.0 * static_cast<double>(h.points + 1) + 8.0 * static_cast<double>(h.feature_nnz) +
+           4.0 * static_cast<double>(h.label_nnz);
   }
 };
 
@@ -160,15 +181,33 @@ RunData load_run_data(RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   RunData d;
   d.in_memory = a.train_data.has_value();
-  d.inputs = d.in_memory ? TrainInputs{.train = std::move(*a.train_data), .test = std::move(*a.test_data)}
-                         : load_train_test(a.format, a.train, a.test);
+  // A packed points file streams by the one rule of every trainer (train/run/memory_check.h); the
+  // pipeline holds its set (a --stream on is refused by check_trainer_support).
+  if (!d.in_memory && a.format != data::DataFormat::idx) {
+    std::unique_ptr<data::PackedReader> packed;
+    if (data::is_packed_file(a.train)) packed = std::make_unique<data::PackedReader>(a.train);
+    const bool points = packed && packed->header().kind == data::PackedKind::points;
+    if (choose_streaming(a.pipeline > 0 ? std::optional<bool>(false) : a.stream, a.train, points,
+                         points ? RunData::held_bytes(packed->header()) : 0.0, a.memory_limit_mib))
+      d.packed = std::move(packed);
+  }
+  if (d.packed) {
+    // The first block: what the choices made from a sample of the points read (and the dimensions).
+    d.inputs = {.train = data::load_packed_points(a.train, 0, 1), .test = open_input(a.format, a.test)};
+    data::check_points(d.inputs.train);
+    data::check_points(d.inputs.test, {.training = false});
+  } else {
+    d.inputs = d.in_memory ? TrainInputs{.train = std::move(*a.train_data), .test = std::move(*a.test_data)}
+                           : load_train_test(a.format, a.train, a.test);
+  }
+  const size_t file_points = d.packed ? d.packed->header().points : d.inputs.train.size();
   const data::Dataset& test = d.inputs.test;
   FRUGAL_CHECK(test.num_features == d.inputs.train.num_features && test.num_labels == d.inputs.train.num_labels,
                fmt::format("{} has {} features and {} labels, but {} has {} and {}", a.test, test.num_features,
                            test.num_labels, a.train, d.inputs.train.num_features, d.inputs.train.num_labels));
   const nlohmann::json saved = resumed_config(a);
   a.validation = plan_validation(resumed_valid_fraction(a.valid_fraction, !a.valid.empty(), saved), !a.valid.empty(), a.early_stopping,
-                                 d.inputs.train.size(), a.epochs);
+                                 file_points, a.epochs);
   a.schedule = a.lr_schedule.value_or(resumed_schedule(saved).value_or(auto_schedule(a.validation)));
   if (!a.valid.empty()) {
     d.valid_file = open_input(a.format, a.valid);
@@ -181,13 +220,20 @@ RunData load_run_data(RunArgs& a) {
     data::check_points(*d.valid_file, {.training = false});
     FRUGAL_CHECK(d.valid_file->size() > 0, fmt::format("--valid {}: the file holds no points to score", a.valid));
   }
-  if (a.validation.fraction > 0) {
+  if (a.validation.fraction > 0 && d.packed) {
+    d.stream_valid = hold_back(*d.packed, a.validation.fraction, a.seed);
+    FRUGAL_CHECK(d.stream_valid->points.size() > 0,
+                 fmt::format("--valid-fraction {:g} holds back none of the {} training points: give a larger share, "
+                             "or 0 for no validation", a.validation.fraction, file_points));
+  } else if (a.validation.fraction > 0) {
     d.held_out = hold_back(d.inputs.train, a.validation.fraction, a.seed);
     FRUGAL_CHECK(d.held_out->test.size() > 0,
                  fmt::format("--valid-fraction {:g} holds back none of the {} training points{}: give a larger share, "
                              "or 0 for no validation", a.validation.fraction, d.inputs.train.size(),
                              d.held_out->wanted_test > 0 ? " (every label of the points it would take has no other)" : ""));
   }
+  if (d.packed) d.streamed = data::streamed_set(*d.packed, d.stream_valid ? d.stream_valid->points : data::Dataset{});
+  a.train_points = d.train_points();
   d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return d;
 }
@@ -207,13 +253,13 @@ data::Dataset replica_share(const data::Dataset& valid, size_t replica, size_t r
 
 // The log's line on the validation set: what is scored, how the best epoch is kept, or why none is.
 // `returns_model`: the trainer hands its model back (the pipeline keeps its best in CHECKPOINT/best only).
-std::string validation_line(const RunArgs& a, const data::Dataset* valid, const data::Dataset& train,
+std::string validation_line(const RunArgs& a, const data::Dataset* valid, size_t train_points,
                             bool returns_model = true) {
   if (valid == nullptr) return a.validation.line.empty() ? "validation: off (--valid-fraction 0)" : a.validation.line;
   const std::string what = a.validation.file
                                ? fmt::format("validation: {} points of {}", valid->size(), a.valid)
                                : fmt::format("validation: {} points ({:.1f}%) held back from the training set, {} train",
-                                             valid->size(), 100.0 * a.validation.fraction, train.size());
+                                             valid->size(), 100.0 * a.validation.fraction, train_points);
   const std::string kept = returns_model ? fmt::format("the best epoch's model is returned{}",
                                                        a.checkpoint.empty() ? "" : fmt::format(" and kept in {}/best", a.checkpoint))
                           : a.checkpoint.empty() ? std::string("the best epoch is recorded (no --checkpoint to keep it in)")
@@ -272,7 +318,6 @@ nlohmann::json rendezvous_config(const RunArgs& a, const TrainInputs& inputs, co
 // implement refused by name, and the run handed to apps/pipeline_run.h.
 void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& data, Backend& backend,
                         const nlohmann::json& config, const Grid& grid, uint64_t restarts, RunResult& result) {
-  check_trainer_support(a, TrainerKind::pipeline);  // what a pipeline does not implement, refused by name
   const data::Dataset& train = data.train();
   const int rank = world.rank();
   check_weights_fit(a, train, grid);  // --memory-limit, as every trainer checks it
@@ -337,30 +382,33 @@ void run_pipeline_train(RunArgs& a, comm::Communicator& world, const RunData& da
   r.on_epoch = [&a, &result, &world](const nlohmann::json& line) {
     return report_epoch(line, a.callbacks, result, &world);
   };
-  if (rank == 0 && !r.quiet) say("{}\n", validation_line(a, data.valid(), train, /*returns_model=*/false));
+  if (rank == 0 && !r.quiet) say("{}\n", validation_line(a, data.valid(), train.size(), /*returns_model=*/false));
   result.model_epoch = run_pipeline(world, std::move(r));
 }
 
 RunResult run_train(RunArgs a) {
-  // The XMC trainers (network, MLP, pipeline) hold their training set: only DLRM streams it.
-  FRUGAL_CHECK(!a.stream.value_or(false),
-               "--stream on: streaming the training set from disk is implemented for --model dlrm (packed Criteo "
-               "logs); the XMC trainers hold theirs in memory (a packed file loads without parsing)");
+  // What a pipeline does not implement, refused by name before the data is read.
+  if (a.pipeline > 0) check_trainer_support(a, TrainerKind::pipeline);
   RunResult result;
   auto held = std::make_shared<TrainedModel>();  // what the result keeps of this run
   Backend& backend = choose_device(a.device, a.threads);
   const RunData data = load_run_data(a);
   const data::Dataset& test = data.inputs.test;
+  // Streamed: the first block of the training set (RunData), read by the choices made from a sample.
   const data::Dataset& train = data.train();
   const data::Dataset* valid = data.valid();
   const TrainInputs& inputs = data.inputs;
   const bool in_memory = data.in_memory;
   const double parse_seconds = data.parse_seconds;
-  apply_data_defaults(a, train);
+  apply_data_defaults(a, data.train_stats());
+  if (data.streamed) settle_streamed_inference(a);
   // --dp-keep with --dp-compress auto: what it chose
   std::optional<DpTargetChoice> dp_auto = settle_compression(a, train, backend);
   // Every rank reads its own copy of the data; ranks that disagree on a setting refuse to start.
-  const nlohmann::json config = rendezvous_config(a, inputs, train, in_memory);
+  nlohmann::json config = rendezvous_config(a, inputs, train, in_memory);
+  // Streamed, each replica reads its own blocks: the ranks must all stream, and cut the same blocks.
+  config["stream"] = data.streamed.has_value();
+  if (data.streamed) config["train_blocks"] = data.packed->header().block_list();
   held->world = comm::init(join_options(a, to_run_config(config)));
   auto& world = held->world;
   const int rank = world->rank();
@@ -403,11 +451,19 @@ RunResult run_train(RunArgs a) {
   const std::optional<CompressChoice> compress_choice = choose_link_compression(a, train, backend, data_group.get(),
                                                                                 link_rate, dp_auto);
   note_compress(a, grid);
-  if (!a.quiet)
+  if (!a.quiet && !data.streamed)
     say("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
                inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
                parse_seconds);
-  if (!a.quiet) say("{}\n", validation_line(a, valid, train));
+  if (!a.quiet && data.streamed)
+    say("streaming {} from disk: {} points in {} blocks ({} features, {} labels, {:.1f} nnz/point; {:.0f} MiB in "
+        "memory if held{}); each of {} replica(s) reads its share of the blocks an epoch, {} at a time, shuffled "
+        "within them (not over the whole file); read {} test points in {:.1f} s\n",
+        a.train, data.packed->header().points, data.packed->header().blocks(), train.num_features, train.num_labels,
+        data.streamed->stats.average_nonzeros, RunData::held_bytes(data.packed->header()) / 1048576.0,
+        a.stream.value_or(false) ? "; --stream on" : ", more than half of what this run may use: --stream auto",
+        grid.data, data::kStreamWindowBlocks, test.size(), parse_seconds);
+  if (!a.quiet) say("{}\n", validation_line(a, valid, data.train_points()));
   if (!a.quiet && dp_auto && data_group)
     say("DCT-DP thresholds {} (--dp-compress auto: a batch touches {:.0f}% of the input rows, {} sampler)\n",
                dp_auto->target == comm::DpTarget::updates ? "the replicas' optimizer updates" : "gradients",
@@ -420,7 +476,7 @@ RunResult run_train(RunArgs a) {
     m.set_backend(&backend);  // the parameters move into the device's memory (core/layer.h)
   };
   build(model, a.weights);
-  train::TrainerOptions options = trainer_options(a, train.size());
+  train::TrainerOptions options = trainer_options(a, data.train_points());
   options.parallel = {.model = model_group.get(), .data = data_group.get(),
                       .dense_gradients = a.parallel == ParallelMode::data};
   options.mp = mp_compression(a);
@@ -442,6 +498,8 @@ RunResult run_train(RunArgs a) {
   // The training data's identity (the text's whole-file hash, which its packed form shares), which
   // --resume reports rather than compares (a checkpoint may resume on another file of the same data).
   if (config.contains("train_fingerprint")) checkpoint_config["train_data"] = config["train_fingerprint"];
+  if (data.streamed) checkpoint_config["train_data"] = {{"hash", config.value("train_fingerprint", "")},
+                                                        {"blocks", config["train_blocks"]}};
   std::optional<train::CheckpointInfo> resumed_from;
   std::vector<train::SkippedCheckpoint> resume_skipped;
   nlohmann::json resumed_state;  // the checkpoint's run state (how far into an epoch it was saved)
@@ -456,7 +514,7 @@ RunResult run_train(RunArgs a) {
     say("model: {} ({} parameters on this rank), device {}, {} threads, {} rank(s) as a {}x{} grid ({})\n",
                model.describe(), model.num_parameters(), device_name(backend), backend.num_threads(), world->size(),
                grid.data, grid.model, world->backend());
-  held->scoring = std::make_unique<Scoring>(a, train, valid);
+  held->scoring = std::make_unique<Scoring>(a, train, valid, data.streamed ? &data.streamed->label_counts : nullptr);
   Scoring& scoring = *held->scoring;
   // Data-parallel replicas each score their share of the validation set and sum the counts over the
   // replicas: the figures of one scorer in 1/D of its time. (The ensemble's blend choice compares
@@ -470,7 +528,7 @@ RunResult run_train(RunArgs a) {
   const std::string metrics_file = train::rank_metrics_path(a.metrics, rank);
   train::MetricsLog log = metrics_file.empty() ? train::MetricsLog() : train::MetricsLog(metrics_file, !a.resume.empty());
   log.write({{"event", "start"}, {"config", config}, {"train", a.train}, {"test", a.test},
-             {"train_points", train.size()},
+             {"train_points", data.train_points()}, {"stream", data.streamed.has_value()},
              {"threads", backend.num_threads()}, {"parse_seconds", parse_seconds}, {"device", device_name(backend)},
              {"parameters", model.num_parameters()}, {"model_parameters_total", total_parameters(model)},
              {"epoch", trainer.epoch()}, {"rank", rank},
@@ -495,7 +553,11 @@ RunResult run_train(RunArgs a) {
   }
   if (!resumed_from && a.output_start == OutputInit::centroid) {
     const auto t = std::chrono::steady_clock::now();
-    trainer.init_output_from_centroids(train, a.centroid_scale, a.eval_batch);
+    if (data.streamed)  // every block once, in file order (every rank: the model group's ranks pass the same)
+      trainer.init_output_from_centroids(data::file_order_batches(*data.packed, data.held_back(), a.eval_batch),
+                                         a.centroid_scale);
+    else
+      trainer.init_output_from_centroids(train, a.centroid_scale, a.eval_batch);
     if (!a.quiet)
       say("output rows set to label centroids in hidden space in {:.1f} s\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
@@ -509,7 +571,10 @@ RunResult run_train(RunArgs a) {
   LinkCostSaid said;  // the link-cost notes already printed
   uint64_t backoffs_said = 0;  // --compress auto's back-offs already reported
   // --slice-weights auto: once, in the first epoch of this run (a 1-rank model has nothing to move).
-  bool calibrate = a.auto_weights && grid.model > 1;
+  bool calibrate = a.auto_weights && grid.model > 1 && !data.streamed;
+  if (a.auto_weights && grid.model > 1 && data.streamed && !a.quiet)
+    say_notice("note: --slice-weights auto calibrates on the held training set; a streamed one (--stream) keeps the "
+               "slices as they are (--slice-weights W,W,.. sets them)\n");
   RunGroups groups{.world = world.get(), .model = model_group, .retired = held->retired};
   if (a.auto_weights && grid.model == 1 && !a.quiet)
     say("--slice-weights auto: the model is not sliced (1 model rank), nothing to calibrate\n");
@@ -562,7 +627,42 @@ RunResult run_train(RunArgs a) {
     train::save_checkpoint(best_dir, model, trainer, checkpoint_config, best.run_state());
   };
   // Long epochs are scored within too, every `valid_every` steps (train/run/validation_plan.h).
-  const size_t epoch_steps = steps_in_epoch(train.size(), a.batch, a.max_steps);
+  // A streamed epoch (RunData): its stream, made at the epoch's start (its blocks in the epoch's order,
+  // this replica's share of them), which the epoch's parts continue; a resumed one skips what was
+  // trained. The streamed set's label counts stand for the whole set's (the stream never holds it).
+  std::unique_ptr<data::PointStream> stream;
+  std::vector<uint32_t> stream_label_counts;
+  if (data.streamed)
+    for (const uint64_t c : data.streamed->label_counts.per_label) stream_label_counts.push_back(static_cast<uint32_t>(c));
+  const auto open_stream = [&](uint64_t seed) {
+    stream.reset();  // its reader thread stops first
+    stream = std::make_unique<data::PointStream>(
+        *data.packed, data::BlockStreamOptions{.batch = a.batch, .seed = seed,
+                                               .rank = data_group ? static_cast<size_t>(data_group->rank()) : 0,
+                                               .ranks = data_group ? static_cast<size_t>(data_group->size()) : 1,
+                                               .held_back = data.held_back()});
+  };
+  const size_t epoch_steps = [&] {
+    if (!data.streamed) return steps_in_epoch(train.size(), a.batch, a.max_steps);
+    open_stream(seeds.split(100 + trainer.epoch() + 1).next_u64());  // the first epoch's (uneven shards vary it)
+    return a.max_steps > 0 ? std::min(stream->steps(), a.max_steps) : stream->steps();
+  }();
+  // Steps [skip, skip + steps) of the epoch `epoch` describes (0 steps: to its end), ending it when
+  // `end`: from memory (fit_part) or from the epoch's stream.
+  const auto fit_range = [&](const train::FitOptions& epoch, size_t skip, size_t steps, bool end) {
+    if (!data.streamed) return fit_part(trainer, train, epoch, skip, steps, end, "train");
+    if (!stream || skip == 0 || stream->step() != skip) {
+      open_stream(epoch.seed);
+      stream->skip(skip);
+    }
+    train::FitOptions o = epoch;
+    o.skip_steps = 0;
+    o.end_epoch = end;
+    o.label = "train";
+    // An epoch's last part trains what its stream has left (its steps vary with its shards).
+    o.max_steps = steps > 0 ? steps : a.max_steps > 0 ? a.max_steps - std::min(a.max_steps, skip) : 0;
+    return trainer.fit_stream(*stream, stream_label_counts, o);
+  };
   const size_t valid_every = valid != nullptr ? valid_every_steps(a.valid_every, valid->size(), a.batch, epoch_steps) : 0;
   if (valid_every > 0 && !a.quiet)
     say("validation: also every {} steps within an epoch of {} (--valid-every {})\n", valid_every, epoch_steps,
@@ -584,7 +684,7 @@ RunResult run_train(RunArgs a) {
     const auto after = [&](size_t every) { return every > 0 ? (done / every + 1) * every : SIZE_MAX; };
     for (size_t next = std::min(after(valid_every), after(checkpoint_every)); next < epoch_steps;
          next = std::min(after(valid_every), after(checkpoint_every))) {
-      fit.merge(fit_part(trainer, train, fit_options, done, next - done, /*end=*/false, "train"));
+      fit.merge(fit_range(fit_options, done, next - done, /*end=*/false));
       done = next;
       if (valid_every > 0 && done % valid_every == 0) {
         const ValidScores v = score_valid();
@@ -606,11 +706,12 @@ RunResult run_train(RunArgs a) {
                    {"rank", rank}});
       }
     }
-    fit.merge(fit_part(trainer, train, fit_options, done, 0, /*end=*/true, "train"));
+    fit.merge(fit_range(fit_options, done, 0, /*end=*/true));
     return fit;
   };
   // The first epoch of a run resumed within one starts there.
   size_t start = resumed_epoch_step(resumed_state, a.resume, a.batch, epoch_steps);
+  uint64_t read_before = data.streamed ? data.packed->bytes_read() : 0;  // streamed: what the epochs read
   while (trainer.epoch() < a.validation.epochs && !best.should_stop() && !stop_asked) {
     const uint64_t epoch = trainer.epoch() + 1;
     const train::FitOptions fit_options{.batch = a.batch, .seed = seeds.split(100 + epoch).next_u64(),
@@ -630,7 +731,7 @@ RunResult run_train(RunArgs a) {
     } else if (valid_every > 0 || checkpoint_every > 0 || start > 0) {
       fit = fit_parts(fit_options, epoch, start);
     } else {
-      fit = trainer.fit_epoch(train, fit_options);
+      fit = data.streamed ? fit_range(fit_options, 0, 0, /*end=*/true) : trainer.fit_epoch(train, fit_options);
     }
     const size_t resumed_at = std::exchange(start, 0);
     // The training steps' bytes per transport (the evaluation below sends more).
@@ -654,6 +755,10 @@ RunResult run_train(RunArgs a) {
     std::fflush(stdout);
     nlohmann::json line = epoch_record(a, epoch, fit, scores, trainer, model, rank, restarts);
     if (resumed_at > 0) line["resumed_at_step"] = resumed_at;  // the epoch's figures count the steps after it
+    if (data.streamed) {  // this rank's reads of the training file in the epoch (its share of the blocks)
+      line["data_bytes_read"] = data.packed->bytes_read() - read_before;
+      read_before = data.packed->bytes_read();
+    }
     if (link_rate && fit.steps > 0) add_link_cost(a, fit, *link_rate, compress_choice.has_value(), line, said);
     if (!transport_before.is_null()) {  // --transport-map: what each transport carried
       for (const auto& [transport, bytes] : transport_after.items())

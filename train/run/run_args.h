@@ -39,6 +39,7 @@ struct RunArgs : TrainConfig {
   optim::Method method = optim::Method::adam;  // `optimizer` resolved (resolve_optimizer)
   bool optimizer_from_checkpoint = false;      // auto took --resume's
   ValidationPlan validation;                   // --valid-fraction, --valid, --early-stopping, --epochs resolved
+  size_t train_points = 0;  // the points the run trains on (the training set less its validation share)
   optim::ScheduleKind schedule = optim::ScheduleKind::constant;  // --lr-schedule resolved
 };
 

@@ -218,7 +218,7 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
   c["lr_schedule"] = optim::to_string(a.schedule);
   c["warmup_steps"] = a.warmup_steps;
   // The steps a decaying schedule spans: resuming with other --epochs would change every rate.
-  if (a.schedule != optim::ScheduleKind::constant) c["schedule_steps"] = total_steps(a, train.size());
+  if (a.schedule != optim::ScheduleKind::constant) c["schedule_steps"] = total_steps(a, a.train_points);
   c["clip_norm"] = a.clip_norm;
   c["dropout"] = a.dropout;
   c["valid_fraction"] = a.validation.fraction;  // changes the training set
@@ -248,7 +248,7 @@ nlohmann::json resumed_config(const RunArgs& a) {
   }
 }
 
-void apply_data_defaults(RunArgs& a, const data::Dataset& train) {
+void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
   const bool xmc = a.format == data::DataFormat::xmc;
   const DataDefaultsRequest request{
       .hidden_auto = a.hidden == 0 && a.layers.empty(),
@@ -257,9 +257,9 @@ void apply_data_defaults(RunArgs& a, const data::Dataset& train) {
       .lr_auto = !a.lr,
       .infer_auto = !a.infer.mode,
       .network = xmc,
-      .rows_per_point = a.sampler == layers::Sampler::exact ? static_cast<double>(train.num_labels)
-                                                              : std::min(1000.0, static_cast<double>(train.num_labels))};
-  const DataDefaults d = choose_data_defaults(data::compute_stats(train), request);
+      .rows_per_point = a.sampler == layers::Sampler::exact ? static_cast<double>(stats.labels)
+                                                              : std::min(1000.0, static_cast<double>(stats.labels))};
+  const DataDefaults d = choose_data_defaults(stats, request);
   const nlohmann::json saved = resumed_config(a);
   const bool resumed = saved.contains("labels");  // a saved run's config (every XMC config names its labels)
   if (request.hidden_auto) a.hidden = saved.contains("hidden") ? saved["hidden"].get<size_t>() : d.hidden;
@@ -281,6 +281,24 @@ void apply_data_defaults(RunArgs& a, const data::Dataset& train) {
                              ? fmt::format("{} (resumed: the checkpoint's hidden {}, lr {:g})", d.summary, a.hidden,
                                            effective_lr(a))
                              : d.summary;
+}
+
+void settle_streamed_inference(RunArgs& a) {
+  if (a.inference.mode != InferMode::ensemble) return;
+  FRUGAL_CHECK(a.infer.mode != InferMode::ensemble,
+               "--infer ensemble: its members (label centroids of the input features, the nearest training points) "
+               "are built from the training points in memory, and a streamed set (--stream) is never held whole: "
+               "use --infer exact, or --stream off");
+  const InferSettings& f = a.infer;
+  FRUGAL_CHECK(!(f.weight || f.knn_weight || f.temperature || f.neighbours),
+               fmt::format("{} is for --infer ensemble, which a streamed training set (--stream) does not infer with",
+                           f.weight ? "--ensemble-weight" : f.knn_weight ? "--ensemble-knn-weight"
+                                    : f.temperature                      ? "--ensemble-temperature"
+                                                                         : "--ensemble-neighbours"));
+  a.inference.mode = InferMode::exact;
+  a.data_defaults_line += std::string(a.data_defaults_line.empty() ? "" : "; ") +
+                          "--infer exact: the ensemble the data would choose is built from the training points in "
+                          "memory, and this set is streamed (--stream off holds it)";
 }
 
 void check_weights_fit(const RunArgs& a, const data::Dataset& train, const Grid& grid) {

@@ -16,6 +16,7 @@
 #include "core/backend.h"
 #include "core/communicator.h"
 #include "core/dataset.h"
+#include "core/data/dataset_stats.h"
 #include "comm/exchange.h"
 #include "layers/network_spec.h"
 #include "train/checkpoint_history.h"
@@ -71,7 +72,12 @@ nlohmann::json resumed_config(const RunArgs& a);
 // --hidden auto, --output-init auto and an unset --lr, from the training set (apps/data_defaults.h).
 // On --resume the checkpoint's values: its files were trained with them, and a checkpoint saved
 // before these defaults existed resumes as it was trained.
-void apply_data_defaults(RunArgs& a, const data::Dataset& train);
+void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats);
+// A streamed training set (--stream) is never held whole, and the ensemble's members (the label
+// centroids of the input features, the nearest training points) are built from the points in memory:
+// --infer ensemble given is refused naming --stream; chosen by the data's defaults, the run infers
+// exact and says so.
+void settle_streamed_inference(RunArgs& a);
 
 // The weights alone, before they are allocated (--memory-limit, else the machine's available memory).
 void check_weights_fit(const RunArgs& a, const data::Dataset& train, const Grid& grid);

@@ -129,7 +129,7 @@ struct TrainConfig {
   int threads = 0;
   double memory_limit_mib = 0;
   // --stream on|off: train from the packed training file block by block instead of holding it (unset:
-  // auto, when it would take more than half the memory; --model dlrm).
+  // auto, when it would take more than half the memory; the XMC network and --model dlrm).
   std::optional<bool> stream;
   bool quiet = false;
   // How this rank joins its run (comm::init's options: the cluster key, timeout, --rank, ...).

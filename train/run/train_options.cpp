@@ -396,9 +396,10 @@ std::vector<Option<TrainConfig>> make_train_options() {
              NumberBounds::non_negative()));
   add(choice<T, std::optional<bool>>(
       "--stream", &T::stream, {{"auto", std::nullopt}, {"on", true}, {"off", false}},
-      "--model dlrm: train from a packed training file (docs/data.md) block by block, each rank reading "
-      "its share of the blocks, in memory that holds a few of them, shuffled within them; auto: when the "
-      "set would take more than half of --memory-limit (or of the available memory)",
+      "train from a packed training file (docs/data.md) block by block, each data-parallel replica reading "
+      "its share of the blocks, in memory that holds a few of them, shuffled within them (the XMC network "
+      "and --model dlrm; not --pipeline); auto: when the set would take more than half of --memory-limit "
+      "(or of the available memory)",
       "auto"));
   add(number("--calibration-warmup", &T::calibration_warmup, "--slice-weights auto: steps before the timed ones"));
   add(device_option(&T::device));

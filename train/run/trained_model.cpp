@@ -44,8 +44,12 @@ void build_ensemble(const RunArgs& a, const data::Dataset& train, Ensemble& e, b
                a.inference.ensemble.neighbours, a.inference.ensemble.knn_weight, a.inference.ensemble.temperature);
 }
 
-Scoring::Scoring(const RunArgs& a, const data::Dataset& train, const data::Dataset* valid)
-    : label_counts(LabelCounts::of(train)) {
+Scoring::Scoring(const RunArgs& a, const data::Dataset& train, const data::Dataset* valid, const LabelCounts* counts)
+    : label_counts(counts != nullptr ? *counts : LabelCounts::of(train)) {
+  // The ensemble's members are built from the training points: a streamed set never infers with it
+  // (settle_streamed_inference, train/run/run_settings.h).
+  FRUGAL_CHECK(counts == nullptr || a.inference.mode != InferMode::ensemble,
+               "Scoring: an ensemble over a training set that is not held in memory");
   if (label_counts.points > 0) propensities.emplace(label_counts);
   const bool choose = chooses_blend(a, valid);
   if (a.inference.mode == InferMode::ensemble) build_ensemble(a, train, ensemble, choose);

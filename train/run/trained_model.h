@@ -47,7 +47,10 @@ struct Scoring {
   train::EvalOptions options;
   // The blend chosen on `valid` each epoch (chooses_blend), else null.
   std::unique_ptr<train::EnsembleChoice> choice;
-  Scoring(const RunArgs& a, const data::Dataset& train, const data::Dataset* valid = nullptr);
+  // `counts`: the training set's label counts where `train` is not the whole set (a streamed one's
+  // first block: train/run/run.cpp, RunData), else null (counted from `train`).
+  Scoring(const RunArgs& a, const data::Dataset& train, const data::Dataset* valid = nullptr,
+          const LabelCounts* counts = nullptr);
   // The grid's blend `index` (EnsembleChoice) as the one the epoch's evaluations blend with.
   void use_blend(size_t index);
   Scoring(const Scoring&) = delete;

@@ -56,6 +56,9 @@ const OptionSupport kSupport[] = {
     // The pipeline's stages score the validation set at epoch ends (its epoch is one call).
     {"--valid-every", [](const RunArgs& a) { return a.valid_every.value_or(0) > 0; },
      refused("--valid-every (scoring the validation set within an epoch)"), works()},
+    // A pipeline's stages hold the training set (each epoch is one call over it).
+    {"--stream", [](const RunArgs& a) { return a.stream.value_or(false); },
+     refused("--stream on (training from a packed file block by block)"), works()},
     {"--pipeline", [](const RunArgs& a) { return a.pipeline > 0; }, works(),
      refused("--pipeline is not implemented (its tables and MLPs train data-parallel)")},
     // The pipeline trainer refuses skip-batch itself, saying why (only the last stage sees the loss).

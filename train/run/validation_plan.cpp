@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/data/packed_file.h"
 #include "core/rng.h"
 
 namespace frugal::run {
@@ -78,6 +79,12 @@ uint64_t split_seed(uint64_t seed) { return Rng(seed).split(0x7a11d).next_u64();
 
 data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed) {
   return data::split(train, {.test_fraction = fraction, .seed = split_seed(seed), .stratified = true});
+}
+
+data::PointHeldBack hold_back(data::PackedReader& train, double fraction, uint64_t seed) {
+  const auto count = static_cast<size_t>(std::llround(fraction * static_cast<double>(train.header().points)));
+  return data::hold_back_point_blocks(train, count, {.test_fraction = fraction, .seed = split_seed(seed),
+                                                     .stratified = true});
 }
 
 data::CtrSplit hold_back(const data::CtrDataset& train, double fraction, uint64_t seed) {

@@ -18,6 +18,7 @@
 
 #include "core/data/ctr_split.h"
 #include "core/data/dataset_split.h"
+#include "core/data/point_stream.h"
 #include "core/optim/lr_schedule.h"
 
 namespace frugal::run {
@@ -76,6 +77,9 @@ std::optional<optim::ScheduleKind> resumed_schedule(const nlohmann::json& saved)
 // The held-back split of a run with seed `seed`: label-stratified, the same on every rank, for
 // every rank count and on --resume (it depends on the data, the fraction and the seed only).
 data::Split hold_back(const data::Dataset& train, double fraction, uint64_t seed);
+// The same for a streamed packed points file (core/data/point_stream.h): round(fraction x its
+// points) held back, label-stratified, from seeded blocks (the file is never read whole).
+data::PointHeldBack hold_back(data::PackedReader& train, double fraction, uint64_t seed);
 // The same for a click log (DLRM): stratified by the click label.
 data::CtrSplit hold_back(const data::CtrDataset& train, double fraction, uint64_t seed);
 
