@@ -187,17 +187,18 @@ void BlockStream<Pool>::refill() {
   // The reader thread starts with the first batch asked for: a stream made to count its steps reads nothing.
   if (!prefetch_)
     prefetch_ = std::make_unique<Prefetch>(reader_, blocks_of(rank_), options_.held_back, kReadAhead);
-  // What the last window left, then the next window's blocks, shuffled together.
-  Pool pool;
-  for (size_t i = served_; i < shuffled_.size(); ++i) append_one(pool, pool_, shuffled_[i]);
-  pool_ = Pool{};  // freed before the next blocks come in: memory holds one window, not two
+  // The next window's blocks as the reader made them (no copy), the last window's freed first:
+  // memory holds one window and the blocks read ahead. Its samples are served in a seeded order.
+  window_.clear();
+  shuffled_.clear();
   Pool block;
-  for (size_t w = 0; w < std::max<size_t>(1, options_.window_blocks) && prefetch_->take(block); ++w)
-    for (size_t i = 0; i < pool_size(block); ++i) append_one(pool, block, i);
-  pool_ = std::move(pool);
-  shuffled_.resize(pool_size(pool_));
-  for (size_t i = 0; i < shuffled_.size(); ++i) shuffled_[i] = static_cast<uint32_t>(i);
-  Rng rng = Rng(options_.seed).split(1000 + window_++);
+  for (size_t w = 0; w < std::max<size_t>(1, options_.window_blocks) && prefetch_->take(block); ++w) {
+    for (size_t i = 0; i < pool_size(block); ++i)
+      shuffled_.push_back({static_cast<uint32_t>(window_.size()), static_cast<uint32_t>(i)});
+    window_.push_back(std::move(block));
+    block = Pool{};
+  }
+  Rng rng = Rng(options_.seed).split(1000 + windows_++);
   for (size_t i = shuffled_.size(); i > 1; --i) std::swap(shuffled_[i - 1], shuffled_[rng.below(i)]);
   served_ = 0;
 }
@@ -215,7 +216,8 @@ bool BlockStream<Pool>::next(Pool& out, size_t* global_size) {
       FRUGAL_CHECK(!shuffled_.empty(), fmt::format("{}: the stream ran out of samples at step {} of {}", reader_.path(),
                                                   step_ + 1, steps_));
     }
-    append_one(out, pool_, shuffled_[served_++]);
+    const auto [b, i] = shuffled_[served_++];
+    append_one(out, window_[b], i);
   }
   ++step_;
   if (global_size != nullptr) *global_size = global;

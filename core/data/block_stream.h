@@ -3,8 +3,8 @@
 // DLRM (CtrStream, core/data/ctr_stream.h) and the sparse points of the XMC trainers (PointStream,
 // core/data/point_stream.h). The epoch's blocks come in a seeded order; rank r of R takes every R-th
 // of them (its shard: it reads only those), a background thread reads the next ones while the current
-// train, and the samples of each window of `window_blocks` blocks are shuffled together (with what the
-// previous window left). Each step, every rank gives its part of the global batch (the parts of
+// train, and the samples of each window of `window_blocks` blocks are shuffled together (a batch at a
+// window's end takes the rest of it and the start of the next). Each step, every rank gives its part of the global batch (the parts of
 // slice_bounds(batch, R)); a rank whose shard is spent gives empty parts until every rank's is. Every
 // rank computes every rank's counts from the header, so the ranks agree on the steps and the global
 // batch sizes without a message.
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace frugal::data {
@@ -75,9 +76,9 @@ class BlockStream {
   std::vector<uint64_t> order_;   // every block, in the epoch's order
   std::vector<size_t> samples_;   // per rank: its shard's samples (held-back ones left out)
   std::vector<size_t> part_size_;  // per rank: its part of a full global batch
-  size_t steps_ = 0, global_samples_ = 0, step_ = 0, window_ = 0;
-  Pool pool_;                       // the current window's samples
-  std::vector<uint32_t> shuffled_;  // pool_ in the window's order
+  size_t steps_ = 0, global_samples_ = 0, step_ = 0, windows_ = 0;
+  std::vector<Pool> window_;  // the current window's blocks
+  std::vector<std::pair<uint32_t, uint32_t>> shuffled_;  // its samples (block, row) in the window's order
   size_t served_ = 0;
   std::unique_ptr<Prefetch> prefetch_;
 };
