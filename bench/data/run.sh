@@ -6,7 +6,9 @@
 #     keeping headwords with >= 5 definitions: ~4.6k labels): the LSH network's P@1/P@5 and train
 #     samples/s next to the two references that `frugal data gcide` prints;
 #  3. packed data files (bench/data/packed.sh): `frugal data pack` and reading a 1.7M-point,
-#     1M-label set packed against parsing its text, and training on each form.
+#     1M-label set packed against parsing its text, and training on each form;
+#  4. (PARTS=stream-xmc, root) the XMC network streaming a set larger than a memory cgroup against the
+#     set held, and 4 replicas' shards (bench/data/stream_xmc.sh).
 # Usage: bash bench/data/run.sh [BUILD_DIR] [OUT_DIR]; THREADS (default 2) and EPOCHS_* override;
 # PARTS (default "fmnist gcide packed") picks the parts.
 # Needs Debian's dataset-fashion-mnist and dict-gcide (bash apps/dev.sh build installs them).
@@ -56,5 +58,9 @@ done
 if part packed; then
   echo "== packed data files"
   THREADS="$THREADS" bash bench/data/packed.sh "$BUILD" "$OUT/packed"
+fi
+if part stream-xmc; then
+  echo "== the XMC network streaming a set larger than memory (root: a memory cgroup)"
+  THREADS="$THREADS" bash bench/data/stream_xmc.sh "$BUILD" "$OUT/stream-xmc"
 fi
 echo "== logs and metrics in $OUT"

@@ -152,6 +152,7 @@ struct RunData {
   std::optional<data::Dataset> valid_file;
   bool in_memory = false;  // given in memory (run::train's overload), not read from files
   double parse_seconds = 0.0;
+  size_t file_points = 0;  // the training file's points (the validation share included)
   // --stream (choose_streaming, train/run/memory_check.h): the training set is read from its packed
   // file block by block while it trains (core/data/point_stream.h), never whole. inputs.train then
   // holds its first block only, for the choices made from a sample of the points (compression);
@@ -231,7 +232,11 @@ RunData load_run_data(RunArgs& a) {
                  fmt::format("--valid-fraction {:g} holds back none of the {} training points{}: give a larger share, "
                              "or 0 for no validation", a.validation.fraction, d.inputs.train.size(),
                              d.held_out->wanted_test > 0 ? " (every label of the points it would take has no other)" : ""));
+    // The split holds both parts: the whole set's points go (a second copy of the data, in the way
+    // of every set close to the memory's size); its dimensions, name and hash stay.
+    d.inputs.train.points = SparseBatch{};
   }
+  d.file_points = file_points;
   if (d.packed) d.streamed = data::streamed_set(*d.packed, d.stream_valid ? d.stream_valid->points : data::Dataset{});
   a.train_points = d.train_points();
   d.parse_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -453,7 +458,7 @@ RunResult run_train(RunArgs a) {
   note_compress(a, grid);
   if (!a.quiet && !data.streamed)
     say("read {} train and {} test points ({} features, {} labels, {:.1f} nnz/point) in {:.1f} s\n",
-               inputs.train.size(), test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
+               data.file_points, test.size(), train.num_features, train.num_labels, train.average_nonzeros(),
                parse_seconds);
   if (!a.quiet && data.streamed)
     say("streaming {} from disk: {} points in {} blocks ({} features, {} labels, {:.1f} nnz/point; {:.0f} MiB in "
