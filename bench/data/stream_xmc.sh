@@ -6,8 +6,8 @@
 #  1. held in memory (--stream off), no limit;
 #  2. streamed (--stream on) inside a memory cgroup capped at LIMIT_MIB (480: under half of what the
 #     held run takes), the page cache included (cgroup v1 memory.limit_in_bytes, or v2 memory.max);
-#  3. REPLICAS (4) data-parallel replicas streaming it (frugal launch, --grid 4x1), one epoch: the
-#     bytes each read (its shard).
+#  3. REPLICAS (4; 0: none) data-parallel replicas streaming it (frugal launch, --grid 4x1), one
+#     epoch: the bytes each read (its shard).
 # Reports per epoch: test P@1 held and streamed, train samples/s and their ratio, peak RSS, the start-up
 # (the start record's parse_seconds), bytes read per rank; and the load average. Needs root (cgroup).
 # Usage: bash bench/data/stream_xmc.sh [BUILD_DIR] [OUT_DIR]  (TRAIN, EPOCHS, THREADS, LIMIT_MIB, HIDDEN,
@@ -62,11 +62,13 @@ trap 'rmdir "$CG" 2>/dev/null || true' EXIT
 bash -c "echo \$\$ > '$CG/cgroup.procs'; exec '$FRUGAL' ${COMMON[*]} --stream on --memory-limit $LIMIT_MIB \
   --metrics '$OUT/stream.jsonl'" 2>&1 | grep -v "%" | tee "$OUT/stream.log"
 PEAK=$(cat "$CG/memory.max_usage_in_bytes" 2>/dev/null || cat "$CG/memory.peak" 2>/dev/null || echo 0)
-say "3. $REPLICAS data-parallel replicas streaming it, one epoch"
 rm -f "$OUT"/replicas*.jsonl
-"$FRUGAL" launch -n "$REPLICAS" -- "$FRUGAL" train --train "$D/train.fpk" --test "$D/test.txt" --epochs 1 \
-  --hidden "$HIDDEN" --seed "$SEED" --threads 1 --stream on --grid "${REPLICAS}x1" --metrics "$OUT/replicas.jsonl" \
-  2>&1 | grep -v "%" | tee "$OUT/replicas.log"
+if [ "$REPLICAS" -gt 0 ]; then
+  say "3. $REPLICAS data-parallel replicas streaming it, one epoch"
+  "$FRUGAL" launch -n "$REPLICAS" -- "$FRUGAL" train --train "$D/train.fpk" --test "$D/test.txt" --epochs 1 \
+    --hidden "$HIDDEN" --seed "$SEED" --threads 1 --stream on --grid "${REPLICAS}x1" --metrics "$OUT/replicas.jsonl" \
+    2>&1 | grep -v "%" | tee "$OUT/replicas.log"
+fi
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$OUT" "$LIMIT_MIB" "$PEAK" "$LOAD_BEFORE" "$LOAD_AFTER" "$(stat -c %s "$D/train.fpk")" "$REPLICAS" <<'PY'
 import glob, json, os, sys
@@ -87,6 +89,8 @@ for m, s in zip(mem, st):
           f"{s['train_samples_per_s'] / m['train_samples_per_s']:.2f} | {m['peak_rss_bytes'] / 2**20:.0f} MiB | "
           f"{s['peak_rss_bytes'] / 2**20:.0f} MiB | {s.get('data_bytes_read', 0) / 1e6:.0f} MB |")
 files = sorted(glob.glob(os.path.join(out, "replicas*.jsonl")))
+if not files:
+    sys.exit(0)
 reads = [events(os.path.basename(f), "epoch")[0]["data_bytes_read"] for f in files]
 rep = events("replicas.jsonl", "epoch")[0]
 print(f"\n{replicas} replicas, one epoch: P@1 {rep['p@1']:.4f}, {rep['train_samples_per_s']:.0f} samples/s over the group; "
