@@ -24,6 +24,7 @@ HIDDEN=${HIDDEN:-64}
 SEED=${SEED:-1}
 REPLICAS=${REPLICAS:-4}
 FRUGAL="$(realpath "$BUILD/apps/frugal")"
+source bench/data/cgroup.sh
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 mkdir -p "$OUT"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -49,19 +50,10 @@ rm -f "$OUT/memory.jsonl"
 "$FRUGAL" "${COMMON[@]}" --stream off --metrics "$OUT/memory.jsonl" 2>&1 | grep -v "%" | tee "$OUT/memory.log"
 say "2. streamed, in a memory cgroup of $LIMIT_MIB MiB"
 rm -f "$OUT/stream.jsonl"
-if [ -d /sys/fs/cgroup/memory ]; then
-  CG=/sys/fs/cgroup/memory/frugal-stream-xmc-$$
-  mkdir -p "$CG"
-  echo $((LIMIT_MIB * 1048576)) > "$CG/memory.limit_in_bytes"
-else
-  CG=/sys/fs/cgroup/frugal-stream-xmc-$$
-  mkdir -p "$CG"
-  echo $((LIMIT_MIB * 1048576)) > "$CG/memory.max"
-fi
-trap 'rmdir "$CG" 2>/dev/null || true' EXIT
+make_cgroup frugal-stream-xmc "$LIMIT_MIB"
 bash -c "echo \$\$ > '$CG/cgroup.procs'; exec '$FRUGAL' ${COMMON[*]} --stream on --memory-limit $LIMIT_MIB \
   --metrics '$OUT/stream.jsonl'" 2>&1 | grep -v "%" | tee "$OUT/stream.log"
-PEAK=$(cat "$CG/memory.max_usage_in_bytes" 2>/dev/null || cat "$CG/memory.peak" 2>/dev/null || echo 0)
+PEAK=$(cgroup_peak)
 rm -f "$OUT"/replicas*.jsonl
 if [ "$REPLICAS" -gt 0 ]; then
   say "3. $REPLICAS data-parallel replicas streaming it, one epoch"

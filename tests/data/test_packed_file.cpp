@@ -53,16 +53,6 @@ std::string write_text(const TempDir& dir) {
   return path;
 }
 
-void flip_byte(const std::string& path, uint64_t at) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(at));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x10);
-  f.seekp(static_cast<std::streamoff>(at));
-  f.write(&c, 1);
-}
-
 }  // namespace
 
 TEST_CASE("a packed XMC file reads back what its text parses to, whole and block by block") {

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -195,15 +194,7 @@ TEST_CASE("a damaged label-count section is named") {
     data::PackedReader reader(path);
     at = reader.header().sections.at(5).offset + 4;
   }
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(at));
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x10);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.write(&c, 1);
-  }
+  flip_byte(path, at);
   data::PackedReader reader(path);
   CHECK_THROWS_WITH(reader.label_points(), Catch::Contains("its label counts (section 6) are damaged"));
   // The points themselves still read (their blocks are checked on their own).

@@ -50,7 +50,6 @@ layers::CtrView view_of(const data::CtrDataset& d) {
   return {d.size, data::kCtrDense, data::kCtrCats, d.labels, d.dense, d.cats};
 }
 
-
 // The shuffle seed of epoch `epoch` (1-based) of a run seeded `seed`.
 uint64_t seeds_of_epoch(uint64_t seed, uint64_t epoch) { return Rng(seed).split(100 + epoch).next_u64(); }
 
