@@ -7,7 +7,7 @@
 #     (data_bytes_read below 3/4 of the file), and end within 0.04 P@1 of one rank; 2 model slices
 #     of one replica both read the whole file;
 #  3. by default a set that would take more than half of --memory-limit streams, and says so;
-#  4. refused by name: --infer ensemble on a streamed set, --pipeline with --stream on; a streamed run
+#  4. refused by name: --infer ensemble on a streamed set, --pipeline or --format idx with --stream on; a streamed run
 #     resumed within an epoch ends as the uninterrupted one;
 #  5. in a memory cgroup of 450 MiB (where root may make one), a 1.5M-point set (926 MiB held: it peaks
 #     while the split is made) streams to the end below the cap, and the same set held in memory is killed.
@@ -63,6 +63,8 @@ grep -qF "more than half of what this run may use: --stream auto" "$TMP/last.log
 fails_with "--infer ensemble: its members" "$FRUGAL" "${COMMON[@]}" --stream on --infer ensemble
 fails_with "--pipeline: --stream on (training from a packed file block by block) is not implemented" \
   "$FRUGAL" "${COMMON[@]}" --stream on --pipeline 2
+fails_with "--stream on: --format idx sets are read whole" \
+  "$FRUGAL" train --format idx --train "$TMP/none" --test "$TMP/none" --stream on
 run "$FRUGAL" "${COMMON[@]}" --threads 1 --stream on --batch 512 --checkpoint "$TMP/ck" --checkpoint-every 30 \
   --keep-checkpoints 20 --metrics "$TMP/ck.jsonl"
 ls -d "$TMP"/ck/epoch-1-step-* > /dev/null

@@ -180,6 +180,7 @@ def test_options_are_the_command_lines(data):
     (dict(optimizer="adamw"), "--optimizer: adamw not in"),
     (dict(no_such_option=1), "unknown option no_such_option"),
     (dict(quiet="yes"), "a switch takes True or False"),
+    (dict(stream="on"), "--stream on: the training set is given in memory"),
 ])
 def test_bad_options(data, kwargs, words):
     with pytest.raises(frugal.Error, match=words):

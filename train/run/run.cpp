@@ -184,6 +184,10 @@ RunData load_run_data(RunArgs& a) {
   d.in_memory = a.train_data.has_value();
   // A packed points file streams by the one rule of every trainer (train/run/memory_check.h); the
   // pipeline holds its set (a --stream on is refused by check_trainer_support).
+  FRUGAL_CHECK(!(a.stream.value_or(false) && d.in_memory),
+               "--stream on: the training set is given in memory; streaming reads a packed file (frugal data pack)");
+  FRUGAL_CHECK(!(a.stream.value_or(false) && a.format == data::DataFormat::idx),
+               "--stream on: --format idx sets are read whole (they are a few MB); streaming reads a packed XMC file");
   if (!d.in_memory && a.format != data::DataFormat::idx) {
     std::unique_ptr<data::PackedReader> packed;
     if (data::is_packed_file(a.train)) packed = std::make_unique<data::PackedReader>(a.train);
