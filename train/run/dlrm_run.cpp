@@ -367,8 +367,8 @@ uint64_t run_dlrm(const DlrmRun& a) {
   // An epoch's first `steps` steps (after `done`), from memory or from its stream.
   const auto fit_steps = [&](uint64_t seed, size_t steps, const std::string& label, uint64_t epoch, size_t done, bool end) {
     if (!streaming) return trainer.fit_epoch(view_of(train), seed, steps, label, epoch, done, end);
-    if (done == 0) open_stream(seed);
-    if (done > 0 && stream->step() == 0) {  // resumed within the epoch: its stream read up to there
+    // A new epoch, or one resumed within: its stream, read up to `done` (as the XMC network's, run.cpp).
+    if (done == 0 || stream->step() != done) {
       open_stream(seed);
       stream->skip(done);
     }
