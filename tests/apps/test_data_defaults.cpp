@@ -59,6 +59,46 @@ TEST_CASE("data defaults: few-shot labels get the centroid start, its rate and a
   CHECK(choose_data_defaults(stats(100'000'000, 1), r).hidden == 256);    // over budget at every width: the narrowest
 }
 
+TEST_CASE("data defaults: --hidden auto keeps the model state within half the node's memory and says what it costs") {
+  // 1M labels, 100k features, ~9 bytes of state per weight (f32, row-wise Adam) and 9 per label and
+  // table (100 LSH tables): hidden 1024 takes ~10.3 GiB, 128 ~2.0 GiB (a little over 2 GiB).
+  const DataDefaultsRequest big{.epoch_work_budget = 1e12, .rows_per_point = 1000.0,
+                                .state_per_width = 1.1e6 * 9.0, .state_fixed = 1e6 * 100 * 9.0,
+                                .memory_bytes = 24.0 * 1073741824.0, .memory_source = "this machine has available"};
+  data::DatasetStats few = stats(30000, 1);
+  few.labels = 1'000'000;
+  const DataDefaults roomy = choose_data_defaults(few, big);
+  CHECK(roomy.hidden == 1024);  // 10.3 GiB of 24: fits with room
+  CHECK_FALSE(roomy.narrowed_for_memory);
+  CHECK_THAT(roomy.summary, Catch::Contains("model state ~10.3 GiB of the 24.0 GiB this machine has available") &&
+                                Catch::Contains("an epoch ~"));
+  // A 4 GB node: the widest whose state takes at most half of it.
+  DataDefaultsRequest small = big;
+  small.memory_bytes = 4096.0 * 1048576.0;
+  small.memory_source = "--memory-limit 4096 MiB allows";
+  const DataDefaults node4 = choose_data_defaults(few, small);
+  CHECK(node4.hidden == 64);  // 128: ~2.1 GiB, more than 2 GiB; 64: ~1.4 GiB
+  CHECK(node4.narrowed_for_memory);
+  CHECK_THAT(node4.summary, Catch::Contains("narrower than 1024: hidden 1024's model state") &&
+                                Catch::Contains("--memory-limit 4096 MiB allows"));
+  CHECK(0.5 * small.memory_bytes >= small.state_per_width * 64 + small.state_fixed);
+  // Not few-shot: the default width when it fits, else narrower, saying why.
+  data::DatasetStats many = stats(50000, 78);
+  many.labels = 1'000'000;
+  CHECK(choose_data_defaults(many, big).hidden == kDefaultHidden);
+  CHECK_THAT(choose_data_defaults(many, big).summary, Catch::Contains("hidden 128: model state ~2.0 GiB"));
+  const DataDefaults narrow = choose_data_defaults(many, small);
+  CHECK(narrow.hidden == 64);
+  CHECK_THAT(narrow.summary, Catch::Contains("hidden 64") && Catch::Contains("not 128") &&
+                                 Catch::Contains("--hidden sets it"));
+  // Nothing fits: the narrowest, and the weights check refuses it later with the sizes.
+  small.memory_bytes = 1048576.0;
+  CHECK(choose_data_defaults(many, small).hidden == kNarrowestAutoHidden);
+  // A width given is never changed.
+  CHECK(choose_data_defaults(many, {.hidden_auto = false, .state_per_width = 1e12, .memory_bytes = 1.0}).hidden ==
+        kDefaultHidden);
+}
+
 TEST_CASE("data defaults: what the user gave is kept") {
   const data::DatasetStats few = stats(30000, 1);
   const DataDefaults hidden = choose_data_defaults(few, {.hidden_auto = false});

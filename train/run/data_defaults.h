@@ -29,6 +29,8 @@ inline constexpr uint64_t kFewShotSupport = 8;
 inline constexpr float kCentroidStartLr = 1e-3f;
 // The hidden width when the data is not few-shot (the default before --hidden auto existed).
 inline constexpr size_t kDefaultHidden = 128;
+// The narrowest width --hidden auto goes down to when even kDefaultHidden's state would not fit.
+inline constexpr size_t kNarrowestAutoHidden = 16;
 
 struct DataDefaultsRequest {
   bool hidden_auto = true;  // --hidden auto (the default)
@@ -45,7 +47,17 @@ struct DataDefaultsRequest {
   // The output rows a point touches in a step (the LSH softmax's active labels; all of them for
   // the exact softmax).
   double rows_per_point = 1000.0;
+  // The model state at a width: state_per_width * hidden + state_fixed bytes (train/run/state_estimate.h).
+  double state_per_width = 0.0, state_fixed = 0.0;
+  // What the node has for it (--memory-limit, else the memory available; 0: unknown, no bound) and
+  // how the log names that. --hidden auto keeps the state within kStateShareOfMemory of it.
+  double memory_bytes = 0.0;
+  std::string memory_source = std::string();
 };
+
+// The share of the node's memory --hidden auto lets the model state take: the rest is the room the
+// data, the batch's activations, the checkpoint's copy and the system need.
+inline constexpr double kStateShareOfMemory = 0.5;
 
 struct DataDefaults {
   bool few_shot = false;
@@ -57,6 +69,8 @@ struct DataDefaults {
   bool ensemble = false;
   // The work of one epoch at the chosen width against that at kDefaultHidden.
   double step_cost_ratio = 1.0;
+  // Narrower than the data would choose because the model state would not fit the memory.
+  bool narrowed_for_memory = false;
   // One line for the log: what the data looks like, what was chosen, why and what it costs.
   std::string summary;
 };

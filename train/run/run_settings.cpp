@@ -32,6 +32,7 @@
 #include "core/data/label_counts_file.h"
 #include "core/data/xmc_file.h"
 #include "core/device.h"
+#include "core/host_memory.h"
 #include "core/output.h"
 #include "core/parse.h"
 #include "core/propensity.h"
@@ -59,6 +60,7 @@
 #include "train/run/rank_threads.h"
 #include "train/run/run_notes.h"
 #include "train/run/run_settings.h"
+#include "train/run/state_estimate.h"
 #include "train/run/step_profile_json.h"
 #include "train/run/train_inputs.h"
 #include "train/run/train_options.h"
@@ -250,6 +252,13 @@ nlohmann::json resumed_config(const RunArgs& a) {
 
 void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
   const bool xmc = a.format == data::DataFormat::xmc;
+  const StateEstimate state = estimate_state(a, stats);
+  // The whole model against one node: the ranks of one host share its memory (slices on other
+  // hosts would leave room: --hidden sets the width).
+  const std::optional<uint64_t> available = host_memory_available();
+  const double memory = a.memory_limit_mib > 0 ? a.memory_limit_mib * 1048576.0
+                        : available            ? static_cast<double>(*available)
+                                               : 0.0;
   const DataDefaultsRequest request{
       .hidden_auto = a.hidden == 0 && a.layers.empty(),
       .centroid_start = a.output_init ? std::optional<bool>(*a.output_init == OutputInit::centroid)
@@ -258,7 +267,12 @@ void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
       .infer_auto = !a.infer.mode,
       .network = xmc,
       .rows_per_point = a.sampler == layers::Sampler::exact ? static_cast<double>(stats.labels)
-                                                              : std::min(1000.0, static_cast<double>(stats.labels))};
+                                                              : std::min(1000.0, static_cast<double>(stats.labels)),
+      .state_per_width = state.per_width,
+      .state_fixed = state.fixed,
+      .memory_bytes = memory,
+      .memory_source = a.memory_limit_mib > 0 ? fmt::format("--memory-limit {:g} MiB allows", a.memory_limit_mib)
+                                              : std::string("this machine has available")};
   const DataDefaults d = choose_data_defaults(stats, request);
   const nlohmann::json saved = resumed_config(a);
   const bool resumed = saved.contains("labels");  // a saved run's config (every XMC config names its labels)
