@@ -70,7 +70,7 @@ TEST_CASE("data defaults: --hidden auto keeps the model state within half the no
   const DataDefaults roomy = choose_data_defaults(few, big);
   CHECK(roomy.hidden == 1024);  // 10.3 GiB of 24: fits with room
   CHECK_FALSE(roomy.narrowed_for_memory);
-  CHECK_THAT(roomy.summary, Catch::Contains("model state ~10.3 GiB of the 24.0 GiB this machine has available") &&
+  CHECK_THAT(roomy.summary, Catch::Contains("model state ~10.31 GiB of the 24.00 GiB this machine has available") &&
                                 Catch::Contains("an epoch ~"));
   // A 4 GB node: the widest whose state takes at most half of it.
   DataDefaultsRequest small = big;
@@ -86,7 +86,7 @@ TEST_CASE("data defaults: --hidden auto keeps the model state within half the no
   data::DatasetStats many = stats(50000, 78);
   many.labels = 1'000'000;
   CHECK(choose_data_defaults(many, big).hidden == kDefaultHidden);
-  CHECK_THAT(choose_data_defaults(many, big).summary, Catch::Contains("hidden 128: model state ~2.0 GiB"));
+  CHECK_THAT(choose_data_defaults(many, big).summary, Catch::Contains("hidden 128: model state ~2.02 GiB"));
   const DataDefaults narrow = choose_data_defaults(many, small);
   CHECK(narrow.hidden == 64);
   CHECK_THAT(narrow.summary, Catch::Contains("hidden 64") && Catch::Contains("not 128") &&

@@ -9,7 +9,10 @@
 #  5. --hidden takes auto or a width, and names the bad text otherwise;
 #  6. --infer auto: the ensemble on few-shot labels, its centroids kept with the checkpoint, and
 #     `frugal evaluate` scoring the checkpoint as the training run did; exact otherwise; the
-#     ensemble's flags range-checked and refused where they do nothing.
+#     ensemble's flags range-checked and refused where they do nothing;
+#  7. --hidden auto's model-state estimate (train/run/state_estimate.h) is within 10% of the
+#     model_state_bytes a run reports, for several optimizers and precisions, and a --memory-limit too
+#     small for the width the data asks for narrows it, saying why.
 # Usage: test_data_defaults.sh FRUGAL
 set -euo pipefail
 FRUGAL=$1
@@ -38,14 +41,14 @@ expect() {  # expect METRICS KEY VALUE
 run "$FRUGAL" train --train "$TMP/few/train.txt" --test "$TMP/few/test.txt" "${T[@]}" --metrics "$TMP/auto.jsonl" \
   --checkpoint "$TMP/ckpt"
 grep -qF "few-shot labels: median 2 training points behind a label occurrence" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
-grep -qF -- "-> centroid start, lr 0.001, hidden 1024 (a step ~8x that of hidden 128)" "$TMP/last.log" \
+grep -qF -- "-> centroid start, lr 0.001, hidden 1024 (a step ~8x that of hidden 128; model state ~" "$TMP/last.log" \
   || { cat "$TMP/last.log"; exit 1; }
 grep -qF "output rows set to label centroids" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 expect "$TMP/auto.jsonl" hidden 1024
 expect "$TMP/auto.jsonl" output_init centroid
 expect "$TMP/auto.jsonl" lr 0.001
 expect "$TMP/auto.jsonl" infer ensemble
-grep -qF -- "hidden 1024 (a step ~8x that of hidden 128), --infer ensemble (the network blended with the label centroids)" \
+grep -qF -- "multiply-adds), --infer ensemble (the network blended with the label centroids)" \
   "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 for f in label_centroids.bin nearest_points.bin; do [ -f "$TMP/ckpt/$f" ] || { echo "no $f in the checkpoint"; exit 1; }; done
 # --quiet keeps the run quiet.
@@ -67,7 +70,7 @@ expect "$TMP/lr.jsonl" output_init centroid
 
 # 3. Labels with many points: today's defaults.
 run "$FRUGAL" train --train "$TMP/many/train.txt" --test "$TMP/many/test.txt" "${T[@]}" --metrics "$TMP/many.jsonl"
-grep -qF "(not few-shot: the defaults)" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+grep -qF "(not few-shot: the defaults; hidden 128: model state ~" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 ! grep -qF "output rows set to label centroids" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
 expect "$TMP/many.jsonl" hidden 128
 expect "$TMP/many.jsonl" output_init -
@@ -107,4 +110,36 @@ fails_with "--ensemble-weight is for --infer ensemble (this run infers exact)" \
   "$FRUGAL" train --train "$TMP/many/train.txt" --test "$TMP/many/test.txt" "${T[@]}" --ensemble-weight 0.3
 fails_with "--ensemble-temperature 0: expected a number above 0" \
   "$FRUGAL" evaluate --model "$TMP/ckpt" --test "$TMP/few/test.txt" --ensemble-temperature 0
+
+# 7. The estimate against the state the run reports (100k labels: ~0.2 GiB, read to 0.01 GiB).
+"$FRUGAL" data synth-xmc --features 20000 --labels 100000 --train 400 --test 20 --nnz 10 --labels-per-point 2 \
+  --seed 1 --out "$TMP/wide" > /dev/null
+for flags in "" "--precision bf16" "--optimizer adam" "--optimizer rowwise-adagrad" "--sampler exact"; do
+  # shellcheck disable=SC2086  # the flags are words
+  run "$FRUGAL" train --train "$TMP/wide/train.txt" --test "$TMP/wide/test.txt" --epochs 1 --threads 1 --max-steps 1 \
+    --valid-fraction 0 --metrics "$TMP/wide.jsonl" $flags
+  python3 - "$TMP/last.log" "$TMP/wide.jsonl" "$flags" <<'PY'
+import json, re, sys
+m = re.search(r"hidden (\d+)\S* (?:\(a step [^;]*; )?model state ~([0-9.]+) GiB", open(sys.argv[1]).read())
+assert m, "no model-state estimate in the log:\n" + open(sys.argv[1]).read()
+est = float(m.group(2)) * 2**30
+got = [json.loads(l) for l in open(sys.argv[2]) if '"epoch"' in l][-1]["model_state_bytes"]["total"]
+assert abs(est - got) <= 0.1 * got, f"{sys.argv[3] or 'defaults'}: estimated {est:.4g} bytes, the run holds {got:.4g}"
+print(f"{sys.argv[3] or 'defaults'}: hidden {m.group(1)}, estimated {est / 2**30:.2f} GiB, held {got / 2**30:.3f} GiB")
+PY
+  rm -f "$TMP/wide.jsonl"
+done
+# A memory limit below twice hidden 1024's state (the width this few-shot set asks for): the widest
+# narrower one within half of it, and the log says why.
+run "$FRUGAL" train --train "$TMP/wide/train.txt" --test "$TMP/wide/test.txt" "${T[@]}" --memory-limit 600 \
+  --metrics "$TMP/narrow.jsonl"
+grep -qF "narrower than 1024: hidden 1024's model state" "$TMP/last.log" || { cat "$TMP/last.log"; exit 1; }
+grep -qF -- "would take more than 50% of the 0.59 GiB --memory-limit 600 MiB allows" "$TMP/last.log" \
+  || { cat "$TMP/last.log"; exit 1; }
+python3 - "$TMP/last.log" "$(config "$TMP/narrow.jsonl" hidden)" <<'PY'
+import re, sys
+m = re.search(r"hidden (\d+) \(a step [^;]*; model state ~([0-9.]+) GiB", open(sys.argv[1]).read())
+assert m and m.group(1) == sys.argv[2] and int(m.group(1)) < 1024, (m and m.groups(), sys.argv[2])
+assert float(m.group(2)) <= 0.5 * 600 / 1024, m.group(2)
+PY
 echo "data defaults: OK"

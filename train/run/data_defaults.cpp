@@ -25,7 +25,7 @@ bool state_fits(const DataDefaultsRequest& r, size_t hidden) {
   return r.memory_bytes <= 0.0 || state_bytes(r, hidden) <= kStateShareOfMemory * r.memory_bytes;
 }
 
-std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / 1073741824.0); }
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
 
 // What a width costs, for the log: its model state against the node's memory and an epoch's work.
 std::string width_cost(const data::DatasetStats& stats, const DataDefaultsRequest& r, size_t hidden) {
