@@ -61,16 +61,16 @@ TEST_CASE("data defaults: few-shot labels get the centroid start, its rate and a
 
 TEST_CASE("data defaults: --hidden auto keeps the model state within half the node's memory and says what it costs") {
   // 1M labels, 100k features, ~9 bytes of state per weight (f32, row-wise Adam) and 9 per label and
-  // table (100 LSH tables): hidden 1024 takes ~10.3 GiB, 128 ~2.0 GiB (a little over 2 GiB).
+  // table (100 LSH tables): hidden 1024 takes ~10.28 GiB, 128 ~2.02 GiB (a little over 2 GiB).
   const DataDefaultsRequest big{.epoch_work_budget = 1e12, .rows_per_point = 1000.0,
                                 .state_per_width = 1.1e6 * 9.0, .state_fixed = 1e6 * 100 * 9.0,
                                 .memory_bytes = 24.0 * 1073741824.0, .memory_source = "this machine has available"};
   data::DatasetStats few = stats(30000, 1);
   few.labels = 1'000'000;
   const DataDefaults roomy = choose_data_defaults(few, big);
-  CHECK(roomy.hidden == 1024);  // 10.3 GiB of 24: fits with room
+  CHECK(roomy.hidden == 1024);  // 10.28 GiB of 24: fits with room
   CHECK_FALSE(roomy.narrowed_for_memory);
-  CHECK_THAT(roomy.summary, Catch::Contains("model state ~10.31 GiB of the 24.00 GiB this machine has available") &&
+  CHECK_THAT(roomy.summary, Catch::Contains("model state ~10.28 GiB of the 24.00 GiB this machine has available") &&
                                 Catch::Contains("an epoch ~"));
   // A 4 GB node: the widest whose state takes at most half of it.
   DataDefaultsRequest small = big;
