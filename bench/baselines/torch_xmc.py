@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Dense PyTorch baseline for frugal's extreme-classification network.
+"""PyTorch baselines for frugal's extreme-classification network: dense (full softmax) and sampled softmax.
 
 The network, loss and metrics are the ones `frugal train` uses, so the two can be compared:
   sparse input x (F features) -> hidden h = relu(x W1 + b1) (H units) -> logits = h W2 + b2 (L labels)
@@ -10,6 +10,16 @@ The network, loss and metrics are the ones `frugal train` uses, so the two can b
           still counts in the denominator)
   Adam  = torch.optim.Adam, default betas/eps, dense gradients over every parameter (what a user of a
           dense framework gets); --sparse-adam switches the first layer to sparse gradients + SparseAdam.
+
+--loss sampled (bench/single_node's `torch_sampled`): what a practitioner writes instead of a full
+softmax over 10^5-10^6 labels on a CPU. Each step scores the union of the batch's true labels and
+--negatives labels drawn (with replacement) from the training label frequencies raised to --alpha,
+shared by the batch; every candidate's logit is corrected by -log(expected draws of it) (logQ; a
+candidate is drawn S*q(c) times in expectation), a point's own labels are its targets and every
+other candidate is its negative (other points' labels too: in-batch negatives). The output layer is
+an nn.Embedding pair (weights, bias) with sparse gradients, so SparseAdam updates only the gathered
+rows; the first layer is sparse as well (SparseAdam), the hidden bias dense Adam. Inference and
+P@k score every label (exact), as frugal's --infer exact does.
 
 Usage (Debian's python3-torch, CPU):
   /usr/bin/python3 bench/baselines/torch_xmc.py --train train.txt --test test.txt \
@@ -50,6 +60,14 @@ def parse_args(argv):
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     ap.add_argument('--metrics', help='JSON-lines file: one line is appended per epoch')
+    ap.add_argument('--loss', choices=('full', 'sampled'), default='full',
+                    help='full: softmax over every label (the dense baseline); sampled: shared negatives from '
+                         'label frequency^alpha with logQ correction, sparse Adam on the gathered rows')
+    ap.add_argument('--negatives', type=int, default=4096,
+                    help='--loss sampled: negatives drawn per batch (shared by its points)')
+    ap.add_argument('--alpha', type=float, default=0.75,
+                    help='--loss sampled: proposal q(label) proportional to (training count + 1)^alpha '
+                         '(0: uniform, 1: frequency)')
     ap.add_argument('--sparse-adam', action='store_true',
                     help='first layer with sparse gradients + torch.optim.SparseAdam (lazy, like frugal); '
                          'default: dense gradients + Adam, as a typical dense user would run it')
@@ -71,6 +89,10 @@ def parse_args(argv):
             ap.error(f'--{name.replace("_", "-")} must be >= 1')
     if not (a.lr > 0 and math.isfinite(a.lr)):
         ap.error('--lr must be a positive number')
+    if a.negatives < 1:
+        ap.error('--negatives must be >= 1')
+    if not (0.0 <= a.alpha <= 2.0):
+        ap.error('--alpha must be in [0, 2]')
     return a
 
 
@@ -231,6 +253,55 @@ def make_model(torch, nn, F, H, L, sparse):
     return XmcNet()
 
 
+def make_sampled_model(torch, nn, F, H, L):
+    class SampledXmcNet(nn.Module):
+        """The same network with the output layer as sparse embeddings: W2 (L x H) and b2 (L x 1),
+        gathered per step for the candidate labels only, so their gradients are row-sparse."""
+
+        def __init__(self):
+            super().__init__()
+            self.w1 = nn.EmbeddingBag(F, H, mode='sum', sparse=True)
+            self.b1 = nn.Parameter(torch.empty(H))
+            self.out_w = nn.Embedding(L, H, sparse=True)
+            self.out_b = nn.Embedding(L, 1, sparse=True)
+            # nn.Linear's default init for both layers (uniform in +-1/sqrt(fan_in)), as the dense model.
+            for t, fan_in in ((self.w1.weight, F), (self.b1, F), (self.out_w.weight, H), (self.out_b.weight, H)):
+                bound = 1.0 / math.sqrt(fan_in)
+                nn.init.uniform_(t, -bound, bound)
+
+        def hidden(self, indices, offsets, values):
+            return torch.relu(self.w1(indices, offsets[:-1], per_sample_weights=values) + self.b1)
+
+        def candidate_logits(self, h, candidates):
+            return h @ self.out_w(candidates).t() + self.out_b(candidates).squeeze(1)
+
+        def forward(self, indices, offsets, values):   # every label: evaluation
+            return self.hidden(indices, offsets, values) @ self.out_w.weight.t() + self.out_b.weight.squeeze(1)
+
+    return SampledXmcNet()
+
+
+class NegativeSampler:
+    """Shared negatives from q(label) ~ (training count + 1)^alpha: the inverse CDF searched for
+    uniform draws (O(S log L) a step, not a pass over every label as torch.multinomial makes)."""
+
+    def __init__(self, torch, data, alpha, draws, seed, device):
+        counts = torch.bincount(data.labels.cpu(), minlength=data.num_labels).double()
+        q = (counts + 1.0).pow(alpha)
+        q /= q.sum()
+        self.cdf = torch.cumsum(q, 0).to(device)
+        self.cdf[-1] = 1.0
+        self.log_expected = torch.log(q * draws).float().to(device)   # log of the draws of a label expected
+        self.draws = draws
+        self.torch = torch
+        self.gen = torch.Generator(device=device).manual_seed(seed + 0x5a3)
+
+    def sample(self):
+        torch = self.torch
+        u = torch.rand(self.draws, generator=self.gen, device=self.cdf.device, dtype=torch.float64)
+        return torch.searchsorted(self.cdf, u).clamp_(max=self.cdf.numel() - 1)
+
+
 def evaluate(torch, model, data, device, eval_batch):
     """P@1 and P@5 over every test point (points without labels count in the denominator)."""
     hits1 = 0
@@ -284,12 +355,19 @@ def main():
 
     torch.manual_seed(args.seed)
     F, L, H = train.num_features, train.num_labels, args.hidden
-    model = make_model(torch, nn, F, H, L, args.sparse_adam).to(device)
-    if args.sparse_adam:
+    sampler = None
+    if args.loss == 'sampled':
+        model = make_sampled_model(torch, nn, F, H, L).to(device)
+        sampler = NegativeSampler(torch, train, args.alpha, args.negatives, args.seed, device)
+        sparse = [model.w1.weight, model.out_w.weight, model.out_b.weight]
+        optims = [torch.optim.SparseAdam(sparse, lr=args.lr), torch.optim.Adam([model.b1], lr=args.lr)]
+    elif args.sparse_adam:
+        model = make_model(torch, nn, F, H, L, True).to(device)
         dense = [p for n, p in model.named_parameters() if not n.startswith('w1.')]
         optims = [torch.optim.SparseAdam(list(model.w1.parameters()), lr=args.lr),
                   torch.optim.Adam(dense, lr=args.lr)]
     else:
+        model = make_model(torch, nn, F, H, L, False).to(device)
         optims = [torch.optim.Adam(model.parameters(), lr=args.lr)]
     # Shuffling has its own generator so the order depends only on --seed, not on the init draws.
     shuffle_gen = torch.Generator().manual_seed(args.seed)
@@ -297,10 +375,11 @@ def main():
     if args.metrics:
         os.makedirs(os.path.dirname(os.path.abspath(args.metrics)), exist_ok=True)
         with open(args.metrics, 'a') as f:
-            f.write(json.dumps({'event': 'start', 'system': 'torch', 'torch': torch.__version__,
+            f.write(json.dumps({'event': 'start', 'system': 'torch', 'torch': torch.__version__, 'loss': args.loss,
+                                **({'negatives': args.negatives, 'alpha': args.alpha} if sampler else {}),
                                 'device': args.device, 'threads': args.threads, 'blas': blas,
                                 'glibc_tunables': os.environ.get('GLIBC_TUNABLES', ''),
-                                'optimizer': 'adam+sparse_adam' if args.sparse_adam else 'adam',
+                                'optimizer': 'adam+sparse_adam' if args.sparse_adam or sampler else 'adam',
                                 'amp': args.amp, 'max_steps': args.max_steps,
                                 'hidden': H, 'batch': args.batch, 'lr': args.lr, 'seed': args.seed,
                                 'train': args.train, 'test': args.test}) + '\n')
@@ -327,9 +406,19 @@ def main():
             lw = 1.0 / llen.clamp(min=1).to(torch.float32)[lrows]
 
             with amp:
-                logits = model(train.indices[pos], offs, train.values[pos])
-                logp = torch.log_softmax(logits, dim=1)
-                loss = -(logp[lrows, train.labels[lpos]].float() * lw).sum() / b
+                if sampler is None:
+                    logits = model(train.indices[pos], offs, train.values[pos])
+                    logp = torch.log_softmax(logits, dim=1)
+                    loss = -(logp[lrows, train.labels[lpos]].float() * lw).sum() / b
+                else:
+                    # Candidates: the batch's labels and the shared draws, once each; a label's
+                    # column is where unique put it.
+                    batch_labels = train.labels[lpos]
+                    cand, where = torch.unique(torch.cat([batch_labels, sampler.sample()]), return_inverse=True)
+                    h = model.hidden(train.indices[pos], offs, train.values[pos])
+                    logits = model.candidate_logits(h, cand) - sampler.log_expected[cand]
+                    logp = torch.log_softmax(logits, dim=1)
+                    loss = -(logp[lrows, where[:batch_labels.numel()]].float() * lw).sum() / b
 
             for o in optims:
                 # set_to_none: the fresh gradient tensor is adopted instead of being added into a
