@@ -30,7 +30,8 @@ LINK_RATE = {"100mbit": 12.5e6, "1gbit": 125e6, "10gbit": 1.25e9}  # bytes/s
 SCHEME = {"mp-sparse": "model-parallel sparse", "dp-dense": "data-parallel dense", "dct-dp": "DCT-DP",
           "dp-sparse": "data-parallel sparse, uncompressed", "dct-mp": "DCT-MP"}
 COLOUR = {"mp-sparse": "#009e73", "dp-dense": "#9400d3", "dct-dp": "#e69f00", "dp-sparse": "#56b4e9", "dct-mp": "#d55e00"}
-SYSTEM = {"lsh": "LSH", "lsh-bf16": "LSH, bf16", "exact": "exact softmax", "torch-cpu": "PyTorch (CPU)"}
+SYSTEM = {"lsh": "LSH", "lsh-bf16": "LSH, bf16", "exact": "exact softmax", "torch-cpu": "PyTorch (CPU)",
+          "torch-sampled": "PyTorch sampled softmax (CPU)"}
 # Issue 14's targets.
 SPEEDUP_1G, SPEEDUP_100M, P1_GAP, OVERLAP, ZMQ_RATIO, ZMQ_MIN_BYTES, PLAN_ERROR = 50, 300, 1.0, 1.3, 1.5, 64 << 10, 0.25
 

@@ -13,19 +13,22 @@
 #   FRUGAL_BENCH_DATA=DIR            use DIR/train.txt and DIR/test.txt (generated there if absent)
 #   FRUGAL_BENCH_OUT=.bench/single_node   where metrics, logs and the summary go
 #   FRUGAL_BENCH_SYSTEMS="lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16
-#                         lsh_threshold lsh_default lsh_default_bf16 exact torch_cpu"   which runs to do
+#                         lsh_threshold lsh_default lsh_default_bf16 exact torch_cpu torch_sampled"   which runs to do
 #                                    (the summary reads whatever exists; lsh, lsh_bf16 and exact are Adam
 #                                    at --lr (issue 2's baseline, whatever frugal's defaults); lsh_bf16 is
 #                                    the LSH run with --precision bf16, lsh_rowwise[_bf16] with --optimizer
 #                                    rowwise-adagrad, lsh_rowwise_adam[_bf16] with --optimizer rowwise-adam,
 #                                    lsh_threshold that with --update-threshold FRUGAL_BENCH_THRESHOLD,
 #                                    lsh_default frugal train with its defaults, lsh_default_bf16 those
-#                                    and --precision bf16)
+#                                    and --precision bf16, torch_sampled PyTorch with a sampled softmax
+#                                    at FRUGAL_BENCH_SAMPLED_FLAGS: see sampled.sh, which tunes it per set)
 #   FRUGAL_BENCH_ROWWISE_LR=         --lr of the row-wise runs (empty: frugal's default for each)
 #   FRUGAL_BENCH_THRESHOLD=0.3       --update-threshold of lsh_threshold
 #   FRUGAL_BENCH_FRUGAL_FLAGS="..."  extra flags for both frugal runs (e.g. "--hash simhash")
 #   FRUGAL_BENCH_LSH_FLAGS="..."     extra flags for the LSH run only (e.g. "--k 6 --tables 50")
 #   FRUGAL_BENCH_TORCH_FLAGS="..."   extra flags for torch_xmc.py (e.g. "--sparse-adam")
+#   FRUGAL_BENCH_SAMPLED_FLAGS="--lr 0.01 --negatives 1024 --alpha 0.5"   torch_sampled's settings (sampled.sh's
+#                                    tuning on a 100k-label set; they replace --lr)
 #   FRUGAL_BENCH_PYTHON=/usr/bin/python3   the interpreter with Debian's python3-torch
 #   FRUGAL_BENCH_GLIBC_TUNABLES=...  malloc tunables given to all three runs (empty: none; see README)
 #   FRUGAL_BENCH_NO_BUILD=1          use build/apps/frugal as it is
@@ -43,7 +46,7 @@ FEATURES=${FRUGAL_BENCH_FEATURES:-100000}
 LABELS=${FRUGAL_BENCH_LABELS:-100000}
 NTRAIN=${FRUGAL_BENCH_TRAIN:-50000}
 NTEST=${FRUGAL_BENCH_TEST:-5000}
-SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default lsh_default_bf16 exact torch_cpu}
+SYSTEMS=${FRUGAL_BENCH_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_threshold lsh_default lsh_default_bf16 exact torch_cpu torch_sampled}
 ROWWISE_LR=${FRUGAL_BENCH_ROWWISE_LR:-}
 THRESHOLD=${FRUGAL_BENCH_THRESHOLD:-0.3}
 PYTHON=${FRUGAL_BENCH_PYTHON:-/usr/bin/python3}
@@ -60,14 +63,14 @@ source bench/single_node/common.sh   # say, run, wants, GLIBC_TUNABLES, build_fr
 
 mkdir -p "$OUT"
 needs_frugal=0
-{ [ -n "$(echo " $SYSTEMS " | tr ' ' '\n' | grep -v '^torch_cpu$' | grep .)" ] || [ ! -f "$DATA/train.txt" ] ||
+{ [ -n "$(echo " $SYSTEMS " | tr ' ' '\n' | grep -v '^torch_cpu$' | grep -v '^torch_sampled$' | grep .)" ] || [ ! -f "$DATA/train.txt" ] ||
   [ ! -f "$DATA/test.txt" ]; } && needs_frugal=1
 
 # 1. Build (ninja only rebuilds what changed).
 [ "$needs_frugal" = 1 ] && build_frugal
 
 # 2. The baseline's packages (common.sh's TORCH_PACKAGES).
-wants torch_cpu && install_missing "${TORCH_PACKAGES[@]}"
+{ wants torch_cpu || wants torch_sampled; } && install_missing "${TORCH_PACKAGES[@]}"
 
 # 3. Data, generated once; written to a temporary directory and renamed so that an interrupted run
 #    never leaves a half-written data set that a later run would take as present.
@@ -94,6 +97,7 @@ ROWWISE_ADAM=("${BASE[@]}" --optimizer rowwise-adam)
 read -r -a FRUGAL_EXTRA <<< "${FRUGAL_BENCH_FRUGAL_FLAGS:-}"
 read -r -a LSH_EXTRA <<< "${FRUGAL_BENCH_LSH_FLAGS:-}"
 read -r -a TORCH_EXTRA <<< "${FRUGAL_BENCH_TORCH_FLAGS:-}"
+read -r -a SAMPLED <<< "${FRUGAL_BENCH_SAMPLED_FLAGS:---lr 0.01 --negatives 1024 --alpha 0.5}"
 
 write_env
 : > "$OUT/commands.txt"
@@ -156,6 +160,10 @@ fi
 if wants torch_cpu; then
   bench torch_cpu "$PYTHON" bench/baselines/torch_xmc.py "${COMMON[@]}" --device cpu "${TORCH_EXTRA[@]}" \
     --metrics "$OUT/torch_cpu.jsonl"
+fi
+if wants torch_sampled; then
+  bench torch_sampled "$PYTHON" bench/baselines/torch_xmc.py "${COMMON[@]}" --device cpu --loss sampled "${SAMPLED[@]}" \
+    "${TORCH_EXTRA[@]}" --metrics "$OUT/torch_sampled.jsonl"
 fi
 
 # 5. Summary (also saved as markdown for bench/REPORT.md), then the roofline of each frugal run's

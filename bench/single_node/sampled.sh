@@ -13,13 +13,16 @@
 #   l1m     synthetic, 100k features, 1M labels, 30k points (still learning after 3 epochs)
 #   l3m     synthetic, 100k features, 3M labels, 30k points
 #   gcide_min5, gcide_full   the GCIDE reverse dictionary (bench/quality's real sets; Debian's dict-gcide)
+# The baseline's runs are kept and reused by a later run with the same settings (the tuning runs by
+# name, the final run by OUT_DIR/SET/torch_sampled.settings): frugal's side reruns every time.
 # The baseline is tuned per set, not fixed: with TUNE_EPOCHS epochs each, its learning rate (TUNE_LRS)
 # at 4,096 negatives and alpha 0.75, then the negative count (TUNE_NEGATIVES) at the best rate, then
 # alpha (TUNE_ALPHAS) at both; the setting with the best test P@1 is kept (tuned on the test set: in
 # the baseline's favour). Then frugal train with its defaults (nothing but the data, threads and
 # seed: up to 10 epochs with early stopping) and the tuned baseline for TORCH_EPOCHS epochs.
 # Environment: SETS ("l100k l1m gcide_min5 gcide_full"), THREADS (2), SEED (1), TORCH_EPOCHS (6),
-# TUNE_EPOCHS (2), TUNE_LRS ("0.003 0.01"), TUNE_NEGATIVES ("1024 16384"), TUNE_ALPHAS ("0.5 1.0"),
+# TUNE_EPOCHS (2), TUNE_LRS ("0.003 0.01 0.03"), TUNE_NEGATIVES ("256 1024 16384"), TUNE_ALPHAS ("0 0.25 0.5 1.0";
+# on the 100k set the first grid's best sat at its edges, 1,024 negatives and alpha 0.5),
 # FRUGAL_FLAGS (extra flags for frugal, e.g. "--epochs 3"), DATA_DIR (.bench/sampled-data),
 # PYTHON (/usr/bin/python3). Writes OUT_DIR/SET/{tune-*,frugal,torch_sampled}.{jsonl,log},
 # OUT_DIR/SET/summary.md and OUT_DIR/summary.md (default OUT_DIR .bench/sampled); env.txt has the load.
@@ -32,9 +35,9 @@ THREADS=${THREADS:-2}
 SEED=${SEED:-1}
 TORCH_EPOCHS=${TORCH_EPOCHS:-6}
 TUNE_EPOCHS=${TUNE_EPOCHS:-2}
-TUNE_LRS=${TUNE_LRS:-0.003 0.01}
-TUNE_NEGATIVES=${TUNE_NEGATIVES:-1024 16384}
-TUNE_ALPHAS=${TUNE_ALPHAS:-0.5 1.0}
+TUNE_LRS=${TUNE_LRS:-0.003 0.01 0.03}
+TUNE_NEGATIVES=${TUNE_NEGATIVES:-256 1024 16384}
+TUNE_ALPHAS=${TUNE_ALPHAS:-0 0.25 0.5 1.0}
 DATA_DIR=${DATA_DIR:-.bench/sampled-data}
 PYTHON=${PYTHON:-/usr/bin/python3}
 FRUGAL="$BUILD/apps/frugal"
@@ -106,7 +109,11 @@ for set in $SETS; do
   echo "== $set: tuning the sampled softmax" >&2
   read -r lr neg alpha <<< "$(tune "$d")"
   echo "== $set: tuned lr $lr, negatives $neg, alpha $alpha" >&2
-  torch_run "$d" torch_sampled "$TORCH_EPOCHS" "$lr" "$neg" "$alpha" || true
+  # Kept from an earlier run at the same settings (the baseline does not change with frugal).
+  if [ "$(cat "$d/torch_sampled.settings" 2> /dev/null)" != "$lr $neg $alpha $TORCH_EPOCHS $THREADS $SEED" ]; then
+    torch_run "$d" torch_sampled "$TORCH_EPOCHS" "$lr" "$neg" "$alpha" &&
+      echo "$lr $neg $alpha $TORCH_EPOCHS $THREADS $SEED" > "$d/torch_sampled.settings" || true
+  fi
   echo "== $set: frugal defaults" >&2
   rm -f "$d/frugal.jsonl"
   run "$FRUGAL" train --train "$DATA_DIR/$set/train.txt" --test "$DATA_DIR/$set/test.txt" --threads "$THREADS" \

@@ -3,7 +3,7 @@
 
   /usr/bin/python3 bench/single_node/summarize.py [DIR] [--strict]
 
-Reads DIR/lsh.jsonl, DIR/exact.jsonl and DIR/torch_cpu.jsonl (DIR defaults to .bench/single_node),
+Reads DIR/lsh.jsonl, DIR/exact.jsonl, DIR/torch_cpu.jsonl, DIR/torch_sampled.jsonl, ... (DIR defaults to .bench/single_node),
 the lines `{"event":"epoch","epoch":E,"loss":..,"train_samples_per_s":..,"train_seconds":..,
 "p@1":..,"p@5":..,"peak_rss_bytes":..}` that `frugal train --metrics` and torch_xmc.py write; other
 events are ignored. If a file holds several runs (epoch numbers start again), the last run is used.
@@ -19,7 +19,8 @@ SYSTEMS = (('lsh', 'frugal LSH'), ('lsh_bf16', 'frugal LSH bf16'),
            ('lsh_rowwise_adam', 'frugal LSH, row-wise Adam'), ('lsh_rowwise_adam_bf16', 'frugal LSH, row-wise Adam, bf16'),
            ('lsh_threshold', 'frugal LSH, row-wise Adam, --update-threshold'), ('lsh_default', 'frugal defaults'),
            ('lsh_default_bf16', 'frugal defaults, bf16'),
-           ('exact', 'frugal exact'), ('torch_cpu', 'PyTorch CPU (dense)'))
+           ('exact', 'frugal exact'), ('torch_cpu', 'PyTorch CPU (dense)'),
+           ('torch_sampled', 'PyTorch CPU, sampled softmax'))
 RSS_LIMIT = 2e9          # "peak RSS <= 2 GB", read as 2*10^9 bytes (the stricter reading of GB)
 TARGET_EPOCH = 3         # "P@1 >= 0.8 after 3 epochs", and the epoch the table reports last
 
@@ -145,7 +146,8 @@ def main(argv):
         e = last(k)
         d_lsh = (at(k, e, 'p@1') - at('lsh', e, 'p@1')) * 100 if at('lsh', e, 'p@1') is not None else None
         d_exact = (at(k, e, 'p@1') - at('exact', e, 'p@1')) * 100 if at('exact', e, 'p@1') is not None else None
-        print(f'- {k}: / PyTorch CPU {fmt(ratio(k, "torch_cpu"), ".2f", "x")}, / LSH (Adam) '
+        print(f'- {k}: / PyTorch CPU {fmt(ratio(k, "torch_cpu"), ".2f", "x")}, '
+              f'/ PyTorch sampled {fmt(ratio(k, "torch_sampled"), ".2f", "x")}, / LSH (Adam) '
               f'{fmt(ratio(k, "lsh"), ".2f", "x")}, / exact {fmt(ratio(k, "exact"), ".2f", "x")} samples/s; P@1 − LSH '
               f'{fmt(d_lsh, "+.2f", " points")}, − exact {fmt(d_exact, "+.2f", " points")} (epoch {e})')
     print()
@@ -187,6 +189,14 @@ def main(argv):
     target('LSH bf16 model state <= 8 bytes per parameter',
            missing('lsh_bf16') or ('N/A (no model_state_bytes)' if s16 is None else 'PASS' if s16 <= 8 else 'MISS'),
            fmt(s16, '.2f', ' B'))
+
+    # Against the practitioner's baseline, by time to a P@1 target (bench/single_node/time_to_target.py).
+    if data['lsh_default'] and data['torch_sampled']:
+        import subprocess
+        print('\nfrugal defaults against PyTorch sampled softmax, by time to P@1:\n', flush=True)
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'time_to_target.py'),
+                        'lsh_default=' + os.path.join(out, 'lsh_default.jsonl'),
+                        'torch_sampled=' + os.path.join(out, 'torch_sampled.jsonl')], check=False)
 
     cmds = os.path.join(out, 'commands.txt')
     if os.path.exists(cmds):
