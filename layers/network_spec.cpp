@@ -90,9 +90,10 @@ std::vector<double> layer_costs(const NetworkSpec& spec, double nonzeros) {
   double active = static_cast<double>(spec.labels);
   double hashing = 0.0;
   if (sampler_from_string(spec.sampler) == Sampler::lsh) {
-    active = static_cast<double>(std::min<size_t>(spec.labels, (spec.active_target > 0 ? spec.active_target
-                                                                   : lsh::default_active_target(spec.labels)) +
-                                                                  spec.negatives));
+    const size_t found = (spec.active_target > 0 ? spec.active_target : lsh::default_active_target(spec.labels)) +
+                         spec.negatives;
+    active = static_cast<double>(std::min<size_t>(spec.labels, spec.max_active > 0 ? std::min(found, spec.max_active)
+                                                                                   : found));
     hashing = static_cast<double>(spec.tables) * hd;
   }
   cost.push_back(6.0 * hd * active + hashing);

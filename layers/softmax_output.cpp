@@ -56,10 +56,13 @@ SoftmaxOutput::SoftmaxOutput(const Options& options) : options_(options) {
     weight_.value = converted(weight_.value, options_.storage);
   // An empty slice (slice weight 0) has no tables: its active sets are empty.
   if (options_.sampler == Sampler::lsh && local > 0) {
-    // `negatives` is per point over all labels: a slice draws its share (at least one).
+    // `negatives` and the cap `max_active` are per point over all labels: a slice takes its share
+    // (at least one negative; a cap of at least min_active).
     lsh::LshOptions o = options_.lsh;
     if (o.negatives > 0)
       o.negatives = std::max<size_t>(1, (o.negatives * local + options_.out - 1) / options_.out);
+    if (o.max_active > 0)
+      o.max_active = std::max<size_t>({o.min_active, o.negatives + 1, (o.max_active * local + options_.out - 1) / options_.out});
     sampler_ = std::make_unique<lsh::LshSampler>(o, options_.in, local,
                                                  Rng(options_.seed).split(0x15).split(options_.placement.rank()).next_u64());
   }

@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LABELS=${FRUGAL_SWEEP_LABELS:-100000 300000 1000000 3000000}
-SYSTEMS=${FRUGAL_SWEEP_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_default lsh_default_bf16 exact torch_cpu}
+SYSTEMS=${FRUGAL_SWEEP_SYSTEMS:-lsh lsh_bf16 lsh_rowwise lsh_rowwise_bf16 lsh_rowwise_adam lsh_rowwise_adam_bf16 lsh_default lsh_default_uncapped lsh_default_bf16 exact torch_cpu}
 OUT=${FRUGAL_SWEEP_OUT:-.bench/sweep}
 LSH_STEPS=${FRUGAL_SWEEP_LSH_STEPS:-200}
 DENSE_LABEL_STEPS=${FRUGAL_SWEEP_DENSE_LABEL_STEPS:-20000000}
@@ -101,6 +101,8 @@ for L in $LABELS; do
       lsh_rowwise_adam_bf16) cmd=("$FRUGAL" train "${base[@]}" --sampler lsh --optimizer rowwise-adam --precision bf16
                                   --quiet) ;;
       lsh_default) cmd=("$FRUGAL" train "${base[@]}" --quiet) ;;
+      # The defaults before --max-active auto: every label the tables return (a set that grows with L).
+      lsh_default_uncapped) cmd=("$FRUGAL" train "${base[@]}" --max-active 0 --quiet) ;;
       lsh_default_bf16) cmd=("$FRUGAL" train "${base[@]}" --precision bf16 --quiet) ;;
       lsh) cmd=("$FRUGAL" train "${adam[@]}" --sampler lsh --quiet) ;;
       lsh_bf16) cmd=("$FRUGAL" train "${adam[@]}" --sampler lsh --precision bf16 --quiet) ;;

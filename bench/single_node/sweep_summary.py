@@ -19,6 +19,7 @@ import sys
 SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("lsh_rowwise", "frugal LSH row-wise Adagrad"),
            ("lsh_rowwise_bf16", "frugal LSH row-wise Adagrad bf16"), ("lsh_rowwise_adam", "frugal LSH row-wise Adam"),
            ("lsh_rowwise_adam_bf16", "frugal LSH row-wise Adam bf16"), ("lsh_default", "frugal defaults"),
+           ("lsh_default_uncapped", "frugal defaults, --max-active 0"),
            ("lsh_default_bf16", "frugal defaults bf16"), ("exact", "frugal exact"),
            ("torch_cpu", "PyTorch CPU (dense)")]
 
@@ -152,6 +153,17 @@ def main():
             fall = runs[(system, lo)]["samples_per_s"] / runs[(system, hi)]["samples_per_s"]
             rows.append((f"{name} samples/s falls by at most 3x from {fmt_labels(lo)} to {fmt_labels(hi)}",
                          "MET" if fall <= 3 else "MISS", f"{fall:.2f}x"))
+    # Issue 64's: a step whose cost does not grow with the labels.
+    for system, name in (("lsh_default", "frugal defaults"), ("lsh_default_uncapped", "frugal defaults, --max-active 0"),
+                         ("lsh_default_bf16", "frugal defaults bf16")):
+        if (system, lo) in runs and (system, hi) in runs and hi > lo and not runs[(system, hi)].get("extrapolated"):
+            fall = runs[(system, lo)]["samples_per_s"] / runs[(system, hi)]["samples_per_s"]
+            rows.append((f"{name} samples/s falls by at most 2x from {fmt_labels(lo)} to {fmt_labels(hi)} (issue 64)",
+                         "MET" if fall <= 2 else "MISS", f"{fall:.2f}x"))
+            a_lo, a_hi = runs[(system, lo)].get("active_per_sample"), runs[(system, hi)].get("active_per_sample")
+            if a_lo and a_hi:
+                rows.append((f"{name} active labels a point at {fmt_labels(hi)} <= at {fmt_labels(lo)} (issue 64)",
+                             "MET" if a_hi <= a_lo else "MISS", f"{a_hi:.0f} against {a_lo:.0f}"))
     for system, name in (("lsh", "LSH"), ("lsh_bf16", "LSH bf16")):
         if (system, lo) in runs and (system, hi) in runs and hi > lo:
             fall = runs[(system, lo)]["samples_per_s"] / runs[(system, hi)]["samples_per_s"]

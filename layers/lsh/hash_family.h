@@ -46,6 +46,16 @@ std::string family_name(const Family& f);
 // estimate unbiased whatever the tables return.
 inline constexpr size_t kMinDefaultActive = 256;
 inline constexpr size_t kMaxDefaultActive = 1024;
+// What a training point computes at most by default (--max-active auto): its labels, the candidates
+// found in the most tables, then its random negatives (LshOptions::negatives, 64). The tables' union
+// alone grows with the label count at a fixed target (bucket imbalance, the bucket-width cap: ~1,500-
+// 1,970 labels a point at 100k, 2,200-4,500 at 1M), and with it the step's cost: the rows a batch
+// gathers, updates and re-hashes. Measured (bench/REPORT.md, issue 64), 128 against no cap: per epoch
+// within 0.5 points of P@1 on GCIDE min5 (+0.09), the synthetic few-shot set (-0.07), the skewed sets
+// and two 100k/1M sets, -0.24 on GCIDE full and -2.0 on a 1M-label set still learning (0.69 against
+// 0.71 after 3 epochs), where it trains 6x the samples a second and passes 0.71 after 5 epochs in a
+// third of the time.
+inline constexpr size_t kDefaultActiveBudget = 128;
 size_t default_active_target(size_t neurons);
 // `f` (its kind, and for DWTA its bin size) with the width chosen for `neurons` labels hashed into
 // `tables` tables: the fewest buckets per table (a power of two, at most 2^18) whose expected active

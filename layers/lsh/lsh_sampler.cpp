@@ -138,9 +138,12 @@ void LshSampler::sample(const Tensor& h, const SparseBatch* labels, uint32_t lab
   // backend computes.
   ActiveTensors& found = extend ? union_ : out;
   for (Tensor* t : {&found.offsets, &found.ids, &found.logit_offsets, &scanned_}) keep_on(*t, be);
+  // A capped set keeps room for the random negatives: the logQ-corrected estimate of the labels
+  // outside the set needs them, however many candidates the tables return.
+  const size_t union_cap = bound > draws ? bound - draws : bound;
   be.bucket_union(tables_.view(),
                   {.samples = b, .codes = &codes_, .label_offsets = &label_offsets_t_, .labels = &label_ids_t_,
-                   .cap = bound, .scanned = &scanned_},
+                   .cap = union_cap, .scanned = &scanned_},
                   found);
   if (extend) {
     if (draws > 0) place_negatives(be, draws);

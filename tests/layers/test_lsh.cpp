@@ -113,6 +113,38 @@ TEST_CASE("LSH: active sets honour the bounds and contain the true labels") {
   }
 }
 
+TEST_CASE("LSH: a capped set keeps room for the random negatives") {
+  // Tables that return far more than the cap (2 buckets a table: ~half the labels each), so the
+  // union alone would fill it: the candidates found in the most tables take cap - negatives places,
+  // the negatives (their logQ offsets nonzero) the rest.
+  Rng rng(9);
+  const size_t n = 2000, dim = 32, cap = 40, draws = 16;
+  Tensor w(n, dim), h(8, dim);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
+  for (size_t i = 0; i < h.size(); ++i) h.data()[i] = std::max(0.0f, rng.normal());
+  SparseBatch labels;
+  for (uint32_t i = 0; i < 8; ++i) {
+    const uint32_t ls[] = {i * 11};
+    labels.add_point({}, {}, ls);
+  }
+  lsh::LshSampler sampler({.family = lsh::Dwta{.k = 1, .bin_size = 2}, .tables = 10, .max_active = cap,
+                           .negatives = draws}, dim, n, 3);
+  sampler.rebuild(w, 0);
+  ActiveTensors sets;
+  sampler.sample(h, &labels, 0, 5, sets);
+  const ActiveSets a = host_sets(sets);
+  REQUIRE(a.logit_offsets.size() == a.ids.size());
+  for (size_t i = 0; i < 8; ++i) {
+    size_t negatives = 0;
+    for (uint64_t e = a.offsets[i]; e < a.offsets[i + 1]; ++e) negatives += a.logit_offsets[e] != 0.0f;
+    const size_t size = a.offsets[i + 1] - a.offsets[i];
+    CHECK(size <= cap);
+    CHECK(size - negatives <= cap - draws);   // the label and the tables' candidates
+    CHECK(size - negatives == cap - draws);   // which the tables fill
+    CHECK(negatives >= draws / 2);            // distinct draws of 16 among ~2,000 labels
+  }
+}
+
 TEST_CASE("LSH: rebuild schedule starts frequent and decays") {
   lsh::LshSampler s({.family = lsh::SimHash{.k = 4}, .tables = 2, .rebuild_first = 10, .rebuild_growth = 2.0,
                      .rebuild_max = 50}, 4, 10, 1);

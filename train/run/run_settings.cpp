@@ -193,7 +193,8 @@ layers::NetworkSpec network_spec(const RunArgs& a, const data::Dataset& train) {
   return {.features = train.num_features, .labels = train.num_labels, .hidden = a.hidden, .layers = a.layers,
           .format = std::string(data::to_string(a.format)), .sampler = std::string(layers::to_string(a.sampler)),
           .hash = std::string(layers::to_string(a.hash)), .k = a.k, .bin_size = a.bin_size,
-          .active_target = a.active_target, .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active, .max_active = a.max_active,
+          .active_target = a.active_target, .tables = a.tables, .bucket = a.bucket, .min_active = a.min_active,
+          .max_active = a.max_active.value_or(std::max(lsh::kDefaultActiveBudget, a.min_active)),
           .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
           .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq, .seed = a.seed,
           .precision = std::string(dtype_name(a.precision))};

@@ -90,7 +90,9 @@ struct TrainConfig {
   layers::HashKind hash = layers::HashKind::dwta;  // --hash
   int k = 0, bin_size = 8;                         // --k (0: from the label count), --bin-size
   size_t active_target = 0;                        // --active-target
-  size_t tables = 100, bucket = 128, min_active = 0, max_active = 0;  // --tables, --bucket-capacity, ...
+  size_t tables = 100, bucket = 128, min_active = 0;  // --tables, --bucket-capacity, --min-active
+  // --max-active (unset: auto, lsh::kDefaultActiveBudget labels a point; 0: no cap)
+  std::optional<size_t> max_active;
   uint64_t rebuild_first = 50, rebuild_max = 2000;  // --rebuild-first, --rebuild-max
   double rebuild_growth = 1.5;                      // --rebuild-growth
   size_t negatives = 64;                            // --negatives

@@ -319,7 +319,10 @@ std::vector<Option<TrainConfig>> make_train_options() {
   add(number("--tables", &T::tables, "LSH tables", NumberBounds::in_range(1, 4096)));
   add(number("--bucket-capacity", &T::bucket, "LSH bucket capacity (random eviction)", NumberBounds::in_range(1, 65536)));
   add(number("--min-active", &T::min_active, "top active sets up to this size with random labels"));
-  add(number("--max-active", &T::max_active, "cap active sets at this size (0: no cap)"));
+  add(number("--max-active", &T::max_active,
+             "LSH: labels a training point computes at most: its own, the LSH candidates found in the most tables, "
+             "then the random negatives (--negatives); 0: no cap (the union of the tables' buckets, which grows "
+             "with the label count). auto: a budget that does not grow with the labels", {}, "auto"));
   add(number("--negatives", &T::negatives, "LSH: random negatives drawn per point in training, from a mix of "
                                            "label frequency and uniform (0: none)"));
   add(number("--negatives-uniform", &T::negatives_uniform,
