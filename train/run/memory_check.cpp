@@ -20,22 +20,19 @@ std::string human(double bytes) {
 
 }  // namespace
 
+std::optional<MemoryBudget> memory_budget(double limit_mib) {
+  if (limit_mib > 0) return MemoryBudget{limit_mib * 1048576.0, fmt::format("--memory-limit {:g} MiB allows", limit_mib)};
+  if (const auto available = host_memory_available())
+    return MemoryBudget{static_cast<double>(*available), "this machine has available"};
+  return std::nullopt;
+}
+
 void check_model_memory(double bytes, const std::string& what, double limit_mib, const std::string& fix) {
-  double limit = 0;
-  std::string source;
-  if (limit_mib > 0) {
-    limit = limit_mib * 1048576.0;
-    source = fmt::format("--memory-limit {:g} MiB allows", limit_mib);
-  } else if (const auto available = host_memory_available()) {
-    limit = static_cast<double>(*available);
-    source = "this machine has available";
-  } else {
-    return;  // no figure to compare with (not Linux)
-  }
-  if (bytes <= limit) return;
+  const std::optional<MemoryBudget> budget = memory_budget(limit_mib);
+  if (!budget || bytes <= budget->bytes) return;  // fits, or no figure to compare with
   throw Error(fmt::format("the model needs at least {} on this rank ({}), more than the {} {}: {}, or raise "
                           "--memory-limit",
-                          human(bytes), what, human(limit), source, fix));
+                          human(bytes), what, human(budget->bytes), budget->source, fix));
 }
 
 bool choose_streaming(std::optional<bool> given, const std::string& train, bool packed, double bytes_held,
@@ -49,11 +46,8 @@ bool choose_streaming(std::optional<bool> given, const std::string& train, bool 
     return false;
   }
   if (given.value_or(false)) return true;
-  const std::optional<uint64_t> available = host_memory_available();
-  const double budget = memory_limit_mib > 0 ? memory_limit_mib * 1048576.0
-                        : available          ? static_cast<double>(*available)
-                                             : 0.0;
-  return budget > 0 && bytes_held > 0.5 * budget;
+  const std::optional<MemoryBudget> budget = memory_budget(memory_limit_mib);
+  return budget && budget->bytes > 0 && bytes_held > 0.5 * budget->bytes;
 }
 
 }  // namespace frugal::run

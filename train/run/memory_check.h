@@ -9,6 +9,14 @@
 
 namespace frugal::run {
 
+// What a rank may use: --memory-limit MiB when given (above 0), else what this machine has available,
+// and how the log names it; unset where neither is known (not Linux).
+struct MemoryBudget {
+  double bytes = 0.0;
+  std::string source;  // "--memory-limit 4096 MiB allows" / "this machine has available"
+};
+std::optional<MemoryBudget> memory_budget(double limit_mib);
+
 // Throws frugal::Error when `bytes` (what `what` describes, e.g. "39,000 x 512 + 512 x 1,000,000 weights")
 // exceed the limit; `fix` says which flags make it smaller.
 void check_model_memory(double bytes, const std::string& what, double limit_mib, const std::string& fix);

@@ -32,7 +32,6 @@
 #include "core/data/label_counts_file.h"
 #include "core/data/xmc_file.h"
 #include "core/device.h"
-#include "core/host_memory.h"
 #include "core/output.h"
 #include "core/parse.h"
 #include "core/propensity.h"
@@ -256,10 +255,7 @@ void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
   const StateEstimate state = estimate_state(a, stats);
   // The whole model against one node: the ranks of one host share its memory (slices on other
   // hosts would leave room: --hidden sets the width).
-  const std::optional<uint64_t> available = host_memory_available();
-  const double memory = a.memory_limit_mib > 0 ? a.memory_limit_mib * 1048576.0
-                        : available            ? static_cast<double>(*available)
-                                               : 0.0;
+  const std::optional<MemoryBudget> memory = memory_budget(a.memory_limit_mib);
   const DataDefaultsRequest request{
       .hidden_auto = a.hidden == 0 && a.layers.empty(),
       .centroid_start = a.output_init ? std::optional<bool>(*a.output_init == OutputInit::centroid)
@@ -271,9 +267,8 @@ void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
                                                               : std::min(1000.0, static_cast<double>(stats.labels)),
       .state_per_width = state.per_width,
       .state_fixed = state.fixed,
-      .memory_bytes = memory,
-      .memory_source = a.memory_limit_mib > 0 ? fmt::format("--memory-limit {:g} MiB allows", a.memory_limit_mib)
-                                              : std::string("this machine has available")};
+      .memory_bytes = memory ? memory->bytes : 0.0,
+      .memory_source = memory ? memory->source : std::string()};
   const DataDefaults d = choose_data_defaults(stats, request);
   const nlohmann::json saved = resumed_config(a);
   const bool resumed = saved.contains("labels");  // a saved run's config (every XMC config names its labels)
