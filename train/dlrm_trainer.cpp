@@ -126,6 +126,7 @@ FitResult DlrmTrainer::fit_with(Loader& batches, const FitOptions& fit, size_t t
   if (!std::isfinite(group_loss))
     throw_divergence(divergence_where(epoch_number, result.diverged_step), "training loss", group_loss,
                      optimizer_->lr(optimizer_->steps()));
+  result.loss_sum = group_loss;
   result.loss = result.samples > 0 ? group_loss / static_cast<double>(result.samples) : 0.0;
   result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
   progress.finish(fmt::format("done: {} samples in {:.2f} s ({:.0f} samples/s), loss {:.4f}", result.samples,

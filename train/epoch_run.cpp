@@ -75,6 +75,7 @@ void finish(FitResult& result, double loss_sum, comm::Communicator* replicas, co
   if (result.samples == 0 && skipped > 0)
     throw_divergence(divergence_where(divergence.epoch, 0), "training loss of every batch", std::nan(""),
                      divergence.lr);
+  result.loss_sum = loss_sum;
   result.loss = result.samples > 0 ? loss_sum / static_cast<double>(result.samples) : 0.0;
   result.samples_per_s = result.seconds > 0 ? static_cast<double>(result.samples) / result.seconds : 0.0;
 }

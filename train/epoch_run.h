@@ -34,6 +34,14 @@ data::BatchLoader loader(const data::Dataset& data, const FitOptions& options, c
 // it ends the run here when the step's loss is the whole batch's, else at finish.
 // `Loader`: data::BatchLoader (sparse batches) or CtrBatches (DLRM's click samples): a Batch type,
 // next(batch, &global) and Loader::points(batch), the points this rank's part holds.
+// A step's loss rounded to a multiple of 2^-20: sums of such values are exact in a double (up to
+// 2^33), so an epoch trained in parts (--checkpoint-every, --valid-every) reports the bits of the
+// same epoch trained whole, whatever the order the parts' sums are added in.
+inline double exactly_summable(double loss) {
+  constexpr double kScale = 1048576.0;  // 2^20
+  return std::abs(loss) < 8589934592.0 ? std::round(loss * kScale) / kScale : loss;
+}
+
 template <class Loader, class Step, class After>
 double run_steps(Loader& loader, const FitOptions& options, FitResult& result, const DivergencePolicy& divergence,
                  Step&& step, After&& after) {
@@ -59,7 +67,7 @@ double run_steps(Loader& loader, const FitOptions& options, FitResult& result, c
       if (divergence.step_loss_is_global)
         throw_divergence(divergence_where(divergence.epoch, result.diverged_step), "training loss", loss, divergence.lr);
     }
-    loss_sum += loss;
+    loss_sum += exactly_summable(loss);
     result.samples += Loader::points(batch);
     after(loss_sum);
   }

@@ -38,7 +38,8 @@ double FitResult::mp_compression() const {
 
 void FitResult::merge(const FitResult& later) {
   const auto weighted = [](double a, double wa, double b, double wb) { return wa + wb > 0 ? (a * wa + b * wb) / (wa + wb) : 0.0; };
-  loss = weighted(loss, static_cast<double>(samples), later.loss, static_cast<double>(later.samples));
+  loss_sum += later.loss_sum;
+  loss = samples + later.samples > 0 ? loss_sum / static_cast<double>(samples + later.samples) : 0.0;
   labels_scored_per_sample = weighted(labels_scored_per_sample, static_cast<double>(group_samples),
                                       later.labels_scored_per_sample, static_cast<double>(later.group_samples));
   grad_norm = weighted(grad_norm, static_cast<double>(steps), later.grad_norm, static_cast<double>(later.steps));

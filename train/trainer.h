@@ -108,6 +108,7 @@ struct FitOptions {
 
 struct FitResult {
   double loss = 0.0;  // mean loss per point
+  double loss_sum = 0.0;  // the points' summed loss (loss = loss_sum / samples; parts add exactly)
   size_t samples = 0, steps = 0;
   double seconds = 0.0;  // training loop only
   double samples_per_s = 0.0;
