@@ -42,7 +42,7 @@ struct NetworkSpec {
   std::string hash = "dwta";
   int k = 0, bin_size = 8;
   size_t active_target = 0;
-  size_t tables = 100, bucket = 128, min_active = 0, max_active = 0;
+  size_t tables = lsh::kDefaultTables, bucket = 128, min_active = 0, max_active = 0;
   uint64_t rebuild_first = 50, rebuild_max = 2000;
   double rebuild_growth = 1.5;
   // Random negatives of the LSH softmax (lsh::LshOptions::negatives and its proposal, logQ).

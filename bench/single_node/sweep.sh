@@ -104,6 +104,10 @@ for L in $LABELS; do
       # The defaults before --max-active auto: every label the tables return (a set that grows with L).
       lsh_default_uncapped) cmd=("$FRUGAL" train "${base[@]}" --max-active 0 --quiet) ;;
       lsh_default_bf16) cmd=("$FRUGAL" train "${base[@]}" --precision bf16 --quiet) ;;
+      # The defaults with f32 storage (what --precision auto picks on a CPU without AVX512-BF16), and
+      # the capped defaults before issue 64's second session (100 tables, f32).
+      lsh_default_f32) cmd=("$FRUGAL" train "${base[@]}" --precision f32 --quiet) ;;
+      lsh_default_t100_f32) cmd=("$FRUGAL" train "${base[@]}" --tables 100 --precision f32 --quiet) ;;
       lsh) cmd=("$FRUGAL" train "${adam[@]}" --sampler lsh --quiet) ;;
       lsh_bf16) cmd=("$FRUGAL" train "${adam[@]}" --sampler lsh --precision bf16 --quiet) ;;
       exact) cmd=("$FRUGAL" train "${adam[@]}" --sampler exact --quiet) ;;

@@ -56,6 +56,13 @@ inline constexpr size_t kMaxDefaultActive = 1024;
 // 0.71 after 3 epochs), where it trains 6x the samples a second and passes 0.71 after 5 epochs in a
 // third of the time.
 inline constexpr size_t kDefaultActiveBudget = 128;
+// Tables a layer keeps by default. With the capped active set the tables rank candidates rather
+// than supply them all, and 32 find what 100 did: measured (issue 64, bench/REPORT.md) per epoch at
+// the cap, 32 against 100 tables: P@1 -0.25 points on a 1M-label set, +0.05 on a harder 1M set still
+// learning, +0.02 on GCIDE full, +0.04 on GCIDE min5, within 0.1 on the few-shot, skewed and
+// 100k-label sets (16 tables: -0.6 and -0.35 on the two 1M sets); the tables take a third of the
+// memory (~1.5 bytes a parameter at hidden 128 instead of 4.9) and of the rebuild and bucket scan.
+inline constexpr size_t kDefaultTables = 32;
 size_t default_active_target(size_t neurons);
 // `f` (its kind, and for DWTA its bin size) with the width chosen for `neurons` labels hashed into
 // `tables` tables: the fewest buckets per table (a power of two, at most 2^18) whose expected active

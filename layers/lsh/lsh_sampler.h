@@ -29,7 +29,7 @@ namespace frugal::lsh {
 
 struct LshOptions {
   Family family = Dwta{};
-  size_t tables = 100;
+  size_t tables = kDefaultTables;
   size_t bucket_capacity = 128;
   size_t min_active = 0;      // 0: no minimum
   size_t max_active = 0;      // 0: no cap

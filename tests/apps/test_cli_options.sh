@@ -39,13 +39,31 @@ PY
 # disk) that evaluates; the centroid start and the bf16 scoring in evaluation run.
 "$FRUGAL" "${T[@]}" --precision bf16 --output-init centroid --metrics "$TMP/bf16.jsonl" --checkpoint "$TMP/bf16" \
   > /dev/null
-"$FRUGAL" "${T[@]}" --output-init centroid --metrics "$TMP/f32.jsonl" > /dev/null
-python3 - "$TMP" <<'PY'
+"$FRUGAL" "${T[@]}" --precision f32 --output-init centroid --metrics "$TMP/f32.jsonl" > /dev/null
+# --precision auto (the default): bf16 for the LSH network where the CPU has AVX512-BF16 (said in the
+# log and recorded with why), f32 for the exact softmax and with --dp-compress updates.
+"$FRUGAL" train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --epochs 1 --threads 1 --hidden 8 \
+  --output-init centroid --metrics "$TMP/auto.jsonl" > "$TMP/auto.log" 2>&1
+"$FRUGAL" "${T[@]}" --sampler exact --metrics "$TMP/auto_exact.jsonl" > /dev/null
+"$FRUGAL" "${T[@]}" --dp-compress updates --metrics "$TMP/auto_updates.jsonl" > /dev/null
+cpu_bf16=0
+grep -qw avx512_bf16 /proc/cpuinfo && cpu_bf16=1
+python3 - "$TMP" "$cpu_bf16" <<'PY'
 import json, os, sys
 d = sys.argv[1]
 def lines(name): return [json.loads(l) for l in open(os.path.join(d, name))]
 b, f = lines("bf16.jsonl"), lines("f32.jsonl")
 assert b[0]["config"]["precision"] == "bf16" and f[0]["config"]["precision"] == "f32", (b[0]["config"], f[0]["config"])
+assert "precision_auto" not in b[0]["config"] and "precision_auto" not in f[0]["config"], b[0]["config"]
+auto = lines("auto.jsonl")[0]["config"]
+log = open(os.path.join(d, "auto.log")).read()
+if sys.argv[2] == "1":
+    assert auto["precision"] == "bf16" and auto["precision_auto"] == "this CPU has AVX512-BF16", auto
+    assert "precision auto: bf16 storage" in log, log
+else:
+    assert auto["precision"] == "f32" and "no AVX512-BF16" in auto["precision_auto"], auto
+for name in ("auto_exact.jsonl", "auto_updates.jsonl"):
+    assert lines(name)[0]["config"]["precision"] == "f32", (name, lines(name)[0]["config"])
 eb = [l for l in b if l.get("event") == "epoch"][-1]
 ef = [l for l in f if l.get("event") == "epoch"][-1]
 sb, sf = eb["model_state_bytes"], ef["model_state_bytes"]
@@ -123,7 +141,7 @@ fails_with "--update-threshold decides on the host; --device emulated" "$FRUGAL"
   --device emulated
 fails_with "--precision bf16 with --dp-compress updates is not supported" \
   "$FRUGAL" "${T[@]}" --precision bf16 --dp-compress updates --dp-keep 0.1
-fails_with "--precision: fp8 not in {f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8
+fails_with "--precision: fp8 not in {auto,f32,bf16}" "$FRUGAL" "${T[@]}" --precision fp8
 # --dp-explore (Slim-DP's exploration): values only, refused with sign values naming the flags; its range.
 fails_with "--dp-explore sends the explored entries with their values" "$FRUGAL" "${T[@]}" --dp-keep 0.1 \
   --dp-explore 0.01 --dp-wire-dtype sign

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "train/run/data_defaults.h"
+#include "train/run/run_settings.h"
 #include "train/run/epoch_parts.h"
 #include "train/run/validation_plan.h"
 
@@ -188,4 +189,26 @@ TEST_CASE("validation plan: long epochs are scored within, every split / 5% trai
   CHECK(valid_every_steps(std::nullopt, 0, 128, 1000) == 0);
   CHECK(steps_in_epoch(1000, 128, 0) == 8);
   CHECK(steps_in_epoch(1000, 128, 5) == 5);
+}
+
+TEST_CASE("--precision auto: bf16 for the LSH network where the CPU has AVX512-BF16, f32 otherwise") {
+  const TrainConfig defaults;
+  CHECK_FALSE(defaults.precision.has_value());  // auto unless set
+  const RunArgs lsh(defaults);
+  CHECK(auto_precision(lsh, /*cpu_has_bf16=*/true) == Dtype::bf16);
+  CHECK(auto_precision(lsh, /*cpu_has_bf16=*/false) == Dtype::f32);
+  // The exact softmax keeps its matrix in f32, DLRM has no such layers, IDX images train the exact
+  // softmax, and replicas that exchange weight changes need f32 to hold them.
+  RunArgs exact(defaults);
+  exact.sampler = layers::Sampler::exact;
+  RunArgs dlrm(defaults);
+  dlrm.model = ModelKind::dlrm;
+  RunArgs idx(defaults);
+  idx.format = data::DataFormat::idx;
+  RunArgs updates(defaults);
+  updates.dp_compress = comm::DpTarget::updates;
+  RunArgs gradients(defaults);
+  gradients.dp_compress = comm::DpTarget::gradients;
+  for (const RunArgs* a : {&exact, &dlrm, &idx, &updates}) CHECK(auto_precision(*a, true) == Dtype::f32);
+  CHECK(auto_precision(gradients, true) == Dtype::bf16);
 }

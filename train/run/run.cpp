@@ -303,6 +303,7 @@ nlohmann::json rendezvous_config(const RunArgs& a, const TrainInputs& inputs, co
   }
   config["mp_wire_dtype"] = std::string(comm::to_string(mp_compression(a).wire));
   record_infer(a.inference, config);
+  if (const auto why = precision_reason(a)) config["precision_auto"] = *why;
   {
     // --max-message-bytes or its variable: a rank with another limit refuses the others' messages.
     const char* env = std::getenv(std::string(comm::env::kMaxMessageBytes).c_str());
@@ -425,6 +426,15 @@ RunResult run_train(RunArgs a) {
   if (rank == 0 && join_setting(a, comm::env::kTransportMap) && world->backend() != "mpi" && world->backend() != "mpi+zmq")
     say_notice("note: --transport-map applies to jobs mpirun starts (the ranks also open the ZeroMQ mesh); this "
                        "run's ranks use {} alone: ignored\n", world->backend());
+  // Dense products in bf16 where the device has them (the weights stay f32; autocast's split), for
+  // this run only: the backend is the process's, and a later run in it (Python, the C++ API, a test)
+  // starts from f32 products again.
+  struct RestoreProducts {
+    Backend& backend;
+    ~RestoreProducts() { backend.set_bf16_products(false); }
+  } restore_products{backend};
+  const bool bf16_products = backend.set_bf16_products(a.precision == Dtype::bf16) && a.precision == Dtype::bf16;
+  if (rank == 0) note_precision(a, bf16_products);  // every trainer's, the pipeline's too
   const Grid grid = process_grid(a, world->size());
   if (a.pipeline > 0) {
     run_pipeline_train(a, *world, data, backend, config, grid, restarts, result);
@@ -444,9 +454,6 @@ RunResult run_train(RunArgs a) {
   }
   if (rank != 0) a.quiet = true;  // one voice: rank 0 prints, every rank logs its metrics
   if (!a.quiet && !a.data_defaults_line.empty()) say("{}\n", a.data_defaults_line);
-  // Dense products in bf16 where the device has them (the weights stay f32; autocast's split).
-  const bool bf16_products = backend.set_bf16_products(a.precision == Dtype::bf16) && a.precision == Dtype::bf16;
-  note_precision(a, bf16_products);
   note_straight_through(a, grid.model);
   note_forward_split(a, grid.model);
   note_momentum_correction(a, grid.data);
@@ -499,10 +506,12 @@ RunResult run_train(RunArgs a) {
                         a.checkpoint.empty() ? std::string() : (std::filesystem::path(a.checkpoint) / "best").string(),
                         a.resume.empty() ? std::string() : (std::filesystem::path(a.resume) / "best").string());
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
-  const nlohmann::json resume_config = run_config(a, train);
-  // What checkpoints record: the same, and how the run infers (predict / evaluate infer the same
-  // way by default; a resumed run may infer otherwise, so --resume does not compare it).
+  nlohmann::json resume_config = run_config(a, train);
+  // What checkpoints record: the same, how the weights are stored and how the run infers (predict /
+  // evaluate infer the same way by default; a resumed run may infer otherwise, and its stored values
+  // convert to another --precision, so --resume compares neither).
   nlohmann::json checkpoint_config = resume_config;
+  resume_config.erase("precision");
   record_infer(a.inference, checkpoint_config);
   // The training data's identity (the text's whole-file hash, which its packed form shares), which
   // --resume reports rather than compares (a checkpoint may resume on another file of the same data).

@@ -37,6 +37,7 @@ struct RunArgs : TrainConfig {
   std::vector<double> weights;
   bool auto_weights = false;
   optim::Method method = optim::Method::adam;  // `optimizer` resolved (resolve_optimizer)
+  bool precision_from_cpu = false;             // `precision` auto, decided by this CPU (resolve_precision)
   bool optimizer_from_checkpoint = false;      // auto took --resume's
   ValidationPlan validation;                   // --valid-fraction, --valid, --early-stopping, --epochs resolved
   size_t train_points = 0;  // the points the run trains on (the training set less its validation share)

@@ -38,6 +38,7 @@
 #include "core/quote.h"
 #include "core/rng.h"
 #include "core/say.h"
+#include "kernels/bf16_dot.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
 #include "train/checkpoint_history.h"
@@ -76,6 +77,10 @@ void note_momentum_correction(const RunArgs& a, int replicas) {
 }
 
 void note_precision(const RunArgs& a, bool bf16_products) {
+  if (a.precision_from_cpu && !a.quiet && a.precision == Dtype::bf16)
+    say("precision auto: bf16 storage of the sparse input and LSH output layers' weights and moments ({}{}; "
+        "--precision f32 keeps f32)\n",
+        precision_reason(a).value_or(""), kernels::bf16_dot_active() ? ", its vdpbf16ps multiplies them" : "");
   if (a.precision != Dtype::f32 && !a.quiet && a.sampler == layers::Sampler::exact)
     say("note: --precision bf16 stores the sparse input layer's weights in bf16; the exact softmax "
                "multiplies its whole weight matrix every step and keeps it in f32{}\n",

@@ -38,6 +38,7 @@
 #include "core/quote.h"
 #include "core/rng.h"
 #include "core/say.h"
+#include "kernels/bf16_dot.h"
 #include "layers/network_config.h"
 #include "layers/network_spec.h"
 #include "train/checkpoint_history.h"
@@ -107,6 +108,27 @@ void resolve_optimizer(RunArgs& a) {
   } catch (const std::exception&) {
     // A missing or damaged manifest: the resume itself says so, with the file and what is wrong.
   }
+}
+
+Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16) {
+  const nlohmann::json saved = resumed_config(a);
+  if (saved.contains("labels")) return dtype_from_string(saved.value("precision", std::string("f32")));
+  const bool lsh_network = a.model == ModelKind::xmc && a.format == data::DataFormat::xmc &&
+                           a.sampler == layers::Sampler::lsh;
+  return lsh_network && cpu_has_bf16 && a.dp_compress != comm::DpTarget::updates ? Dtype::bf16 : Dtype::f32;
+}
+
+void resolve_precision(RunArgs& a) {
+  a.precision_from_cpu = !a.precision && !resumed_config(a).contains("labels");
+  if (!a.precision) a.precision = auto_precision(a, kernels::bf16_dot_available());
+  if (a.given.count("--bf16-dot") > 0 && a.precision != Dtype::bf16)
+    say_notice("note: --bf16-dot only applies to --precision bf16 weights: ignored\n");
+}
+
+std::optional<std::string> precision_reason(const RunArgs& a) {
+  if (!a.precision_from_cpu) return std::nullopt;
+  return kernels::bf16_dot_available() ? "this CPU has AVX512-BF16"
+                                       : "this CPU has no AVX512-BF16 (set --precision on every rank)";
 }
 
 optim::Options optimizer_options(const RunArgs& a) {
@@ -196,7 +218,7 @@ layers::NetworkSpec network_spec(const RunArgs& a, const data::Dataset& train) {
           .max_active = a.max_active.value_or(std::max(lsh::kDefaultActiveBudget, a.min_active)),
           .rebuild_first = a.rebuild_first, .rebuild_max = a.rebuild_max, .rebuild_growth = a.rebuild_growth,
           .negatives = a.negatives, .negatives_uniform = a.negatives_uniform, .logq = a.logq, .seed = a.seed,
-          .precision = std::string(dtype_name(a.precision))};
+          .precision = std::string(dtype_name(a.precision.value_or(Dtype::f32)))};
 }
 
 nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
@@ -206,6 +228,7 @@ nlohmann::json run_config(const RunArgs& a, const data::Dataset& train) {
     c["output_init"] = std::string(to_string(a.output_start));
     c["centroid_scale"] = a.centroid_scale;
   }
+  c["precision"] = std::string(dtype_name(a.precision.value_or(Dtype::f32)));
   c["optimizer"] = optim::to_string(a.method);
   c["sparse_updates"] = optim::to_string(a.sparse_updates);
   if (a.method == optim::Method::sgd) c["momentum"] = a.momentum;
@@ -252,6 +275,10 @@ nlohmann::json resumed_config(const RunArgs& a) {
 
 void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
   const bool xmc = a.format == data::DataFormat::xmc;
+  const nlohmann::json saved = resumed_config(a);
+  // A checkpoint saved with another table count (before the default became 32) resumes with its own.
+  if (a.given.count("--tables") == 0 && saved.contains("tables") && saved["tables"].is_number_unsigned())
+    a.tables = saved["tables"].get<size_t>();
   const StateEstimate state = estimate_state(a, stats);
   // The whole model against one node: the ranks of one host share its memory (slices on other
   // hosts would leave room: --hidden sets the width).
@@ -270,7 +297,6 @@ void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
       .memory_bytes = memory ? memory->bytes : 0.0,
       .memory_source = memory ? memory->source : std::string()};
   const DataDefaults d = choose_data_defaults(stats, request);
-  const nlohmann::json saved = resumed_config(a);
   const bool resumed = saved.contains("labels");  // a saved run's config (every XMC config names its labels)
   if (request.hidden_auto) a.hidden = saved.contains("hidden") ? saved["hidden"].get<size_t>() : d.hidden;
   if (a.hidden == 0) a.hidden = kDefaultHidden;  // --layers gives the widths
@@ -336,6 +362,7 @@ void prepare(RunArgs& a) {
   // IDX data has 10 labels: sampling would only lose accuracy.
   if (a.format == data::DataFormat::idx) a.sampler = layers::Sampler::exact;
   resolve_optimizer(a);
+  resolve_precision(a);
   if (a.model == ModelKind::dlrm || a.format == data::DataFormat::criteo) return;
   if (!a.layers.empty()) layers::parse_layer_widths(a.layers, "--layers");
   parse_grid_and_weights(a);
@@ -350,8 +377,6 @@ void prepare(RunArgs& a) {
   }
   if (a.dp_explore > 0.0f && !a.dp_keep && a.compress == Compress::off)
     say_notice("note: --dp-explore only applies to DCT-DP (--dp-keep, or --compress auto): ignored\n");
-  if (a.given.count("--bf16-dot") > 0 && a.precision != Dtype::bf16)
-    say_notice("note: --bf16-dot only applies to --precision bf16 weights: ignored\n");
   if (a.given.count("--rowwise-momentum") > 0 && a.method != optim::Method::rowwise_adam)
     say_notice("note: --rowwise-momentum only applies to --optimizer rowwise-adam: ignored with --optimizer {}\n",
                optim::to_string(a.method));

@@ -41,6 +41,20 @@ optim::Method auto_optimizer(const RunArgs& a);
 // before auto existed, or with another choice, resumes as it was trained).
 void resolve_optimizer(RunArgs& a);
 
+// --precision auto (the default): bf16 storage of the sparse input layer's and the LSH softmax's
+// weights and moments where the LSH network trains on a CPU with AVX512-BF16 (its vdpbf16ps
+// multiplies the stored rows as they are: --bf16-dot), f32 otherwise: the exact softmax keeps its
+// whole matrix in f32 (bf16 would store only the input layer), --model dlrm has no such layers, and
+// --dp-compress updates exchanges weight changes smaller than a bf16 step. A resumed run keeps its
+// checkpoint's storage (f32 for checkpoints saved before the choice was recorded). Decided by the
+// host's CPU whatever the device, so that the ranks of one cluster agree where their CPUs do (the
+// rendezvous compares it and names the CPUs' difference). Measured: docs/training.md.
+Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16);
+void resolve_precision(RunArgs& a);
+// Why auto chose as it did where this CPU decided (the rendezvous compares it beside the
+// precision, so that ranks whose CPUs differ are told so); none otherwise.
+std::optional<std::string> precision_reason(const RunArgs& a);
+
 // The optimizer the flags ask for (both models).
 optim::Options optimizer_options(const RunArgs& a);
 

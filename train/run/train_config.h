@@ -86,11 +86,12 @@ struct TrainConfig {
   size_t hidden = 0;
   std::string layers;
   layers::Sampler sampler = layers::Sampler::lsh;  // --sampler (IDX data: exact)
-  Dtype precision = Dtype::f32;                    // --precision
+  // --precision (unset: auto, resolve_precision in train/run/run_settings.h)
+  std::optional<Dtype> precision;
   layers::HashKind hash = layers::HashKind::dwta;  // --hash
   int k = 0, bin_size = 8;                         // --k (0: from the label count), --bin-size
   size_t active_target = 0;                        // --active-target
-  size_t tables = 100, bucket = 128, min_active = 0;  // --tables, --bucket-capacity, --min-active
+  size_t tables = lsh::kDefaultTables, bucket = 128, min_active = 0;  // --tables, --bucket-capacity, --min-active
   // --max-active (unset: auto, lsh::kDefaultActiveBudget labels a point; 0: no cap)
   std::optional<size_t> max_active;
   uint64_t rebuild_first = 50, rebuild_max = 2000;  // --rebuild-first, --rebuild-max

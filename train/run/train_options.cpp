@@ -300,10 +300,11 @@ std::vector<Option<TrainConfig>> make_train_options() {
              "5% split (none in an epoch of up to 400,000 points with the default split)", {}, "auto"));
   add(choice<T, layers::Sampler>("--sampler", &T::sampler, {layers::Sampler::lsh, layers::Sampler::exact},
                                  "output neurons computed in training"));
-  add(choice<T, Dtype>("--precision", &T::precision, {{"f32", Dtype::f32}, {"bf16", Dtype::bf16}},
-                       "storage of the sparse input layer's and the LSH softmax's weights and their optimizer "
-                       "moments: f32, or bf16 (half the memory and bandwidth; computed in f32, updates stored with "
-                       "stochastic rounding)"));
+  add(choice<T, std::optional<Dtype>>(
+      "--precision", &T::precision, {{"auto", std::nullopt}, {"f32", Dtype::f32}, {"bf16", Dtype::bf16}},
+      "storage of the sparse input layer's and the LSH softmax's weights and their optimizer moments: f32, or "
+      "bf16 (half the memory and bandwidth; computed in f32, updates stored with stochastic rounding); auto: bf16 "
+      "for the LSH network on a CPU with AVX512-BF16, f32 otherwise (and a resumed run's own)"));
   add(choice<T, Bf16Dot>("--bf16-dot", &T::bf16_dot, {{"auto", Bf16Dot::auto_}, {"on", Bf16Dot::on}, {"off", Bf16Dot::off}},
                          "--precision bf16 on the CPU: products over bf16 weight rows (active logits, dLoss/dh, the "
                          "sparse input layer) with AVX512-BF16's vdpbf16ps, the f32 side rounded to bf16 (auto: where "
