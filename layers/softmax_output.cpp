@@ -381,6 +381,7 @@ void SoftmaxOutput::set_inference(const InferenceOptions& options) {
   // Trained with the exact softmax: hash its label rows with the LSH defaults for this slice.
   lsh::LshOptions o;
   o.negatives = 0;
+  o.tables = lsh::kInferenceTables;
   o.family = lsh::auto_family(lsh::Dwta{}, o.tables, local);
   inference_sampler_ = std::make_unique<lsh::LshSampler>(
       o, options_.in, local, Rng(options_.seed).split(0x1f5).split(options_.placement.rank()).next_u64());
@@ -389,9 +390,9 @@ void SoftmaxOutput::set_inference(const InferenceOptions& options) {
 void SoftmaxOutput::visit_top_k(const Tensor& in, size_t k, const TopLabelsVisitor& visit) {
   const size_t n = end_ - begin_;
   const bool lsh = inference_.mode == Inference::lsh;
-  // A group merges its ranks' candidates on the host; bf16 weights are widened there.
-  if (options_.placement.is_sliced() || n == 0 || (!lsh && weight_.value.dtype() != Dtype::f32))
-    return OutputLayer::visit_top_k(in, k, visit);
+  // A group merges its ranks' candidates on the host; bf16 weights and many host labels are scored
+  // a block of labels at a time there (blocked_top_k).
+  if (options_.placement.is_sliced() || n == 0 || (!lsh && scores_in_blocks())) return OutputLayer::visit_top_k(in, k, visit);
   if (!lsh) labels_scored_ += in.rows() * n;
   rank_slice(in, std::min(k, n), [&](size_t first_row, const Tensor& labels, const Tensor&) { visit(first_row, labels); });
 }
@@ -448,20 +449,28 @@ void SoftmaxOutput::local_top_k(const Tensor& in, size_t k, std::vector<uint32_t
   if (!lsh) labels_scored_ += b * n;
   labels.resize(b * k);
   scores.resize(b * k);
-  if (!lsh && weight_.value.dtype() != Dtype::f32) return widened_top_k(in, k, labels, scores);
+  // bf16 weights, and host f32 ones over more labels than a block: a block of labels at a time for
+  // every point (rank_slice's chunks of points over every label read the whole matrix once per 16M
+  // logits: at 3M labels once per 5 points, 2.7x the time of the blocks, bench/REPORT.md).
+  if (!lsh && scores_in_blocks()) return blocked_top_k(in, k, labels, scores);
   rank_slice(in, k, [&](size_t first_row, const Tensor& top_labels, const Tensor& top_scores) {
     copy_to_host(top_labels, labels.data() + first_row * k);
     copy_to_host(top_scores, scores.data() + first_row * k);
   });
 }
 
-void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
+bool SoftmaxOutput::scores_in_blocks() const {
+  return weight_.value.dtype() != Dtype::f32 || (weight_.value.is_host() && end_ - begin_ > kScoreBlockLabels);
+}
+
+void SoftmaxOutput::blocked_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels,
                                   std::vector<float>& scores) {
-  // bf16 weights: a block of labels at a time is widened to f32 and scored for every point, each
+  // A block of labels at a time is scored for every point (bf16 weights widened to f32 first), each
   // block keeping its k best; a last top_k over the blocks' candidates (scores with the bias
   // already added) gives the same labels and scores as scoring all labels at once.
   const size_t b = in.rows(), n = end_ - begin_, d = options_.in;
-  const size_t block = std::max<size_t>(k, std::min<size_t>(n, 16384));
+  const size_t block = std::max<size_t>(k, std::min<size_t>(n, kScoreBlockLabels));
+  const bool widen = weight_.value.dtype() != Dtype::f32 || !weight_.value.is_host();
   // Every block but the last has >= k labels: the candidates per point, in block order.
   const size_t last = n - (n - 1) / block * block, width = (n - last) / block * k + std::min(k, last);
   Backend& be = backend();
@@ -471,15 +480,17 @@ void SoftmaxOutput::widened_top_k(const Tensor& in, size_t k, std::vector<uint32
   keep_on(full_logits_, be);
   for (size_t l0 = 0, filled = 0; l0 < n; l0 += block) {
     const size_t len = std::min(block, n - l0), kb = std::min(k, len);
-    wide.resize(len, d);
-    // The block's rows from the host's view of the weights (a copy of the block where they live on a
-    // device), widened.
-    const bool host = weight_.value.is_host();
-    const Tensor& rows = host ? weight_.value : host_view(weight_.value.rows_view(l0, len), block_copy);
-    const size_t first = host ? l0 : 0;
-    parallel_rows(len, [&](size_t j) { rows.read_row(first + j, wide.row(j)); }, 256);
+    if (widen) {
+      wide.resize(len, d);
+      // The block's rows from the host's view of the weights (a copy of the block where they live on
+      // a device), widened.
+      const bool host = weight_.value.is_host();
+      const Tensor& rows = host ? weight_.value : host_view(weight_.value.rows_view(l0, len), block_copy);
+      const size_t first = host ? l0 : 0;
+      parallel_rows(len, [&](size_t j) { rows.read_row(first + j, wide.row(j)); }, 256);
+    }
     full_logits_.resize(b, len);
-    be.matmul(in, false, wide, true, full_logits_);
+    be.matmul(in, false, widen ? wide : weight_.value.rows_view(l0, len), true, full_logits_);
     block_labels.resize(b * kb);
     block_scores.resize(b * kb);
     Tensor top_labels = host_tensor(block_labels.data(), b, kb, Dtype::u32);

@@ -101,8 +101,11 @@ class SoftmaxOutput : public OutputLayer {
   // A sliced group's normalizer: every rank's max_ and sums_ (relative to its own max) combined
   // into the group's, in one all-gather.
   void combine_normalizer(comm::Communicator& group, size_t b);
-  // local_top_k over bf16 weights: blocks of labels widened and scored, their k best merged.
-  void widened_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
+  // local_top_k over bf16 weights or many host labels: blocks of kScoreBlockLabels labels (widened
+  // when bf16) scored for every point, their k best merged.
+  static constexpr size_t kScoreBlockLabels = 16384;
+  bool scores_in_blocks() const;
+  void blocked_top_k(const Tensor& in, size_t k, std::vector<uint32_t>& labels, std::vector<float>& scores);
   // Every id of the sets is a label of this slice (throws naming the first that is not).
   void check_active_ids(const ActiveSets& sets) const;
 

@@ -20,7 +20,8 @@ SYSTEMS = [("lsh", "frugal LSH"), ("lsh_bf16", "frugal LSH bf16"), ("lsh_rowwise
            ("lsh_rowwise_bf16", "frugal LSH row-wise Adagrad bf16"), ("lsh_rowwise_adam", "frugal LSH row-wise Adam"),
            ("lsh_rowwise_adam_bf16", "frugal LSH row-wise Adam bf16"), ("lsh_default", "frugal defaults"),
            ("lsh_default_uncapped", "frugal defaults, --max-active 0"),
-           ("lsh_default_bf16", "frugal defaults bf16"), ("exact", "frugal exact"),
+           ("lsh_default_bf16", "frugal defaults bf16"), ("lsh_default_f32", "frugal defaults f32"),
+           ("lsh_default_t100_f32", "frugal defaults, 100 tables, f32"), ("exact", "frugal exact"),
            ("torch_cpu", "PyTorch CPU (dense)")]
 
 
@@ -48,6 +49,9 @@ def load(out):
         if "model_state_bytes" in line:
             rec["state_per_parameter"] = line["model_state_bytes"]["per_parameter"]
             rec["state_bytes"] = line["model_state_bytes"]["total"]
+            # The LSH tables' bytes a parameter (issue 64's target: <= 1).
+            parameters = line["model_state_bytes"]["total"] / max(line["model_state_bytes"]["per_parameter"], 1e-12)
+            rec["tables_per_parameter"] = line["model_state_bytes"].get("lsh_tables", 0) / max(parameters, 1.0)
         if "active_per_sample" in line:
             rec["active_per_sample"] = line["active_per_sample"]
         roof = os.path.join(out, base + ".roofline.json")
@@ -155,7 +159,14 @@ def main():
                          "MET" if fall <= 3 else "MISS", f"{fall:.2f}x"))
     # Issue 64's: a step whose cost does not grow with the labels.
     for system, name in (("lsh_default", "frugal defaults"), ("lsh_default_uncapped", "frugal defaults, --max-active 0"),
-                         ("lsh_default_bf16", "frugal defaults bf16")):
+                         ("lsh_default_bf16", "frugal defaults bf16"), ("lsh_default_f32", "frugal defaults f32"),
+                         ("lsh_default_t100_f32", "frugal defaults, 100 tables, f32")):
+        at_1m = runs.get((system, 1000000), {})
+        if at_1m.get("state_per_parameter"):
+            b, t = at_1m["state_per_parameter"], at_1m.get("tables_per_parameter", 0.0)
+            rows.append((f"1M labels: {name} state <= 6 B/param (issue 64)", "MET" if b <= 6 else "MISS", f"{b:.2f} B"))
+            rows.append((f"1M labels: {name} LSH tables <= 1 B/param (issue 64)", "MET" if t <= 1 else "MISS",
+                         f"{t:.2f} B"))
         if (system, lo) in runs and (system, hi) in runs and hi > lo and not runs[(system, hi)].get("extrapolated"):
             fall = runs[(system, lo)]["samples_per_s"] / runs[(system, hi)]["samples_per_s"]
             rows.append((f"{name} samples/s falls by at most 2x from {fmt_labels(lo)} to {fmt_labels(hi)} (issue 64)",

@@ -63,6 +63,10 @@ inline constexpr size_t kDefaultActiveBudget = 128;
 // 100k-label sets (16 tables: -0.6 and -0.35 on the two 1M sets); the tables take a third of the
 // memory (~1.5 bytes a parameter at hidden 128 instead of 4.9) and of the rebuild and bucket scan.
 inline constexpr size_t kDefaultTables = 32;
+// Tables built for LSH inference over a model trained without them (the exact softmax, or loaded
+// by predict / evaluate): there the tables' union is every candidate a point gets, with no cap
+// ranking them, so they keep the count LSH inference was measured with (bench/REPORT.md).
+inline constexpr size_t kInferenceTables = 100;
 size_t default_active_target(size_t neurons);
 // `f` (its kind, and for DWTA its bin size) with the width chosen for `neurons` labels hashed into
 // `tables` tables: the fewest buckets per table (a power of two, at most 2^18) whose expected active

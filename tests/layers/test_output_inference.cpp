@@ -1,6 +1,7 @@
 // The output layer's LSH inference (top-k over the labels its tables return) and its
 // initialization from label centroids.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -86,4 +87,33 @@ TEST_CASE("centroid initialization: row = scale * unit(label mean - mean), bias 
   CHECK(b.data()[1] == Approx(-(2 * s1 + s1 - s1)));
   // Label 3 has no points: its random row stays.
   for (size_t c = 0; c < 3; ++c) CHECK(w.at(3, c) == untouched[c]);
+}
+
+TEST_CASE("exact top-k over more labels than a scoring block (blocks of labels, merged) matches every label scored") {
+  // 40,000 labels: f32 weights are scored 16,384 labels at a time for every point, as bf16 ones are.
+  const size_t labels = 40000, dim = 8, points = 6, k = 5;
+  layers::SoftmaxOutput out({.in = dim, .out = labels, .sampler = layers::Sampler::exact});
+  Tensor& w = out.parameters()[0]->value;
+  Tensor& bias = out.parameters()[1]->value;
+  Rng rng(11);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = rng.normal();
+  for (size_t i = 0; i < bias.size(); ++i) bias.data()[i] = 0.1f * rng.normal();
+  const Tensor h = random_tensor(points, dim, 12);
+  std::vector<uint32_t> got_labels;
+  std::vector<float> got_scores;
+  out.top_k(h, k, got_labels, got_scores);
+  REQUIRE(got_labels.size() == points * k);
+  for (size_t p = 0; p < points; ++p) {
+    std::vector<std::pair<double, uint32_t>> all(labels);
+    for (uint32_t l = 0; l < labels; ++l) {
+      double s = bias.data()[l];
+      for (size_t j = 0; j < dim; ++j) s += static_cast<double>(h.row(p)[j]) * w.row(l)[j];
+      all[l] = {s, l};
+    }
+    std::partial_sort(all.begin(), all.begin() + k, all.end(), [](const auto& a, const auto& b) { return a > b; });
+    for (size_t j = 0; j < k; ++j) {
+      CHECK(got_labels[p * k + j] == all[j].second);
+      CHECK(got_scores[p * k + j] == Approx(all[j].first).margin(1e-4));
+    }
+  }
 }
