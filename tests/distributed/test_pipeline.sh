@@ -30,6 +30,8 @@ run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --mp-keep 0.1 --metri
 run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 1 --pipeline 2 --micro-batches 1 --checkpoint "$TMP/ck"
 run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --micro-batches 1 --resume "$TMP/ck" --metrics "$TMP/r2.jsonl"
 run "$FRUGAL" "${T[@]}" --epochs 2 --resume "$TMP/ck" --metrics "$TMP/r1.jsonl"
+# The storage is not compared on resume (parameter files hold f32): f32 stages resume the defaults' checkpoint.
+run "${L2[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 2 --micro-batches 1 --precision f32 --resume "$TMP/ck"
 run "${L3[@]}" "$FRUGAL" "${T[@]}" --epochs 2 --pipeline 3 --micro-batches 1 --resume "$TMP/ck" --metrics "$TMP/r3.jsonl"
 run "$FRUGAL" evaluate --model "$TMP/ck" --test "$TMP/data/test.txt" --json
 cp "$TMP/last.log" "$TMP/evaluate.json"
