@@ -1381,7 +1381,10 @@ std::vector<OpCases> all_cases() {
       {Op::top_k, kExact,
        {top_k_case(0, 5, 3, false, false), top_k_case(1, 1, 1, false, false), top_k_case(6, 37, 5, false, true),
         top_k_case(3, 1000, 10, false, false), top_k_case(7, 50, 4, true, true), top_k_case(2, 5, 0, false, false),
-        top_k_case(4, 300, 7, false, false, true), top_k_case(5, 40, 6, true, true, true)}},
+        top_k_case(4, 300, 7, false, false, true), top_k_case(5, 40, 6, true, true, true),
+        // Dense rows longer than a few blocks of 16 (the CPU skips blocks with no score above the
+        // k-th best), ties among them, a tail shorter than a block.
+        top_k_case(3, 1999, 5, false, true, true), top_k_case(2, 515, 1, false, true)}},
       {Op::adam_rows, kExact,
        {adam_case(4, 3, 0, false, false, 1.0f), adam_case(1, 1, 1, false, true, 1.0f),
         adam_case(20, 33, 7, false, false, 1.0f), adam_case(10, 130, 10, true, false, 1.0f),
