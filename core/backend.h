@@ -433,8 +433,6 @@ class Backend {
   // from now on; one without such products keeps f32 and answers false to `on` (the CPU backend
   // without AVX512-BF16 or under `--bf16-dot off`: kernels/cpu_backend.h).
   virtual bool set_bf16_products(bool on) { return !on; }
-  // Whether matmul multiplies in bf16 now (set_bf16_products).
-  virtual bool bf16_products() const { return false; }
 
   // --- row accumulation ----------------------------------------------------------------------
   // A workspace for row_accumulate / sparse_input_backward over a matrix of num_rows rows.

@@ -40,7 +40,6 @@ class CudaBackend : public Backend {
   std::optional<uint64_t> state_memory_available() const override;
   // cuBLAS GemmEx on bf16 copies of the operands with f32 compute (tensor cores).
   bool set_bf16_products(bool on) override;
-  bool bf16_products() const override { return bf16_products_; }
   bool supports(Op op) const override;
   void synchronize() override;
   // The host-side work (staging host arguments) is single-threaded; the count is only recorded.

@@ -21,7 +21,6 @@ class CpuBackend : public Backend {
   // mode is active on this CPU (kernels/bf16_dot.h): the instruction is what makes them pay, and
   // `off` asks for f32 arithmetic. Decided when called: a later mode change does not undo it.
   bool set_bf16_products(bool on) override;
-  bool bf16_products() const override { return bf16_products_; }
 
   // Every op of core/backend_ops.h.
   FRUGAL_BACKEND_OVERRIDES

@@ -36,7 +36,6 @@ class EmulatedBackend : public Backend {
   int num_threads() const override { return cpu_.num_threads(); }
   // The CPU backend's products, bf16 ones included (its answer, its bits).
   bool set_bf16_products(bool on) override { return cpu_.set_bf16_products(on); }
-  bool bf16_products() const override { return cpu_.bf16_products(); }
 
   std::shared_ptr<Buffer> alloc_buffer(size_t bytes) override;
   void set(Buffer& dst, size_t offset, const void* src, size_t bytes) override;

@@ -478,17 +478,6 @@ void SoftmaxOutput::blocked_top_k(const Tensor& in, size_t k, std::vector<uint32
   std::vector<uint32_t> cand_labels(b * width), block_labels;
   Tensor wide, block_copy;
   keep_on(full_logits_, be);
-  // On the CPU, widened bf16 rows are multiplied in f32: rounding every block back to bf16 for the
-  // bf16 matmul cost more than it saved (3M labels: the test set scored in 12.1 s against 9.6 s),
-  // and the f32 products of widened rows are exact. The run's setting is restored after.
-  struct F32Products {
-    Backend& be;
-    bool was;
-    ~F32Products() {
-      if (was) be.set_bf16_products(true);
-    }
-  } products{be, widen && be.device().is_host() && be.bf16_products()};
-  if (products.was) be.set_bf16_products(false);
   for (size_t l0 = 0, filled = 0; l0 < n; l0 += block) {
     const size_t len = std::min(block, n - l0), kb = std::min(k, len);
     if (widen) {
