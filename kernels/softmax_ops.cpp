@@ -21,21 +21,24 @@ namespace {
 
 // The k best of n (score, label) candidates produced by `entry(j)`, best first, through a k-entry
 // min-heap: one pass, no scratch of the candidates' size.
+// One candidate offered to a heap of at most k: kept while there is room, else in place of the
+// least when it ranks before it.
+void offer_to_heap(const std::pair<float, uint32_t>& e, size_t k, std::vector<std::pair<float, uint32_t>>& heap) {
+  if (heap.size() < k) {
+    heap.push_back(e);
+    std::push_heap(heap.begin(), heap.end(), top_k_before);
+  } else if (top_k_before(e, heap.front())) {
+    std::pop_heap(heap.begin(), heap.end(), top_k_before);
+    heap.back() = e;
+    std::push_heap(heap.begin(), heap.end(), top_k_before);
+  }
+}
+
 template <class Entry>
 void heap_top_k(size_t n, size_t k, Entry entry, std::vector<std::pair<float, uint32_t>>& heap) {
   heap.clear();
   heap.reserve(k + 1);
-  for (size_t j = 0; j < n; ++j) {
-    const std::pair<float, uint32_t> e = entry(j);
-    if (heap.size() < k) {
-      heap.push_back(e);
-      std::push_heap(heap.begin(), heap.end(), top_k_before);
-    } else if (top_k_before(e, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), top_k_before);
-      heap.back() = e;
-      std::push_heap(heap.begin(), heap.end(), top_k_before);
-    }
-  }
+  for (size_t j = 0; j < n; ++j) offer_to_heap(entry(j), k, heap);
   std::sort_heap(heap.begin(), heap.end(), top_k_before);
 }
 
@@ -73,15 +76,7 @@ void dense_top_k(const float* s, const float* bias, size_t n, size_t k, std::vec
   heap.clear();
   heap.reserve(k + 1);
   const auto offer = [&](size_t j) {
-    const std::pair<float, uint32_t> e{bias != nullptr ? s[j] + bias[j] : s[j], static_cast<uint32_t>(j)};
-    if (heap.size() < k) {
-      heap.push_back(e);
-      std::push_heap(heap.begin(), heap.end(), top_k_before);
-    } else if (top_k_before(e, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), top_k_before);
-      heap.back() = e;
-      std::push_heap(heap.begin(), heap.end(), top_k_before);
-    }
+    offer_to_heap({bias != nullptr ? s[j] + bias[j] : s[j], static_cast<uint32_t>(j)}, k, heap);
   };
   size_t j = 0;
   for (; j < n && heap.size() < k; ++j) offer(j);
