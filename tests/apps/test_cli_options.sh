@@ -71,6 +71,11 @@ assert sb["weights"] + sb["optimizer"] < 0.6 * (sf["weights"] + sf["optimizer"])
 assert 0 <= eb["p@1"] <= 1, eb
 PY
 "$FRUGAL" evaluate --model "$TMP/bf16" --test "$TMP/data/test.txt" --threads 1 > /dev/null
+# A checkpoint's table count (and storage) is what a resumed run keeps unless the flag is given.
+R=(train --train "$TMP/data/train.txt" --test "$TMP/data/test.txt" --threads 1 --quiet --hidden 8 --max-steps 2)
+"$FRUGAL" "${R[@]}" --epochs 1 --tables 12 --precision f32 --checkpoint "$TMP/t12" > /dev/null
+"$FRUGAL" "${R[@]}" --epochs 2 --resume "$TMP/t12" --metrics "$TMP/t12.jsonl" > /dev/null
+python3 -c "import json,sys; c=json.loads(open(sys.argv[1]).readline())['config']; assert c['tables'] == 12 and c['precision'] == 'f32', c" "$TMP/t12.jsonl"
 # --optimizer rowwise-adagrad: recorded, one accumulator per row of the sparse input and LSH output
 # layers (a quarter of per-element Adagrad's state here, hidden 8 with 4 bytes a row), checkpointed
 # and resumed.

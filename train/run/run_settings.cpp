@@ -276,9 +276,18 @@ nlohmann::json resumed_config(const RunArgs& a) {
 void apply_data_defaults(RunArgs& a, const data::DatasetStats& stats) {
   const bool xmc = a.format == data::DataFormat::xmc;
   const nlohmann::json saved = resumed_config(a);
-  // A checkpoint saved with another table count (before the default became 32) resumes with its own.
-  if (a.given.count("--tables") == 0 && saved.contains("tables") && saved["tables"].is_number_unsigned())
-    a.tables = saved["tables"].get<size_t>();
+  // A checkpoint saved with another table count (before the default became 32) resumes with its own,
+  // read as --tables would read it (a manifest's count outside what the flag accepts is refused).
+  if (a.given.count("--tables") == 0 && saved.contains("tables")) {
+    TrainConfig read;
+    try {
+      set_option(read, "--tables", saved["tables"].dump());
+    } catch (const Error& e) {
+      throw Error(fmt::format("--resume {}: the checkpoint's config has tables = {}, which --tables does not accept "
+                              "({})", a.resume, saved["tables"].dump(), e.what()));
+    }
+    a.tables = read.tables;
+  }
   const StateEstimate state = estimate_state(a, stats);
   // The whole model against one node: the ranks of one host share its memory (slices on other
   // hosts would leave room: --hidden sets the width).
