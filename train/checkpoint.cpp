@@ -94,6 +94,7 @@ bool verify_member_file(const std::string& dir, const CheckpointManifest& info, 
 void require_same_settings(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& where) {
   if (!saved.is_object() || !wanted.is_object()) return;
   for (const auto& [key, value] : wanted.items()) {
+    if (key == "precision") continue;  // files hold f32: either storage resumes them
     const auto it = saved.find(key);
     if (it != saved.end() && *it != value)
       throw Error(fmt::format("{}: the checkpoint was saved with {} = {}, this run has {} = {}", where, key, it->dump(),

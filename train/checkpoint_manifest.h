@@ -77,7 +77,9 @@ void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& m
 // The resume check of the settings every trainer makes (the XMC network's, the pipeline's and
 // DLRM's checkpoints alike): each of `wanted` (this run's settings that a checkpoint must share)
 // that `saved` also holds must be equal, or it throws frugal::Error "WHERE: the checkpoint was saved
-// with KEY = SAVED, this run has KEY = WANTED". Keys `saved` lacks (older checkpoints) pass.
+// with KEY = SAVED, this run has KEY = WANTED". Keys `saved` lacks (older checkpoints) pass, and so
+// does `precision`, recorded but not compared: parameter files hold f32 whatever the storage, so a
+// checkpoint resumes in either.
 void require_same_settings(const nlohmann::json& saved, const nlohmann::json& wanted, const std::string& where);
 
 }  // namespace frugal::train

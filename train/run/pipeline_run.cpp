@@ -98,10 +98,7 @@ uint64_t run_pipeline(comm::Communicator& world, PipelineRun r) {
   if (!r.resume.empty()) {
     // The same choice on every rank, checked as every trainer's (train/resume_choice.h).
     const train::CheckpointChoice choice = train::choose_resume_checkpoint(r.resume, r.accept_unchecked_checkpoint, world);
-    // The stored values convert to another --precision (parameter files hold f32): not compared.
-    nlohmann::json compared = r.checkpoint_config;
-    compared.erase("precision");
-    resumed = train::load_pipeline_checkpoint(r.resume, choice.manifest, trainer, compared);
+    resumed = train::load_pipeline_checkpoint(r.resume, choice.manifest, trainer, r.checkpoint_config);
     best.resume(resumed->run_state);
     if (voice)
       say("resumed from {} at epoch {}, step {} (saved by {} rank(s) in {} model slice(s)); each stage took its "

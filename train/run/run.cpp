@@ -506,12 +506,11 @@ RunResult run_train(RunArgs a) {
                         a.checkpoint.empty() ? std::string() : (std::filesystem::path(a.checkpoint) / "best").string(),
                         a.resume.empty() ? std::string() : (std::filesystem::path(a.resume) / "best").string());
   // What a checkpoint must agree with to be resumed (the grid may change: checkpoints reslice).
-  nlohmann::json resume_config = run_config(a, train);
+  const nlohmann::json resume_config = run_config(a, train);
   // What checkpoints record: the same, how the weights are stored and how the run infers (predict /
   // evaluate infer the same way by default; a resumed run may infer otherwise, and its stored values
-  // convert to another --precision, so --resume compares neither).
+  // convert to another --precision, so --resume compares neither: train::require_same_settings).
   nlohmann::json checkpoint_config = resume_config;
-  resume_config.erase("precision");
   record_infer(a.inference, checkpoint_config);
   // The training data's identity (the text's whole-file hash, which its packed form shares), which
   // --resume reports rather than compares (a checkpoint may resume on another file of the same data).

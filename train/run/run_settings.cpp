@@ -110,8 +110,7 @@ void resolve_optimizer(RunArgs& a) {
   }
 }
 
-Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16) {
-  const nlohmann::json saved = resumed_config(a);
+Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16, const nlohmann::json& saved) {
   if (saved.contains("labels")) return dtype_from_string(saved.value("precision", std::string("f32")));
   const bool lsh_network = a.model == ModelKind::xmc && a.format == data::DataFormat::xmc &&
                            a.sampler == layers::Sampler::lsh;
@@ -119,8 +118,9 @@ Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16) {
 }
 
 void resolve_precision(RunArgs& a) {
-  a.precision_from_cpu = !a.precision && !resumed_config(a).contains("labels");
-  if (!a.precision) a.precision = auto_precision(a, kernels::bf16_dot_available());
+  const nlohmann::json saved = a.precision ? nlohmann::json::object() : resumed_config(a);
+  a.precision_from_cpu = !a.precision && !saved.contains("labels");
+  if (!a.precision) a.precision = auto_precision(a, kernels::bf16_dot_available(), saved);
   if (a.given.count("--bf16-dot") > 0 && a.precision != Dtype::bf16)
     say_notice("note: --bf16-dot only applies to --precision bf16 weights: ignored\n");
 }

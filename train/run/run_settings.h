@@ -49,7 +49,8 @@ void resolve_optimizer(RunArgs& a);
 // checkpoint's storage (f32 for checkpoints saved before the choice was recorded). Decided by the
 // host's CPU whatever the device, so that the ranks of one cluster agree where their CPUs do (the
 // rendezvous compares it and names the CPUs' difference). Measured: docs/training.md.
-Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16);
+// `saved`: the resumed checkpoint's config (resumed_config), empty when the run starts afresh.
+Dtype auto_precision(const RunArgs& a, bool cpu_has_bf16, const nlohmann::json& saved = nlohmann::json::object());
 void resolve_precision(RunArgs& a);
 // Why auto chose as it did where this CPU decided (the rendezvous compares it beside the
 // precision, so that ranks whose CPUs differ are told so); none otherwise.
